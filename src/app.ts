@@ -1,0 +1,157 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Router from '@koa/router';
+import Koa from 'koa';
+import { sql } from 'kysely';
+import type { Logger } from 'pino';
+import type { ChatHost } from './chat/chat-host.js';
+import { systemClock, type Clock } from './clock.js';
+import type { Config } from './config.js';
+import { openStore, type Store } from './db/database.js';
+import { migrateToLatest } from './db/migrate.js';
+import { DeliveryService } from './deliveries/delivery.service.js';
+import { Dispatcher } from './deliveries/dispatcher.js';
+import { DestinationService } from './destinations/destination.service.js';
+import { DiscordHost } from './discord/discord-host.js';
+import { createApi } from './http/api.js';
+import { docsRouter } from './http/docs.js';
+import { createLogger } from './log.js';
+import { Metrics } from './metrics.js';
+import { DiscordSandbox } from './sandbox/sandbox.js';
+
+export interface HeraldOptions {
+  config: Config;
+  clock?: Clock;
+  log?: Logger;
+  /** What this process does: serve HTTP, dispatch deliveries, or both (the default). */
+  roles?: { http: boolean; dispatcher: boolean };
+}
+
+export interface Herald {
+  /** The API's base URL, when serving HTTP. */
+  readonly url: string | undefined;
+  /** The built-in Discord sandbox, in sandbox mode. */
+  readonly sandbox: DiscordSandbox | undefined;
+  readonly store: Store;
+  readonly dispatcher: Dispatcher | undefined;
+  readonly metrics: Metrics;
+  /** Stop serving, stop claiming, finish or release in-flight deliveries, close the store. */
+  close(): Promise<void>;
+}
+
+export async function startHerald(options: HeraldOptions): Promise<Herald> {
+  const { config } = options;
+  const clock = options.clock ?? systemClock;
+  const log = options.log ?? createLogger(config.logLevel);
+  const roles = options.roles ?? { http: true, dispatcher: true };
+  const metrics = new Metrics();
+  const cleanups: (() => Promise<void>)[] = [];
+  const close = async (): Promise<void> => {
+    for (const cleanup of cleanups.splice(0).reverse()) {
+      await cleanup().catch((err: unknown) => log.error({ err: String(err) }, 'shutdown step failed'));
+    }
+  };
+
+  try {
+    const store = await openStore({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      onListenError: (err) => log.warn({ err: err.message }, 'LISTEN connection failed; polling continues'),
+    });
+    cleanups.push(() => store.close());
+    await migrateToLatest(store.db);
+
+    let sandbox: DiscordSandbox | undefined;
+    let token = config.discordToken;
+    let apiUrl = config.discordApiUrl;
+    if (token === undefined) {
+      sandbox = await new DiscordSandbox().start(config.sandboxPort, config.host);
+      cleanups.push(() => sandbox?.close() ?? Promise.resolve());
+      token = sandbox.botToken;
+      apiUrl = sandbox.apiUrl;
+    }
+    const host: ChatHost = new DiscordHost({ token, apiUrl, timeoutMs: config.discordTimeoutMs });
+
+    let dispatcher: Dispatcher | undefined;
+    if (roles.dispatcher) {
+      dispatcher = new Dispatcher(store, host, clock, log, metrics, {
+        leaseMs: config.leaseMs,
+        pollMs: config.pollMs,
+        nonceWindowMs: config.nonceWindowMs,
+        maxAttempts: config.maxAttempts,
+        retryBaseMs: config.retryBaseMs,
+        concurrency: config.dispatchConcurrency,
+        shutdownGraceMs: config.shutdownGraceMs,
+      });
+      await dispatcher.start();
+      const d = dispatcher;
+      cleanups.push(() => d.stop());
+    }
+
+    let url: string | undefined;
+    if (roles.http) {
+      const server = await serveHttp(config, store, host, clock, log, metrics, dispatcher);
+      // Stop accepting requests first (cleanups run in reverse).
+      cleanups.push(() => closeServer(server));
+      const address = server.address() as AddressInfo;
+      url = `http://${config.host}:${address.port}`;
+    }
+    return { url, sandbox, store, dispatcher, metrics, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+async function serveHttp(config: Config, store: Store, host: ChatHost, clock: Clock, log: Logger, metrics: Metrics, dispatcher: Dispatcher | undefined): Promise<Server> {
+  const deliveries = new DeliveryService(store.db, clock, { post: host.capabilities.post, dm: host.capabilities.dm, edit: host.capabilities.edit });
+  const destinations = new DestinationService(store.db, host, clock);
+  const { middleware } = await createApi({
+    bridgeToken: config.bridgeToken,
+    adminToken: config.adminToken,
+    deliveries,
+    destinations,
+    capabilities: host.capabilities,
+    log,
+    readiness: async () => {
+      const checks: Record<string, string> = {};
+      try {
+        await sql`select 1`.execute(store.db);
+        checks['database'] = 'ok';
+      } catch {
+        checks['database'] = 'unavailable';
+      }
+      if (dispatcher !== undefined) checks['dispatcher'] = dispatcher.running ? 'ok' : 'stopped';
+      return checks;
+    },
+  });
+  const app = new Koa({ proxy: false });
+  app.use(async (ctx, next) => {
+    const started = performance.now();
+    await next();
+    // Method, path and status only: never bodies or headers (they hold content and tokens).
+    log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
+  });
+  app.use(middleware);
+  const docs = docsRouter();
+  const router = new Router();
+  router.get('/', (ctx) => ctx.redirect('/docs'));
+  router.get('/metrics', (ctx) => {
+    ctx.type = 'text/plain; version=0.0.4';
+    ctx.body = metrics.render();
+  });
+  app.use(docs.routes()).use(router.routes());
+  const server = createServer(app.callback());
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  return server;
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeIdleConnections();
+  });
+}

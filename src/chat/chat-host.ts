@@ -1,0 +1,55 @@
+import type { Card, Link } from '../deliveries/delivery.js';
+
+/** A message as a chat platform is asked to show it. */
+export interface OutgoingMessage {
+  content?: string;
+  card?: Card;
+  links?: Link[];
+}
+
+export interface SentMessage {
+  channelId: string;
+  messageId: string;
+}
+
+export interface SeenMessage extends SentMessage {
+  authorId: string;
+  /** What the message shows, in the same shape as `fingerprint(OutgoingMessage)`. */
+  fingerprint: string;
+}
+
+export interface ChannelInfo {
+  id: string;
+  guildId: string | undefined;
+  isText: boolean;
+}
+
+/**
+ * Why a chat-platform call failed, in the terms the dispatcher acts on: retry later, or fail the
+ * delivery with a protocol code.
+ */
+export type ChatFailure =
+  | { kind: 'transient'; retryAfterMs?: number; detail: string }
+  | { kind: 'recipient_unreachable'; detail: string }
+  | { kind: 'not_found'; detail: string }
+  | { kind: 'rejected'; detail: string };
+
+export class ChatHostError extends Error {
+  constructor(readonly failure: ChatFailure) {
+    super(failure.detail);
+    this.name = 'ChatHostError';
+  }
+}
+
+/** The chat platform Herald delivers to (Discord through discord.js; later IRC). */
+export interface ChatHost {
+  readonly capabilities: { readonly post: boolean; readonly dm: boolean; readonly edit: boolean };
+  /** Send once: every call for one delivery passes the same nonce. */
+  createMessage(channelId: string, message: OutgoingMessage, nonce: string, signal: AbortSignal): Promise<SentMessage>;
+  /** Messages in a channel created after `afterTime`, oldest first, at most `max`. */
+  listMessagesSince(channelId: string, afterTime: Date, max: number, signal: AbortSignal): Promise<SeenMessage[]>;
+  getChannel(channelId: string): Promise<ChannelInfo | undefined>;
+  /** The bot's own user id (author of what Herald sends). */
+  selfId(): Promise<string>;
+  fingerprint(message: OutgoingMessage): string;
+}

@@ -1,0 +1,121 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { startHerald, type Herald } from './app.js';
+import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, type Config } from './config.js';
+import { openStore } from './db/database.js';
+import { migrateToLatest } from './db/migrate.js';
+import { createLogger } from './log.js';
+import { SANDBOX_IDS } from './sandbox/sandbox.js';
+
+const USAGE = `usage: herald <command>
+
+commands:
+  serve      serve the API and dispatch deliveries (the default)
+  dispatch   dispatch deliveries only (run several against one DATABASE_URL to scale out)
+  migrate    apply database migrations and exit
+
+Configuration comes from the environment; see README.md.`;
+
+async function main(argv: string[]): Promise<number> {
+  const command = argv[0] ?? 'serve';
+  if (command === '--help' || command === '-h' || command === 'help') {
+    console.log(USAGE);
+    return 0;
+  }
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`herald: ${err.message}`);
+      return 2;
+    }
+    throw err;
+  }
+  switch (command) {
+    case 'migrate': {
+      const store = await openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+      try {
+        const result = await migrateToLatest(store.db);
+        const applied = result.results?.filter((r) => r.status === 'Success').map((r) => r.migrationName) ?? [];
+        console.log(applied.length > 0 ? `applied: ${applied.join(', ')}` : 'already up to date');
+      } finally {
+        await store.close();
+      }
+      return 0;
+    }
+    case 'serve':
+    case 'dispatch': {
+      if (command === 'serve' && isSandboxMode(config)) config = await withSandboxTokens(config);
+      const log = createLogger(config.logLevel);
+      const herald = await startHerald({ config, log, roles: { http: command === 'serve', dispatcher: true } });
+      if (command === 'serve') printBanner(config, herald);
+      log.info({ url: herald.url, sandbox: herald.sandbox?.url, store: herald.store.kind, role: command }, 'herald started');
+      await waitForSignal();
+      log.info('stopping: no new claims; finishing in-flight deliveries');
+      await herald.close();
+      log.info('stopped');
+      return 0;
+    }
+    default:
+      console.error(`herald: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
+      return 2;
+  }
+}
+
+/** Sandbox mode only: make up the tokens a new user has not set, and keep them in the data folder. */
+async function withSandboxTokens(config: Config): Promise<Config> {
+  if (config.bridgeToken !== undefined && config.adminToken !== undefined) return config;
+  const file = path.join(config.dataDir, 'sandbox-tokens.json');
+  let saved: { bridge?: string; admin?: string } = {};
+  try {
+    saved = JSON.parse(await readFile(file, 'utf8')) as typeof saved;
+  } catch {
+    // First run: none saved yet.
+  }
+  const fresh = (): string => randomBytes(32).toString('base64url');
+  const bridge = config.bridgeToken ?? (saved.bridge !== undefined && STRONG_TOKEN.test(saved.bridge) ? saved.bridge : fresh());
+  const admin = config.adminToken ?? (saved.admin !== undefined && STRONG_TOKEN.test(saved.admin) ? saved.admin : fresh());
+  await mkdir(config.dataDir, { recursive: true });
+  await writeFile(file, `${JSON.stringify({ bridge, admin }, null, 2)}\n`, { mode: 0o600 });
+  return Object.freeze({ ...config, bridgeToken: bridge, adminToken: admin });
+}
+
+function printBanner(config: Config, herald: Herald): void {
+  const lines = [
+    '',
+    `Herald is running (${herald.store.kind === 'pglite' ? `embedded PGlite in ${config.dataDir}` : 'PostgreSQL'}).`,
+    `  API:            ${herald.url}/mcp/`,
+    `  API docs:       ${herald.url}/docs`,
+  ];
+  if (herald.sandbox !== undefined) {
+    lines.push(
+      `  Discord sandbox: ${herald.sandbox.url}/sandbox  (no DISCORD_TOKEN: messages go to this local Discord)`,
+      '',
+      `Tokens (sandbox mode; kept in ${path.join(config.dataDir, 'sandbox-tokens.json')}):`,
+      `  export MCP_BRIDGE_TOKEN=${config.bridgeToken ?? ''}`,
+      `  export HERALD_ADMIN_TOKEN=${config.adminToken ?? ''}`,
+      '',
+      'Try it:',
+      `  curl -X PUT -H "Authorization: Bearer $HERALD_ADMIN_TOKEN" -d '{"channel_id":"${SANDBOX_IDS.channels.alerts}"}' ${herald.url}/admin/destinations/${SANDBOX_IDS.guild}/alerts`,
+      `  curl -H "Authorization: Bearer $MCP_BRIDGE_TOKEN" -d '{"request_id":"${'a'.repeat(64)}","kind":"post","target":{"guild_id":"${SANDBOX_IDS.guild}","destination":"alerts"},"body":{"content":"hello"}}' ${herald.url}/mcp/deliveries`,
+    );
+  }
+  console.log(`${lines.join('\n')}\n`);
+}
+
+function waitForSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGTERM', () => resolve());
+    process.once('SIGINT', () => resolve());
+  });
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(`herald: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,134 @@
+import path from 'node:path';
+
+/** Herald's configuration, parsed once at start-up from the environment. */
+export interface Config {
+  /** `PORT`: HTTP port of the API, `/docs` and the probes. Default 8787. */
+  readonly port: number;
+  /** `HOST`: interface to listen on. Default 127.0.0.1 (loopback only). */
+  readonly host: string;
+  /** `MCP_BRIDGE_TOKEN`: bearer token of the `/mcp/` protocol; unset → every `/mcp/` request gets 503. */
+  readonly bridgeToken: string | undefined;
+  /** `HERALD_ADMIN_TOKEN`: bearer token of the `/admin/` endpoints; unset → they answer 503. */
+  readonly adminToken: string | undefined;
+  /** `DATABASE_URL`: a PostgreSQL URL. Unset → embedded PGlite in `dataDir`. */
+  readonly databaseUrl: string | undefined;
+  /** `HERALD_DATA_DIR`: where PGlite and sandbox-mode tokens live. Default `./data`. */
+  readonly dataDir: string;
+  /** `DISCORD_TOKEN`: the bot token. Unset → Herald runs and uses its built-in Discord sandbox. */
+  readonly discordToken: string | undefined;
+  /** `DISCORD_API_URL`: base of Discord's REST API (without `/v10`). Default Discord's own, or the sandbox's. */
+  readonly discordApiUrl: string | undefined;
+  /** `HERALD_SANDBOX_PORT`: port of the built-in sandbox in sandbox mode. Default PORT+1; 0 picks a free one. */
+  readonly sandboxPort: number;
+  /** `LOG_LEVEL`: pino level. Default info. */
+  readonly logLevel: string;
+  /** `HERALD_LEASE_MS`: how long a claimed delivery belongs to its dispatcher before it counts as unknown. */
+  readonly leaseMs: number;
+  /** `HERALD_POLL_MS`: dispatcher polling interval (LISTEN/NOTIFY wakes it sooner). */
+  readonly pollMs: number;
+  /**
+   * `HERALD_NONCE_WINDOW_MS`: how long after an attempt began Herald trusts Discord's nonce to
+   * deduplicate a resend; older in-doubt deliveries are reconciled against channel history first.
+   * Discord documents "a few minutes"; the default, 2 minutes, stays well inside that.
+   */
+  readonly nonceWindowMs: number;
+  /** `HERALD_MAX_ATTEMPTS`: attempts before a delivery that keeps failing transiently fails UPSTREAM_UNAVAILABLE. */
+  readonly maxAttempts: number;
+  /** `HERALD_RETRY_BASE_MS`: first retry delay; doubles per attempt, full jitter, capped at 5 minutes. */
+  readonly retryBaseMs: number;
+  /** `HERALD_DISPATCH_CONCURRENCY`: deliveries one process sends at once. */
+  readonly dispatchConcurrency: number;
+  /** `HERALD_DISCORD_TIMEOUT_MS`: timeout of one Discord REST request. */
+  readonly discordTimeoutMs: number;
+  /** `HERALD_SHUTDOWN_GRACE_MS`: on SIGTERM, how long in-flight deliveries may finish before they are released. */
+  readonly shutdownGraceMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** At least 256 bits of base64url, so a token cannot be guessed or brute-forced. */
+export const STRONG_TOKEN = /^[A-Za-z0-9_-]{43,}$/;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Parse the environment; reports every problem at once. */
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+  const text = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v === '' ? undefined : v;
+  };
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = text(name);
+    if (raw === undefined) return fallback;
+    const n = Number(raw);
+    if (!/^[0-9]+$/.test(raw) || n < min || n > max) {
+      problems.push(`${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(raw)})`);
+      return fallback;
+    }
+    return n;
+  };
+  const token = (name: string): string | undefined => {
+    const v = text(name);
+    if (v !== undefined && !STRONG_TOKEN.test(v)) {
+      problems.push(
+        `${name} is too weak: it must be at least 43 base64url characters (256 bits), ` +
+          `e.g. the output of: node -e "console.log(require('crypto').randomBytes(32).toString('base64url'))"`,
+      );
+    }
+    return v;
+  };
+  const url = (name: string): string | undefined => {
+    const v = text(name);
+    if (v === undefined) return undefined;
+    try {
+      const u = new URL(v);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
+    } catch {
+      problems.push(`${name} must be an http(s) URL`);
+    }
+    return v.replace(/\/+$/, '');
+  };
+  const databaseUrl = text('DATABASE_URL');
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
+  }
+  const port = int('PORT', 8787, 0, 65535);
+  const config: Config = {
+    port,
+    host: text('HOST') ?? '127.0.0.1',
+    bridgeToken: token('MCP_BRIDGE_TOKEN'),
+    adminToken: token('HERALD_ADMIN_TOKEN'),
+    databaseUrl,
+    dataDir: path.resolve(text('HERALD_DATA_DIR') ?? './data'),
+    discordToken: text('DISCORD_TOKEN'),
+    discordApiUrl: url('DISCORD_API_URL'),
+    sandboxPort: int('HERALD_SANDBOX_PORT', port === 0 ? 0 : port + 1, 0, 65535),
+    logLevel: text('LOG_LEVEL') ?? 'info',
+    leaseMs: int('HERALD_LEASE_MS', 60_000, 500, 3_600_000),
+    pollMs: int('HERALD_POLL_MS', 1_000, 10, 60_000),
+    nonceWindowMs: int('HERALD_NONCE_WINDOW_MS', 120_000, 0, 600_000),
+    maxAttempts: int('HERALD_MAX_ATTEMPTS', 10, 1, 1_000),
+    retryBaseMs: int('HERALD_RETRY_BASE_MS', 1_000, 1, 600_000),
+    dispatchConcurrency: int('HERALD_DISPATCH_CONCURRENCY', 8, 1, 256),
+    discordTimeoutMs: int('HERALD_DISCORD_TIMEOUT_MS', 15_000, 100, 600_000),
+    shutdownGraceMs: int('HERALD_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+  };
+  const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+  if (!levels.includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of ${levels.join(', ')}`);
+  if (config.leaseMs <= config.discordTimeoutMs) {
+    problems.push('HERALD_LEASE_MS must be longer than HERALD_DISCORD_TIMEOUT_MS, or a slow attempt could outlive its lease');
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(config);
+}
+
+/** True when Herald uses its built-in Discord sandbox instead of a real bot. */
+export function isSandboxMode(config: Config): boolean {
+  return config.discordToken === undefined;
+}

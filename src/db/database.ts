@@ -1,0 +1,81 @@
+import { mkdir } from 'node:fs/promises';
+import { PGlite } from '@electric-sql/pglite';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { DeliveryTable } from '../deliveries/delivery.table.js';
+import type { DestinationTable } from '../destinations/destination.table.js';
+import { PGliteDialect } from './pglite-dialect.js';
+
+export interface Database {
+  deliveries: DeliveryTable;
+  destinations: DestinationTable;
+}
+
+/** The store: Kysely over Postgres or embedded PGlite, plus LISTEN for wake-ups. */
+export interface Store {
+  readonly kind: 'postgres' | 'pglite';
+  readonly db: Kysely<Database>;
+  /** Subscribe to NOTIFY on a channel; returns the unsubscribe. */
+  listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  databaseUrl: string | undefined;
+  dataDir: string;
+  onListenError?: (err: Error) => void;
+}
+
+export async function openStore(options: StoreOptions): Promise<Store> {
+  return options.databaseUrl !== undefined
+    ? openPostgres(options.databaseUrl, options.onListenError)
+    : openPGlite(options.dataDir);
+}
+
+function openPostgres(connectionString: string, onListenError?: (err: Error) => void): Store {
+  const pool = new pg.Pool({ connectionString, max: 10 });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const listeners = new Set<pg.Client>();
+  return {
+    kind: 'postgres',
+    db,
+    async listen(channel, onNotify) {
+      // LISTEN needs a session of its own, outside the pool.
+      const client = new pg.Client({ connectionString });
+      client.on('error', (err) => onListenError?.(err));
+      client.on('notification', (n) => {
+        if (n.channel === channel) onNotify();
+      });
+      await client.connect();
+      await client.query(`listen ${pg.Client.prototype.escapeIdentifier(channel)}`);
+      listeners.add(client);
+      return async () => {
+        listeners.delete(client);
+        await client.end().catch(() => undefined);
+      };
+    },
+    async close() {
+      await Promise.all([...listeners].map((c) => c.end().catch(() => undefined)));
+      listeners.clear();
+      await db.destroy();
+    },
+  };
+}
+
+async function openPGlite(dataDir: string): Promise<Store> {
+  await mkdir(dataDir, { recursive: true });
+  const pglite = await PGlite.create(`${dataDir}/pglite`);
+  const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
+  return {
+    kind: 'pglite',
+    db,
+    async listen(channel, onNotify) {
+      const unsubscribe = await pglite.listen(channel, onNotify);
+      return unsubscribe;
+    },
+    async close() {
+      await db.destroy();
+      await pglite.close();
+    },
+  };
+}

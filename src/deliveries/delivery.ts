@@ -1,0 +1,96 @@
+import { createHash } from 'node:crypto';
+import type { components } from '../../generated/api.js';
+
+type Schemas = components['schemas'];
+export type DeliveryKind = Schemas['DeliveryKind'];
+export type Destination = Schemas['Destination'];
+export type PostTarget = Schemas['PostTarget'];
+export type DmTarget = Schemas['DmTarget'];
+export type EditTarget = Schemas['EditTarget'];
+export type Target = PostTarget | DmTarget | EditTarget;
+/** A body as stored and echoed: only the keys present, content, card, links. */
+export type MessageBody = Schemas['WireBody'];
+export type Card = Schemas['Card'];
+export type Link = Schemas['Link'];
+export type FailureCode = Schemas['FailureCode'];
+export type DeliveryState = Schemas['DeliveryState'];
+
+/** The protocol's destinations, in the order capabilities lists them. */
+export const DESTINATIONS: readonly { destination: Destination; description: string }[] = [
+  { destination: 'alerts', description: 'Time-sensitive findings and warnings' },
+  { destination: 'deals', description: 'Notable deals or opportunities' },
+  { destination: 'digest', description: 'Periodic summaries' },
+  { destination: 'ops', description: 'Operational status and infrastructure notices' },
+];
+
+/** A validated request with unknown keys dropped and keys in the protocol's order. */
+export type Delivery =
+  | { request_id: string; kind: 'post'; target: PostTarget; body: MessageBody }
+  | { request_id: string; kind: 'dm'; target: DmTarget; body: MessageBody }
+  | { request_id: string; kind: 'edit'; target: EditTarget; body: MessageBody };
+
+/** Rebuild a validated request with only the keys the protocol knows, in its order. */
+export function normalizeDelivery(input: Record<string, unknown>): Delivery {
+  const request_id = input['request_id'] as string;
+  const body = normalizeBody(input['body'] as Record<string, unknown>);
+  const t = input['target'] as Record<string, unknown>;
+  switch (input['kind']) {
+    case 'post':
+      return { request_id, kind: 'post', target: { guild_id: t['guild_id'] as string, destination: t['destination'] as Destination }, body };
+    case 'dm':
+      return { request_id, kind: 'dm', target: { user_id: t['user_id'] as string }, body };
+    default:
+      return { request_id, kind: 'edit', target: { message_ref: t['message_ref'] as string, seq: t['seq'] as number }, body };
+  }
+}
+
+function normalizeBody(b: Record<string, unknown>): MessageBody {
+  const out: MessageBody = {};
+  if (b['content'] !== undefined) out.content = b['content'] as string;
+  if (b['card'] !== undefined) out.card = normalizeCard(b['card'] as Record<string, unknown>);
+  if (b['links'] !== undefined) {
+    out.links = (b['links'] as Record<string, unknown>[]).map((l) => ({ label: l['label'] as string, url: l['url'] as string }));
+  }
+  return out;
+}
+
+function normalizeCard(c: Record<string, unknown>): Card {
+  const card: Card = {};
+  if (c['title'] !== undefined) card.title = c['title'] as string;
+  if (c['description'] !== undefined) card.description = c['description'] as string;
+  if (c['url'] !== undefined) card.url = c['url'] as string;
+  if (c['color'] !== undefined) card.color = c['color'] as number;
+  if (c['footer'] !== undefined) card.footer = c['footer'] as string;
+  if (c['fields'] !== undefined) {
+    card.fields = (c['fields'] as Record<string, unknown>[]).map((f) => {
+      const field: NonNullable<Card['fields']>[number] = { name: f['name'] as string, value: f['value'] as string };
+      if (f['inline'] !== undefined) field.inline = f['inline'] as boolean;
+      return field;
+    });
+  }
+  return card;
+}
+
+/** Characters a card counts against Discord's 6000 total for an embed. */
+export function cardLength(card: Card): number {
+  let n = (card.title?.length ?? 0) + (card.description?.length ?? 0) + (card.footer?.length ?? 0);
+  for (const f of card.fields ?? []) n += f.name.length + f.value.length;
+  return n;
+}
+
+/** Canonical hash of what a request asks for; a reused request_id must match it. */
+export function payloadHash(d: Pick<Delivery, 'kind' | 'target' | 'body'>): string {
+  return createHash('sha256').update(JSON.stringify([d.kind, d.target, d.body])).digest('hex');
+}
+
+/**
+ * Discord's create-message nonce (at most 25 characters), the same for every attempt of one
+ * delivery, so Discord returns the message already created instead of creating another.
+ */
+export function deliveryNonce(requestId: string): string {
+  return createHash('sha256').update(`herald:${requestId}`).digest('base64url').slice(0, 25);
+}
+
+export function discordMessageUrl(scope: string, channelId: string, messageId: string): string {
+  return `https://discord.com/channels/${scope}/${channelId}/${messageId}`;
+}

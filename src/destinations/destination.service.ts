@@ -1,0 +1,50 @@
+import type { Kysely } from 'kysely';
+import type { ChatHost } from '../chat/chat-host.js';
+import { ChatHostError } from '../chat/chat-host.js';
+import type { Clock } from '../clock.js';
+import type { Database } from '../db/database.js';
+import type { Destination } from '../deliveries/delivery.js';
+import { ConflictError, NotFoundError, UpstreamError } from '../errors.js';
+import { deleteDestination, listDestinations, upsertDestination } from './destination.repository.js';
+
+export interface DestinationMapping {
+  guild_id: string;
+  destination: Destination;
+  channel_id: string;
+}
+
+/** Operators map each (guild, destination) to exactly one channel. */
+export class DestinationService {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly host: ChatHost,
+    private readonly clock: Clock,
+  ) {}
+
+  async list(): Promise<DestinationMapping[]> {
+    return (await listDestinations(this.db)).map(toMapping);
+  }
+
+  /** Map after asking Discord that the bot sees the channel, in that guild. */
+  async set(guildId: string, destination: Destination, channelId: string): Promise<DestinationMapping> {
+    let channel;
+    try {
+      channel = await this.host.getChannel(channelId);
+    } catch (err) {
+      if (err instanceof ChatHostError && err.failure.kind !== 'transient') channel = undefined;
+      else throw new UpstreamError('discord unavailable');
+    }
+    if (channel === undefined) throw new ConflictError('channel not found or not visible to the bot');
+    if (channel.guildId !== guildId) throw new ConflictError('channel belongs to another guild');
+    if (!channel.isText) throw new ConflictError('channel is not a text channel');
+    return toMapping(await upsertDestination(this.db, guildId, destination, channelId, this.clock.now()));
+  }
+
+  async remove(guildId: string, destination: Destination): Promise<void> {
+    if (!(await deleteDestination(this.db, guildId, destination))) throw new NotFoundError('mapping not found');
+  }
+}
+
+function toMapping(row: { guild_id: string; destination: Destination; channel_id: string }): DestinationMapping {
+  return { guild_id: row.guild_id, destination: row.destination, channel_id: row.channel_id };
+}

@@ -1,0 +1,185 @@
+import {
+  DiscordAPIError,
+  HTTPError,
+  RateLimitError,
+  REST,
+  ButtonStyle,
+  ChannelType,
+  ComponentType,
+  Routes,
+  type APIActionRowComponent,
+  type APIButtonComponentWithURL,
+  type APIChannel,
+  type APIEmbed,
+  type APIMessage,
+  type APIUser,
+  type RESTPostAPIChannelMessageJSONBody,
+} from 'discord.js';
+import { ChatHostError, type ChannelInfo, type ChatHost, type OutgoingMessage, type SeenMessage, type SentMessage } from '../chat/chat-host.js';
+
+/** Discord's epoch (2015-01-01), the origin of snowflake timestamps. */
+const DISCORD_EPOCH = 1420070400000n;
+/** Discord's "Cannot send messages to this user". */
+const CANNOT_MESSAGE_USER = 50007;
+/** Longest 429 wait Herald lets discord.js sit out inside one attempt; longer ones reschedule. */
+const MAX_INLINE_RATE_LIMIT_MS = 5_000;
+
+export interface DiscordHostOptions {
+  token: string;
+  /** Base of the REST API without the version, e.g. https://discord.com/api. */
+  apiUrl: string | undefined;
+  timeoutMs: number;
+}
+
+/** The Discord chat host: REST only (no gateway), so any number of dispatchers can run. */
+export class DiscordHost implements ChatHost {
+  readonly capabilities = { post: true, dm: false, edit: false } as const;
+  private readonly rest: REST;
+  private self: Promise<string> | undefined;
+
+  constructor(options: DiscordHostOptions) {
+    this.rest = new REST({
+      version: '10',
+      ...(options.apiUrl !== undefined ? { api: options.apiUrl } : {}),
+      timeout: options.timeoutMs,
+      retries: 2,
+      rejectOnRateLimit: (info) => info.retryAfter > MAX_INLINE_RATE_LIMIT_MS,
+    }).setToken(options.token);
+  }
+
+  /** https://discord.com/developers/docs/resources/message#create-message */
+  async createMessage(channelId: string, message: OutgoingMessage, nonce: string, signal: AbortSignal): Promise<SentMessage> {
+    const body: RESTPostAPIChannelMessageJSONBody = {
+      ...toDiscordMessage(message),
+      nonce,
+      enforce_nonce: true,
+      allowed_mentions: { parse: [] },
+    };
+    const sent = (await call(() => this.rest.post(Routes.channelMessages(channelId), { body, signal }))) as APIMessage;
+    return { channelId: sent.channel_id, messageId: sent.id };
+  }
+
+  /** https://discord.com/developers/docs/resources/message#get-channel-messages */
+  async listMessagesSince(channelId: string, afterTime: Date, max: number, signal: AbortSignal): Promise<SeenMessage[]> {
+    const seen: SeenMessage[] = [];
+    let after = snowflakeAt(afterTime);
+    while (seen.length < max) {
+      const query = new URLSearchParams({ after, limit: '100' });
+      const page = (await call(() => this.rest.get(Routes.channelMessages(channelId), { query, signal }))) as APIMessage[];
+      if (page.length === 0) break;
+      // Discord returns newest first; walk oldest first.
+      const ordered = [...page].sort((a, b) => compareSnowflakes(a.id, b.id));
+      for (const m of ordered) {
+        seen.push({ channelId: m.channel_id, messageId: m.id, authorId: m.author.id, fingerprint: fingerprintOf(m.content, m.embeds, m.components ?? []) });
+      }
+      after = ordered[ordered.length - 1]?.id ?? after;
+      if (page.length < 100) break;
+    }
+    return seen.slice(0, max);
+  }
+
+  /** https://discord.com/developers/docs/resources/channel#get-channel */
+  async getChannel(channelId: string): Promise<ChannelInfo | undefined> {
+    try {
+      const channel = (await call(() => this.rest.get(Routes.channel(channelId)))) as APIChannel;
+      const guildId = 'guild_id' in channel && typeof channel.guild_id === 'string' ? channel.guild_id : undefined;
+      const isText = channel.type === ChannelType.GuildText || channel.type === ChannelType.GuildAnnouncement;
+      return { id: channel.id, guildId, isText };
+    } catch (err) {
+      if (err instanceof ChatHostError && err.failure.kind === 'not_found') return undefined;
+      throw err;
+    }
+  }
+
+  /** https://discord.com/developers/docs/resources/user#get-current-user */
+  selfId(): Promise<string> {
+    this.self ??= call(() => this.rest.get(Routes.user('@me'))).then((u) => (u as APIUser).id);
+    this.self.catch(() => (this.self = undefined));
+    return this.self;
+  }
+
+  fingerprint(message: OutgoingMessage): string {
+    const m = toDiscordMessage(message);
+    return fingerprintOf(m.content ?? '', m.embeds ?? [], m.components ?? []);
+  }
+}
+
+function toDiscordMessage(message: OutgoingMessage): Pick<RESTPostAPIChannelMessageJSONBody, 'content' | 'embeds' | 'components'> {
+  const out: Pick<RESTPostAPIChannelMessageJSONBody, 'content' | 'embeds' | 'components'> = {};
+  if (message.content !== undefined) out.content = message.content;
+  if (message.card !== undefined) {
+    const c = message.card;
+    const embed: APIEmbed = {};
+    if (c.title !== undefined) embed.title = c.title;
+    if (c.description !== undefined) embed.description = c.description;
+    if (c.url !== undefined) embed.url = c.url;
+    if (c.color !== undefined) embed.color = c.color;
+    if (c.footer !== undefined) embed.footer = { text: c.footer };
+    if (c.fields !== undefined) embed.fields = c.fields.map((f) => ({ name: f.name, value: f.value, ...(f.inline !== undefined ? { inline: f.inline } : {}) }));
+    out.embeds = [embed];
+  }
+  if (message.links !== undefined && message.links.length > 0) {
+    const row: APIActionRowComponent<APIButtonComponentWithURL> = {
+      type: ComponentType.ActionRow,
+      components: message.links.map((l) => ({ type: ComponentType.Button, style: ButtonStyle.Link, label: l.label, url: l.url })),
+    };
+    out.components = [row];
+  }
+  return out;
+}
+
+/** What a message shows, comparable between what Herald sent and what Discord lists. */
+function fingerprintOf(content: string, embeds: readonly APIEmbed[], components: readonly unknown[]): string {
+  const embed = embeds[0];
+  const buttons: string[] = [];
+  for (const row of components as { components?: { label?: string; url?: string }[] }[]) {
+    for (const b of row.components ?? []) buttons.push(`${b.label ?? ''}\u0000${b.url ?? ''}`);
+  }
+  return JSON.stringify([
+    content,
+    embed === undefined ? null : [embed.title ?? null, embed.description ?? null, embed.url ?? null, embed.color ?? null, embed.footer?.text ?? null, (embed.fields ?? []).map((f) => [f.name, f.value, f.inline ?? false])],
+    buttons,
+  ]);
+}
+
+export function snowflakeAt(time: Date): string {
+  const ms = BigInt(Math.max(0, time.getTime())) - DISCORD_EPOCH;
+  return String((ms > 0n ? ms : 0n) << 22n);
+}
+
+function compareSnowflakes(a: string, b: string): number {
+  const x = BigInt(a);
+  const y = BigInt(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** Run a discord.js call, translating its errors into what the dispatcher acts on. */
+async function call<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw toChatHostError(err);
+  }
+}
+
+function toChatHostError(err: unknown): ChatHostError {
+  if (err instanceof ChatHostError) return err;
+  if (err instanceof RateLimitError) {
+    return new ChatHostError({ kind: 'transient', retryAfterMs: err.retryAfter, detail: `rate limited on ${err.route} for ${err.retryAfter} ms` });
+  }
+  if (err instanceof DiscordAPIError) {
+    const where = `${err.method.toUpperCase()} ${new URL(err.url).pathname}`;
+    const detail = `discord ${err.status} code ${err.code} on ${where}`;
+    if (err.status === 429 || err.status >= 500) return new ChatHostError({ kind: 'transient', detail });
+    if (err.code === CANNOT_MESSAGE_USER) return new ChatHostError({ kind: 'recipient_unreachable', detail });
+    if (err.status === 404) return new ChatHostError({ kind: 'not_found', detail });
+    return new ChatHostError({ kind: 'rejected', detail });
+  }
+  if (err instanceof HTTPError) {
+    return new ChatHostError({ kind: 'transient', detail: `discord http ${err.status} on ${err.method.toUpperCase()} ${new URL(err.url).pathname}` });
+  }
+  // Network errors, timeouts and aborts: the request may or may not have reached Discord.
+  const name = err instanceof Error ? err.name : 'Error';
+  const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
+  return new ChatHostError({ kind: 'transient', detail: `discord unreachable (${name}${code ? ` ${code}` : ''})` });
+}

@@ -1,0 +1,213 @@
+import type { Context as KoaContext, Middleware } from 'koa';
+import { OpenAPIBackend, type Context, type Document, type Request as ApiRequest } from 'openapi-backend';
+import type { Logger } from 'pino';
+import type { components, operations } from '../../generated/api.js';
+import { withUtf16Lengths } from '../contract/ajv.js';
+import { isPlainObject, SchemaReasons } from '../contract/reasons.js';
+import { specDocument, type SchemaNode } from '../contract/spec.js';
+import { DESTINATIONS, type Destination } from '../deliveries/delivery.js';
+import type { DeliveryService } from '../deliveries/delivery.service.js';
+import { DeliveryRequestValidator } from '../deliveries/delivery.validation.js';
+import type { DestinationService } from '../destinations/destination.service.js';
+import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../errors.js';
+import { FailedAuthThrottle, isAuthorized } from './auth.js';
+import { readJsonBody } from './body.js';
+
+/** The JSON body of response `S` of operation `Op`, as the contract types it. */
+type Json<Op extends keyof operations, S extends keyof operations[Op]['responses']> = operations[Op]['responses'][S] extends {
+  content: { 'application/json': infer B };
+}
+  ? B
+  : never;
+type ErrorJson<R extends keyof components['responses']> = components['responses'][R] extends { content: { 'application/json': infer B } } ? B : never;
+
+/** What a handler answers: status, JSON body, headers. */
+export interface Reply {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+function reply<Op extends keyof operations, S extends keyof operations[Op]['responses'] & number>(_op: Op, status: S, body: Json<Op, S>): Reply {
+  return { status, body };
+}
+function errorReply<R extends keyof components['responses']>(status: number, body: ErrorJson<R>, headers?: Record<string, string>): Reply {
+  return { status, body, ...(headers ? { headers } : {}) };
+}
+
+export interface Readiness {
+  (): Promise<Record<string, string>>;
+}
+
+export interface ApiDeps {
+  bridgeToken: string | undefined;
+  adminToken: string | undefined;
+  deliveries: DeliveryService;
+  destinations: DestinationService;
+  capabilities: { post: boolean; dm: boolean; edit: boolean };
+  readiness: Readiness;
+  log: Logger;
+}
+
+type Handler = (c: Context, body: unknown) => Promise<Reply> | Reply;
+
+/**
+ * The contract bound to Koa: openapi-backend routes and validates every request against
+ * `openapi/herald.yaml`, and each operationId has exactly one handler here.
+ */
+export async function createApi(deps: ApiDeps): Promise<{ api: OpenAPIBackend; middleware: Middleware }> {
+  const api = new OpenAPIBackend({
+    definition: specDocument() as unknown as Document,
+    // The document is OpenAPI 3.1; openapi-backend would check it against the 3.0 schema. CI lints it with redocly.
+    quick: true,
+    strict: true,
+    ignoreTrailingSlashes: false,
+    customizeAjv: (ajv) => withUtf16Lengths(ajv),
+  });
+  await api.init();
+  const schemas = (api.definition.components?.schemas ?? {}) as unknown as Record<string, SchemaNode>;
+  const reasons = new SchemaReasons();
+  const deliveryValidator = new DeliveryRequestValidator(schemas, reasons);
+
+  /** Validate a body the way its operation's contract says, throwing the contract's reason. */
+  const checkBody = (operationId: string, body: unknown): void => {
+    const op = api.getOperation(operationId);
+    const invalid = (op as Record<string, unknown> | undefined)?.['x-herald-invalid-body'] as { error: string } | undefined;
+    const schema = (op?.requestBody as { content?: Record<string, { schema?: SchemaNode }> } | undefined)?.content?.['application/json']?.schema;
+    if (schema === undefined) return;
+    if (invalid !== undefined) {
+      if (reasons.firstFailure(schema, body, invalid.error) !== undefined) throw new InvalidRequestError(invalid.error);
+      return;
+    }
+    if (!isPlainObject(body)) throw new InvalidRequestError(schema['x-herald-reason'] ?? 'request body must be an object');
+    reasons.check(schema, body);
+  };
+
+  const handlers: Record<string, Handler> = {
+    getCapabilities: () =>
+      reply('getCapabilities', 200, {
+        dm: deps.capabilities.dm,
+        targeted_post: deps.capabilities.post,
+        cards: deps.capabilities.post,
+        edit: deps.capabilities.edit,
+        destinations: DESTINATIONS.map((d) => ({ destination: d.destination, description: d.description })),
+      }),
+    createDelivery: async (_c, body) => {
+      const accepted = await deps.deliveries.accept(deliveryValidator.validate(body));
+      return reply('createDelivery', 202, { state: accepted.state, existing: accepted.existing });
+    },
+    getDelivery: async (c) => reply('getDelivery', 200, await deps.deliveries.get(String(c.request.params['request_id']))),
+    listRecipients: notImplemented,
+    redeemPairingCode: notImplemented,
+    getRegistration: notImplemented,
+    listDestinationMappings: async () => reply('listDestinationMappings', 200, { items: await deps.destinations.list() }),
+    setDestinationMapping: async (c, body) => {
+      checkBody('setDestinationMapping', body);
+      const { guild_id, destination } = c.request.params as { guild_id: string; destination: Destination };
+      return reply('setDestinationMapping', 200, await deps.destinations.set(guild_id, destination, (body as { channel_id: string }).channel_id));
+    },
+    deleteDestinationMapping: async (c) => {
+      const { guild_id, destination } = c.request.params as { guild_id: string; destination: Destination };
+      await deps.destinations.remove(guild_id, destination);
+      return { status: 204 };
+    },
+    getHealth: () => reply('getHealth', 200, { status: 'ok' }),
+    getReadiness: async () => {
+      const checks = await deps.readiness();
+      const ok = Object.values(checks).every((v) => v === 'ok');
+      return ok ? reply('getReadiness', 200, { status: 'ok', checks }) : reply('getReadiness', 503, { status: 'unavailable', checks });
+    },
+    validationFail: (c, body) => {
+      // Path parameters carry their own answer (a malformed id is "not found", like an unknown path).
+      for (const err of c.validation.errors ?? []) {
+        const m = /^\/path\/([^/]+)/.exec(err.instancePath);
+        if (m === null) continue;
+        const param = (c.operation.parameters as { name: string; in: string; 'x-herald-invalid'?: { status: number; error: string } }[] | undefined)?.find(
+          (p) => p.in === 'path' && p.name === m[1],
+        );
+        const invalid = param?.['x-herald-invalid'];
+        if (invalid !== undefined) return { status: invalid.status, body: { error: invalid.error } };
+      }
+      // Bodies: the first failure in the protocol's order, with the contract's reason.
+      const operationId = c.operation.operationId ?? '';
+      if (operationId === 'createDelivery') deliveryValidator.validate(body);
+      else checkBody(operationId, body);
+      // The schema and the ordered checks disagree: answer with the schema's own words.
+      const first = c.validation.errors?.[0];
+      return { status: 400, body: { error: `${first?.instancePath ?? ''} ${first?.message ?? 'is invalid'}`.trim() } };
+    },
+    notFound: () => ({ status: 404, body: { error: 'not found' } }),
+    methodNotAllowed: () => errorReply<'MethodNotAllowed'>(405, { error: 'method not allowed' }),
+  };
+  // The middleware below authenticates before routing (the protocol's order); the contract's
+  // security requirements then check which token that was.
+  api.registerSecurityHandler('bridgeToken', (_c, koa: KoaContext) => koa.state['authenticated'] === 'bridge');
+  api.registerSecurityHandler('adminToken', (_c, koa: KoaContext) => koa.state['authenticated'] === 'admin');
+  handlers['unauthorizedHandler'] = () => errorReply<'Unauthorized'>(401, { error: 'unauthorized' });
+  for (const [id, handler] of Object.entries(handlers)) {
+    api.register(id, (c: Context, koa: KoaContext, body: unknown) => runHandler(handler, c, body, deps.log, koa));
+  }
+
+  const throttle = new FailedAuthThrottle();
+  const contractPaths = api.router.getOperations().map((op) => new RegExp(`^${op.path.replace(/\{[^}]+\}/g, '[^/]+')}$`));
+  const middleware: Middleware = async (ctx, next) => {
+    const area = ctx.path.startsWith('/mcp/') ? 'bridge' : ctx.path.startsWith('/admin/') ? 'admin' : undefined;
+    if (area !== undefined) {
+      const token = area === 'bridge' ? deps.bridgeToken : deps.adminToken;
+      if (token === undefined) {
+        return send(ctx, area === 'bridge' ? errorReply<'BridgeNotConfigured'>(503, { error: 'bridge not configured' }) : errorReply<'AdminNotConfigured'>(503, { error: 'admin not configured' }));
+      }
+      if (!isAuthorized(ctx.get('authorization') || undefined, token)) {
+        const verdict = throttle.fail(ctx.ip);
+        return send(
+          ctx,
+          verdict.limited
+            ? errorReply<'TooManyFailedAttempts'>(429, { error: 'too many failed attempts' }, { 'Retry-After': String(verdict.retryAfterSeconds) })
+            : errorReply<'Unauthorized'>(401, { error: 'unauthorized' }),
+        );
+      }
+      ctx.state['authenticated'] = area;
+    }
+    const request: ApiRequest = { method: ctx.method, path: ctx.path, query: ctx.querystring, headers: ctx.headers as ApiRequest['headers'] };
+    const operation = api.matchOperation(request);
+    if (operation === undefined && area === undefined && !contractPaths.some((p) => p.test(ctx.path))) return next();
+    let body: unknown;
+    if (operation?.requestBody !== undefined) {
+      const parsed = await readJsonBody(ctx.req);
+      if (!parsed.ok) {
+        const invalidBody = (operation as Record<string, unknown>)['x-herald-invalid-body'] as { status: number; error: string } | undefined;
+        return send(
+          ctx,
+          parsed.problem === 'too_large'
+            ? errorReply<'PayloadTooLarge'>(413, { error: 'request body too large' })
+            : { status: invalidBody?.status ?? 400, body: { error: invalidBody?.error ?? 'request body must be valid JSON' } },
+        );
+      }
+      body = parsed.value;
+    }
+    const result = (await api.handleRequest({ ...request, body }, ctx, body)) as Reply;
+    return send(ctx, result);
+  };
+  return { api, middleware };
+}
+
+const notImplemented: Handler = () => ({ status: 501, body: { error: 'not implemented' } });
+
+async function runHandler(handler: Handler, c: Context, body: unknown, log: Logger, _koa: KoaContext): Promise<Reply> {
+  try {
+    return await handler(c, body);
+  } catch (err) {
+    if (err instanceof InvalidRequestError) return { status: 400, body: { error: err.reason } };
+    if (err instanceof NotFoundError) return { status: 404, body: { error: err.reason } };
+    if (err instanceof ConflictError) return { status: 422, body: { error: err.reason } };
+    if (err instanceof UpstreamError) return { status: 502, body: { error: err.reason } };
+    log.error({ err: err instanceof Error ? `${err.name}: ${err.message}` : String(err), operation: c.operation?.operationId }, 'handler failed');
+    return { status: 500, body: { error: 'internal error' } };
+  }
+}
+
+function send(ctx: KoaContext, r: Reply): void {
+  ctx.status = r.status;
+  for (const [k, v] of Object.entries(r.headers ?? {})) ctx.set(k, v);
+  if (r.body !== undefined) ctx.body = r.body;
+}

@@ -1,0 +1,64 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+
+/** Compare a presented Authorization header with the expected token in constant time. */
+export function isAuthorized(header: string | undefined, expected: string): boolean {
+  if (header === undefined || !header.startsWith('Bearer ')) return false;
+  const presented = header.slice('Bearer '.length);
+  if (presented.length === 0) return false;
+  // Digests of equal length: the comparison leaks neither content nor length.
+  return timingSafeEqual(digest(presented), digest(expected));
+}
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value, 'utf8').digest();
+}
+
+export interface ThrottleOptions {
+  /** Failures allowed per window before further failures are refused. */
+  maxFailures: number;
+  windowMs: number;
+  /** Most addresses remembered at once; the oldest is forgotten first. */
+  maxAddresses: number;
+}
+
+/**
+ * Counts failed authentications per client address. Only failures are throttled: a request with
+ * the right token is never refused, so an attacker cannot lock the real caller out.
+ */
+export class FailedAuthThrottle {
+  private readonly windows = new Map<string, { start: number; failures: number }>();
+
+  constructor(
+    private readonly options: ThrottleOptions = { maxFailures: 10, windowMs: 60_000, maxAddresses: 10_000 },
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Record a failure; returns the seconds to wait when this address is over its limit. */
+  fail(address: string): { limited: false } | { limited: true; retryAfterSeconds: number } {
+    const now = this.now();
+    let w = this.windows.get(address);
+    if (w === undefined || now - w.start >= this.options.windowMs) {
+      this.windows.delete(address);
+      w = { start: now, failures: 0 };
+      this.evictIfFull(now);
+    }
+    // Re-insert so Map order stays oldest-window-first for eviction.
+    this.windows.delete(address);
+    this.windows.set(address, w);
+    w.failures += 1;
+    if (w.failures <= this.options.maxFailures) return { limited: false };
+    return { limited: true, retryAfterSeconds: Math.max(1, Math.ceil((w.start + this.options.windowMs - now) / 1000)) };
+  }
+
+  get size(): number {
+    return this.windows.size;
+  }
+
+  private evictIfFull(now: number): void {
+    if (this.windows.size < this.options.maxAddresses) return;
+    for (const [address, w] of this.windows) {
+      if (now - w.start >= this.options.windowMs || this.windows.size >= this.options.maxAddresses) this.windows.delete(address);
+      if (this.windows.size < this.options.maxAddresses) break;
+    }
+  }
+}

@@ -1,0 +1,440 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Router from '@koa/router';
+import Koa, { type Context } from 'koa';
+import { readJsonBody } from '../http/body.js';
+import { SANDBOX_PAGE } from './page.js';
+
+/**
+ * A local Discord: the slice of the REST API Herald uses (channels, messages with nonce
+ * enforcement, DM channels, rate limits), with fault injection, reached by the real discord.js
+ * code through `DISCORD_API_URL`. Used by sandbox mode and as the test double.
+ */
+
+const DISCORD_EPOCH = 1420070400000n;
+
+export interface SandboxUser {
+  id: string;
+  username: string;
+  global_name: string | null;
+  bot?: boolean;
+  /** The user does not accept DMs from the bot (Discord error 50007). */
+  dms_closed?: boolean;
+}
+export interface SandboxChannel {
+  id: string;
+  type: number;
+  name?: string;
+  guild_id?: string;
+  recipients?: SandboxUser[];
+}
+export interface SandboxMessage {
+  id: string;
+  channel_id: string;
+  author: SandboxUser;
+  content: string;
+  embeds: unknown[];
+  components: unknown[];
+  timestamp: string;
+  edited_timestamp: string | null;
+  type: 0;
+  /** Kept for inspection; Discord does not list it either (only the create response has it). */
+  nonce?: string | number;
+  allowed_mentions?: unknown;
+  edits: number;
+}
+
+export interface Fault {
+  /** Method to match, e.g. POST; any when absent. */
+  method?: string;
+  /** Regular expression over the path after /api/v10, e.g. "^/channels/[0-9]+/messages$". */
+  path?: string;
+  /**
+   * error: answer `status` with Discord's error `code`; delay: wait `ms`, then handle;
+   * drop_after_create: create the message, then close the connection without answering;
+   * delay_after_create: create the message, then wait `ms` before answering.
+   */
+  action: 'error' | 'delay' | 'drop_after_create' | 'delay_after_create';
+  status?: number;
+  code?: number;
+  ms?: number;
+  /** How many matching requests it applies to (default 1). */
+  times?: number;
+}
+
+export interface RateLimitRule {
+  limit: number;
+  windowMs: number;
+}
+
+export interface SandboxOptions {
+  botToken?: string;
+  /** Window of `enforce_nonce` deduplication. Discord documents "a few minutes". */
+  nonceWindowMs?: number;
+  /** Per route and major parameter (channel). Default 50 per second. */
+  routeLimit?: RateLimitRule;
+  /** Across all routes. Default none. */
+  globalLimit?: RateLimitRule | undefined;
+  /** Seed the sandbox guild, its channels and a user. Default true. */
+  seed?: boolean;
+}
+
+/** The ids the seeded sandbox uses (PROTOCOL.md's example ids). */
+export const SANDBOX_IDS = {
+  guild: '234567890123456789',
+  user: '123456789012345678',
+  channels: { alerts: '345678901234567890', deals: '345678901234567891', digest: '345678901234567892', ops: '345678901234567893' },
+  otherGuild: '234567890123456790',
+  otherChannel: '345678901234567899',
+  voiceChannel: '345678901234567898',
+} as const;
+
+export class DiscordSandbox {
+  readonly botToken: string;
+  readonly bot: SandboxUser = { id: '111111111111111111', username: 'herald', global_name: 'Herald', bot: true };
+  readonly users = new Map<string, SandboxUser>();
+  readonly guilds = new Map<string, { id: string; name: string }>();
+  readonly channels = new Map<string, SandboxChannel>();
+  readonly messages = new Map<string, SandboxMessage[]>();
+  private readonly nonces = new Map<string, { messageId: string; at: number }>();
+  private readonly faults: (Fault & { remaining: number })[] = [];
+  private readonly buckets = new Map<string, { start: number; count: number }>();
+  private readonly globalBucket = { start: 0, count: 0 };
+  private readonly options: Required<Omit<SandboxOptions, 'globalLimit' | 'botToken'>> & { globalLimit: RateLimitRule | undefined };
+  private server: Server | undefined;
+  private lastSnowflakeMs = 0n;
+  private increment = 0n;
+  /** Requests seen, for tests: method, route and the nonce sent. */
+  readonly requests: { method: string; path: string; status: number }[] = [];
+  url = '';
+
+  constructor(options: SandboxOptions = {}) {
+    this.botToken = options.botToken ?? `sandbox.${randomBytes(18).toString('base64url')}`;
+    this.options = {
+      nonceWindowMs: options.nonceWindowMs ?? 5 * 60_000,
+      routeLimit: options.routeLimit ?? { limit: 50, windowMs: 1_000 },
+      globalLimit: options.globalLimit,
+      seed: options.seed ?? true,
+    };
+    this.users.set(this.bot.id, this.bot);
+    if (this.options.seed) this.seed();
+  }
+
+  /** Base URL for discord.js (`DISCORD_API_URL`): it appends /v10. */
+  get apiUrl(): string {
+    return `${this.url}/api`;
+  }
+
+  private seed(): void {
+    this.addGuild(SANDBOX_IDS.guild, 'Sandbox Guild');
+    for (const [name, id] of Object.entries(SANDBOX_IDS.channels)) this.addChannel({ id, type: 0, name, guild_id: SANDBOX_IDS.guild });
+    this.addChannel({ id: SANDBOX_IDS.voiceChannel, type: 2, name: 'voice', guild_id: SANDBOX_IDS.guild });
+    this.addGuild(SANDBOX_IDS.otherGuild, 'Another Guild');
+    this.addChannel({ id: SANDBOX_IDS.otherChannel, type: 0, name: 'general', guild_id: SANDBOX_IDS.otherGuild });
+    this.addUser({ id: SANDBOX_IDS.user, username: 'roshne', global_name: 'Roshne' });
+  }
+
+  addGuild(id: string, name: string): void {
+    this.guilds.set(id, { id, name });
+  }
+  addChannel(channel: SandboxChannel): void {
+    this.channels.set(channel.id, channel);
+    if (!this.messages.has(channel.id)) this.messages.set(channel.id, []);
+  }
+  addUser(user: SandboxUser): void {
+    this.users.set(user.id, user);
+  }
+
+  /** Make the next matching requests misbehave. */
+  inject(fault: Fault): void {
+    this.faults.push({ ...fault, remaining: fault.times ?? 1 });
+  }
+  clearFaults(): void {
+    this.faults.length = 0;
+  }
+
+  /** Every message in a channel, oldest first. */
+  channelMessages(channelId: string): SandboxMessage[] {
+    return [...(this.messages.get(channelId) ?? [])];
+  }
+  allMessages(): SandboxMessage[] {
+    return [...this.messages.values()].flat();
+  }
+
+  async start(port = 0, host = '127.0.0.1'): Promise<this> {
+    const app = new Koa();
+    this.mount(app);
+    this.server = createServer(app.callback());
+    await new Promise<void>((resolve, reject) => {
+      this.server?.once('error', reject);
+      this.server?.listen(port, host, () => resolve());
+    });
+    const address = this.server.address() as AddressInfo;
+    this.url = `http://${host}:${address.port}`;
+    return this;
+  }
+
+  async close(): Promise<void> {
+    const server = this.server;
+    if (server === undefined) return;
+    this.server = undefined;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  private nextSnowflake(): string {
+    const ms = BigInt(Date.now()) - DISCORD_EPOCH;
+    if (ms === this.lastSnowflakeMs) this.increment += 1n;
+    else {
+      this.lastSnowflakeMs = ms;
+      this.increment = 0n;
+    }
+    return String((ms << 22n) | (1n << 17n) | (this.increment & 0xfffn));
+  }
+
+  private mount(app: Koa): void {
+    const router = new Router();
+    router.get('/', (ctx) => ctx.redirect('/sandbox'));
+    router.get('/sandbox', (ctx) => {
+      ctx.type = 'html';
+      ctx.body = SANDBOX_PAGE;
+    });
+    router.get('/sandbox/api/state', (ctx) => {
+      ctx.body = {
+        guilds: [...this.guilds.values()].map((g) => ({
+          ...g,
+          channels: [...this.channels.values()].filter((c) => c.guild_id === g.id).map((c) => ({ id: c.id, name: c.name, type: c.type })),
+        })),
+        dm_channels: [...this.channels.values()].filter((c) => c.type === 1).map((c) => ({ id: c.id, recipients: c.recipients?.map((u) => u.id) })),
+        users: [...this.users.values()],
+        messages: this.allMessages(),
+      };
+    });
+    router.post('/sandbox/api/faults', async (ctx) => {
+      const body = await readJsonBody(ctx.req);
+      if (!body.ok || typeof body.value !== 'object' || body.value === null) {
+        ctx.status = 400;
+        ctx.body = { error: 'expected a fault object' };
+        return;
+      }
+      this.inject(body.value as Fault);
+      ctx.status = 204;
+    });
+    router.delete('/sandbox/api/faults', (ctx) => {
+      this.clearFaults();
+      ctx.status = 204;
+    });
+
+    const api = new Router({ prefix: '/api/v10' });
+    api.use(async (ctx, next) => {
+      if (ctx.get('authorization') !== `Bot ${this.botToken}`) return discordError(ctx, 401, 0, '401: Unauthorized');
+      const path = ctx.path.slice('/api/v10'.length);
+      const fault = this.takeFault(ctx.method, path);
+      if (fault?.action === 'error') return discordError(ctx, fault.status ?? 500, fault.code ?? 0, 'Injected failure');
+      if (fault?.action === 'delay') await sleep(fault.ms ?? 1_000);
+      if (!this.rateLimit(ctx, path)) return;
+      ctx.state['fault'] = fault;
+      await next();
+      this.requests.push({ method: ctx.method, path, status: ctx.status });
+    });
+    api.get('/users/@me', (ctx) => {
+      ctx.body = publicUser(this.bot);
+    });
+    api.get('/channels/:id', (ctx) => {
+      const channel = this.channels.get(ctx.params['id'] ?? '');
+      if (channel === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
+      ctx.body = channel.type === 1 ? { id: channel.id, type: 1, recipients: channel.recipients?.map(publicUser) } : { id: channel.id, type: channel.type, name: channel.name, guild_id: channel.guild_id };
+      return undefined;
+    });
+    api.post('/users/@me/channels', async (ctx) => {
+      const body = await readJsonBody(ctx.req);
+      const recipient = body.ok ? this.users.get(String((body.value as { recipient_id?: unknown }).recipient_id)) : undefined;
+      if (recipient === undefined) return discordError(ctx, 400, 50035, 'Invalid Form Body');
+      let channel = [...this.channels.values()].find((c) => c.type === 1 && c.recipients?.[0]?.id === recipient.id);
+      if (channel === undefined) {
+        channel = { id: this.nextSnowflake(), type: 1, recipients: [recipient] };
+        this.addChannel(channel);
+      }
+      ctx.body = { id: channel.id, type: 1, recipients: [publicUser(recipient)] };
+      return undefined;
+    });
+    api.get('/channels/:id/messages', (ctx) => {
+      const list = this.messages.get(ctx.params['id'] ?? '');
+      if (list === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
+      const limit = Math.min(100, Math.max(1, Number(ctx.query['limit'] ?? 50)));
+      const after = ctx.query['after'] !== undefined ? BigInt(String(ctx.query['after'])) : undefined;
+      const before = ctx.query['before'] !== undefined ? BigInt(String(ctx.query['before'])) : undefined;
+      let selected = list.filter((m) => (after === undefined || BigInt(m.id) > after) && (before === undefined || BigInt(m.id) < before));
+      // Discord answers newest first; with `after`, the oldest page after it.
+      selected = after !== undefined ? selected.slice(0, limit) : selected.slice(-limit);
+      ctx.body = selected.reverse().map(listedMessage);
+      return undefined;
+    });
+    api.post('/channels/:id/messages', async (ctx) => {
+      const channel = this.channels.get(ctx.params['id'] ?? '');
+      if (channel === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
+      const parsed = await readJsonBody(ctx.req);
+      if (!parsed.ok) return discordError(ctx, 400, 50109, 'The request body contains invalid JSON.');
+      const body = parsed.value as Record<string, unknown>;
+      const problem = checkMessage(body);
+      if (problem !== undefined) return discordError(ctx, 400, 50035, problem);
+      if (channel.type === 1) {
+        const recipient = channel.recipients?.[0];
+        if (recipient?.dms_closed) return discordError(ctx, 403, 50007, 'Cannot send messages to this user');
+      }
+      const nonce = body['nonce'] as string | number | undefined;
+      const key = nonce !== undefined && body['enforce_nonce'] === true ? `${channel.id}:${this.bot.id}:${String(nonce)}` : undefined;
+      const existing = key !== undefined ? this.nonces.get(key) : undefined;
+      if (existing !== undefined && Date.now() - existing.at <= this.options.nonceWindowMs) {
+        const message = this.channelMessages(channel.id).find((m) => m.id === existing.messageId);
+        if (message !== undefined) {
+          ctx.body = createdMessage(message);
+          return undefined;
+        }
+      }
+      const message: SandboxMessage = {
+        id: this.nextSnowflake(),
+        channel_id: channel.id,
+        author: this.bot,
+        content: typeof body['content'] === 'string' ? body['content'] : '',
+        embeds: Array.isArray(body['embeds']) ? body['embeds'] : [],
+        components: Array.isArray(body['components']) ? body['components'] : [],
+        timestamp: new Date().toISOString(),
+        edited_timestamp: null,
+        type: 0,
+        ...(nonce !== undefined ? { nonce } : {}),
+        ...(body['allowed_mentions'] !== undefined ? { allowed_mentions: body['allowed_mentions'] } : {}),
+        edits: 0,
+      };
+      this.messages.get(channel.id)?.push(message);
+      if (key !== undefined) this.nonces.set(key, { messageId: message.id, at: Date.now() });
+      const fault = ctx.state['fault'] as Fault | undefined;
+      if (fault?.action === 'drop_after_create') {
+        ctx.respond = false;
+        ctx.req.socket.destroy();
+        return undefined;
+      }
+      if (fault?.action === 'delay_after_create') await sleep(fault.ms ?? 1_000);
+      ctx.body = createdMessage(message);
+      return undefined;
+    });
+    api.patch('/channels/:id/messages/:messageId', async (ctx) => {
+      const message = this.channelMessages(ctx.params['id'] ?? '').find((m) => m.id === ctx.params['messageId']);
+      if (message === undefined) return discordError(ctx, 404, 10008, 'Unknown Message');
+      const parsed = await readJsonBody(ctx.req);
+      if (!parsed.ok) return discordError(ctx, 400, 50109, 'The request body contains invalid JSON.');
+      const body = parsed.value as Record<string, unknown>;
+      if (typeof body['content'] === 'string') message.content = body['content'];
+      if (Array.isArray(body['embeds'])) message.embeds = body['embeds'];
+      if (Array.isArray(body['components'])) message.components = body['components'];
+      if (body['allowed_mentions'] !== undefined) message.allowed_mentions = body['allowed_mentions'];
+      message.edited_timestamp = new Date().toISOString();
+      message.edits += 1;
+      ctx.body = listedMessage(message);
+      return undefined;
+    });
+    app.use(router.routes()).use(api.routes());
+  }
+
+  private takeFault(method: string, path: string): Fault | undefined {
+    const index = this.faults.findIndex((f) => (f.method === undefined || f.method.toUpperCase() === method) && (f.path === undefined || new RegExp(f.path).test(path)));
+    if (index < 0) return undefined;
+    const fault = this.faults[index];
+    if (fault === undefined) return undefined;
+    fault.remaining -= 1;
+    if (fault.remaining <= 0) this.faults.splice(index, 1);
+    return fault;
+  }
+
+  /** Discord-style buckets: per route and channel, plus an optional global limit. */
+  private rateLimit(ctx: Context, path: string): boolean {
+    const now = Date.now();
+    const global = this.options.globalLimit;
+    if (global !== undefined) {
+      if (now - this.globalBucket.start >= global.windowMs) Object.assign(this.globalBucket, { start: now, count: 0 });
+      if (this.globalBucket.count >= global.limit) {
+        const retry = (this.globalBucket.start + global.windowMs - now) / 1000;
+        ctx.set('X-RateLimit-Global', 'true');
+        ctx.set('X-RateLimit-Scope', 'global');
+        ctx.set('Retry-After', String(Math.ceil(retry)));
+        ctx.status = 429;
+        ctx.body = { message: 'You are being rate limited.', retry_after: retry, global: true };
+        return false;
+      }
+      this.globalBucket.count += 1;
+    }
+    const rule = this.options.routeLimit;
+    const route = `${ctx.method} ${path.replace(/\/messages\/[0-9]+/, '/messages/:id')}`;
+    let bucket = this.buckets.get(route);
+    if (bucket === undefined || now - bucket.start >= rule.windowMs) {
+      bucket = { start: now, count: 0 };
+      this.buckets.set(route, bucket);
+    }
+    const resetAfter = (bucket.start + rule.windowMs - now) / 1000;
+    ctx.set('X-RateLimit-Limit', String(rule.limit));
+    ctx.set('X-RateLimit-Reset', String((bucket.start + rule.windowMs) / 1000));
+    ctx.set('X-RateLimit-Reset-After', resetAfter.toFixed(3));
+    ctx.set('X-RateLimit-Bucket', Buffer.from(route).toString('base64url').slice(0, 32));
+    if (bucket.count >= rule.limit) {
+      ctx.set('X-RateLimit-Remaining', '0');
+      ctx.set('X-RateLimit-Scope', 'user');
+      ctx.set('Retry-After', String(Math.ceil(resetAfter)));
+      ctx.status = 429;
+      ctx.body = { message: 'You are being rate limited.', retry_after: resetAfter, global: false };
+      return false;
+    }
+    bucket.count += 1;
+    ctx.set('X-RateLimit-Remaining', String(rule.limit - bucket.count));
+    return true;
+  }
+}
+
+function checkMessage(body: Record<string, unknown>): string | undefined {
+  const content = body['content'];
+  const embeds = body['embeds'];
+  const components = body['components'];
+  if (content !== undefined && (typeof content !== 'string' || content.length > 2000)) return 'content: Must be 2000 or fewer in length.';
+  const hasContent = typeof content === 'string' && content.length > 0;
+  if (!hasContent && !(Array.isArray(embeds) && embeds.length > 0) && !(Array.isArray(components) && components.length > 0)) return 'Cannot send an empty message';
+  const nonce = body['nonce'];
+  if (typeof nonce === 'string' && nonce.length > 25) return 'nonce: Must be 25 or fewer in length.';
+  return undefined;
+}
+
+function publicUser(u: SandboxUser): Record<string, unknown> {
+  return { id: u.id, username: u.username, global_name: u.global_name, discriminator: '0', avatar: null, ...(u.bot ? { bot: true } : {}) };
+}
+
+function listedMessage(m: SandboxMessage): Record<string, unknown> {
+  return {
+    id: m.id,
+    channel_id: m.channel_id,
+    author: publicUser(m.author),
+    content: m.content,
+    embeds: m.embeds,
+    components: m.components,
+    timestamp: m.timestamp,
+    edited_timestamp: m.edited_timestamp,
+    type: 0,
+    tts: false,
+    mention_everyone: false,
+    mentions: [],
+    mention_roles: [],
+    attachments: [],
+    pinned: false,
+  };
+}
+
+function createdMessage(m: SandboxMessage): Record<string, unknown> {
+  return { ...listedMessage(m), ...(m.nonce !== undefined ? { nonce: m.nonce } : {}) };
+}
+
+function discordError(ctx: Context, status: number, code: number, message: string): void {
+  ctx.status = status;
+  ctx.body = { message, code };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
