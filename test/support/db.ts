@@ -1,0 +1,51 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { withDatabase } from './global-setup.js';
+
+export interface TestDatabase {
+  /** Set on PostgreSQL; undefined means embedded PGlite in `dataDir`. */
+  databaseUrl: string | undefined;
+  dataDir: string;
+  drop(): Promise<void>;
+}
+
+export const onPostgres = (process.env['TEST_DATABASE_URL'] ?? '') !== '';
+
+/** A fresh, migrated, empty database: a template copy on PostgreSQL, a new data folder on PGlite. */
+export async function testDatabase(): Promise<TestDatabase> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-test-'));
+  const removeDir = () => rm(dataDir, { recursive: true, force: true });
+  const url = process.env['TEST_DATABASE_URL'];
+  if (url === undefined || url === '') return { databaseUrl: undefined, dataDir, drop: removeDir };
+  const name = `herald_t_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    // Two copies of one template at the same instant collide ("being accessed by other users"): retry.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await admin.query(`create database ${name} template ${inject('templateDatabase')}`);
+        break;
+      } catch (err) {
+        if (attempt >= 20 || !String(err).includes('being accessed by other users')) throw err;
+        await new Promise((r) => setTimeout(r, 50 + Math.random() * 100));
+      }
+    }
+  } finally {
+    await admin.end();
+  }
+  return {
+    databaseUrl: withDatabase(url, name),
+    dataDir,
+    async drop() {
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      await c.query(`drop database if exists ${name} with (force)`).finally(() => c.end());
+      await removeDir();
+    },
+  };
+}

@@ -1,0 +1,119 @@
+import { randomBytes } from 'node:crypto';
+import { startHerald, type Herald } from '../../src/app.js';
+import type { Clock } from '../../src/clock.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/log.js';
+import { DiscordSandbox, SANDBOX_IDS, type SandboxOptions } from '../../src/sandbox/sandbox.js';
+import { client, type Client } from './client.js';
+import { testDatabase, type TestDatabase } from './db.js';
+import { waitFor } from './wait.js';
+
+export const IDS = SANDBOX_IDS;
+export const REQ_A = 'a'.repeat(64);
+export const REQ_B = 'b'.repeat(64);
+
+export function newToken(): string {
+  return randomBytes(32).toString('base64url');
+}
+export function newRequestId(): string {
+  return randomBytes(32).toString('hex');
+}
+
+/** A controllable clock for retention tests. */
+export class TestClock implements Clock {
+  offsetMs = 0;
+  now(): Date {
+    return new Date(Date.now() + this.offsetMs);
+  }
+}
+
+export interface TestHerald {
+  url: string;
+  herald: Herald;
+  sandbox: DiscordSandbox;
+  db: TestDatabase;
+  bridgeToken: string;
+  adminToken: string;
+  /** Authenticated with the bridge token. */
+  bridge: Client;
+  /** Authenticated with the admin token. */
+  admin: Client;
+  env: Record<string, string>;
+  /** Map (guild, destination) → channel through the admin API. */
+  mapDestination(destination?: string, channelId?: string): Promise<void>;
+  waitForState(requestId: string, state: string, timeoutMs?: number): Promise<Record<string, unknown>>;
+  close(): Promise<void>;
+}
+
+export interface TestHeraldOptions {
+  env?: Record<string, string>;
+  clock?: Clock;
+  sandbox?: SandboxOptions;
+  /** Reuse a sandbox (e.g. across a restart). */
+  useSandbox?: DiscordSandbox;
+  useDb?: TestDatabase;
+}
+
+/**
+ * Herald running in this process on a free port, on a fresh database, talking to a sandbox
+ * Discord through discord.js, exactly as in production with a real token.
+ */
+export async function startTestHerald(options: TestHeraldOptions = {}): Promise<TestHerald> {
+  const sandbox = options.useSandbox ?? (await new DiscordSandbox(options.sandbox).start());
+  const db = options.useDb ?? (await testDatabase());
+  const bridgeToken = newToken();
+  const adminToken = newToken();
+  const env: Record<string, string> = {
+    PORT: '0',
+    HOST: '127.0.0.1',
+    MCP_BRIDGE_TOKEN: bridgeToken,
+    HERALD_ADMIN_TOKEN: adminToken,
+    HERALD_DATA_DIR: db.dataDir,
+    DISCORD_TOKEN: sandbox.botToken,
+    DISCORD_API_URL: sandbox.apiUrl,
+    HERALD_POLL_MS: '200',
+    HERALD_RETRY_BASE_MS: '50',
+    HERALD_DISCORD_TIMEOUT_MS: '3000',
+    HERALD_LEASE_MS: '10000',
+    HERALD_SHUTDOWN_GRACE_MS: '2000',
+    LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'silent',
+    ...(db.databaseUrl !== undefined ? { DATABASE_URL: db.databaseUrl } : {}),
+    ...(options.env ?? {}),
+  };
+  const config = loadConfig(env);
+  const herald = await startHerald({ config, log: createLogger(config.logLevel), ...(options.clock ? { clock: options.clock } : {}) });
+  const url = herald.url ?? '';
+  const bridge = client(url, config.bridgeToken);
+  const admin = client(url, config.adminToken);
+  return {
+    url,
+    herald,
+    sandbox,
+    db,
+    bridgeToken: config.bridgeToken ?? '',
+    adminToken: config.adminToken ?? '',
+    bridge,
+    admin,
+    env,
+    async mapDestination(destination = 'alerts', channelId = IDS.channels.alerts) {
+      const res = await admin.put(`/admin/destinations/${IDS.guild}/${destination}`, { channel_id: channelId });
+      if (res.status !== 200) throw new Error(`mapping failed: ${res.status} ${res.text}`);
+    },
+    async waitForState(requestId, state, timeoutMs = 20_000) {
+      return waitFor(async () => {
+        const res = await bridge.get(`/mcp/deliveries/${requestId}`);
+        const json = res.json as Record<string, unknown>;
+        return json['state'] === state ? json : undefined;
+      }, `${requestId.slice(0, 8)}… to be ${state}`, timeoutMs);
+    },
+    async close() {
+      await herald.close();
+      if (options.useSandbox === undefined) await sandbox.close();
+      if (options.useDb === undefined) await db.drop();
+    },
+  };
+}
+
+export function post(requestId: string, content = 'hello', destination = 'alerts'): Record<string, unknown> {
+  return { request_id: requestId, kind: 'post', target: { guild_id: IDS.guild, destination }, body: { content } };
+}
