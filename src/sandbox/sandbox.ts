@@ -105,7 +105,7 @@ export class DiscordSandbox {
   private server: Server | undefined;
   private lastSnowflakeMs = 0n;
   private increment = 0n;
-  /** Requests seen, for tests: method, route and the nonce sent. */
+  /** Every REST request received, for tests: method, path after /api/v10, status answered. */
   readonly requests: { method: string; path: string; status: number }[] = [];
   url = '';
 
@@ -230,13 +230,18 @@ export class DiscordSandbox {
     api.use(async (ctx, next) => {
       if (ctx.get('authorization') !== `Bot ${this.botToken}`) return discordError(ctx, 401, 0, '401: Unauthorized');
       const path = ctx.path.slice('/api/v10'.length);
-      const fault = this.takeFault(ctx.method, path);
-      if (fault?.action === 'error') return discordError(ctx, fault.status ?? 500, fault.code ?? 0, 'Injected failure');
-      if (fault?.action === 'delay') await sleep(fault.ms ?? 1_000);
-      if (!this.rateLimit(ctx, path)) return;
-      ctx.state['fault'] = fault;
-      await next();
-      this.requests.push({ method: ctx.method, path, status: ctx.status });
+      const seen = { method: ctx.method, path, status: 0 };
+      this.requests.push(seen);
+      try {
+        const fault = this.takeFault(ctx.method, path);
+        if (fault?.action === 'error') return discordError(ctx, fault.status ?? 500, fault.code ?? 0, 'Injected failure');
+        if (fault?.action === 'delay') await sleep(fault.ms ?? 1_000);
+        if (!this.rateLimit(ctx, path)) return undefined;
+        ctx.state['fault'] = fault;
+        return await next();
+      } finally {
+        seen.status = ctx.status;
+      }
     });
     api.get('/users/@me', (ctx) => {
       ctx.body = publicUser(this.bot);
