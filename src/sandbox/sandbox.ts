@@ -164,6 +164,11 @@ export class DiscordSandbox {
 
   async start(port = 0, host = '127.0.0.1'): Promise<this> {
     const app = new Koa();
+    // Discord accepts percent-encoded paths (discord.js sends /users/%40me).
+    app.use(async (ctx, next) => {
+      ctx.path = decodeURIComponent(ctx.path);
+      await next();
+    });
     this.mount(app);
     this.server = createServer(app.callback());
     await new Promise<void>((resolve, reject) => {

@@ -1,0 +1,158 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startHerald } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/log.js';
+import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { client } from './support/client.js';
+import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
+import { IDS, newRequestId, newToken, post } from './support/herald.js';
+import { startHeraldProcess, type HeraldProcess } from './support/process.js';
+import { waitFor } from './support/wait.js';
+
+/**
+ * Crash safety with real processes: SIGKILL a Herald after Discord created the message and
+ * before Herald recorded it, then restart. DESIGN.md "Exactly once", step 5.
+ */
+describe('a dispatcher killed between Discord accepting and the commit', () => {
+  let sandbox: DiscordSandbox;
+  let db: TestDatabase;
+  const procs: HeraldProcess[] = [];
+  const bridgeToken = newToken();
+  const adminToken = newToken();
+
+  beforeAll(async () => {
+    sandbox = await new DiscordSandbox().start();
+  });
+  afterAll(() => sandbox.close());
+  afterEach(async () => {
+    for (const p of procs.splice(0)) {
+      p.kill('SIGKILL');
+      await p.exited;
+    }
+    sandbox.clearFaults();
+    await db?.drop();
+  });
+
+  const env = (extra: Record<string, string> = {}): Record<string, string> => ({
+    PORT: '0',
+    MCP_BRIDGE_TOKEN: bridgeToken,
+    HERALD_ADMIN_TOKEN: adminToken,
+    HERALD_DATA_DIR: db.dataDir,
+    DISCORD_TOKEN: sandbox.botToken,
+    DISCORD_API_URL: sandbox.apiUrl,
+    HERALD_POLL_MS: '100',
+    HERALD_DISCORD_TIMEOUT_MS: '1000',
+    HERALD_LEASE_MS: '2500',
+    ...(db.databaseUrl !== undefined ? { DATABASE_URL: db.databaseUrl } : {}),
+    ...extra,
+  });
+  const start = async (args: string[], extra: Record<string, string> = {}) => {
+    const p = await startHeraldProcess(args, env(extra));
+    procs.push(p);
+    return p;
+  };
+  const messages = (content: string) => sandbox.allMessages().filter((m) => m.content === content);
+
+  /** Post through a fresh `herald serve`, and SIGKILL it while Discord's answer is held back. */
+  async function postAndKillAfterDiscordAccepted(id: string, content: string, extra: Record<string, string> = {}) {
+    const first = await start(['serve'], extra);
+    const api = client(first.url ?? '', bridgeToken);
+    const map = await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
+    expect(map.status).toBe(200);
+    sandbox.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000 });
+    expect((await api.post('/mcp/deliveries', post(id, content))).status).toBe(202);
+    await waitFor(() => messages(content).length === 1, 'Discord to create the message');
+    first.kill('SIGKILL');
+    expect((await first.exited).signal).toBe('SIGKILL');
+    sandbox.clearFaults();
+  }
+
+  it('inside the nonce window: the restarted Herald re-drives it and Discord returns the same message', async () => {
+    db = await testDatabase();
+    const id = newRequestId();
+    const content = `crash-nonce ${id}`;
+    await postAndKillAfterDiscordAccepted(id, content);
+    const second = await start(['serve']);
+    const api = client(second.url ?? '', bridgeToken);
+    const state = await waitFor(async () => {
+      const s = (await api.get(`/mcp/deliveries/${id}`)).json as Record<string, unknown>;
+      return s['state'] === 'delivered' ? s : undefined;
+    }, 'the re-driven delivery');
+    const sent = messages(content);
+    expect(sent).toHaveLength(1);
+    expect(state['url']).toBe(`https://discord.com/channels/${IDS.guild}/${IDS.channels.alerts}/${sent[0]?.id}`);
+  });
+
+  it('past the nonce window: the restarted Herald finds the message in the channel instead of sending again', async () => {
+    db = await testDatabase();
+    // This Discord forgets nonces at once, and Herald knows not to trust them.
+    const forgetful = new DiscordSandbox({ nonceWindowMs: 0, botToken: sandbox.botToken });
+    await forgetful.start();
+    try {
+      const id = newRequestId();
+      const content = `crash-reconcile ${id}`;
+      const first = await startHeraldProcess(['serve'], env({ DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0' }));
+      procs.push(first);
+      await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
+      forgetful.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000 });
+      await client(first.url ?? '', bridgeToken).post('/mcp/deliveries', post(id, content));
+      await waitFor(() => forgetful.allMessages().filter((m) => m.content === content).length === 1, 'Discord to create the message');
+      first.kill('SIGKILL');
+      await first.exited;
+      forgetful.clearFaults();
+      const second = await start(['serve'], { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0' });
+      const api = client(second.url ?? '', bridgeToken);
+      await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'delivered', 'the reconciled delivery').catch((e: unknown) => { throw new Error(`${String(e)}\n${second.output()}`); });
+      expect(forgetful.allMessages().filter((m) => m.content === content)).toHaveLength(1);
+      const listed = forgetful.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/messages'));
+      expect(listed.length).toBeGreaterThan(0);
+    } finally {
+      await forgetful.close();
+    }
+  });
+
+  it('shows the orphaned delivery as unknown, and a retry POST resets it to pending and delivers it once', async () => {
+    db = await testDatabase();
+    const id = newRequestId();
+    const content = `crash-unknown ${id}`;
+    await postAndKillAfterDiscordAccepted(id, content);
+    // An API-only Herald (no dispatcher) on the same store shows what the dead process left behind.
+    const config = loadConfig({ ...env(), LOG_LEVEL: 'silent' });
+    const apiOnly = await startHerald({ config, log: createLogger('silent'), roles: { http: true, dispatcher: false } });
+    try {
+      const api = client(apiOnly.url ?? '', bridgeToken);
+      await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'unknown', 'the lease to expire', 10_000);
+      const retry = await api.post('/mcp/deliveries', post(id, content));
+      expect(retry.json).toMatchObject({ existing: true, state: { state: 'pending' } });
+    } finally {
+      await apiOnly.close();
+    }
+    const second = await start(['serve']);
+    const api = client(second.url ?? '', bridgeToken);
+    await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'delivered', 'the delivery');
+    expect(messages(content)).toHaveLength(1);
+  });
+
+  it.skipIf(!onPostgres)('three dispatcher processes on one database, one killed mid-flight: every post exactly once', async () => {
+    db = await testDatabase();
+    const server = await start(['serve']);
+    await client(server.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
+    const dispatchers = [await start(['dispatch']), await start(['dispatch'])];
+    const api = client(server.url ?? '', bridgeToken);
+    // Every fifth create is held, so some deliveries are mid-flight when a dispatcher dies.
+    sandbox.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000, times: 6 });
+    const ids = Array.from({ length: 40 }, () => newRequestId());
+    await Promise.all(ids.map((id) => api.post('/mcp/deliveries', post(id, `many ${id}`))));
+    await waitFor(() => sandbox.allMessages().filter((m) => m.content.startsWith('many ')).length >= 6, 'some messages to be created');
+    dispatchers[0]?.kill('SIGKILL');
+    server.kill('SIGKILL');
+    await Promise.all([dispatchers[0]?.exited, server.exited]);
+    sandbox.clearFaults();
+    const restarted = await start(['serve']);
+    const api2 = client(restarted.url ?? '', bridgeToken);
+    for (const id of ids) {
+      await waitFor(async () => ((await api2.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'delivered', `delivery ${id.slice(0, 6)}`, 30_000);
+    }
+    for (const id of ids) expect(messages(`many ${id}`), id).toHaveLength(1);
+  });
+});
