@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { FailedAuthThrottle } from '../src/http/auth.js';
+import { runHerald } from './support/process.js';
+
+describe('configuration', () => {
+  it('has the documented defaults', () => {
+    const c = loadConfig({});
+    expect(c.port).toBe(8787);
+    expect(c.host).toBe('127.0.0.1');
+    expect(c.bridgeToken).toBeUndefined();
+    expect(c.databaseUrl).toBeUndefined();
+    expect(c.dataDir.endsWith('/data')).toBe(true);
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('reports every problem at once', () => {
+    try {
+      loadConfig({ MCP_BRIDGE_TOKEN: 'short', HERALD_ADMIN_TOKEN: 'x'.repeat(42), PORT: 'eighty', DATABASE_URL: 'mysql://x', LOG_LEVEL: 'loud' });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      const problems = (err as ConfigError).problems;
+      expect(problems).toHaveLength(5);
+      expect(problems.join('\n')).toMatch(/MCP_BRIDGE_TOKEN is too weak/);
+      expect(problems.join('\n')).toMatch(/HERALD_ADMIN_TOKEN is too weak/);
+    }
+  });
+
+  it('refuses tokens that are not at least 43 base64url characters', () => {
+    for (const weak of ['a'.repeat(42), `${'a'.repeat(42)}=`, `${'a'.repeat(42)}+`, `${'a'.repeat(50)} `]) {
+      expect(() => loadConfig({ MCP_BRIDGE_TOKEN: weak }), weak).toThrow(/MCP_BRIDGE_TOKEN is too weak/);
+    }
+    expect(loadConfig({ MCP_BRIDGE_TOKEN: 'a'.repeat(43) }).bridgeToken).toBe('a'.repeat(43));
+  });
+
+  it('makes `herald serve` exit non-zero at start-up with a clear message for a weak token, never echoing it', async () => {
+    const weak = 'hunter2-is-my-password';
+    const proc = runHerald(['serve'], { MCP_BRIDGE_TOKEN: weak, PORT: '0', DISCORD_TOKEN: 'x', HERALD_DATA_DIR: '/nonexistent/never-created' });
+    const { code } = await proc.exited;
+    expect(code).toBe(2);
+    expect(proc.output()).toMatch(/MCP_BRIDGE_TOKEN is too weak: it must be at least 43 base64url characters/);
+    expect(proc.output()).not.toContain(weak);
+  });
+});
+
+describe('failed-auth throttle', () => {
+  it('keeps its table of addresses bounded', () => {
+    let now = 0;
+    const t = new FailedAuthThrottle({ maxFailures: 10, windowMs: 60_000, maxAddresses: 100 }, () => now);
+    for (let i = 0; i < 10_000; i++) {
+      now += 1;
+      t.fail(`10.0.${i >> 8}.${i & 255}`);
+    }
+    expect(t.size).toBeLessThanOrEqual(100);
+  });
+
+  it('forgets failures after the window', () => {
+    let now = 0;
+    const t = new FailedAuthThrottle({ maxFailures: 10, windowMs: 60_000, maxAddresses: 100 }, () => now);
+    for (let i = 0; i < 10; i++) expect(t.fail('a').limited).toBe(false);
+    expect(t.fail('a')).toEqual({ limited: true, retryAfterSeconds: 60 });
+    now = 30_500;
+    expect(t.fail('a')).toEqual({ limited: true, retryAfterSeconds: 30 });
+    now = 60_000;
+    expect(t.fail('a').limited).toBe(false);
+  });
+});
