@@ -486,18 +486,6 @@ export interface components {
                 };
             };
         };
-        /** @description Not implemented by this version of Herald yet. */
-        NotImplemented: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": {
-                    /** @constant */
-                    error: "not implemented";
-                };
-            };
-        };
     };
     parameters: never;
     requestBodies: never;
@@ -648,7 +636,6 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyFailedAttempts"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["BridgeNotConfigured"];
         };
     };
@@ -701,8 +688,23 @@ export interface operations {
             };
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
-            429: components["responses"]["TooManyFailedAttempts"];
-            501: components["responses"]["NotImplemented"];
+            /**
+             * @description More than 10 failed authentications, or failed redeems, in 60 s from this address.
+             *     A valid code (with the right token) is never refused.
+             */
+            429: {
+                headers: {
+                    /** @description Seconds until a failed attempt is counted again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "too many failed attempts";
+                    };
+                };
+            };
             503: components["responses"]["BridgeNotConfigured"];
         };
     };
@@ -742,7 +744,6 @@ export interface operations {
             };
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyFailedAttempts"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["BridgeNotConfigured"];
         };
     };

@@ -1,7 +1,9 @@
 import type { Migration } from 'kysely';
 import * as bridgeCore from './2026-11-29T19-30-00_bridge-core.js';
+import * as identity from './2026-11-29T20-00-00_identity.js';
 
 /** Every migration, by name; names sort in the order they apply. Add new ones here. */
 export const migrations: Record<string, Migration> = {
   '2026-11-29T19-30-00_bridge-core': bridgeCore,
+  '2026-11-29T20-00-00_identity': identity,
 };

@@ -13,6 +13,7 @@ import { DeliveryService } from './deliveries/delivery.service.js';
 import { Dispatcher } from './deliveries/dispatcher.js';
 import { DestinationService } from './destinations/destination.service.js';
 import { DiscordHost } from './discord/discord-host.js';
+import { IdentityService } from './identity/identity.service.js';
 import { createApi } from './http/api.js';
 import { docsRouter } from './http/docs.js';
 import { createLogger } from './log.js';
@@ -104,14 +105,21 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
 }
 
 async function serveHttp(config: Config, store: Store, host: ChatHost, clock: Clock, log: Logger, metrics: Metrics, dispatcher: Dispatcher | undefined): Promise<Server> {
-  const deliveries = new DeliveryService(store.db, clock, { post: host.capabilities.post, dm: host.capabilities.dm, edit: host.capabilities.edit });
+  const capabilities = {
+    post: host.capabilities.post,
+    dm: host.capabilities.dm && !config.disabledKinds.includes('dm'),
+    edit: host.capabilities.edit && !config.disabledKinds.includes('edit'),
+  };
+  const deliveries = new DeliveryService(store.db, clock, capabilities);
   const destinations = new DestinationService(store.db, host, clock);
+  const identity = new IdentityService(store.db, clock);
   const { middleware } = await createApi({
     bridgeToken: config.bridgeToken,
     adminToken: config.adminToken,
     deliveries,
     destinations,
-    capabilities: host.capabilities,
+    identity,
+    capabilities,
     log,
     readiness: async () => {
       const checks: Record<string, string> = {};

@@ -42,6 +42,11 @@ export interface Config {
   readonly discordTimeoutMs: number;
   /** `HERALD_SHUTDOWN_GRACE_MS`: on SIGTERM, how long in-flight deliveries may finish before they are released. */
   readonly shutdownGraceMs: number;
+  /**
+   * `HERALD_DISABLED_KINDS`: comma-separated kinds this bridge refuses (`dm`, `edit`). Capabilities
+   * report them false, and such requests fail CAPABILITY_UNAVAILABLE at once.
+   */
+  readonly disabledKinds: readonly ('dm' | 'edit')[];
 }
 
 export class ConfigError extends Error {
@@ -94,6 +99,12 @@ export function loadConfig(env: Env = process.env): Config {
     }
     return v.replace(/\/+$/, '');
   };
+  const kinds = (raw: string | undefined): ('dm' | 'edit')[] => {
+    const list = (raw ?? '').split(',').map((k) => k.trim()).filter((k) => k !== '');
+    const bad = list.filter((k) => k !== 'dm' && k !== 'edit');
+    if (bad.length > 0) problems.push(`HERALD_DISABLED_KINDS may list only dm and edit (got ${bad.join(', ')})`);
+    return list.filter((k): k is 'dm' | 'edit' => k === 'dm' || k === 'edit');
+  };
   const databaseUrl = text('DATABASE_URL');
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
@@ -118,6 +129,7 @@ export function loadConfig(env: Env = process.env): Config {
     dispatchConcurrency: int('HERALD_DISPATCH_CONCURRENCY', 8, 1, 256),
     discordTimeoutMs: int('HERALD_DISCORD_TIMEOUT_MS', 15_000, 100, 600_000),
     shutdownGraceMs: int('HERALD_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    disabledKinds: kinds(text('HERALD_DISABLED_KINDS')),
   };
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
   if (!levels.includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of ${levels.join(', ')}`);

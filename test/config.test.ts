@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { FailedAuthThrottle } from '../src/http/auth.js';
+import { FailureThrottle } from '../src/http/auth.js';
 import { runHerald } from './support/process.js';
 
 describe('configuration', () => {
@@ -47,7 +47,7 @@ describe('configuration', () => {
 describe('failed-auth throttle', () => {
   it('keeps its table of addresses bounded', () => {
     let now = 0;
-    const t = new FailedAuthThrottle({ maxFailures: 10, windowMs: 60_000, maxAddresses: 100 }, () => now);
+    const t = new FailureThrottle({ maxFailures: 10, windowMs: 60_000, maxAddresses: 100 }, () => now);
     for (let i = 0; i < 10_000; i++) {
       now += 1;
       t.fail(`10.0.${i >> 8}.${i & 255}`);
@@ -57,7 +57,7 @@ describe('failed-auth throttle', () => {
 
   it('forgets failures after the window', () => {
     let now = 0;
-    const t = new FailedAuthThrottle({ maxFailures: 10, windowMs: 60_000, maxAddresses: 100 }, () => now);
+    const t = new FailureThrottle({ maxFailures: 10, windowMs: 60_000, maxAddresses: 100 }, () => now);
     for (let i = 0; i < 10; i++) expect(t.fail('a').limited).toBe(false);
     expect(t.fail('a')).toEqual({ limited: true, retryAfterSeconds: 60 });
     now = 30_500;

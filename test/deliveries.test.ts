@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { deliveryNonce } from '../src/deliveries/delivery.js';
 import { IDS, newRequestId, post, REQ_A, REQ_B, startTestHerald, type TestHerald } from './support/herald.js';
+import { client } from './support/client.js';
 import { waitFor } from './support/wait.js';
 
 // PROTOCOL.md §2, §4, §5 and §6 for posts.
@@ -17,7 +18,7 @@ describe('posts, exactly once', () => {
     const res = await h.bridge.get('/mcp/capabilities');
     expect(res.status).toBe(200);
     expect(res.text).toBe(
-      '{"dm":false,"targeted_post":true,"cards":true,"edit":false,"destinations":[' +
+      '{"dm":true,"targeted_post":true,"cards":true,"edit":true,"destinations":[' +
         '{"destination":"alerts","description":"Time-sensitive findings and warnings"},' +
         '{"destination":"deals","description":"Notable deals or opportunities"},' +
         '{"destination":"digest","description":"Periodic summaries"},' +
@@ -144,18 +145,6 @@ describe('posts, exactly once', () => {
     expect(h.sandbox.channelMessages(IDS.channels.digest).filter((m) => m.content === `digest ${id}`)).toHaveLength(1);
   });
 
-  it('answers dm and edit on a host without those capabilities with failed CAPABILITY_UNAVAILABLE at once, and again on retry', async () => {
-    const dm = { request_id: newRequestId(), kind: 'dm', target: { user_id: IDS.user }, body: { content: 'hi' } };
-    const edit = { request_id: newRequestId(), kind: 'edit', target: { message_ref: REQ_A, seq: 1 }, body: { content: 'v2' } };
-    for (const req of [dm, edit]) {
-      for (const existing of [false, true]) {
-        const res = await h.bridge.post('/mcp/deliveries', req);
-        expect(res.status).toBe(202);
-        expect(res.json).toMatchObject({ existing, state: { state: 'failed', code: 'CAPABILITY_UNAVAILABLE' } });
-      }
-    }
-  });
-
   it('answers GET for an unknown request_id and for a malformed one', async () => {
     const unknown = await h.bridge.get(`/mcp/deliveries/${REQ_B.replace(/b/g, 'e')}`);
     expect(unknown.status).toBe(404);
@@ -181,12 +170,15 @@ describe('posts, exactly once', () => {
     });
     const { startHerald } = await import('../src/app.js');
     const { loadConfig } = await import('../src/config.js');
-    const config = loadConfig({ ...h.env, LOG_LEVEL: "trace", HERALD_DATA_DIR: `${h.db.dataDir}/logs` });
+    const { testDatabase } = await import('./support/db.js');
+    const db = await testDatabase();
+    const { DATABASE_URL: _shared, ...env } = h.env;
+    const config = loadConfig({ ...env, LOG_LEVEL: 'trace', HERALD_DATA_DIR: db.dataDir, ...(db.databaseUrl ? { DATABASE_URL: db.databaseUrl } : {}) });
     const other = await startHerald({ config, log: createLogger('trace', sink), roles: { http: true, dispatcher: true } });
     try {
       const id = newRequestId();
       const secret = `secret-content-${id}`;
-      await h.mapDestination('ops', IDS.channels.ops);
+      await client(other.url ?? '', h.adminToken).put(`/admin/destinations/${IDS.guild}/ops`, { channel_id: IDS.channels.ops });
       const res = await fetch(`${other.url}/mcp/deliveries`, { method: 'POST', headers: { authorization: `Bearer ${h.bridgeToken}` }, body: JSON.stringify(post(id, secret, 'ops')) });
       expect(res.status).toBe(202);
       await waitFor(() => lines.some((l) => l.includes('delivery finished') && l.includes(id)), 'the delivery to finish');
@@ -199,6 +191,32 @@ describe('posts, exactly once', () => {
       expect(all).not.toContain(h.sandbox.botToken);
     } finally {
       await other.close();
+      await db.drop();
     }
+  });
+});
+
+describe('a bridge with DMs and edits disabled (HERALD_DISABLED_KINDS)', () => {
+  let h: TestHerald;
+  beforeAll(async () => {
+    h = await startTestHerald({ env: { HERALD_DISABLED_KINDS: 'dm,edit' } });
+  });
+  afterAll(() => h.close());
+
+  it('reports them false in capabilities', async () => {
+    expect((await h.bridge.get('/mcp/capabilities')).json).toMatchObject({ dm: false, targeted_post: true, cards: true, edit: false });
+  });
+
+  it('answers dm and edit with failed CAPABILITY_UNAVAILABLE at once, and again on retry, with no Discord call', async () => {
+    const dm = { request_id: newRequestId(), kind: 'dm', target: { user_id: IDS.user }, body: { content: 'hi' } };
+    const edit = { request_id: newRequestId(), kind: 'edit', target: { message_ref: REQ_A, seq: 1 }, body: { content: 'v2' } };
+    for (const req of [dm, edit]) {
+      for (const existing of [false, true]) {
+        const res = await h.bridge.post('/mcp/deliveries', req);
+        expect(res.status).toBe(202);
+        expect(res.json).toMatchObject({ existing, state: { state: 'failed', code: 'CAPABILITY_UNAVAILABLE' } });
+      }
+    }
+    expect(h.sandbox.requests).toEqual([]);
   });
 });

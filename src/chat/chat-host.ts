@@ -46,6 +46,10 @@ export interface ChatHost {
   readonly capabilities: { readonly post: boolean; readonly dm: boolean; readonly edit: boolean };
   /** Send once: every call for one delivery passes the same nonce. */
   createMessage(channelId: string, message: OutgoingMessage, nonce: string, signal: AbortSignal): Promise<SentMessage>;
+  /** The DM channel with a user (created if needed). */
+  openDm(userId: string, signal: AbortSignal): Promise<string>;
+  /** Replace the parts of a message that `message` includes. Idempotent. */
+  editMessage(channelId: string, messageId: string, message: OutgoingMessage, signal: AbortSignal): Promise<void>;
   /** Messages in a channel created after `afterTime`, oldest first, at most `max`. */
   listMessagesSince(channelId: string, afterTime: Date, max: number, signal: AbortSignal): Promise<SeenMessage[]>;
   getChannel(channelId: string): Promise<ChannelInfo | undefined>;

@@ -4,11 +4,14 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { DeliveryTable } from '../deliveries/delivery.table.js';
 import type { DestinationTable } from '../destinations/destination.table.js';
+import type { PairingCodeTable, RegistrationTable } from '../identity/identity.table.js';
 import { PGliteDialect } from './pglite-dialect.js';
 
 export interface Database {
   deliveries: DeliveryTable;
   destinations: DestinationTable;
+  registrations: RegistrationTable;
+  pairing_codes: PairingCodeTable;
 }
 
 /** The store: Kysely over Postgres or embedded PGlite, plus LISTEN for wake-ups. */

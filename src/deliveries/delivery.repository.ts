@@ -113,3 +113,35 @@ export async function isMessageRecorded(db: Db, messageId: string, exceptRequest
     .executeTakeFirst();
   return row !== undefined;
 }
+
+/**
+ * Take the edit lease on an original so its edits apply one at a time across every process.
+ * Returns the original's last applied seq, or undefined when another edit holds it.
+ */
+export async function acquireEditLock(db: Db, originalId: string, holder: string, now: Date, leaseMs: number): Promise<{ last_applied_seq: number | null } | undefined> {
+  return db
+    .updateTable('deliveries')
+    .set({ edit_lock_owner: holder, edit_lock_expires_at: new Date(now.getTime() + leaseMs) })
+    .where('request_id', '=', originalId)
+    .where((eb) => eb.or([eb('edit_lock_owner', 'is', null), eb('edit_lock_expires_at', '<=', now)]))
+    .returning('last_applied_seq')
+    .executeTakeFirst();
+}
+
+export async function releaseEditLock(db: Db, originalId: string, holder: string): Promise<void> {
+  await db
+    .updateTable('deliveries')
+    .set({ edit_lock_owner: null, edit_lock_expires_at: null })
+    .where('request_id', '=', originalId)
+    .where('edit_lock_owner', '=', holder)
+    .execute();
+}
+
+/** Remember durably that an edit with this seq was applied to the original. */
+export async function recordAppliedSeq(db: Db, originalId: string, seq: number): Promise<void> {
+  await db
+    .updateTable('deliveries')
+    .set((eb) => ({ last_applied_seq: sql<number>`greatest(${eb.ref('last_applied_seq')}, ${seq})` }))
+    .where('request_id', '=', originalId)
+    .execute();
+}

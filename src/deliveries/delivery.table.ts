@@ -23,6 +23,9 @@ export interface DeliveryTable {
   url: string | null;
   applied: boolean | null;
   last_applied_seq: number | null;
+  /** On an original: which dispatcher is applying an edit to it, until when. */
+  edit_lock_owner: string | null;
+  edit_lock_expires_at: Date | null;
 }
 
 export type DeliveryRow = Selectable<DeliveryTable>;

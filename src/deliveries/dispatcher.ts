@@ -6,13 +6,18 @@ import type { Clock } from '../clock.js';
 import type { Database, Store } from '../db/database.js';
 import { findDestinationChannel } from '../destinations/destination.repository.js';
 import type { Metrics } from '../metrics.js';
-import { deliveryNonce, discordMessageUrl, type PostTarget } from './delivery.js';
+import { findRegistration } from '../identity/identity.repository.js';
+import { deliveryNonce, discordMessageUrl, type DmTarget, type EditTarget, type PostTarget } from './delivery.js';
 import {
+  acquireEditLock,
   claimDue,
   DELIVERY_CHANNEL,
+  findDelivery,
   finishAttempt,
   isMessageRecorded,
   pruneDeliveries,
+  recordAppliedSeq,
+  releaseEditLock,
   releaseLeases,
 } from './delivery.repository.js';
 import { RETENTION_MS } from './delivery.service.js';
@@ -35,7 +40,10 @@ const RECONCILE_SKEW_MS = 60 * 1000;
 /** How many recent channel messages reconciliation reads at most. */
 const RECONCILE_MAX_MESSAGES = 500;
 
-type Outcome = Pick<DeliveryUpdate, 'status' | 'failure_code' | 'channel_id' | 'message_id' | 'url' | 'next_attempt_at'>;
+type Outcome = Pick<DeliveryUpdate, 'status' | 'failure_code' | 'channel_id' | 'message_id' | 'url' | 'next_attempt_at' | 'applied' | 'attempts'>;
+
+/** How soon an edit retries when another edit of the same message is being applied. */
+const EDIT_BUSY_RETRY_MS = 100;
 
 /**
  * Drives stored deliveries to Discord: claims due rows under a lease (`FOR UPDATE SKIP LOCKED`,
@@ -196,8 +204,56 @@ export class Dispatcher {
       case 'post':
         return this.deliverPost(row, row.target as PostTarget, signal, log);
       case 'dm':
+        return this.deliverDm(row, row.target as DmTarget, signal, log);
       case 'edit':
-        return { status: 'failed', failure_code: 'CAPABILITY_UNAVAILABLE' };
+        return this.deliverEdit(row, row.target as EditTarget, signal, log);
+    }
+  }
+
+  /** To a registered user only, checked now (at send time), through their DM channel. */
+  private async deliverDm(row: DeliveryRow, target: DmTarget, signal: AbortSignal, log: Logger): Promise<Outcome> {
+    if ((await findRegistration(this.db, target.user_id)) === undefined) {
+      log.info({ reason: 'recipient_unregistered' }, 'dm recipient is not registered');
+      return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE' };
+    }
+    const channelId = await this.host.openDm(target.user_id, signal);
+    const found = await this.reconcile(row, channelId, row.body, signal, log);
+    const sent = found ?? (await this.host.createMessage(channelId, row.body, deliveryNonce(row.request_id), signal));
+    return { status: 'delivered', channel_id: sent.channelId, message_id: sent.messageId, url: discordMessageUrl('@me', sent.channelId, sent.messageId) };
+  }
+
+  /**
+   * Edits of one message apply one at a time across every process (a lease on the original's row)
+   * and in seq order: a seq below the last applied one is reported unapplied, with no Discord call.
+   * Applying is idempotent, so a re-drive after a crash is harmless.
+   */
+  private async deliverEdit(row: DeliveryRow, target: EditTarget, signal: AbortSignal, log: Logger): Promise<Outcome> {
+    const original = await findDelivery(this.db, target.message_ref);
+    if (original === undefined || original.status !== 'delivered' || original.kind === 'edit' || original.channel_id === null || original.message_id === null) {
+      return { status: 'failed', failure_code: 'NOT_FOUND' };
+    }
+    if (original.kind === 'dm' && (await findRegistration(this.db, (original.target as DmTarget).user_id)) === undefined) {
+      return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE' };
+    }
+    const holder = `${this.owner}:${row.request_id}`;
+    const lock = await acquireEditLock(this.db, original.request_id, holder, this.clock.now(), this.options.leaseMs);
+    if (lock === undefined) {
+      // Another edit of this message is being applied: wait for it, without spending an attempt.
+      return { status: 'pending', next_attempt_at: new Date(this.clock.now().getTime() + EDIT_BUSY_RETRY_MS), attempts: row.attempts - 1 };
+    }
+    try {
+      const delivered = { status: 'delivered' as const, url: original.url, channel_id: original.channel_id, message_id: original.message_id };
+      if (lock.last_applied_seq !== null && target.seq < lock.last_applied_seq) {
+        log.info({ seq: target.seq, last_applied_seq: lock.last_applied_seq }, 'edit superseded by a higher seq');
+        return { ...delivered, applied: false };
+      }
+      await this.host.editMessage(original.channel_id, original.message_id, row.body, signal);
+      // Recorded before the lock is released, so the next edit compares against it. A crash before
+      // this line re-drives the edit: equal seq applies again, which is harmless.
+      await recordAppliedSeq(this.db, original.request_id, target.seq);
+      return { ...delivered, applied: true };
+    } finally {
+      await releaseEditLock(this.db, original.request_id, holder).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'edit lock release failed; it expires with the lease'));
     }
   }
 

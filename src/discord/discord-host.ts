@@ -13,6 +13,7 @@ import {
   type APIEmbed,
   type APIMessage,
   type APIUser,
+  type RESTPatchAPIChannelMessageJSONBody,
   type RESTPostAPIChannelMessageJSONBody,
 } from 'discord.js';
 import { ChatHostError, type ChannelInfo, type ChatHost, type OutgoingMessage, type SeenMessage, type SentMessage } from '../chat/chat-host.js';
@@ -33,7 +34,7 @@ export interface DiscordHostOptions {
 
 /** The Discord chat host: REST only (no gateway), so any number of dispatchers can run. */
 export class DiscordHost implements ChatHost {
-  readonly capabilities = { post: true, dm: false, edit: false } as const;
+  readonly capabilities = { post: true, dm: true, edit: true } as const;
   private readonly rest: REST;
   private self: Promise<string> | undefined;
 
@@ -57,6 +58,18 @@ export class DiscordHost implements ChatHost {
     };
     const sent = (await call(() => this.rest.post(Routes.channelMessages(channelId), { body, signal }))) as APIMessage;
     return { channelId: sent.channel_id, messageId: sent.id };
+  }
+
+  /** https://discord.com/developers/docs/resources/user#create-dm */
+  async openDm(userId: string, signal: AbortSignal): Promise<string> {
+    const channel = (await call(() => this.rest.post(Routes.userChannels(), { body: { recipient_id: userId }, signal }))) as APIChannel;
+    return channel.id;
+  }
+
+  /** https://discord.com/developers/docs/resources/message#edit-message */
+  async editMessage(channelId: string, messageId: string, message: OutgoingMessage, signal: AbortSignal): Promise<void> {
+    const body: RESTPatchAPIChannelMessageJSONBody = { ...toDiscordMessage(message), allowed_mentions: { parse: [] } };
+    await call(() => this.rest.patch(Routes.channelMessage(channelId, messageId), { body, signal }));
   }
 
   /** https://discord.com/developers/docs/resources/message#get-channel-messages */

@@ -9,8 +9,9 @@ import { DESTINATIONS, type Destination } from '../deliveries/delivery.js';
 import type { DeliveryService } from '../deliveries/delivery.service.js';
 import { DeliveryRequestValidator } from '../deliveries/delivery.validation.js';
 import type { DestinationService } from '../destinations/destination.service.js';
+import type { IdentityService } from '../identity/identity.service.js';
 import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../errors.js';
-import { FailedAuthThrottle, isAuthorized } from './auth.js';
+import { FailureThrottle, isAuthorized } from './auth.js';
 import { readJsonBody } from './body.js';
 
 /** The JSON body of response `S` of operation `Op`, as the contract types it. */
@@ -44,12 +45,13 @@ export interface ApiDeps {
   adminToken: string | undefined;
   deliveries: DeliveryService;
   destinations: DestinationService;
+  identity: IdentityService;
   capabilities: { post: boolean; dm: boolean; edit: boolean };
   readiness: Readiness;
   log: Logger;
 }
 
-type Handler = (c: Context, body: unknown) => Promise<Reply> | Reply;
+type Handler = (c: Context, body: unknown, koa: KoaContext) => Promise<Reply> | Reply;
 
 /**
  * The contract bound to Koa: openapi-backend routes and validates every request against
@@ -83,6 +85,7 @@ export async function createApi(deps: ApiDeps): Promise<{ api: OpenAPIBackend; m
     reasons.check(schema, body);
   };
 
+  const redeemThrottle = new FailureThrottle();
   const handlers: Record<string, Handler> = {
     getCapabilities: () =>
       reply('getCapabilities', 200, {
@@ -97,9 +100,20 @@ export async function createApi(deps: ApiDeps): Promise<{ api: OpenAPIBackend; m
       return reply('createDelivery', 202, { state: accepted.state, existing: accepted.existing });
     },
     getDelivery: async (c) => reply('getDelivery', 200, await deps.deliveries.get(String(c.request.params['request_id']))),
-    listRecipients: notImplemented,
-    redeemPairingCode: notImplemented,
-    getRegistration: notImplemented,
+    listRecipients: async () => reply('listRecipients', 200, await deps.identity.recipients()),
+    redeemPairingCode: async (_c, body, koa) => {
+      checkBody('redeemPairingCode', body);
+      try {
+        return reply('redeemPairingCode', 200, await deps.identity.redeem((body as { code: string }).code));
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) throw err;
+        // Guessing codes is throttled per address; a valid code is never refused.
+        const verdict = redeemThrottle.fail(koa.ip);
+        if (verdict.limited) return errorReply<'TooManyFailedAttempts'>(429, { error: 'too many failed attempts' }, { 'Retry-After': String(verdict.retryAfterSeconds) });
+        return reply('redeemPairingCode', 404, { error: 'invalid or expired code' });
+      }
+    },
+    getRegistration: async (c) => reply('getRegistration', 200, await deps.identity.registration(String(c.request.params['user_id']))),
     listDestinationMappings: async () => reply('listDestinationMappings', 200, { items: await deps.destinations.list() }),
     setDestinationMapping: async (c, body) => {
       checkBody('setDestinationMapping', body);
@@ -148,7 +162,7 @@ export async function createApi(deps: ApiDeps): Promise<{ api: OpenAPIBackend; m
     api.register(id, (c: Context, koa: KoaContext, body: unknown) => runHandler(handler, c, body, deps.log, koa));
   }
 
-  const throttle = new FailedAuthThrottle();
+  const throttle = new FailureThrottle();
   const contractPaths = api.router.getOperations().map((op) => new RegExp(`^${op.path.replace(/\{[^}]+\}/g, '[^/]+')}$`));
   const middleware: Middleware = async (ctx, next) => {
     const area = ctx.path.startsWith('/mcp/') ? 'bridge' : ctx.path.startsWith('/admin/') ? 'admin' : undefined;
@@ -174,6 +188,10 @@ export async function createApi(deps: ApiDeps): Promise<{ api: OpenAPIBackend; m
     let body: unknown;
     if (operation?.requestBody !== undefined) {
       const parsed = await readJsonBody(ctx.req);
+      if (!parsed.ok && parsed.problem === 'aborted') {
+        ctx.respond = false;
+        return undefined;
+      }
       if (!parsed.ok) {
         const invalidBody = (operation as Record<string, unknown>)['x-herald-invalid-body'] as { status: number; error: string } | undefined;
         return send(
@@ -191,11 +209,9 @@ export async function createApi(deps: ApiDeps): Promise<{ api: OpenAPIBackend; m
   return { api, middleware };
 }
 
-const notImplemented: Handler = () => ({ status: 501, body: { error: 'not implemented' } });
-
-async function runHandler(handler: Handler, c: Context, body: unknown, log: Logger, _koa: KoaContext): Promise<Reply> {
+async function runHandler(handler: Handler, c: Context, body: unknown, log: Logger, koa: KoaContext): Promise<Reply> {
   try {
-    return await handler(c, body);
+    return await handler(c, body, koa);
   } catch (err) {
     if (err instanceof InvalidRequestError) return { status: 400, body: { error: err.reason } };
     if (err instanceof NotFoundError) return { status: 404, body: { error: err.reason } };

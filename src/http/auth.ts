@@ -22,10 +22,11 @@ export interface ThrottleOptions {
 }
 
 /**
- * Counts failed authentications per client address. Only failures are throttled: a request with
- * the right token is never refused, so an attacker cannot lock the real caller out.
+ * Counts failures (authentications, pairing-code redeems) per client address. Only failures are
+ * throttled: a request with the right token or a valid code is never refused, so an attacker
+ * cannot lock the real caller out.
  */
-export class FailedAuthThrottle {
+export class FailureThrottle {
   private readonly windows = new Map<string, { start: number; failures: number }>();
 
   constructor(

@@ -241,6 +241,11 @@ export class DiscordSandbox {
         const fault = this.takeFault(ctx.method, path);
         if (fault?.action === 'error') return discordError(ctx, fault.status ?? 500, fault.code ?? 0, 'Injected failure');
         if (fault?.action === 'delay') await sleep(fault.ms ?? 1_000);
+        if (ctx.req.destroyed) {
+          // The client gave up (a timeout) while the fault held its request.
+          ctx.respond = false;
+          return undefined;
+        }
         if (!this.rateLimit(ctx, path)) return undefined;
         ctx.state['fault'] = fault;
         return await next();

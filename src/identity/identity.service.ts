@@ -1,0 +1,82 @@
+import type { Kysely } from 'kysely';
+import type { Clock } from '../clock.js';
+import type { Database } from '../db/database.js';
+import { NotFoundError } from '../errors.js';
+import {
+  deleteRegistration,
+  findRegistration,
+  insertPairingCode,
+  insertRegistration,
+  listRegistrations,
+  redeemPairingCode,
+  trimPairingCodes,
+} from './identity.repository.js';
+import { CODE_TTL_MS, hashPairingCode, MAX_LIVE_CODES, newGeneration, newPairingCode, truncateDisplayName } from './pairing-code.js';
+
+export interface DiscordUser {
+  id: string;
+  username: string;
+  globalName: string | null;
+}
+
+export const MAX_RECIPIENTS = 100;
+
+/** The agent's Discord-side identity: registration, one-time pairing codes, revocation. */
+export class IdentityService {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly clock: Clock,
+  ) {}
+
+  /** First registration mints a generation; registering again changes nothing. */
+  async register(user: DiscordUser): Promise<'registered' | 'already registered'> {
+    const inserted = await insertRegistration(this.db, {
+      user_id: user.id,
+      generation: newGeneration(),
+      display_name: user.globalName ?? user.username,
+      registered_at: this.clock.now(),
+    });
+    return inserted !== undefined ? 'registered' : 'already registered';
+  }
+
+  /** A new single-use code for a registered user; at most 5 stay live (a 6th drops the oldest). */
+  async pair(userId: string): Promise<{ code: string } | 'not registered'> {
+    return this.db.transaction().execute(async (trx) => {
+      const registration = await findRegistration(trx, userId);
+      if (registration === undefined) return 'not registered';
+      const code = newPairingCode();
+      const now = this.clock.now();
+      await insertPairingCode(trx, {
+        code_hash: hashPairingCode(code),
+        user_id: userId,
+        generation: registration.generation,
+        issued_at: now,
+        expires_at: new Date(now.getTime() + CODE_TTL_MS),
+      });
+      await trimPairingCodes(trx, userId, MAX_LIVE_CODES, now);
+      return { code };
+    });
+  }
+
+  /** Delete the registration and every outstanding code in one statement. */
+  async unregister(userId: string): Promise<boolean> {
+    return deleteRegistration(this.db, userId);
+  }
+
+  async redeem(code: string): Promise<{ discord_user_id: string; generation: string }> {
+    const used = await redeemPairingCode(this.db, hashPairingCode(code), this.clock.now());
+    if (used === undefined) throw new NotFoundError('invalid or expired code');
+    return { discord_user_id: used.user_id, generation: used.generation };
+  }
+
+  async registration(userId: string): Promise<{ generation: string }> {
+    const row = await findRegistration(this.db, userId);
+    if (row === undefined) throw new NotFoundError('not registered');
+    return { generation: row.generation };
+  }
+
+  async recipients(): Promise<{ items: { user_id: string; display_name: string }[] }> {
+    const rows = await listRegistrations(this.db, MAX_RECIPIENTS);
+    return { items: rows.map((r) => ({ user_id: r.user_id, display_name: truncateDisplayName(r.display_name) })) };
+  }
+}

@@ -1,0 +1,20 @@
+import type { Selectable } from 'kysely';
+
+export interface RegistrationTable {
+  user_id: string;
+  /** 16 random bytes, base64url; changes only across unregister-then-register. */
+  generation: string;
+  display_name: string;
+  registered_at: Date;
+}
+
+export interface PairingCodeTable {
+  /** SHA-256 of the code (hex); the code itself is never stored. */
+  code_hash: string;
+  user_id: string;
+  generation: string;
+  issued_at: Date;
+  expires_at: Date;
+}
+
+export type RegistrationRow = Selectable<RegistrationTable>;
