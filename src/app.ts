@@ -13,6 +13,7 @@ import { DeliveryService } from './deliveries/delivery.service.js';
 import { Dispatcher } from './deliveries/dispatcher.js';
 import { DestinationService } from './destinations/destination.service.js';
 import { DiscordHost } from './discord/discord-host.js';
+import { connectGateway, type GatewayConnection } from './discord/gateway-client.js';
 import { IdentityService } from './identity/identity.service.js';
 import { createApi } from './http/api.js';
 import { docsRouter } from './http/docs.js';
@@ -89,9 +90,33 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       cleanups.push(() => d.stop());
     }
 
+    const capabilities = {
+      post: host.capabilities.post,
+      dm: host.capabilities.dm && !config.disabledKinds.includes('dm'),
+      edit: host.capabilities.edit && !config.disabledKinds.includes('edit'),
+    };
+    const services: Services = {
+      deliveries: new DeliveryService(store.db, clock, capabilities),
+      destinations: new DestinationService(store.db, host, clock),
+      identity: new IdentityService(store.db, clock),
+      capabilities,
+    };
+
+    let gateway: GatewayConnection | undefined;
+    if (roles.http && config.gateway) {
+      try {
+        gateway = await connectGateway({ token, apiUrl, deps: services, log });
+        const g = gateway;
+        cleanups.push(() => g.close());
+      } catch (err) {
+        // Deliveries do not need the gateway: keep serving, and say so in /readyz.
+        log.error({ err: err instanceof Error ? err.message : String(err) }, 'gateway unavailable; slash commands will not be answered');
+      }
+    }
+
     let url: string | undefined;
     if (roles.http) {
-      const server = await serveHttp(config, store, host, clock, log, metrics, dispatcher);
+      const server = await serveHttp(config, store, services, log, metrics, dispatcher, config.gateway ? () => gateway?.ready ?? false : undefined);
       // Stop accepting requests first (cleanups run in reverse).
       cleanups.push(() => closeServer(server));
       const address = server.address() as AddressInfo;
@@ -104,22 +129,26 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
   }
 }
 
-async function serveHttp(config: Config, store: Store, host: ChatHost, clock: Clock, log: Logger, metrics: Metrics, dispatcher: Dispatcher | undefined): Promise<Server> {
-  const capabilities = {
-    post: host.capabilities.post,
-    dm: host.capabilities.dm && !config.disabledKinds.includes('dm'),
-    edit: host.capabilities.edit && !config.disabledKinds.includes('edit'),
-  };
-  const deliveries = new DeliveryService(store.db, clock, capabilities);
-  const destinations = new DestinationService(store.db, host, clock);
-  const identity = new IdentityService(store.db, clock);
+interface Services {
+  deliveries: DeliveryService;
+  destinations: DestinationService;
+  identity: IdentityService;
+  capabilities: { post: boolean; dm: boolean; edit: boolean };
+}
+
+async function serveHttp(
+  config: Config,
+  store: Store,
+  services: Services,
+  log: Logger,
+  metrics: Metrics,
+  dispatcher: Dispatcher | undefined,
+  gatewayReady: (() => boolean) | undefined,
+): Promise<Server> {
   const { middleware } = await createApi({
     bridgeToken: config.bridgeToken,
     adminToken: config.adminToken,
-    deliveries,
-    destinations,
-    identity,
-    capabilities,
+    ...services,
     log,
     readiness: async () => {
       const checks: Record<string, string> = {};
@@ -130,6 +159,7 @@ async function serveHttp(config: Config, store: Store, host: ChatHost, clock: Cl
         checks['database'] = 'unavailable';
       }
       if (dispatcher !== undefined) checks['dispatcher'] = dispatcher.running ? 'ok' : 'stopped';
+      if (gatewayReady !== undefined) checks['gateway'] = gatewayReady() ? 'ok' : 'unavailable';
       return checks;
     },
   });

@@ -5,6 +5,7 @@ import { startHerald, type Herald } from './app.js';
 import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, type Config } from './config.js';
 import { openStore } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
+import { registerCommands } from './discord/gateway-client.js';
 import { createLogger } from './log.js';
 import { SANDBOX_IDS } from './sandbox/sandbox.js';
 
@@ -14,6 +15,9 @@ commands:
   serve      serve the API and dispatch deliveries (the default)
   dispatch   dispatch deliveries only (run several against one DATABASE_URL to scale out)
   migrate    apply database migrations and exit
+  commands register
+             register the slash commands (/agent, /destinations) with Discord
+             (serve also does this when it connects to the gateway)
 
 Configuration comes from the environment; see README.md.`;
 
@@ -43,6 +47,19 @@ async function main(argv: string[]): Promise<number> {
       } finally {
         await store.close();
       }
+      return 0;
+    }
+    case 'commands': {
+      if (argv[1] !== 'register') {
+        console.error(`herald: usage: herald commands register`);
+        return 2;
+      }
+      if (config.discordToken === undefined) {
+        console.error('herald: DISCORD_TOKEN is not set (sandbox mode registers its commands itself at start-up)');
+        return 2;
+      }
+      const names = await registerCommands(config.discordToken, config.discordApiUrl);
+      console.log(`registered: ${names.map((n) => `/${n}`).join(', ')}`);
       return 0;
     }
     case 'serve':

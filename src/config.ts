@@ -47,6 +47,11 @@ export interface Config {
    * report them false, and such requests fail CAPABILITY_UNAVAILABLE at once.
    */
   readonly disabledKinds: readonly ('dm' | 'edit')[];
+  /**
+   * `HERALD_GATEWAY`: `on` (default) connects to Discord's gateway to answer `/agent` and
+   * `/destinations`; `off` for extra `serve` replicas (only one process should answer commands).
+   */
+  readonly gateway: boolean;
 }
 
 export class ConfigError extends Error {
@@ -105,6 +110,12 @@ export function loadConfig(env: Env = process.env): Config {
     if (bad.length > 0) problems.push(`HERALD_DISABLED_KINDS may list only dm and edit (got ${bad.join(', ')})`);
     return list.filter((k): k is 'dm' | 'edit' => k === 'dm' || k === 'edit');
   };
+  const onOff = (name: string, fallback: boolean): boolean => {
+    const raw = text(name);
+    if (raw === undefined) return fallback;
+    if (raw !== 'on' && raw !== 'off') problems.push(`${name} must be on or off`);
+    return raw === 'on';
+  };
   const databaseUrl = text('DATABASE_URL');
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
@@ -130,6 +141,7 @@ export function loadConfig(env: Env = process.env): Config {
     discordTimeoutMs: int('HERALD_DISCORD_TIMEOUT_MS', 15_000, 100, 600_000),
     shutdownGraceMs: int('HERALD_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     disabledKinds: kinds(text('HERALD_DISABLED_KINDS')),
+    gateway: onOff('HERALD_GATEWAY', true),
   };
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
   if (!levels.includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of ${levels.join(', ')}`);

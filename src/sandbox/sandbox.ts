@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import Router from '@koa/router';
 import Koa, { type Context } from 'koa';
 import { readJsonBody } from '../http/body.js';
+import { SandboxGateway } from './gateway.js';
 import { SANDBOX_PAGE } from './page.js';
 
 /**
@@ -63,6 +64,33 @@ export interface Fault {
   times?: number;
 }
 
+/** A slash command as a user invokes it (through the control route or the sandbox page). */
+export interface Invocation {
+  userId: string;
+  /** Absent: invoked in a DM with the bot. */
+  guildId?: string | undefined;
+  channelId?: string | undefined;
+  command: string;
+  subcommand?: string | undefined;
+  /** Option values by name; typed from the registered command. */
+  options?: Record<string, string | number | boolean> | undefined;
+  /** The member's permissions in the guild (a bit-set as a decimal string). Default: none. */
+  permissions?: string | undefined;
+}
+
+/** What the bot answered an interaction with. */
+export interface InteractionReply {
+  type: number;
+  data?: { content?: string; flags?: number };
+}
+
+interface RegisteredCommand {
+  id: string;
+  name: string;
+  options?: { type: number; name: string; options?: { type: number; name: string }[] }[];
+  [key: string]: unknown;
+}
+
 export interface RateLimitRule {
   limit: number;
   windowMs: number;
@@ -103,6 +131,9 @@ export class DiscordSandbox {
   private readonly globalBucket = { start: 0, count: 0 };
   private readonly options: Required<Omit<SandboxOptions, 'globalLimit' | 'botToken'>> & { globalLimit: RateLimitRule | undefined };
   private server: Server | undefined;
+  private gateway: SandboxGateway | undefined;
+  readonly commands: RegisteredCommand[] = [];
+  private readonly pendingReplies = new Map<string, (reply: InteractionReply) => void>();
   private lastSnowflakeMs = 0n;
   private increment = 0n;
   /** Every REST request received, for tests: method, path after /api/v10, status answered. */
@@ -171,6 +202,12 @@ export class DiscordSandbox {
     });
     this.mount(app);
     this.server = createServer(app.callback());
+    this.gateway = new SandboxGateway(this.server, {
+      botToken: this.botToken,
+      botUser: publicUser(this.bot),
+      applicationId: this.applicationId,
+      guilds: () => [...this.guilds.values()].map((g) => ({ ...g, channels: [...this.channels.values()].filter((c) => c.guild_id === g.id) })),
+    });
     await new Promise<void>((resolve, reject) => {
       this.server?.once('error', reject);
       this.server?.listen(port, host, () => resolve());
@@ -180,10 +217,87 @@ export class DiscordSandbox {
     return this;
   }
 
+  /** The bot's application id (as on Discord, the bot user's id). */
+  get applicationId(): string {
+    return this.bot.id;
+  }
+
+  /** Gateway sessions identified right now. */
+  get gatewaySessions(): number {
+    return this.gateway?.connected ?? 0;
+  }
+
+  /**
+   * Act as a user invoking a slash command: dispatch INTERACTION_CREATE to the bot's gateway
+   * sessions and wait for its reply (the interaction callback).
+   */
+  async invoke(invocation: Invocation, timeoutMs = 10_000): Promise<InteractionReply> {
+    const user = this.users.get(invocation.userId);
+    if (user === undefined) throw new SandboxError(`unknown user ${invocation.userId}`);
+    const command = this.commands.find((c) => c.name === invocation.command);
+    if (command === undefined) throw new SandboxError(`/${invocation.command} is not registered with this application`);
+    if (this.gatewaySessions === 0) throw new SandboxError('the bot is not connected to the gateway');
+    const interaction = this.interactionPayload(invocation, user, command);
+    const reply = new Promise<InteractionReply>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pendingReplies.delete(String(interaction['id']));
+        reject(new SandboxError('the bot did not answer the interaction'));
+      }, timeoutMs);
+      this.pendingReplies.set(String(interaction['id']), (r) => {
+        clearTimeout(timer);
+        resolve(r);
+      });
+    });
+    this.gateway?.dispatch('INTERACTION_CREATE', interaction);
+    return reply;
+  }
+
+  private interactionPayload(inv: Invocation, user: SandboxUser, command: RegisteredCommand): Record<string, unknown> {
+    const sub = command.options?.find((o) => o.type === 1 && o.name === inv.subcommand);
+    const resolvedChannels: Record<string, unknown> = {};
+    const values = Object.entries(inv.options ?? {}).map(([name, value]) => {
+      const type = sub?.options?.find((o) => o.name === name)?.type ?? 3;
+      if (type === 7) {
+        const ch = this.channels.get(String(value));
+        resolvedChannels[String(value)] = { id: String(value), name: ch?.name ?? 'unknown', type: ch?.type ?? 0, permissions: '0', ...(ch?.guild_id ? { guild_id: ch.guild_id } : {}) };
+      }
+      return { name, type, value: type === 7 ? String(value) : value };
+    });
+    const options = inv.subcommand !== undefined ? [{ type: 1, name: inv.subcommand, options: values }] : values;
+    const guildId = inv.guildId;
+    const channelId = inv.channelId ?? (guildId !== undefined ? [...this.channels.values()].find((c) => c.guild_id === guildId && c.type === 0)?.id : undefined) ?? this.nextSnowflake();
+    const base = {
+      id: this.nextSnowflake(),
+      application_id: this.applicationId,
+      type: 2,
+      token: randomBytes(24).toString('base64url'),
+      version: 1,
+      data: { id: command.id, name: command.name, type: 1, options, ...(Object.keys(resolvedChannels).length > 0 ? { resolved: { channels: resolvedChannels } } : {}) },
+      channel_id: channelId,
+      app_permissions: '2248473465835073',
+      locale: 'en-US',
+      entitlements: [],
+      attachment_size_limit: 8388608,
+    };
+    if (guildId === undefined) {
+      return { ...base, user: publicUser(user), channel: { id: channelId, type: 1 }, context: 1, authorizing_integration_owners: { '1': user.id } };
+    }
+    return {
+      ...base,
+      guild_id: guildId,
+      guild_locale: 'en-US',
+      channel: { id: channelId, type: 0, guild_id: guildId, name: this.channels.get(channelId)?.name ?? 'channel' },
+      member: { user: publicUser(user), roles: [], permissions: inv.permissions ?? '0', joined_at: new Date(0).toISOString(), deaf: false, mute: false, flags: 0 },
+      context: 0,
+      authorizing_integration_owners: { '0': guildId },
+    };
+  }
+
   async close(): Promise<void> {
     const server = this.server;
     if (server === undefined) return;
     this.server = undefined;
+    this.gateway?.close();
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
@@ -226,6 +340,22 @@ export class DiscordSandbox {
       this.inject(body.value as Fault);
       ctx.status = 204;
     });
+    router.post('/sandbox/api/interactions', async (ctx) => {
+      const body = await readJsonBody(ctx.req);
+      const inv = body.ok ? (body.value as Partial<Invocation>) : undefined;
+      if (inv === undefined || typeof inv.userId !== 'string' || typeof inv.command !== 'string') {
+        ctx.status = 400;
+        ctx.body = { error: 'expected {"userId","command","subcommand"?,"options"?,"guildId"?,"permissions"?}' };
+        return;
+      }
+      try {
+        ctx.body = await this.invoke(inv as Invocation);
+      } catch (err) {
+        if (!(err instanceof SandboxError)) throw err;
+        ctx.status = 409;
+        ctx.body = { error: err.message };
+      }
+    });
     router.delete('/sandbox/api/faults', (ctx) => {
       this.clearFaults();
       ctx.status = 204;
@@ -233,7 +363,9 @@ export class DiscordSandbox {
 
     const api = new Router({ prefix: '/api/v10' });
     api.use(async (ctx, next) => {
-      if (ctx.get('authorization') !== `Bot ${this.botToken}`) return discordError(ctx, 401, 0, '401: Unauthorized');
+      // Interaction callbacks are authorized by the interaction's token in the URL, not the bot token.
+      const byInteractionToken = ctx.path.startsWith('/api/v10/interactions/');
+      if (!byInteractionToken && ctx.get('authorization') !== `Bot ${this.botToken}`) return discordError(ctx, 401, 0, '401: Unauthorized');
       const path = ctx.path.slice('/api/v10'.length);
       const seen = { method: ctx.method, path, status: 0 };
       this.requests.push(seen);
@@ -255,6 +387,39 @@ export class DiscordSandbox {
     });
     api.get('/users/@me', (ctx) => {
       ctx.body = publicUser(this.bot);
+    });
+    api.get('/gateway/bot', (ctx) => {
+      ctx.body = {
+        url: this.url.replace(/^http/, 'ws') + '/gateway',
+        shards: 1,
+        session_start_limit: { total: 1000, remaining: 1000, reset_after: 0, max_concurrency: 1 },
+      };
+    });
+    api.get('/applications/@me', (ctx) => {
+      ctx.body = { id: this.applicationId, name: 'Herald', flags: 0, bot_public: false, bot_require_code_grant: false, verify_key: '', icon: null, description: '' };
+    });
+    api.put('/applications/:appId/commands', async (ctx) => {
+      if (ctx.params['appId'] !== this.applicationId) return discordError(ctx, 403, 50001, 'Missing Access');
+      const body = await readJsonBody(ctx.req);
+      if (!body.ok || !Array.isArray(body.value)) return discordError(ctx, 400, 50035, 'Invalid Form Body');
+      this.commands.length = 0;
+      for (const c of body.value as Record<string, unknown>[]) {
+        this.commands.push({ ...c, id: this.nextSnowflake(), application_id: this.applicationId, version: this.nextSnowflake(), type: 1 } as unknown as RegisteredCommand);
+      }
+      ctx.body = this.commands;
+      return undefined;
+    });
+    api.get('/applications/:appId/commands', (ctx) => {
+      ctx.body = this.commands;
+    });
+    api.post('/interactions/:id/:token/callback', async (ctx) => {
+      const resolve = this.pendingReplies.get(ctx.params['id'] ?? '');
+      if (resolve === undefined) return discordError(ctx, 400, 40060, 'Interaction has already been acknowledged.');
+      this.pendingReplies.delete(ctx.params['id'] ?? '');
+      const body = await readJsonBody(ctx.req);
+      resolve(body.ok ? (body.value as InteractionReply) : { type: 0 });
+      ctx.status = 204;
+      return undefined;
     });
     api.get('/channels/:id', (ctx) => {
       const channel = this.channels.get(ctx.params['id'] ?? '');
@@ -404,6 +569,8 @@ export class DiscordSandbox {
     return true;
   }
 }
+
+export class SandboxError extends Error {}
 
 function checkMessage(body: Record<string, unknown>): string | undefined {
   const content = body['content'];

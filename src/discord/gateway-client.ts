@@ -1,0 +1,49 @@
+import { once } from 'node:events';
+import { Client, Events, GatewayIntentBits, REST, Routes, type APIApplication } from 'discord.js';
+import type { Logger } from 'pino';
+import { answerCommand, COMMANDS, type CommandDeps } from './commands.js';
+
+export interface GatewayConnection {
+  readonly ready: boolean;
+  close(): Promise<void>;
+}
+
+/** Register Herald's slash commands with Discord for the bot's application (a bulk overwrite). */
+export async function registerCommands(token: string, apiUrl: string | undefined): Promise<string[]> {
+  const rest = new REST({ version: '10', ...(apiUrl !== undefined ? { api: apiUrl } : {}) }).setToken(token);
+  const app = (await rest.get(Routes.currentApplication())) as APIApplication;
+  await rest.put(Routes.applicationCommands(app.id), { body: COMMANDS });
+  return COMMANDS.map((c) => c.name);
+}
+
+/**
+ * The gateway client: receives slash commands (`/agent`, `/destinations`) and answers them.
+ * Deliveries never use it (they go over REST), so dispatchers need no gateway connection.
+ */
+export async function connectGateway(options: { token: string; apiUrl: string | undefined; deps: CommandDeps; log: Logger }): Promise<GatewayConnection> {
+  const { log } = options;
+  const client = new Client({ intents: [GatewayIntentBits.Guilds], ...(options.apiUrl !== undefined ? { rest: { api: options.apiUrl } } : {}) });
+  client.on(Events.InteractionCreate, (interaction) => {
+    if (!interaction.isChatInputCommand()) return;
+    const command = `${interaction.commandName} ${interaction.options.getSubcommand(false) ?? ''}`.trim();
+    answerCommand(interaction, options.deps).then(
+      () => log.info({ command, interaction_id: interaction.id }, 'command answered'),
+      async (err: unknown) => {
+        log.error({ command, err: err instanceof Error ? `${err.name}: ${err.message}` : String(err) }, 'command failed');
+        if (!interaction.replied) await interaction.reply({ content: 'Something went wrong; try again in a moment.', flags: 64 }).catch(() => undefined);
+      },
+    );
+  });
+  client.on(Events.Error, (err) => log.error({ err: err.message }, 'gateway error'));
+  const ready = once(client, Events.ClientReady);
+  await client.login(options.token);
+  await ready;
+  await registerCommands(options.token, options.apiUrl);
+  log.info({ commands: COMMANDS.map((c) => c.name) }, 'gateway connected; slash commands registered');
+  return {
+    get ready() {
+      return client.isReady();
+    },
+    close: () => client.destroy(),
+  };
+}
