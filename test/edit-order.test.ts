@@ -1,0 +1,110 @@
+import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
+import { startHerald, type Herald } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/log.js';
+import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { client } from './support/client.js';
+import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
+import { IDS, newRequestId, newToken, post } from './support/herald.js';
+import { startHeraldProcess, type HeraldProcess } from './support/process.js';
+import { waitFor } from './support/wait.js';
+
+/** Edits of one message apply one at a time, in order, across processes and restarts (PROTOCOL.md §6). */
+describe('edit ordering', () => {
+  let sandbox: DiscordSandbox;
+  let db: TestDatabase;
+  const bridgeToken = newToken();
+  const adminToken = newToken();
+  const running: (Herald | HeraldProcess)[] = [];
+  beforeAll(async () => {
+    sandbox = await new DiscordSandbox().start();
+  });
+  afterAll(() => sandbox.close());
+  afterEach(async () => {
+    for (const r of running.splice(0).reverse()) {
+      if ('child' in r) {
+        r.kill('SIGKILL');
+        await r.exited;
+      } else await r.close();
+    }
+    sandbox.clearFaults();
+    await db.drop();
+  });
+
+  const env = (extra: Record<string, string> = {}): Record<string, string> => ({
+    PORT: '0',
+    MCP_BRIDGE_TOKEN: bridgeToken,
+    HERALD_ADMIN_TOKEN: adminToken,
+    HERALD_DATA_DIR: db.dataDir,
+    DISCORD_TOKEN: sandbox.botToken,
+    DISCORD_API_URL: sandbox.apiUrl,
+    HERALD_POLL_MS: '100',
+    HERALD_GATEWAY: 'off',
+    LOG_LEVEL: 'silent',
+    ...(db.databaseUrl !== undefined ? { DATABASE_URL: db.databaseUrl } : {}),
+    ...extra,
+  });
+  const inProcess = async (roles: { http: boolean; dispatcher: boolean }) => {
+    const config = loadConfig(env());
+    const herald = await startHerald({ config, log: createLogger('silent'), roles });
+    running.push(herald);
+    return herald;
+  };
+  const edit = (id: string, ref: string, seq: number, content: string) => ({ request_id: id, kind: 'edit', target: { message_ref: ref, seq }, body: { content } });
+  const stateOf = async (url: string, id: string) => (await client(url, bridgeToken).get(`/mcp/deliveries/${id}`)).json as Record<string, unknown>;
+  const waitDelivered = (url: string, id: string) => waitFor(async () => ((await stateOf(url, id))['state'] === 'delivered' ? stateOf(url, id) : undefined), `edit ${id.slice(0, 6)}`);
+
+  it('remembers the last applied seq across a restart: a lower seq afterwards is not applied', async () => {
+    db = await testDatabase();
+    let herald = await inProcess({ http: true, dispatcher: true });
+    await client(herald.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
+    const original = newRequestId();
+    const api = () => client(herald.url ?? '', bridgeToken);
+    await api().post('/mcp/deliveries', post(original, `restart v1 ${original}`));
+    await waitFor(async () => (await stateOf(herald.url ?? '', original))['state'] === 'delivered', 'the original');
+    const e5 = newRequestId();
+    await api().post('/mcp/deliveries', edit(e5, original, 5, `restart v5 ${original}`));
+    expect(await waitDelivered(herald.url ?? '', e5)).toMatchObject({ applied: true });
+    await herald.close();
+    running.splice(running.indexOf(herald), 1);
+    herald = await inProcess({ http: true, dispatcher: true });
+    const e4 = newRequestId();
+    await api().post('/mcp/deliveries', edit(e4, original, 4, `restart v4 ${original}`));
+    expect(await waitDelivered(herald.url ?? '', e4)).toMatchObject({ applied: false });
+    const [m] = sandbox.allMessages().filter((x) => x.content === `restart v5 ${original}`);
+    expect(m?.edits).toBe(1);
+  });
+
+  // Within one process discord.js already queues requests to one message's route, so only
+  // separate processes (PostgreSQL) can show that the lock on the original is what orders edits;
+  // the test below fails when the lock is removed.
+  it.skipIf(!onPostgres)('applies seq 1 (slow) and seq 2 submitted to two different dispatcher processes in order', async () => {
+    db = await testDatabase();
+    const api = await inProcess({ http: true, dispatcher: false });
+    await client(api.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
+    // One slot each, so the process applying seq 1 cannot also take seq 2.
+    const dispatchers = [
+      await startHeraldProcess(['dispatch'], env({ HERALD_DISPATCH_CONCURRENCY: '1', LOG_LEVEL: 'info' })),
+      await startHeraldProcess(['dispatch'], env({ HERALD_DISPATCH_CONCURRENCY: '1', LOG_LEVEL: 'info' })),
+    ];
+    running.push(...dispatchers);
+    const bridge = client(api.url ?? '', bridgeToken);
+    const original = newRequestId();
+    await bridge.post('/mcp/deliveries', post(original, `multi v1 ${original}`));
+    await waitFor(async () => (await stateOf(api.url ?? '', original))['state'] === 'delivered', 'the original');
+    sandbox.inject({ method: 'PATCH', action: 'delay', ms: 2_000 });
+    const e1 = newRequestId();
+    await bridge.post('/mcp/deliveries', edit(e1, original, 1, `multi v2 ${original}`));
+    await waitFor(() => sandbox.requests.some((r) => r.method === 'PATCH' && r.status === 0), 'the slow edit to reach Discord');
+    const e2 = newRequestId();
+    await bridge.post('/mcp/deliveries', edit(e2, original, 2, `multi v3 ${original}`));
+    expect(await waitDelivered(api.url ?? '', e1)).toMatchObject({ applied: true });
+    expect(await waitDelivered(api.url ?? '', e2)).toMatchObject({ applied: true });
+    const message = sandbox.allMessages().find((x) => x.content.startsWith('multi v') && x.content.endsWith(original));
+    expect(message?.content).toBe(`multi v3 ${original}`);
+    expect(message?.edits).toBe(2);
+    // Both processes took part: one applied seq 1, the other waited and applied seq 2.
+    const finishers = dispatchers.filter((d) => d.output().includes('"kind":"edit"') && d.output().includes('"state":"delivered"'));
+    expect(finishers).toHaveLength(2);
+  });
+});
