@@ -1,3 +1,5 @@
+import { SANDBOX_IDS } from './ids.js';
+
 /** The sandbox page: what Herald delivered, per channel. Self-contained: it loads nothing from elsewhere. */
 export const SANDBOX_PAGE = `<!doctype html>
 <html lang="en">
@@ -17,10 +19,24 @@ export const SANDBOX_PAGE = `<!doctype html>
   .embed { border-left: 4px solid #5865f2; background: #232428; padding: 6px 10px; margin-top: 4px; border-radius: 4px; }
   .btn { display: inline-block; margin: 4px 6px 0 0; padding: 2px 10px; border-radius: 4px; background: #4e5058; color: #fff; text-decoration: none; }
   .empty { color: #949ba4; font-style: italic; }
+  form { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; padding: 12px 20px; background: #2b2d31; }
+  input, select, button { font: inherit; background: #1e1f22; color: #dbdee1; border: 1px solid #3f4147; border-radius: 4px; padding: 4px 8px; }
+  input[type=text] { min-width: 360px; }
+  button { background: #5865f2; border-color: #5865f2; color: #fff; cursor: pointer; }
+  #reply { padding: 8px 20px; white-space: pre-wrap; color: #f2f3f5; }
 </style>
 </head>
 <body>
 <header><h1>Herald — Discord sandbox</h1><div class="meta">What Herald delivered, refreshed every 2 seconds. Nonces and allowed_mentions are shown as the sandbox received them.</div></header>
+<form id="invoke">
+  <label>as <select id="user"></select></label>
+  <label><input type="checkbox" id="inGuild" checked> in the sandbox server</label>
+  <label><input type="checkbox" id="manage"> with Manage Server</label>
+  <label>/<input type="text" id="command" value="agent register" aria-label="command"></label>
+  <button type="submit">Run command</button>
+  <span class="meta">e.g. <code>agent pair</code>, <code>destinations set destination:alerts channel:${SANDBOX_IDS.channels.alerts}</code></span>
+</form>
+<div id="reply" aria-live="polite"></div>
 <main id="channels"></main>
 <script>
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; }
@@ -55,9 +71,40 @@ function render(state) {
     root.append(s);
   }
 }
-async function refresh() {
-  try { render(await (await fetch('/sandbox/api/state')).json()); } catch (e) { /* try again next tick */ }
+let knownUsers = '';
+function renderUsers(users) {
+  const humans = users.filter((u) => !u.bot);
+  const key = humans.map((u) => u.id).join(',');
+  if (key === knownUsers) return;
+  knownUsers = key;
+  const select = document.getElementById('user');
+  const chosen = select.value;
+  select.replaceChildren(...humans.map((u) => { const o = el('option', '', (u.global_name || u.username) + ' (' + u.id + ')'); o.value = u.id; return o; }));
+  if (chosen) select.value = chosen;
 }
+async function refresh() {
+  try { const state = await (await fetch('/sandbox/api/state')).json(); renderUsers(state.users); render(state); } catch (e) { /* try again next tick */ }
+}
+document.getElementById('invoke').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const words = document.getElementById('command').value.trim().replace(/^[/]/, '').split(/\\s+/);
+  const [command, maybeSub, ...rest] = words;
+  const options = {};
+  let subcommand;
+  for (const w of maybeSub === undefined ? [] : [maybeSub, ...rest]) {
+    const i = w.indexOf(':');
+    if (i > 0) options[w.slice(0, i)] = w.slice(i + 1); else if (subcommand === undefined) subcommand = w;
+  }
+  const body = { userId: document.getElementById('user').value, command, subcommand, options,
+    guildId: document.getElementById('inGuild').checked ? '${SANDBOX_IDS.guild}' : undefined,
+    permissions: document.getElementById('manage').checked ? '32' : '0' };
+  const out = document.getElementById('reply');
+  out.textContent = '…';
+  const res = await fetch('/sandbox/api/interactions', { method: 'POST', body: JSON.stringify(body) });
+  const json = await res.json();
+  out.textContent = res.ok ? '(only you can see this) ' + ((json.data && json.data.content) || '') : 'error: ' + json.error;
+  refresh();
+});
 refresh();
 setInterval(refresh, 2000);
 </script>

@@ -5,7 +5,10 @@ import Router from '@koa/router';
 import Koa, { type Context } from 'koa';
 import { readJsonBody } from '../http/body.js';
 import { SandboxGateway } from './gateway.js';
+import { SANDBOX_IDS } from './ids.js';
 import { SANDBOX_PAGE } from './page.js';
+
+export { SANDBOX_IDS };
 
 /**
  * A local Discord: the slice of the REST API Herald uses (channels, messages with nonce
@@ -107,16 +110,6 @@ export interface SandboxOptions {
   /** Seed the sandbox guild, its channels and a user. Default true. */
   seed?: boolean;
 }
-
-/** The ids the seeded sandbox uses (PROTOCOL.md's example ids). */
-export const SANDBOX_IDS = {
-  guild: '234567890123456789',
-  user: '123456789012345678',
-  channels: { alerts: '345678901234567890', deals: '345678901234567891', digest: '345678901234567892', ops: '345678901234567893' },
-  otherGuild: '234567890123456790',
-  otherChannel: '345678901234567899',
-  voiceChannel: '345678901234567898',
-} as const;
 
 export class DiscordSandbox {
   readonly botToken: string;
