@@ -208,6 +208,7 @@ describe('a bridge with DMs and edits disabled (HERALD_DISABLED_KINDS)', () => {
   });
 
   it('answers dm and edit with failed CAPABILITY_UNAVAILABLE at once, and again on retry, with no Discord call', async () => {
+    const before = h.sandbox.requests.length;
     const dm = { request_id: newRequestId(), kind: 'dm', target: { user_id: IDS.user }, body: { content: 'hi' } };
     const edit = { request_id: newRequestId(), kind: 'edit', target: { message_ref: REQ_A, seq: 1 }, body: { content: 'v2' } };
     for (const req of [dm, edit]) {
@@ -217,6 +218,11 @@ describe('a bridge with DMs and edits disabled (HERALD_DISABLED_KINDS)', () => {
         expect(res.json).toMatchObject({ existing, state: { state: 'failed', code: 'CAPABILITY_UNAVAILABLE' } });
       }
     }
-    expect(h.sandbox.requests).toEqual([]);
+    // A post accepted after them and delivered means the dispatcher has claimed since: they were not due.
+    await h.mapDestination();
+    const sentinel = newRequestId();
+    await h.bridge.post('/mcp/deliveries', post(sentinel, 'sentinel'));
+    await h.waitForState(sentinel, 'delivered');
+    expect(h.sandbox.requests.slice(before).filter((r) => r.method === 'PATCH' || r.path === '/users/@me/channels')).toEqual([]);
   });
 });
