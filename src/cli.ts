@@ -6,6 +6,7 @@ import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, type Config } fro
 import { openStore } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
 import { registerCommands } from './discord/gateway-client.js';
+import { runStdio, startHttp } from './mcp/run.js';
 import { createLogger } from './log.js';
 import { SANDBOX_IDS } from './sandbox/sandbox.js';
 
@@ -15,6 +16,9 @@ commands:
   serve      serve the API and dispatch deliveries (the default)
   dispatch   dispatch deliveries only (run several against one DATABASE_URL to scale out)
   migrate    apply database migrations and exit
+  mcp [--http]
+             the MCP server for agents: stdio by default, or Streamable HTTP at
+             http://HOST:HERALD_MCP_PORT/mcp (bearer HERALD_MCP_TOKEN)
   commands register
              register the slash commands (/agent, /destinations) with Discord
              (serve also does this when it connects to the gateway)
@@ -49,6 +53,28 @@ async function main(argv: string[]): Promise<number> {
       }
       return 0;
     }
+    case 'mcp': {
+      // stdout carries the MCP protocol: logs go to stderr.
+      const log = createLogger(config.logLevel, process.stderr);
+      const bridgeToken = config.bridgeToken ?? (await savedSandboxToken(config));
+      if (bridgeToken === undefined) {
+        console.error('herald: MCP_BRIDGE_TOKEN is not set (and no sandbox token was found in HERALD_DATA_DIR)');
+        return 2;
+      }
+      if (argv[1] === '--http') {
+        if (config.mcpToken === undefined) {
+          console.error('herald: HERALD_MCP_TOKEN must be set for --http (at least 43 base64url characters)');
+          return 2;
+        }
+        const { url, server } = await startHttp(config, bridgeToken, config.mcpToken, log);
+        console.error(`herald mcp: Streamable HTTP at ${url} (Authorization: Bearer $HERALD_MCP_TOKEN)`);
+        await waitForSignal();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+        return 0;
+      }
+      await runStdio(config, bridgeToken, log);
+      return 0;
+    }
     case 'commands': {
       if (argv[1] !== 'register') {
         console.error(`herald: usage: herald commands register`);
@@ -78,6 +104,16 @@ async function main(argv: string[]): Promise<number> {
     default:
       console.error(`herald: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
       return 2;
+  }
+}
+
+/** The bridge token `npm start` generated in sandbox mode, so `herald mcp` works beside it. */
+async function savedSandboxToken(config: Config): Promise<string | undefined> {
+  try {
+    const saved = JSON.parse(await readFile(path.join(config.dataDir, 'sandbox-tokens.json'), 'utf8')) as { bridge?: string };
+    return saved.bridge;
+  } catch {
+    return undefined;
   }
 }
 

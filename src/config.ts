@@ -52,6 +52,16 @@ export interface Config {
    * `/destinations`; `off` for extra `serve` replicas (only one process should answer commands).
    */
   readonly gateway: boolean;
+  /** `HERALD_URL`: the bridge `herald mcp` talks to. Default http://127.0.0.1:PORT. */
+  readonly heraldUrl: string;
+  /** `HERALD_MCP_STATE`: where `herald mcp` keeps its pairing and edit counters. Default HERALD_DATA_DIR/mcp-state.json. */
+  readonly mcpStatePath: string;
+  /** `HERALD_MCP_WAIT_MS`: how long a sending tool waits for delivered/failed before answering with the request_id. */
+  readonly mcpWaitMs: number;
+  /** `HERALD_MCP_PORT`: port of `herald mcp --http` (Streamable HTTP). Default 8790. */
+  readonly mcpPort: number;
+  /** `HERALD_MCP_TOKEN`: bearer token clients of `herald mcp --http` must present (required for --http). */
+  readonly mcpToken: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -142,6 +152,11 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownGraceMs: int('HERALD_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     disabledKinds: kinds(text('HERALD_DISABLED_KINDS')),
     gateway: onOff('HERALD_GATEWAY', true),
+    heraldUrl: url('HERALD_URL') ?? `http://127.0.0.1:${port === 0 ? 8787 : port}`,
+    mcpStatePath: path.resolve(text('HERALD_MCP_STATE') ?? path.join(text('HERALD_DATA_DIR') ?? './data', 'mcp-state.json')),
+    mcpWaitMs: int('HERALD_MCP_WAIT_MS', 15_000, 0, 600_000),
+    mcpPort: int('HERALD_MCP_PORT', 8790, 0, 65535),
+    mcpToken: token('HERALD_MCP_TOKEN'),
   };
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
   if (!levels.includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of ${levels.join(', ')}`);

@@ -1,0 +1,74 @@
+import createClient from 'openapi-fetch';
+import type { components, paths } from '../../generated/api.js';
+
+type Schemas = components['schemas'];
+export type Capabilities = Schemas['Capabilities'];
+export type DeliveryRequest = Schemas['DeliveryRequest'];
+export type DeliveryState = Schemas['DeliveryState'];
+export type DeliveryAccepted = Schemas['DeliveryAccepted'];
+export type RecipientList = Schemas['RecipientList'];
+export type Pairing = Schemas['Pairing'];
+export type Registration = Schemas['Registration'];
+
+/**
+ * A call's outcome: the protocol's answer as data, never a thrown string. `status` 0 means the
+ * bridge could not be reached (after the retries).
+ */
+export type BridgeResult<T> = { ok: true; status: number; data: T } | { ok: false; status: number; error: string };
+
+export interface BridgeClientOptions {
+  /** Herald's base URL, e.g. http://127.0.0.1:8787 */
+  baseUrl: string;
+  /** MCP_BRIDGE_TOKEN */
+  token: string;
+  /** Retries of network errors and 5xx answers (default 4). */
+  retries?: number;
+  /** First backoff in ms; doubles each retry, with jitter (default 250). */
+  backoffMs?: number;
+  fetch?: typeof fetch;
+}
+
+/**
+ * The bridge protocol's client, typed from the contract (openapi-fetch over `generated/`). Network
+ * errors and 5xx answers are retried with backoff, re-sending the very same request, so a delivery
+ * keeps its request_id and the bridge answers a retry with the delivery already stored.
+ */
+export function createBridgeClient(options: BridgeClientOptions) {
+  const retries = options.retries ?? 4;
+  const backoffMs = options.backoffMs ?? 250;
+  const baseFetch = options.fetch ?? fetch;
+  const retryingFetch = async (request: Request): Promise<Response> => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const response = await baseFetch(request.clone());
+        if (response.status < 500 || attempt >= retries) return response;
+      } catch (err) {
+        if (attempt >= retries) throw err;
+      }
+      await new Promise((r) => setTimeout(r, Math.random() * backoffMs * 2 ** attempt));
+    }
+  };
+  const api = createClient<paths>({ baseUrl: options.baseUrl, headers: { authorization: `Bearer ${options.token}` }, fetch: retryingFetch });
+
+  async function run<T>(call: () => Promise<{ data?: T; error?: unknown; response: Response }>): Promise<BridgeResult<T>> {
+    try {
+      const { data, error, response } = await call();
+      if (data !== undefined && response.ok) return { ok: true, status: response.status, data };
+      const reason = typeof error === 'object' && error !== null && 'error' in error ? String((error as { error: unknown }).error) : `HTTP ${response.status}`;
+      return { ok: false, status: response.status, error: reason };
+    } catch {
+      return { ok: false, status: 0, error: 'bridge unreachable' };
+    }
+  }
+
+  return {
+    capabilities: () => run<Capabilities>(() => api.GET('/mcp/capabilities')),
+    createDelivery: (body: DeliveryRequest) => run<DeliveryAccepted>(() => api.POST('/mcp/deliveries', { body })),
+    getDelivery: (requestId: string) => run<DeliveryState>(() => api.GET('/mcp/deliveries/{request_id}', { params: { path: { request_id: requestId } } })),
+    recipients: () => run<RecipientList>(() => api.GET('/mcp/recipients')),
+    redeem: (code: string) => run<Pairing>(() => api.POST('/mcp/pair/redeem', { body: { code } })),
+    registration: (userId: string) => run<Registration>(() => api.GET('/mcp/registration/{user_id}', { params: { path: { user_id: userId } } })),
+  };
+}
+
+export type BridgeClient = ReturnType<typeof createBridgeClient>;
