@@ -1,0 +1,215 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Server as HttpServer } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/log.js';
+import { startHttp } from '../src/mcp/run.js';
+import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { testDatabase } from './support/db.js';
+import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
+import { startHeraldProcess } from './support/process.js';
+import { waitFor } from './support/wait.js';
+
+type ToolResult = { content: { type: string; text: string }[]; isError?: boolean };
+const textOf = (r: unknown) => (r as ToolResult).content.map((c) => c.text).join('\n');
+
+/** `herald mcp` over stdio, as a desktop MCP client starts it. */
+async function stdioClient(env: Record<string, string>): Promise<Client> {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: ['--import', 'tsx', 'src/cli.ts', 'mcp'],
+    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', LOG_LEVEL: 'warn', ...env },
+    stderr: 'pipe',
+  });
+  const client = new Client({ name: 'herald-test', version: '1.0.0' });
+  await client.connect(transport);
+  return client;
+}
+
+describe('herald mcp: tools over stdio and Streamable HTTP', () => {
+  let h: TestHerald;
+  let stateDir: string;
+  let stdio: Client;
+  let http: Client;
+  let httpServer: HttpServer;
+  let httpUrl: string;
+  const mcpToken = newToken();
+
+  beforeAll(async () => {
+    h = await startTestHerald();
+    await waitFor(() => h.sandbox.commands.length > 0, 'slash commands');
+    await h.mapDestination();
+    stateDir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-'));
+    const env = { HERALD_URL: h.url, MCP_BRIDGE_TOKEN: h.bridgeToken, HERALD_MCP_STATE: path.join(stateDir, 'stdio.json'), HERALD_MCP_WAIT_MS: '15000' };
+    stdio = await stdioClient(env);
+    const config = loadConfig({ ...env, HERALD_MCP_STATE: path.join(stateDir, 'http.json'), HERALD_MCP_PORT: '0', HERALD_MCP_TOKEN: mcpToken });
+    ({ url: httpUrl, server: httpServer } = await startHttp(config, h.bridgeToken, mcpToken, createLogger('silent')));
+    http = new Client({ name: 'herald-test-http', version: '1.0.0' });
+    await http.connect(new StreamableHTTPClientTransport(new URL(httpUrl), { requestInit: { headers: { authorization: `Bearer ${mcpToken}` } } }));
+  });
+  afterAll(async () => {
+    await stdio?.close();
+    await http?.close();
+    await new Promise<void>((resolve) => httpServer?.close(() => resolve()));
+    await h?.close();
+    await rm(stateDir, { recursive: true, force: true });
+  });
+
+  it('lists the tools, with input schemas taken from the contract', async () => {
+    for (const client of [stdio, http]) {
+      const { tools } = await client.listTools();
+      expect(tools.map((t) => t.name)).toEqual(['get_capabilities', 'post_message', 'pair', 'send_dm', 'list_recipients', 'edit_message', 'get_delivery']);
+      const post = tools.find((t) => t.name === 'post_message');
+      const props = post?.inputSchema.properties as Record<string, Record<string, unknown>>;
+      expect(props['content']).toMatchObject({ type: 'string', minLength: 1, maxLength: 2000 });
+      expect(props['destination']).toMatchObject({ enum: ['alerts', 'deals', 'digest', 'ops'] });
+      expect(props['card']?.['properties']).toMatchObject({ title: { maxLength: 256 } });
+      expect(JSON.stringify(post?.inputSchema)).not.toContain('x-herald');
+      for (const t of tools) expect(t.description?.length ?? 0).toBeGreaterThan(40);
+    }
+  });
+
+  it('get_capabilities describes what the bridge does', async () => {
+    const text = textOf(await stdio.callTool({ name: 'get_capabilities', arguments: {} }));
+    expect(text).toContain('Posts: yes. DMs: yes. Edits: yes.');
+    expect(text).toContain('- alerts: Time-sensitive findings and warnings');
+  });
+
+  it('post_message posts once and answers with the link, over both transports', async () => {
+    for (const [client, label] of [
+      [stdio, 'stdio'],
+      [http, 'http'],
+    ] as const) {
+      const content = `mcp post over ${label} ${Date.now()}`;
+      const result = await client.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content } });
+      const sent = h.sandbox.allMessages().filter((m) => m.content === content);
+      expect(sent).toHaveLength(1);
+      expect(textOf(result)).toContain(`Posted: https://discord.com/channels/${IDS.guild}/${IDS.channels.alerts}/${sent[0]?.id}`);
+      const requestId = /request_id: ([0-9a-f]{64})/.exec(textOf(result))?.[1] ?? '';
+      expect(textOf(await client.callTool({ name: 'get_delivery', arguments: { request_id: requestId } }))).toContain('Posted: https://');
+    }
+  });
+
+  it('refuses bad arguments with a clear error, and reports failures with what they mean', async () => {
+    const bad = (await stdio.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'general', content: 'x' } })) as ToolResult;
+    expect(bad.isError).toBe(true);
+    expect(textOf(bad)).toMatch(/Invalid arguments: \/destination/);
+    const unmapped = (await stdio.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'deals', content: 'nowhere' } })) as ToolResult;
+    expect(unmapped.isError).toBe(true);
+    expect(textOf(unmapped)).toContain('Not delivered (UPSTREAM_UNAVAILABLE)');
+  });
+
+  it('pairs, DMs the paired user, edits that DM, and lists recipients', async () => {
+    expect(textOf(await stdio.callTool({ name: 'send_dm', arguments: { content: 'too early' } }))).toContain('Not paired with anyone yet');
+    await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
+    const pairReply = await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'pair' });
+    const code = /\*\*([A-Z2-9]{27})\*\*/.exec(pairReply.data?.content ?? '')?.[1] ?? '';
+    expect(textOf(await stdio.callTool({ name: 'pair', arguments: { code } }))).toBe(`Paired with Discord user ${IDS.user}. send_dm now reaches them.`);
+    expect(textOf(await stdio.callTool({ name: 'pair', arguments: { code } }))).toContain('invalid, expired or already used');
+
+    const dm = await stdio.callTool({ name: 'send_dm', arguments: { content: 'mcp dm v1' } });
+    expect(textOf(dm)).toMatch(/^DM sent: https:\/\/discord\.com\/channels\/@me\//);
+    const ref = /request_id: ([0-9a-f]{64})/.exec(textOf(dm))?.[1] ?? '';
+    const edited = await stdio.callTool({ name: 'edit_message', arguments: { message_ref: ref, content: 'mcp dm v2' } });
+    expect(textOf(edited)).toMatch(/^Edited: https:\/\/discord\.com\/channels\/@me\//);
+    const message = h.sandbox.allMessages().find((m) => m.content === 'mcp dm v2');
+    expect(message?.edits).toBe(1);
+    expect(h.sandbox.allMessages().filter((m) => m.content.startsWith('mcp dm v'))).toHaveLength(1);
+    // Only its own messages: the HTTP server (its own state) did not send this one.
+    expect(textOf(await http.callTool({ name: 'edit_message', arguments: { message_ref: ref, content: 'hijack' } }))).toContain('did not send a message with that request_id');
+    expect(textOf(await stdio.callTool({ name: 'list_recipients', arguments: {} }))).toContain(`Roshne (${IDS.user})`);
+  });
+
+  it('refuses to DM after the user revoked and registered again, until paired again', async () => {
+    await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'unregister' });
+    expect(textOf(await stdio.callTool({ name: 'send_dm', arguments: { content: 'after unregister' } }))).toContain('has unregistered');
+    await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
+    const refused = (await stdio.callTool({ name: 'send_dm', arguments: { content: 'after re-register' } })) as ToolResult;
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toContain('Refusing to DM until you pair again');
+    expect(h.sandbox.allMessages().filter((m) => m.content.startsWith('after '))).toHaveLength(0);
+    const pairReply = await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'pair' });
+    const code = /\*\*([A-Z2-9]{27})\*\*/.exec(pairReply.data?.content ?? '')?.[1] ?? '';
+    await stdio.callTool({ name: 'pair', arguments: { code } });
+    expect(textOf(await stdio.callTool({ name: 'send_dm', arguments: { content: 'after pairing again' } }))).toMatch(/^DM sent:/);
+  });
+
+  it('answers 401 to a Streamable HTTP client without the token', async () => {
+    const res = await fetch(httpUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(res.status).toBe(401);
+  });
+});
+
+describe('herald mcp when the bridge is killed during post_message', () => {
+  it('retries through a restart and the message appears once', async () => {
+    const sandbox = await new DiscordSandbox().start();
+    const db = await testDatabase();
+    const stateDir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-'));
+    const port = await freePort();
+    const bridgeToken = newToken();
+    const adminToken = newToken();
+    const env = {
+      PORT: String(port),
+      MCP_BRIDGE_TOKEN: bridgeToken,
+      HERALD_ADMIN_TOKEN: adminToken,
+      HERALD_DATA_DIR: db.dataDir,
+      DISCORD_TOKEN: sandbox.botToken,
+      DISCORD_API_URL: sandbox.apiUrl,
+      HERALD_POLL_MS: '100',
+      HERALD_DISCORD_TIMEOUT_MS: '1000',
+      HERALD_LEASE_MS: '2000',
+      HERALD_GATEWAY: 'off',
+      ...(db.databaseUrl !== undefined ? { DATABASE_URL: db.databaseUrl } : {}),
+    };
+    let bridge = await startHeraldProcess(['serve'], env);
+    const mcp = await stdioClient({ HERALD_URL: `http://127.0.0.1:${port}`, MCP_BRIDGE_TOKEN: bridgeToken, HERALD_MCP_STATE: path.join(stateDir, 's.json'), HERALD_MCP_WAIT_MS: '40000' });
+    try {
+      await fetch(`http://127.0.0.1:${port}/admin/destinations/${IDS.guild}/alerts`, { method: 'PUT', headers: { authorization: `Bearer ${adminToken}` }, body: JSON.stringify({ channel_id: IDS.channels.alerts }) });
+      // Discord creates the message but holds its answer; the bridge dies before recording it.
+      sandbox.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000 });
+      const content = `survives a restart ${Date.now()}`;
+      const call = mcp.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content } });
+      await waitFor(() => sandbox.allMessages().some((m) => m.content === content), 'Discord to create the message');
+      bridge.kill('SIGKILL');
+      await bridge.exited;
+      sandbox.clearFaults();
+      bridge = await startHeraldProcess(['serve'], env);
+      const result = await call;
+      expect(textOf(result)).toMatch(/^Posted: https:\/\/discord\.com\/channels\//);
+      expect(sandbox.allMessages().filter((m) => m.content === content)).toHaveLength(1);
+
+      // The bridge down when the tool is called: its POST is retried until the bridge is back.
+      bridge.kill('SIGKILL');
+      await bridge.exited;
+      const later = `sent while down ${Date.now()}`;
+      const pending = mcp.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: later } });
+      bridge = await startHeraldProcess(['serve'], env);
+      expect(textOf(await pending)).toMatch(/^Posted: /);
+      expect(sandbox.allMessages().filter((m) => m.content === later)).toHaveLength(1);
+    } finally {
+      await mcp.close();
+      bridge.kill('SIGKILL');
+      await bridge.exited;
+      await sandbox.close();
+      await db.drop();
+      await rm(stateDir, { recursive: true, force: true });
+    }
+  });
+});
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
