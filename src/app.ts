@@ -62,6 +62,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     });
     cleanups.push(() => store.close());
     await migrateToLatest(store.db);
+    log.info({ store: store.kind }, 'store ready');
 
     let sandbox: DiscordSandbox | undefined;
     let token = config.discordToken;
@@ -105,6 +106,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     let gateway: GatewayConnection | undefined;
     if (roles.http && config.gateway) {
       try {
+        log.info('connecting to the Discord gateway');
         gateway = await connectGateway({ token, apiUrl, deps: services, log });
         const g = gateway;
         cleanups.push(() => g.close());

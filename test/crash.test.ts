@@ -5,7 +5,7 @@ import { createLogger } from '../src/log.js';
 import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
-import { IDS, newRequestId, newToken, post } from './support/herald.js';
+import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
 import { startHeraldProcess, type HeraldProcess } from './support/process.js';
 import { waitFor } from './support/wait.js';
 
@@ -33,19 +33,8 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     await db?.drop();
   });
 
-  const env = (extra: Record<string, string> = {}): Record<string, string> => ({
-    PORT: '0',
-    MCP_BRIDGE_TOKEN: bridgeToken,
-    HERALD_ADMIN_TOKEN: adminToken,
-    HERALD_DATA_DIR: db.dataDir,
-    DISCORD_TOKEN: sandbox.botToken,
-    DISCORD_API_URL: sandbox.apiUrl,
-    HERALD_POLL_MS: '100',
-    HERALD_DISCORD_TIMEOUT_MS: '1000',
-    HERALD_LEASE_MS: '2500',
-    ...(db.databaseUrl !== undefined ? { DATABASE_URL: db.databaseUrl } : {}),
-    ...extra,
-  });
+  const env = (extra: Record<string, string> = {}): Record<string, string> =>
+    heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500', ...extra });
   const start = async (args: string[], extra: Record<string, string> = {}) => {
     const p = await startHeraldProcess(args, env(extra));
     procs.push(p);

@@ -5,7 +5,7 @@ import { createLogger } from '../src/log.js';
 import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
-import { IDS, newRequestId, newToken, post } from './support/herald.js';
+import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
 import { startHeraldProcess, type HeraldProcess } from './support/process.js';
 import { waitFor } from './support/wait.js';
 
@@ -31,19 +31,8 @@ describe('edit ordering', () => {
     await db.drop();
   });
 
-  const env = (extra: Record<string, string> = {}): Record<string, string> => ({
-    PORT: '0',
-    MCP_BRIDGE_TOKEN: bridgeToken,
-    HERALD_ADMIN_TOKEN: adminToken,
-    HERALD_DATA_DIR: db.dataDir,
-    DISCORD_TOKEN: sandbox.botToken,
-    DISCORD_API_URL: sandbox.apiUrl,
-    HERALD_POLL_MS: '100',
-    HERALD_GATEWAY: 'off',
-    LOG_LEVEL: 'silent',
-    ...(db.databaseUrl !== undefined ? { DATABASE_URL: db.databaseUrl } : {}),
-    ...extra,
-  });
+  const env = (extra: Record<string, string> = {}): Record<string, string> =>
+    heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_GATEWAY: 'off', LOG_LEVEL: 'silent', ...extra });
   const inProcess = async (roles: { http: boolean; dispatcher: boolean }) => {
     const config = loadConfig(env());
     const herald = await startHerald({ config, log: createLogger('silent'), roles });

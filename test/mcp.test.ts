@@ -12,7 +12,7 @@ import { createLogger } from '../src/log.js';
 import { startHttp } from '../src/mcp/run.js';
 import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { testDatabase } from './support/db.js';
-import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
+import { heraldEnv, IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { startHeraldProcess } from './support/process.js';
 import { waitFor } from './support/wait.js';
 
@@ -154,19 +154,10 @@ describe('herald mcp when the bridge is killed during post_message', () => {
     const port = await freePort();
     const bridgeToken = newToken();
     const adminToken = newToken();
-    const env = {
-      PORT: String(port),
-      MCP_BRIDGE_TOKEN: bridgeToken,
-      HERALD_ADMIN_TOKEN: adminToken,
-      HERALD_DATA_DIR: db.dataDir,
-      DISCORD_TOKEN: sandbox.botToken,
-      DISCORD_API_URL: sandbox.apiUrl,
-      HERALD_POLL_MS: '100',
-      HERALD_DISCORD_TIMEOUT_MS: '1000',
-      HERALD_LEASE_MS: '2000',
-      HERALD_GATEWAY: 'off',
-      ...(db.databaseUrl !== undefined ? { DATABASE_URL: db.databaseUrl } : {}),
-    };
+    const env = heraldEnv(
+      { sandbox, db, bridgeToken, adminToken },
+      { PORT: String(port), HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2000', HERALD_GATEWAY: 'off' },
+    );
     let bridge = await startHeraldProcess(['serve'], env);
     const mcp = await stdioClient({ HERALD_URL: `http://127.0.0.1:${port}`, MCP_BRIDGE_TOKEN: bridgeToken, HERALD_MCP_STATE: path.join(stateDir, 's.json'), HERALD_MCP_WAIT_MS: '40000' });
     try {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
-import { IDS, newRequestId, newToken, post } from './support/herald.js';
+import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
 import { startHeraldProcess } from './support/process.js';
 import { waitFor } from './support/wait.js';
 
@@ -19,19 +19,8 @@ describe('SIGTERM', () => {
     await sandbox.close();
     await db.drop();
   });
-  const env = (extra: Record<string, string> = {}) => ({
-    PORT: '0',
-    MCP_BRIDGE_TOKEN: bridgeToken,
-    HERALD_ADMIN_TOKEN: adminToken,
-    HERALD_DATA_DIR: db.dataDir,
-    DISCORD_TOKEN: sandbox.botToken,
-    DISCORD_API_URL: sandbox.apiUrl,
-    HERALD_POLL_MS: '100',
-    HERALD_DISCORD_TIMEOUT_MS: '5000',
-    HERALD_LEASE_MS: '30000',
-    ...(db.databaseUrl !== undefined ? { DATABASE_URL: db.databaseUrl } : {}),
-    ...extra,
-  });
+  const env = (extra: Record<string, string> = {}) =>
+    heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_DISCORD_TIMEOUT_MS: '5000', HERALD_LEASE_MS: '30000', ...extra });
 
   it('stops claiming, lets an in-flight delivery finish, and exits 0', async () => {
     const p = await startHeraldProcess(['serve'], env());

@@ -3,6 +3,7 @@ import {
   MessageFlags,
   PermissionFlagsBits,
   SlashCommandBuilder,
+  type SlashCommandStringOption,
   type ChatInputCommandInteraction,
   type RESTPostAPIChatInputApplicationCommandsJSONBody,
 } from 'discord.js';
@@ -19,6 +20,13 @@ const agent = new SlashCommandBuilder()
   .addSubcommand((s) => s.setName('pair').setDescription('Get a one-time code to pair an agent connector (valid 10 minutes)'))
   .addSubcommand((s) => s.setName('unregister').setDescription("Revoke your agents' tokens and DMs"));
 
+const destinationOption = (o: SlashCommandStringOption) =>
+  o
+    .setName('destination')
+    .setDescription('Which destination')
+    .setRequired(true)
+    .addChoices(...DESTINATIONS.map((d) => ({ name: d.destination, value: d.destination })));
+
 /** `/destinations set | clear | list`: where posts to each destination go in this server. */
 const destinations = new SlashCommandBuilder()
   .setName('destinations')
@@ -29,26 +37,14 @@ const destinations = new SlashCommandBuilder()
     s
       .setName('set')
       .setDescription('Send a destination to a channel')
-      .addStringOption((o) =>
-        o
-          .setName('destination')
-          .setDescription('Which destination')
-          .setRequired(true)
-          .addChoices(...DESTINATIONS.map((d) => ({ name: d.destination, value: d.destination }))),
-      )
+      .addStringOption(destinationOption)
       .addChannelOption((o) => o.setName('channel').setDescription('The text channel').setRequired(true).addChannelTypes(ChannelType.GuildText, ChannelType.GuildAnnouncement)),
   )
   .addSubcommand((s) =>
     s
       .setName('clear')
       .setDescription('Stop sending a destination anywhere')
-      .addStringOption((o) =>
-        o
-          .setName('destination')
-          .setDescription('Which destination')
-          .setRequired(true)
-          .addChoices(...DESTINATIONS.map((d) => ({ name: d.destination, value: d.destination }))),
-      ),
+      .addStringOption(destinationOption),
   )
   .addSubcommand((s) => s.setName('list').setDescription('Show where each destination goes'));
 

@@ -527,13 +527,8 @@ export class DiscordSandbox {
     if (global !== undefined) {
       if (now - this.globalBucket.start >= global.windowMs) Object.assign(this.globalBucket, { start: now, count: 0 });
       if (this.globalBucket.count >= global.limit) {
-        const retry = (this.globalBucket.start + global.windowMs - now) / 1000;
         ctx.set('X-RateLimit-Global', 'true');
-        ctx.set('X-RateLimit-Scope', 'global');
-        ctx.set('Retry-After', String(Math.ceil(retry)));
-        ctx.status = 429;
-        ctx.body = { message: 'You are being rate limited.', retry_after: retry, global: true };
-        return false;
+        return rateLimited(ctx, (this.globalBucket.start + global.windowMs - now) / 1000, 'global');
       }
       this.globalBucket.count += 1;
     }
@@ -551,11 +546,7 @@ export class DiscordSandbox {
     ctx.set('X-RateLimit-Bucket', Buffer.from(route).toString('base64url').slice(0, 32));
     if (bucket.count >= rule.limit) {
       ctx.set('X-RateLimit-Remaining', '0');
-      ctx.set('X-RateLimit-Scope', 'user');
-      ctx.set('Retry-After', String(Math.ceil(resetAfter)));
-      ctx.status = 429;
-      ctx.body = { message: 'You are being rate limited.', retry_after: resetAfter, global: false };
-      return false;
+      return rateLimited(ctx, resetAfter, 'user');
     }
     bucket.count += 1;
     ctx.set('X-RateLimit-Remaining', String(rule.limit - bucket.count));
@@ -603,6 +594,15 @@ function listedMessage(m: SandboxMessage): Record<string, unknown> {
 
 function createdMessage(m: SandboxMessage): Record<string, unknown> {
   return { ...listedMessage(m), ...(m.nonce !== undefined ? { nonce: m.nonce } : {}) };
+}
+
+/** https://discord.com/developers/docs/topics/rate-limits#exceeding-a-rate-limit */
+function rateLimited(ctx: Context, retryAfterSeconds: number, scope: 'global' | 'user'): false {
+  ctx.set('X-RateLimit-Scope', scope);
+  ctx.set('Retry-After', String(Math.ceil(retryAfterSeconds)));
+  ctx.status = 429;
+  ctx.body = { message: 'You are being rate limited.', retry_after: retryAfterSeconds, global: scope === 'global' };
+  return false;
 }
 
 function discordError(ctx: Context, status: number, code: number, message: string): void {

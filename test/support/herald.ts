@@ -63,23 +63,17 @@ export async function startTestHerald(options: TestHeraldOptions = {}): Promise<
   const db = options.useDb ?? (await testDatabase());
   const bridgeToken = newToken();
   const adminToken = newToken();
-  const env: Record<string, string> = {
+  const env = heraldEnv({ sandbox, db, bridgeToken, adminToken }, {
     PORT: '0',
     HOST: '127.0.0.1',
-    MCP_BRIDGE_TOKEN: bridgeToken,
-    HERALD_ADMIN_TOKEN: adminToken,
-    HERALD_DATA_DIR: db.dataDir,
-    DISCORD_TOKEN: sandbox.botToken,
-    DISCORD_API_URL: sandbox.apiUrl,
     HERALD_POLL_MS: '200',
     HERALD_RETRY_BASE_MS: '50',
     HERALD_DISCORD_TIMEOUT_MS: '3000',
     HERALD_LEASE_MS: '10000',
     HERALD_SHUTDOWN_GRACE_MS: '2000',
     LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'silent',
-    ...(db.databaseUrl !== undefined ? { DATABASE_URL: db.databaseUrl } : {}),
     ...(options.env ?? {}),
-  };
+  });
   const config = loadConfig(env);
   const herald = await startHerald({ config, log: createLogger(config.logLevel), ...(options.clock ? { clock: options.clock } : {}) });
   const url = herald.url ?? '';
@@ -111,6 +105,27 @@ export async function startTestHerald(options: TestHeraldOptions = {}): Promise<
       if (options.useSandbox === undefined) await sandbox.close();
       if (options.useDb === undefined) await db.drop();
     },
+  };
+}
+
+/**
+ * The environment of a Herald (in this process or a child) on a test database and sandbox, with
+ * short timings so tests wait seconds, not minutes; `extra` overrides.
+ */
+export function heraldEnv(
+  on: { sandbox: DiscordSandbox; db: TestDatabase; bridgeToken: string; adminToken: string },
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    PORT: '0',
+    MCP_BRIDGE_TOKEN: on.bridgeToken,
+    HERALD_ADMIN_TOKEN: on.adminToken,
+    HERALD_DATA_DIR: on.db.dataDir,
+    DISCORD_TOKEN: on.sandbox.botToken,
+    DISCORD_API_URL: on.sandbox.apiUrl,
+    HERALD_POLL_MS: '100',
+    ...(on.db.databaseUrl !== undefined ? { DATABASE_URL: on.db.databaseUrl } : {}),
+    ...extra,
   };
 }
 

@@ -51,7 +51,7 @@ export async function startHeraldProcess(args: string[], env: Record<string, str
     }
     if (proc.child.exitCode !== null || Date.now() > deadline) {
       proc.kill('SIGKILL');
-      throw new Error(`herald ${args.join(' ')} did not start:\n${proc.output()}`);
+      throw new Error(`herald ${args.join(' ')} did not start in ${timeoutMs} ms (exit code ${proc.child.exitCode}):\n${proc.output()}`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
