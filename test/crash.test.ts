@@ -24,7 +24,9 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     sandbox = await new DiscordSandbox().start();
   });
   afterAll(() => sandbox.close());
-  afterEach(async () => {
+  afterEach(async (ctx) => {
+    // A failed test shows what its Herald processes said.
+    if (ctx.task.result?.state === 'fail') for (const p of procs) console.error(`--- herald output ---\n${p.output()}`);
     for (const p of procs.splice(0)) {
       p.kill('SIGKILL');
       await p.exited;

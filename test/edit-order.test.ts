@@ -20,7 +20,9 @@ describe('edit ordering', () => {
     sandbox = await new DiscordSandbox().start();
   });
   afterAll(() => sandbox.close());
-  afterEach(async () => {
+  afterEach(async (ctx) => {
+    // A failed test shows what its Herald processes said.
+    if (ctx.task.result?.state === 'fail') for (const r of running) if ('child' in r) console.error(`--- herald output ---\n${r.output()}`);
     for (const r of running.splice(0).reverse()) {
       if ('child' in r) {
         r.kill('SIGKILL');

@@ -36,7 +36,7 @@ export function runHerald(args: string[], env: Record<string, string>): HeraldPr
 }
 
 /** Start `herald serve|dispatch` and wait until it logs that it started. */
-export async function startHeraldProcess(args: string[], env: Record<string, string>, timeoutMs = 30_000): Promise<HeraldProcess> {
+export async function startHeraldProcess(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<HeraldProcess> {
   const proc = runHerald(args, env);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
