@@ -21,11 +21,21 @@ type Body = { content?: string; card?: unknown; links?: unknown };
 
 const text = (t: string, isError = false): CallToolResult => ({ content: [{ type: 'text', text: t }], ...(isError ? { isError: true } : {}) });
 
+let compiled: Map<string, ValidateFunction> | undefined;
+
+/** Input validators, compiled once per process (Streamable HTTP builds a server per request). */
+function toolValidators(): Map<string, ValidateFunction> {
+  if (compiled === undefined) {
+    const ajv = withUtf16Lengths(new Ajv({ strict: false, allErrors: false }));
+    compiled = new Map(toolDefinitions().map((t) => [t.name, ajv.compile(t.inputSchema)]));
+  }
+  return compiled;
+}
+
 /** Herald's MCP server (official SDK): the bridge's protocol as tools an agent can call. */
 export function createMcpServer(deps: McpServerDeps): Server {
   const tools = toolDefinitions();
-  const ajv = withUtf16Lengths(new Ajv({ strict: false, allErrors: false }));
-  const validators = new Map<string, ValidateFunction>(tools.map((t) => [t.name, ajv.compile(t.inputSchema)]));
+  const validators = toolValidators();
   const server = new Server({ name: 'herald', version: '0.1.0' }, { capabilities: { tools: {} } });
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));

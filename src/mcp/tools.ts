@@ -1,4 +1,4 @@
-import { specDocument } from '../contract/spec.js';
+import { loadSpec } from '../contract/spec.js';
 
 /** A JSON Schema for a tool's input, built from the contract's own schemas. */
 export type JsonSchema = Record<string, unknown>;
@@ -8,7 +8,8 @@ export type JsonSchema = Record<string, unknown>;
  * dropped: tool inputs take exactly the limits the bridge enforces, written once in openapi/.
  */
 export function contractSchema(name: string, description?: string): JsonSchema {
-  const doc = specDocument() as { components: { schemas: Record<string, unknown> } };
+  // Read-only walk of the parsed contract: resolve() builds new objects, never mutates it.
+  const doc = loadSpec().document as { components: { schemas: Record<string, unknown> } };
   const resolve = (node: unknown): unknown => {
     if (Array.isArray(node)) return node.map(resolve);
     if (typeof node !== 'object' || node === null) return node;
@@ -48,7 +49,15 @@ const messageParts = (): Record<string, JsonSchema> => ({
 const NO_RETRY =
   'It sends exactly once: do not call it again for the same message. If it answers that delivery is still pending, check later with get_delivery and the request_id it gave.';
 
+let definitions: ToolDefinition[] | undefined;
+
+/** The tools, built once per process from the contract. */
 export function toolDefinitions(): ToolDefinition[] {
+  definitions ??= buildToolDefinitions();
+  return definitions;
+}
+
+function buildToolDefinitions(): ToolDefinition[] {
   return [
     {
       name: 'get_capabilities',
