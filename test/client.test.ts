@@ -1,0 +1,52 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+// The package's own export (built by `npm run build`, which `npm ci` runs as prepare).
+import { createBridgeClient } from 'herald/client';
+import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
+
+describe('the generated bridge client (herald/client)', () => {
+  let h: TestHerald;
+  beforeAll(async () => {
+    h = await startTestHerald({ env: { HERALD_GATEWAY: 'off' } });
+    await h.mapDestination();
+  });
+  afterAll(() => h.close());
+
+  it('returns the protocol answers as typed results, never thrown strings', async () => {
+    const bridge = createBridgeClient({ baseUrl: h.url, token: h.bridgeToken });
+    const caps = await bridge.capabilities();
+    expect(caps.ok && caps.data.destinations.map((d) => d.destination)).toEqual(['alerts', 'deals', 'digest', 'ops']);
+    const id = newRequestId();
+    const accepted = await bridge.createDelivery(post(id, 'from the client') as never);
+    expect(accepted).toMatchObject({ ok: true, status: 202, data: { existing: false, state: { state: 'pending' } } });
+    expect(await bridge.getDelivery(newRequestId())).toEqual({ ok: false, status: 404, error: 'unknown request_id' });
+    expect(await bridge.createDelivery({ ...(post(id, '') as object), request_id: newRequestId() } as never)).toEqual({
+      ok: false,
+      status: 400,
+      error: 'body.content must be 1..2000 characters',
+    });
+    expect(await bridge.registration(IDS.user)).toEqual({ ok: false, status: 404, error: 'not registered' });
+    const wrong = createBridgeClient({ baseUrl: h.url, token: 'x'.repeat(43) });
+    expect(await wrong.recipients()).toEqual({ ok: false, status: 401, error: 'unauthorized' });
+  });
+
+  it('retries 5xx and network errors with the same request, then reports the bridge unreachable', async () => {
+    const seen: string[] = [];
+    let failures = 2;
+    const flaky: typeof fetch = async (input, init) => {
+      const request = new Request(input, init);
+      seen.push(await request.clone().text());
+      if (failures-- > 0) return new Response('{"error":"internal error"}', { status: 503, headers: { 'content-type': 'application/json' } });
+      return fetch(request);
+    };
+    const bridge = createBridgeClient({ baseUrl: h.url, token: h.bridgeToken, backoffMs: 1, fetch: flaky });
+    const id = newRequestId();
+    const res = await bridge.createDelivery(post(id, 'retried') as never);
+    expect(res).toMatchObject({ ok: true, status: 202, data: { existing: false } });
+    expect(seen).toHaveLength(3);
+    expect(new Set(seen).size).toBe(1);
+    expect(JSON.parse(seen[0] ?? '{}')).toMatchObject({ request_id: id });
+
+    const down = createBridgeClient({ baseUrl: 'http://127.0.0.1:9', token: h.bridgeToken, retries: 2, backoffMs: 1 });
+    expect(await down.capabilities()).toEqual({ ok: false, status: 0, error: 'bridge unreachable' });
+  });
+});
