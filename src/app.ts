@@ -58,7 +58,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     const store = await openStore({
       databaseUrl: config.databaseUrl,
       dataDir: config.dataDir,
-      onListenError: (err) => log.warn({ err: err.message }, 'LISTEN connection failed; polling continues'),
+      onConnectionError: (err) => log.warn({ err: err.message }, 'database connection lost; it is replaced on next use (polling covers LISTEN)'),
     });
     cleanups.push(() => store.close());
     await migrateToLatest(store.db);

@@ -3,7 +3,10 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
 import { openStore } from '../src/db/database.js';
+import { onPostgres } from './support/db.js';
+import { newRequestId, post, startTestHerald } from './support/herald.js';
 
 describe('embedded PGlite: one process per data folder', () => {
   let dir: string;
@@ -27,5 +30,29 @@ describe('embedded PGlite: one process per data folder', () => {
     await writeFile(path.join(dir, 'pglite.lock'), String(pid));
     const store = await openStore({ databaseUrl: undefined, dataDir: dir });
     await store.close();
+  });
+});
+
+describe('PostgreSQL connections dropped under Herald', () => {
+  it.skipIf(!onPostgres)('survives the server terminating its connections, and keeps accepting and delivering', async () => {
+    const h = await startTestHerald({ env: { HERALD_GATEWAY: 'off' } });
+    try {
+      await h.mapDestination();
+      const first = newRequestId();
+      await h.bridge.post('/mcp/deliveries', post(first, 'before the drop'));
+      await h.waitForState(first, 'delivered');
+      // What a server restart or failover does to every open session, idle pool connections included.
+      const admin = new pg.Client({ connectionString: h.db.databaseUrl });
+      await admin.connect();
+      const killed = await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()');
+      await admin.end();
+      expect(killed.rowCount).toBeGreaterThan(0);
+      const second = newRequestId();
+      const res = await h.bridge.post('/mcp/deliveries', post(second, 'after the drop'));
+      expect(res.status).toBe(202);
+      await h.waitForState(second, 'delivered');
+    } finally {
+      await h.close();
+    }
   });
 });

@@ -27,17 +27,21 @@ export interface Store {
 export interface StoreOptions {
   databaseUrl: string | undefined;
   dataDir: string;
-  onListenError?: (err: Error) => void;
+  /** A connection failed outside any query (an idle pooled connection, the LISTEN session). */
+  onConnectionError?: (err: Error) => void;
 }
 
 export async function openStore(options: StoreOptions): Promise<Store> {
   return options.databaseUrl !== undefined
-    ? openPostgres(options.databaseUrl, options.onListenError)
+    ? openPostgres(options.databaseUrl, options.onConnectionError)
     : openPGlite(options.dataDir);
 }
 
-function openPostgres(connectionString: string, onListenError?: (err: Error) => void): Store {
+function openPostgres(connectionString: string, onConnectionError?: (err: Error) => void): Store {
   const pool = new pg.Pool({ connectionString, max: 10 });
+  // An idle connection dropped by the server (restart, failover, admin termination) must not crash
+  // the process: the pool replaces it, and the next query reconnects.
+  pool.on('error', (err) => onConnectionError?.(err));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const listeners = new Set<pg.Client>();
   return {
@@ -46,7 +50,7 @@ function openPostgres(connectionString: string, onListenError?: (err: Error) => 
     async listen(channel, onNotify) {
       // LISTEN needs a session of its own, outside the pool.
       const client = new pg.Client({ connectionString });
-      client.on('error', (err) => onListenError?.(err));
+      client.on('error', (err) => onConnectionError?.(err));
       client.on('notification', (n) => {
         if (n.channel === channel) onNotify();
       });
