@@ -147,7 +147,7 @@ async function serveHttp(
   dispatcher: Dispatcher | undefined,
   gatewayReady: (() => boolean) | undefined,
 ): Promise<Server> {
-  const { middleware } = await createApi({
+  const middleware = await createApi({
     bridgeToken: config.bridgeToken,
     adminToken: config.adminToken,
     ...services,

@@ -145,9 +145,8 @@ export class Dispatcher {
     const capacity = this.options.concurrency - this.inFlight.size;
     if (capacity <= 0) return;
     const rows = await claimDue(this.db, this.owner, this.clock.now(), this.options.leaseMs, capacity);
+    // A full batch may leave more due: each finished attempt wakes the loop (launch), so it looks again.
     for (const row of rows) this.launch(row);
-    // A full batch means more may be due: look again as soon as a slot frees.
-    if (rows.length === capacity) queueMicrotask(() => this.wake());
   }
 
   private launch(row: DeliveryRow): void {
@@ -217,9 +216,7 @@ export class Dispatcher {
       return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE' };
     }
     const channelId = await this.host.openDm(target.user_id, signal);
-    const found = await this.reconcile(row, channelId, row.body, signal, log);
-    const sent = found ?? (await this.host.createMessage(channelId, row.body, deliveryNonce(row.request_id), signal));
-    return { status: 'delivered', channel_id: sent.channelId, message_id: sent.messageId, url: discordMessageUrl('@me', sent.channelId, sent.messageId) };
+    return this.sendOnce(row, channelId, '@me', signal, log);
   }
 
   /**
@@ -264,15 +261,18 @@ export class Dispatcher {
       this.metrics.inc('herald_post_unmapped_total', 'Posts failed because their (guild, destination) has no channel', { destination: target.destination });
       return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE' };
     }
+    return this.sendOnce(row, channelId, target.guild_id, signal, log);
+  }
+
+  /**
+   * Create the message unless an earlier attempt already did (reconcile), always with the
+   * delivery's own nonce. `scope` is the url's guild part: the guild id, or `@me` for a DM.
+   */
+  private async sendOnce(row: DeliveryRow, channelId: string, scope: string, signal: AbortSignal, log: Logger): Promise<Outcome> {
     const message: OutgoingMessage = row.body;
     const found = await this.reconcile(row, channelId, message, signal, log);
     const sent = found ?? (await this.host.createMessage(channelId, message, deliveryNonce(row.request_id), signal));
-    return {
-      status: 'delivered',
-      channel_id: sent.channelId,
-      message_id: sent.messageId,
-      url: discordMessageUrl(target.guild_id, sent.channelId, sent.messageId),
-    };
+    return { status: 'delivered', channel_id: sent.channelId, message_id: sent.messageId, url: discordMessageUrl(scope, sent.channelId, sent.messageId) };
   }
 
   /**

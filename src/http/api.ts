@@ -57,7 +57,7 @@ type Handler = (c: Context, body: unknown, koa: KoaContext) => Promise<Reply> | 
  * The contract bound to Koa: openapi-backend routes and validates every request against
  * `openapi/herald.yaml`, and each operationId has exactly one handler here.
  */
-export async function createApi(deps: ApiDeps): Promise<{ api: OpenAPIBackend; middleware: Middleware }> {
+export async function createApi(deps: ApiDeps): Promise<Middleware> {
   const api = new OpenAPIBackend({
     definition: specDocument() as unknown as Document,
     // The document is OpenAPI 3.1; openapi-backend would check it against the 3.0 schema. CI lints it with redocly.
@@ -207,7 +207,7 @@ export async function createApi(deps: ApiDeps): Promise<{ api: OpenAPIBackend; m
     const result = (await api.handleRequest({ ...request, body }, ctx, body)) as Reply;
     return send(ctx, result);
   };
-  return { api, middleware };
+  return middleware;
 }
 
 async function runHandler(handler: Handler, c: Context, body: unknown, log: Logger, koa: KoaContext): Promise<Reply> {
