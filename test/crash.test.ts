@@ -124,6 +124,81 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     expect(messages(content)).toHaveLength(1);
   });
 
+  it('past the nonce window, a connector re-POSTing the orphan keeps it in doubt: one message, found in history', async () => {
+    db = await testDatabase();
+    const forgetful = new DiscordSandbox({ nonceWindowMs: 0, botToken: sandbox.botToken });
+    await forgetful.start();
+    try {
+      const id = newRequestId();
+      const content = `crash-repost ${id}`;
+      const pastWindow = { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0' };
+      const first = await start(['serve'], pastWindow);
+      await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
+      forgetful.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000 });
+      await client(first.url ?? '', bridgeToken).post('/mcp/deliveries', post(id, content));
+      await waitFor(() => forgetful.allMessages().filter((m) => m.content === content).length === 1, 'Discord to create the message');
+      first.kill('SIGKILL');
+      await first.exited;
+      forgetful.clearFaults();
+      // The connector sees `unknown` and re-POSTs before any dispatcher re-drives it.
+      const config = loadConfig({ ...env(pastWindow), LOG_LEVEL: 'silent' });
+      const apiOnly = await startHerald({ config, log: createLogger('silent'), roles: { http: true, dispatcher: false } });
+      try {
+        const api = client(apiOnly.url ?? '', bridgeToken);
+        await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'unknown', 'the lease to expire', 10_000);
+        expect((await api.post('/mcp/deliveries', post(id, content))).json).toMatchObject({ existing: true, state: { state: 'pending' } });
+      } finally {
+        await apiOnly.close();
+      }
+      const second = await start(['serve'], pastWindow);
+      const api = client(second.url ?? '', bridgeToken);
+      const state = await waitFor(async () => {
+        const s = (await api.get(`/mcp/deliveries/${id}`)).json as Record<string, unknown>;
+        return s['state'] === 'delivered' ? s : undefined;
+      }, 'the reconciled delivery');
+      const sent = forgetful.allMessages().filter((m) => m.content === content);
+      expect(sent).toHaveLength(1);
+      expect(state['url']).toBe(`https://discord.com/channels/${IDS.guild}/${IDS.channels.alerts}/${sent[0]?.id}`);
+    } finally {
+      await forgetful.close();
+    }
+  });
+
+  it('an edit left half-applied by a killed process does not block the next edit of that message for long', async () => {
+    db = await testDatabase();
+    // A long delivery lease: before the fix the original's edit lease lasted as long.
+    const long = { HERALD_LEASE_MS: '60000' };
+    const first = await start(['serve'], long);
+    const api = client(first.url ?? '', bridgeToken);
+    await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
+    const original = newRequestId();
+    await api.post('/mcp/deliveries', post(original, `edit-crash ${original}`));
+    await waitFor(async () => ((await api.get(`/mcp/deliveries/${original}`)).json as { state: string }).state === 'delivered', 'the original');
+    const message = messages(`edit-crash ${original}`)[0];
+    // Discord holds the first edit; its process dies while applying it.
+    sandbox.inject({ method: 'PATCH', path: '/messages/[0-9]+$', action: 'delay', ms: 60_000 });
+    const patches = () => sandbox.requests.filter((r) => r.method === 'PATCH').length;
+    const before = patches();
+    const edit = (id: string, seq: number, content: string) => ({ request_id: id, kind: 'edit', target: { message_ref: original, seq }, body: { content } });
+    await api.post('/mcp/deliveries', edit(newRequestId(), 1, 'v1'));
+    await waitFor(() => patches() > before, 'the first edit to reach Discord');
+    first.kill('SIGKILL');
+    await first.exited;
+
+    const second = await start(['serve'], long);
+    const api2 = client(second.url ?? '', bridgeToken);
+    const next = newRequestId();
+    const accepted = Date.now();
+    await api2.post('/mcp/deliveries', edit(next, 2, 'v2'));
+    const state = await waitFor(async () => {
+      const s = (await api2.get(`/mcp/deliveries/${next}`)).json as Record<string, unknown>;
+      return s['state'] === 'delivered' ? s : undefined;
+    }, 'the next edit', 20_000);
+    expect(state['applied']).toBe(true);
+    expect(Date.now() - accepted).toBeLessThan(15_000);
+    expect(sandbox.channelMessages(IDS.channels.alerts).find((m) => m.id === message?.id)?.content).toBe('v2');
+  });
+
   it.skipIf(!onPostgres)('three dispatcher processes on one database, one killed mid-flight: every post exactly once', async () => {
     db = await testDatabase();
     const server = await start(['serve']);

@@ -14,6 +14,8 @@ export interface SentMessage {
 
 export interface SeenMessage extends SentMessage {
   authorId: string;
+  /** When the platform created it (from its id, on Discord). */
+  createdAt: Date;
   /** What the message shows, in the same shape as `fingerprint(OutgoingMessage)`. */
   fingerprint: string;
 }
@@ -29,7 +31,16 @@ export interface ChannelInfo {
  * delivery with a protocol code.
  */
 export type ChatFailure =
-  | { kind: 'transient'; retryAfterMs?: number; detail: string }
+  | {
+      kind: 'transient';
+      retryAfterMs?: number;
+      detail: string;
+      /**
+       * A create that failed this way may still have created the message (a 5xx, a dropped
+       * connection, a timeout after the request went out). False or absent: it certainly did not.
+       */
+      mayHaveCreated?: boolean;
+    }
   | { kind: 'recipient_unreachable'; detail: string }
   | { kind: 'not_found'; detail: string }
   | { kind: 'rejected'; detail: string };
@@ -50,8 +61,11 @@ export interface ChatHost {
   openDm(userId: string, signal: AbortSignal): Promise<string>;
   /** Replace the parts of a message that `message` includes. Idempotent. */
   editMessage(channelId: string, messageId: string, message: OutgoingMessage, signal: AbortSignal): Promise<void>;
-  /** Messages in a channel created after `afterTime`, oldest first, at most `max`. */
-  listMessagesSince(channelId: string, afterTime: Date, max: number, signal: AbortSignal): Promise<SeenMessage[]>;
+  /**
+   * Messages in a channel created from `from` to `until`, oldest first, reading at most `max`;
+   * `complete` is false when `max` ran out before `until` was passed.
+   */
+  listMessagesBetween(channelId: string, from: Date, until: Date, max: number, signal: AbortSignal): Promise<{ messages: SeenMessage[]; complete: boolean }>;
   getChannel(channelId: string): Promise<ChannelInfo | undefined>;
   /** The bot's own user id (author of what Herald sends). */
   selfId(): Promise<string>;

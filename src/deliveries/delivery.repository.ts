@@ -28,11 +28,38 @@ export async function notifyDue(db: Db): Promise<void> {
   await sql`select pg_notify(${DELIVERY_CHANNEL}, '')`.execute(db);
 }
 
-/** Make a failed or in-doubt delivery due again, keeping its payload, created_at and first attempt. */
+/**
+ * An in-flight row whose attempt is being abandoned (its lease expired, or it is handed back) may
+ * have created a message any time from its start to its lease's end: widen the doubt window to
+ * cover it. Edits are idempotent and never in doubt. Other rows keep their window as it is.
+ */
+const abandonedAttemptDoubt = {
+  doubt_from: sql<Date | null>`case when deliveries.status = 'in_flight' and deliveries.kind <> 'edit'
+    then coalesce(deliveries.doubt_from, deliveries.attempt_started_at, deliveries.created_at)
+    else deliveries.doubt_from end`,
+  doubt_until: sql<Date | null>`case when deliveries.status = 'in_flight' and deliveries.kind <> 'edit'
+    then greatest(deliveries.doubt_until, deliveries.lease_expires_at)
+    else deliveries.doubt_until end`,
+};
+
+/**
+ * Make a failed or in-doubt delivery due again, keeping its payload, created_at and its doubt
+ * window: a create that may have happened stays in doubt across resets, so the next attempt
+ * reconciles (or relies on the nonce) instead of sending blindly.
+ */
 export async function resetToPending(db: Db, requestId: string, now: Date): Promise<DeliveryRow> {
   return db
     .updateTable('deliveries')
-    .set({ status: 'pending', failure_code: null, next_attempt_at: now, attempts: 0, lease_owner: null, lease_expires_at: null })
+    .set({
+      ...abandonedAttemptDoubt,
+      status: 'pending',
+      failure_code: null,
+      reason: null,
+      next_attempt_at: now,
+      attempts: 0,
+      lease_owner: null,
+      lease_expires_at: null,
+    })
     .where('request_id', '=', requestId)
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -67,8 +94,9 @@ export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number
       lease_owner: owner,
       lease_expires_at: new Date(now.getTime() + leaseMs),
       attempts: eb('deliveries.attempts', '+', 1),
-      // The earliest moment a message for this delivery may have been created: reconciliation's lower bound.
-      first_attempt_at: eb.fn.coalesce('deliveries.first_attempt_at', eb.val(now)),
+      attempt_started_at: now,
+      // A re-claimed expired lease: its owner died mid-attempt, perhaps after Discord created the message.
+      ...abandonedAttemptDoubt,
     }))
     .returningAll('deliveries')
     .execute();
@@ -90,7 +118,7 @@ export async function finishAttempt(db: Db, requestId: string, owner: string, up
 export async function releaseLeases(db: Db, owner: string, now: Date): Promise<number> {
   const result = await db
     .updateTable('deliveries')
-    .set({ status: 'pending', lease_owner: null, lease_expires_at: null, next_attempt_at: now })
+    .set({ ...abandonedAttemptDoubt, status: 'pending', lease_owner: null, lease_expires_at: null, next_attempt_at: now })
     .where('status', '=', 'in_flight')
     .where('lease_owner', '=', owner)
     .executeTakeFirst();
@@ -103,15 +131,40 @@ export async function pruneDeliveries(db: Db, cutoff: Date): Promise<number> {
   return Number(result.numDeletedRows);
 }
 
-/** Whether another delivery already recorded this Discord message as its own. */
-export async function isMessageRecorded(db: Db, messageId: string, exceptRequestId: string): Promise<boolean> {
-  const row = await db
+/** Which of these platform messages other deliveries already recorded as their own. */
+export async function recordedMessages(db: Db, messageIds: readonly string[], exceptRequestId: string): Promise<Set<string>> {
+  if (messageIds.length === 0) return new Set();
+  const rows = await db
     .selectFrom('deliveries')
-    .select('request_id')
-    .where('message_id', '=', messageId)
+    .select('message_id')
+    .where('message_id', 'in', messageIds)
     .where('request_id', '<>', exceptRequestId)
+    .execute();
+  return new Set(rows.map((r) => r.message_id ?? ''));
+}
+
+/**
+ * Another unresolved delivery with the same body that may have created a message between `from`
+ * and `until` (in flight since before `until`, or in doubt over an overlapping window). While one
+ * exists, a matching message in the channel cannot be told apart from that delivery's.
+ */
+export async function findUnresolvedTwin(db: Db, requestId: string, from: Date, until: Date): Promise<string | undefined> {
+  const row = await db
+    .selectFrom('deliveries as d')
+    .select('d.request_id')
+    .where('d.request_id', '<>', requestId)
+    .where('d.kind', '<>', 'edit')
+    .where('d.status', '<>', 'delivered')
+    .where((eb) =>
+      eb.or([
+        eb.and([eb('d.status', '=', 'in_flight'), eb(eb.fn.coalesce('d.attempt_started_at', 'd.created_at'), '<=', until)]),
+        eb.and([eb('d.doubt_from', 'is not', null), eb('d.doubt_from', '<=', until), eb('d.doubt_until', '>=', from)]),
+      ]),
+    )
+    .where(sql<boolean>`d.body::text = (select o.body::text from deliveries o where o.request_id = ${requestId})`)
+    .limit(1)
     .executeTakeFirst();
-  return row !== undefined;
+  return row?.request_id;
 }
 
 /**
@@ -126,6 +179,17 @@ export async function acquireEditLock(db: Db, originalId: string, holder: string
     .where((eb) => eb.or([eb('edit_lock_owner', 'is', null), eb('edit_lock_expires_at', '<=', now)]))
     .returning('last_applied_seq')
     .executeTakeFirst();
+}
+
+/** Extend the edit lease while its holder is still applying; false when it was lost. */
+export async function renewEditLock(db: Db, originalId: string, holder: string, now: Date, ttlMs: number): Promise<boolean> {
+  const result = await db
+    .updateTable('deliveries')
+    .set({ edit_lock_expires_at: new Date(now.getTime() + ttlMs) })
+    .where('request_id', '=', originalId)
+    .where('edit_lock_owner', '=', holder)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }
 
 export async function releaseEditLock(db: Db, originalId: string, holder: string): Promise<void> {

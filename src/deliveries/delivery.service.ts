@@ -45,8 +45,8 @@ export class DeliveryService {
       let row = await lockDelivery(trx, delivery.request_id);
       if (row === undefined) throw new Error('delivery vanished under its own row lock');
       if (row.payload_hash !== hash) throw new ConflictError('request_id was already used for a different request');
-      const inDoubt = row.status === 'in_flight' && isLeaseExpired(row, now);
-      if (supported && (row.status === 'failed' || inDoubt)) {
+      const abandoned = row.status === 'in_flight' && isLeaseExpired(row, now);
+      if (supported && (row.status === 'failed' || row.status === 'unknown' || abandoned)) {
         row = await resetToPending(trx, row.request_id, now);
         await notifyDue(trx);
       }
@@ -78,6 +78,8 @@ export function toDeliveryState(row: DeliveryRow, now: Date): DeliveryState {
       return { state: 'pending', ...common };
     case 'in_flight':
       return isLeaseExpired(row, now) ? { state: 'unknown', ...common } : { state: 'pending', ...common };
+    case 'unknown':
+      return { state: 'unknown', ...common };
     case 'failed':
       return { state: 'failed', ...common, code: row.failure_code ?? 'UPSTREAM_UNAVAILABLE' };
     case 'delivered': {

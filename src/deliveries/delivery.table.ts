@@ -1,8 +1,12 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 import type { DeliveryKind, FailureCode, MessageBody, Target } from './delivery.js';
 
-/** `pending` → `in_flight` (leased) → `delivered` | `failed`; an expired lease reads as `unknown`. */
-export type DeliveryStatus = 'pending' | 'in_flight' | 'delivered' | 'failed';
+/**
+ * `pending` → `in_flight` (leased) → `delivered` | `failed` | `unknown`. An expired lease also reads
+ * as `unknown` (and is re-driven); a stored `unknown` means Herald could not tell whether the platform
+ * created the message (see `reason`), and waits for the connector to re-POST.
+ */
+export type DeliveryStatus = 'pending' | 'in_flight' | 'delivered' | 'failed' | 'unknown';
 
 export interface DeliveryTable {
   request_id: string;
@@ -15,7 +19,17 @@ export interface DeliveryTable {
   created_at: Date;
   next_attempt_at: Date;
   attempts: Generated<number>;
-  first_attempt_at: Date | null;
+  /** When the current (or last) attempt was claimed. */
+  attempt_started_at: Date | null;
+  /**
+   * Set while a create may have reached the platform unanswered: the message, if any, was created
+   * between `doubt_from` and `doubt_until`, in `doubt_channel_id` (null: the channel the target maps to).
+   */
+  doubt_from: Date | null;
+  doubt_until: Date | null;
+  doubt_channel_id: string | null;
+  /** For operators: why a delivery ended `unknown` or `failed`. Never on the wire. */
+  reason: string | null;
   lease_owner: string | null;
   lease_expires_at: Date | null;
   channel_id: string | null;

@@ -1,4 +1,5 @@
 import {
+  DefaultRestOptions,
   DiscordAPIError,
   HTTPError,
   RateLimitError,
@@ -37,11 +38,24 @@ export class DiscordHost implements ChatHost {
   readonly capabilities = { post: true, dm: true, edit: true } as const;
   private readonly rest: REST;
   private self: Promise<string> | undefined;
+  /**
+   * Creates under way, by nonce: marked once discord.js hands the request to the network. A create
+   * that failed before that (aborted in discord.js's queue, refused by a rate limit) created nothing.
+   */
+  private readonly creates = new Map<string, { sent: boolean }>();
 
   constructor(options: DiscordHostOptions) {
     this.rest = new REST({
       version: '10',
       ...(options.apiUrl !== undefined ? { api: options.apiUrl } : {}),
+      makeRequest: (url, init) => {
+        if (init.method === 'POST' && typeof init.body === 'string' && this.creates.size > 0) {
+          const nonce = (JSON.parse(init.body) as { nonce?: unknown }).nonce;
+          const create = typeof nonce === 'string' ? this.creates.get(nonce) : undefined;
+          if (create !== undefined) create.sent = true;
+        }
+        return DefaultRestOptions.makeRequest(url, init);
+      },
       timeout: options.timeoutMs,
       retries: 2,
       rejectOnRateLimit: (info) => info.retryAfter > MAX_INLINE_RATE_LIMIT_MS,
@@ -56,8 +70,22 @@ export class DiscordHost implements ChatHost {
       enforce_nonce: true,
       allowed_mentions: { parse: [] },
     };
-    const sent = (await call(() => this.rest.post(Routes.channelMessages(channelId), { body, signal }))) as APIMessage;
-    return { channelId: sent.channel_id, messageId: sent.id };
+    // One create per nonce at a time in this process: the dispatcher holds the delivery's lease.
+    const create = { sent: false };
+    this.creates.set(nonce, create);
+    try {
+      const sent = (await this.rest.post(Routes.channelMessages(channelId), { body, signal })) as APIMessage;
+      return { channelId: sent.channel_id, messageId: sent.id };
+    } catch (err) {
+      const failure = toChatHostError(err).failure;
+      if (failure.kind !== 'transient') throw new ChatHostError(failure);
+      // Discord refuses a rate-limited request before creating anything; a 5xx or a lost answer may
+      // come after the message was created.
+      const mayHaveCreated = create.sent && !(err instanceof RateLimitError) && !(err instanceof DiscordAPIError && err.status === 429);
+      throw new ChatHostError({ ...failure, mayHaveCreated });
+    } finally {
+      this.creates.delete(nonce);
+    }
   }
 
   /** https://discord.com/developers/docs/resources/user#create-dm */
@@ -73,22 +101,23 @@ export class DiscordHost implements ChatHost {
   }
 
   /** https://discord.com/developers/docs/resources/message#get-channel-messages */
-  async listMessagesSince(channelId: string, afterTime: Date, max: number, signal: AbortSignal): Promise<SeenMessage[]> {
-    const seen: SeenMessage[] = [];
-    let after = snowflakeAt(afterTime);
-    while (seen.length < max) {
+  async listMessagesBetween(channelId: string, from: Date, until: Date, max: number, signal: AbortSignal): Promise<{ messages: SeenMessage[]; complete: boolean }> {
+    const messages: SeenMessage[] = [];
+    let after = snowflakeAt(from);
+    for (;;) {
       const query = new URLSearchParams({ after, limit: '100' });
       const page = (await call(() => this.rest.get(Routes.channelMessages(channelId), { query, signal }))) as APIMessage[];
-      if (page.length === 0) break;
       // Discord returns newest first; walk oldest first.
       const ordered = [...page].sort((a, b) => compareSnowflakes(a.id, b.id));
       for (const m of ordered) {
-        seen.push({ channelId: m.channel_id, messageId: m.id, authorId: m.author.id, fingerprint: fingerprintOf(m.content, m.embeds, m.components ?? []) });
+        const createdAt = snowflakeTime(m.id);
+        if (createdAt.getTime() > until.getTime()) return { messages, complete: true };
+        if (messages.length >= max) return { messages, complete: false };
+        messages.push({ channelId: m.channel_id, messageId: m.id, authorId: m.author.id, createdAt, fingerprint: fingerprintOf(m.content, m.embeds, m.components ?? []) });
       }
+      if (page.length < 100) return { messages, complete: true };
       after = ordered[ordered.length - 1]?.id ?? after;
-      if (page.length < 100) break;
     }
-    return seen.slice(0, max);
   }
 
   /** https://discord.com/developers/docs/resources/channel#get-channel */
@@ -158,6 +187,10 @@ function fingerprintOf(content: string, embeds: readonly APIEmbed[], components:
 export function snowflakeAt(time: Date): string {
   const ms = BigInt(Math.max(0, time.getTime())) - DISCORD_EPOCH;
   return String((ms > 0n ? ms : 0n) << 22n);
+}
+
+export function snowflakeTime(id: string): Date {
+  return new Date(Number((BigInt(id) >> 22n) + DISCORD_EPOCH));
 }
 
 function compareSnowflakes(a: string, b: string): number {

@@ -57,9 +57,10 @@ export interface Fault {
   /**
    * error: answer `status` with Discord's error `code`; delay: wait `ms`, then handle;
    * drop_after_create: create the message, then close the connection without answering;
-   * delay_after_create: create the message, then wait `ms` before answering.
+   * delay_after_create: create the message, then wait `ms` before answering;
+   * error_after_create: create the message, then answer `status` (default 500) as if it failed.
    */
-  action: 'error' | 'delay' | 'drop_after_create' | 'delay_after_create';
+  action: 'error' | 'delay' | 'drop_after_create' | 'delay_after_create' | 'error_after_create';
   status?: number;
   code?: number;
   ms?: number;
@@ -489,6 +490,7 @@ export class DiscordSandbox {
         return undefined;
       }
       if (fault?.action === 'delay_after_create') await sleep(fault.ms ?? 1_000);
+      if (fault?.action === 'error_after_create') return discordError(ctx, fault.status ?? 500, fault.code ?? 0, 'Internal Server Error');
       ctx.body = createdMessage(message);
       return undefined;
     });

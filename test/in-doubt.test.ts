@@ -1,0 +1,128 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { deliveryNonce } from '../src/deliveries/delivery.js';
+import { onPostgres } from './support/db.js';
+import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
+import { waitFor } from './support/wait.js';
+
+/**
+ * A create that may have reached Discord unanswered keeps the delivery in doubt, across retries
+ * and connector resets, until Discord's nonce or the channel's history settles it (README, "How it
+ * works"). Herald trusts no nonce here (HERALD_NONCE_WINDOW_MS=0), so every settlement is by history.
+ */
+describe('deliveries in doubt', () => {
+  let h: TestHerald;
+  beforeAll(async () => {
+    // A Discord that remembers nonces for a second: long enough to answer discord.js's own quick
+    // retries of one request, too short to save a later attempt.
+    h = await startTestHerald({
+      sandbox: { nonceWindowMs: 1_000 },
+      env: { HERALD_NONCE_WINDOW_MS: '0', HERALD_MAX_ATTEMPTS: '2', HERALD_DISCORD_TIMEOUT_MS: '15000', HERALD_LEASE_MS: '30000' },
+    });
+    await waitFor(() => h.sandbox.commands.length > 0, 'slash commands');
+    await h.mapDestination('alerts', IDS.channels.alerts);
+    await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
+  });
+  afterAll(() => h.close());
+  beforeEach(() => h.sandbox.clearFaults());
+
+  const withContent = (content: string) => h.sandbox.allMessages().filter((m) => m.content === content);
+  const urlOf = (channelId: string, messageId: string | undefined) => `https://discord.com/channels/${IDS.guild}/${channelId}/${messageId}`;
+
+  it('created but answered 5xx, history unreadable: ends unknown (not failed), and a re-POST finds the message instead of sending again', async () => {
+    const id = newRequestId();
+    const content = `doubt ${id}`;
+    // The first create succeeds behind a 500; discord.js's own retries get 500s too.
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error_after_create', status: 500 });
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 500, times: 2 });
+    // Reconciliation cannot read the channel.
+    h.sandbox.inject({ method: 'GET', path: '/messages$', action: 'error', status: 500, times: 1_000 });
+    await h.bridge.post('/mcp/deliveries', post(id, content));
+    await h.waitForState(id, 'unknown', 40_000);
+    expect(withContent(content)).toHaveLength(1);
+
+    h.sandbox.clearFaults();
+    const retry = await h.bridge.post('/mcp/deliveries', post(id, content));
+    expect(retry.json).toMatchObject({ existing: true, state: { state: 'pending' } });
+    const state = await h.waitForState(id, 'delivered', 30_000);
+    const sent = withContent(content);
+    expect(sent).toHaveLength(1);
+    expect(state['url']).toBe(urlOf(IDS.channels.alerts, sent[0]?.id));
+  });
+
+  it('does not reconcile after an attempt that never reached the create (opening the DM failed)', async () => {
+    const id = newRequestId();
+    const content = `unreached ${id}`;
+    // Opening the DM channel fails (discord.js tries 3 times); history would fail if read.
+    h.sandbox.inject({ method: 'POST', path: '/users/@me/channels$', action: 'error', status: 500, times: 3 });
+    h.sandbox.inject({ method: 'GET', path: '/messages$', action: 'error', status: 500, times: 1_000 });
+    const before = h.sandbox.requests.length;
+    await h.bridge.post('/mcp/deliveries', { request_id: id, kind: 'dm', target: { user_id: IDS.user }, body: { content } });
+    await h.waitForState(id, 'delivered', 30_000);
+    expect(withContent(content)).toHaveLength(1);
+    expect(h.sandbox.requests.slice(before).filter((r) => r.method === 'GET' && r.path.endsWith('/messages'))).toEqual([]);
+  });
+
+  it('out of attempts after 5xx answers that created nothing: one look at the channel, then failed UPSTREAM_UNAVAILABLE', async () => {
+    const id = newRequestId();
+    const content = `never ${id}`;
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 503, times: 1_000 });
+    await h.bridge.post('/mcp/deliveries', post(id, content));
+    const state = await h.waitForState(id, 'failed', 40_000);
+    expect(state['code']).toBe('UPSTREAM_UNAVAILABLE');
+    expect(withContent(content)).toHaveLength(0);
+  });
+});
+
+/**
+ * Two dispatchers (one delivery each) on one PostgreSQL database, so one create can be held in
+ * flight while the other's is in doubt: discord.js runs one process's creates in a channel one by one.
+ */
+describe('twins in doubt across dispatchers', () => {
+  let h: TestHerald;
+  let other: TestHerald;
+  beforeAll(async () => {
+    if (!onPostgres) return;
+    const env = { HERALD_NONCE_WINDOW_MS: '0', HERALD_MAX_ATTEMPTS: '2', HERALD_DISCORD_TIMEOUT_MS: '15000', HERALD_LEASE_MS: '30000', HERALD_DISPATCH_CONCURRENCY: '1', HERALD_GATEWAY: 'off' };
+    h = await startTestHerald({ sandbox: { nonceWindowMs: 1_000 }, env });
+    other = await startTestHerald({ useSandbox: h.sandbox, useDb: h.db, env });
+    await h.mapDestination('alerts', IDS.channels.alerts);
+  });
+  afterAll(async () => {
+    await other?.close();
+    await h?.close();
+  });
+
+  const withContent = (content: string) => h.sandbox.allMessages().filter((m) => m.content === content);
+  const urlOf = (channelId: string, messageId: string | undefined) => `https://discord.com/channels/${IDS.guild}/${channelId}/${messageId}`;
+
+  it.skipIf(!onPostgres)("never adopts a twin's message: the same content twice, one in doubt while the other is in flight", async () => {
+    const a = newRequestId();
+    const b = newRequestId();
+    const content = `twin ${a.slice(0, 8)}`;
+    // A is created at once but its answer is held; B is created behind a 500.
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 9_000 });
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error_after_create', status: 500 });
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 500, times: 2 });
+    await h.bridge.post('/mcp/deliveries', post(a, content));
+    await waitFor(() => withContent(content).length === 1, "A's message to be created");
+    await h.bridge.post('/mcp/deliveries', post(b, content));
+    await waitFor(() => withContent(content).length === 2, "B's message to be created");
+
+    // B cannot tell its message from A's while A is unresolved: it says so instead of guessing.
+    await h.waitForState(b, 'unknown', 30_000);
+    const stateA = await h.waitForState(a, 'delivered', 30_000);
+    const retry = await h.bridge.post('/mcp/deliveries', post(b, content));
+    expect(retry.status).toBe(202);
+    const stateB = await h.waitForState(b, 'delivered', 30_000);
+
+    const sent = withContent(content);
+    expect(sent).toHaveLength(2);
+    expect(stateA['url']).not.toBe(stateB['url']);
+    // Each url names the message its own request created (the sandbox keeps each message's nonce).
+    for (const [id, state] of [[a, stateA], [b, stateB]] as const) {
+      const own = sent.find((m) => m.nonce === deliveryNonce(id));
+      expect(state['url']).toBe(urlOf(IDS.channels.alerts, own?.id));
+    }
+  });
+
+});
