@@ -19,9 +19,22 @@ export interface Database {
 export interface Store {
   readonly kind: 'postgres' | 'pglite';
   readonly db: Kysely<Database>;
-  /** Subscribe to NOTIFY on a channel; returns the unsubscribe. */
+  /**
+   * Subscribe to NOTIFY on a channel; returns the unsubscribe. On PostgreSQL the LISTEN session
+   * heals itself: when it is lost (restart, failover, termination) it reconnects with capped,
+   * jittered backoff, LISTENs again and calls `onNotify` once, since notifications sent while it
+   * was down are lost. The unsubscribe stops reconnecting.
+   */
   listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
+  /** Whether every subscription is LISTENing right now (always true on PGlite, and with none). */
+  listening(): boolean;
   close(): Promise<void>;
+}
+
+/** What the store says about its connections (pino's shape). */
+export interface StoreLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
 }
 
 export interface StoreOptions {
@@ -29,46 +42,166 @@ export interface StoreOptions {
   dataDir: string;
   /** A connection failed outside any query (an idle pooled connection, the LISTEN session). */
   onConnectionError?: (err: Error) => void;
+  /** Where the LISTEN session reports losing and regaining its connection. */
+  log?: StoreLog;
 }
 
 export async function openStore(options: StoreOptions): Promise<Store> {
-  return options.databaseUrl !== undefined
-    ? openPostgres(options.databaseUrl, options.onConnectionError)
-    : openPGlite(options.dataDir);
+  return options.databaseUrl !== undefined ? openPostgres(options.databaseUrl, options) : openPGlite(options.dataDir);
 }
 
-function openPostgres(connectionString: string, onConnectionError?: (err: Error) => void): Store {
-  const pool = new pg.Pool({ connectionString, max: 10 });
+/** How long connecting may take before it counts as the database being unavailable. */
+const CONNECT_TIMEOUT_MS = 10_000;
+/** LISTEN reconnection backoff: doubles from the base up to the cap, each delay jittered. */
+export const LISTEN_RETRY_BASE_MS = 100;
+export const LISTEN_RETRY_MAX_MS = 5_000;
+
+function openPostgres(connectionString: string, options: StoreOptions): Store {
+  const onConnectionError = options.onConnectionError;
+  const pool = new pg.Pool({ connectionString, max: 10, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
   // An idle connection dropped by the server (restart, failover, admin termination) must not crash
   // the process: the pool replaces it, and the next query reconnects.
   pool.on('error', (err) => onConnectionError?.(err));
+  // Nor may one checked out: pg-pool listens for errors only on idle clients, and a client that
+  // loses its server mid-query or mid-transaction emits 'error' (its query fails too, which is
+  // what the request sees). Every pooled client gets a listener of its own for its whole life.
+  pool.on('connect', (client) => client.on('error', (err) => onConnectionError?.(err)));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  const listeners = new Set<pg.Client>();
+  const subscriptions = new Set<ListenSession>();
   return {
     kind: 'postgres',
     db,
     async listen(channel, onNotify) {
       // LISTEN needs a session of its own, outside the pool.
-      const client = new pg.Client({ connectionString });
-      client.on('error', (err) => onConnectionError?.(err));
-      client.on('notification', (n) => {
-        if (n.channel === channel) onNotify();
-      });
-      await client.connect();
-      await client.query(`listen ${pg.Client.prototype.escapeIdentifier(channel)}`);
-      listeners.add(client);
+      const session = new ListenSession(connectionString, channel, onNotify, options);
+      subscriptions.add(session);
+      await session.start();
       return async () => {
-        listeners.delete(client);
-        await client.end().catch(() => undefined);
+        subscriptions.delete(session);
+        await session.close();
       };
     },
+    listening: () => [...subscriptions].every((s) => s.live),
     async close() {
-      await Promise.all([...listeners].map((c) => c.end().catch(() => undefined)));
-      listeners.clear();
+      await Promise.all([...subscriptions].map((s) => s.close()));
+      subscriptions.clear();
       await db.destroy();
     },
   };
 }
+
+/** One LISTEN session that reconnects itself until closed. */
+class ListenSession {
+  live = false;
+  private client: pg.Client | undefined;
+  private closed = false;
+  private failures = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly connectionString: string,
+    private readonly channel: string,
+    private readonly onNotify: () => void,
+    private readonly options: StoreOptions,
+  ) {}
+
+  /** The first connection; when it fails, retrying has begun and `live` stays false until it works. */
+  async start(): Promise<void> {
+    await this.connect();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.live = false;
+    clearTimeout(this.timer);
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+  }
+
+  private async connect(): Promise<void> {
+    if (this.closed) return;
+    const client = new pg.Client({ connectionString: this.connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
+    this.client = client;
+    client.on('error', (err) => this.lost(client, err));
+    client.on('end', () => this.lost(client, new Error('LISTEN connection ended')));
+    client.on('notification', (n) => {
+      if (n.channel === this.channel) this.onNotify();
+    });
+    try {
+      await client.connect();
+      await client.query(`listen ${pg.Client.prototype.escapeIdentifier(this.channel)}`);
+    } catch (err) {
+      this.lost(client, err instanceof Error ? err : new Error(String(err)));
+      return;
+    }
+    if (this.client !== client) return; // closed (or replaced) meanwhile
+    this.live = true;
+    const recovered = this.failures > 0;
+    this.failures = 0;
+    if (recovered) {
+      this.options.log?.info({ channel: this.channel }, 'LISTEN re-established');
+      // Whatever was notified while the session was down is lost: have the subscriber look now.
+      this.onNotify();
+    }
+  }
+
+  /** The session is gone (or never came up): forget it, and try again after a backoff. */
+  private lost(client: pg.Client, err: Error): void {
+    if (this.client !== client) return; // an old session, already handled
+    this.client = undefined;
+    this.live = false;
+    client.removeAllListeners('notification');
+    client.end().catch(() => undefined);
+    if (this.closed) return;
+    const ceiling = Math.min(LISTEN_RETRY_MAX_MS, LISTEN_RETRY_BASE_MS * 2 ** this.failures);
+    const delay = Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
+    if (this.failures === 0) {
+      this.options.onConnectionError?.(err);
+      this.options.log?.warn({ channel: this.channel, err: err.message }, 'LISTEN connection lost; reconnecting (polling covers wake-ups meanwhile)');
+    }
+    this.failures++;
+    this.timer = setTimeout(() => void this.connect(), delay);
+    this.timer.unref();
+  }
+}
+
+/**
+ * Whether an error means the database could not be reached or dropped the connection (server
+ * down, restarting, starting up, refusing connections), as opposed to a problem with the query.
+ * Such failures are worth retrying later; the HTTP layer answers them 503.
+ */
+export function isStoreUnavailable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (UNREACHABLE_CODES.has(code)) return true;
+    // SQLSTATE class 08: connection exception.
+    if (/^08[0-9A-Z]{3}$/.test(code)) return true;
+  }
+  return UNREACHABLE_MESSAGES.some((m) => err.message.includes(m));
+}
+
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+  '57P01', // admin_shutdown: the server is shutting down
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now: "the database system is starting up" (or in recovery)
+  '53300', // too_many_connections
+]);
+const UNREACHABLE_MESSAGES = [
+  'Connection terminated',
+  'timeout exceeded when trying to connect',
+  'is not queryable',
+  'the database system is',
+];
 
 async function openPGlite(dataDir: string): Promise<Store> {
   await mkdir(dataDir, { recursive: true });
@@ -88,6 +221,8 @@ async function openPGlite(dataDir: string): Promise<Store> {
       const unsubscribe = await pglite.listen(channel, onNotify);
       return unsubscribe;
     },
+    // In process: there is no connection to lose.
+    listening: () => true,
     async close() {
       await db.destroy();
       await pglite.close();
