@@ -1,0 +1,531 @@
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { startHerald, type Herald } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { openStore } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrate.js';
+import { createLogger } from '../../src/log.js';
+import { DiscordSandbox, SANDBOX_IDS, type Fault, type SandboxMessage } from '../../src/sandbox/sandbox.js';
+import { heraldEnv, newToken } from '../support/herald.js';
+import { startPgCluster, type PgCluster } from '../support/pg-cluster.js';
+import { waitFor } from '../support/wait.js';
+import { Connector, newStats, type ConnectorStats, type StateJson, type Tracked } from './connector.js';
+import { Fleet, startWatchdog, type Crash, type MemberSpec } from './fleet.js';
+import { Rng } from './prng.js';
+import { verify, violationTotal, type FinalState, type PhaseCounts, type Violation } from './verify.js';
+
+/**
+ * The chaos campaign: real `herald serve`/`herald dispatch` processes on a throwaway PostgreSQL
+ * cluster, a sandbox Discord in this process that answers 5xx, 429, timeouts and "created, then the
+ * answer lost", processes SIGKILLed and PostgreSQL stopped hard on a schedule drawn from one seed,
+ * and simulated connectors retrying as real ones do. Then everything settles and every Discord
+ * message is accounted for: exactly one per delivery.
+ */
+
+export type PhaseName = 'default-window' | 'short-window';
+export const PHASES: readonly PhaseName[] = ['default-window', 'short-window'];
+
+export interface CampaignOptions {
+  seed: number;
+  /** Seconds of chaos per phase. */
+  durationS: number;
+  /** Herald processes per phase: half (rounded up) `serve`, the rest `dispatch`. */
+  processes: number;
+  connectors?: number;
+  /** Upper bound on settling after the chaos, per phase. */
+  settleS?: number;
+  phases?: readonly PhaseName[];
+  /** Short-window phase: the sandbox's nonce window and Herald's (HERALD_NONCE_WINDOW_MS). */
+  shortWindow?: { sandboxMs: number; heraldMs: number };
+  log?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+export interface PhaseResult {
+  phase: PhaseName;
+  counts: PhaseCounts;
+  violationCount: number;
+  violations: Violation[];
+  chaos: {
+    kills: number;
+    pgRestarts: number;
+    faults: Record<string, number>;
+    crashes: Crash[];
+    startFailures: number;
+    sandboxRequests: Record<string, number>;
+  };
+  connectors: ConnectorStats;
+  settled: boolean;
+  timings: { setupMs: number; chaosMs: number; settleMs: number; verifyMs: number };
+  config: { sandboxNonceWindowMs: number; heraldNonceWindowMs: number | undefined; env: Record<string, string> };
+}
+
+export interface CampaignResult {
+  seed: number;
+  options: { durationS: number; processes: number; connectors: number; settleS: number; phases: readonly PhaseName[] };
+  phases: PhaseResult[];
+  violations: number;
+  elapsedMs: number;
+}
+
+/** Herald's timings for the campaign: leases, timeouts and retries in seconds, not minutes. */
+const HERALD_TIMINGS = {
+  HERALD_LEASE_MS: '3000',
+  HERALD_DISCORD_TIMEOUT_MS: '1000',
+  HERALD_RETRY_BASE_MS: '50',
+  HERALD_POLL_MS: '200',
+  HERALD_MAX_ATTEMPTS: '4',
+  HERALD_SHUTDOWN_GRACE_MS: '1000',
+};
+const DISCORD_TIMEOUT_MS = Number(HERALD_TIMINGS.HERALD_DISCORD_TIMEOUT_MS);
+/**
+ * Short window: Herald trusts the nonce for heraldMs after an attempt began, and one attempt may
+ * keep sending for up to HERALD_LEASE_MS; Discord (the sandbox) must remember it at least that
+ * long, or a resend Herald rightly believed safe would duplicate. 1 s + 3 s lease ≤ 4 s.
+ */
+const DEFAULT_SHORT_WINDOW = { sandboxMs: 4_000, heraldMs: 1_000 };
+const ROUTE_LIMIT = { limit: 5, windowMs: 1_000 };
+const GLOBAL_LIMIT = { limit: 30, windowMs: 1_000 };
+const POSTABLE_CHANNELS: Record<string, string> = {
+  alerts: SANDBOX_IDS.channels.alerts,
+  deals: SANDBOX_IDS.channels.deals,
+  digest: SANDBOX_IDS.channels.digest,
+};
+
+export async function runCampaign(options: CampaignOptions): Promise<CampaignResult> {
+  const log = options.log ?? ((line: string) => console.log(line));
+  const phases = options.phases ?? PHASES;
+  const resolved = { durationS: options.durationS, processes: options.processes, connectors: options.connectors ?? 3, settleS: options.settleS ?? 40, phases };
+  const started = Date.now();
+  const workDir = await mkdtemp(path.join(tmpdir(), 'herald-chaos-'));
+  const pidFile = path.join(workDir, 'pids');
+  const stopWatchdog = startWatchdog(pidFile, workDir);
+  let cluster: PgCluster | undefined;
+  const results: PhaseResult[] = [];
+  try {
+    log(`starting a throwaway PostgreSQL cluster`);
+    cluster = await startPgCluster();
+    log(`  PostgreSQL on port ${cluster.port} (${cluster.dir})`);
+    for (const phase of phases) {
+      options.signal?.throwIfAborted();
+      results.push(await runPhase({ ...resolved, seed: options.seed, cluster, workDir, pidFile, log, signal: options.signal, shortWindow: options.shortWindow ?? DEFAULT_SHORT_WINDOW }, phase));
+    }
+  } finally {
+    await cluster?.destroy();
+    stopWatchdog();
+    await rm(workDir, { recursive: true, force: true });
+  }
+  return { seed: options.seed, options: resolved, phases: results, violations: results.reduce((n, p) => n + p.violationCount, 0), elapsedMs: Date.now() - started };
+}
+
+interface PhaseContext {
+  seed: number;
+  durationS: number;
+  processes: number;
+  connectors: number;
+  settleS: number;
+  shortWindow: { sandboxMs: number; heraldMs: number };
+  cluster: PgCluster;
+  workDir: string;
+  pidFile: string;
+  log: (line: string) => void;
+  signal: AbortSignal | undefined;
+}
+
+async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult> {
+  const rng = new Rng(c.seed, phase);
+  const t0 = Date.now();
+  const stamp = () => `[${phase} ${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`;
+  const log = (line: string) => c.log(`${stamp()} ${line}`);
+  const sandboxNonceWindowMs = phase === 'short-window' ? c.shortWindow.sandboxMs : 5 * 60_000;
+  const heraldNonceWindowMs = phase === 'short-window' ? c.shortWindow.heraldMs : undefined;
+  log(`phase ${phase}: ${c.processes} Herald processes, ${c.connectors} connectors, ${c.durationS}s of chaos; nonce window: Discord ${sandboxNonceWindowMs} ms, Herald ${heraldNonceWindowMs ?? 'default'} ms`);
+
+  const sandbox = await new DiscordSandbox({ nonceWindowMs: sandboxNonceWindowMs, routeLimit: ROUTE_LIMIT, globalLimit: GLOBAL_LIMIT }).start();
+  let fleet: Fleet | undefined;
+  let apiOnly: Herald | undefined;
+  const aborted = () => c.signal?.aborted === true;
+  // Interrupted: end the processes now; the waits below notice and the finally cleans up.
+  const onAbort = () => void fleet?.stopAll();
+  c.signal?.addEventListener('abort', onAbort);
+  try {
+    // One database per phase. Every commit durable, whatever the cluster's defaults: with asynchronous
+    // commit `stop -m immediate` loses acknowledged commits, which would not be Herald's doing.
+    const database = `chaos_${phase.replace('-', '_')}`;
+    await adminQueries(c.cluster.url(), [`create database ${database}`, `alter database ${database} set synchronous_commit = on`]);
+    const databaseUrl = c.cluster.url(database);
+    const dataDir = path.join(c.workDir, phase);
+    await mkdir(dataDir, { recursive: true });
+    const bridgeToken = newToken();
+    const adminToken = newToken();
+    const env = heraldEnv(
+      { sandbox, db: { databaseUrl, dataDir, drop: async () => undefined }, bridgeToken, adminToken },
+      { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...HERALD_TIMINGS, ...(heraldNonceWindowMs !== undefined ? { HERALD_NONCE_WINDOW_MS: String(heraldNonceWindowMs) } : {}) },
+    );
+
+    // Migrated here rather than by a `herald migrate` child: on two busy cores that is seconds saved.
+    const store = await openStore({ databaseUrl, dataDir });
+    try {
+      await migrateToLatest(store.db);
+    } finally {
+      await store.close();
+    }
+
+    const specs = memberSpecs(c.processes, env);
+    fleet = new Fleet(specs, log, c.pidFile, t0);
+    const f = fleet;
+    log(`starting ${specs.map((s) => s.name).join(', ')}`);
+    await fleet.startAll();
+    c.signal?.throwIfAborted();
+
+    // The user the DMs go to registers through the gateway, as in Discord.
+    await waitFor(() => sandbox.commands.length > 0 && sandbox.gatewaySessions > 0, 'the gateway session and slash commands', 60_000);
+    const registered = await sandbox.invoke({ userId: SANDBOX_IDS.user, guildId: SANDBOX_IDS.guild, command: 'agent', subcommand: 'register' });
+    if (!/Registered|Already registered/.test(registered.data?.content ?? '')) throw new Error(`/agent register answered ${JSON.stringify(registered)}`);
+    for (const [destination, channelId] of Object.entries(POSTABLE_CHANNELS)) await mapDestination(f, adminToken, destination, channelId);
+    const setupMs = Date.now() - t0;
+    log(`ready in ${(setupMs / 1000).toFixed(1)}s: user registered, alerts/deals/digest mapped (ops left unmapped on purpose)`);
+
+    // The chaos.
+    const ledger = new Map<string, Tracked>();
+    const stats = newStats();
+    const ctx = { phase, t0, bridgeToken, servers: () => f.serveUrls(), ledger, stats, log, maxFailedReposts: 2 };
+    const connectors = Array.from({ length: c.connectors }, (_, i) => new Connector(i, rng.fork('connectors'), ctx));
+    let acting = true;
+    let following = true;
+    const acts = connectors.map((k) => k.act(() => acting && !aborted()));
+    const follows = connectors.map((k) => k.followUp(() => following && !aborted()));
+    const chaosStart = Date.now();
+    const schedule = makeSchedule(rng.fork('schedule'), c.durationS * 1000, c.processes);
+    let chaosOn = true;
+    const pg = { down: false, restarts: 0 };
+    const faultCounts: Record<string, number> = {};
+    const progress = setInterval(() => log(progressLine(ledger, sandbox, f)), 10_000);
+    try {
+      const executor = runSchedule(schedule, chaosStart, () => chaosOn && !aborted(), {
+        kill: async (member) => {
+          const who = await f.killAndRestart(member);
+          if (who !== undefined) log(`SIGKILL ${who}`);
+        },
+        pg: async (downMs) => {
+          log(`PostgreSQL: stop -m immediate, down for ${(downMs / 1000).toFixed(1)}s`);
+          pg.down = true;
+          try {
+            await c.cluster.stop('immediate');
+          } catch (err) {
+            log(`  pg_ctl stop failed: ${String(err).slice(0, 200)}`);
+          }
+          await sleep(downMs);
+          await startPostgres(c.cluster, log);
+          pg.down = false;
+          pg.restarts += 1;
+          log('PostgreSQL: up again');
+        },
+        fault: (label, fault) => {
+          faultCounts[label] = (faultCounts[label] ?? 0) + 1;
+          sandbox.inject(fault);
+        },
+      });
+      await sleepWhile(c.durationS * 1000, () => !aborted());
+      acting = false;
+      chaosOn = false;
+      await Promise.all(acts);
+      await executor;
+      c.signal?.throwIfAborted();
+      const chaosMs = Date.now() - chaosStart;
+      log(`chaos over: ${ledger.size} deliveries, ${f.kills} kills, ${pg.restarts} PostgreSQL restarts, ${Object.values(faultCounts).reduce((a, b) => a + b, 0)} faults, ${f.crashes.length} crashes`);
+
+      // Settle: no more faults, every process fresh, connectors re-POST as they would.
+      sandbox.clearFaults();
+      if (pg.down) await startPostgres(c.cluster, log);
+      const settleStart = Date.now();
+      log('settling: faults cleared, restarting every Herald process');
+      await f.restartAll();
+      const open = () => [...ledger.values()].filter((t) => !Connector.settled(t));
+      let lastReport = Date.now();
+      while (open().length > 0 && Date.now() - settleStart < c.settleS * 1000 && !aborted()) {
+        await sleep(250);
+        if (Date.now() - lastReport >= 10_000) {
+          lastReport = Date.now();
+          log(`  still open: ${open().length} (${summarizeOpen(open())})`);
+        }
+      }
+      following = false;
+      await Promise.all(follows);
+      c.signal?.throwIfAborted();
+      const settled = open().length === 0;
+      const settleMs = Date.now() - settleStart;
+      log(settled ? `settled in ${(settleMs / 1000).toFixed(1)}s` : `NOT settled after ${c.settleS}s: ${open().length} open (${summarizeOpen(open())})`);
+
+      // The verdict, from what is left: Discord's messages, the bridge's answers, the rows.
+      const verifyStart = Date.now();
+      await f.stopAll();
+      const messages: SandboxMessage[] = sandbox.allMessages().map((m) => ({ ...m }));
+      const dmChannels = [...sandbox.channels.values()].filter((ch) => ch.type === 1 && ch.recipients?.some((u) => u.id === SANDBOX_IDS.user)).map((ch) => ch.id);
+      apiOnly = await startHerald({
+        config: loadConfig({ ...env, PORT: '0', HERALD_GATEWAY: 'off', LOG_LEVEL: 'silent' }),
+        log: createLogger('silent'),
+        roles: { http: true, dispatcher: false },
+      });
+      const finals = await finalStates(apiOnly.url ?? '', bridgeToken, [...ledger.keys()]);
+      await apiOnly.close();
+      apiOnly = undefined;
+      const rows = await deliveryRows(databaseUrl);
+      const { counts, violations } = verify({
+        tracked: [...ledger.values()],
+        finals,
+        messages,
+        channels: { ...POSTABLE_CHANNELS },
+        dmChannels,
+        rows,
+        logsFor: (ids) => logLines(f, ids),
+      });
+      const verifyMs = Date.now() - verifyStart;
+      const sandboxRequests: Record<string, number> = {};
+      for (const r of sandbox.requests) {
+        // A request whose client gave up while a fault held it records Koa's default 404.
+        const key = `${r.method} ${r.path.replace(/^\/interactions\/.*/, '/interactions/…').replace(/[0-9]{15,}/g, ':id')} ${r.status}`;
+        sandboxRequests[key] = (sandboxRequests[key] ?? 0) + 1;
+      }
+      const result: PhaseResult = {
+        phase,
+        counts,
+        violationCount: violationTotal(counts),
+        violations,
+        chaos: { kills: f.kills, pgRestarts: pg.restarts, faults: faultCounts, crashes: f.crashes, startFailures: f.startFailures, sandboxRequests },
+        connectors: stats,
+        settled,
+        timings: { setupMs, chaosMs, settleMs, verifyMs },
+        config: { sandboxNonceWindowMs, heraldNonceWindowMs, env: { ...HERALD_TIMINGS, ...(heraldNonceWindowMs !== undefined ? { HERALD_NONCE_WINDOW_MS: String(heraldNonceWindowMs) } : {}) } },
+      };
+      log(`verdict: ${result.violationCount === 0 ? 'no violations' : `${result.violationCount} VIOLATIONS`}`);
+      return result;
+    } finally {
+      clearInterval(progress);
+      acting = false;
+      following = false;
+      chaosOn = false;
+    }
+  } finally {
+    c.signal?.removeEventListener('abort', onAbort);
+    fleet?.halt();
+    await fleet?.stopAll();
+    await apiOnly?.close().catch(() => undefined);
+    await sandbox.close();
+  }
+}
+
+/** Half the processes (rounded up) serve the API, the first of them also holds the gateway; the rest only dispatch. */
+function memberSpecs(n: number, env: Record<string, string>): MemberSpec[] {
+  const serves = Math.max(1, Math.ceil(n / 2));
+  return Array.from({ length: Math.max(1, n) }, (_, i) =>
+    i < serves
+      ? { name: i === 0 ? 'serve-1+gateway' : `serve-${i + 1}`, command: 'serve' as const, env: { ...env, HERALD_GATEWAY: i === 0 ? 'on' : 'off' } }
+      : { name: `dispatch-${i - serves + 1}`, command: 'dispatch' as const, env: { ...env, HERALD_GATEWAY: 'off' } },
+  );
+}
+
+type ScheduledEvent = { at: number } & ({ what: 'kill'; member: number } | { what: 'pg'; downMs: number } | { what: 'fault'; label: string; fault: Fault });
+
+/** The whole phase's schedule, drawn from the seed before anything runs. */
+function makeSchedule(rng: Rng, durationMs: number, members: number): ScheduledEvent[] {
+  const events: ScheduledEvent[] = [];
+  const kills = rng.fork('kills');
+  for (let at = kills.float(1_500, 3_500); at < durationMs; at += kills.float(2_500, 6_000)) events.push({ at, what: 'kill', member: kills.int(0, members - 1) });
+  const outages = rng.fork('postgres');
+  const count = Math.max(1, Math.round(durationMs / 40_000));
+  for (let k = 0; k < count; k++) {
+    const slot = durationMs / count;
+    events.push({ at: slot * k + slot * outages.float(0.25, 0.75), what: 'pg', downMs: outages.int(1_000, 3_000) });
+  }
+  const faults = rng.fork('faults');
+  for (let at = faults.float(300, 1_000); at < durationMs; at += faults.float(400, 1_500)) {
+    const [label, fault] = randomFault(faults);
+    events.push({ at, what: 'fault', label, fault });
+  }
+  return events.sort((a, b) => a.at - b.at);
+}
+
+const CREATE = '^/channels/[0-9]+/messages$';
+const MESSAGE = '^/channels/[0-9]+/messages/[0-9]+$';
+
+function randomFault(rng: Rng): [string, Fault] {
+  const past = () => DISCORD_TIMEOUT_MS + rng.int(200, 1_500);
+  const kind = rng.weighted([
+    ['create 5xx', 3],
+    ['create 429', 2],
+    ['create timeout', 2],
+    ['drop_after_create', 3],
+    ['delay_after_create', 3],
+    ['error_after_create', 1],
+    ['edit 5xx', 1],
+    ['edit timeout', 1],
+    ['history 5xx', 1],
+    ['open-dm timeout', 1],
+  ] as const);
+  switch (kind) {
+    case 'create 5xx':
+      return [kind, { method: 'POST', path: CREATE, action: 'error', status: rng.pick([500, 502, 503, 504]), times: rng.int(1, 4) }];
+    case 'create 429':
+      return [kind, { method: 'POST', path: CREATE, action: 'error', status: 429, code: 0, times: rng.int(1, 3) }];
+    case 'create timeout':
+      return [kind, { method: 'POST', path: CREATE, action: 'delay', ms: past(), times: rng.int(1, 3) }];
+    case 'drop_after_create':
+      return [kind, { method: 'POST', path: CREATE, action: 'drop_after_create', times: rng.int(1, 3) }];
+    case 'delay_after_create':
+      // Some answers come late but in time, some after Herald gave up on them.
+      return [kind, { method: 'POST', path: CREATE, action: 'delay_after_create', ms: rng.int(200, 2_500), times: rng.int(1, 3) }];
+    case 'error_after_create':
+      return [kind, { method: 'POST', path: CREATE, action: 'error_after_create', status: rng.pick([500, 503]), times: 1 }];
+    case 'edit 5xx':
+      return [kind, { method: 'PATCH', path: MESSAGE, action: 'error', status: rng.pick([500, 502]), times: rng.int(1, 3) }];
+    case 'edit timeout':
+      return [kind, { method: 'PATCH', path: MESSAGE, action: 'delay', ms: past(), times: rng.int(1, 2) }];
+    case 'history 5xx':
+      return [kind, { method: 'GET', path: CREATE, action: 'error', status: 500, times: rng.int(1, 2) }];
+    case 'open-dm timeout':
+      return [kind, { method: 'POST', path: '^/users/@me/channels$', action: 'delay', ms: past(), times: 1 }];
+  }
+}
+
+async function runSchedule(
+  events: ScheduledEvent[],
+  start: number,
+  running: () => boolean,
+  act: { kill(member: number): Promise<void>; pg(downMs: number): Promise<void>; fault(label: string, fault: Fault): void },
+): Promise<void> {
+  const background: Promise<void>[] = [];
+  let pgBusy: Promise<void> | undefined;
+  for (const ev of events) {
+    const wait = start + ev.at - Date.now();
+    if (wait > 0 && !(await sleepWhile(wait, running))) break;
+    if (!running()) break;
+    if (ev.what === 'kill') background.push(act.kill(ev.member).catch(() => undefined));
+    else if (ev.what === 'fault') act.fault(ev.label, ev.fault);
+    else if (pgBusy === undefined) {
+      const outage = act.pg(ev.downMs).finally(() => (pgBusy = undefined));
+      pgBusy = outage;
+      background.push(outage);
+    }
+  }
+  await Promise.all(background);
+}
+
+async function startPostgres(cluster: PgCluster, log: (line: string) => void): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await cluster.start();
+      return;
+    } catch (err) {
+      if (attempt >= 20) throw err;
+      log(`  pg_ctl start failed (${String(err).slice(0, 160)}); retrying`);
+      await sleep(500);
+    }
+  }
+}
+
+async function adminQueries(url: string, statements: string[]): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (const s of statements) await client.query(s);
+  } finally {
+    await client.end();
+  }
+}
+
+async function mapDestination(fleet: Fleet, adminToken: string, destination: string, channelId: string): Promise<void> {
+  await waitFor(
+    async () => {
+      const url = fleet.serveUrls()[0];
+      if (url === undefined) return false;
+      const res = await fetch(`${url}/admin/destinations/${SANDBOX_IDS.guild}/${destination}`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ channel_id: channelId }),
+        signal: AbortSignal.timeout(5_000),
+      });
+      if (res.status !== 200) throw new Error(`PUT destination ${destination}: ${res.status} ${await res.text()}`);
+      return true;
+    },
+    `mapping ${destination}`,
+    30_000,
+  );
+}
+
+/** GET every delivery from an API-only Herald (no dispatcher: nothing changes while we look). */
+async function finalStates(url: string, token: string, ids: string[]): Promise<Map<string, FinalState>> {
+  const out = new Map<string, FinalState>();
+  for (let i = 0; i < ids.length; i += 16) {
+    await Promise.all(
+      ids.slice(i, i + 16).map(async (id) => {
+        try {
+          const res = await fetch(`${url}/mcp/deliveries/${id}`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) });
+          const text = await res.text();
+          if (res.status === 200) out.set(id, { status: 200, state: JSON.parse(text) as StateJson });
+          else if (res.status === 404) out.set(id, { status: 404 });
+          else out.set(id, { status: 'error', detail: `${res.status} ${text}` });
+        } catch (err) {
+          out.set(id, { status: 'error', detail: String(err) });
+        }
+      }),
+    );
+  }
+  return out;
+}
+
+async function deliveryRows(databaseUrl: string): Promise<Map<string, Record<string, unknown>>> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<Record<string, unknown>>('select * from deliveries');
+    return new Map(rows.map((r) => [String(r['request_id']), JSON.parse(JSON.stringify(r)) as Record<string, unknown>]));
+  } finally {
+    await client.end();
+  }
+}
+
+/** Every line any Herald process of the phase printed about these request_ids (capped). */
+function logLines(fleet: Fleet, ids: string[]): string[] {
+  const out: string[] = [];
+  for (const inc of fleet.incarnations) {
+    for (const line of inc.output().split('\n')) {
+      // The dispatcher's lines about them, not the HTTP access log of every GET.
+      if (ids.some((id) => line.includes(`"request_id":"${id}"`))) out.push(`${inc.member}#${inc.pid ?? '-'} ${line.length > 600 ? `${line.slice(0, 600)}…` : line}`);
+    }
+  }
+  return out.length > 80 ? [...out.slice(0, 40), `… ${out.length - 80} more …`, ...out.slice(-40)] : out;
+}
+
+function progressLine(ledger: Map<string, Tracked>, sandbox: DiscordSandbox, fleet: Fleet): string {
+  const all = [...ledger.values()];
+  const delivered = all.filter((t) => t.last?.state === 'delivered').length;
+  return `progress: ${all.length} deliveries (${all.filter((t) => t.accepted).length} accepted, ${delivered} seen delivered), ${sandbox.allMessages().length} messages, ${fleet.kills} kills, ${fleet.crashes.length} crashes, ${fleet.serveUrls().length} serve up`;
+}
+
+function summarizeOpen(open: Tracked[]): string {
+  const by: Record<string, number> = {};
+  for (const t of open) {
+    const key = t.last?.state ?? (t.accepted ? 'accepted' : 'unacknowledged');
+    by[key] = (by[key] ?? 0) + 1;
+  }
+  return Object.entries(by)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+}
+
+/** Sleep up to `ms`, waking early (false) when `running()` turns false. */
+async function sleepWhile(ms: number, running: () => boolean): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (!running()) return false;
+    await sleep(Math.min(100, end - Date.now()));
+  }
+  return running();
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+}

@@ -1,0 +1,412 @@
+import { SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
+import type { Rng } from './prng.js';
+
+/**
+ * Simulated agents' MCP services ("connectors"), speaking the bridge protocol over HTTP as real ones
+ * do: fresh request_ids, identical-content groups, edits with increasing seq, re-POSTs of the same
+ * request after `unknown`/`failed` and blind ones (network-retry style), and failover to another
+ * `serve` when theirs is down. Every request they make is tracked in the ledger the verdict reads.
+ */
+
+export type Kind = 'post' | 'dm' | 'edit';
+
+/** The protocol's DeliveryState, as far as the campaign reads it. */
+export interface StateJson {
+  state: 'pending' | 'unknown' | 'delivered' | 'failed';
+  kind: Kind;
+  url?: string;
+  message_ref?: string;
+  applied?: boolean;
+  code?: string;
+}
+
+/** One delivery as its connector knows it. */
+export interface Tracked {
+  requestId: string;
+  phase: string;
+  connector: number;
+  kind: Kind;
+  /** The exact POST body; every re-POST sends it again. */
+  payload: Record<string, unknown>;
+  content: string;
+  destination?: string;
+  /** Identical-content group: the same content and target under several request_ids. */
+  group?: string;
+  /** Edits: the original's request_id and this edit's seq. */
+  original?: string;
+  seq?: number;
+  /** Originals: the next seq to use, and the edits made of it. */
+  nextSeq: number;
+  edits: string[];
+  /** ms since the phase began. */
+  createdAt: number;
+  /** A 202 was seen for it. */
+  accepted: boolean;
+  /** POSTs made, counting ones that got no answer. */
+  posts: number;
+  failedReposts: number;
+  /** The connector took a `failed` as final. */
+  gaveUp: boolean;
+  last: StateJson | undefined;
+  lastCheck: number;
+  /** Re-POSTs after `unknown`, and when the next may go (a connector backs off: 0.5 s doubling to 8 s). */
+  unknownReposts: number;
+  nextUnknownRepost: number;
+  /** A POST of it is under way (one at a time, as a connector's retry loop does). */
+  busy: boolean;
+  /** The bridge forgot a request after answering 202 for it. */
+  vanished: string | undefined;
+  timeline: string[];
+}
+
+export interface ConnectorStats {
+  posts: number;
+  accepted: number;
+  reposts: number;
+  blindReposts: number;
+  gets: number;
+  /** Connection errors and timeouts. */
+  networkErrors: number;
+  /** 5xx answers (the server's database down, or it is stopping). */
+  serverErrors: number;
+  /** Answers a correct connector should never get (4xx on a valid request). */
+  protocolErrors: string[];
+}
+
+export function newStats(): ConnectorStats {
+  return { posts: 0, accepted: 0, reposts: 0, blindReposts: 0, gets: 0, networkErrors: 0, serverErrors: 0, protocolErrors: [] };
+}
+
+export interface ConnectorContext {
+  phase: string;
+  t0: number;
+  bridgeToken: string;
+  /** The `serve` processes up now. */
+  servers(): string[];
+  ledger: Map<string, Tracked>;
+  stats: ConnectorStats;
+  log(line: string): void;
+  /** A `failed` is re-POSTed at most this many times per delivery. */
+  maxFailedReposts: number;
+}
+
+const HTTP_TIMEOUT_MS = 4_000;
+const POSTABLE = ['alerts', 'deals', 'digest'] as const;
+/** Not mapped to a channel: such posts fail UPSTREAM_UNAVAILABLE without a Discord call. */
+export const UNMAPPED_DESTINATION = 'ops';
+
+interface Reply {
+  status: number;
+  json: unknown;
+}
+
+async function request(base: string, method: string, path: string, token: string, body?: unknown): Promise<Reply> {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = text;
+  }
+  return { status: res.status, json };
+}
+
+export class Connector {
+  private readonly plan: Rng;
+  private readonly net: Rng;
+  private readonly policy: Rng;
+  private count = 0;
+  private readonly mine: Tracked[] = [];
+
+  constructor(
+    readonly id: number,
+    rng: Rng,
+    private readonly ctx: ConnectorContext,
+  ) {
+    // Separate streams: what the connector does (plan) does not shift with how often its network fails.
+    this.plan = rng.fork(`connector-${id}/plan`);
+    this.net = rng.fork(`connector-${id}/net`);
+    this.policy = rng.fork(`connector-${id}/policy`);
+  }
+
+  private now(): number {
+    return Date.now() - this.ctx.t0;
+  }
+
+  private note(t: Tracked, event: string): void {
+    if (t.timeline.length < 60) t.timeline.push(`${(this.now() / 1000).toFixed(2)}s ${event}`);
+  }
+
+  /** Act until `running()` turns false: one action, then a pause, again. */
+  async act(running: () => boolean): Promise<void> {
+    while (running()) {
+      const action = this.plan.weighted([
+        ['post', 40],
+        ['group', 12],
+        ['dm', 14],
+        ['edit', 16],
+        ['blind-repost', 10],
+        ['unmapped', 2],
+      ] as const);
+      try {
+        await this.perform(action);
+      } catch (err) {
+        this.ctx.log(`  connector ${this.id}: ${action} threw ${String(err)}`);
+      }
+      await sleep(this.plan.int(150, 700));
+    }
+  }
+
+  private async perform(action: 'post' | 'group' | 'dm' | 'edit' | 'blind-repost' | 'unmapped'): Promise<void> {
+    switch (action) {
+      case 'post': {
+        const destination = this.plan.pick(POSTABLE);
+        const t = this.track('post', this.postPayload(destination, this.uniqueContent('post')), { destination });
+        await this.submit(t, 'first POST');
+        return;
+      }
+      case 'unmapped': {
+        const t = this.track('post', this.postPayload(UNMAPPED_DESTINATION, this.uniqueContent('unmapped')), { destination: UNMAPPED_DESTINATION });
+        await this.submit(t, 'first POST');
+        return;
+      }
+      case 'group': {
+        // The same content and target under several request_ids, sent at nearly the same time: only
+        // the nonce (from the request_id) tells their messages apart.
+        const destination = this.plan.pick(POSTABLE);
+        const size = this.plan.int(2, 4);
+        const group = `g${this.id}-${++this.count}`;
+        const content = `chaos ${this.ctx.phase} same text ${group}`;
+        const members = Array.from({ length: size }, () => this.track('post', this.postPayload(destination, content), { destination, group }));
+        await Promise.all(members.map((t) => this.submit(t, 'first POST (group)')));
+        return;
+      }
+      case 'dm': {
+        const t = this.track('dm', { kind: 'dm', target: { user_id: SANDBOX_IDS.user }, body: { content: this.uniqueContent('dm') } }, {});
+        await this.submit(t, 'first POST');
+        return;
+      }
+      case 'edit': {
+        const pair = this.plan.chance(0.35);
+        const reversed = this.plan.chance(0.5);
+        const pickIndex = this.plan.next();
+        const candidates = this.mine.filter((t) => t.kind !== 'edit' && t.last?.state === 'delivered' && t.edits.length < 8);
+        const original = candidates[Math.floor(pickIndex * candidates.length)];
+        if (original === undefined) return;
+        const edits = Array.from({ length: pair ? 2 : 1 }, () => {
+          const seq = original.nextSeq++;
+          const t = this.track('edit', { kind: 'edit', target: { message_ref: original.requestId, seq }, body: { content: `chaos ${this.ctx.phase} edit of ${original.requestId.slice(0, 12)} seq ${seq}` } }, { original: original.requestId, seq });
+          original.edits.push(t.requestId);
+          return t;
+        });
+        // Two edits at once, sometimes the higher seq first: the lower one must end up not applied.
+        const order = reversed ? [...edits].reverse() : edits;
+        await Promise.all(order.map((t, i) => sleep(i * 20).then(() => this.submit(t, `first POST (seq ${t.seq})`))));
+        return;
+      }
+      case 'blind-repost': {
+        // A network-level retry: the same request again, whatever its state.
+        const recent = this.mine.slice(-30);
+        const pickIndex = this.plan.next();
+        const t = recent[Math.floor(pickIndex * recent.length)];
+        if (t === undefined) return;
+        this.ctx.stats.blindReposts += 1;
+        await this.submit(t, 'blind re-POST');
+        return;
+      }
+    }
+  }
+
+  private uniqueContent(what: string): string {
+    return `chaos ${this.ctx.phase} ${what} c${this.id}-${++this.count}`;
+  }
+
+  private postPayload(destination: string, content: string): Record<string, unknown> {
+    const body: Record<string, unknown> = { content };
+    // Now and then a card and links too: reconciliation compares whole payloads, not only text.
+    if (this.plan.chance(0.2)) {
+      body['card'] = { title: content.slice(0, 60), color: this.plan.int(0, 0xffffff), fields: [{ name: 'n', value: String(this.count) }] };
+      body['links'] = [{ label: 'runbook', url: 'https://example.com/runbook' }];
+    }
+    return { kind: 'post', target: { guild_id: SANDBOX_IDS.guild, destination }, body };
+  }
+
+  private track(kind: Kind, payload: Record<string, unknown>, extra: Partial<Tracked>): Tracked {
+    const requestId = this.plan.hex(64);
+    const body = payload['body'] as { content: string };
+    const t: Tracked = {
+      requestId,
+      phase: this.ctx.phase,
+      connector: this.id,
+      kind,
+      payload: { request_id: requestId, ...payload },
+      content: body.content,
+      nextSeq: 1,
+      edits: [],
+      createdAt: this.now(),
+      accepted: false,
+      posts: 0,
+      failedReposts: 0,
+      gaveUp: false,
+      last: undefined,
+      lastCheck: 0,
+      unknownReposts: 0,
+      nextUnknownRepost: 0,
+      busy: false,
+      vanished: undefined,
+      timeline: [],
+      ...extra,
+    };
+    this.ctx.ledger.set(requestId, t);
+    this.mine.push(t);
+    return t;
+  }
+
+  /** Servers in a random order: the connector's own first, the others as failover. */
+  private servers(): string[] {
+    const all = this.ctx.servers();
+    if (all.length === 0) return [];
+    const k = this.net.int(0, all.length - 1);
+    return [...all.slice(k), ...all.slice(0, k)];
+  }
+
+  /** POST the delivery (again), trying other servers when one is down; false if none answered. */
+  async submit(t: Tracked, why: string): Promise<boolean> {
+    if (t.busy) return false;
+    t.busy = true;
+    try {
+      return await this.submitNow(t, why);
+    } finally {
+      t.busy = false;
+    }
+  }
+
+  private async submitNow(t: Tracked, why: string): Promise<boolean> {
+    t.posts += 1;
+    this.ctx.stats.posts += 1;
+    if (t.accepted) this.ctx.stats.reposts += 1;
+    for (let round = 0; round < 3; round++) {
+      for (const server of this.servers()) {
+        let reply: Reply;
+        try {
+          reply = await request(server, 'POST', '/mcp/deliveries', this.ctx.bridgeToken, t.payload);
+        } catch (err) {
+          this.ctx.stats.networkErrors += 1;
+          this.note(t, `${why}: no answer (${errorName(err)})`);
+          continue;
+        }
+        if (reply.status === 202) {
+          const answer = reply.json as { state: StateJson; existing: boolean };
+          if (t.accepted && !answer.existing && t.vanished === undefined) t.vanished = `a re-POST was answered existing:false after an earlier 202 (${why})`;
+          t.accepted = true;
+          this.ctx.stats.accepted += 1;
+          this.observe(t, answer.state, `${why}: 202 existing:${answer.existing}`);
+          return true;
+        }
+        if (reply.status >= 500) {
+          this.ctx.stats.serverErrors += 1;
+          this.note(t, `${why}: ${reply.status}`);
+          continue;
+        }
+        this.ctx.stats.protocolErrors.push(`POST ${t.requestId}: ${reply.status} ${JSON.stringify(reply.json)}`);
+        this.note(t, `${why}: ${reply.status} ${JSON.stringify(reply.json)}`);
+        return false;
+      }
+      await sleep(150 * (round + 1));
+    }
+    return false;
+  }
+
+  private observe(t: Tracked, state: StateJson, how: string): void {
+    const changed = t.last?.state !== state.state;
+    t.last = state;
+    if (changed) this.note(t, `${how} → ${state.state}${state.code ? ` ${state.code}` : ''}${state.url ? ` ${state.url}` : ''}`);
+  }
+
+  /** Whether this connector is done with the delivery. */
+  static settled(t: Tracked): boolean {
+    return t.last?.state === 'delivered' || (t.last?.state === 'failed' && t.gaveUp);
+  }
+
+  /**
+   * Look at every delivery not settled yet and act as a connector would: re-POST on `unknown`, on
+   * `failed` (up to maxFailedReposts times) and when the bridge never acknowledged it.
+   */
+  async followUp(running: () => boolean): Promise<void> {
+    while (running()) {
+      const open = this.mine.filter((t) => !Connector.settled(t) && !t.busy && Date.now() - t.lastCheck >= 300);
+      for (const t of open) {
+        if (!running()) return;
+        t.lastCheck = Date.now();
+        await this.check(t);
+      }
+      await sleep(200);
+    }
+  }
+
+  private async check(t: Tracked): Promise<void> {
+    // Only a 202 seen before this GET was sent makes a 404 mean the bridge forgot it.
+    const acceptedBefore = t.accepted;
+    let reply: Reply | undefined;
+    for (const server of this.servers()) {
+      try {
+        this.ctx.stats.gets += 1;
+        reply = await request(server, 'GET', `/mcp/deliveries/${t.requestId}`, this.ctx.bridgeToken);
+      } catch {
+        this.ctx.stats.networkErrors += 1;
+        continue;
+      }
+      if (reply.status >= 500) {
+        this.ctx.stats.serverErrors += 1;
+        reply = undefined;
+        continue;
+      }
+      break;
+    }
+    if (reply === undefined) return;
+    if (reply.status === 404) {
+      if (acceptedBefore && t.vanished === undefined) t.vanished = 'GET answered 404 unknown request_id after a 202';
+      // Never acknowledged (every POST lost to a dead server or a down database): send it again.
+      await this.submit(t, 're-POST (never acknowledged)');
+      return;
+    }
+    if (reply.status !== 200) {
+      this.ctx.stats.protocolErrors.push(`GET ${t.requestId}: ${reply.status} ${JSON.stringify(reply.json)}`);
+      return;
+    }
+    const state = reply.json as StateJson;
+    this.observe(t, state, 'GET');
+    if (state.state === 'unknown') {
+      if (Date.now() < t.nextUnknownRepost) return;
+      t.unknownReposts += 1;
+      t.nextUnknownRepost = Date.now() + Math.min(8_000, 500 * 2 ** (t.unknownReposts - 1));
+      await this.submit(t, 're-POST after unknown');
+    } else if (state.state === 'failed' && !t.gaveUp) {
+      if (t.failedReposts < this.ctx.maxFailedReposts && this.policy.chance(0.75)) {
+        t.failedReposts += 1;
+        await this.submit(t, `re-POST after failed ${state.code ?? ''}`.trim());
+      } else {
+        t.gaveUp = true;
+        this.note(t, 'gave up: failed is final');
+      }
+    }
+  }
+}
+
+function errorName(err: unknown): string {
+  if (err instanceof Error) {
+    const cause = (err as Error & { cause?: { code?: string } }).cause;
+    return cause?.code ?? err.name;
+  }
+  return String(err);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,111 @@
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { PHASES, runCampaign, type PhaseName } from './campaign.js';
+import { randomSeed } from './prng.js';
+import { formatDetails, formatTable, formatViolations } from './report.js';
+
+/**
+ * `npm run chaos [-- --seed N --duration S --processes N --connectors N --settle S --phase NAME]`:
+ * the chaos campaign (test/chaos/campaign.ts). Exit 0: no violation; 1: violations; 2: the
+ * campaign itself failed; 130: interrupted.
+ */
+
+const USAGE = `usage: npm run chaos -- [--seed N] [--duration S] [--processes N] [--connectors N] [--settle S] [--phase default-window|short-window]
+  --seed N        replay a run (default: random, printed first)
+  --duration S    seconds of chaos per phase (default 60)
+  --processes N   Herald processes per phase, half serve and half dispatch (default 4)
+  --connectors N  simulated connectors (default 3)
+  --settle S      at most this long to settle after the chaos, per phase (default 40)
+  --phase NAME    run only this phase (repeatable; default both)`;
+
+async function main(): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      options: {
+        seed: { type: 'string' },
+        duration: { type: 'string' },
+        processes: { type: 'string' },
+        connectors: { type: 'string' },
+        settle: { type: 'string' },
+        phase: { type: 'string', multiple: true },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+  } catch (err) {
+    console.error(`${String(err instanceof Error ? err.message : err)}\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const int = (raw: string | undefined, fallback: number, min: number, name: string): number => {
+    if (raw === undefined) return fallback;
+    if (!/^[0-9]+$/.test(raw) || Number(raw) < min) throw new Error(`--${name} must be an integer ≥ ${min}`);
+    return Number(raw);
+  };
+  let seed: number, durationS: number, processes: number, connectors: number, settleS: number;
+  try {
+    seed = int(values.seed, randomSeed(), 0, 'seed');
+    durationS = int(values.duration, 60, 1, 'duration');
+    processes = int(values.processes, 4, 2, 'processes');
+    connectors = int(values.connectors, 3, 1, 'connectors');
+    settleS = int(values.settle, 40, 1, 'settle');
+  } catch (err) {
+    console.error(`${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  const phases = (values.phase ?? [...PHASES]) as PhaseName[];
+  const unknownPhase = phases.find((p) => !PHASES.includes(p));
+  if (unknownPhase !== undefined) {
+    console.error(`unknown phase ${unknownPhase}\n${USAGE}`);
+    return 2;
+  }
+
+  console.log(`chaos campaign: seed ${seed}  (replay: npm run chaos -- --seed ${seed} --duration ${durationS} --processes ${processes} --connectors ${connectors}${values.phase ? phases.map((p) => ` --phase ${p}`).join('') : ''})`);
+  const abort = new AbortController();
+  let interrupts = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    interrupts += 1;
+    if (interrupts > 1) {
+      console.error(`${signal} again: exiting now (the watchdogs end Herald and PostgreSQL)`);
+      process.exit(130);
+    }
+    console.error(`${signal}: stopping the campaign and cleaning up (again to exit at once)`);
+    abort.abort(new Error(`interrupted by ${signal}`));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  try {
+    const result = await runCampaign({ seed, durationS, processes, connectors, settleS, phases, signal: abort.signal });
+    console.log('');
+    console.log(`seed ${seed}: ${result.violations === 0 ? 'no violations' : `${result.violations} VIOLATIONS`} in ${(result.elapsedMs / 1000).toFixed(0)}s`);
+    console.log('');
+    console.log(formatTable(result));
+    console.log('');
+    console.log(formatDetails(result));
+    if (result.violations > 0) {
+      console.log('');
+      console.log(formatViolations(result));
+    }
+    const file = path.join(tmpdir(), `herald-chaos-${seed}-${Date.now()}.json`);
+    await writeFile(file, JSON.stringify(result, null, 2));
+    console.log('');
+    console.log(`full report (every violation with its messages, rows and Herald log lines): ${file}`);
+    return result.violations === 0 ? 0 : 1;
+  } catch (err) {
+    if (abort.signal.aborted) {
+      console.error('interrupted; cleaned up');
+      return 130;
+    }
+    console.error(`the campaign itself failed (seed ${seed}):`, err);
+    return 2;
+  }
+}
+
+// Exit even if a keep-alive socket or timer lingers: everything the campaign started is gone by now.
+process.exit(await main());

@@ -1,0 +1,263 @@
+import { deliveryNonce } from '../../src/deliveries/delivery.js';
+import type { SandboxMessage } from '../../src/sandbox/sandbox.js';
+import { SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
+import type { StateJson, Tracked } from './connector.js';
+
+/**
+ * The verdict of one phase: every Discord message the sandbox holds is tied to the delivery whose
+ * nonce it carries (Herald derives the nonce from the request_id, so identical text never confuses
+ * this), and every delivery's final state is checked against those messages.
+ */
+
+export type ViolationKind = 'duplicate' | 'lost' | 'stuck' | 'misattributed' | 'edit-order' | 'failed-but-sent' | 'orphan';
+
+export interface Violation {
+  kind: ViolationKind;
+  requestIds: string[];
+  detail: string;
+  evidence?: unknown;
+}
+
+/** What the bridge answered at the end for a request_id (GET /mcp/deliveries/{id}). */
+export type FinalState = { status: 200; state: StateJson } | { status: 404 } | { status: 'error'; detail: string };
+
+export interface PhaseCounts {
+  deliveries: number;
+  posts: number;
+  dms: number;
+  edits: number;
+  messages: number;
+  /** Deliveries with more than one message, and how many messages too many. */
+  duplicates: number;
+  extraMessages: number;
+  lost: number;
+  stuck: number;
+  misattributed: number;
+  editOrder: number;
+  failedButSent: number;
+  /** Messages no delivery's nonce accounts for. */
+  orphans: number;
+  states: { delivered: number; failed: number; unknown: number; pending: number; missing: number };
+  /** Deliveries failed for a reason the campaign causes on purpose (posts to an unmapped destination). */
+  failedUnmapped: number;
+  appliedEdits: number;
+  unappliedEdits: number;
+}
+
+export interface VerifyInput {
+  tracked: Tracked[];
+  finals: Map<string, FinalState>;
+  messages: SandboxMessage[];
+  /** destination → channel id, as mapped for the phase. */
+  channels: Record<string, string>;
+  /** The DM channel(s) of the user the DMs go to. */
+  dmChannels: string[];
+  rows: Map<string, Record<string, unknown>>;
+  /** Herald's log lines that mention any of these request_ids. */
+  logsFor(requestIds: string[]): string[];
+}
+
+export function violationTotal(c: PhaseCounts): number {
+  return c.duplicates + c.lost + c.stuck + c.misattributed + c.editOrder + c.failedButSent + c.orphans;
+}
+
+export function verify(input: VerifyInput): { counts: PhaseCounts; violations: Violation[] } {
+  const { tracked, finals, messages } = input;
+  const byId = new Map(tracked.map((t) => [t.requestId, t]));
+  const nonceOwner = new Map<string, string>();
+  for (const t of tracked) if (t.kind !== 'edit') nonceOwner.set(deliveryNonce(t.requestId), t.requestId);
+  const byNonce = new Map<string, SandboxMessage[]>();
+  const byMessage = new Map<string, SandboxMessage>();
+  for (const m of messages) {
+    byMessage.set(`${m.channel_id}/${m.id}`, m);
+    if (m.nonce !== undefined) byNonce.set(String(m.nonce), [...(byNonce.get(String(m.nonce)) ?? []), m]);
+  }
+  const dmChannels = new Set(input.dmChannels);
+
+  const violations: Violation[] = [];
+  const flagged = new Map<ViolationKind, Set<string>>();
+  const flag = (kind: ViolationKind, requestIds: string[], detail: string, messagesToShow: SandboxMessage[] = []) => {
+    const set = flagged.get(kind) ?? new Set<string>();
+    flagged.set(kind, set);
+    for (const id of requestIds) set.add(id);
+    violations.push({ kind, requestIds, detail, evidence: evidence(requestIds, messagesToShow) });
+  };
+
+  const describeMessage = (m: SandboxMessage) => ({
+    id: m.id,
+    channel_id: m.channel_id,
+    nonce: m.nonce,
+    nonce_of: m.nonce !== undefined ? (nonceOwner.get(String(m.nonce)) ?? 'no delivery') : 'no nonce',
+    content: m.content,
+    embeds: m.embeds.length,
+    created: m.timestamp,
+    edits: m.edits,
+    edited: m.edited_timestamp,
+  });
+  const evidence = (requestIds: string[], extra: SandboxMessage[]) => {
+    const shown = new Map<string, SandboxMessage>();
+    for (const m of extra) shown.set(m.id, m);
+    return {
+      deliveries: requestIds.map((id) => {
+        const t = byId.get(id);
+        for (const m of byNonce.get(deliveryNonce(id)) ?? []) shown.set(m.id, m);
+        return {
+          request_id: id,
+          nonce: t?.kind === 'edit' ? undefined : deliveryNonce(id),
+          kind: t?.kind,
+          target: t?.payload['target'],
+          content: t?.content,
+          group: t?.group,
+          connector: t === undefined ? undefined : { accepted: t.accepted, posts: t.posts, failed_reposts: t.failedReposts, gave_up: t.gaveUp, vanished: t.vanished, timeline: t.timeline },
+          final: finals.get(id),
+          row: input.rows.get(id),
+        };
+      }),
+      messages: [...shown.values()].map(describeMessage),
+      herald_log: input.logsFor(requestIds),
+    };
+  };
+
+  const counts: PhaseCounts = {
+    deliveries: tracked.length,
+    posts: tracked.filter((t) => t.kind === 'post').length,
+    dms: tracked.filter((t) => t.kind === 'dm').length,
+    edits: tracked.filter((t) => t.kind === 'edit').length,
+    messages: messages.length,
+    duplicates: 0,
+    extraMessages: 0,
+    lost: 0,
+    stuck: 0,
+    misattributed: 0,
+    editOrder: 0,
+    failedButSent: 0,
+    orphans: 0,
+    states: { delivered: 0, failed: 0, unknown: 0, pending: 0, missing: 0 },
+    failedUnmapped: 0,
+    appliedEdits: 0,
+    unappliedEdits: 0,
+  };
+
+  const stateOf = (id: string): StateJson | undefined => {
+    const f = finals.get(id);
+    return f?.status === 200 ? f.state : undefined;
+  };
+
+  // States, stuck, vanished records.
+  for (const t of tracked) {
+    const f = finals.get(t.requestId);
+    const state = stateOf(t.requestId);
+    if (state === undefined) counts.states.missing += 1;
+    else counts.states[state.state] += 1;
+    if (t.vanished !== undefined) flag('lost', [t.requestId], `accepted, then forgotten by the bridge: ${t.vanished}`);
+    if (f?.status === 404) {
+      if (t.accepted) flag('lost', [t.requestId], 'accepted (202), but the bridge answers 404 unknown request_id at the end');
+      else flag('stuck', [t.requestId], 'never acknowledged by the bridge, however often it was POSTed');
+    } else if (f?.status === 'error') flag('stuck', [t.requestId], `no final state: ${f.detail}`);
+    else if (state !== undefined && (state.state === 'pending' || state.state === 'unknown')) flag('stuck', [t.requestId], `still ${state.state} after settling`);
+    if (state?.state === 'failed' && t.kind === 'post' && t.destination === 'ops') counts.failedUnmapped += 1;
+  }
+
+  // Posts and DMs: their messages, found by nonce.
+  const urlOwners = new Map<string, string[]>();
+  for (const t of tracked) {
+    if (t.kind === 'edit') continue;
+    const nonce = deliveryNonce(t.requestId);
+    const own = byNonce.get(nonce) ?? [];
+    const state = stateOf(t.requestId);
+    if (own.length > 1) {
+      counts.extraMessages += own.length - 1;
+      flag('duplicate', [t.requestId], `${own.length} messages carry this delivery's nonce`, own);
+    }
+    const expectedChannel = t.kind === 'post' ? input.channels[t.destination ?? ''] : undefined;
+    for (const m of own) {
+      const wrongPlace = t.kind === 'post' ? m.channel_id !== expectedChannel : !dmChannels.has(m.channel_id);
+      if (wrongPlace) flag('misattributed', [t.requestId], `its message ${m.id} is in channel ${m.channel_id}, not the target's`, [m]);
+    }
+    if (state?.state === 'failed' && own.length > 0) flag('failed-but-sent', [t.requestId], `reported failed ${state.code ?? ''} but ${own.length} message(s) carry its nonce`.replace('  ', ' '), own);
+    if (state?.state !== 'delivered') continue;
+    const url = parseUrl(state.url);
+    if (url === undefined) {
+      flag('lost', [t.requestId], `delivered with an unreadable url ${JSON.stringify(state.url)}`);
+      continue;
+    }
+    urlOwners.set(state.url ?? '', [...(urlOwners.get(state.url ?? '') ?? []), t.requestId]);
+    const scopeOk = t.kind === 'post' ? url.scope === SANDBOX_IDS.guild : url.scope === '@me';
+    if (!scopeOk) flag('misattributed', [t.requestId], `url scope ${url.scope} does not fit a ${t.kind}`);
+    const m = byMessage.get(`${url.channel}/${url.message}`);
+    if (m === undefined) {
+      flag('lost', [t.requestId], `delivered, but its url names no message (${state.url})`, own);
+      continue;
+    }
+    if (String(m.nonce) !== nonce) {
+      const owner = m.nonce !== undefined ? nonceOwner.get(String(m.nonce)) : undefined;
+      flag('misattributed', owner !== undefined ? [t.requestId, owner] : [t.requestId], `its url names message ${m.id}, whose nonce belongs to ${owner ?? `no delivery (${String(m.nonce)})`}`, [m, ...own]);
+    }
+    if (own.length === 0) flag('lost', [t.requestId], 'delivered, but no message carries its nonce', [m]);
+  }
+  for (const [url, owners] of urlOwners) {
+    if (owners.length > 1) flag('misattributed', owners, `${owners.length} deliveries report the same message ${url}`);
+  }
+
+  // Messages nothing accounts for.
+  for (const m of messages) {
+    if (m.nonce === undefined || !nonceOwner.has(String(m.nonce))) {
+      counts.orphans += 1;
+      violations.push({ kind: 'orphan', requestIds: [], detail: `message ${m.id} in ${m.channel_id} carries ${m.nonce === undefined ? 'no nonce' : `nonce ${String(m.nonce)} of no delivery`}`, evidence: { messages: [describeMessage(m)] } });
+    }
+  }
+
+  // Edits: each original's final content is its highest-seq applied edit.
+  for (const original of tracked) {
+    if (original.kind === 'edit' || original.edits.length === 0) continue;
+    const edits = original.edits.flatMap((id) => {
+      const t = byId.get(id);
+      return t === undefined ? [] : [{ t, state: stateOf(id) }];
+    });
+    const originalState = stateOf(original.requestId);
+    const own = byNonce.get(deliveryNonce(original.requestId)) ?? [];
+    const url = parseUrl(originalState?.url);
+    const message = url !== undefined ? byMessage.get(`${url.channel}/${url.message}`) : own[0];
+    const applied = edits.filter((e) => e.state?.state === 'delivered' && e.state.applied === true);
+    const unapplied = edits.filter((e) => e.state?.state === 'delivered' && e.state.applied === false);
+    counts.appliedEdits += applied.length;
+    counts.unappliedEdits += unapplied.length;
+    const ids = [original.requestId, ...original.edits];
+    for (const e of edits) {
+      if (e.state?.state === 'delivered' && e.state.url !== originalState?.url) {
+        flag('misattributed', [e.t.requestId, original.requestId], `edit reports url ${e.state.url ?? ''}, its original ${originalState?.url ?? 'none'}`);
+      }
+    }
+    const top = applied.reduce<(typeof applied)[number] | undefined>((best, e) => ((e.t.seq ?? 0) > (best?.t.seq ?? 0) ? e : best), undefined);
+    for (const e of unapplied) {
+      if ((e.t.seq ?? 0) > (top?.t.seq ?? 0)) flag('edit-order', ids, `seq ${e.t.seq} reported applied:false, but the highest applied seq is ${top?.t.seq ?? 'none'}`, message ? [message] : []);
+    }
+    if (message === undefined) continue;
+    if (message.edits < applied.length) flag('edit-order', ids, `${applied.length} edits reported applied, but Discord saw ${message.edits} PATCHes`, [message]);
+    const expected = top?.t.content ?? original.content;
+    if (message.content === expected) continue;
+    const source = edits.find((e) => e.t.content === message.content);
+    if (source !== undefined && source.state?.state === 'failed') {
+      flag('failed-but-sent', [source.t.requestId, original.requestId], `edit seq ${source.t.seq} reported failed ${source.state.code ?? ''}, but the message shows its content`, [message]);
+    } else if (source !== undefined && (top === undefined || (source.t.seq ?? 0) > (top.t.seq ?? 0)) && source.state?.state !== 'delivered') {
+      // Applied by Discord, not settled yet: already counted as stuck.
+      flag('stuck', [source.t.requestId], `edit seq ${source.t.seq} shows on Discord but is still ${source.state?.state ?? 'unanswered'}`, [message]);
+    } else {
+      flag('edit-order', ids, `final content is ${source !== undefined ? `seq ${source.t.seq}'s (${source.state?.state ?? '?'}${source.state?.applied === false ? ', applied:false' : ''})` : JSON.stringify(message.content)}, expected ${top !== undefined ? `seq ${top.t.seq}'s` : "the original's"}`, [message]);
+    }
+  }
+
+  counts.duplicates = flagged.get('duplicate')?.size ?? 0;
+  counts.lost = flagged.get('lost')?.size ?? 0;
+  counts.stuck = flagged.get('stuck')?.size ?? 0;
+  counts.misattributed = flagged.get('misattributed')?.size ?? 0;
+  counts.editOrder = violations.filter((v) => v.kind === 'edit-order').length;
+  counts.failedButSent = flagged.get('failed-but-sent')?.size ?? 0;
+  return { counts, violations };
+}
+
+function parseUrl(url: string | undefined): { scope: string; channel: string; message: string } | undefined {
+  const m = /^https:\/\/discord\.com\/channels\/([0-9]+|@me)\/([0-9]+)\/([0-9]+)$/.exec(url ?? '');
+  if (m === null) return undefined;
+  return { scope: m[1] ?? '', channel: m[2] ?? '', message: m[3] ?? '' };
+}
