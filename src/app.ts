@@ -58,10 +58,12 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     const store = await openStore({
       databaseUrl: config.databaseUrl,
       dataDir: config.dataDir,
-      onConnectionError: (err) => log.warn({ err: err.message }, 'database connection lost; it is replaced on next use (polling covers LISTEN)'),
+      onConnectionError: (err) => log.warn({ err: err.message }, 'database connection lost; it is replaced on next use'),
+      log,
     });
     cleanups.push(() => store.close());
-    await migrateToLatest(store.db);
+    // PostgreSQL may still be starting (or recovering) when Herald starts: wait for it, bounded.
+    await migrateToLatest(store.db, { startupTimeoutMs: config.dbStartupTimeoutMs, databaseUrl: config.databaseUrl, log });
     log.info({ store: store.kind }, 'store ready');
 
     let sandbox: DiscordSandbox | undefined;
@@ -161,6 +163,8 @@ async function serveHttp(
         checks['database'] = 'unavailable';
       }
       if (dispatcher !== undefined) checks['dispatcher'] = dispatcher.running ? 'ok' : 'stopped';
+      // The dispatcher's LISTEN session: while it reconnects, new deliveries wait for polling.
+      if (dispatcher !== undefined) checks['listen'] = store.listening() ? 'ok' : 'unavailable';
       if (gatewayReady !== undefined) checks['gateway'] = gatewayReady() ? 'ok' : 'unavailable';
       return checks;
     },

@@ -14,6 +14,11 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   /** `HERALD_DATA_DIR`: where PGlite and sandbox-mode tokens live. Default `./data`. */
   readonly dataDir: string;
+  /**
+   * `HERALD_DB_STARTUP_TIMEOUT_MS`: at start-up, how long to keep retrying while PostgreSQL cannot
+   * be reached (down, starting up, in recovery) before exiting. Default 60 s; 0 tries once.
+   */
+  readonly dbStartupTimeoutMs: number;
   /** `DISCORD_TOKEN`: the bot token. Unset → Herald runs and uses its built-in Discord sandbox. */
   readonly discordToken: string | undefined;
   /** `DISCORD_API_URL`: base of Discord's REST API (without `/v10`). Default Discord's own, or the sandbox's. */
@@ -138,6 +143,7 @@ export function loadConfig(env: Env = process.env): Config {
     adminToken: token('HERALD_ADMIN_TOKEN'),
     databaseUrl,
     dataDir: path.resolve(text('HERALD_DATA_DIR') ?? './data'),
+    dbStartupTimeoutMs: int('HERALD_DB_STARTUP_TIMEOUT_MS', 60_000, 0, 3_600_000),
     discordToken: text('DISCORD_TOKEN'),
     discordApiUrl: url('DISCORD_API_URL'),
     sandboxPort: int('HERALD_SANDBOX_PORT', port === 0 ? 0 : port + 1, 0, 65535),

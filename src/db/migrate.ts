@@ -1,8 +1,50 @@
 import { Migrator, type Kysely, type MigrationResultSet } from 'kysely';
 import { migrations } from '../../migrations/index.js';
+import { isStoreUnavailable, type StoreLog } from './database.js';
+
+export interface MigrateOptions {
+  /**
+   * Keep retrying for this long while the database cannot be reached (down, still starting up,
+   * in recovery), logging each wait; 0 or unset tries once.
+   */
+  startupTimeoutMs?: number;
+  /** Named in the waits and the final error, without its password. */
+  databaseUrl?: string | undefined;
+  log?: StoreLog;
+}
+
+/** Backoff between start-up attempts: doubles from the base up to the cap, jittered. */
+const STARTUP_RETRY_BASE_MS = 250;
+const STARTUP_RETRY_MAX_MS = 5_000;
 
 /** Apply every migration in `migrations/` not applied yet. Safe to run from several processes at once. */
-export async function migrateToLatest<DB>(db: Kysely<DB>): Promise<MigrationResultSet> {
+export async function migrateToLatest<DB>(db: Kysely<DB>, options: MigrateOptions = {}): Promise<MigrationResultSet> {
+  const timeoutMs = options.startupTimeoutMs ?? 0;
+  const deadline = Date.now() + timeoutMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await migrateOnce(db);
+    } catch (err) {
+      // Each attempt runs in one transaction, so a failed one left nothing half done.
+      if (!isStoreUnavailable(err)) throw err;
+      const message = err instanceof Error ? err.message : String(err);
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        throw new Error(
+          `cannot reach the database at DATABASE_URL (${redactUrl(options.databaseUrl)})` +
+            `${timeoutMs > 0 ? ` within ${Math.round(timeoutMs / 1000)} s (HERALD_DB_STARTUP_TIMEOUT_MS)` : ''}: ${message}`,
+          { cause: err },
+        );
+      }
+      const ceiling = Math.min(STARTUP_RETRY_MAX_MS, STARTUP_RETRY_BASE_MS * 2 ** attempt);
+      const delay = Math.min(left, Math.round(ceiling / 2 + Math.random() * (ceiling / 2)));
+      options.log?.warn({ database: redactUrl(options.databaseUrl), err: message, retry_in_ms: delay, gives_up_in_ms: left }, 'database not reachable yet; waiting for it');
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
+async function migrateOnce<DB>(db: Kysely<DB>): Promise<MigrationResultSet> {
   // Imported statically (not read from the folder at run time) so they load the same under tsx and vitest.
   const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
   const result = await migrator.migrateToLatest();
@@ -10,4 +52,16 @@ export async function migrateToLatest<DB>(db: Kysely<DB>): Promise<MigrationResu
     throw result.error instanceof Error ? result.error : new Error(String(result.error));
   }
   return result;
+}
+
+/** The URL without its password, for logs and messages. */
+export function redactUrl(url: string | undefined): string {
+  if (url === undefined) return 'unset';
+  try {
+    const u = new URL(url);
+    if (u.password !== '') u.password = '***';
+    return u.toString();
+  } catch {
+    return 'an unparsable URL';
+  }
 }
