@@ -489,14 +489,17 @@ async function deliveryRows(databaseUrl: string): Promise<Map<string, Record<str
 
 /** Every line any Herald process of the phase printed about these request_ids (capped). */
 function logLines(fleet: Fleet, ids: string[]): string[] {
-  const out: string[] = [];
+  const out: { at: number; line: string }[] = [];
   for (const inc of fleet.incarnations) {
     for (const line of inc.output().split('\n')) {
       // The dispatcher's lines about them, not the HTTP access log of every GET.
-      if (ids.some((id) => line.includes(`"request_id":"${id}"`))) out.push(`${inc.member}#${inc.pid ?? '-'} ${line.length > 600 ? `${line.slice(0, 600)}…` : line}`);
+      if (!ids.some((id) => line.includes(`"request_id":"${id}"`))) continue;
+      out.push({ at: Number(/"time":([0-9]+)/.exec(line)?.[1] ?? 0), line: `${inc.member}#${inc.pid ?? '-'} ${line.length > 600 ? `${line.slice(0, 600)}…` : line}` });
     }
   }
-  return out.length > 80 ? [...out.slice(0, 40), `… ${out.length - 80} more …`, ...out.slice(-40)] : out;
+  // In time order across processes (pino's "time"), so one delivery's story reads top to bottom.
+  const lines = out.sort((a, b) => a.at - b.at).map((x) => x.line);
+  return lines.length > 80 ? [...lines.slice(0, 40), `… ${lines.length - 80} more …`, ...lines.slice(-40)] : lines;
 }
 
 function progressLine(ledger: Map<string, Tracked>, sandbox: DiscordSandbox, fleet: Fleet): string {

@@ -56,6 +56,10 @@ export interface Tracked {
   busy: boolean;
   /** The bridge forgot a request after answering 202 for it. */
   vanished: string | undefined;
+  /** The first url it was reported delivered with; a delivered delivery must keep it. */
+  deliveredUrl: string | undefined;
+  /** It was reported delivered, and later something else (another state, or another url). */
+  regressed: string | undefined;
   timeline: string[];
 }
 
@@ -140,7 +144,9 @@ export class Connector {
   }
 
   private note(t: Tracked, event: string): void {
-    if (t.timeline.length < 60) t.timeline.push(`${(this.now() / 1000).toFixed(2)}s ${event}`);
+    // The first 20 events and the last 40.
+    if (t.timeline.length >= 60) t.timeline.splice(20, 1, '…');
+    t.timeline.push(`${(this.now() / 1000).toFixed(2)}s ${event}`);
   }
 
   /** Act until `running()` turns false: one action, then a pause, again. */
@@ -260,6 +266,8 @@ export class Connector {
       nextUnknownRepost: 0,
       busy: false,
       vanished: undefined,
+      deliveredUrl: undefined,
+      regressed: undefined,
       timeline: [],
       ...extra,
     };
@@ -324,6 +332,10 @@ export class Connector {
   }
 
   private observe(t: Tracked, state: StateJson, how: string): void {
+    if (t.deliveredUrl !== undefined && t.regressed === undefined && (state.state !== 'delivered' || state.url !== t.deliveredUrl)) {
+      t.regressed = `reported delivered at ${t.deliveredUrl}, later ${state.state}${state.url !== undefined ? ` at ${state.url}` : ''} (${how})`;
+    }
+    if (state.state === 'delivered') t.deliveredUrl ??= state.url;
     const changed = t.last?.state !== state.state;
     t.last = state;
     if (changed) this.note(t, `${how} → ${state.state}${state.code ? ` ${state.code}` : ''}${state.url ? ` ${state.url}` : ''}`);

@@ -18,7 +18,11 @@ const USAGE = `usage: npm run chaos -- [--seed N] [--duration S] [--processes N]
   --processes N   Herald processes per phase, half serve and half dispatch (default 4)
   --connectors N  simulated connectors (default 3)
   --settle S      at most this long to settle after the chaos, per phase (default 40)
-  --phase NAME    run only this phase (repeatable; default both)`;
+  --phase NAME    run only this phase (repeatable; default both)
+  --nonce-windows SANDBOX_MS:HERALD_MS
+                  the short-window phase's nonce windows: Discord's (the sandbox's) and
+                  HERALD_NONCE_WINDOW_MS (default 4000:1000; Discord's must cover Herald's plus
+                  HERALD_LEASE_MS, 3000, or even a correct Herald may duplicate)`;
 
 async function main(): Promise<number> {
   let values;
@@ -31,6 +35,7 @@ async function main(): Promise<number> {
         connectors: { type: 'string' },
         settle: { type: 'string' },
         phase: { type: 'string', multiple: true },
+        'nonce-windows': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -58,6 +63,12 @@ async function main(): Promise<number> {
     console.error(`${(err as Error).message}\n${USAGE}`);
     return 2;
   }
+  const windows = /^([0-9]+):([0-9]+)$/.exec(values['nonce-windows'] ?? '4000:1000');
+  if (windows === null) {
+    console.error(`--nonce-windows must be SANDBOX_MS:HERALD_MS\n${USAGE}`);
+    return 2;
+  }
+  const shortWindow = { sandboxMs: Number(windows[1]), heraldMs: Number(windows[2]) };
   const phases = (values.phase ?? [...PHASES]) as PhaseName[];
   const unknownPhase = phases.find((p) => !PHASES.includes(p));
   if (unknownPhase !== undefined) {
@@ -65,7 +76,7 @@ async function main(): Promise<number> {
     return 2;
   }
 
-  console.log(`chaos campaign: seed ${seed}  (replay: npm run chaos -- --seed ${seed} --duration ${durationS} --processes ${processes} --connectors ${connectors}${values.phase ? phases.map((p) => ` --phase ${p}`).join('') : ''})`);
+  console.log(`chaos campaign: seed ${seed}  (replay: npm run chaos -- --seed ${seed} --duration ${durationS} --processes ${processes} --connectors ${connectors}${values.phase ? phases.map((p) => ` --phase ${p}`).join('') : ''}${values['nonce-windows'] ? ` --nonce-windows ${values['nonce-windows']}` : ''})`);
   const abort = new AbortController();
   let interrupts = 0;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -81,7 +92,7 @@ async function main(): Promise<number> {
   process.on('SIGTERM', onSignal);
 
   try {
-    const result = await runCampaign({ seed, durationS, processes, connectors, settleS, phases, signal: abort.signal });
+    const result = await runCampaign({ seed, durationS, processes, connectors, settleS, phases, shortWindow, signal: abort.signal });
     console.log('');
     console.log(`seed ${seed}: ${result.violations === 0 ? 'no violations' : `${result.violations} VIOLATIONS`} in ${(result.elapsedMs / 1000).toFixed(0)}s`);
     console.log('');

@@ -150,6 +150,10 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
     if (state === undefined) counts.states.missing += 1;
     else counts.states[state.state] += 1;
     if (t.vanished !== undefined) flag('lost', [t.requestId], `accepted, then forgotten by the bridge: ${t.vanished}`);
+    if (t.regressed !== undefined) flag(t.regressed.includes(' later delivered ') ? 'misattributed' : 'lost', [t.requestId], `changed after delivery: ${t.regressed}`);
+    if (t.deliveredUrl !== undefined && state !== undefined && (state.state !== 'delivered' || state.url !== t.deliveredUrl) && t.regressed === undefined) {
+      flag('lost', [t.requestId], `reported delivered at ${t.deliveredUrl} during the run, ${state.state} ${state.url ?? ''} at the end`);
+    }
     if (f?.status === 404) {
       if (t.accepted) flag('lost', [t.requestId], 'accepted (202), but the bridge answers 404 unknown request_id at the end');
       else flag('stuck', [t.requestId], 'never acknowledged by the bridge, however often it was POSTed');
