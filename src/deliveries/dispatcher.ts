@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { ChatHostError, type ChatHost, type SentMessage } from '../chat/chat-host.js';
 import type { Clock } from '../clock.js';
-import type { Database, Store } from '../db/database.js';
+import { isStoreUnavailable, type Database, type Store } from '../db/database.js';
 import { findDestinationChannel } from '../destinations/destination.repository.js';
 import type { Metrics } from '../metrics.js';
 import { findRegistration } from '../identity/identity.repository.js';
@@ -237,7 +237,7 @@ export class Dispatcher {
       outcome = { status: 'unknown', reason: `${outcome.failure_code ?? 'failed'} (${outcome.reason ?? 'rejected'}) after a create that may have reached Discord` };
     }
     const resolved = outcome.status === 'delivered' ? undefined : at.doubt;
-    const recorded = await finishAttempt(this.db, row.request_id, this.owner, {
+    const recorded = await this.record(row, log, {
       ...outcome,
       reason: outcome.reason ?? null,
       doubt_from: resolved?.from ?? null,
@@ -256,6 +256,24 @@ export class Dispatcher {
       });
       // The reason holds Discord's status and code or Herald's own words, never content.
       log.info({ state: outcome.status, code: outcome.failure_code ?? undefined, reason: outcome.reason ?? undefined }, 'delivery finished');
+    }
+  }
+
+  /**
+   * Record an attempt's outcome while the lease is held. A database that is briefly unreachable
+   * (a restart, a failover) is waited for until the lease ends, so the outcome is not lost to a
+   * re-drive.
+   */
+  private async record(row: DeliveryRow, log: Logger, update: DeliveryUpdate): Promise<boolean> {
+    const leaseEnds = row.lease_expires_at?.getTime() ?? 0;
+    for (let waitMs = 100; ; waitMs = Math.min(waitMs * 2, 2_000)) {
+      try {
+        return await finishAttempt(this.db, row.request_id, this.owner, update);
+      } catch (err) {
+        if (!isStoreUnavailable(err) || this.clock.now().getTime() + waitMs >= leaseEnds) throw err;
+        log.warn({ retry_in_ms: waitMs }, 'database unreachable while recording an outcome; retrying');
+        await new Promise((resolve) => setTimeout(resolve, waitMs));
+      }
     }
   }
 
