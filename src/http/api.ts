@@ -1,8 +1,10 @@
 import type { Context as KoaContext, Middleware } from 'koa';
-import { OpenAPIBackend, type Context, type Document, type Request as ApiRequest } from 'openapi-backend';
+import type { ParsedUrlQuery } from 'node:querystring';
+import { OpenAPIBackend, type Context, type Document, type Operation, type Request as ApiRequest } from 'openapi-backend';
 import type { Logger } from 'pino';
 import type { components, operations } from '../../generated/api.js';
 import { withUtf16Lengths } from '../contract/ajv.js';
+import { isStoreUnavailable } from '../db/database.js';
 import { isPlainObject, SchemaReasons } from '../contract/reasons.js';
 import { specDocument, type SchemaNode } from '../contract/spec.js';
 import { DESTINATIONS, type Destination } from '../deliveries/delivery.js';
@@ -183,8 +185,10 @@ export async function createApi(deps: ApiDeps): Promise<Middleware> {
       }
       ctx.state['authenticated'] = area;
     }
-    const request: ApiRequest = { method: ctx.method, path: ctx.path, query: ctx.querystring, headers: ctx.headers as ApiRequest['headers'] };
+    const request: ApiRequest = { method: ctx.method, path: decodablePath(ctx.path), query: {}, headers: ctx.headers as ApiRequest['headers'] };
     const operation = api.matchOperation(request);
+    // Query parameters the operation does not declare are ignored, not refused.
+    request.query = declaredQuery(operation, ctx.query);
     if (operation === undefined && area === undefined && !contractPaths.some((p) => p.test(ctx.path))) return next();
     let body: unknown;
     if (operation?.requestBody !== undefined) {
@@ -198,7 +202,8 @@ export async function createApi(deps: ApiDeps): Promise<Middleware> {
         return send(
           ctx,
           parsed.problem === 'too_large'
-            ? errorReply<'PayloadTooLarge'>(413, { error: 'request body too large' })
+            ? // The rest of the body was discarded, but may not have ended: do not wait for it on this connection.
+              errorReply<'PayloadTooLarge'>(413, { error: 'request body too large' }, { Connection: 'close' })
             : { status: invalidBody?.status ?? 400, body: { error: invalidBody?.error ?? 'request body must be valid JSON' } },
         );
       }
@@ -210,6 +215,33 @@ export async function createApi(deps: ApiDeps): Promise<Middleware> {
   return middleware;
 }
 
+/**
+ * The path with every `%` of a segment whose escapes do not decode (`%`, `%E0`) escaped itself:
+ * such a segment is then a literal, malformed parameter value (refused as the parameter says,
+ * e.g. 404 `not found`) instead of an exception while decoding it.
+ */
+export function decodablePath(path: string): string {
+  return path
+    .split('/')
+    .map((segment) => {
+      try {
+        decodeURIComponent(segment);
+        return segment;
+      } catch {
+        return segment.replace(/%/g, '%25');
+      }
+    })
+    .join('/');
+}
+
+/** Only the query parameters the operation declares. */
+function declaredQuery(operation: Operation | undefined, query: ParsedUrlQuery): Record<string, string | string[]> {
+  const declared = new Set((operation?.parameters ?? []).flatMap((p) => ('in' in p && p.in === 'query' ? [p.name] : [])));
+  const kept: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(query)) if (declared.has(name) && value !== undefined) kept[name] = value;
+  return kept;
+}
+
 async function runHandler(handler: Handler, c: Context, body: unknown, log: Logger, koa: KoaContext): Promise<Reply> {
   try {
     return await handler(c, body, koa);
@@ -218,6 +250,7 @@ async function runHandler(handler: Handler, c: Context, body: unknown, log: Logg
     if (err instanceof NotFoundError) return { status: 404, body: { error: err.reason } };
     if (err instanceof ConflictError) return { status: 422, body: { error: err.reason } };
     if (err instanceof UpstreamError) return { status: 502, body: { error: err.reason } };
+    if (isStoreUnavailable(err)) return { status: 503, body: { error: 'store unavailable' } };
     log.error({ err: err instanceof Error ? `${err.name}: ${err.message}` : String(err), operation: c.operation?.operationId }, 'handler failed');
     return { status: 500, body: { error: 'internal error' } };
   }
