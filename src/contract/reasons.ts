@@ -22,6 +22,9 @@ export class SchemaReasons {
     const validate = this.validator(schema);
     if (validate(value)) return undefined;
     const reason = schema['x-herald-reason'] ?? inherited;
+    // A value of the wrong type fails the schema itself, whatever keyword Ajv reported last
+    // (an edit body that is a string fails `anyOf` too, but it is not an object first).
+    if (!hasType(schema.type, value)) return reason ?? 'request is invalid';
     const byKeyword = schema['x-herald-reasons'] ?? {};
     if (isPlainObject(value) && schema.properties !== undefined) {
       for (const [key, child] of Object.entries(schema.properties)) {
@@ -57,4 +60,26 @@ export class SchemaReasons {
 
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Whether `value` is of the JSON Schema `type` (no type: any value). */
+function hasType(type: unknown, value: unknown): boolean {
+  switch (type) {
+    case 'object':
+      return isPlainObject(value);
+    case 'array':
+      return Array.isArray(value);
+    case 'string':
+      return typeof value === 'string';
+    case 'integer':
+      return Number.isInteger(value);
+    case 'number':
+      return typeof value === 'number';
+    case 'boolean':
+      return typeof value === 'boolean';
+    case 'null':
+      return value === null;
+    default:
+      return true;
+  }
 }
