@@ -43,6 +43,16 @@ describe('/destinations, the operator command', () => {
     expect(await run('set', { destination: 'deals', channel: IDS.otherChannel })).toBe('That did not work: channel belongs to another guild.');
   });
 
+  it('refuses a destination that is not one of the choices (clients need not enforce them), naming the allowed ones', async () => {
+    const refusal = 'That did not work: destination must be one of alerts, deals, digest, ops.';
+    for (const destination of ['general', 'ALERTS', '', 'alerts '.repeat(3)]) {
+      expect(await run('set', { destination, channel: IDS.channels.ops })).toBe(refusal);
+      expect(await run('clear', { destination })).toBe(refusal);
+    }
+    // Nothing stored: the admin list still satisfies its schema.
+    expect((await h.admin.get('/admin/destinations')).json).toEqual({ items: [] });
+  });
+
   it('refuses members without Manage Server, and DMs', async () => {
     expect(await run('set', { destination: 'ops', channel: IDS.channels.ops }, '0')).toBe('You need the Manage Server permission to change where Herald posts in this server.');
     expect(await run('list', {}, MANAGE_GUILD, true)).toBe('Use this command in a server.');
@@ -52,11 +62,16 @@ describe('/destinations, the operator command', () => {
   it('lets a person drive commands through the sandbox control route', async () => {
     const res = await fetch(`${h.sandbox.url}/sandbox/api/interactions`, {
       method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' }),
     });
     expect(res.status).toBe(200);
     expect(((await res.json()) as { data: { content: string } }).data.content).toMatch(/^(Registered\.|Already registered)/);
-    const unknown = await fetch(`${h.sandbox.url}/sandbox/api/interactions`, { method: 'POST', body: JSON.stringify({ userId: IDS.user, command: 'nope' }) });
+    const unknown = await fetch(`${h.sandbox.url}/sandbox/api/interactions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ userId: IDS.user, command: 'nope' }),
+    });
     expect(unknown.status).toBe(409);
     expect(await unknown.json()).toEqual({ error: '/nope is not registered with this application' });
   });

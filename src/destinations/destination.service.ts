@@ -3,8 +3,8 @@ import type { ChatHost } from '../chat/chat-host.js';
 import { ChatHostError } from '../chat/chat-host.js';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
-import type { Destination } from '../deliveries/delivery.js';
-import { ConflictError, NotFoundError, UpstreamError } from '../errors.js';
+import { DESTINATIONS, type Destination } from '../deliveries/delivery.js';
+import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../errors.js';
 import { deleteDestination, listDestinations, upsertDestination } from './destination.repository.js';
 
 export interface DestinationMapping {
@@ -25,8 +25,12 @@ export class DestinationService {
     return (await listDestinations(this.db)).map(toMapping);
   }
 
-  /** Map after asking Discord that the bot sees the channel, in that guild. */
-  async set(guildId: string, destination: Destination, channelId: string): Promise<DestinationMapping> {
+  /**
+   * Map after asking Discord that the bot sees the channel, in that guild. The destination is
+   * checked here, not only by callers: a slash command's choices are not enforced by every client.
+   */
+  async set(guildId: string, destination: string, channelId: string): Promise<DestinationMapping> {
+    checkDestination(destination);
     let channel;
     try {
       channel = await this.host.getChannel(channelId);
@@ -40,9 +44,16 @@ export class DestinationService {
     return toMapping(await upsertDestination(this.db, guildId, destination, channelId, this.clock.now()));
   }
 
-  async remove(guildId: string, destination: Destination): Promise<void> {
+  async remove(guildId: string, destination: string): Promise<void> {
+    checkDestination(destination);
     if (!(await deleteDestination(this.db, guildId, destination))) throw new NotFoundError('mapping not found');
   }
+}
+
+export const UNKNOWN_DESTINATION = `destination must be one of ${DESTINATIONS.map((d) => d.destination).join(', ')}`;
+
+function checkDestination(destination: string): asserts destination is Destination {
+  if (!DESTINATIONS.some((d) => d.destination === destination)) throw new InvalidRequestError(UNKNOWN_DESTINATION);
 }
 
 function toMapping(row: { guild_id: string; destination: Destination; channel_id: string }): DestinationMapping {
