@@ -35,6 +35,7 @@ export async function connectGateway(options: { token: string; apiUrl: string | 
     );
   });
   client.on(Events.Error, (err) => log.error({ err: err.message }, 'gateway error'));
+  guardPacketHandling(client, log);
   const ready = once(client, Events.ClientReady);
   await client.login(options.token);
   await ready;
@@ -45,5 +46,24 @@ export async function connectGateway(options: { token: string; apiUrl: string | 
       return client.isReady();
     },
     close: () => client.destroy(),
+  };
+}
+
+/**
+ * discord.js handles each gateway event (and runs the listeners it emits, ours included)
+ * synchronously inside its WebSocket message handler, where a throw becomes an unhandled
+ * rejection that ends the process: e.g. an INTERACTION_CREATE whose member permissions are not a
+ * number. Such an event is logged and dropped instead; the connection and other events go on.
+ */
+function guardPacketHandling(client: Client, log: Logger): void {
+  const ws = client.ws as unknown as { handlePacket(packet?: { t?: unknown }, shard?: unknown): boolean };
+  const handlePacket = ws.handlePacket.bind(ws);
+  ws.handlePacket = (packet, shard) => {
+    try {
+      return handlePacket(packet, shard);
+    } catch (err) {
+      log.error({ event: typeof packet?.t === 'string' ? packet.t : undefined, err: err instanceof Error ? `${err.name}: ${err.message}` : String(err) }, 'gateway event could not be handled; dropped');
+      return true;
+    }
   };
 }

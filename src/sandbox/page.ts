@@ -100,7 +100,7 @@ document.getElementById('invoke').addEventListener('submit', async (event) => {
     permissions: document.getElementById('manage').checked ? '32' : '0' };
   const out = document.getElementById('reply');
   out.textContent = '…';
-  const res = await fetch('/sandbox/api/interactions', { method: 'POST', body: JSON.stringify(body) });
+  const res = await fetch('/sandbox/api/interactions', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
   const json = await res.json();
   out.textContent = res.ok ? '(only you can see this) ' + ((json.data && json.data.content) || '') : 'error: ' + json.error;
   refresh();

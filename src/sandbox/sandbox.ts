@@ -246,6 +246,52 @@ export class DiscordSandbox {
     return reply;
   }
 
+  /**
+   * The control route's input as an Invocation, or what is wrong with it. Everything that ends up
+   * in the INTERACTION_CREATE payload is checked: the bot's Discord library trusts the gateway.
+   */
+  private parseInvocation(value: unknown): Invocation | string {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return `expected ${INVOCATION_SHAPE}`;
+    const v = value as Record<string, unknown>;
+    if (typeof v['userId'] !== 'string' || !SNOWFLAKE.test(v['userId'])) return 'userId must be a snowflake (a string of digits)';
+    if (typeof v['command'] !== 'string' || !NAME.test(v['command'])) return 'command must be a command name';
+    for (const key of ['guildId', 'channelId'] as const) {
+      const id = v[key];
+      if (id !== undefined && id !== null && (typeof id !== 'string' || !SNOWFLAKE.test(id))) return `${key} must be a snowflake (a string of digits)`;
+    }
+    const subcommand = v['subcommand'];
+    if (subcommand !== undefined && subcommand !== null && (typeof subcommand !== 'string' || !NAME.test(subcommand))) return 'subcommand must be a subcommand name';
+    const permissions = v['permissions'];
+    if (permissions !== undefined && permissions !== null && (typeof permissions !== 'string' || !/^[0-9]{1,20}$/.test(permissions) || BigInt(permissions) >= 1n << 64n)) {
+      return 'permissions must be a permission bit-set as a decimal string, e.g. "32" for Manage Server';
+    }
+    const options = v['options'];
+    const checked: Record<string, string | number | boolean> = {};
+    if (options !== undefined && options !== null) {
+      if (typeof options !== 'object' || Array.isArray(options)) return 'options must be an object of option values by name';
+      const entries = Object.entries(options as Record<string, unknown>);
+      if (entries.length > 25) return 'options must have at most 25 values';
+      const registered = this.commands.find((c) => c.name === v['command'])?.options?.find((o) => o.type === 1 && o.name === subcommand)?.options;
+      for (const [name, option] of entries) {
+        if (!NAME.test(name)) return 'options must be an object of option values by name';
+        const type = registered?.find((o) => o.name === name)?.type ?? 3;
+        const problem = optionProblem(type, option);
+        if (problem !== undefined) return `options.${name} ${problem}`;
+        checked[name] = option as string | number | boolean;
+      }
+    }
+    const text = (x: unknown): string | undefined => (typeof x === 'string' ? x : undefined);
+    return {
+      userId: v['userId'],
+      command: v['command'],
+      subcommand: text(subcommand),
+      guildId: text(v['guildId']),
+      channelId: text(v['channelId']),
+      options: checked,
+      permissions: text(permissions),
+    };
+  }
+
   private interactionPayload(inv: Invocation, user: SandboxUser, command: RegisteredCommand): Record<string, unknown> {
     const sub = command.options?.find((o) => o.type === 1 && o.name === inv.subcommand);
     const resolvedChannels: Record<string, unknown> = {};
@@ -335,20 +381,33 @@ export class DiscordSandbox {
       ctx.status = 204;
     });
     router.post('/sandbox/api/interactions', async (ctx) => {
-      const body = await readJsonBody(ctx.req);
-      const inv = body.ok ? (body.value as Partial<Invocation>) : undefined;
-      if (inv === undefined || typeof inv.userId !== 'string' || typeof inv.command !== 'string') {
-        ctx.status = 400;
-        ctx.body = { error: 'expected {"userId","command","subcommand"?,"options"?,"guildId"?,"permissions"?}' };
-        return;
+      // The control route acts as a user: a web page elsewhere must not be able to drive it from
+      // the operator's browser. A JSON content type cannot be sent cross-site without a CORS
+      // preflight (which is not answered), and a foreign Origin or Sec-Fetch-Site is refused.
+      const origin = ctx.get('origin');
+      const site = ctx.get('sec-fetch-site');
+      if ((origin !== '' && origin !== `${ctx.protocol}://${ctx.host}`) || (site !== '' && site !== 'same-origin' && site !== 'none')) {
+        return controlError(ctx, 403, 'cross-origin requests are refused');
       }
+      if (ctx.is('application/json') !== 'application/json') return controlError(ctx, 415, 'Content-Type must be application/json');
+      const body = await readJsonBody(ctx.req);
+      if (!body.ok) {
+        if (body.problem === 'aborted') {
+          ctx.respond = false;
+          return undefined;
+        }
+        if (body.problem === 'too_large') ctx.set('Connection', 'close');
+        return body.problem === 'too_large' ? controlError(ctx, 413, 'request body too large') : controlError(ctx, 400, 'request body must be valid JSON');
+      }
+      const inv = this.parseInvocation(body.value);
+      if (typeof inv === 'string') return controlError(ctx, 400, inv);
       try {
-        ctx.body = await this.invoke(inv as Invocation);
+        ctx.body = await this.invoke(inv);
       } catch (err) {
         if (!(err instanceof SandboxError)) throw err;
-        ctx.status = 409;
-        ctx.body = { error: err.message };
+        return controlError(ctx, 409, err.message);
       }
+      return undefined;
     });
     router.delete('/sandbox/api/faults', (ctx) => {
       this.clearFaults();
@@ -557,6 +616,35 @@ export class DiscordSandbox {
 }
 
 export class SandboxError extends Error {}
+
+const SNOWFLAKE = /^[0-9]{1,25}$/;
+/** Discord's rule for command, subcommand and option names. */
+const NAME = /^[-_a-z0-9]{1,32}$/;
+const INVOCATION_SHAPE = 'a JSON object {"userId","command","subcommand"?,"options"?,"guildId"?,"channelId"?,"permissions"?}';
+
+/** What is wrong with an option value for an option of this registered type, if anything. */
+function optionProblem(type: number, value: unknown): string | undefined {
+  switch (type) {
+    case 4: // integer
+      return Number.isSafeInteger(value) ? undefined : 'must be an integer';
+    case 10: // number
+      return typeof value === 'number' && Number.isFinite(value) ? undefined : 'must be a number';
+    case 5: // boolean
+      return typeof value === 'boolean' ? undefined : 'must be true or false';
+    case 6: // user
+    case 7: // channel
+    case 8: // role
+    case 9: // mentionable
+      return typeof value === 'string' && SNOWFLAKE.test(value) ? undefined : 'must be a snowflake (a string of digits)';
+    default: // string
+      return typeof value === 'string' && value.length <= 6000 ? undefined : 'must be a string of at most 6000 characters';
+  }
+}
+
+function controlError(ctx: Context, status: number, error: string): void {
+  ctx.status = status;
+  ctx.body = { error };
+}
 
 function checkMessage(body: Record<string, unknown>): string | undefined {
   const content = body['content'];
