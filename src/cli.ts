@@ -90,10 +90,12 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'serve':
     case 'dispatch': {
+      // Tokens the operator supplied are theirs: the banner shows only the ones Herald made up.
+      const supplied = { bridge: config.bridgeToken !== undefined, admin: config.adminToken !== undefined };
       if (command === 'serve' && isSandboxMode(config)) config = await withSandboxTokens(config);
       const log = createLogger(config.logLevel);
       const herald = await startHerald({ config, log, roles: { http: command === 'serve', dispatcher: true } });
-      if (command === 'serve') printBanner(config, herald);
+      if (command === 'serve') printBanner(config, herald, supplied);
       log.info({ url: herald.url, sandbox: herald.sandbox?.url, store: herald.store.kind, role: command }, 'herald started');
       await waitForSignal();
       log.info('stopping: no new claims; finishing in-flight deliveries');
@@ -135,7 +137,10 @@ async function withSandboxTokens(config: Config): Promise<Config> {
   return Object.freeze({ ...config, bridgeToken: bridge, adminToken: admin });
 }
 
-function printBanner(config: Config, herald: Herald): void {
+function printBanner(config: Config, herald: Herald, supplied: { bridge: boolean; admin: boolean }): void {
+  // Never echo a secret from the environment: it would end up in terminal scrollback and logs.
+  const token = (name: string, value: string | undefined, fromEnvironment: boolean): string =>
+    fromEnvironment ? `  ${name}: (from your environment)` : `  export ${name}=${value ?? ''}`;
   const lines = [
     '',
     `Herald is running (${herald.store.kind === 'pglite' ? `embedded PGlite in ${config.dataDir}` : 'PostgreSQL'}).`,
@@ -147,8 +152,8 @@ function printBanner(config: Config, herald: Herald): void {
       `  Discord sandbox: ${herald.sandbox.url}/sandbox  (no DISCORD_TOKEN: messages go to this local Discord)`,
       '',
       `Tokens (sandbox mode; kept in ${path.join(config.dataDir, 'sandbox-tokens.json')}):`,
-      `  export MCP_BRIDGE_TOKEN=${config.bridgeToken ?? ''}`,
-      `  export HERALD_ADMIN_TOKEN=${config.adminToken ?? ''}`,
+      token('MCP_BRIDGE_TOKEN', config.bridgeToken, supplied.bridge),
+      token('HERALD_ADMIN_TOKEN', config.adminToken, supplied.admin),
       '',
       'Try it:',
       `  curl -X PUT -H "Authorization: Bearer $HERALD_ADMIN_TOKEN" -d '{"channel_id":"${SANDBOX_IDS.channels.alerts}"}' ${herald.url}/admin/destinations/${SANDBOX_IDS.guild}/alerts`,
