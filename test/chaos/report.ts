@@ -1,8 +1,12 @@
 import type { CampaignResult, PhaseResult } from './campaign.js';
 import type { PhaseCounts, Violation } from './verify.js';
 
-/** The campaign's table: one row per phase and a total; violations first, then states. */
+/**
+ * The campaign's table: one row per phase and a total; violations first, then final states, then
+ * Herald processes that exited on their own (not a delivery violation, but a defect all the same).
+ */
 export function formatTable(result: CampaignResult): string {
+  const crashes = new Map(result.phases.map((p) => [p.counts, p.chaos.crashes.length]));
   const columns: [string, (c: PhaseCounts) => number][] = [
     ['deliveries', (c) => c.deliveries],
     ['messages', (c) => c.messages],
@@ -17,6 +21,7 @@ export function formatTable(result: CampaignResult): string {
     ['failed', (c) => c.states.failed],
     ['unknown', (c) => c.states.unknown],
     ['pending', (c) => c.states.pending],
+    ['crashes', (c) => crashes.get(c) ?? 0],
   ];
   const rows: [string, number[]][] = result.phases.map((p) => [p.phase, columns.map(([, f]) => f(p.counts))]);
   if (result.phases.length > 1) rows.push(['total', columns.map((_, i) => rows.reduce((n, [, v]) => n + (v[i] ?? 0), 0))]);
