@@ -41,6 +41,8 @@ describe.skipIf(!available)('chaos campaign (short, fixed seed)', () => {
   }, 240_000);
 });
 
-describe.skipIf(available)('chaos campaign', () => {
-  it.skip('skipped: no PostgreSQL binaries (initdb, pg_ctl) under /usr/lib/postgresql/*/bin or $PG_BIN', () => undefined);
-});
+if (!available) {
+  describe('chaos campaign', () => {
+    it.skip('skipped: no PostgreSQL binaries (initdb, pg_ctl) under /usr/lib/postgresql/*/bin or $PG_BIN', () => undefined);
+  });
+}
