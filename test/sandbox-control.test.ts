@@ -88,3 +88,50 @@ describe('the sandbox control route (POST /sandbox/api/interactions)', () => {
     await stillAlive();
   });
 });
+
+describe('the sandbox under hostile input (found by npm run fuzz)', () => {
+  let h: TestHerald;
+  beforeAll(async () => {
+    h = await startTestHerald();
+    await waitFor(() => h.sandbox.gatewaySessions > 0, 'Herald on the gateway');
+  });
+  afterAll(() => h.close());
+
+  const alive = async () => expect((await fetch(`${h.sandbox.url}/sandbox/api/state`)).status).toBe(200);
+
+  it('closes a gateway session that sends null or an IDENTIFY without data, and keeps serving', async () => {
+    const { WebSocket } = await import('ws');
+    for (const frame of ['null', '{"op":2,"d":null}', '[1]', '"x"']) {
+      const ws = new WebSocket(`${h.sandbox.url.replace('http', 'ws')}/gateway`);
+      const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+      ws.once('message', () => ws.send(frame));
+      expect([4002, 4004]).toContain(await closed);
+    }
+    await alive();
+    expect(h.sandbox.gatewaySessions).toBeGreaterThan(0);
+  });
+
+  it('answers a malformed %-escape anywhere with 404 JSON, not a 500', async () => {
+    for (const path of ['/sandbox/%E0', '/api/v10/channels/%', '/sandbox/a%']) {
+      const res = await fetch(`${h.sandbox.url}${path}`, { method: 'DELETE', headers: { authorization: `Bot ${h.sandbox.botToken}` } });
+      expect(res.status, path).toBe(404);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    }
+    await alive();
+  });
+
+  it('refuses a fault it could not apply (a bad regular expression would break every later request)', async () => {
+    for (const fault of [{ action: 'error', path: '(' }, { action: 'explode' }, { action: 'delay', ms: -1 }, { action: 'error', status: 42 }, [1]]) {
+      const res = await fetch(`${h.sandbox.url}/sandbox/api/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(fault) });
+      expect(res.status, JSON.stringify(fault)).toBe(400);
+    }
+    // Discord calls still work.
+    const channel = await fetch(`${h.sandbox.apiUrl}/v10/channels/${IDS.channels.alerts}`, { headers: { authorization: `Bot ${h.sandbox.botToken}` } });
+    expect(channel.status).toBe(200);
+  });
+
+  it('answers a history query with a non-snowflake cursor 400, not a 500', async () => {
+    const res = await fetch(`${h.sandbox.apiUrl}/v10/channels/${IDS.channels.alerts}/messages?after=abc`, { headers: { authorization: `Bot ${h.sandbox.botToken}` } });
+    expect(res.status).toBe(400);
+  });
+});

@@ -61,12 +61,17 @@ export class SandboxGateway {
         socket.close(4002, 'Error while decoding payload.');
         return;
       }
+      // Whatever a client sends, the gateway answers it or closes it: never a thrown error.
+      if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+        socket.close(4002, 'Error while decoding payload.');
+        return;
+      }
       switch (payload.op) {
         case Op.Heartbeat:
           socket.send(JSON.stringify({ op: Op.HeartbeatAck, d: null, s: null, t: null }));
           return;
         case Op.Identify: {
-          const d = payload.d as { token?: string };
+          const d = (typeof payload.d === 'object' && payload.d !== null ? payload.d : {}) as { token?: unknown };
           if (d.token !== this.options.botToken && d.token !== `Bot ${this.options.botToken}`) {
             socket.close(4004, 'Authentication failed.');
             return;

@@ -191,7 +191,14 @@ export class DiscordSandbox {
     const app = new Koa();
     // Discord accepts percent-encoded paths (discord.js sends /users/%40me).
     app.use(async (ctx, next) => {
-      ctx.path = decodeURIComponent(ctx.path);
+      try {
+        ctx.path = decodeURIComponent(ctx.path);
+      } catch {
+        // A malformed %-escape names no route here.
+        ctx.status = 404;
+        ctx.body = { message: '404: Not Found', code: 0 };
+        return;
+      }
       await next();
     });
     this.mount(app);
@@ -377,6 +384,12 @@ export class DiscordSandbox {
         ctx.body = { error: 'expected a fault object' };
         return;
       }
+      const problem = faultProblem(body.value as Record<string, unknown>);
+      if (problem !== undefined) {
+        ctx.status = 400;
+        ctx.body = { error: problem };
+        return;
+      }
       this.inject(body.value as Fault);
       ctx.status = 204;
     });
@@ -496,8 +509,14 @@ export class DiscordSandbox {
       const list = this.messages.get(ctx.params['id'] ?? '');
       if (list === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
       const limit = Math.min(100, Math.max(1, Number(ctx.query['limit'] ?? 50)));
-      const after = ctx.query['after'] !== undefined ? BigInt(String(ctx.query['after'])) : undefined;
-      const before = ctx.query['before'] !== undefined ? BigInt(String(ctx.query['before'])) : undefined;
+      const snowflake = (name: string): bigint | undefined | null => {
+        const v = ctx.query[name];
+        if (v === undefined) return undefined;
+        return typeof v === 'string' && /^[0-9]{1,20}$/.test(v) ? BigInt(v) : null;
+      };
+      const after = snowflake('after');
+      const before = snowflake('before');
+      if (after === null || before === null) return discordError(ctx, 400, 50035, 'Invalid Form Body: after and before must be snowflakes');
       let selected = list.filter((m) => (after === undefined || BigInt(m.id) > after) && (before === undefined || BigInt(m.id) < before));
       // Discord answers newest first; with `after`, the oldest page after it.
       selected = after !== undefined ? selected.slice(0, limit) : selected.slice(-limit);
@@ -616,6 +635,29 @@ export class DiscordSandbox {
 }
 
 export class SandboxError extends Error {}
+
+const FAULT_ACTIONS: readonly string[] = ['error', 'delay', 'drop_after_create', 'delay_after_create', 'error_after_create'];
+
+/** Why a fault posted to the control API cannot be injected, if it cannot. */
+function faultProblem(f: Record<string, unknown>): string | undefined {
+  if (Array.isArray(f)) return 'expected a fault object';
+  if (typeof f['action'] !== 'string' || !FAULT_ACTIONS.includes(f['action'])) return `action must be one of ${FAULT_ACTIONS.join(', ')}`;
+  if (f['method'] !== undefined && (typeof f['method'] !== 'string' || !/^[A-Za-z]{1,10}$/.test(f['method']))) return 'method must be an HTTP method';
+  if (f['path'] !== undefined) {
+    if (typeof f['path'] !== 'string' || f['path'].length > 200) return 'path must be a regular expression of at most 200 characters';
+    try {
+      new RegExp(f['path']);
+    } catch {
+      return 'path is not a valid regular expression';
+    }
+  }
+  for (const key of ['status', 'code', 'ms', 'times'] as const) {
+    const v = f[key];
+    if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 600_000)) return `${key} must be an integer from 0 to 600000`;
+  }
+  if (f['status'] !== undefined && ((f['status'] as number) < 100 || (f['status'] as number) > 599)) return 'status must be an HTTP status';
+  return undefined;
+}
 
 const SNOWFLAKE = /^[0-9]{1,25}$/;
 /** Discord's rule for command, subcommand and option names. */
