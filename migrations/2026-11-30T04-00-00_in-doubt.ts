@@ -24,9 +24,22 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`alter table deliveries add constraint deliveries_status_check check (status in ('pending', 'in_flight', 'delivered', 'failed', 'unknown'))`.execute(db);
   // Reconciliation looks for other unresolved deliveries that might own a message it finds.
   await sql`create index deliveries_in_doubt on deliveries (doubt_from) where doubt_from is not null`.execute(db);
+
+  // The platform's own word on which message each nonce created: Discord's gateway delivers the
+  // bot's MESSAGE_CREATE with the nonce it was sent with. Reconciliation attributes messages by it.
+  await db.schema
+    .createTable('sent_messages')
+    .addColumn('nonce', 'text', (c) => c.primaryKey())
+    .addColumn('channel_id', 'text', (c) => c.notNull())
+    .addColumn('message_id', 'text', (c) => c.notNull())
+    .addColumn('created_at', 'timestamptz', (c) => c.notNull())
+    .execute();
+  await db.schema.createIndex('sent_messages_message').on('sent_messages').column('message_id').execute();
+  await db.schema.createIndex('sent_messages_created_at').on('sent_messages').column('created_at').execute();
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
+  await db.schema.dropTable('sent_messages').execute();
   await sql`drop index if exists deliveries_in_doubt`.execute(db);
   await sql`update deliveries set status = 'failed', failure_code = 'UPSTREAM_UNAVAILABLE' where status = 'unknown'`.execute(db);
   await sql`alter table deliveries drop constraint if exists deliveries_status_check`.execute(db);

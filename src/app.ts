@@ -10,6 +10,7 @@ import type { Config } from './config.js';
 import { openStore, type Store } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
 import { DeliveryService } from './deliveries/delivery.service.js';
+import { recordSentMessage } from './deliveries/delivery.repository.js';
 import { Dispatcher } from './deliveries/dispatcher.js';
 import { DestinationService } from './destinations/destination.service.js';
 import { DiscordHost } from './discord/discord-host.js';
@@ -109,7 +110,13 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     if (roles.http && config.gateway) {
       try {
         log.info('connecting to the Discord gateway');
-        gateway = await connectGateway({ token, apiUrl, deps: services, log });
+        gateway = await connectGateway({
+          token,
+          apiUrl,
+          deps: services,
+          log,
+          onOwnMessage: (m) => recordSentMessage(store.db, m.nonce, m.channelId, m.messageId, m.createdAt),
+        });
         const g = gateway;
         cleanups.push(() => g.close());
       } catch (err) {

@@ -28,25 +28,41 @@ describe('deliveries in doubt', () => {
   const withContent = (content: string) => h.sandbox.allMessages().filter((m) => m.content === content);
   const urlOf = (channelId: string, messageId: string | undefined) => `https://discord.com/channels/${IDS.guild}/${channelId}/${messageId}`;
 
-  it('created but answered 5xx, history unreadable: ends unknown (not failed), and a re-POST finds the message instead of sending again', async () => {
+  it('created but answered 5xx, history unreadable: the nonce the gateway reported settles it, one message', async () => {
     const id = newRequestId();
-    const content = `doubt ${id}`;
-    // The first create succeeds behind a 500; discord.js's own retries get 500s too.
+    const content = `reported ${id}`;
     h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error_after_create', status: 500 });
     h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 500, times: 2 });
-    // Reconciliation cannot read the channel.
     h.sandbox.inject({ method: 'GET', path: '/messages$', action: 'error', status: 500, times: 1_000 });
     await h.bridge.post('/mcp/deliveries', post(id, content));
-    await h.waitForState(id, 'unknown', 40_000);
-    expect(withContent(content)).toHaveLength(1);
-
-    h.sandbox.clearFaults();
-    const retry = await h.bridge.post('/mcp/deliveries', post(id, content));
-    expect(retry.json).toMatchObject({ existing: true, state: { state: 'pending' } });
     const state = await h.waitForState(id, 'delivered', 30_000);
     const sent = withContent(content);
     expect(sent).toHaveLength(1);
     expect(state['url']).toBe(urlOf(IDS.channels.alerts, sent[0]?.id));
+  });
+
+  it("twins both in doubt are told apart by the nonce the gateway reported for each message: no deadlock, no guess", async () => {
+    const a = newRequestId();
+    const b = newRequestId();
+    const content = `twins ${a.slice(0, 8)}`;
+    const creates = () => h.sandbox.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/messages')).length;
+    // A is created behind a 500 (and discord.js's two retries get 500s).
+    const before = creates();
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error_after_create', status: 500 });
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 500, times: 2 });
+    await h.bridge.post('/mcp/deliveries', post(a, content));
+    await waitFor(() => creates() === before + 3, "A's create and its retries");
+    // B gets 500s and creates nothing, but cannot know that.
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 500, times: 3 });
+    await h.bridge.post('/mcp/deliveries', post(b, content));
+    const stateA = await h.waitForState(a, 'delivered', 30_000);
+    const stateB = await h.waitForState(b, 'delivered', 30_000);
+    const sent = withContent(content);
+    expect(sent).toHaveLength(2);
+    for (const [id, state] of [[a, stateA], [b, stateB]] as const) {
+      const own = sent.find((m) => m.nonce === deliveryNonce(id));
+      expect(state['url']).toBe(urlOf(IDS.channels.alerts, own?.id));
+    }
   });
 
   it('does not reconcile after an attempt that never reached the create (opening the DM failed)', async () => {
@@ -123,6 +139,45 @@ describe('twins in doubt across dispatchers', () => {
       const own = sent.find((m) => m.nonce === deliveryNonce(id));
       expect(state['url']).toBe(urlOf(IDS.channels.alerts, own?.id));
     }
+  });
+
+});
+
+/** No gateway connection (HERALD_GATEWAY=off, as on extra replicas): no nonce reports, history only. */
+describe('deliveries in doubt, without the gateway', () => {
+  let h: TestHerald;
+  beforeAll(async () => {
+    h = await startTestHerald({
+      sandbox: { nonceWindowMs: 1_000 },
+      env: { HERALD_GATEWAY: 'off', HERALD_NONCE_WINDOW_MS: '0', HERALD_MAX_ATTEMPTS: '2', HERALD_DISCORD_TIMEOUT_MS: '15000', HERALD_LEASE_MS: '30000' },
+    });
+    await h.mapDestination('alerts', IDS.channels.alerts);
+  });
+  afterAll(() => h.close());
+  beforeEach(() => h.sandbox.clearFaults());
+
+  const withContent = (content: string) => h.sandbox.allMessages().filter((m) => m.content === content);
+  const urlOf = (channelId: string, messageId: string | undefined) => `https://discord.com/channels/${IDS.guild}/${channelId}/${messageId}`;
+
+  it('created but answered 5xx, history unreadable: ends unknown (not failed), and a re-POST finds the message instead of sending again', async () => {
+    const id = newRequestId();
+    const content = `doubt ${id}`;
+    // The first create succeeds behind a 500; discord.js's own retries get 500s too.
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error_after_create', status: 500 });
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 500, times: 2 });
+    // Reconciliation cannot read the channel.
+    h.sandbox.inject({ method: 'GET', path: '/messages$', action: 'error', status: 500, times: 1_000 });
+    await h.bridge.post('/mcp/deliveries', post(id, content));
+    await h.waitForState(id, 'unknown', 40_000);
+    expect(withContent(content)).toHaveLength(1);
+
+    h.sandbox.clearFaults();
+    const retry = await h.bridge.post('/mcp/deliveries', post(id, content));
+    expect(retry.json).toMatchObject({ existing: true, state: { state: 'pending' } });
+    const state = await h.waitForState(id, 'delivered', 30_000);
+    const sent = withContent(content);
+    expect(sent).toHaveLength(1);
+    expect(state['url']).toBe(urlOf(IDS.channels.alerts, sent[0]?.id));
   });
 
 });

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import type { DeliveryTable } from '../deliveries/delivery.table.js';
+import type { DeliveryTable, SentMessageTable } from '../deliveries/delivery.table.js';
 import type { DestinationTable } from '../destinations/destination.table.js';
 import type { PairingCodeTable, RegistrationTable } from '../identity/identity.table.js';
 import { PGliteDialect } from './pglite-dialect.js';
@@ -13,6 +13,7 @@ export interface Database {
   destinations: DestinationTable;
   registrations: RegistrationTable;
   pairing_codes: PairingCodeTable;
+  sent_messages: SentMessageTable;
 }
 
 /** The store: Kysely over Postgres or embedded PGlite, plus LISTEN for wake-ups. */

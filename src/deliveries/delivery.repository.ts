@@ -128,6 +128,7 @@ export async function releaseLeases(db: Db, owner: string, now: Date): Promise<n
 /** Drop records created before `cutoff` (the protocol keeps them 8 days). */
 export async function pruneDeliveries(db: Db, cutoff: Date): Promise<number> {
   const result = await db.deleteFrom('deliveries').where('created_at', '<', cutoff).executeTakeFirst();
+  await db.deleteFrom('sent_messages').where('created_at', '<', cutoff).execute();
   return Number(result.numDeletedRows);
 }
 
@@ -208,4 +209,25 @@ export async function recordAppliedSeq(db: Db, originalId: string, seq: number):
     .set((eb) => ({ last_applied_seq: sql<number>`greatest(${eb.ref('last_applied_seq')}, ${seq})` }))
     .where('request_id', '=', originalId)
     .execute();
+}
+
+/** Remember which message a nonce created (the first report wins; a repeat changes nothing). */
+export async function recordSentMessage(db: Db, nonce: string, channelId: string, messageId: string, createdAt: Date): Promise<void> {
+  await db
+    .insertInto('sent_messages')
+    .values({ nonce, channel_id: channelId, message_id: messageId, created_at: createdAt })
+    .onConflict((oc) => oc.column('nonce').doNothing())
+    .execute();
+}
+
+/** The message a nonce created, if the platform reported it. */
+export async function findSentMessage(db: Db, nonce: string): Promise<{ channel_id: string; message_id: string } | undefined> {
+  return db.selectFrom('sent_messages').select(['channel_id', 'message_id']).where('nonce', '=', nonce).executeTakeFirst();
+}
+
+/** The nonces that created these messages, where the platform reported them. */
+export async function sentMessageNonces(db: Db, messageIds: readonly string[]): Promise<Map<string, string>> {
+  if (messageIds.length === 0) return new Map();
+  const rows = await db.selectFrom('sent_messages').select(['message_id', 'nonce']).where('message_id', 'in', messageIds).execute();
+  return new Map(rows.map((r) => [r.message_id, r.nonce]));
 }

@@ -45,3 +45,11 @@ export interface DeliveryTable {
 export type DeliveryRow = Selectable<DeliveryTable>;
 export type NewDeliveryRow = Insertable<DeliveryTable>;
 export type DeliveryUpdate = Updateable<DeliveryTable>;
+
+/** Which message a nonce created, as the platform's gateway reported it. */
+export interface SentMessageTable {
+  nonce: string;
+  channel_id: string;
+  message_id: string;
+  created_at: Date;
+}

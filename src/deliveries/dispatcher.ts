@@ -13,6 +13,7 @@ import {
   claimDue,
   DELIVERY_CHANNEL,
   findDelivery,
+  findSentMessage,
   findUnresolvedTwin,
   finishAttempt,
   pruneDeliveries,
@@ -21,6 +22,7 @@ import {
   releaseEditLock,
   releaseLeases,
   renewEditLock,
+  sentMessageNonces,
 } from './delivery.repository.js';
 import { RETENTION_MS } from './delivery.service.js';
 import type { DeliveryRow, DeliveryUpdate } from './delivery.table.js';
@@ -395,13 +397,18 @@ export class Dispatcher {
   }
 
   /**
-   * Past the nonce window, look for the in-doubt create's message in the channel: by this bot,
+   * Past the nonce window: if the gateway reported which message this delivery's nonce created,
+   * that is it. Otherwise look for the in-doubt create's message in the channel: by this bot,
    * showing this body, created within the doubt window (widened by the skew). A message another
-   * delivery recorded is not ours. While another unresolved delivery with the same body may have
+   * delivery recorded, or the gateway reported under another nonce, is not ours. While another unresolved delivery with the same body may have
    * created a message in that window, a match cannot be told apart from it: undecided, never a guess.
    */
   private async reconcile(at: Attempt, doubt: Doubt, channelId: string): Promise<{ kind: 'found'; message: SentMessage } | { kind: 'absent' } | { kind: 'undecided'; reason: string }> {
     const { row, signal } = at;
+    const nonce = deliveryNonce(row.request_id);
+    // The gateway told us which message this nonce created: that settles it exactly.
+    const reported = await findSentMessage(this.db, nonce);
+    if (reported !== undefined) return { kind: 'found', message: { channelId: reported.channel_id, messageId: reported.message_id } };
     const from = new Date(doubt.from.getTime() - RECONCILE_SKEW_MS);
     const until = new Date(doubt.until.getTime() + RECONCILE_SKEW_MS);
     const self = await this.host.selfId();
@@ -413,8 +420,11 @@ export class Dispatcher {
     // Look for a twin before reading what is recorded: a twin recording its message in between
     // is then still counted as a twin (undecided), never missed.
     const twin = await findUnresolvedTwin(this.db, row.request_id, from, until);
-    const taken = await recordedMessages(this.db, alike.map((m) => m.messageId), row.request_id);
-    const ours = alike.filter((m) => !taken.has(m.messageId));
+    const ids = alike.map((m) => m.messageId);
+    const taken = await recordedMessages(this.db, ids, row.request_id);
+    // A message the gateway reported under another nonce is another delivery's, recorded or not.
+    const nonces = await sentMessageNonces(this.db, ids);
+    const ours = alike.filter((m) => !taken.has(m.messageId) && (nonces.get(m.messageId) ?? nonce) === nonce);
     if (ours.length === 0) return { kind: 'absent' };
     if (twin !== undefined) return { kind: 'undecided', reason: 'another unresolved delivery with the same content may own the matching message' };
     if (ours.length > 1) return { kind: 'undecided', reason: `${ours.length} unrecorded messages with the same content in the doubt window` };

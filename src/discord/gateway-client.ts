@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { Client, Events, GatewayIntentBits, REST, Routes, type APIApplication } from 'discord.js';
+import { Client, Events, GatewayIntentBits, Partials, REST, Routes, type APIApplication } from 'discord.js';
 import type { Logger } from 'pino';
 import { answerCommand, COMMANDS, type CommandDeps } from './commands.js';
 
@@ -20,9 +20,37 @@ export async function registerCommands(token: string, apiUrl: string | undefined
  * The gateway client: receives slash commands (`/agent`, `/destinations`) and answers them.
  * Deliveries never use it (they go over REST), so dispatchers need no gateway connection.
  */
-export async function connectGateway(options: { token: string; apiUrl: string | undefined; deps: CommandDeps; log: Logger }): Promise<GatewayConnection> {
-  const { log } = options;
-  const client = new Client({ intents: [GatewayIntentBits.Guilds], ...(options.apiUrl !== undefined ? { rest: { api: options.apiUrl } } : {}) });
+export interface OwnMessage {
+  nonce: string;
+  channelId: string;
+  messageId: string;
+  createdAt: Date;
+}
+
+export async function connectGateway(options: {
+  token: string;
+  apiUrl: string | undefined;
+  deps: CommandDeps;
+  log: Logger;
+  /** A message the bot itself created, with the nonce it was sent with (the gateway reports it). */
+  onOwnMessage?: (message: OwnMessage) => Promise<void>;
+}): Promise<GatewayConnection> {
+  const { log, onOwnMessage } = options;
+  const client = new Client({
+    // Messages: Discord reports the bot's own messages with their nonce (no privileged intent needed).
+    intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.DirectMessages],
+    // DM channels are not cached: without this, discord.js drops their MESSAGE_CREATE.
+    partials: [Partials.Channel],
+    ...(options.apiUrl !== undefined ? { rest: { api: options.apiUrl } } : {}),
+  });
+  if (onOwnMessage !== undefined) {
+    client.on(Events.MessageCreate, (message) => {
+      if (message.author.id !== client.user?.id || typeof message.nonce !== 'string') return;
+      onOwnMessage({ nonce: message.nonce, channelId: message.channelId, messageId: message.id, createdAt: message.createdAt }).catch((err: unknown) =>
+        log.warn({ err: err instanceof Error ? err.message : String(err) }, 'could not record a sent message reported by the gateway'),
+      );
+    });
+  }
   client.on(Events.InteractionCreate, (interaction) => {
     if (!interaction.isChatInputCommand()) return;
     const command = `${interaction.commandName} ${interaction.options.getSubcommand(false) ?? ''}`.trim();

@@ -561,6 +561,8 @@ export class DiscordSandbox {
       };
       this.messages.get(channel.id)?.push(message);
       if (key !== undefined) this.nonces.set(key, { messageId: message.id, at: Date.now() });
+      // Discord reports every new message to the gateway, the bot's own with the nonce it was sent with.
+      this.gateway?.dispatch('MESSAGE_CREATE', { ...createdMessage(message), ...(channel.guild_id !== undefined ? { guild_id: channel.guild_id } : {}) });
       const fault = ctx.state['fault'] as Fault | undefined;
       if (fault?.action === 'drop_after_create') {
         ctx.respond = false;
