@@ -462,27 +462,27 @@ export interface components {
                 };
             };
         };
-        /** @description `MCP_BRIDGE_TOKEN` is not set. */
+        /** @description `bridge not configured`: `MCP_BRIDGE_TOKEN` is not set. `store unavailable`: the database cannot be reached right now (a restart or failover); nothing was written, retry the same request later. */
         BridgeNotConfigured: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
                 "application/json": {
-                    /** @constant */
-                    error: "bridge not configured";
+                    /** @enum {unknown} */
+                    error: "bridge not configured" | "store unavailable";
                 };
             };
         };
-        /** @description `HERALD_ADMIN_TOKEN` is not set. */
+        /** @description `admin not configured`: `HERALD_ADMIN_TOKEN` is not set. `store unavailable`: the database cannot be reached right now; nothing was changed, retry later. */
         AdminNotConfigured: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
                 "application/json": {
-                    /** @constant */
-                    error: "admin not configured";
+                    /** @enum {unknown} */
+                    error: "admin not configured" | "store unavailable";
                 };
             };
         };

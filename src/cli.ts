@@ -45,7 +45,7 @@ async function main(argv: string[]): Promise<number> {
     case 'migrate': {
       const store = await openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
       try {
-        const result = await migrateToLatest(store.db);
+        const result = await migrateToLatest(store.db, { startupTimeoutMs: config.dbStartupTimeoutMs, databaseUrl: config.databaseUrl, log: createLogger(config.logLevel, process.stderr) });
         const applied = result.results?.filter((r) => r.status === 'Success').map((r) => r.migrationName) ?? [];
         console.log(applied.length > 0 ? `applied: ${applied.join(', ')}` : 'already up to date');
       } finally {

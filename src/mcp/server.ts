@@ -140,10 +140,15 @@ async function send(deps: McpServerDeps, request: Omit<DeliveryRequest, 'request
   if (request.kind !== 'edit') await deps.state.rememberMessage(requestId, request.kind);
   const deadline = Date.now() + deps.waitMs;
   let latest: DeliveryState = accepted.data.state;
+  let repostedAt = 0;
   while (latest.state !== 'delivered' && latest.state !== 'failed' && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 200));
-    const r = await deps.bridge.getDelivery(requestId);
-    if (r.ok) latest = r.data;
+    // `unknown`: Herald could not confirm the send. Re-POSTing the same request_id (the protocol's
+    // own retry) makes it settle the doubt and try again; it never creates a second message.
+    const repost = latest.state === 'unknown' && Date.now() - repostedAt >= 2_000;
+    if (repost) repostedAt = Date.now();
+    const r = repost ? await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest) : await deps.bridge.getDelivery(requestId);
+    if (r.ok) latest = 'existing' in r.data ? r.data.state : r.data;
   }
   return describe(latest, requestId);
 }
@@ -156,6 +161,10 @@ function describe(s: DeliveryState, requestId: string): CallToolResult {
       return text(`${what}: ${s.url}\nrequest_id: ${requestId}`);
     case 'failed':
       return text(`Not delivered (${s.code}): ${FAILURE_ADVICE[s.code] ?? ''}\nrequest_id: ${requestId}`, true);
+    case 'unknown':
+      return text(
+        `Not confirmed yet (state: unknown): Herald could not tell whether Discord showed it, and is not guessing. Do not send it as a new message. Check later with get_delivery, request_id ${requestId}; the operator can see why in Herald's log.`,
+      );
     default:
       return text(
         `Accepted but not delivered yet (state: ${s.state}). Do not send it again: Herald keeps trying. Check later with get_delivery, request_id ${requestId}.`,
