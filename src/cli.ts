@@ -3,11 +3,11 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startHerald, type Herald } from './app.js';
 import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, type Config } from './config.js';
-import { openStore } from './db/database.js';
-import { migrateToLatest } from './db/migrate.js';
-import { registerCommands } from './discord/gateway-client.js';
+import { openStore } from './platform/db/database.js';
+import { migrateToLatest } from './platform/db/migrate.js';
+import { registerCommands } from './transports/discord/gateway-client.js';
 import { runStdio, startHttp } from './mcp/run.js';
-import { createLogger } from './log.js';
+import { createLogger } from './platform/log.js';
 import { SANDBOX_IDS } from './sandbox/sandbox.js';
 
 const USAGE = `usage: herald <command>

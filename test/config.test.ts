@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { FailureThrottle } from '../src/http/auth.js';
+import { FailureThrottle } from '../src/platform/http/auth.js';
 import { runHerald } from './support/process.js';
 
 describe('configuration', () => {

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startHerald } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../src/platform/log.js';
 import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';

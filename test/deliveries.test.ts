@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { deliveryNonce } from '../src/deliveries/delivery.js';
+import { deliveryNonce } from '../src/modules/deliveries/delivery.js';
 import { IDS, newRequestId, post, REQ_A, REQ_B, startTestHerald, type TestHerald } from './support/herald.js';
 import { client } from './support/client.js';
 import { waitFor } from './support/wait.js';
@@ -160,7 +160,7 @@ describe('posts, exactly once', () => {
     // The in-process app logs through pino at LOG_LEVEL; this checks the dispatcher's and HTTP's
     // log calls by running a delivery with a capturing logger.
     const lines: string[] = [];
-    const { createLogger } = await import('../src/log.js');
+    const { createLogger } = await import('../src/platform/log.js');
     const { Writable } = await import('node:stream');
     const sink = new Writable({
       write(chunk: Buffer, _enc, cb) {

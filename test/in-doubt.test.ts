@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { deliveryNonce } from '../src/deliveries/delivery.js';
+import { deliveryNonce } from '../src/modules/deliveries/delivery.js';
 import { onPostgres } from './support/db.js';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';

@@ -8,7 +8,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Server as HttpServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../src/platform/log.js';
 import { startHttp } from '../src/mcp/run.js';
 import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { testDatabase } from './support/db.js';

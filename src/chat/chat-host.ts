@@ -1,4 +1,4 @@
-import type { Card, Link } from '../deliveries/delivery.js';
+import type { Card, Link } from '../modules/deliveries/delivery.js';
 
 /** A message as a chat platform is asked to show it. */
 export interface OutgoingMessage {

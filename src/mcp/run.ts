@@ -5,7 +5,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { Logger } from 'pino';
 import { createBridgeClient } from '../client/bridge-client.js';
 import type { Config } from '../config.js';
-import { isAuthorized } from '../http/auth.js';
+import { isAuthorized } from '../platform/http/auth.js';
 import { createMcpServer, type McpServerDeps } from './server.js';
 import { McpState } from './state.js';
 

@@ -4,7 +4,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } fr
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { Logger } from 'pino';
 import type { BridgeClient, BridgeResult, DeliveryRequest, DeliveryState } from '../client/bridge-client.js';
-import { withUtf16Lengths } from '../contract/ajv.js';
+import { withUtf16Lengths } from '../platform/contract/ajv.js';
 import type { McpState } from './state.js';
 import { FAILURE_ADVICE, toolDefinitions } from './tools.js';
 

@@ -1,4 +1,4 @@
-import { loadSpec } from '../contract/spec.js';
+import { loadSpec } from '../platform/contract/spec.js';
 
 /** A JSON Schema for a tool's input, built from the contract's own schemas. */
 export type JsonSchema = Record<string, unknown>;

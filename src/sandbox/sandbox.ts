@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Router from '@koa/router';
 import Koa, { type Context } from 'koa';
-import { readJsonBody } from '../http/body.js';
+import { readJsonBody } from '../platform/http/body.js';
 import { SandboxGateway } from './gateway.js';
 import { SANDBOX_IDS } from './ids.js';
 import { SANDBOX_PAGE } from './page.js';

@@ -1,4 +1,4 @@
-import { deliveryNonce } from '../../src/deliveries/delivery.js';
+import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import type { SandboxMessage } from '../../src/sandbox/sandbox.js';
 import { SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
 import type { StateJson, Tracked } from './connector.js';

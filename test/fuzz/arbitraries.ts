@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { loadSpec } from '../../src/contract/spec.js';
+import { loadSpec } from '../../src/platform/contract/spec.js';
 import { SANDBOX_IDS } from '../../src/sandbox/ids.js';
 
 /**

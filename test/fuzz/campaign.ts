@@ -1,7 +1,7 @@
 import http from 'node:http';
 import fc from 'fast-check';
 import WebSocket from 'ws';
-import { cardLength, deliveryNonce, type Card } from '../../src/deliveries/delivery.js';
+import { cardLength, deliveryNonce, type Card } from '../../src/modules/deliveries/delivery.js';
 import { SANDBOX_IDS } from '../../src/sandbox/ids.js';
 import { answerProblems, contractApi } from '../support/client.js';
 import { fuzzRequest, type CategoryGroup, type FuzzRequest } from './arbitraries.js';

@@ -1,6 +1,6 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { migrateToLatest } from '../../src/db/migrate.js';
+import { migrateToLatest } from '../../src/platform/db/migrate.js';
 
 /**
  * With TEST_DATABASE_URL (a real PostgreSQL server), build one migrated template database; each

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { startHerald, type Herald } from '../../src/app.js';
-import type { Clock } from '../../src/clock.js';
+import type { Clock } from '../../src/platform/clock.js';
 import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/platform/log.js';
 import { DiscordSandbox, SANDBOX_IDS, type SandboxOptions } from '../../src/sandbox/sandbox.js';
 import { client, type Client } from './client.js';
 import { testDatabase, type TestDatabase } from './db.js';

@@ -1,5 +1,5 @@
 import { Migrator, type Kysely, type MigrationResultSet } from 'kysely';
-import { migrations } from '../../migrations/index.js';
+import { migrations } from '../../../migrations/index.js';
 import { isStoreUnavailable, type StoreLog } from './database.js';
 
 export interface MigrateOptions {

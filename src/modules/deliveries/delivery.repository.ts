@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database } from '../db/database.js';
+import type { Database } from '../../platform/db/database.js';
 import type { DeliveryRow, DeliveryUpdate, NewDeliveryRow } from './delivery.table.js';
 
 /** Wakes dispatchers (LISTEN/NOTIFY) when a delivery becomes due; delivered at commit. */

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
-import type { Clock } from '../clock.js';
-import type { Database } from '../db/database.js';
-import { NotFoundError } from '../errors.js';
+import type { Clock } from '../../platform/clock.js';
+import type { Database } from '../../platform/db/database.js';
+import { NotFoundError } from '../../platform/errors.js';
 import {
   deleteRegistration,
   findRegistration,

@@ -3,9 +3,9 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import type { DeliveryTable, SentMessageTable } from '../deliveries/delivery.table.js';
-import type { DestinationTable } from '../destinations/destination.table.js';
-import type { PairingCodeTable, RegistrationTable } from '../identity/identity.table.js';
+import type { DeliveryTable, SentMessageTable } from '../../modules/deliveries/delivery.table.js';
+import type { DestinationTable } from '../../modules/destinations/destination.table.js';
+import type { PairingCodeTable, RegistrationTable } from '../../modules/identity/identity.table.js';
 import { PGliteDialect } from './pglite-dialect.js';
 
 export interface Database {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { components } from '../../generated/api.js';
+import type { components } from '../../../generated/api.js';
 
 type Schemas = components['schemas'];
 export type DeliveryKind = Schemas['DeliveryKind'];

@@ -1,10 +1,10 @@
 import type { Kysely } from 'kysely';
-import type { ChatHost } from '../chat/chat-host.js';
-import { ChatHostError } from '../chat/chat-host.js';
-import type { Clock } from '../clock.js';
-import type { Database } from '../db/database.js';
+import type { ChatHost } from '../../chat/chat-host.js';
+import { ChatHostError } from '../../chat/chat-host.js';
+import type { Clock } from '../../platform/clock.js';
+import type { Database } from '../../platform/db/database.js';
 import { DESTINATIONS, type Destination } from '../deliveries/delivery.js';
-import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../errors.js';
+import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../platform/errors.js';
 import { deleteDestination, listDestinations, upsertDestination } from './destination.repository.js';
 
 export interface DestinationMapping {

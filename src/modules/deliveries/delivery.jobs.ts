@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import { ChatHostError, type ChatHost, type SentMessage } from '../chat/chat-host.js';
-import type { Clock } from '../clock.js';
-import { isStoreUnavailable, type Database, type Store } from '../db/database.js';
+import { ChatHostError, type ChatHost, type SentMessage } from '../../chat/chat-host.js';
+import type { Clock } from '../../platform/clock.js';
+import { isStoreUnavailable, type Database, type Store } from '../../platform/db/database.js';
 import { findDestinationChannel } from '../destinations/destination.repository.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../../platform/metrics.js';
 import { findRegistration } from '../identity/identity.repository.js';
 import { deliveryNonce, discordMessageUrl, type DmTarget, type EditTarget, type PostTarget } from './delivery.js';
 import {

@@ -9,7 +9,7 @@ import {
 } from 'discord.js';
 import { DESTINATIONS } from '../deliveries/delivery.js';
 import type { DestinationService } from '../destinations/destination.service.js';
-import { DomainError } from '../errors.js';
+import { DomainError } from '../../platform/errors.js';
 import type { IdentityService } from '../identity/identity.service.js';
 
 /** `/agent register | pair | unregister`: the user's agent identity (PROTOCOL.md §7). */

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
-import type { Clock } from '../clock.js';
-import type { Database } from '../db/database.js';
-import { ConflictError, NotFoundError } from '../errors.js';
+import type { Clock } from '../../platform/clock.js';
+import type { Database } from '../../platform/db/database.js';
+import { ConflictError, NotFoundError } from '../../platform/errors.js';
 import { payloadHash, type Delivery, type DeliveryKind, type DeliveryState } from './delivery.js';
 import { findDelivery, insertDelivery, lockDelivery, notifyDue, resetToPending } from './delivery.repository.js';
 import type { DeliveryRow } from './delivery.table.js';

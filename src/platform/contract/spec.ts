@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 
-export const SPEC_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../openapi/herald.yaml');
+export const SPEC_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../openapi/herald.yaml');
 
 /** A JSON Schema node of the contract, with Herald's reason extensions. */
 export interface SchemaNode {

@@ -17,7 +17,7 @@ import {
   type RESTPatchAPIChannelMessageJSONBody,
   type RESTPostAPIChannelMessageJSONBody,
 } from 'discord.js';
-import { ChatHostError, type ChannelInfo, type ChatHost, type OutgoingMessage, type SeenMessage, type SentMessage } from '../chat/chat-host.js';
+import { ChatHostError, type ChannelInfo, type ChatHost, type OutgoingMessage, type SeenMessage, type SentMessage } from '../../chat/chat-host.js';
 
 /** Discord's epoch (2015-01-01), the origin of snowflake timestamps. */
 const DISCORD_EPOCH = 1420070400000n;

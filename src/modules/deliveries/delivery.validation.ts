@@ -1,6 +1,6 @@
-import { isPlainObject, type SchemaReasons } from '../contract/reasons.js';
-import type { SchemaNode } from '../contract/spec.js';
-import { InvalidRequestError } from '../errors.js';
+import { isPlainObject, type SchemaReasons } from '../../platform/contract/reasons.js';
+import type { SchemaNode } from '../../platform/contract/spec.js';
+import { InvalidRequestError } from '../../platform/errors.js';
 import { cardLength, normalizeDelivery, type Card, type Delivery } from './delivery.js';
 
 /**

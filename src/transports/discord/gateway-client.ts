@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { Client, Events, GatewayIntentBits, Partials, REST, Routes, type APIApplication } from 'discord.js';
 import type { Logger } from 'pino';
-import { answerCommand, COMMANDS, type CommandDeps } from './commands.js';
+import { answerCommand, COMMANDS, type CommandDeps } from '../../modules/commands/commands.js';
 
 export interface GatewayConnection {
   readonly ready: boolean;

@@ -1,0 +1,219 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Clock } from '../platform/clock.js';
+import { errorSummary } from '../modules/deliveries/delivery.jobs.js';
+
+/** What the worker needs of a job; the job's own table holds the rest. */
+export interface Job {
+  readonly id: string;
+  readonly kind: string;
+  /** Attempts so far, this one included (the claim counts it). */
+  readonly attempts: number;
+}
+
+/**
+ * Where jobs wait: a table whose rows are their own outbox entries. `claim` leases due rows
+ * (`FOR UPDATE SKIP LOCKED`, so any number of workers share one database) and counts the attempt;
+ * a row whose lease expired (its worker died) is due again.
+ */
+export interface JobQueue<J extends Job> {
+  claim(owner: string, now: Date, leaseMs: number, kinds: readonly string[], limit: number): Promise<J[]>;
+  /** On shutdown: hand this owner's leased rows back, due now. */
+  release(owner: string, now: Date): Promise<number>;
+  /** Periodic upkeep, e.g. deleting rows past retention. */
+  prune?(now: Date): Promise<number>;
+}
+
+/** Retry timing of a job kind: full-jitter exponential backoff, capped. */
+export interface RetryPolicy {
+  maxAttempts: number;
+  baseMs: number;
+  capMs?: number;
+}
+
+export interface JobContext {
+  /** Aborted just before the lease ends, or when shutdown's grace period is over. */
+  readonly signal: AbortSignal;
+  /** When the job should be tried again after a transient failure (its kind's policy). */
+  retryAt(retryAfterMs?: number): Date;
+  readonly retry: RetryPolicy;
+}
+
+/** One kind of job, registered by the module that owns it. */
+export interface JobKind<J extends Job> {
+  readonly kind: string;
+  /** Jobs of this kind one process runs at once; absent: they share the worker's pool. */
+  readonly concurrency?: number;
+  readonly retry: RetryPolicy;
+  /** Run one attempt and record its outcome (only while the lease is held). */
+  handle(job: J, context: JobContext): Promise<void>;
+}
+
+export interface WorkerOptions {
+  leaseMs: number;
+  pollMs: number;
+  /** Size of the shared pool. */
+  concurrency: number;
+  shutdownGraceMs: number;
+  pruneEveryMs?: number;
+}
+
+const DEFAULT_CAP_MS = 5 * 60 * 1000;
+
+/** Full-jitter exponential backoff: uniform below min(cap, base·2^(attempts−1)), never below retryAfter. */
+export function backoffMs(policy: RetryPolicy, attempts: number, retryAfterMs?: number): number {
+  const ceiling = Math.min(policy.capMs ?? DEFAULT_CAP_MS, policy.baseMs * 2 ** Math.max(0, attempts - 1));
+  return Math.max(Math.floor(Math.random() * ceiling), retryAfterMs ?? 0, 1);
+}
+
+/**
+ * The outbox worker: claims due jobs of every registered kind under a lease, runs each kind's
+ * handler with a signal that fires before the lease ends, wakes on a notification or polls, prunes,
+ * and on stop lets in-flight jobs finish within a grace period before handing the rest back.
+ */
+export class OutboxWorker<J extends Job> {
+  readonly owner = `worker-${randomUUID()}`;
+  private readonly kinds = new Map<string, JobKind<J>>();
+  private readonly inFlight = new Map<string, { kind: string; done: Promise<void>; abort: AbortController }>();
+  private stopping = false;
+  private loopDone: Promise<void> | undefined;
+  private wakeUp: (() => void) | undefined;
+  /** A wake-up that came while the loop was busy: it looks again instead of sleeping. */
+  private woken = false;
+  private lastPrune = 0;
+
+  constructor(
+    private readonly queue: JobQueue<J>,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly options: WorkerOptions,
+  ) {}
+
+  register(kind: JobKind<J>): this {
+    if (this.loopDone !== undefined) throw new Error('register job kinds before start()');
+    if (this.kinds.has(kind.kind)) throw new Error(`job kind ${kind.kind} is registered twice`);
+    this.kinds.set(kind.kind, kind);
+    return this;
+  }
+
+  get running(): boolean {
+    return this.loopDone !== undefined && !this.stopping;
+  }
+
+  start(): void {
+    if (this.loopDone !== undefined) return;
+    this.loopDone = this.loop();
+  }
+
+  /** Look for due work now (a notification, a finished job). */
+  wake(): void {
+    const w = this.wakeUp;
+    this.wakeUp = undefined;
+    if (w === undefined) this.woken = true;
+    else w();
+  }
+
+  /** Stop claiming; let in-flight jobs finish within the grace period, then release the rest. */
+  async stop(): Promise<void> {
+    if (this.loopDone === undefined || this.stopping) return;
+    this.stopping = true;
+    this.wake();
+    await this.loopDone;
+    const all = Promise.all([...this.inFlight.values()].map((a) => a.done));
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.options.shutdownGraceMs)));
+    const result = await Promise.race([all.then(() => 'done' as const), graceOver]);
+    clearTimeout(timer);
+    if (result === 'timeout') {
+      for (const a of this.inFlight.values()) a.abort.abort();
+      await all;
+    }
+    const released = await this.queue.release(this.owner, this.clock.now());
+    if (released > 0) this.log.info({ released }, 'released in-flight jobs');
+  }
+
+  /** Run the queue's upkeep now. */
+  async prune(): Promise<number> {
+    const removed = (await this.queue.prune?.(this.clock.now())) ?? 0;
+    if (removed > 0) this.log.info({ removed }, 'pruned old jobs');
+    return removed;
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopping) {
+      this.woken = false;
+      try {
+        await this.tick();
+      } catch (err) {
+        this.log.error({ err: errorSummary(err) }, 'worker tick failed');
+      }
+      if (this.stopping) break;
+      if (this.woken) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.options.pollMs);
+        this.wakeUp = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+  }
+
+  private async tick(): Promise<void> {
+    const nowMs = this.clock.now().getTime();
+    if (this.options.pruneEveryMs !== undefined && nowMs - this.lastPrune >= this.options.pruneEveryMs) {
+      this.lastPrune = nowMs;
+      await this.prune();
+    }
+    // Kinds with a concurrency of their own claim apart; the rest share the pool in one claim.
+    const pooled: string[] = [];
+    for (const kind of this.kinds.values()) {
+      if (kind.concurrency === undefined) {
+        pooled.push(kind.kind);
+        continue;
+      }
+      const room = kind.concurrency - this.running_(kind.kind);
+      if (room > 0) await this.claimAndLaunch([kind.kind], room);
+    }
+    const poolRoom = this.options.concurrency - [...this.inFlight.values()].filter((a) => this.kinds.get(a.kind)?.concurrency === undefined).length;
+    if (pooled.length > 0 && poolRoom > 0) await this.claimAndLaunch(pooled, poolRoom);
+  }
+
+  private running_(kind: string): number {
+    let n = 0;
+    for (const a of this.inFlight.values()) if (a.kind === kind) n += 1;
+    return n;
+  }
+
+  private async claimAndLaunch(kinds: readonly string[], limit: number): Promise<void> {
+    const jobs = await this.queue.claim(this.owner, this.clock.now(), this.options.leaseMs, kinds, limit);
+    // A full batch may leave more due: each finished job wakes the loop, so it looks again.
+    for (const job of jobs) this.launch(job);
+  }
+
+  private launch(job: J): void {
+    const kind = this.kinds.get(job.kind);
+    if (kind === undefined) {
+      // Claimed only by registered kinds; a row of another kind cannot get here.
+      this.log.error({ job: job.id, kind: job.kind }, 'claimed a job of an unregistered kind');
+      return;
+    }
+    const abort = new AbortController();
+    // Give up before the lease ends, so no attempt records anything after another could have taken over.
+    const timer = setTimeout(() => abort.abort(), Math.max(1, this.options.leaseMs - 1_000));
+    const context: JobContext = {
+      signal: abort.signal,
+      retry: kind.retry,
+      retryAt: (retryAfterMs) => new Date(this.clock.now().getTime() + backoffMs(kind.retry, job.attempts, retryAfterMs)),
+    };
+    const done = kind
+      .handle(job, context)
+      .catch((err: unknown) => this.log.error({ job: job.id, kind: job.kind, err: errorSummary(err) }, 'job bookkeeping failed'))
+      .finally(() => {
+        clearTimeout(timer);
+        this.inFlight.delete(job.id);
+        this.wake();
+      });
+    this.inFlight.set(job.id, { kind: job.kind, done, abort });
+  }
+}

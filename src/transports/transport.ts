@@ -1,0 +1,166 @@
+import type { components } from '../../generated/api.js';
+
+type Card = components['schemas']['Card'];
+type Link = components['schemas']['Link'];
+
+/**
+ * A chat platform Herald speaks to, as small facets: a platform implements only the facets it can
+ * (IRC has no edits; a platform without history cannot be reconciled against), and everything
+ * Herald offers on it (the protocol's capabilities, the MCP tools) is computed from which are present.
+ */
+export type TransportName = 'discord' | 'memory';
+
+/** A message as a platform is asked to show it. */
+export interface OutgoingMessage {
+  content?: string;
+  card?: Card;
+  links?: Link[];
+}
+
+/** A channel on a named transport. */
+export interface Address {
+  transport: TransportName;
+  channelId: string;
+}
+
+export interface SentMessage {
+  channelId: string;
+  messageId: string;
+}
+
+export interface SeenMessage extends SentMessage {
+  authorId: string;
+  /** When the platform created it. */
+  createdAt: Date;
+  /** What the message shows, in the same shape as `History.fingerprint(OutgoingMessage)`. */
+  fingerprint: string;
+}
+
+export interface ChannelInfo {
+  id: string;
+  guildId: string | undefined;
+  name?: string | undefined;
+  isText: boolean;
+}
+
+export interface MemberInfo {
+  userId: string;
+  displayName: string;
+  bot: boolean;
+}
+
+/** A message someone else wrote, as a platform delivers it to Herald. */
+export interface InboundMessage extends SentMessage {
+  authorId: string;
+  authorIsBot: boolean;
+  guildId: string | undefined;
+  content: string;
+  createdAt: Date;
+}
+
+/**
+ * Why a platform call failed, in the terms the outbox acts on: retry later, or fail the job with a
+ * protocol code.
+ */
+export type TransportFailure =
+  | {
+      kind: 'transient';
+      retryAfterMs?: number;
+      detail: string;
+      /**
+       * A send that failed this way may still have created the message (a 5xx, a dropped
+       * connection, a timeout after the request went out). False or absent: it certainly did not.
+       */
+      mayHaveCreated?: boolean;
+    }
+  | { kind: 'recipient_unreachable'; detail: string }
+  | { kind: 'not_found'; detail: string }
+  | { kind: 'rejected'; detail: string };
+
+export class TransportError extends Error {
+  constructor(readonly failure: TransportFailure) {
+    super(failure.detail);
+    this.name = 'TransportError';
+  }
+}
+
+export interface Sender {
+  /**
+   * Create a message. Every call for one job passes the same `idempotencyKey`; where the platform
+   * honours one (`capabilities.idempotentSend`), a repeat within its window returns the first message.
+   */
+  send(channelId: string, message: OutgoingMessage, idempotencyKey: string, signal: AbortSignal): Promise<SentMessage>;
+}
+
+export interface DirectMessages {
+  /** The direct-message channel with a user (opened if needed). */
+  openDm(userId: string, signal: AbortSignal): Promise<string>;
+}
+
+export interface Editor {
+  /** Replace the parts of a message that `message` includes. Idempotent. */
+  edit(channelId: string, messageId: string, message: OutgoingMessage, signal: AbortSignal): Promise<void>;
+}
+
+export interface History {
+  /** Herald's own user on the platform (the author of what it sends). */
+  selfId(): Promise<string>;
+  fingerprint(message: OutgoingMessage): string;
+  /**
+   * Messages created from `from` to `until`, oldest first, reading at most `max`; `complete` is
+   * false when `max` ran out before `until` was passed.
+   */
+  listBetween(channelId: string, from: Date, until: Date, max: number, signal: AbortSignal): Promise<{ messages: SeenMessage[]; complete: boolean }>;
+}
+
+export interface Channels {
+  /** Undefined when the channel does not exist or the bot cannot see it. */
+  getChannel(channelId: string): Promise<ChannelInfo | undefined>;
+}
+
+export interface Members {
+  listMembers(channelId: string): Promise<MemberInfo[]>;
+}
+
+export interface Inbound {
+  /** Messages others write where Herald can see them; returns the unsubscribe. */
+  onMessage(listener: (message: InboundMessage) => void): () => void;
+}
+
+export interface Transport {
+  readonly name: TransportName;
+  readonly sender?: Sender;
+  readonly dms?: DirectMessages;
+  readonly editor?: Editor;
+  readonly history?: History;
+  readonly channels?: Channels;
+  readonly members?: Members;
+  readonly inbound?: Inbound;
+  /** Whether `sender` honours idempotency keys (Discord's nonce). */
+  readonly idempotentSend: boolean;
+}
+
+/** What a transport can do, from which facets it has: the one record capabilities are computed from. */
+export interface TransportCapabilities {
+  send: boolean;
+  idempotentSend: boolean;
+  dm: boolean;
+  edit: boolean;
+  history: boolean;
+  channels: boolean;
+  members: boolean;
+  inbound: boolean;
+}
+
+export function capabilitiesOf(t: Transport): TransportCapabilities {
+  return {
+    send: t.sender !== undefined,
+    idempotentSend: t.sender !== undefined && t.idempotentSend,
+    dm: t.sender !== undefined && t.dms !== undefined,
+    edit: t.editor !== undefined,
+    history: t.history !== undefined,
+    channels: t.channels !== undefined,
+    members: t.members !== undefined,
+    inbound: t.inbound !== undefined,
+  };
+}
