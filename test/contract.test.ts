@@ -1,12 +1,48 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { SPEC_PATH, SPEC_YAML_PATH } from '../src/platform/contract/spec.js';
 import { startTestHerald } from './support/herald.js';
 import { contractApi } from './support/client.js';
 
+/** Every value under `node` with its JSON pointer, depth first. */
+function* nodes(node: unknown, pointer = ''): Generator<[string, unknown]> {
+  yield [pointer, node];
+  if (typeof node !== 'object' || node === null) return;
+  for (const [key, value] of Object.entries(node)) yield* nodes(value, `${pointer}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`);
+}
+
+/** The `x-herald-*` extensions under `node`, as `key: value` strings. */
+function heraldExtensions(node: unknown): string[] {
+  const found: string[] = [];
+  for (const [, value] of nodes(node)) {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) continue;
+    for (const [key, v] of Object.entries(value)) if (key.startsWith('x-herald-')) found.push(`${key}: ${JSON.stringify(v)}`);
+  }
+  return found.sort();
+}
+
 describe('the contract', () => {
-  it('routes every operation in openapi/herald.yaml (openapi-backend fails silently on a bad 3.1 document)', async () => {
-    const raw = parse(readFileSync('openapi/herald.yaml', 'utf8')) as { paths: Record<string, Record<string, { operationId?: string }>> };
+  const bundle = JSON.parse(readFileSync(SPEC_PATH, 'utf8')) as { paths: Record<string, Record<string, { operationId?: string }>> };
+
+  it('is bundled from openapi/ with local $refs only, every one resolving in the bundle', () => {
+    const at = new Map(nodes(bundle));
+    const refs = [...at].flatMap(([pointer, value]) => (pointer.endsWith('/$ref') ? [[pointer, value] as const] : []));
+    expect(refs.length).toBeGreaterThan(100);
+    for (const [pointer, ref] of refs) {
+      expect(ref, pointer).toMatch(/^#\/components\//);
+      expect(at.has((ref as string).slice(1)), `${pointer}: ${String(ref)}`).toBe(true);
+    }
+  });
+
+  it('keeps every x-herald-* extension of the parts, and serves the same document as YAML', () => {
+    const parts = readdirSync('openapi').filter((f) => f.endsWith('.yaml')).map((f) => parse(readFileSync(`openapi/${f}`, 'utf8')) as unknown);
+    expect(heraldExtensions(bundle)).toEqual(parts.flatMap(heraldExtensions).sort());
+    expect(parse(readFileSync(SPEC_YAML_PATH, 'utf8'))).toEqual(bundle);
+  });
+
+  it('routes every operation of the bundle (openapi-backend fails silently on a bad 3.1 document)', async () => {
+    const raw = bundle;
     const declared = Object.values(raw.paths).flatMap((item) => Object.values(item).flatMap((op) => (op.operationId ? [op.operationId] : [])));
     expect(declared.length).toBeGreaterThanOrEqual(11);
     const api = await contractApi();

@@ -1,9 +1,17 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parse } from 'yaml';
 
-export const SPEC_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../openapi/herald.yaml');
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+/**
+ * The contract Herald loads: the bundle `npm run generate` writes from openapi/herald.yaml and its
+ * parts (redocly bundle), every `$ref` local (`#/components/...`). JSON, so no YAML parser at run time.
+ */
+export const SPEC_PATH = path.join(ROOT, 'generated/openapi.json');
+
+/** The same bundle as YAML, served at `/openapi.yaml`. */
+export const SPEC_YAML_PATH = path.join(ROOT, 'generated/openapi.yaml');
 
 /** A JSON Schema node of the contract, with Herald's reason extensions. */
 export interface SchemaNode {
@@ -18,14 +26,21 @@ export interface SchemaNode {
 }
 
 let cached: { text: string; document: Record<string, unknown> } | undefined;
+let cachedYaml: string | undefined;
 
-/** The contract as written (OpenAPI 3.1), parsed once. Callers must not mutate it. */
+/** The bundled contract (OpenAPI 3.1): its JSON text and the document, parsed once. Callers must not mutate it. */
 export function loadSpec(): { text: string; document: Record<string, unknown> } {
   if (cached === undefined) {
     const text = readFileSync(SPEC_PATH, 'utf8');
-    cached = { text, document: parse(text) as Record<string, unknown> };
+    cached = { text, document: JSON.parse(text) as Record<string, unknown> };
   }
   return cached;
+}
+
+/** The bundled contract as YAML text, read once. */
+export function loadSpecYaml(): string {
+  cachedYaml ??= readFileSync(SPEC_YAML_PATH, 'utf8');
+  return cachedYaml;
 }
 
 /** A fresh, mutable copy of the contract (openapi-backend dereferences in place). */

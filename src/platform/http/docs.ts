@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import Router from '@koa/router';
 import { getAbsoluteFSPath } from 'swagger-ui-dist';
-import { loadSpec } from '../contract/spec.js';
+import { loadSpecYaml } from '../contract/spec.js';
 
 /** Swagger UI's files, served from the swagger-ui-dist package: nothing is loaded from a CDN. */
 const ASSETS: Readonly<Record<string, string>> = {
@@ -39,13 +39,13 @@ const INIT = `window.ui = SwaggerUIBundle({
 });
 `;
 
-/** `/docs` (Swagger UI) and `/openapi.yaml` (the contract as written). */
+/** `/docs` (Swagger UI) and `/openapi.yaml` (the bundled contract, generated/openapi.yaml). */
 export function docsRouter(): Router {
   const router = new Router();
   const root = getAbsoluteFSPath();
   router.get('/openapi.yaml', (ctx) => {
     ctx.type = 'application/yaml; charset=utf-8';
-    ctx.body = loadSpec().text;
+    ctx.body = loadSpecYaml();
   });
   router.get('/docs', (ctx) => {
     ctx.type = 'html';
