@@ -4,23 +4,30 @@ import Router from '@koa/router';
 import Koa from 'koa';
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
-import type { ChatHost } from './chat/chat-host.js';
-import { systemClock, type Clock } from './platform/clock.js';
 import type { Config } from './config.js';
+import { commandRouter, COMMAND_DEFINITIONS } from './modules/commands/registry.js';
+import { deliveryOperations } from './modules/deliveries/delivery.http.js';
+import { DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
+import { DELIVERY_CHANNEL, recordSentMessage } from './modules/deliveries/delivery.repository.js';
+import { DeliveryService, type KindSupport } from './modules/deliveries/delivery.service.js';
+import { destinationOperations } from './modules/destinations/destination.http.js';
+import { DestinationService } from './modules/destinations/destination.service.js';
+import { identityOperations } from './modules/identity/identity.http.js';
+import { IdentityService } from './modules/identity/identity.service.js';
+import { OutboxWorker } from './outbox/worker.js';
+import { systemClock, type Clock } from './platform/clock.js';
 import { openStore, type Store } from './platform/db/database.js';
 import { migrateToLatest } from './platform/db/migrate.js';
-import { DeliveryService } from './modules/deliveries/delivery.service.js';
-import { recordSentMessage } from './modules/deliveries/delivery.repository.js';
-import { Dispatcher } from './modules/deliveries/delivery.jobs.js';
-import { DestinationService } from './modules/destinations/destination.service.js';
-import { DiscordHost } from './transports/discord/discord-transport.js';
-import { connectGateway, type GatewayConnection } from './transports/discord/gateway-client.js';
-import { IdentityService } from './modules/identity/identity.service.js';
+import { errorSummary } from './platform/errors.js';
 import { createApi } from './platform/http/api.js';
 import { docsRouter } from './platform/http/docs.js';
+import { probeOperations, type Readiness } from './platform/http/probes.js';
 import { createLogger } from './platform/log.js';
 import { Metrics } from './platform/metrics.js';
-import { DiscordSandbox } from './sandbox/sandbox.js';
+import type { Database } from './schema.js';
+import { DiscordTransport } from './transports/discord/discord-transport.js';
+import { connectGateway, type GatewayConnection } from './transports/discord/gateway-client.js';
+import { capabilitiesOf, type Transport } from './transports/transport.js';
 
 export interface HeraldOptions {
   config: Config;
@@ -33,30 +40,38 @@ export interface HeraldOptions {
 export interface Herald {
   /** The API's base URL, when serving HTTP. */
   readonly url: string | undefined;
-  /** The built-in Discord sandbox, in sandbox mode. */
-  readonly sandbox: DiscordSandbox | undefined;
-  readonly store: Store;
-  readonly dispatcher: Dispatcher | undefined;
+  readonly store: Store<Database>;
+  /** The outbox worker, when this process dispatches. */
+  readonly worker: OutboxWorker<DeliveryJob> | undefined;
   readonly metrics: Metrics;
-  /** Stop serving, stop claiming, finish or release in-flight deliveries, close the store. */
+  /** Stop serving, stop claiming, finish or release in-flight jobs, close the store. */
   close(): Promise<void>;
 }
 
+const PRUNE_EVERY_MS = 60 * 60 * 1000;
+
+/**
+ * Wiring only: open the store, build each service once, and hand them to the HTTP API, the
+ * gateway's command router and the outbox worker. Needs a Discord token (sandbox mode passes the
+ * sandbox's, see cli.ts).
+ */
 export async function startHerald(options: HeraldOptions): Promise<Herald> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
   const log = options.log ?? createLogger(config.logLevel);
   const roles = options.roles ?? { http: true, dispatcher: true };
+  const token = config.discordToken;
+  if (token === undefined) throw new Error('DISCORD_TOKEN is not set (herald serve starts the built-in sandbox when it is unset)');
   const metrics = new Metrics();
   const cleanups: (() => Promise<void>)[] = [];
   const close = async (): Promise<void> => {
     for (const cleanup of cleanups.splice(0).reverse()) {
-      await cleanup().catch((err: unknown) => log.error({ err: String(err) }, 'shutdown step failed'));
+      await cleanup().catch((err: unknown) => log.error({ err: errorSummary(err) }, 'shutdown step failed'));
     }
   };
 
   try {
-    const store = await openStore({
+    const store = await openStore<Database>({
       databaseUrl: config.databaseUrl,
       dataDir: config.dataDir,
       onConnectionError: (err) => log.warn({ err: err.message }, 'database connection lost; it is replaced on next use'),
@@ -67,53 +82,52 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     await migrateToLatest(store.db, { startupTimeoutMs: config.dbStartupTimeoutMs, databaseUrl: config.databaseUrl, log });
     log.info({ store: store.kind }, 'store ready');
 
-    let sandbox: DiscordSandbox | undefined;
-    let token = config.discordToken;
-    let apiUrl = config.discordApiUrl;
-    if (token === undefined) {
-      sandbox = await new DiscordSandbox().start(config.sandboxPort, config.host);
-      cleanups.push(() => sandbox?.close() ?? Promise.resolve());
-      token = sandbox.botToken;
-      apiUrl = sandbox.apiUrl;
-    }
-    const host: ChatHost = new DiscordHost({ token, apiUrl, timeoutMs: config.discordTimeoutMs });
+    const transport: Transport = new DiscordTransport({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs });
+    // The protocol's capabilities (and the MCP tools, through them) come from what the transport can do.
+    const can = capabilitiesOf(transport);
+    const capabilities: KindSupport = {
+      post: can.send,
+      dm: can.dm && !config.disabledKinds.includes('dm'),
+      edit: can.edit && !config.disabledKinds.includes('edit'),
+    };
+    if (transport.channels === undefined) throw new Error(`the ${transport.name} transport cannot look up channels, which destinations need`);
+    const deliveries = new DeliveryService(store.db, clock, capabilities);
+    const destinations = new DestinationService(store.db, transport.channels, clock);
+    const identity = new IdentityService(store.db, clock);
 
-    let dispatcher: Dispatcher | undefined;
+    let worker: OutboxWorker<DeliveryJob> | undefined;
     if (roles.dispatcher) {
-      dispatcher = new Dispatcher(store, host, clock, log, metrics, {
-        leaseMs: config.leaseMs,
-        pollMs: config.pollMs,
+      const jobs = new DeliveryJobs(store.db, transport, clock, log, metrics, {
         nonceWindowMs: config.nonceWindowMs,
         maxAttempts: config.maxAttempts,
         retryBaseMs: config.retryBaseMs,
+        leaseMs: config.leaseMs,
+      });
+      const w = new OutboxWorker(deliveryQueue(store.db), clock, log, {
+        leaseMs: config.leaseMs,
+        pollMs: config.pollMs,
         concurrency: config.dispatchConcurrency,
         shutdownGraceMs: config.shutdownGraceMs,
+        pruneEveryMs: PRUNE_EVERY_MS,
       });
-      await dispatcher.start();
-      const d = dispatcher;
-      cleanups.push(() => d.stop());
+      for (const kind of jobs.kinds()) w.register(kind);
+      // LISTEN heals itself after a lost connection; polling covers any gap.
+      const unlisten = await store.listen(DELIVERY_CHANNEL, () => w.wake());
+      cleanups.push(unlisten);
+      w.start();
+      cleanups.push(() => w.stop());
+      worker = w;
     }
-
-    const capabilities = {
-      post: host.capabilities.post,
-      dm: host.capabilities.dm && !config.disabledKinds.includes('dm'),
-      edit: host.capabilities.edit && !config.disabledKinds.includes('edit'),
-    };
-    const services: Services = {
-      deliveries: new DeliveryService(store.db, clock, capabilities),
-      destinations: new DestinationService(store.db, host, clock),
-      identity: new IdentityService(store.db, clock),
-      capabilities,
-    };
 
     let gateway: GatewayConnection | undefined;
     if (roles.http && config.gateway) {
       try {
         log.info('connecting to the Discord gateway');
+        const router = commandRouter({ identity, destinations });
         gateway = await connectGateway({
           token,
-          apiUrl,
-          deps: services,
+          apiUrl: config.discordApiUrl,
+          commands: { definitions: COMMAND_DEFINITIONS, run: (invocation) => router.run(invocation) },
           log,
           onOwnMessage: (m) => recordSentMessage(store.db, m.nonce, m.channelId, m.messageId, m.createdAt),
         });
@@ -121,61 +135,51 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         cleanups.push(() => g.close());
       } catch (err) {
         // Deliveries do not need the gateway: keep serving, and say so in /readyz.
-        log.error({ err: err instanceof Error ? err.message : String(err) }, 'gateway unavailable; slash commands will not be answered');
+        log.error({ err: errorSummary(err) }, 'gateway unavailable; slash commands will not be answered');
       }
     }
 
     let url: string | undefined;
     if (roles.http) {
-      const server = await serveHttp(config, store, services, log, metrics, dispatcher, config.gateway ? () => gateway?.ready ?? false : undefined);
+      const readiness: Readiness = async () => {
+        const checks: Record<string, string> = {};
+        try {
+          await sql`select 1`.execute(store.db);
+          checks['database'] = 'ok';
+        } catch {
+          checks['database'] = 'unavailable';
+        }
+        if (worker !== undefined) checks['dispatcher'] = worker.running ? 'ok' : 'stopped';
+        // The worker's LISTEN session: while it reconnects, new deliveries wait for polling.
+        if (worker !== undefined) checks['listen'] = store.listening() ? 'ok' : 'unavailable';
+        if (config.gateway) checks['gateway'] = gateway?.ready === true ? 'ok' : 'unavailable';
+        return checks;
+      };
+      const middleware = await createApi({
+        bridgeToken: config.bridgeToken,
+        adminToken: config.adminToken,
+        log,
+        operations: [
+          deliveryOperations(deliveries, capabilities),
+          identityOperations(identity),
+          destinationOperations(destinations),
+          probeOperations(readiness),
+        ],
+      });
+      const server = await serveHttp(config, middleware, log, metrics);
       // Stop accepting requests first (cleanups run in reverse).
       cleanups.push(() => closeServer(server));
       const address = server.address() as AddressInfo;
       url = `http://${config.host}:${address.port}`;
     }
-    return { url, sandbox, store, dispatcher, metrics, close };
+    return { url, store, worker, metrics, close };
   } catch (err) {
     await close();
     throw err;
   }
 }
 
-interface Services {
-  deliveries: DeliveryService;
-  destinations: DestinationService;
-  identity: IdentityService;
-  capabilities: { post: boolean; dm: boolean; edit: boolean };
-}
-
-async function serveHttp(
-  config: Config,
-  store: Store,
-  services: Services,
-  log: Logger,
-  metrics: Metrics,
-  dispatcher: Dispatcher | undefined,
-  gatewayReady: (() => boolean) | undefined,
-): Promise<Server> {
-  const middleware = await createApi({
-    bridgeToken: config.bridgeToken,
-    adminToken: config.adminToken,
-    ...services,
-    log,
-    readiness: async () => {
-      const checks: Record<string, string> = {};
-      try {
-        await sql`select 1`.execute(store.db);
-        checks['database'] = 'ok';
-      } catch {
-        checks['database'] = 'unavailable';
-      }
-      if (dispatcher !== undefined) checks['dispatcher'] = dispatcher.running ? 'ok' : 'stopped';
-      // The dispatcher's LISTEN session: while it reconnects, new deliveries wait for polling.
-      if (dispatcher !== undefined) checks['listen'] = store.listening() ? 'ok' : 'unavailable';
-      if (gatewayReady !== undefined) checks['gateway'] = gatewayReady() ? 'ok' : 'unavailable';
-      return checks;
-    },
-  });
+async function serveHttp(config: Config, api: Koa.Middleware, log: Logger, metrics: Metrics): Promise<Server> {
   const app = new Koa({ proxy: false });
   app.use(async (ctx, next) => {
     const started = performance.now();
@@ -183,7 +187,7 @@ async function serveHttp(
     // Method, path and status only: never bodies or headers (they hold content and tokens).
     log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
   });
-  app.use(middleware);
+  app.use(api);
   const docs = docsRouter();
   const router = new Router();
   router.get('/', (ctx) => ctx.redirect('/docs'));

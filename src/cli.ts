@@ -8,7 +8,7 @@ import { migrateToLatest } from './platform/db/migrate.js';
 import { registerCommands } from './transports/discord/gateway-client.js';
 import { runStdio, startHttp } from './mcp/run.js';
 import { createLogger } from './platform/log.js';
-import { SANDBOX_IDS } from './sandbox/sandbox.js';
+import { COMMAND_DEFINITIONS } from './modules/commands/registry.js';
 
 const USAGE = `usage: herald <command>
 
@@ -84,7 +84,7 @@ async function main(argv: string[]): Promise<number> {
         console.error('herald: DISCORD_TOKEN is not set (sandbox mode registers its commands itself at start-up)');
         return 2;
       }
-      const names = await registerCommands(config.discordToken, config.discordApiUrl);
+      const names = await registerCommands(config.discordToken, config.discordApiUrl, COMMAND_DEFINITIONS);
       console.log(`registered: ${names.map((n) => `/${n}`).join(', ')}`);
       return 0;
     }
@@ -92,14 +92,34 @@ async function main(argv: string[]): Promise<number> {
     case 'dispatch': {
       // Tokens the operator supplied are theirs: the banner shows only the ones Herald made up.
       const supplied = { bridge: config.bridgeToken !== undefined, admin: config.adminToken !== undefined };
-      if (command === 'serve' && isSandboxMode(config)) config = await withSandboxTokens(config);
+      let sandbox: SandboxInfo | undefined;
+      if (isSandboxMode(config)) {
+        if (command !== 'serve') {
+          console.error('herald: DISCORD_TOKEN is not set: `herald dispatch` needs the bot token (sandbox mode runs everything in one `herald serve`)');
+          return 2;
+        }
+        config = await withSandboxTokens(config);
+        // The Discord sandbox is a development double: loaded here, in sandbox mode only, and
+        // handed to Herald as if it were Discord (its URL and bot token).
+        const { DiscordSandbox, SANDBOX_IDS } = await import('./sandbox/sandbox.js');
+        const fake = await new DiscordSandbox().start(config.sandboxPort, config.host);
+        sandbox = { url: fake.url, ids: SANDBOX_IDS, close: () => fake.close() };
+        config = Object.freeze({ ...config, discordToken: fake.botToken, discordApiUrl: fake.apiUrl });
+      }
       const log = createLogger(config.logLevel);
-      const herald = await startHerald({ config, log, roles: { http: command === 'serve', dispatcher: true } });
-      if (command === 'serve') printBanner(config, herald, supplied);
-      log.info({ url: herald.url, sandbox: herald.sandbox?.url, store: herald.store.kind, role: command }, 'herald started');
+      let herald: Herald;
+      try {
+        herald = await startHerald({ config, log, roles: { http: command === 'serve', dispatcher: true } });
+      } catch (err) {
+        await sandbox?.close();
+        throw err;
+      }
+      if (command === 'serve') printBanner(config, herald, supplied, sandbox);
+      log.info({ url: herald.url, sandbox: sandbox?.url, store: herald.store.kind, role: command }, 'herald started');
       await waitForSignal();
       log.info('stopping: no new claims; finishing in-flight deliveries');
       await herald.close();
+      await sandbox?.close();
       log.info('stopped');
       return 0;
     }
@@ -137,7 +157,13 @@ async function withSandboxTokens(config: Config): Promise<Config> {
   return Object.freeze({ ...config, bridgeToken: bridge, adminToken: admin });
 }
 
-function printBanner(config: Config, herald: Herald, supplied: { bridge: boolean; admin: boolean }): void {
+interface SandboxInfo {
+  url: string;
+  ids: { guild: string; channels: { alerts: string } };
+  close(): Promise<void>;
+}
+
+function printBanner(config: Config, herald: Herald, supplied: { bridge: boolean; admin: boolean }, sandbox: SandboxInfo | undefined): void {
   // Never echo a secret from the environment: it would end up in terminal scrollback and logs.
   const token = (name: string, value: string | undefined, fromEnvironment: boolean): string =>
     fromEnvironment ? `  ${name}: (from your environment)` : `  export ${name}=${value ?? ''}`;
@@ -147,9 +173,10 @@ function printBanner(config: Config, herald: Herald, supplied: { bridge: boolean
     `  API:            ${herald.url}/mcp/`,
     `  API docs:       ${herald.url}/docs`,
   ];
-  if (herald.sandbox !== undefined) {
+  if (sandbox !== undefined) {
+    const SANDBOX_IDS = sandbox.ids;
     lines.push(
-      `  Discord sandbox: ${herald.sandbox.url}/sandbox  (no DISCORD_TOKEN: messages go to this local Discord)`,
+      `  Discord sandbox: ${sandbox.url}/sandbox  (no DISCORD_TOKEN: messages go to this local Discord)`,
       '',
       `Tokens (sandbox mode; kept in ${path.join(config.dataDir, 'sandbox-tokens.json')}):`,
       token('MCP_BRIDGE_TOKEN', config.bridgeToken, supplied.bridge),

@@ -104,10 +104,10 @@ describe('retention', () => {
     await h.bridge.post('/mcp/deliveries', post(young, `young ${young}`));
     await h.waitForState(young, 'delivered');
     clock.offsetMs = 8 * 24 * 3600_000 - 60_000;
-    expect(await h.herald.dispatcher?.prune()).toBe(0);
+    expect(await h.herald.worker?.prune()).toBe(0);
     expect((await h.bridge.get(`/mcp/deliveries/${old}`)).status).toBe(200);
     clock.offsetMs = 8 * 24 * 3600_000 + 60_000;
-    expect(await h.herald.dispatcher?.prune()).toBe(1);
+    expect(await h.herald.worker?.prune()).toBe(1);
     const gone = await h.bridge.get(`/mcp/deliveries/${old}`);
     expect(gone.status).toBe(404);
     expect(gone.text).toBe('{"error":"unknown request_id"}');

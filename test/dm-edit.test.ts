@@ -136,7 +136,7 @@ describe('DMs and edits', () => {
     await h.bridge.post('/mcp/deliveries', post(original, `old ${original}`));
     await h.waitForState(original, 'delivered');
     clock.offsetMs += 8 * 24 * 3600_000 + 60_000;
-    await h.herald.dispatcher?.prune();
+    await h.herald.worker?.prune();
     const e = newRequestId();
     await h.bridge.post('/mcp/deliveries', edit(e, original, 1, { content: 'x' }));
     expect((await h.waitForState(e, 'failed'))['code']).toBe('NOT_FOUND');

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../platform/clock.js';
-import { errorSummary } from '../modules/deliveries/delivery.jobs.js';
+import { errorSummary } from '../platform/errors.js';
 
 /** What the worker needs of a job; the job's own table holds the rest. */
 export interface Job {
@@ -32,6 +32,8 @@ export interface RetryPolicy {
 }
 
 export interface JobContext {
+  /** The worker holding the job's lease: outcomes are recorded only under it. */
+  readonly owner: string;
   /** Aborted just before the lease ends, or when shutdown's grace period is over. */
   readonly signal: AbortSignal;
   /** When the job should be tried again after a transient failure (its kind's policy). */
@@ -202,6 +204,7 @@ export class OutboxWorker<J extends Job> {
     // Give up before the lease ends, so no attempt records anything after another could have taken over.
     const timer = setTimeout(() => abort.abort(), Math.max(1, this.options.leaseMs - 1_000));
     const context: JobContext = {
+      owner: this.owner,
       signal: abort.signal,
       retry: kind.retry,
       retryAt: (retryAfterMs) => new Date(this.clock.now().getTime() + backoffMs(kind.retry, job.attempts, retryAfterMs)),

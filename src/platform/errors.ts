@@ -13,3 +13,8 @@ export class NotFoundError extends DomainError {}
 export class ConflictError extends DomainError {}
 /** A dependency (Discord) refused or could not be reached. */
 export class UpstreamError extends DomainError {}
+
+/** An error's kind and message, never request data: platform errors carry no content. */
+export function errorSummary(err: unknown): string {
+  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+}

@@ -127,6 +127,27 @@ export interface Inbound {
   onMessage(listener: (message: InboundMessage) => void): () => void;
 }
 
+/**
+ * One invocation of a command, in the platform's terms but none of its objects: the platform's
+ * command surface (Discord's gateway) builds it; permissions are what the platform computed,
+ * never a caller's word.
+ */
+export interface CommandInvocation {
+  readonly user: { readonly id: string; readonly username: string; readonly globalName: string | null };
+  /** Null in a direct message. */
+  readonly guildId: string | null;
+  /** The command's name as invoked, e.g. `agent`. */
+  readonly name: string;
+  readonly subcommand: string | null;
+  /** A string or channel option's value (a channel option gives the channel id). */
+  option(name: string): string | null;
+  /** Whether the invoking member has Manage Server in this guild. */
+  readonly canManageGuild: boolean;
+}
+
+/** Answers a command invocation with the text of its (private) reply. */
+export type CommandHandler = (invocation: CommandInvocation) => Promise<string>;
+
 export interface Transport {
   readonly name: TransportName;
   readonly sender?: Sender;

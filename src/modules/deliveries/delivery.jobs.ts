@@ -1,17 +1,18 @@
-import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import { ChatHostError, type ChatHost, type SentMessage } from '../../chat/chat-host.js';
+import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js';
 import type { Clock } from '../../platform/clock.js';
-import { isStoreUnavailable, type Database, type Store } from '../../platform/db/database.js';
-import { findDestinationChannel } from '../destinations/destination.repository.js';
+import { isStoreUnavailable } from '../../platform/db/database.js';
+import { errorSummary } from '../../platform/errors.js';
 import type { Metrics } from '../../platform/metrics.js';
+import { TransportError, type SentMessage, type Transport } from '../../transports/transport.js';
+import type { Database } from '../../schema.js';
+import { findDestinationChannel } from '../destinations/destination.repository.js';
 import { findRegistration } from '../identity/identity.repository.js';
-import { deliveryNonce, discordMessageUrl, type DmTarget, type EditTarget, type PostTarget } from './delivery.js';
+import { deliveryNonce, discordMessageUrl, type DeliveryKind, type DmTarget, type EditTarget, type PostTarget } from './delivery.js';
 import {
   acquireEditLock,
   claimDue,
-  DELIVERY_CHANNEL,
   findDelivery,
   findSentMessage,
   findUnresolvedTwin,
@@ -27,18 +28,29 @@ import {
 import { RETENTION_MS } from './delivery.service.js';
 import type { DeliveryRow, DeliveryUpdate } from './delivery.table.js';
 
-export interface DispatcherOptions {
-  leaseMs: number;
-  pollMs: number;
+export interface DeliveryJobOptions {
   nonceWindowMs: number;
   maxAttempts: number;
   retryBaseMs: number;
-  concurrency: number;
-  shutdownGraceMs: number;
+  leaseMs: number;
 }
 
-const MAX_BACKOFF_MS = 5 * 60 * 1000;
-const PRUNE_EVERY_MS = 60 * 60 * 1000;
+/** A delivery row is its own outbox job. */
+export interface DeliveryJob extends Job {
+  readonly row: DeliveryRow;
+}
+
+/** The outbox's view of the deliveries table. */
+export function deliveryQueue(db: Kysely<Database>): JobQueue<DeliveryJob> {
+  return {
+    claim: async (owner, now, leaseMs, kinds, limit) =>
+      (await claimDue(db, owner, now, leaseMs, kinds as DeliveryKind[], limit)).map((row) => ({ id: row.request_id, kind: row.kind, attempts: row.attempts, row })),
+    release: (owner, now) => releaseLeases(db, owner, now),
+    // Records are kept 8 days (by created_at).
+    prune: (now) => pruneDeliveries(db, new Date(now.getTime() - RETENTION_MS)),
+  };
+}
+
 /**
  * How far around an in-doubt window reconciliation looks: clock skew between Herald and Discord,
  * and a request Discord finished processing after Herald stopped waiting for it.
@@ -76,138 +88,44 @@ interface Attempt {
   signal: AbortSignal;
   log: Logger;
   doubt: Doubt | undefined;
+  /** The worker holding the lease. */
+  owner: string;
   /** Set just before a create goes out: where it went. */
   creatingIn?: string;
 }
 
 /**
- * Drives stored deliveries to Discord: claims due rows under a lease (`FOR UPDATE SKIP LOCKED`,
- * so any number of dispatchers share one database), sends each with a nonce derived from its
- * request_id, and records the outcome only while it still holds the lease.
+ * The deliveries module's job handlers (post, dm, edit) for the outbox worker: each attempt sends
+ * with a nonce derived from the request_id, settles a delivery in doubt before sending again, and
+ * records the outcome only while the worker still holds the lease.
  */
-export class Dispatcher {
-  readonly owner = `dispatcher-${randomUUID()}`;
-  private readonly inFlight = new Map<string, { done: Promise<void>; abort: AbortController }>();
-  private stopping = false;
-  private loopDone: Promise<void> | undefined;
-  private wakeUp: (() => void) | undefined;
-  private unlisten: (() => Promise<void>) | undefined;
-  private lastPrune = 0;
-
+export class DeliveryJobs {
   constructor(
-    private readonly store: Store,
-    private readonly host: ChatHost,
+    private readonly db: Kysely<Database>,
+    private readonly transport: Transport,
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly metrics: Metrics,
-    private readonly options: DispatcherOptions,
+    private readonly options: DeliveryJobOptions,
   ) {}
 
-  private get db(): Kysely<Database> {
-    return this.store.db;
+  /** The job kinds this module registers with the outbox worker. */
+  kinds(): JobKind<DeliveryJob>[] {
+    const retry = { maxAttempts: this.options.maxAttempts, baseMs: this.options.retryBaseMs };
+    return (['post', 'dm', 'edit'] as const).map((kind) => ({ kind, retry, handle: (job: DeliveryJob, context: JobContext) => this.attempt(job.row, context) }));
   }
 
-  get running(): boolean {
-    return this.loopDone !== undefined && !this.stopping;
-  }
-
-  async start(): Promise<void> {
-    try {
-      this.unlisten = await this.store.listen(DELIVERY_CHANNEL, () => this.wake());
-    } catch (err) {
-      this.log.warn({ err: errorSummary(err) }, 'LISTEN unavailable; polling only');
-    }
-    this.loopDone = this.loop();
-  }
-
-  /** Stop claiming; let in-flight attempts finish within the grace period, then release the rest. */
-  async stop(): Promise<void> {
-    if (this.loopDone === undefined || this.stopping) return;
-    this.stopping = true;
-    this.wake();
-    await this.loopDone;
-    await this.unlisten?.();
-    const all = Promise.all([...this.inFlight.values()].map((a) => a.done));
-    let timer: NodeJS.Timeout | undefined;
-    const graceOver = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.options.shutdownGraceMs)));
-    const result = await Promise.race([all.then(() => 'done' as const), graceOver]);
-    clearTimeout(timer);
-    if (result === 'timeout') {
-      for (const a of this.inFlight.values()) a.abort.abort();
-      await all;
-    }
-    const released = await releaseLeases(this.db, this.owner, this.clock.now());
-    if (released > 0) this.log.info({ released }, 'released in-flight deliveries');
-  }
-
-  /** Delete records past the protocol's 8-day retention. */
-  async prune(): Promise<number> {
-    const removed = await pruneDeliveries(this.db, new Date(this.clock.now().getTime() - RETENTION_MS));
-    if (removed > 0) this.log.info({ removed }, 'pruned old deliveries');
-    return removed;
-  }
-
-  private wake(): void {
-    const w = this.wakeUp;
-    this.wakeUp = undefined;
-    w?.();
-  }
-
-  private async loop(): Promise<void> {
-    while (!this.stopping) {
-      try {
-        await this.tick();
-      } catch (err) {
-        this.log.error({ err: errorSummary(err) }, 'dispatcher tick failed');
-      }
-      if (this.stopping) break;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.options.pollMs);
-        this.wakeUp = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
-  }
-
-  private async tick(): Promise<void> {
-    const nowMs = this.clock.now().getTime();
-    if (nowMs - this.lastPrune >= PRUNE_EVERY_MS) {
-      this.lastPrune = nowMs;
-      await this.prune();
-    }
-    const capacity = this.options.concurrency - this.inFlight.size;
-    if (capacity <= 0) return;
-    const rows = await claimDue(this.db, this.owner, this.clock.now(), this.options.leaseMs, capacity);
-    // A full batch may leave more due: each finished attempt wakes the loop (launch), so it looks again.
-    for (const row of rows) this.launch(row);
-  }
-
-  private launch(row: DeliveryRow): void {
-    const abort = new AbortController();
-    // Give up before the lease ends, so no attempt records anything after another could have taken over.
-    const timer = setTimeout(() => abort.abort(), Math.max(1, this.options.leaseMs - 1_000));
-    const done = this.attempt(row, abort.signal)
-      .catch((err: unknown) => this.log.error({ request_id: row.request_id, err: errorSummary(err) }, 'attempt bookkeeping failed'))
-      .finally(() => {
-        clearTimeout(timer);
-        this.inFlight.delete(row.request_id);
-        this.wake();
-      });
-    this.inFlight.set(row.request_id, { done, abort });
-  }
-
-  private async attempt(row: DeliveryRow, signal: AbortSignal): Promise<void> {
+  private async attempt(row: DeliveryRow, context: JobContext): Promise<void> {
+    const { signal } = context;
     const log = this.log.child({ request_id: row.request_id, kind: row.kind, attempt: row.attempts });
     const started = row.attempt_started_at ?? this.clock.now();
     const doubt = row.doubt_from !== null ? { from: row.doubt_from, until: row.doubt_until ?? row.doubt_from, channelId: row.doubt_channel_id } : undefined;
-    const at: Attempt = { row, signal, log, doubt };
+    const at: Attempt = { row, signal, log, doubt, owner: context.owner };
     let outcome: Outcome;
     try {
       outcome = await this.deliver(at);
     } catch (err) {
-      const failure = err instanceof ChatHostError ? err.failure : { kind: 'transient' as const, detail: errorSummary(err) };
+      const failure = err instanceof TransportError ? err.failure : { kind: 'transient' as const, detail: errorSummary(err) };
       if (failure.kind === 'transient' && failure.mayHaveCreated === true && at.creatingIn !== undefined) {
         // The create may have happened: from this attempt's start until now, in that channel.
         at.doubt = { from: at.doubt?.from ?? started, until: this.clock.now(), channelId: at.creatingIn };
@@ -228,9 +146,9 @@ export class Dispatcher {
         }
         log.warn({ detail: failure.detail, state: outcome.status }, 'delivery gave up after its last attempt');
       } else {
-        const delay = this.backoff(row.attempts, failure.retryAfterMs);
-        outcome = { status: 'pending', next_attempt_at: new Date(this.clock.now().getTime() + delay) };
-        log.info({ detail: failure.detail, retry_in_ms: delay }, 'delivery will be retried');
+        const next = context.retryAt(failure.retryAfterMs);
+        outcome = { status: 'pending', next_attempt_at: next };
+        log.info({ detail: failure.detail, retry_in_ms: next.getTime() - this.clock.now().getTime() }, 'delivery will be retried');
         this.metrics.inc('herald_delivery_retries_total', 'Attempts that will be retried', { kind: row.kind });
       }
     }
@@ -239,7 +157,7 @@ export class Dispatcher {
       outcome = { status: 'unknown', reason: `${outcome.failure_code ?? 'failed'} (${outcome.reason ?? 'rejected'}) after a create that may have reached Discord` };
     }
     const resolved = outcome.status === 'delivered' ? undefined : at.doubt;
-    const recorded = await this.record(row, log, {
+    const recorded = await this.record(row, log, context.owner, {
       ...outcome,
       reason: outcome.reason ?? null,
       doubt_from: resolved?.from ?? null,
@@ -266,11 +184,11 @@ export class Dispatcher {
    * (a restart, a failover) is waited for until the lease ends, so the outcome is not lost to a
    * re-drive.
    */
-  private async record(row: DeliveryRow, log: Logger, update: DeliveryUpdate): Promise<boolean> {
+  private async record(row: DeliveryRow, log: Logger, owner: string, update: DeliveryUpdate): Promise<boolean> {
     const leaseEnds = row.lease_expires_at?.getTime() ?? 0;
     for (let waitMs = 100; ; waitMs = Math.min(waitMs * 2, 2_000)) {
       try {
-        return await finishAttempt(this.db, row.request_id, this.owner, update);
+        return await finishAttempt(this.db, row.request_id, owner, update);
       } catch (err) {
         if (!isStoreUnavailable(err) || this.clock.now().getTime() + waitMs >= leaseEnds) throw err;
         log.warn({ retry_in_ms: waitMs }, 'database unreachable while recording an outcome; retrying');
@@ -297,7 +215,7 @@ export class Dispatcher {
       at.log.info({ reason: 'recipient_unregistered' }, 'dm recipient is not registered');
       return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' };
     }
-    const channelId = await this.host.openDm(target.user_id, at.signal);
+    const channelId = await facet(this.transport.dms, 'direct messages').openDm(target.user_id, at.signal);
     return this.sendOnce(at, channelId, '@me');
   }
 
@@ -315,7 +233,7 @@ export class Dispatcher {
     if (original.kind === 'dm' && (await findRegistration(this.db, (original.target as DmTarget).user_id)) === undefined) {
       return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' };
     }
-    const holder = `${this.owner}:${row.request_id}`;
+    const holder = `${at.owner}:${row.request_id}`;
     const ttl = Math.min(EDIT_LOCK_TTL_MS, this.options.leaseMs);
     const lock = await acquireEditLock(this.db, original.request_id, holder, this.clock.now(), ttl);
     if (lock === undefined) {
@@ -339,7 +257,7 @@ export class Dispatcher {
         log.info({ seq: target.seq, last_applied_seq: lock.last_applied_seq }, 'edit superseded by a higher seq');
         return { ...delivered, applied: false };
       }
-      await this.host.editMessage(original.channel_id, original.message_id, row.body, applying.signal);
+      await facet(this.transport.editor, 'edits').edit(original.channel_id, original.message_id, row.body, applying.signal);
       // Recorded before the lock is released, so the next edit compares against it. A crash before
       // this line re-drives the edit: equal seq applies again, which is harmless.
       await recordAppliedSeq(this.db, original.request_id, target.seq);
@@ -393,7 +311,7 @@ export class Dispatcher {
     }
     if (finalCheck) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: 'attempts exhausted; channel history shows no message was created' };
     at.creatingIn = channelId;
-    return delivered(await this.host.createMessage(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal));
+    return delivered(await facet(this.transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal));
   }
 
   /**
@@ -411,9 +329,11 @@ export class Dispatcher {
     if (reported !== undefined) return { kind: 'found', message: { channelId: reported.channel_id, messageId: reported.message_id } };
     const from = new Date(doubt.from.getTime() - RECONCILE_SKEW_MS);
     const until = new Date(doubt.until.getTime() + RECONCILE_SKEW_MS);
-    const self = await this.host.selfId();
-    const fingerprint = this.host.fingerprint(row.body);
-    const seen = await this.host.listMessagesBetween(channelId, from, until, RECONCILE_MAX_MESSAGES, signal);
+    const history = this.transport.history;
+    if (history === undefined) return { kind: 'undecided', reason: `${this.transport.name} keeps no history to look the message up in` };
+    const self = await history.selfId();
+    const fingerprint = history.fingerprint(row.body);
+    const seen = await history.listBetween(channelId, from, until, RECONCILE_MAX_MESSAGES, signal);
     if (!seen.complete) return { kind: 'undecided', reason: `more than ${RECONCILE_MAX_MESSAGES} messages in the channel during the doubt window` };
     const alike = seen.messages.filter((m) => m.authorId === self && m.fingerprint === fingerprint);
     if (alike.length === 0) return { kind: 'absent' };
@@ -431,15 +351,10 @@ export class Dispatcher {
     const [message] = ours;
     return message === undefined ? { kind: 'absent' } : { kind: 'found', message };
   }
-
-  private backoff(attempts: number, retryAfterMs: number | undefined): number {
-    const ceiling = Math.min(MAX_BACKOFF_MS, this.options.retryBaseMs * 2 ** Math.max(0, attempts - 1));
-    const jittered = Math.floor(Math.random() * ceiling);
-    return Math.max(jittered, retryAfterMs ?? 0, 1);
-  }
 }
 
-/** An error's kind and message, never request data: Discord errors here carry no content. */
-export function errorSummary(err: unknown): string {
-  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+/** A facet the transport lacks: refused for good (the accept path already refuses such kinds). */
+function facet<T>(present: T | undefined, what: string): T {
+  if (present === undefined) throw new TransportError({ kind: 'rejected', detail: `the transport has no ${what}` });
+  return present;
 }

@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database } from '../../platform/db/database.js';
+import type { Database } from '../../schema.js';
+import type { DeliveryKind } from './delivery.js';
 import type { DeliveryRow, DeliveryUpdate, NewDeliveryRow } from './delivery.table.js';
 
 /** Wakes dispatchers (LISTEN/NOTIFY) when a delivery becomes due; delivered at commit. */
@@ -69,7 +70,7 @@ export async function resetToPending(db: Db, requestId: string, now: Date): Prom
  * Lease up to `limit` due deliveries: pending ones whose time has come, and in-flight ones whose
  * lease expired (their dispatcher died: they read as `unknown` until re-driven here).
  */
-export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number, limit: number): Promise<DeliveryRow[]> {
+export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number, kinds: readonly DeliveryKind[], limit: number): Promise<DeliveryRow[]> {
   return db
     .with('due', (qb) =>
       qb
@@ -81,6 +82,7 @@ export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number
             eb.and([eb('status', '=', 'in_flight'), eb('lease_expires_at', '<=', now)]),
           ]),
         )
+        .where('kind', 'in', kinds)
         .orderBy('next_attempt_at')
         .limit(limit)
         .forUpdate()

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Clock } from '../../platform/clock.js';
-import type { Database } from '../../platform/db/database.js';
+import type { Database } from '../../schema.js';
 import { ConflictError, NotFoundError } from '../../platform/errors.js';
 import { payloadHash, type Delivery, type DeliveryKind, type DeliveryState } from './delivery.js';
 import { findDelivery, insertDelivery, lockDelivery, notifyDue, resetToPending } from './delivery.repository.js';

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { Database } from '../../platform/db/database.js';
+import type { Database } from '../../schema.js';
 import type { Destination } from '../deliveries/delivery.js';
 import type { DestinationRow } from './destination.table.js';
 

@@ -1,8 +1,7 @@
 import type { Kysely } from 'kysely';
-import type { ChatHost } from '../../chat/chat-host.js';
-import { ChatHostError } from '../../chat/chat-host.js';
+import { TransportError, type Channels } from '../../transports/transport.js';
 import type { Clock } from '../../platform/clock.js';
-import type { Database } from '../../platform/db/database.js';
+import type { Database } from '../../schema.js';
 import { DESTINATIONS, type Destination } from '../deliveries/delivery.js';
 import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../platform/errors.js';
 import { deleteDestination, listDestinations, upsertDestination } from './destination.repository.js';
@@ -17,7 +16,7 @@ export interface DestinationMapping {
 export class DestinationService {
   constructor(
     private readonly db: Kysely<Database>,
-    private readonly host: ChatHost,
+    private readonly channels: Channels,
     private readonly clock: Clock,
   ) {}
 
@@ -33,9 +32,9 @@ export class DestinationService {
     checkDestination(destination);
     let channel;
     try {
-      channel = await this.host.getChannel(channelId);
+      channel = await this.channels.getChannel(channelId);
     } catch (err) {
-      if (err instanceof ChatHostError && err.failure.kind !== 'transient') channel = undefined;
+      if (err instanceof TransportError && err.failure.kind !== 'transient') channel = undefined;
       else throw new UpstreamError('discord unavailable');
     }
     if (channel === undefined) throw new ConflictError('channel not found or not visible to the bot');

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database } from '../../platform/db/database.js';
+import type { Database } from '../../schema.js';
 import type { RegistrationRow } from './identity.table.js';
 
 type Db = Kysely<Database>;

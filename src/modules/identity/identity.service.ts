@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Clock } from '../../platform/clock.js';
-import type { Database } from '../../platform/db/database.js';
+import type { Database } from '../../schema.js';
 import { NotFoundError } from '../../platform/errors.js';
 import {
   deleteRegistration,

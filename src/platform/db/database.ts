@@ -3,23 +3,15 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import type { DeliveryTable, SentMessageTable } from '../../modules/deliveries/delivery.table.js';
-import type { DestinationTable } from '../../modules/destinations/destination.table.js';
-import type { PairingCodeTable, RegistrationTable } from '../../modules/identity/identity.table.js';
 import { PGliteDialect } from './pglite-dialect.js';
 
-export interface Database {
-  deliveries: DeliveryTable;
-  destinations: DestinationTable;
-  registrations: RegistrationTable;
-  pairing_codes: PairingCodeTable;
-  sent_messages: SentMessageTable;
-}
-
-/** The store: Kysely over Postgres or embedded PGlite, plus LISTEN for wake-ups. */
-export interface Store {
+/**
+ * The store: Kysely over Postgres or embedded PGlite, plus LISTEN for wake-ups. `DB` is the
+ * application's schema (src/schema.ts): the store itself knows no tables.
+ */
+export interface Store<DB = unknown> {
   readonly kind: 'postgres' | 'pglite';
-  readonly db: Kysely<Database>;
+  readonly db: Kysely<DB>;
   /**
    * Subscribe to NOTIFY on a channel; returns the unsubscribe. On PostgreSQL the LISTEN session
    * heals itself: when it is lost (restart, failover, termination) it reconnects with capped,
@@ -47,8 +39,8 @@ export interface StoreOptions {
   log?: StoreLog;
 }
 
-export async function openStore(options: StoreOptions): Promise<Store> {
-  return options.databaseUrl !== undefined ? openPostgres(options.databaseUrl, options) : openPGlite(options.dataDir);
+export async function openStore<DB>(options: StoreOptions): Promise<Store<DB>> {
+  return options.databaseUrl !== undefined ? openPostgres<DB>(options.databaseUrl, options) : openPGlite<DB>(options.dataDir);
 }
 
 /** How long connecting may take before it counts as the database being unavailable. */
@@ -57,7 +49,7 @@ const CONNECT_TIMEOUT_MS = 10_000;
 export const LISTEN_RETRY_BASE_MS = 100;
 export const LISTEN_RETRY_MAX_MS = 5_000;
 
-function openPostgres(connectionString: string, options: StoreOptions): Store {
+function openPostgres<DB>(connectionString: string, options: StoreOptions): Store<DB> {
   const onConnectionError = options.onConnectionError;
   const pool = new pg.Pool({ connectionString, max: 10, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
   // An idle connection dropped by the server (restart, failover, admin termination) must not crash
@@ -67,7 +59,7 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
   // loses its server mid-query or mid-transaction emits 'error' (its query fails too, which is
   // what the request sees). Every pooled client gets a listener of its own for its whole life.
   pool.on('connect', (client) => client.on('error', (err) => onConnectionError?.(err)));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   const subscriptions = new Set<ListenSession>();
   return {
     kind: 'postgres',
@@ -204,7 +196,7 @@ const UNREACHABLE_MESSAGES = [
   'the database system is',
 ];
 
-async function openPGlite(dataDir: string): Promise<Store> {
+async function openPGlite<DB>(dataDir: string): Promise<Store<DB>> {
   await mkdir(dataDir, { recursive: true });
   const unlock = await lockDataDir(dataDir);
   let pglite: PGlite;
@@ -214,7 +206,7 @@ async function openPGlite(dataDir: string): Promise<Store> {
     await unlock();
     throw err;
   }
-  const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
+  const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
   return {
     kind: 'pglite',
     db,

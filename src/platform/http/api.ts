@@ -2,64 +2,43 @@ import type { Context as KoaContext, Middleware } from 'koa';
 import type { ParsedUrlQuery } from 'node:querystring';
 import { OpenAPIBackend, type Context, type Document, type Operation, type Request as ApiRequest } from 'openapi-backend';
 import type { Logger } from 'pino';
-import type { components, operations } from '../../../generated/api.js';
 import { withUtf16Lengths } from '../contract/ajv.js';
 import { isStoreUnavailable } from '../db/database.js';
 import { isPlainObject, SchemaReasons } from '../contract/reasons.js';
 import { specDocument, type SchemaNode } from '../contract/spec.js';
-import { DESTINATIONS, type Destination } from '../../modules/deliveries/delivery.js';
-import type { DeliveryService } from '../../modules/deliveries/delivery.service.js';
-import { DeliveryRequestValidator } from '../../modules/deliveries/delivery.validation.js';
-import type { DestinationService } from '../../modules/destinations/destination.service.js';
-import type { IdentityService } from '../../modules/identity/identity.service.js';
 import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../errors.js';
 import { FailureThrottle, isAuthorized } from './auth.js';
 import { readJsonBody } from './body.js';
+import { errorReply, type Reply } from './reply.js';
 
-/** The JSON body of response `S` of operation `Op`, as the contract types it. */
-type Json<Op extends keyof operations, S extends keyof operations[Op]['responses']> = operations[Op]['responses'][S] extends {
-  content: { 'application/json': infer B };
-}
-  ? B
-  : never;
-type ErrorJson<R extends keyof components['responses']> = components['responses'][R] extends { content: { 'application/json': infer B } } ? B : never;
-
-/** What a handler answers: status, JSON body, headers. */
-export interface Reply {
-  status: number;
-  body?: unknown;
-  headers?: Record<string, string>;
-}
-
-function reply<Op extends keyof operations, S extends keyof operations[Op]['responses'] & number>(_op: Op, status: S, body: Json<Op, S>): Reply {
-  return { status, body };
-}
-function errorReply<R extends keyof components['responses']>(status: number, body: ErrorJson<R>, headers?: Record<string, string>): Reply {
-  return { status, body, ...(headers ? { headers } : {}) };
-}
-
-export interface Readiness {
-  (): Promise<Record<string, string>>;
-}
-
-export interface ApiDeps {
+export interface ApiOptions {
   bridgeToken: string | undefined;
   adminToken: string | undefined;
-  deliveries: DeliveryService;
-  destinations: DestinationService;
-  identity: IdentityService;
-  capabilities: { post: boolean; dm: boolean; edit: boolean };
-  readiness: Readiness;
+  /** Each module's operation handlers; together they must cover every operationId exactly once. */
+  operations: readonly OperationHandlers[];
   log: Logger;
 }
 
-type Handler = (c: Context, body: unknown, koa: KoaContext) => Promise<Reply> | Reply;
+/** What the framework hands the modules' handlers: the contract's own checks. */
+export interface HandlerKit {
+  /** The contract's component schemas (after openapi-backend resolved them). */
+  readonly schemas: Readonly<Record<string, SchemaNode>>;
+  readonly reasons: SchemaReasons;
+  /** Validate a body the way its operation's contract says, throwing the contract's reason. */
+  checkBody(operationId: string, body: unknown): void;
+}
+
+export type Handler = (c: Context, body: unknown, koa: KoaContext) => Promise<Reply> | Reply;
+/** A module's handlers by operationId, built once the contract is loaded. */
+export type OperationHandlers = (kit: HandlerKit) => Record<string, Handler>;
+
+
 
 /**
  * The contract bound to Koa: openapi-backend routes and validates every request against
  * `openapi/herald.yaml`, and each operationId has exactly one handler here.
  */
-export async function createApi(deps: ApiDeps): Promise<Middleware> {
+export async function createApi(deps: ApiOptions): Promise<Middleware> {
   const api = new OpenAPIBackend({
     definition: specDocument() as unknown as Document,
     // The document is OpenAPI 3.1; openapi-backend would check it against the 3.0 schema. CI lints it with redocly.
@@ -74,7 +53,6 @@ export async function createApi(deps: ApiDeps): Promise<Middleware> {
   await api.init();
   const schemas = (api.definition.components?.schemas ?? {}) as unknown as Record<string, SchemaNode>;
   const reasons = new SchemaReasons();
-  const deliveryValidator = new DeliveryRequestValidator(schemas, reasons);
 
   /** Validate a body the way its operation's contract says, throwing the contract's reason. */
   const checkBody = (operationId: string, body: unknown): void => {
@@ -90,52 +68,17 @@ export async function createApi(deps: ApiDeps): Promise<Middleware> {
     reasons.check(schema, body);
   };
 
-  const redeemThrottle = new FailureThrottle();
-  const handlers: Record<string, Handler> = {
-    getCapabilities: () =>
-      reply('getCapabilities', 200, {
-        dm: deps.capabilities.dm,
-        targeted_post: deps.capabilities.post,
-        cards: deps.capabilities.post,
-        edit: deps.capabilities.edit,
-        destinations: DESTINATIONS.map((d) => ({ destination: d.destination, description: d.description })),
-      }),
-    createDelivery: async (_c, body) => {
-      const accepted = await deps.deliveries.accept(deliveryValidator.validate(body));
-      return reply('createDelivery', 202, { state: accepted.state, existing: accepted.existing });
-    },
-    getDelivery: async (c) => reply('getDelivery', 200, await deps.deliveries.get(String(c.request.params['request_id']))),
-    listRecipients: async () => reply('listRecipients', 200, await deps.identity.recipients()),
-    redeemPairingCode: async (_c, body, koa) => {
-      checkBody('redeemPairingCode', body);
-      try {
-        return reply('redeemPairingCode', 200, await deps.identity.redeem((body as { code: string }).code));
-      } catch (err) {
-        if (!(err instanceof NotFoundError)) throw err;
-        // Guessing codes is throttled per address; a valid code is never refused.
-        const verdict = redeemThrottle.fail(koa.ip);
-        if (verdict.limited) return errorReply<'TooManyFailedAttempts'>(429, { error: 'too many failed attempts' }, { 'Retry-After': String(verdict.retryAfterSeconds) });
-        return reply('redeemPairingCode', 404, { error: 'invalid or expired code' });
-      }
-    },
-    getRegistration: async (c) => reply('getRegistration', 200, await deps.identity.registration(String(c.request.params['user_id']))),
-    listDestinationMappings: async () => reply('listDestinationMappings', 200, { items: await deps.destinations.list() }),
-    setDestinationMapping: async (c, body) => {
-      checkBody('setDestinationMapping', body);
-      const { guild_id, destination } = c.request.params as { guild_id: string; destination: Destination };
-      return reply('setDestinationMapping', 200, await deps.destinations.set(guild_id, destination, (body as { channel_id: string }).channel_id));
-    },
-    deleteDestinationMapping: async (c) => {
-      const { guild_id, destination } = c.request.params as { guild_id: string; destination: Destination };
-      await deps.destinations.remove(guild_id, destination);
-      return { status: 204 };
-    },
-    getHealth: () => reply('getHealth', 200, { status: 'ok' }),
-    getReadiness: async () => {
-      const checks = await deps.readiness();
-      const ok = Object.values(checks).every((v) => v === 'ok');
-      return ok ? reply('getReadiness', 200, { status: 'ok', checks }) : reply('getReadiness', 503, { status: 'unavailable', checks });
-    },
+  const kit: HandlerKit = { schemas, reasons, checkBody };
+  const handlers: Record<string, Handler> = {};
+  for (const build of deps.operations) {
+    for (const [id, handler] of Object.entries(build(kit))) {
+      if (handlers[id] !== undefined) throw new Error(`two handlers for operation ${id}`);
+      handlers[id] = handler;
+    }
+  }
+  const unbound = api.getOperations().flatMap((op) => (op.operationId !== undefined && handlers[op.operationId] === undefined ? [op.operationId] : []));
+  if (unbound.length > 0) throw new Error(`no handler for operation(s) ${unbound.join(', ')}`);
+  Object.assign(handlers, {
     validationFail: (c, body) => {
       // Path parameters carry their own answer (a malformed id is "not found", like an unknown path).
       for (const err of c.validation.errors ?? []) {
@@ -155,7 +98,7 @@ export async function createApi(deps: ApiDeps): Promise<Middleware> {
     },
     notFound: () => ({ status: 404, body: { error: 'not found' } }),
     methodNotAllowed: () => errorReply<'MethodNotAllowed'>(405, { error: 'method not allowed' }),
-  };
+  } satisfies Record<string, Handler>);
   // The middleware below authenticates before routing (the protocol's order); the contract's
   // security requirements then check which token that was.
   api.registerSecurityHandler('bridgeToken', (_c, koa: KoaContext) => koa.state['authenticated'] === 'bridge');

@@ -17,25 +17,38 @@ import {
   type RESTPatchAPIChannelMessageJSONBody,
   type RESTPostAPIChannelMessageJSONBody,
 } from 'discord.js';
-import { ChatHostError, type ChannelInfo, type ChatHost, type OutgoingMessage, type SeenMessage, type SentMessage } from '../../chat/chat-host.js';
+import { TransportError, type ChannelInfo, type Channels, type DirectMessages, type Editor, type History, type OutgoingMessage, type SeenMessage, type Sender, type SentMessage, type Transport } from '../transport.js';
+import { snowflakeAt, snowflakeTime } from './snowflake.js';
 
-/** Discord's epoch (2015-01-01), the origin of snowflake timestamps. */
-const DISCORD_EPOCH = 1420070400000n;
 /** Discord's "Cannot send messages to this user". */
 const CANNOT_MESSAGE_USER = 50007;
 /** Longest 429 wait Herald lets discord.js sit out inside one attempt; longer ones reschedule. */
 const MAX_INLINE_RATE_LIMIT_MS = 5_000;
 
-export interface DiscordHostOptions {
+export interface DiscordTransportOptions {
   token: string;
   /** Base of the REST API without the version, e.g. https://discord.com/api. */
   apiUrl: string | undefined;
   timeoutMs: number;
 }
 
-/** The Discord chat host: REST only (no gateway), so any number of dispatchers can run. */
-export class DiscordHost implements ChatHost {
-  readonly capabilities = { post: true, dm: true, edit: true } as const;
+/**
+ * Discord over REST only (no gateway), so any number of workers can send. Every facet: sending
+ * with a nonce (`enforce_nonce`), DMs, edits, history, channels. The gateway (commands, inbound
+ * events, nonce reports) is gateway-client.ts, held by one `serve`.
+ */
+export class DiscordTransport implements Transport {
+  readonly name = 'discord' as const;
+  readonly idempotentSend = true;
+  readonly sender: Sender = { send: (channelId, message, nonce, signal) => this.createMessage(channelId, message, nonce, signal) };
+  readonly dms: DirectMessages = { openDm: (userId, signal) => this.openDm(userId, signal) };
+  readonly editor: Editor = { edit: (channelId, messageId, message, signal) => this.editMessage(channelId, messageId, message, signal) };
+  readonly history: History = {
+    selfId: () => this.selfId(),
+    fingerprint: (message) => this.fingerprint(message),
+    listBetween: (channelId, from, until, max, signal) => this.listMessagesBetween(channelId, from, until, max, signal),
+  };
+  readonly channels: Channels = { getChannel: (channelId) => this.getChannel(channelId) };
   private readonly rest: REST;
   private self: Promise<string> | undefined;
   /**
@@ -44,7 +57,7 @@ export class DiscordHost implements ChatHost {
    */
   private readonly creates = new Map<string, { sent: boolean }>();
 
-  constructor(options: DiscordHostOptions) {
+  constructor(options: DiscordTransportOptions) {
     this.rest = new REST({
       version: '10',
       ...(options.apiUrl !== undefined ? { api: options.apiUrl } : {}),
@@ -63,7 +76,7 @@ export class DiscordHost implements ChatHost {
   }
 
   /** https://discord.com/developers/docs/resources/message#create-message */
-  async createMessage(channelId: string, message: OutgoingMessage, nonce: string, signal: AbortSignal): Promise<SentMessage> {
+  private async createMessage(channelId: string, message: OutgoingMessage, nonce: string, signal: AbortSignal): Promise<SentMessage> {
     const body: RESTPostAPIChannelMessageJSONBody = {
       ...toDiscordMessage(message),
       nonce,
@@ -77,31 +90,31 @@ export class DiscordHost implements ChatHost {
       const sent = (await this.rest.post(Routes.channelMessages(channelId), { body, signal })) as APIMessage;
       return { channelId: sent.channel_id, messageId: sent.id };
     } catch (err) {
-      const failure = toChatHostError(err).failure;
-      if (failure.kind !== 'transient') throw new ChatHostError(failure);
+      const failure = toTransportError(err).failure;
+      if (failure.kind !== 'transient') throw new TransportError(failure);
       // Discord refuses a rate-limited request before creating anything; a 5xx or a lost answer may
       // come after the message was created.
       const mayHaveCreated = create.sent && !(err instanceof RateLimitError) && !(err instanceof DiscordAPIError && err.status === 429);
-      throw new ChatHostError({ ...failure, mayHaveCreated });
+      throw new TransportError({ ...failure, mayHaveCreated });
     } finally {
       this.creates.delete(nonce);
     }
   }
 
   /** https://discord.com/developers/docs/resources/user#create-dm */
-  async openDm(userId: string, signal: AbortSignal): Promise<string> {
+  private async openDm(userId: string, signal: AbortSignal): Promise<string> {
     const channel = (await call(() => this.rest.post(Routes.userChannels(), { body: { recipient_id: userId }, signal }))) as APIChannel;
     return channel.id;
   }
 
   /** https://discord.com/developers/docs/resources/message#edit-message */
-  async editMessage(channelId: string, messageId: string, message: OutgoingMessage, signal: AbortSignal): Promise<void> {
+  private async editMessage(channelId: string, messageId: string, message: OutgoingMessage, signal: AbortSignal): Promise<void> {
     const body: RESTPatchAPIChannelMessageJSONBody = { ...toDiscordMessage(message), allowed_mentions: { parse: [] } };
     await call(() => this.rest.patch(Routes.channelMessage(channelId, messageId), { body, signal }));
   }
 
   /** https://discord.com/developers/docs/resources/message#get-channel-messages */
-  async listMessagesBetween(channelId: string, from: Date, until: Date, max: number, signal: AbortSignal): Promise<{ messages: SeenMessage[]; complete: boolean }> {
+  private async listMessagesBetween(channelId: string, from: Date, until: Date, max: number, signal: AbortSignal): Promise<{ messages: SeenMessage[]; complete: boolean }> {
     const messages: SeenMessage[] = [];
     let after = snowflakeAt(from);
     for (;;) {
@@ -121,26 +134,26 @@ export class DiscordHost implements ChatHost {
   }
 
   /** https://discord.com/developers/docs/resources/channel#get-channel */
-  async getChannel(channelId: string): Promise<ChannelInfo | undefined> {
+  private async getChannel(channelId: string): Promise<ChannelInfo | undefined> {
     try {
       const channel = (await call(() => this.rest.get(Routes.channel(channelId)))) as APIChannel;
       const guildId = 'guild_id' in channel && typeof channel.guild_id === 'string' ? channel.guild_id : undefined;
       const isText = channel.type === ChannelType.GuildText || channel.type === ChannelType.GuildAnnouncement;
       return { id: channel.id, guildId, isText };
     } catch (err) {
-      if (err instanceof ChatHostError && err.failure.kind === 'not_found') return undefined;
+      if (err instanceof TransportError && err.failure.kind === 'not_found') return undefined;
       throw err;
     }
   }
 
   /** https://discord.com/developers/docs/resources/user#get-current-user */
-  selfId(): Promise<string> {
+  private selfId(): Promise<string> {
     this.self ??= call(() => this.rest.get(Routes.user('@me'))).then((u) => (u as APIUser).id);
     this.self.catch(() => (this.self = undefined));
     return this.self;
   }
 
-  fingerprint(message: OutgoingMessage): string {
+  private fingerprint(message: OutgoingMessage): string {
     const m = toDiscordMessage(message);
     return fingerprintOf(m.content ?? '', m.embeds ?? [], m.components ?? []);
   }
@@ -184,15 +197,6 @@ function fingerprintOf(content: string, embeds: readonly APIEmbed[], components:
   ]);
 }
 
-export function snowflakeAt(time: Date): string {
-  const ms = BigInt(Math.max(0, time.getTime())) - DISCORD_EPOCH;
-  return String((ms > 0n ? ms : 0n) << 22n);
-}
-
-export function snowflakeTime(id: string): Date {
-  return new Date(Number((BigInt(id) >> 22n) + DISCORD_EPOCH));
-}
-
 function compareSnowflakes(a: string, b: string): number {
   const x = BigInt(a);
   const y = BigInt(b);
@@ -204,28 +208,28 @@ async function call<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    throw toChatHostError(err);
+    throw toTransportError(err);
   }
 }
 
-function toChatHostError(err: unknown): ChatHostError {
-  if (err instanceof ChatHostError) return err;
+function toTransportError(err: unknown): TransportError {
+  if (err instanceof TransportError) return err;
   if (err instanceof RateLimitError) {
-    return new ChatHostError({ kind: 'transient', retryAfterMs: err.retryAfter, detail: `rate limited on ${err.route} for ${err.retryAfter} ms` });
+    return new TransportError({ kind: 'transient', retryAfterMs: err.retryAfter, detail: `rate limited on ${err.route} for ${err.retryAfter} ms` });
   }
   if (err instanceof DiscordAPIError) {
     const where = `${err.method.toUpperCase()} ${new URL(err.url).pathname}`;
     const detail = `discord ${err.status} code ${err.code} on ${where}`;
-    if (err.status === 429 || err.status >= 500) return new ChatHostError({ kind: 'transient', detail });
-    if (err.code === CANNOT_MESSAGE_USER) return new ChatHostError({ kind: 'recipient_unreachable', detail });
-    if (err.status === 404) return new ChatHostError({ kind: 'not_found', detail });
-    return new ChatHostError({ kind: 'rejected', detail });
+    if (err.status === 429 || err.status >= 500) return new TransportError({ kind: 'transient', detail });
+    if (err.code === CANNOT_MESSAGE_USER) return new TransportError({ kind: 'recipient_unreachable', detail });
+    if (err.status === 404) return new TransportError({ kind: 'not_found', detail });
+    return new TransportError({ kind: 'rejected', detail });
   }
   if (err instanceof HTTPError) {
-    return new ChatHostError({ kind: 'transient', detail: `discord http ${err.status} on ${err.method.toUpperCase()} ${new URL(err.url).pathname}` });
+    return new TransportError({ kind: 'transient', detail: `discord http ${err.status} on ${err.method.toUpperCase()} ${new URL(err.url).pathname}` });
   }
   // Network errors, timeouts and aborts: the request may or may not have reached Discord.
   const name = err instanceof Error ? err.name : 'Error';
   const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
-  return new ChatHostError({ kind: 'transient', detail: `discord unreachable (${name}${code ? ` ${code}` : ''})` });
+  return new TransportError({ kind: 'transient', detail: `discord unreachable (${name}${code ? ` ${code}` : ''})` });
 }

@@ -1,19 +1,49 @@
 import { once } from 'node:events';
-import { Client, Events, GatewayIntentBits, Partials, REST, Routes, type APIApplication } from 'discord.js';
+import {
+  Client,
+  Events,
+  GatewayIntentBits,
+  MessageFlags,
+  Partials,
+  PermissionFlagsBits,
+  REST,
+  Routes,
+  type APIApplication,
+  type ChatInputCommandInteraction,
+  type RESTPostAPIChatInputApplicationCommandsJSONBody,
+} from 'discord.js';
 import type { Logger } from 'pino';
-import { answerCommand, COMMANDS, type CommandDeps } from '../../modules/commands/commands.js';
+import { errorSummary } from '../../platform/errors.js';
+import type { CommandHandler, CommandInvocation } from '../transport.js';
+
+type CommandDefinition = RESTPostAPIChatInputApplicationCommandsJSONBody;
 
 export interface GatewayConnection {
   readonly ready: boolean;
   close(): Promise<void>;
 }
 
-/** Register Herald's slash commands with Discord for the bot's application (a bulk overwrite). */
-export async function registerCommands(token: string, apiUrl: string | undefined): Promise<string[]> {
+/** Register slash commands with Discord for the bot's application (a bulk overwrite). */
+export async function registerCommands(token: string, apiUrl: string | undefined, definitions: readonly CommandDefinition[]): Promise<string[]> {
   const rest = new REST({ version: '10', ...(apiUrl !== undefined ? { api: apiUrl } : {}) }).setToken(token);
   const app = (await rest.get(Routes.currentApplication())) as APIApplication;
-  await rest.put(Routes.applicationCommands(app.id), { body: COMMANDS });
-  return COMMANDS.map((c) => c.name);
+  await rest.put(Routes.applicationCommands(app.id), { body: definitions });
+  return definitions.map((c) => c.name);
+}
+
+/** A slash command as Herald's command router sees it: ids and what Discord computed, no discord.js objects. */
+function invocationOf(i: ChatInputCommandInteraction): CommandInvocation {
+  return {
+    user: { id: i.user.id, username: i.user.username, globalName: i.user.globalName },
+    guildId: i.guildId,
+    name: i.commandName,
+    subcommand: i.options.getSubcommand(false),
+    option: (name) => {
+      const value = i.options.get(name)?.value;
+      return value === undefined || value === null ? null : String(value);
+    },
+    canManageGuild: i.inGuild() && (i.memberPermissions?.has(PermissionFlagsBits.ManageGuild) ?? false),
+  };
 }
 
 /**
@@ -30,7 +60,8 @@ export interface OwnMessage {
 export async function connectGateway(options: {
   token: string;
   apiUrl: string | undefined;
-  deps: CommandDeps;
+  /** The slash commands to register, and what answers them. */
+  commands: { definitions: readonly CommandDefinition[]; run: CommandHandler };
   log: Logger;
   /** A message the bot itself created, with the nonce it was sent with (the gateway reports it). */
   onOwnMessage?: (message: OwnMessage) => Promise<void>;
@@ -54,10 +85,14 @@ export async function connectGateway(options: {
   client.on(Events.InteractionCreate, (interaction) => {
     if (!interaction.isChatInputCommand()) return;
     const command = `${interaction.commandName} ${interaction.options.getSubcommand(false) ?? ''}`.trim();
-    answerCommand(interaction, options.deps).then(
+    // Every reply is ephemeral (only the invoking user sees it) and pings no one.
+    options.commands
+      .run(invocationOf(interaction))
+      .then((content) => interaction.reply({ content, flags: MessageFlags.Ephemeral, allowedMentions: { parse: [] } }))
+      .then(
       () => log.info({ command, interaction_id: interaction.id }, 'command answered'),
       async (err: unknown) => {
-        log.error({ command, err: err instanceof Error ? `${err.name}: ${err.message}` : String(err) }, 'command failed');
+        log.error({ command, err: errorSummary(err) }, 'command failed');
         if (!interaction.replied) await interaction.reply({ content: 'Something went wrong; try again in a moment.', flags: 64 }).catch(() => undefined);
       },
     );
@@ -67,8 +102,8 @@ export async function connectGateway(options: {
   const ready = once(client, Events.ClientReady);
   await client.login(options.token);
   await ready;
-  await registerCommands(options.token, options.apiUrl);
-  log.info({ commands: COMMANDS.map((c) => c.name) }, 'gateway connected; slash commands registered');
+  const names = await registerCommands(options.token, options.apiUrl, options.commands.definitions);
+  log.info({ commands: names }, 'gateway connected; slash commands registered');
   return {
     get ready() {
       return client.isReady();

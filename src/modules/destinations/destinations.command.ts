@@ -1,0 +1,56 @@
+import { ChannelType, PermissionFlagsBits, SlashCommandBuilder, type SlashCommandStringOption } from 'discord.js';
+import { requiredOption, type Command } from '../commands/command.js';
+import { DESTINATIONS } from '../deliveries/delivery.js';
+import type { DestinationService } from './destination.service.js';
+
+const destinationOption = (o: SlashCommandStringOption) =>
+  o
+    .setName('destination')
+    .setDescription('Which destination')
+    .setRequired(true)
+    .addChoices(...DESTINATIONS.map((d) => ({ name: d.destination, value: d.destination })));
+
+/** `/destinations set | clear | list`: where posts to each destination go in this server. */
+export const destinationsCommand: Command<{ destinations: DestinationService }> = {
+  definition: new SlashCommandBuilder()
+    .setName('destinations')
+    .setDescription('Where Herald posts each destination in this server')
+    .setDefaultMemberPermissions(PermissionFlagsBits.ManageGuild)
+    .setContexts(0)
+    .addSubcommand((s) =>
+      s
+        .setName('set')
+        .setDescription('Send a destination to a channel')
+        .addStringOption(destinationOption)
+        .addChannelOption((o) => o.setName('channel').setDescription('The text channel').setRequired(true).addChannelTypes(ChannelType.GuildText, ChannelType.GuildAnnouncement)),
+    )
+    .addSubcommand((s) => s.setName('clear').setDescription('Stop sending a destination anywhere').addStringOption(destinationOption))
+    .addSubcommand((s) => s.setName('list').setDescription('Show where each destination goes'))
+    .toJSON(),
+  preconditions: ['in_guild', 'manage_guild'],
+  refusals: { manage_guild: 'You need the Manage Server permission to change where Herald posts in this server.' },
+  async execute(i, { destinations }) {
+    const guildId = i.guildId ?? '';
+    switch (i.subcommand) {
+      case 'set': {
+        // Not trusted to be one of the choices: the service refuses anything else.
+        const destination = requiredOption(i, 'destination');
+        const channelId = requiredOption(i, 'channel');
+        await destinations.set(guildId, destination, channelId);
+        return `Posts to **${destination}** now go to <#${channelId}>.`;
+      }
+      case 'clear': {
+        const destination = requiredOption(i, 'destination');
+        await destinations.remove(guildId, destination);
+        return `Posts to **${destination}** are no longer mapped here; they fail until a channel is set again.`;
+      }
+      case 'list': {
+        const mine = (await destinations.list()).filter((m) => m.guild_id === guildId);
+        if (mine.length === 0) return 'No destinations are mapped in this server yet. Use `/destinations set`.';
+        return mine.map((m) => `**${m.destination}** → <#${m.channel_id}>`).join('\n');
+      }
+      default:
+        return 'Unknown subcommand. Use `/destinations set`, `/destinations clear` or `/destinations list`.';
+    }
+  },
+};

@@ -1,0 +1,37 @@
+import { SlashCommandBuilder } from 'discord.js';
+import type { Command } from '../commands/command.js';
+import type { IdentityService } from './identity.service.js';
+
+/** `/agent register | pair | unregister`: the user's agent identity (docs/protocol.md §7). */
+export const agentCommand: Command<{ identity: IdentityService }> = {
+  definition: new SlashCommandBuilder()
+    .setName('agent')
+    .setDescription('Your AI agent on this bot: register, pair a connector, revoke')
+    .addSubcommand((s) => s.setName('register').setDescription('Register so your agents can reach you'))
+    .addSubcommand((s) => s.setName('pair').setDescription('Get a one-time code to pair an agent connector (valid 10 minutes)'))
+    .addSubcommand((s) => s.setName('unregister').setDescription("Revoke your agents' tokens and DMs"))
+    .toJSON(),
+  preconditions: [],
+  async execute(i, { identity }) {
+    // Replies name the command as it was invoked.
+    const cmd = `/${i.name}`;
+    switch (i.subcommand) {
+      case 'register': {
+        const result = await identity.register({ id: i.user.id, username: i.user.username, globalName: i.user.globalName });
+        return result === 'registered' ? `Registered. Run \`${cmd} pair\` to generate a pairing code for your agent.` : 'Already registered — nothing changed.';
+      }
+      case 'pair': {
+        const result = await identity.pair(i.user.id);
+        if (result === 'not registered') return `Run \`${cmd} register\` first.`;
+        return (
+          `Your pairing code: **${result.code}**\n\n` +
+          "Valid 10 minutes, single use. Enter it only in `discord-mcp pair` or your connector's authorization page — never paste it anywhere else."
+        );
+      }
+      case 'unregister':
+        return (await identity.unregister(i.user.id)) ? "Unregistered: your agents' tokens and DMs are revoked." : "You weren't registered.";
+      default:
+        return `Unknown subcommand. Use \`${cmd} register\`, \`${cmd} pair\` or \`${cmd} unregister\`.`;
+    }
+  },
+};

@@ -1,0 +1,28 @@
+import { NotFoundError } from '../../platform/errors.js';
+import type { OperationHandlers } from '../../platform/http/api.js';
+import { FailureThrottle } from '../../platform/http/auth.js';
+import { errorReply, reply } from '../../platform/http/reply.js';
+import type { IdentityService } from './identity.service.js';
+
+/** Recipients, pairing-code redemption and registration lookups. */
+export function identityOperations(identity: IdentityService): OperationHandlers {
+  return (kit) => {
+    const redeemThrottle = new FailureThrottle();
+    return {
+      listRecipients: async () => reply('listRecipients', 200, await identity.recipients()),
+      redeemPairingCode: async (_c, body, koa) => {
+        kit.checkBody('redeemPairingCode', body);
+        try {
+          return reply('redeemPairingCode', 200, await identity.redeem((body as { code: string }).code));
+        } catch (err) {
+          if (!(err instanceof NotFoundError)) throw err;
+          // Guessing codes is throttled per address; a valid code is never refused.
+          const verdict = redeemThrottle.fail(koa.ip);
+          if (verdict.limited) return errorReply<'TooManyFailedAttempts'>(429, { error: 'too many failed attempts' }, { 'Retry-After': String(verdict.retryAfterSeconds) });
+          return reply('redeemPairingCode', 404, { error: 'invalid or expired code' });
+        }
+      },
+      getRegistration: async (c) => reply('getRegistration', 200, await identity.registration(String(c.request.params['user_id']))),
+    };
+  };
+}

@@ -1,0 +1,15 @@
+import type { DeliveryTable, SentMessageTable } from './modules/deliveries/delivery.table.js';
+import type { DestinationTable } from './modules/destinations/destination.table.js';
+import type { PairingCodeTable, RegistrationTable } from './modules/identity/identity.table.js';
+
+/**
+ * Herald's database: every module's tables, assembled here at the wiring level so the platform's
+ * store knows no tables and each module owns its own (migrations in migrations/).
+ */
+export interface Database {
+  deliveries: DeliveryTable;
+  sent_messages: SentMessageTable;
+  destinations: DestinationTable;
+  registrations: RegistrationTable;
+  pairing_codes: PairingCodeTable;
+}
