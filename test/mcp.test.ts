@@ -64,7 +64,8 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   it('lists the tools, with input schemas taken from the contract', async () => {
     for (const client of [stdio, http]) {
       const { tools } = await client.listTools();
-      expect(tools.map((t) => t.name)).toEqual(['get_capabilities', 'post_message', 'pair', 'send_dm', 'list_recipients', 'edit_message', 'get_delivery']);
+      // Grouped by the module that owns them: deliveries, then identity.
+      expect(tools.map((t) => t.name)).toEqual(['get_capabilities', 'post_message', 'send_dm', 'edit_message', 'get_delivery', 'pair', 'list_recipients']);
       const post = tools.find((t) => t.name === 'post_message');
       const props = post?.inputSchema.properties as Record<string, Record<string, unknown>>;
       expect(props['content']).toMatchObject({ type: 'string', minLength: 1, maxLength: 2000 });

@@ -1,0 +1,155 @@
+import { randomBytes } from 'node:crypto';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { DeliveryRequest, DeliveryState } from '../../client/bridge-client.js';
+import { bridgeError, type McpServerDeps } from '../../mcp/deps.js';
+import { contractSchema, object, text, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
+
+type Args = Record<string, unknown>;
+type Body = { content?: string; card?: unknown; links?: unknown };
+
+const messageParts = (): Record<string, JsonSchema> => ({
+  content: contractSchema('Content', 'Message text, 1 to 2000 characters. Mentions (@everyone, <@id>) are shown but never ping anyone.'),
+  card: contractSchema('Card', 'Optional embed: title ≤256, description ≤4096, https url, color 0..16777215, footer ≤2048, up to 25 fields (name ≤256, value ≤1024); at most 6000 characters in all.'),
+  links: contractSchema('Links', 'Optional link buttons, at most 5, each {label ≤80, url https}.'),
+});
+
+const NO_RETRY =
+  'It sends exactly once: do not call it again for the same message. If it answers that delivery is still pending, check later with get_delivery and the request_id it gave.';
+
+/** What each failure code means for the agent, and whether to try again. */
+export const FAILURE_ADVICE: Readonly<Record<string, string>> = {
+  CAPABILITY_UNAVAILABLE: 'this bridge does not send that kind of message (DMs or edits are turned off). Do not retry.',
+  UPSTREAM_UNAVAILABLE:
+    'Discord refused it, or that destination has no channel mapped in that server. Sending it again will fail the same way until the server operator fixes the mapping or permissions.',
+  RECIPIENT_UNREACHABLE: 'the user is not registered with the bot or does not accept DMs. Do not retry; ask them to run `/agent register` (and `/agent pair`).',
+  NOT_FOUND: 'the message to edit is unknown, not delivered (yet), older than 8 days, or itself an edit. Do not retry.',
+};
+
+/** The deliveries module's MCP tools: capabilities, posts, DMs, edits, and a delivery's state. */
+export function deliveryTools(): McpTool<McpServerDeps>[] {
+  return [
+    {
+      name: 'get_capabilities',
+      description: 'What this Discord bridge can do (post, dm, edit) and the destinations a post may target, with what each is for.',
+      inputSchema: object({}),
+      async handler(_args, { bridge }) {
+        const r = await bridge.capabilities();
+        if (!r.ok) return bridgeError(r);
+        const c = r.data;
+        const lines = [
+          `Posts: ${c.targeted_post ? 'yes' : 'no'}. DMs: ${c.dm ? 'yes' : 'no'}. Edits: ${c.edit ? 'yes' : 'no'}.`,
+          'Destinations:',
+          ...c.destinations.map((d) => `- ${d.destination}: ${d.description}`),
+        ];
+        return text(lines.join('\n'));
+      },
+    },
+    {
+      name: 'post_message',
+      description: `Post a message to a Discord server's destination channel (alerts, deals, digest or ops; the server's operator maps each to a channel). ${NO_RETRY} Returns the message link, or why it failed.`,
+      inputSchema: object(
+        {
+          guild_id: contractSchema('GuildId', 'The Discord server (guild) id.'),
+          destination: contractSchema('Destination', 'alerts: time-sensitive findings and warnings; deals: notable deals or opportunities; digest: periodic summaries; ops: operational status.'),
+          ...messageParts(),
+        },
+        ['guild_id', 'destination', 'content'],
+      ),
+      handler: (args, deps) =>
+        send(deps, { kind: 'post', target: { guild_id: String(args['guild_id']), destination: args['destination'] as 'alerts' }, body: bodyOf(args) as { content: string } }),
+    },
+    {
+      name: 'send_dm',
+      description: `Send a direct message to the paired Discord user. Refuses when not paired, or when the user revoked access since pairing (pair again). ${NO_RETRY}`,
+      inputSchema: object(messageParts(), ['content']),
+      async handler(args, deps) {
+        const pairing = deps.state.pairing;
+        if (pairing === undefined) return text('Not paired with anyone yet. Ask the user to run `/agent pair` in Discord and call pair with the code.', true);
+        const reg = await deps.bridge.registration(pairing.user_id);
+        if (!reg.ok && reg.status === 404) return text('The paired user has unregistered (`/agent unregister`): DMs are revoked. They must `/agent register` and `/agent pair` again, then call pair.', true);
+        if (!reg.ok) return bridgeError(reg);
+        if (reg.data.generation !== pairing.generation) {
+          return text('The paired user revoked access and registered again since pairing. Refusing to DM until you pair again: ask them to run `/agent pair` and call pair with the code.', true);
+        }
+        return send(deps, { kind: 'dm', target: { user_id: pairing.user_id }, body: bodyOf(args) as { content: string } });
+      },
+    },
+    {
+      name: 'edit_message',
+      description:
+        'Change a message this agent sent earlier (post_message or send_dm), by the request_id those tools returned. Include at least one of content, card or links; what you include replaces that part. Edits apply in the order you make them. Messages older than 8 days cannot be edited.',
+      inputSchema: object({ message_ref: contractSchema('RequestId', 'The request_id post_message or send_dm returned.'), ...messageParts() }, ['message_ref']),
+      async handler(args, deps) {
+        const ref = String(args['message_ref']);
+        const body = bodyOf(args);
+        if (body.content === undefined && body.card === undefined && body.links === undefined) return text('Include at least one of content, card or links.', true);
+        if (deps.state.message(ref) === undefined) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be edited.', true);
+        const seq = await deps.state.nextSeq(ref);
+        return send(deps, { kind: 'edit', target: { message_ref: ref, seq }, body: body as { content: string } });
+      },
+    },
+    {
+      name: 'get_delivery',
+      description: 'The state of a message by its request_id: pending, delivered (with its link), failed (with the reason), or unknown (not confirmed yet). Use it instead of sending again.',
+      inputSchema: object({ request_id: contractSchema('RequestId', 'The request_id a sending tool returned.') }, ['request_id']),
+      async handler(args, { bridge }) {
+        const r = await bridge.getDelivery(String(args['request_id']));
+        if (!r.ok) return r.status === 404 ? text('No delivery with that request_id (records are kept 8 days).', true) : bridgeError(r);
+        return describe(r.data, String(args['request_id']));
+      },
+    },
+  ];
+}
+
+function bodyOf(args: Args): Body {
+  const body: Body = {};
+  if (args['content'] !== undefined) body.content = String(args['content']);
+  if (args['card'] !== undefined) body.card = args['card'];
+  if (args['links'] !== undefined) body.links = args['links'];
+  return body;
+}
+
+/** Send with a fresh request_id, then wait (bounded) for delivered or failed. */
+async function send(deps: McpServerDeps, request: Omit<DeliveryRequest, 'request_id'>): Promise<CallToolResult> {
+  const requestId = randomBytes(32).toString('hex');
+  const accepted = await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest);
+  if (!accepted.ok) {
+    if (accepted.status === 0) {
+      return text(`Herald could not be reached. The message may or may not have been stored: check get_delivery with request_id ${requestId} before sending again.`, true);
+    }
+    return bridgeError(accepted);
+  }
+  if (request.kind !== 'edit') await deps.state.rememberMessage(requestId, request.kind);
+  const deadline = Date.now() + deps.waitMs;
+  let latest: DeliveryState = accepted.data.state;
+  let repostedAt = 0;
+  while (latest.state !== 'delivered' && latest.state !== 'failed' && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 200));
+    // `unknown`: Herald could not confirm the send. Re-POSTing the same request_id (the protocol's
+    // own retry) makes it settle the doubt and try again; it never creates a second message.
+    const repost = latest.state === 'unknown' && Date.now() - repostedAt >= 2_000;
+    if (repost) repostedAt = Date.now();
+    const r = repost ? await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest) : await deps.bridge.getDelivery(requestId);
+    if (r.ok) latest = 'existing' in r.data ? r.data.state : r.data;
+  }
+  return describe(latest, requestId);
+}
+
+function describe(s: DeliveryState, requestId: string): CallToolResult {
+  const what = s.kind === 'post' ? 'Posted' : s.kind === 'dm' ? 'DM sent' : 'Edited';
+  switch (s.state) {
+    case 'delivered':
+      if ('applied' in s && s.applied === false) return text(`Not applied: a later edit of that message was already applied, so this older one was skipped. (request_id ${requestId})`);
+      return text(`${what}: ${s.url}\nrequest_id: ${requestId}`);
+    case 'failed':
+      return text(`Not delivered (${s.code}): ${FAILURE_ADVICE[s.code] ?? ''}\nrequest_id: ${requestId}`, true);
+    case 'unknown':
+      return text(
+        `Not confirmed yet (state: unknown): Herald could not tell whether Discord showed it, and is not guessing. Do not send it as a new message. Check later with get_delivery, request_id ${requestId}; the operator can see why in Herald's log.`,
+      );
+    default:
+      return text(
+        `Accepted but not delivered yet (state: ${s.state}). Do not send it again: Herald keeps trying. Check later with get_delivery, request_id ${requestId}.`,
+      );
+  }
+}

@@ -1,0 +1,31 @@
+import { bridgeError, type McpServerDeps } from '../../mcp/deps.js';
+import { object, text, type McpTool } from '../../platform/mcp/tool.js';
+
+/** The identity module's MCP tools: pairing with a Discord user, and who could be paired. */
+export function identityTools(): McpTool<McpServerDeps>[] {
+  return [
+    {
+      name: 'pair',
+      description:
+        'Pair this agent with a Discord user: they run `/agent pair` in Discord and give you the 27-character code (valid 10 minutes, single use). Needed before send_dm, and again after the user revokes with `/agent unregister`.',
+      inputSchema: object({ code: { type: 'string', pattern: '^[A-Z2-9]{27}$', description: 'The pairing code, 27 characters A-Z and 2-9.' } }, ['code']),
+      async handler(args, { bridge, state }) {
+        const r = await bridge.redeem(String(args['code']));
+        if (!r.ok) return r.status === 404 ? text('That code is invalid, expired or already used. Ask the user to run `/agent pair` again and give you the new code.', true) : bridgeError(r);
+        await state.setPairing(r.data.discord_user_id, r.data.generation);
+        return text(`Paired with Discord user ${r.data.discord_user_id}. send_dm now reaches them.`);
+      },
+    },
+    {
+      name: 'list_recipients',
+      description: 'Discord users registered with this bot (who could be paired), oldest first, at most 100.',
+      inputSchema: object({}),
+      async handler(_args, { bridge }) {
+        const r = await bridge.recipients();
+        if (!r.ok) return bridgeError(r);
+        if (r.data.items.length === 0) return text('No one is registered yet; a user runs `/agent register` in Discord.');
+        return text(r.data.items.map((i) => `- ${i.display_name} (${i.user_id})`).join('\n'));
+      },
+    },
+  ];
+}

@@ -1,0 +1,51 @@
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { loadSpec } from '../contract/spec.js';
+
+/** A JSON Schema for a tool's input, built from the contract's own schemas. */
+export type JsonSchema = Record<string, unknown>;
+
+/**
+ * One MCP tool: its name, its input schema (from the contract) and its handler, in one entry, so
+ * the tool list and its dispatch cannot drift. `Deps` is what the MCP server hands every handler.
+ */
+export interface McpTool<Deps> {
+  readonly name: string;
+  readonly description: string;
+  readonly inputSchema: JsonSchema & { type: 'object' };
+  handler(args: Record<string, unknown>, deps: Deps): Promise<CallToolResult>;
+}
+
+/** A tool's answer in plain words. */
+export const text = (t: string, isError = false): CallToolResult => ({ content: [{ type: 'text', text: t }], ...(isError ? { isError: true } : {}) });
+
+/** An input object of exactly these properties. */
+export const object = (properties: Record<string, JsonSchema>, required: string[] = []): JsonSchema & { type: 'object' } => ({
+  type: 'object',
+  properties,
+  ...(required.length > 0 ? { required } : {}),
+  additionalProperties: false,
+});
+
+/**
+ * The contract's component schema `name`, with `$ref`s resolved and Herald's `x-` extensions
+ * dropped: tool inputs take exactly the limits the bridge enforces, written once in openapi/.
+ */
+export function contractSchema(name: string, description?: string): JsonSchema {
+  // Read-only walk of the parsed contract: resolve() builds new objects, never mutates it.
+  const doc = loadSpec().document as { components: { schemas: Record<string, unknown> } };
+  const resolve = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(resolve);
+    if (typeof node !== 'object' || node === null) return node;
+    const obj = node as Record<string, unknown>;
+    if (typeof obj['$ref'] === 'string') {
+      const target = obj['$ref'].replace('#/components/schemas/', '');
+      return resolve(doc.components.schemas[target]);
+    }
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(obj)) if (!k.startsWith('x-')) out[k] = resolve(v);
+    return out;
+  };
+  const schema = resolve(doc.components.schemas[name]) as JsonSchema | undefined;
+  if (schema === undefined) throw new Error(`the contract has no schema ${name}`);
+  return description !== undefined ? { ...schema, description } : schema;
+}
