@@ -1,0 +1,106 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { deliveryNonce, type Delivery } from '../../src/modules/deliveries/delivery.js';
+import { newRequestId } from '../support/herald.js';
+import { CHANNEL, GUILD, startServices, USER, type Services } from '../support/services.js';
+
+const post = (content: string, id = newRequestId()): Delivery => ({ request_id: id, kind: 'post', target: { guild_id: GUILD, destination: 'alerts' }, body: { content } });
+const dm = (content: string, id = newRequestId()): Delivery => ({ request_id: id, kind: 'dm', target: { user_id: USER }, body: { content } });
+const edit = (ref: string, seq: number, content: string, id = newRequestId()): Delivery => ({ request_id: id, kind: 'edit', target: { message_ref: ref, seq }, body: { content } });
+
+/** The deliveries module over the in-memory transport: the outbox, nonces, doubt, DMs and edits. */
+describe('deliveries (service level, memory transport)', () => {
+  let s: Services;
+  beforeAll(async () => {
+    s = await startServices();
+    await s.destinations.set(GUILD, 'alerts', CHANNEL);
+    await s.identity.register({ id: USER, username: 'ada', globalName: 'Ada' });
+  });
+  afterAll(() => s.close());
+  beforeEach(() => s.memory.clearFaults());
+
+  const sent = (content: string) => s.memory.messages.filter((m) => m.message.content === content);
+
+  it('posts once to the mapped channel, with the delivery nonce as the idempotency key', async () => {
+    const d = post('hello');
+    const state = await s.deliver(d);
+    expect(state['state']).toBe('delivered');
+    const [m] = sent('hello');
+    expect(sent('hello')).toHaveLength(1);
+    expect(m?.idempotencyKey).toBe(deliveryNonce(d.request_id));
+    expect(state['url']).toBe(`https://discord.com/channels/${GUILD}/${CHANNEL}/${m?.id}`);
+  });
+
+  it('fails UPSTREAM_UNAVAILABLE for an unmapped destination, with no send', async () => {
+    const d: Delivery = { ...post('nowhere'), target: { guild_id: GUILD, destination: 'ops' } };
+    expect(await s.deliver(d)).toMatchObject({ state: 'failed', code: 'UPSTREAM_UNAVAILABLE' });
+    expect(sent('nowhere')).toHaveLength(0);
+  });
+
+  it('a send that created the message but lost the answer is retried with the same key: one message', async () => {
+    s.memory.inject({ op: 'send', afterCreate: true, failure: { kind: 'transient', detail: 'lost answer', mayHaveCreated: true } });
+    expect((await s.deliver(post('lost answer')))['state']).toBe('delivered');
+    expect(sent('lost answer')).toHaveLength(1);
+  });
+
+  it('a refusal for good fails at once; a transient failure that sent nothing is retried', async () => {
+    s.memory.inject({ op: 'send', failure: { kind: 'rejected', detail: 'missing access' } });
+    expect(await s.deliver(post('refused'))).toMatchObject({ state: 'failed', code: 'UPSTREAM_UNAVAILABLE' });
+    s.memory.inject({ op: 'send', failure: { kind: 'transient', detail: 'rate limited' }, times: 2 });
+    expect((await s.deliver(post('later')))['state']).toBe('delivered');
+    expect(sent('later')).toHaveLength(1);
+  });
+
+  it('DMs a registered user through their DM channel; refuses one who closed DMs', async () => {
+    const state = await s.deliver(dm('psst'));
+    expect(state['state']).toBe('delivered');
+    const [m] = sent('psst');
+    expect(state['url']).toBe(`https://discord.com/channels/@me/${m?.channelId}/${m?.id}`);
+    s.memory.addUser('222222222222222222', 'closed', { dmsClosed: true });
+    await s.identity.register({ id: '222222222222222222', username: 'closed', globalName: null });
+    const closed: Delivery = { ...dm('nope'), target: { user_id: '222222222222222222' } };
+    expect(await s.deliver(closed)).toMatchObject({ state: 'failed', code: 'RECIPIENT_UNREACHABLE' });
+  });
+
+  it('applies edits in seq order and reports a lower seq unapplied without touching the message', async () => {
+    const original = post('v0');
+    await s.deliver(original);
+    expect(await s.deliver(edit(original.request_id, 2, 'v2'))).toMatchObject({ state: 'delivered', applied: true });
+    expect(await s.deliver(edit(original.request_id, 1, 'v1'))).toMatchObject({ state: 'delivered', applied: false });
+    const [m] = sent('v2');
+    expect(m?.edits).toBe(1);
+  });
+});
+
+describe('a delivery in doubt, past the nonce window (service level)', () => {
+  let s: Services;
+  beforeAll(async () => {
+    s = await startServices({ nonceWindowMs: 0, maxAttempts: 2 });
+    await s.destinations.set(GUILD, 'alerts', CHANNEL);
+  });
+  afterAll(() => s.close());
+
+  it('is found in history, not sent again', async () => {
+    s.memory.inject({ op: 'send', afterCreate: true, failure: { kind: 'transient', detail: '502', mayHaveCreated: true } });
+    const d = post('in doubt');
+    const state = await s.deliver(d, 'delivered');
+    const mine = s.memory.messages.filter((m) => m.message.content === 'in doubt');
+    expect(mine).toHaveLength(1);
+    expect(state['url']).toBe(`https://discord.com/channels/${GUILD}/${CHANNEL}/${mine[0]?.id}`);
+  });
+});
+
+describe('a transport without edits (service level)', () => {
+  let s: Services;
+  beforeAll(async () => {
+    // The memory platform with its editor facet taken away.
+    s = await startServices({ transport: (memory) => ({ ...memory, name: 'memory', idempotentSend: true, editor: undefined, sender: memory.sender, history: memory.history, channels: memory.channels, dms: memory.dms }) });
+    await s.destinations.set(GUILD, 'alerts', CHANNEL);
+  });
+  afterAll(() => s.close());
+
+  it('refuses edits CAPABILITY_UNAVAILABLE at once, computed from the missing facet', async () => {
+    const original = post('fixed');
+    await s.deliver(original);
+    expect(await s.deliver(edit(original.request_id, 1, 'changed'))).toMatchObject({ state: 'failed', code: 'CAPABILITY_UNAVAILABLE' });
+  });
+});
