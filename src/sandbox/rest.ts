@@ -1,0 +1,242 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { readJsonBody } from '../platform/http/body.js';
+import type { InteractionReply } from './control.js';
+import type { Fault, Faults, RateLimits } from './faults.js';
+import { publicUser, type RegisteredCommand, type SandboxMessage, type SandboxState } from './state.js';
+
+/**
+ * The slice of Discord's REST API (/api/v10) Herald uses: the bot user and application, command
+ * registration, interaction callbacks, channels, DM channels, and messages (created with nonce
+ * enforcement, listed, edited). Every request is authorized by the bot token (interaction
+ * callbacks by the interaction's token), logged, and subject to injected faults and rate limits.
+ * https://discord.com/developers/docs/reference
+ */
+
+/** One REST request received: method, path after /api/v10, status answered. */
+export interface RequestLogEntry {
+  method: string;
+  path: string;
+  status: number;
+}
+
+export interface RestOptions {
+  state: SandboxState;
+  botToken: string;
+  faults: Faults;
+  rateLimits: RateLimits;
+  /** Where every request received is appended. */
+  requests: RequestLogEntry[];
+  /** The sandbox's base URL (http://host:port). */
+  url: () => string;
+  /** Send a dispatch event to the bot's gateway sessions. */
+  dispatch: (type: string, data: unknown) => void;
+  /** The callback answering a pending interaction, taken from the pending ones. */
+  takeInteraction: (id: string) => ((reply: InteractionReply) => void) | undefined;
+}
+
+export function restRoutes({ state, botToken, faults, rateLimits, requests, url, dispatch, takeInteraction }: RestOptions): Router {
+  const api = new Router({ prefix: '/api/v10' });
+  api.use(async (ctx, next) => {
+    // Interaction callbacks are authorized by the interaction's token in the URL, not the bot token.
+    const byInteractionToken = ctx.path.startsWith('/api/v10/interactions/');
+    if (!byInteractionToken && ctx.get('authorization') !== `Bot ${botToken}`) return discordError(ctx, 401, 0, '401: Unauthorized');
+    const path = ctx.path.slice('/api/v10'.length);
+    const seen = { method: ctx.method, path, status: 0 };
+    requests.push(seen);
+    try {
+      const fault = faults.take(ctx.method, path);
+      if (fault?.action === 'error') return discordError(ctx, fault.status ?? 500, fault.code ?? 0, 'Injected failure');
+      if (fault?.action === 'delay') await sleep(fault.ms ?? 1_000);
+      if (ctx.req.destroyed) {
+        // The client gave up (a timeout) while the fault held its request.
+        ctx.respond = false;
+        return undefined;
+      }
+      if (!rateLimits.admit(ctx, path)) return undefined;
+      ctx.state['fault'] = fault;
+      return await next();
+    } finally {
+      seen.status = ctx.status;
+    }
+  });
+  api.get('/users/@me', (ctx) => {
+    ctx.body = publicUser(state.bot);
+  });
+  api.get('/gateway/bot', (ctx) => {
+    ctx.body = {
+      url: url().replace(/^http/, 'ws') + '/gateway',
+      shards: 1,
+      session_start_limit: { total: 1000, remaining: 1000, reset_after: 0, max_concurrency: 1 },
+    };
+  });
+  api.get('/applications/@me', (ctx) => {
+    ctx.body = { id: state.applicationId, name: 'Herald', flags: 0, bot_public: false, bot_require_code_grant: false, verify_key: '', icon: null, description: '' };
+  });
+  api.put('/applications/:appId/commands', async (ctx) => {
+    if (ctx.params['appId'] !== state.applicationId) return discordError(ctx, 403, 50001, 'Missing Access');
+    const body = await readJsonBody(ctx.req);
+    if (!body.ok || !Array.isArray(body.value)) return discordError(ctx, 400, 50035, 'Invalid Form Body');
+    state.commands.length = 0;
+    for (const c of body.value as Record<string, unknown>[]) {
+      state.commands.push({ ...c, id: state.nextSnowflake(), application_id: state.applicationId, version: state.nextSnowflake(), type: 1 } as unknown as RegisteredCommand);
+    }
+    ctx.body = state.commands;
+    return undefined;
+  });
+  api.get('/applications/:appId/commands', (ctx) => {
+    ctx.body = state.commands;
+  });
+  api.post('/interactions/:id/:token/callback', async (ctx) => {
+    const resolve = takeInteraction(ctx.params['id'] ?? '');
+    if (resolve === undefined) return discordError(ctx, 400, 40060, 'Interaction has already been acknowledged.');
+    const body = await readJsonBody(ctx.req);
+    resolve(body.ok ? (body.value as InteractionReply) : { type: 0 });
+    ctx.status = 204;
+    return undefined;
+  });
+  api.get('/channels/:id', (ctx) => {
+    const channel = state.channels.get(ctx.params['id'] ?? '');
+    if (channel === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
+    ctx.body = channel.type === 1 ? { id: channel.id, type: 1, recipients: channel.recipients?.map(publicUser) } : { id: channel.id, type: channel.type, name: channel.name, guild_id: channel.guild_id };
+    return undefined;
+  });
+  api.post('/users/@me/channels', async (ctx) => {
+    const body = await readJsonBody(ctx.req);
+    const recipient = body.ok ? state.users.get(String((body.value as { recipient_id?: unknown }).recipient_id)) : undefined;
+    if (recipient === undefined) return discordError(ctx, 400, 50035, 'Invalid Form Body');
+    const channel = state.dmChannel(recipient);
+    ctx.body = { id: channel.id, type: 1, recipients: [publicUser(recipient)] };
+    return undefined;
+  });
+  api.get('/channels/:id/messages', (ctx) => {
+    const list = state.messages.get(ctx.params['id'] ?? '');
+    if (list === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
+    const limit = Math.min(100, Math.max(1, Number(ctx.query['limit'] ?? 50)));
+    const snowflake = (name: string): bigint | undefined | null => {
+      const v = ctx.query[name];
+      if (v === undefined) return undefined;
+      return typeof v === 'string' && /^[0-9]{1,20}$/.test(v) ? BigInt(v) : null;
+    };
+    const after = snowflake('after');
+    const before = snowflake('before');
+    if (after === null || before === null) return discordError(ctx, 400, 50035, 'Invalid Form Body: after and before must be snowflakes');
+    let selected = list.filter((m) => (after === undefined || BigInt(m.id) > after) && (before === undefined || BigInt(m.id) < before));
+    // Discord answers newest first; with `after`, the oldest page after it.
+    selected = after !== undefined ? selected.slice(0, limit) : selected.slice(-limit);
+    ctx.body = selected.reverse().map(listedMessage);
+    return undefined;
+  });
+  api.post('/channels/:id/messages', async (ctx) => {
+    const channel = state.channels.get(ctx.params['id'] ?? '');
+    if (channel === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
+    const parsed = await readJsonBody(ctx.req);
+    if (!parsed.ok) return discordError(ctx, 400, 50109, 'The request body contains invalid JSON.');
+    const body = parsed.value as Record<string, unknown>;
+    const problem = checkMessage(body);
+    if (problem !== undefined) return discordError(ctx, 400, 50035, problem);
+    if (channel.type === 1) {
+      const recipient = channel.recipients?.[0];
+      if (recipient?.dms_closed) return discordError(ctx, 403, 50007, 'Cannot send messages to this user');
+    }
+    const nonce = body['nonce'] as string | number | undefined;
+    const enforced = nonce !== undefined && body['enforce_nonce'] === true ? nonce : undefined;
+    const existing = enforced !== undefined ? state.messageWithNonce(channel.id, enforced) : undefined;
+    if (existing !== undefined) {
+      ctx.body = createdMessage(existing);
+      return undefined;
+    }
+    const message: SandboxMessage = {
+      id: state.nextSnowflake(),
+      channel_id: channel.id,
+      author: state.bot,
+      content: typeof body['content'] === 'string' ? body['content'] : '',
+      embeds: Array.isArray(body['embeds']) ? body['embeds'] : [],
+      components: Array.isArray(body['components']) ? body['components'] : [],
+      timestamp: new Date().toISOString(),
+      edited_timestamp: null,
+      type: 0,
+      ...(nonce !== undefined ? { nonce } : {}),
+      ...(body['allowed_mentions'] !== undefined ? { allowed_mentions: body['allowed_mentions'] } : {}),
+      edits: 0,
+    };
+    state.addMessage(message);
+    if (enforced !== undefined) state.rememberNonce(channel.id, enforced, message.id);
+    // Discord reports every new message to the gateway, the bot's own with the nonce it was sent with.
+    dispatch('MESSAGE_CREATE', { ...createdMessage(message), ...(channel.guild_id !== undefined ? { guild_id: channel.guild_id } : {}) });
+    const fault = ctx.state['fault'] as Fault | undefined;
+    if (fault?.action === 'drop_after_create') {
+      ctx.respond = false;
+      ctx.req.socket.destroy();
+      return undefined;
+    }
+    if (fault?.action === 'delay_after_create') await sleep(fault.ms ?? 1_000);
+    if (fault?.action === 'error_after_create') return discordError(ctx, fault.status ?? 500, fault.code ?? 0, 'Internal Server Error');
+    ctx.body = createdMessage(message);
+    return undefined;
+  });
+  api.patch('/channels/:id/messages/:messageId', async (ctx) => {
+    const message = state.channelMessages(ctx.params['id'] ?? '').find((m) => m.id === ctx.params['messageId']);
+    if (message === undefined) return discordError(ctx, 404, 10008, 'Unknown Message');
+    const parsed = await readJsonBody(ctx.req);
+    if (!parsed.ok) return discordError(ctx, 400, 50109, 'The request body contains invalid JSON.');
+    const body = parsed.value as Record<string, unknown>;
+    if (typeof body['content'] === 'string') message.content = body['content'];
+    if (Array.isArray(body['embeds'])) message.embeds = body['embeds'];
+    if (Array.isArray(body['components'])) message.components = body['components'];
+    if (body['allowed_mentions'] !== undefined) message.allowed_mentions = body['allowed_mentions'];
+    message.edited_timestamp = new Date().toISOString();
+    message.edits += 1;
+    ctx.body = listedMessage(message);
+    return undefined;
+  });
+  return api;
+}
+
+function checkMessage(body: Record<string, unknown>): string | undefined {
+  const content = body['content'];
+  const embeds = body['embeds'];
+  const components = body['components'];
+  if (content !== undefined && (typeof content !== 'string' || content.length > 2000)) return 'content: Must be 2000 or fewer in length.';
+  const hasContent = typeof content === 'string' && content.length > 0;
+  if (!hasContent && !(Array.isArray(embeds) && embeds.length > 0) && !(Array.isArray(components) && components.length > 0)) return 'Cannot send an empty message';
+  const nonce = body['nonce'];
+  if (typeof nonce === 'string' && nonce.length > 25) return 'nonce: Must be 25 or fewer in length.';
+  return undefined;
+}
+
+/** A message as Discord lists it (GET) and answers an edit. */
+function listedMessage(m: SandboxMessage): Record<string, unknown> {
+  return {
+    id: m.id,
+    channel_id: m.channel_id,
+    author: publicUser(m.author),
+    content: m.content,
+    embeds: m.embeds,
+    components: m.components,
+    timestamp: m.timestamp,
+    edited_timestamp: m.edited_timestamp,
+    type: 0,
+    tts: false,
+    mention_everyone: false,
+    mentions: [],
+    mention_roles: [],
+    attachments: [],
+    pinned: false,
+  };
+}
+
+/** A message as Discord answers its creation (and reports it to the gateway): with its nonce. */
+function createdMessage(m: SandboxMessage): Record<string, unknown> {
+  return { ...listedMessage(m), ...(m.nonce !== undefined ? { nonce: m.nonce } : {}) };
+}
+
+/** Discord's JSON error answer. */
+export function discordError(ctx: Context, status: number, code: number, message: string): void {
+  ctx.status = status;
+  ctx.body = { message, code };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

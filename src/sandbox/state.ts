@@ -1,0 +1,151 @@
+import { SnowflakeGenerator } from '../transports/discord/snowflake.js';
+import type { GatewayGuild } from './gateway.js';
+import { SANDBOX_IDS } from './ids.js';
+
+/**
+ * The sandbox's Discord world: users (the bot among them), guilds, channels, the messages in
+ * them, the nonces of recent messages, the application's registered commands, and the snowflake
+ * ids all of them get. The REST routes, the gateway and the control API read and change it.
+ */
+
+export interface SandboxUser {
+  id: string;
+  username: string;
+  global_name: string | null;
+  bot?: boolean;
+  /** The user does not accept DMs from the bot (Discord error 50007). */
+  dms_closed?: boolean;
+}
+export interface SandboxChannel {
+  id: string;
+  type: number;
+  name?: string;
+  guild_id?: string;
+  recipients?: SandboxUser[];
+}
+export interface SandboxMessage {
+  id: string;
+  channel_id: string;
+  author: SandboxUser;
+  content: string;
+  embeds: unknown[];
+  components: unknown[];
+  timestamp: string;
+  edited_timestamp: string | null;
+  type: 0;
+  /** Kept for inspection; Discord does not list it either (only the create response has it). */
+  nonce?: string | number;
+  allowed_mentions?: unknown;
+  edits: number;
+}
+export interface SandboxGuild {
+  id: string;
+  name: string;
+}
+
+/** A slash command as the bot registered it (with the ids Discord gave it). */
+export interface RegisteredCommand {
+  id: string;
+  name: string;
+  options?: { type: number; name: string; options?: { type: number; name: string }[] }[];
+  [key: string]: unknown;
+}
+
+export interface StateOptions {
+  /** Window of `enforce_nonce` deduplication. */
+  nonceWindowMs: number;
+  /** Seed the sandbox guild, its channels and a user. */
+  seed: boolean;
+}
+
+export class SandboxState {
+  readonly bot: SandboxUser = { id: '111111111111111111', username: 'herald', global_name: 'Herald', bot: true };
+  readonly users = new Map<string, SandboxUser>();
+  readonly guilds = new Map<string, SandboxGuild>();
+  readonly channels = new Map<string, SandboxChannel>();
+  readonly messages = new Map<string, SandboxMessage[]>();
+  readonly commands: RegisteredCommand[] = [];
+  private readonly nonces = new Map<string, { messageId: string; at: number }>();
+  private readonly snowflakes = new SnowflakeGenerator();
+
+  constructor(private readonly options: StateOptions) {
+    this.users.set(this.bot.id, this.bot);
+    if (options.seed) this.seed();
+  }
+
+  /** The bot's application id (as on Discord, the bot user's id). */
+  get applicationId(): string {
+    return this.bot.id;
+  }
+
+  /** A new id, later than every id given before. */
+  nextSnowflake(): string {
+    return this.snowflakes.next();
+  }
+
+  private seed(): void {
+    this.addGuild(SANDBOX_IDS.guild, 'Sandbox Guild');
+    for (const [name, id] of Object.entries(SANDBOX_IDS.channels)) this.addChannel({ id, type: 0, name, guild_id: SANDBOX_IDS.guild });
+    this.addChannel({ id: SANDBOX_IDS.voiceChannel, type: 2, name: 'voice', guild_id: SANDBOX_IDS.guild });
+    this.addGuild(SANDBOX_IDS.otherGuild, 'Another Guild');
+    this.addChannel({ id: SANDBOX_IDS.otherChannel, type: 0, name: 'general', guild_id: SANDBOX_IDS.otherGuild });
+    this.addUser({ id: SANDBOX_IDS.user, username: 'roshne', global_name: 'Roshne' });
+  }
+
+  addGuild(id: string, name: string): void {
+    this.guilds.set(id, { id, name });
+  }
+  addChannel(channel: SandboxChannel): void {
+    this.channels.set(channel.id, channel);
+    if (!this.messages.has(channel.id)) this.messages.set(channel.id, []);
+  }
+  addUser(user: SandboxUser): void {
+    this.users.set(user.id, user);
+  }
+
+  /** The bot's DM channel with a user, opened if it is not yet. */
+  dmChannel(recipient: SandboxUser): SandboxChannel {
+    let channel = [...this.channels.values()].find((c) => c.type === 1 && c.recipients?.[0]?.id === recipient.id);
+    if (channel === undefined) {
+      channel = { id: this.nextSnowflake(), type: 1, recipients: [recipient] };
+      this.addChannel(channel);
+    }
+    return channel;
+  }
+
+  /** The guilds with their channels, as the gateway announces them. */
+  gatewayGuilds(): GatewayGuild[] {
+    return [...this.guilds.values()].map((g) => ({ ...g, channels: [...this.channels.values()].filter((c) => c.guild_id === g.id) }));
+  }
+
+  /** Every message in a channel, oldest first. */
+  channelMessages(channelId: string): SandboxMessage[] {
+    return [...(this.messages.get(channelId) ?? [])];
+  }
+  allMessages(): SandboxMessage[] {
+    return [...this.messages.values()].flat();
+  }
+
+  addMessage(message: SandboxMessage): void {
+    this.messages.get(message.channel_id)?.push(message);
+  }
+
+  /** The bot's message created in this channel with this enforced nonce within the nonce window, if any. */
+  messageWithNonce(channelId: string, nonce: string | number): SandboxMessage | undefined {
+    const existing = this.nonces.get(this.nonceKey(channelId, nonce));
+    if (existing === undefined || Date.now() - existing.at > this.options.nonceWindowMs) return undefined;
+    return this.channelMessages(channelId).find((m) => m.id === existing.messageId);
+  }
+  /** Remember a message the bot created with an enforced nonce. */
+  rememberNonce(channelId: string, nonce: string | number, messageId: string): void {
+    this.nonces.set(this.nonceKey(channelId, nonce), { messageId, at: Date.now() });
+  }
+  private nonceKey(channelId: string, nonce: string | number): string {
+    return `${channelId}:${this.bot.id}:${String(nonce)}`;
+  }
+}
+
+/** A user as Discord shows it to others. */
+export function publicUser(u: SandboxUser): Record<string, unknown> {
+  return { id: u.id, username: u.username, global_name: u.global_name, discriminator: '0', avatar: null, ...(u.bot ? { bot: true } : {}) };
+}
