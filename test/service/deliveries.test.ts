@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { deliveryNonce, type Delivery } from '../../src/modules/deliveries/delivery.js';
+import type { MemoryTransport } from '../../src/transports/memory/memory-transport.js';
+import type { Transport } from '../../src/transports/transport.js';
 import { newRequestId } from '../support/herald.js';
 import { CHANNEL, GUILD, startServices, USER, type Services } from '../support/services.js';
 
-const post = (content: string, id = newRequestId()): Delivery => ({ request_id: id, kind: 'post', target: { guild_id: GUILD, destination: 'alerts' }, body: { content } });
-const dm = (content: string, id = newRequestId()): Delivery => ({ request_id: id, kind: 'dm', target: { user_id: USER }, body: { content } });
-const edit = (ref: string, seq: number, content: string, id = newRequestId()): Delivery => ({ request_id: id, kind: 'edit', target: { message_ref: ref, seq }, body: { content } });
+const post = (content: string, destination: 'alerts' | 'ops' = 'alerts'): Delivery => ({ request_id: newRequestId(), kind: 'post', target: { guild_id: GUILD, destination }, body: { content } });
+const dm = (content: string, userId = USER): Delivery => ({ request_id: newRequestId(), kind: 'dm', target: { user_id: userId }, body: { content } });
+const edit = (ref: string, seq: number, content: string): Delivery => ({ request_id: newRequestId(), kind: 'edit', target: { message_ref: ref, seq }, body: { content } });
 
 /** The deliveries module over the in-memory transport: the outbox, nonces, doubt, DMs and edits. */
 describe('deliveries (service level, memory transport)', () => {
@@ -31,7 +33,7 @@ describe('deliveries (service level, memory transport)', () => {
   });
 
   it('fails UPSTREAM_UNAVAILABLE for an unmapped destination, with no send', async () => {
-    const d: Delivery = { ...post('nowhere'), target: { guild_id: GUILD, destination: 'ops' } };
+    const d = post('nowhere', 'ops');
     expect(await s.deliver(d)).toMatchObject({ state: 'failed', code: 'UPSTREAM_UNAVAILABLE' });
     expect(sent('nowhere')).toHaveLength(0);
   });
@@ -57,7 +59,7 @@ describe('deliveries (service level, memory transport)', () => {
     expect(state['url']).toBe(`https://discord.com/channels/@me/${m?.channelId}/${m?.id}`);
     s.memory.addUser('222222222222222222', 'closed', { dmsClosed: true });
     await s.identity.register({ id: '222222222222222222', username: 'closed', globalName: null });
-    const closed: Delivery = { ...dm('nope'), target: { user_id: '222222222222222222' } };
+    const closed = dm('nope', '222222222222222222');
     expect(await s.deliver(closed)).toMatchObject({ state: 'failed', code: 'RECIPIENT_UNREACHABLE' });
   });
 
@@ -93,7 +95,15 @@ describe('a transport without edits (service level)', () => {
   let s: Services;
   beforeAll(async () => {
     // The memory platform with its editor facet taken away.
-    s = await startServices({ transport: (memory) => ({ ...memory, name: 'memory', idempotentSend: true, editor: undefined, sender: memory.sender, history: memory.history, channels: memory.channels, dms: memory.dms }) });
+    const withoutEdits = (memory: MemoryTransport): Transport => ({
+      name: memory.name,
+      idempotentSend: memory.idempotentSend,
+      sender: memory.sender,
+      dms: memory.dms,
+      history: memory.history,
+      channels: memory.channels,
+    });
+    s = await startServices({ transport: withoutEdits });
     await s.destinations.set(GUILD, 'alerts', CHANNEL);
   });
   afterAll(() => s.close());
