@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call } from './support/client.js';
 import { newToken, startTestHerald, type TestHerald } from './support/herald.js';
 
-// PROTOCOL.md §1: mounting, order of checks, errors.
+// docs/protocol.md §1: mounting, order of checks, errors.
 describe('protocol §1: auth, routing and errors', () => {
   let h: TestHerald;
   beforeAll(async () => {

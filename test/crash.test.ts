@@ -11,7 +11,7 @@ import { waitFor } from './support/wait.js';
 
 /**
  * Crash safety with real processes: SIGKILL a Herald after Discord created the message and
- * before Herald recorded it, then restart. DESIGN.md "Exactly once", step 5.
+ * before Herald recorded it, then restart. README, "How it works": exactly once, in doubt.
  */
 describe('a dispatcher killed between Discord accepting and the commit', () => {
   let sandbox: DiscordSandbox;

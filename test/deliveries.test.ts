@@ -4,7 +4,7 @@ import { IDS, newRequestId, post, REQ_A, REQ_B, startTestHerald, type TestHerald
 import { client } from './support/client.js';
 import { waitFor } from './support/wait.js';
 
-// PROTOCOL.md §2, §4, §5 and §6 for posts.
+// docs/protocol.md §2, §4, §5 and §6 for posts.
 describe('posts, exactly once', () => {
   let h: TestHerald;
   beforeAll(async () => {

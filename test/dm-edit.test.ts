@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { IDS, newRequestId, post, startTestHerald, TestClock, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 
-// PROTOCOL.md §6: dm and edit.
+// docs/protocol.md §6: dm and edit.
 describe('DMs and edits', () => {
   const clock = new TestClock();
   let h: TestHerald;

@@ -9,7 +9,7 @@ import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.j
 import { startHeraldProcess, type HeraldProcess } from './support/process.js';
 import { waitFor } from './support/wait.js';
 
-/** Edits of one message apply one at a time, in order, across processes and restarts (PROTOCOL.md §6). */
+/** Edits of one message apply one at a time, in order, across processes and restarts (docs/protocol.md §6). */
 describe('edit ordering', () => {
   let sandbox: DiscordSandbox;
   let db: TestDatabase;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
 
-// A Discord that fails: DESIGN.md "Exactly once" steps 3–4.
+// A Discord that fails: README, "How it works", exactly once (retries, nonces).
 describe('delivering through a failing Discord', () => {
   let h: TestHerald;
   beforeAll(async () => {

@@ -6,7 +6,7 @@ import { waitFor } from './support/wait.js';
 const PAIR_TAIL = "\n\nValid 10 minutes, single use. Enter it only in `discord-mcp pair` or your connector's authorization page — never paste it anywhere else.";
 const CODE = /^Your pairing code: \*\*([ABCDEFGHJKMNPQRSTVWXYZ23456789]{27})\*\*/;
 
-// PROTOCOL.md §7, through the sandbox's gateway and the real discord.js client.
+// docs/protocol.md §7, through the sandbox's gateway and the real discord.js client.
 describe('identity: /agent and pairing', () => {
   const clock = new TestClock();
   let h: TestHerald;

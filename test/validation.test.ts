@@ -28,7 +28,7 @@ const R = {
   seq: 'target.seq must be an integer from 1 to 2147483647',
 };
 
-// PROTOCOL.md §3, in order: the first failure wins.
+// docs/protocol.md §3, in order: the first failure wins.
 const cases: [string, unknown, string][] = [
   ['an array', [], R.object],
   ['null', null, R.object],

@@ -1,4 +1,4 @@
-/** The ids the seeded sandbox uses (PROTOCOL.md's example ids). */
+/** The ids the seeded sandbox uses (docs/protocol.md's example ids). */
 export const SANDBOX_IDS = {
   guild: '234567890123456789',
   user: '123456789012345678',

@@ -6,7 +6,7 @@ import { payloadHash, type Delivery, type DeliveryKind, type DeliveryState } fro
 import { findDelivery, insertDelivery, lockDelivery, notifyDue, resetToPending } from './delivery.repository.js';
 import type { DeliveryRow } from './delivery.table.js';
 
-/** Which kinds the chat host can deliver at all (PROTOCOL.md §2 capabilities). */
+/** Which kinds the chat host can deliver at all (docs/protocol.md §2 capabilities). */
 export type KindSupport = Readonly<Record<DeliveryKind, boolean>>;
 
 export const RETENTION_MS = 8 * 24 * 60 * 60 * 1000;
@@ -65,7 +65,7 @@ function isLeaseExpired(row: DeliveryRow, now: Date): boolean {
   return row.lease_expires_at !== null && row.lease_expires_at.getTime() <= now.getTime();
 }
 
-/** The wire view of a stored delivery (PROTOCOL.md §5), keys in the protocol's order. */
+/** The wire view of a stored delivery (docs/protocol.md §5), keys in the protocol's order. */
 export function toDeliveryState(row: DeliveryRow, now: Date): DeliveryState {
   const common = {
     kind: row.kind,

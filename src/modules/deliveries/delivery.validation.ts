@@ -4,7 +4,7 @@ import { InvalidRequestError } from '../../platform/errors.js';
 import { cardLength, normalizeDelivery, type Card, type Delivery } from './delivery.js';
 
 /**
- * POST /mcp/deliveries validation, in the protocol's order (PROTOCOL.md §3): the request object,
+ * POST /mcp/deliveries validation, in the protocol's order (docs/protocol.md §3): the request object,
  * request_id, kind, body (by kind), target (by kind). Constraints and reasons come from the contract.
  */
 export class DeliveryRequestValidator {
