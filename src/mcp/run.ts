@@ -8,6 +8,7 @@ import type { Config } from '../config.js';
 import { isAuthorized } from '../platform/http/auth.js';
 import { createMcpServer, type McpServerDeps } from './server.js';
 import { McpState } from './state.js';
+import { errorSummary } from '../platform/errors.js';
 
 async function deps(config: Config, bridgeToken: string, log: Logger): Promise<McpServerDeps> {
   return {
@@ -56,7 +57,7 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
       .connect(transport)
       .then(() => transport.handleRequest(req, res))
       .catch((err: unknown) => {
-        log.error({ err: err instanceof Error ? err.message : String(err) }, 'mcp request failed');
+        log.error({ err: errorSummary(err) }, 'mcp request failed');
         if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"internal error"}');
       });
   });

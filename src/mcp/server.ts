@@ -5,6 +5,7 @@ import { withUtf16Lengths } from '../platform/contract/ajv.js';
 import { text } from '../platform/mcp/tool.js';
 import type { McpServerDeps } from './deps.js';
 import { mcpTools } from './tools.js';
+import { errorSummary } from '../platform/errors.js';
 
 export type { McpServerDeps };
 
@@ -41,7 +42,7 @@ export function createMcpServer(deps: McpServerDeps): Server {
     try {
       return await tool.handler(args, deps);
     } catch (err) {
-      deps.log.error({ tool: name, err: err instanceof Error ? err.message : String(err) }, 'tool failed');
+      deps.log.error({ tool: name, err: errorSummary(err) }, 'tool failed');
       return text('Something went wrong inside the Herald MCP server; nothing more is known to have been sent.', true);
     }
   });

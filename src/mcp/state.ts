@@ -1,5 +1,6 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { RETENTION_MS } from '../modules/deliveries/delivery.js';
 
 /** What `herald mcp` remembers across restarts. */
 export interface McpStateData {
@@ -9,8 +10,8 @@ export interface McpStateData {
   messages: Record<string, { kind: 'post' | 'dm'; seq: number; sent_at: string }>;
 }
 
-/** Herald keeps records 8 days; an older message can no longer be edited. */
-const MESSAGE_TTL_MS = 8 * 24 * 60 * 60 * 1000;
+/** Herald keeps records RETENTION_MS (8 days); an older message can no longer be edited. */
+const MESSAGE_TTL_MS = RETENTION_MS;
 
 /**
  * A small JSON file, written atomically (temp file + rename) after every change, so a crash

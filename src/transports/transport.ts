@@ -1,7 +1,6 @@
 import type { components } from '../../generated/api.js';
 
-type Card = components['schemas']['Card'];
-type Link = components['schemas']['Link'];
+
 
 /**
  * A chat platform Herald speaks to, as small facets: a platform implements only the facets it can
@@ -10,12 +9,8 @@ type Link = components['schemas']['Link'];
  */
 export type TransportName = 'discord' | 'memory';
 
-/** A message as a platform is asked to show it. */
-export interface OutgoingMessage {
-  content?: string;
-  card?: Card;
-  links?: Link[];
-}
+/** A message as a platform is asked to show it: the contract's message body (content, card, links). */
+export type OutgoingMessage = components['schemas']['WireBody'];
 
 /** A channel on a named transport. */
 export interface Address {

@@ -9,7 +9,7 @@ import { TransportError, type SentMessage, type Transport } from '../../transpor
 import type { Database } from '../../schema.js';
 import { findDestinationChannel } from '../destinations/destination.repository.js';
 import { findRegistration } from '../identity/identity.repository.js';
-import { deliveryNonce, discordMessageUrl, type DeliveryKind, type DmTarget, type EditTarget, type PostTarget } from './delivery.js';
+import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DeliveryKind, type DmTarget, type EditTarget, type PostTarget } from './delivery.js';
 import {
   acquireEditLock,
   claimDue,
@@ -25,7 +25,6 @@ import {
   renewEditLock,
   sentMessageNonces,
 } from './delivery.repository.js';
-import { RETENTION_MS } from './delivery.service.js';
 import type { DeliveryRow, DeliveryUpdate } from './delivery.table.js';
 
 export interface DeliveryJobOptions {

@@ -9,7 +9,6 @@ import type { DeliveryRow } from './delivery.table.js';
 /** Which kinds the chat host can deliver at all (docs/protocol.md §2 capabilities). */
 export type KindSupport = Readonly<Record<DeliveryKind, boolean>>;
 
-export const RETENTION_MS = 8 * 24 * 60 * 60 * 1000;
 
 export class DeliveryService {
   constructor(

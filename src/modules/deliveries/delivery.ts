@@ -15,6 +15,9 @@ export type Link = Schemas['Link'];
 export type FailureCode = Schemas['FailureCode'];
 export type DeliveryState = Schemas['DeliveryState'];
 
+/** Records (and so what can be edited) are kept 8 days by created_at, then pruned (docs/protocol.md §6). */
+export const RETENTION_MS = 8 * 24 * 60 * 60 * 1000;
+
 /** The protocol's destinations, in the order capabilities lists them. */
 export const DESTINATIONS: readonly { destination: Destination; description: string }[] = [
   { destination: 'alerts', description: 'Time-sensitive findings and warnings' },

@@ -6,7 +6,7 @@ import { withUtf16Lengths } from '../contract/ajv.js';
 import { isStoreUnavailable } from '../db/database.js';
 import { isPlainObject, SchemaReasons } from '../contract/reasons.js';
 import { specDocument, type SchemaNode } from '../contract/spec.js';
-import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../errors.js';
+import { ConflictError, errorSummary, InvalidRequestError, NotFoundError, UpstreamError } from '../errors.js';
 import { FailureThrottle, isAuthorized } from './auth.js';
 import { readJsonBody } from './body.js';
 import { errorReply, type Reply } from './reply.js';
@@ -194,7 +194,7 @@ async function runHandler(handler: Handler, c: Context, body: unknown, log: Logg
     if (err instanceof ConflictError) return { status: 422, body: { error: err.reason } };
     if (err instanceof UpstreamError) return { status: 502, body: { error: err.reason } };
     if (isStoreUnavailable(err)) return { status: 503, body: { error: 'store unavailable' } };
-    log.error({ err: err instanceof Error ? `${err.name}: ${err.message}` : String(err), operation: c.operation?.operationId }, 'handler failed');
+    log.error({ err: errorSummary(err), operation: c.operation?.operationId }, 'handler failed');
     return { status: 500, body: { error: 'internal error' } };
   }
 }

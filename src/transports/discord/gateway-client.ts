@@ -78,7 +78,7 @@ export async function connectGateway(options: {
     client.on(Events.MessageCreate, (message) => {
       if (message.author.id !== client.user?.id || typeof message.nonce !== 'string') return;
       onOwnMessage({ nonce: message.nonce, channelId: message.channelId, messageId: message.id, createdAt: message.createdAt }).catch((err: unknown) =>
-        log.warn({ err: err instanceof Error ? err.message : String(err) }, 'could not record a sent message reported by the gateway'),
+        log.warn({ err: errorSummary(err) }, 'could not record a sent message reported by the gateway'),
       );
     });
   }
@@ -125,7 +125,7 @@ function guardPacketHandling(client: Client, log: Logger): void {
     try {
       return handlePacket(packet, shard);
     } catch (err) {
-      log.error({ event: typeof packet?.t === 'string' ? packet.t : undefined, err: err instanceof Error ? `${err.name}: ${err.message}` : String(err) }, 'gateway event could not be handled; dropped');
+      log.error({ event: typeof packet?.t === 'string' ? packet.t : undefined, err: errorSummary(err) }, 'gateway event could not be handled; dropped');
       return true;
     }
   };
