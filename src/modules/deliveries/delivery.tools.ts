@@ -1,8 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { DeliveryRequest, DeliveryState } from '../../client/bridge-client.js';
-import { bridgeError, type McpServerDeps } from '../../mcp/deps.js';
-import { contractSchema, object, text, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
+import type { BridgeClient, DeliveryRequest, DeliveryState } from '../../client/bridge-client.js';
+import { bridgeError, contractSchema, object, text, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
+
+/** What these tools need from `herald mcp`: the bridge, the agent's own records, how long to wait. */
+export interface DeliveryToolDeps {
+  bridge: BridgeClient;
+  state: {
+    readonly pairing: { user_id: string; generation: string } | undefined;
+    message(requestId: string): unknown;
+    rememberMessage(requestId: string, kind: 'post' | 'dm'): Promise<void>;
+    nextSeq(requestId: string): Promise<number>;
+  };
+  waitMs: number;
+}
 
 type Args = Record<string, unknown>;
 type Body = { content?: string; card?: unknown; links?: unknown };
@@ -26,7 +37,7 @@ export const FAILURE_ADVICE: Readonly<Record<string, string>> = {
 };
 
 /** The deliveries module's MCP tools: capabilities, posts, DMs, edits, and a delivery's state. */
-export function deliveryTools(): McpTool<McpServerDeps>[] {
+export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
   return [
     {
       name: 'get_capabilities',
@@ -110,7 +121,7 @@ function bodyOf(args: Args): Body {
 }
 
 /** Send with a fresh request_id, then wait (bounded) for delivered or failed. */
-async function send(deps: McpServerDeps, request: Omit<DeliveryRequest, 'request_id'>): Promise<CallToolResult> {
+async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'request_id'>): Promise<CallToolResult> {
   const requestId = randomBytes(32).toString('hex');
   const accepted = await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest);
   if (!accepted.ok) {

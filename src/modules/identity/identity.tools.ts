@@ -1,8 +1,14 @@
-import { bridgeError, type McpServerDeps } from '../../mcp/deps.js';
-import { object, text, type McpTool } from '../../platform/mcp/tool.js';
+import type { BridgeClient } from '../../client/bridge-client.js';
+import { bridgeError, object, text, type McpTool } from '../../platform/mcp/tool.js';
+
+/** What these tools need from `herald mcp`: the bridge, and where the pairing is kept. */
+export interface IdentityToolDeps {
+  bridge: BridgeClient;
+  state: { setPairing(userId: string, generation: string): Promise<void> };
+}
 
 /** The identity module's MCP tools: pairing with a Discord user, and who could be paired. */
-export function identityTools(): McpTool<McpServerDeps>[] {
+export function identityTools(): McpTool<IdentityToolDeps>[] {
   return [
     {
       name: 'pair',

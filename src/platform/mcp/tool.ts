@@ -1,4 +1,5 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { BridgeResult } from '../../client/bridge-client.js';
 import { loadSpec } from '../contract/spec.js';
 
 /** A JSON Schema for a tool's input, built from the contract's own schemas. */
@@ -48,4 +49,13 @@ export function contractSchema(name: string, description?: string): JsonSchema {
   const schema = resolve(doc.components.schemas[name]) as JsonSchema | undefined;
   if (schema === undefined) throw new Error(`the contract has no schema ${name}`);
   return description !== undefined ? { ...schema, description } : schema;
+}
+
+/** A refusal from the bridge, in words an agent can act on. */
+export function bridgeError(r: BridgeResult<unknown> & { ok: false }): CallToolResult {
+  if (r.status === 0) return text('Herald could not be reached; try again later.', true);
+  if (r.status === 401 || (r.status === 503 && r.error !== 'store unavailable')) {
+    return text(`Herald refused this MCP server's credentials (${r.error}); the operator must set MCP_BRIDGE_TOKEN for both.`, true);
+  }
+  return text(`Herald refused the request: ${r.error}.`, true);
 }
