@@ -281,6 +281,7 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
         dmChannels,
         rows,
         logsFor: (ids) => logLines(f, ids),
+        gatewayLog: (fromMs, untilMs) => gatewayLines(f, t0, fromMs, untilMs),
       });
       const verifyMs = Date.now() - verifyStart;
       const sandboxRequests: Record<string, number> = {};
@@ -500,6 +501,29 @@ function logLines(fleet: Fleet, ids: string[]): string[] {
   // In time order across processes (pino's "time"), so one delivery's story reads top to bottom.
   const lines = out.sort((a, b) => a.at - b.at).map((x) => x.line);
   return lines.length > 80 ? [...lines.slice(0, 40), `… ${lines.length - 80} more …`, ...lines.slice(-40)] : lines;
+}
+
+/** What the gateway holder did: start-ups, gateway connects, nonce reports it could not record, its ends. */
+const GATEWAY_MESSAGES = /"msg":"(herald started|connecting to the Discord gateway|gateway connected[^"]*|could not record a sent message reported by the gateway|gateway error|gateway unavailable[^"]*|gateway event could not be handled[^"]*|database connection lost[^"]*)"/;
+
+function gatewayLines(fleet: Fleet, t0: number, fromMs: number, untilMs: number): string[] {
+  const out: { at: number; line: string }[] = [];
+  for (const inc of fleet.incarnations) {
+    if (!inc.member.includes('gateway')) continue;
+    const who = `${inc.member}#${inc.pid ?? '-'}`;
+    out.push({ at: t0 + inc.startedAt, line: `${who} spawned` });
+    for (const line of inc.output().split('\n')) {
+      const msg = GATEWAY_MESSAGES.exec(line);
+      if (msg === null) continue;
+      const err = /"err":"([^"]{0,160})/.exec(line)?.[1];
+      out.push({ at: Number(/"time":([0-9]+)/.exec(line)?.[1] ?? 0), line: `${who} ${msg[1] ?? ''}${err !== undefined ? `: ${err}` : ''}` });
+    }
+    if (inc.endedAt !== undefined) out.push({ at: t0 + inc.endedAt, line: `${who} ended (${inc.end?.killed === true ? 'killed by the campaign' : `exited by itself: ${inc.end?.code ?? inc.end?.signal ?? '?'}`})` });
+  }
+  return out
+    .filter((x) => x.at >= fromMs && x.at <= untilMs)
+    .sort((a, b) => a.at - b.at)
+    .map((x) => `${new Date(x.at).toISOString()} ${x.line}`);
 }
 
 function progressLine(ledger: Map<string, Tracked>, sandbox: DiscordSandbox, fleet: Fleet): string {

@@ -69,7 +69,7 @@ export function formatViolations(result: CampaignResult, perKind = 3): string {
       out.push(`${p.phase}: ${list.length} × ${kind}`);
       for (const v of list.slice(0, perKind)) {
         out.push(`  - ${v.requestIds.map((id) => id.slice(0, 12)).join(', ') || '(no delivery)'}: ${v.detail}`);
-        const ev = v.evidence as { deliveries?: { request_id: string; row?: Record<string, unknown>; connector?: { timeline: string[] } }[]; messages?: Record<string, unknown>[] } | undefined;
+        const ev = v.evidence as { deliveries?: { request_id: string; row?: Record<string, unknown>; connector?: { timeline: string[] } }[]; messages?: Record<string, unknown>[]; gateway_log?: string[] } | undefined;
         for (const m of ev?.messages ?? []) out.push(`      message ${String(m['id'])} ch ${String(m['channel_id'])} nonce-of ${String(m['nonce_of']).slice(0, 12)} created ${String(m['created'])} edits ${String(m['edits'])}`);
         for (const d of ev?.deliveries ?? []) {
           const r = d.row;
@@ -77,6 +77,9 @@ export function formatViolations(result: CampaignResult, perKind = 3): string {
           const tl = d.connector?.timeline ?? [];
           if (tl.length > 0) out.push(`      connector ${d.request_id.slice(0, 12)}: ${tl.slice(-6).join(' | ')}`);
         }
+        // Whether the gateway was there to report these messages' nonces.
+        const gw = ev?.gateway_log ?? [];
+        if (gw.length > 0) out.push(`      gateway: ${gw.length > 12 ? [...gw.slice(0, 6), '…', ...gw.slice(-6)].join(' | ') : gw.join(' | ')}`);
       }
       if (list.length > perKind) out.push(`  … ${list.length - perKind} more in the JSON report`);
     }

@@ -55,6 +55,12 @@ export interface VerifyInput {
   rows: Map<string, Record<string, unknown>>;
   /** Herald's log lines that mention any of these request_ids. */
   logsFor(requestIds: string[]): string[];
+  /**
+   * The gateway holder's story between these times (ms since the epoch): connects, kills, nonce
+   * reports it could not record. Whether the gateway saw a message decides whether twins in doubt
+   * can be told apart, so every violation shows it.
+   */
+  gatewayLog?(fromMs: number, untilMs: number): string[];
 }
 
 export function violationTotal(c: PhaseCounts): number {
@@ -115,7 +121,25 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
       }),
       messages: [...shown.values()].map(describeMessage),
       herald_log: input.logsFor(requestIds),
+      gateway_log: gatewayAround(requestIds, [...shown.values()]),
     };
+  };
+
+  /** The gateway's lines from 30 s before these deliveries were created to 30 s after their last doubt or message. */
+  const gatewayAround = (requestIds: string[], shownMessages: SandboxMessage[]): string[] | undefined => {
+    if (input.gatewayLog === undefined) return undefined;
+    const times: number[] = [];
+    for (const id of requestIds) {
+      const row = input.rows.get(id);
+      for (const key of ['created_at', 'doubt_from', 'doubt_until']) {
+        const v = row?.[key];
+        if (typeof v === 'string') times.push(Date.parse(v));
+      }
+    }
+    for (const m of shownMessages) times.push(Date.parse(m.timestamp));
+    const known = times.filter((t) => Number.isFinite(t));
+    if (known.length === 0) return undefined;
+    return input.gatewayLog(Math.min(...known) - 30_000, Math.max(...known) + 30_000);
   };
 
   const counts: PhaseCounts = {
