@@ -27,7 +27,7 @@ import { Metrics } from './platform/metrics.js';
 import type { Database } from './schema.js';
 import { DiscordTransport } from './transports/discord/discord-transport.js';
 import { connectGateway, type GatewayConnection } from './transports/discord/gateway-client.js';
-import { capabilitiesOf, type Transport } from './transports/transport.js';
+import { capabilitiesOf, onlyTransport, type Transport } from './transports/transport.js';
 
 export interface HeraldOptions {
   config: Config;
@@ -92,12 +92,12 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     };
     if (transport.channels === undefined) throw new Error(`the ${transport.name} transport cannot look up channels, which destinations need`);
     const deliveries = new DeliveryService(store.db, clock, capabilities);
-    const destinations = new DestinationService(store.db, transport.channels, clock);
+    const destinations = new DestinationService(store.db, { name: transport.name, channels: transport.channels }, clock);
     const identity = new IdentityService(store.db, clock);
 
     let worker: OutboxWorker<DeliveryJob> | undefined;
     if (roles.dispatcher) {
-      const jobs = new DeliveryJobs(store.db, transport, clock, log, metrics, {
+      const jobs = new DeliveryJobs(store.db, onlyTransport(transport), clock, log, metrics, {
         nonceWindowMs: config.nonceWindowMs,
         maxAttempts: config.maxAttempts,
         retryBaseMs: config.retryBaseMs,

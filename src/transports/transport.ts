@@ -156,6 +156,17 @@ export interface Transport {
   readonly idempotentSend: boolean;
 }
 
+/** The platforms this process speaks, by name. `home` holds users' identities: DMs go there. */
+export interface Transports {
+  readonly home: Transport;
+  get(name: TransportName): Transport | undefined;
+}
+
+/** One platform, as the home transport and the only one. */
+export function onlyTransport(t: Transport): Transports {
+  return { home: t, get: (name) => (name === t.name ? t : undefined) };
+}
+
 /** What a transport can do, from which facets it has: the one record capabilities are computed from. */
 export interface TransportCapabilities {
   send: boolean;

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { deliveryNonce, type Delivery } from '../../src/modules/deliveries/delivery.js';
 import type { MemoryTransport } from '../../src/transports/memory/memory-transport.js';
 import type { Transport } from '../../src/transports/transport.js';
+import { upsertDestination } from '../../src/modules/destinations/destination.repository.js';
 import { newRequestId } from '../support/herald.js';
 import { CHANNEL, GUILD, startServices, USER, type Services } from '../support/services.js';
 
@@ -30,6 +31,18 @@ describe('deliveries (service level, memory transport)', () => {
     expect(sent('hello')).toHaveLength(1);
     expect(m?.idempotencyKey).toBe(deliveryNonce(d.request_id));
     expect(state['url']).toBe(`https://discord.com/channels/${GUILD}/${CHANNEL}/${m?.id}`);
+  });
+
+  it('sends to the transport the destination names, records it, and refuses one this process does not speak', async () => {
+    const d = post('addressed');
+    await s.deliver(d);
+    const row = await s.store.db.selectFrom('deliveries').select(['transport']).where('request_id', '=', d.request_id).executeTakeFirst();
+    expect(row?.transport).toBe('memory');
+    await upsertDestination(s.store.db, GUILD, 'digest', { transport: 'discord', channelId: CHANNEL }, new Date());
+    const elsewhere: Delivery = { request_id: newRequestId(), kind: 'post', target: { guild_id: GUILD, destination: 'digest' }, body: { content: 'elsewhere' } };
+    expect(await s.deliver(elsewhere)).toMatchObject({ state: 'failed', code: 'UPSTREAM_UNAVAILABLE' });
+    const failed = await s.store.db.selectFrom('deliveries').select(['reason']).where('request_id', '=', elsewhere.request_id).executeTakeFirst();
+    expect(failed?.reason).toBe('transport discord is not configured');
   });
 
   it('fails UPSTREAM_UNAVAILABLE for an unmapped destination, with no send', async () => {

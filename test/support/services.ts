@@ -15,7 +15,7 @@ import { migrateToLatest } from '../../src/platform/db/migrate.js';
 import { Metrics } from '../../src/platform/metrics.js';
 import type { Database } from '../../src/schema.js';
 import { MemoryTransport } from '../../src/transports/memory/memory-transport.js';
-import { capabilitiesOf, type Transport } from '../../src/transports/transport.js';
+import { capabilitiesOf, onlyTransport, type Transport } from '../../src/transports/transport.js';
 import { waitFor } from './wait.js';
 
 export const GUILD = '234567890123456789';
@@ -59,9 +59,9 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
   const support: KindSupport = { post: can.send, dm: can.dm, edit: can.edit };
   const log = pino({ level: 'silent' });
   const deliveries = new DeliveryService(store.db, clock, support);
-  const destinations = new DestinationService(store.db, memory.channels, clock);
+  const destinations = new DestinationService(store.db, { name: transport.name, channels: memory.channels }, clock);
   const identity = new IdentityService(store.db, clock);
-  const jobs = new DeliveryJobs(store.db, transport, clock, log, new Metrics(), {
+  const jobs = new DeliveryJobs(store.db, onlyTransport(transport), clock, log, new Metrics(), {
     nonceWindowMs: options.nonceWindowMs ?? 120_000,
     maxAttempts: options.maxAttempts ?? 4,
     retryBaseMs: 10,

@@ -5,9 +5,9 @@ import type { Clock } from '../../platform/clock.js';
 import { isStoreUnavailable } from '../../platform/db/database.js';
 import { errorSummary } from '../../platform/errors.js';
 import type { Metrics } from '../../platform/metrics.js';
-import { TransportError, type SentMessage, type Transport } from '../../transports/transport.js';
+import { TransportError, type Address, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
 import type { Database } from '../../schema.js';
-import { findDestinationChannel } from '../destinations/destination.repository.js';
+import { findDestinationAddress } from '../destinations/destination.repository.js';
 import { findRegistration } from '../identity/identity.repository.js';
 import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DeliveryKind, type DmTarget, type EditTarget, type PostTarget } from './delivery.js';
 import {
@@ -63,7 +63,7 @@ const RECONCILE_SETTLE_MS = 5 * 1000;
 /** How many channel messages in the doubt window reconciliation reads at most. */
 const RECONCILE_MAX_MESSAGES = 1000;
 
-type Outcome = Pick<DeliveryUpdate, 'status' | 'failure_code' | 'channel_id' | 'message_id' | 'url' | 'next_attempt_at' | 'applied' | 'attempts' | 'reason'>;
+type Outcome = Pick<DeliveryUpdate, 'transport' | 'status' | 'failure_code' | 'channel_id' | 'message_id' | 'url' | 'next_attempt_at' | 'applied' | 'attempts' | 'reason'>;
 
 /** How soon an edit retries when another edit of the same message is being applied. */
 const EDIT_BUSY_RETRY_MS = 100;
@@ -89,8 +89,12 @@ interface Attempt {
   doubt: Doubt | undefined;
   /** The worker holding the lease. */
   owner: string;
+  /** The platform the in-doubt create went to (null: the one the target names). */
+  doubtTransport: TransportName | null;
   /** Set just before a create goes out: where it went. */
   creatingIn?: string;
+  /** The platform this attempt sends with. */
+  sendingWith?: TransportName;
 }
 
 /**
@@ -101,12 +105,19 @@ interface Attempt {
 export class DeliveryJobs {
   constructor(
     private readonly db: Kysely<Database>,
-    private readonly transport: Transport,
+    private readonly transports: Transports,
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly metrics: Metrics,
     private readonly options: DeliveryJobOptions,
   ) {}
+
+  /** A platform by name; one this process does not speak is a refusal for good. */
+  private transport(name: TransportName): Transport {
+    const t = this.transports.get(name);
+    if (t === undefined) throw new TransportError({ kind: 'rejected', detail: `transport ${name} is not configured` });
+    return t;
+  }
 
   /** The job kinds this module registers with the outbox worker. */
   kinds(): JobKind<DeliveryJob>[] {
@@ -119,7 +130,7 @@ export class DeliveryJobs {
     const log = this.log.child({ request_id: row.request_id, kind: row.kind, attempt: row.attempts });
     const started = row.attempt_started_at ?? this.clock.now();
     const doubt = row.doubt_from !== null ? { from: row.doubt_from, until: row.doubt_until ?? row.doubt_from, channelId: row.doubt_channel_id } : undefined;
-    const at: Attempt = { row, signal, log, doubt, owner: context.owner };
+    const at: Attempt = { row, signal, log, doubt, owner: context.owner, doubtTransport: row.transport };
     let outcome: Outcome;
     try {
       outcome = await this.deliver(at);
@@ -162,6 +173,7 @@ export class DeliveryJobs {
       doubt_from: resolved?.from ?? null,
       doubt_until: resolved?.until ?? null,
       doubt_channel_id: resolved?.channelId ?? null,
+      ...(resolved !== undefined ? { transport: at.sendingWith ?? at.doubtTransport } : {}),
     });
     if (!recorded) {
       log.warn('lease lost before the outcome was recorded; the new holder re-drives it');
@@ -214,8 +226,10 @@ export class DeliveryJobs {
       at.log.info({ reason: 'recipient_unregistered' }, 'dm recipient is not registered');
       return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' };
     }
-    const channelId = await facet(this.transport.dms, 'direct messages').openDm(target.user_id, at.signal);
-    return this.sendOnce(at, channelId, '@me');
+    // Users are the home platform's: that is where their DM channel is.
+    const home = this.transports.home;
+    const channelId = await facet(home.dms, 'direct messages').openDm(target.user_id, at.signal);
+    return this.sendOnce(at, { transport: home.name, channelId }, '@me');
   }
 
   /**
@@ -256,7 +270,8 @@ export class DeliveryJobs {
         log.info({ seq: target.seq, last_applied_seq: lock.last_applied_seq }, 'edit superseded by a higher seq');
         return { ...delivered, applied: false };
       }
-      await facet(this.transport.editor, 'edits').edit(original.channel_id, original.message_id, row.body, applying.signal);
+      const transport = this.transport(original.transport ?? this.transports.home.name);
+      await facet(transport.editor, 'edits').edit(original.channel_id, original.message_id, row.body, applying.signal);
       // Recorded before the lock is released, so the next edit compares against it. A crash before
       // this line re-drives the edit: equal seq applies again, which is harmless.
       await recordAppliedSeq(this.db, original.request_id, target.seq);
@@ -269,24 +284,27 @@ export class DeliveryJobs {
   }
 
   private async deliverPost(at: Attempt, target: PostTarget): Promise<Outcome> {
-    const channelId = await findDestinationChannel(this.db, target.guild_id, target.destination);
-    if (channelId === undefined) {
+    const address = await findDestinationAddress(this.db, target.guild_id, target.destination);
+    if (address === undefined) {
       at.log.warn({ guild_id: target.guild_id, destination: target.destination, reason: 'destination_unmapped' }, 'no channel mapped for this destination');
       this.metrics.inc('herald_post_unmapped_total', 'Posts failed because their (guild, destination) has no channel', { destination: target.destination });
       return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: 'destination not mapped' };
     }
-    return this.sendOnce(at, channelId, target.guild_id);
+    return this.sendOnce(at, address, target.guild_id);
   }
 
   /**
    * Create the message unless an earlier attempt already did, always with the delivery's own
    * nonce. `scope` is the url's guild part: the guild id, or `@me` for a DM. A delivery in doubt
-   * goes to the channel its doubtful create went to, whatever the target maps to now.
+   * goes to the channel (and platform) its doubtful create went to, whatever the target maps to now.
    */
-  private async sendOnce(at: Attempt, mappedChannelId: string, scope: string): Promise<Outcome> {
-    const channelId = at.doubt?.channelId ?? mappedChannelId;
+  private async sendOnce(at: Attempt, mapped: Address, scope: string): Promise<Outcome> {
+    const channelId = at.doubt?.channelId ?? mapped.channelId;
+    const transport = this.transport((at.doubt !== undefined ? at.doubtTransport : null) ?? mapped.transport);
+    at.sendingWith = transport.name;
     const delivered = (sent: SentMessage): Outcome => ({
       status: 'delivered',
+      transport: transport.name,
       channel_id: sent.channelId,
       message_id: sent.messageId,
       url: discordMessageUrl(scope, sent.channelId, sent.messageId),
@@ -298,7 +316,7 @@ export class DeliveryJobs {
     if (at.doubt !== undefined && (finalCheck || nowMs - at.doubt.from.getTime() > this.options.nonceWindowMs)) {
       const settled = at.doubt.until.getTime() + RECONCILE_SETTLE_MS;
       if (nowMs < settled) return { status: 'pending', next_attempt_at: new Date(settled), attempts: at.row.attempts - 1 };
-      const verdict = await this.reconcile(at, at.doubt, channelId);
+      const verdict = await this.reconcile(at, transport, at.doubt, channelId);
       this.metrics.inc('herald_reconciliations_total', 'In-doubt deliveries looked up in channel history, by verdict', { kind: at.row.kind, verdict: verdict.kind });
       if (verdict.kind === 'found') return delivered(verdict.message);
       if (verdict.kind === 'undecided') {
@@ -310,7 +328,7 @@ export class DeliveryJobs {
     }
     if (finalCheck) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: 'attempts exhausted; channel history shows no message was created' };
     at.creatingIn = channelId;
-    return delivered(await facet(this.transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal));
+    return delivered(await facet(transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal));
   }
 
   /**
@@ -320,7 +338,7 @@ export class DeliveryJobs {
    * delivery recorded, or the gateway reported under another nonce, is not ours. While another unresolved delivery with the same body may have
    * created a message in that window, a match cannot be told apart from it: undecided, never a guess.
    */
-  private async reconcile(at: Attempt, doubt: Doubt, channelId: string): Promise<{ kind: 'found'; message: SentMessage } | { kind: 'absent' } | { kind: 'undecided'; reason: string }> {
+  private async reconcile(at: Attempt, transport: Transport, doubt: Doubt, channelId: string): Promise<{ kind: 'found'; message: SentMessage } | { kind: 'absent' } | { kind: 'undecided'; reason: string }> {
     const { row, signal } = at;
     const nonce = deliveryNonce(row.request_id);
     // The gateway told us which message this nonce created: that settles it exactly.
@@ -328,8 +346,8 @@ export class DeliveryJobs {
     if (reported !== undefined) return { kind: 'found', message: { channelId: reported.channel_id, messageId: reported.message_id } };
     const from = new Date(doubt.from.getTime() - RECONCILE_SKEW_MS);
     const until = new Date(doubt.until.getTime() + RECONCILE_SKEW_MS);
-    const history = this.transport.history;
-    if (history === undefined) return { kind: 'undecided', reason: `${this.transport.name} keeps no history to look the message up in` };
+    const history = transport.history;
+    if (history === undefined) return { kind: 'undecided', reason: `${transport.name} keeps no history to look the message up in` };
     const self = await history.selfId();
     const fingerprint = history.fingerprint(row.body);
     const seen = await history.listBetween(channelId, from, until, RECONCILE_MAX_MESSAGES, signal);

@@ -1,4 +1,5 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
+import type { TransportName } from '../../transports/transport.js';
 import type { DeliveryKind, FailureCode, MessageBody, Target } from './delivery.js';
 
 /**
@@ -28,6 +29,8 @@ export interface DeliveryTable {
   doubt_from: Date | null;
   doubt_until: Date | null;
   doubt_channel_id: string | null;
+  /** The platform its message went to (or may have): edits and reconciliation go there. */
+  transport: TransportName | null;
   /** For operators: why a delivery ended `unknown` or `failed`. Never on the wire. */
   reason: string | null;
   lease_owner: string | null;

@@ -1,25 +1,27 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../schema.js';
+import type { Address } from '../../transports/transport.js';
 import type { Destination } from '../deliveries/delivery.js';
 import type { DestinationRow } from './destination.table.js';
 
 type Db = Kysely<Database>;
 
-export async function findDestinationChannel(db: Db, guildId: string, destination: Destination): Promise<string | undefined> {
+/** Where posts to (guild, destination) go: a channel on a named transport. */
+export async function findDestinationAddress(db: Db, guildId: string, destination: Destination): Promise<Address | undefined> {
   const row = await db
     .selectFrom('destinations')
-    .select('channel_id')
+    .select(['channel_id', 'transport'])
     .where('guild_id', '=', guildId)
     .where('destination', '=', destination)
     .executeTakeFirst();
-  return row?.channel_id;
+  return row === undefined ? undefined : { transport: row.transport, channelId: row.channel_id };
 }
 
-export async function upsertDestination(db: Db, guildId: string, destination: Destination, channelId: string, now: Date): Promise<DestinationRow> {
+export async function upsertDestination(db: Db, guildId: string, destination: Destination, to: Address, now: Date): Promise<DestinationRow> {
   return db
     .insertInto('destinations')
-    .values({ guild_id: guildId, destination, channel_id: channelId, updated_at: now })
-    .onConflict((oc) => oc.columns(['guild_id', 'destination']).doUpdateSet({ channel_id: channelId, updated_at: now }))
+    .values({ guild_id: guildId, destination, channel_id: to.channelId, transport: to.transport, updated_at: now })
+    .onConflict((oc) => oc.columns(['guild_id', 'destination']).doUpdateSet({ channel_id: to.channelId, transport: to.transport, updated_at: now }))
     .returningAll()
     .executeTakeFirstOrThrow();
 }

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { TransportError, type Channels } from '../../transports/transport.js';
+import { TransportError, type Channels, type TransportName } from '../../transports/transport.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Database } from '../../schema.js';
 import { DESTINATIONS, type Destination } from '../deliveries/delivery.js';
@@ -16,7 +16,8 @@ export interface DestinationMapping {
 export class DestinationService {
   constructor(
     private readonly db: Kysely<Database>,
-    private readonly channels: Channels,
+    /** Where mapped channels live, and how to look them up there. */
+    private readonly platform: { name: TransportName; channels: Channels },
     private readonly clock: Clock,
   ) {}
 
@@ -32,7 +33,7 @@ export class DestinationService {
     checkDestination(destination);
     let channel;
     try {
-      channel = await this.channels.getChannel(channelId);
+      channel = await this.platform.channels.getChannel(channelId);
     } catch (err) {
       if (err instanceof TransportError && err.failure.kind !== 'transient') channel = undefined;
       else throw new UpstreamError('discord unavailable');
@@ -40,7 +41,7 @@ export class DestinationService {
     if (channel === undefined) throw new ConflictError('channel not found or not visible to the bot');
     if (channel.guildId !== guildId) throw new ConflictError('channel belongs to another guild');
     if (!channel.isText) throw new ConflictError('channel is not a text channel');
-    return toMapping(await upsertDestination(this.db, guildId, destination, channelId, this.clock.now()));
+    return toMapping(await upsertDestination(this.db, guildId, destination, { transport: this.platform.name, channelId }, this.clock.now()));
   }
 
   async remove(guildId: string, destination: string): Promise<void> {

@@ -1,10 +1,13 @@
-import type { Selectable } from 'kysely';
+import type { Generated, Selectable } from 'kysely';
+import type { TransportName } from '../../transports/transport.js';
 import type { Destination } from '../deliveries/delivery.js';
 
 export interface DestinationTable {
   guild_id: string;
   destination: Destination;
   channel_id: string;
+  /** The platform the channel is on. */
+  transport: Generated<TransportName>;
   updated_at: Date;
 }
 
