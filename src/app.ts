@@ -16,7 +16,7 @@ import { identityOperations } from './modules/identity/identity.http.js';
 import { IdentityService } from './modules/identity/identity.service.js';
 import { OutboxWorker } from './outbox/worker.js';
 import { systemClock, type Clock } from './platform/clock.js';
-import { openStore, type Store } from './platform/db/database.js';
+import { openStore, retryWhileUnreachable, type Store } from './platform/db/database.js';
 import { migrateToLatest } from './platform/db/migrate.js';
 import { errorSummary } from './platform/errors.js';
 import { createApi } from './platform/http/api.js';
@@ -49,6 +49,8 @@ export interface Herald {
 }
 
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
+/** How long a nonce report from the gateway waits for an unreachable database before it is dropped. */
+const NONCE_REPORT_RETRY_MS = 60_000;
 
 /**
  * Wiring only: open the store, build each service once, and hand them to the HTTP API, the
@@ -129,7 +131,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
           apiUrl: config.discordApiUrl,
           commands: { definitions: COMMAND_DEFINITIONS, run: (invocation) => router.run(invocation) },
           log,
-          onOwnMessage: (m) => recordSentMessage(store.db, m.nonce, m.channelId, m.messageId, m.createdAt),
+          onOwnMessage: (m) => retryWhileUnreachable(() => recordSentMessage(store.db, m.nonce, m.channelId, m.messageId, m.createdAt), NONCE_REPORT_RETRY_MS),
         });
         const g = gateway;
         cleanups.push(() => g.close());

@@ -111,7 +111,7 @@ describe('twins in doubt across dispatchers', () => {
   const withContent = (content: string) => h.sandbox.allMessages().filter((m) => m.content === content);
   const urlOf = (channelId: string, messageId: string | undefined) => `https://discord.com/channels/${IDS.guild}/${channelId}/${messageId}`;
 
-  it.skipIf(!onPostgres)("never adopts a twin's message: the same content twice, one in doubt while the other is in flight", async () => {
+  it.skipIf(!onPostgres)("never adopts a twin's message: the same content twice, one in doubt waits while the other is in flight", async () => {
     const a = newRequestId();
     const b = newRequestId();
     const content = `twin ${a.slice(0, 8)}`;
@@ -124,11 +124,8 @@ describe('twins in doubt across dispatchers', () => {
     await h.bridge.post('/mcp/deliveries', post(b, content));
     await waitFor(() => withContent(content).length === 2, "B's message to be created");
 
-    // B cannot tell its message from A's while A is unresolved: it says so instead of guessing.
-    await h.waitForState(b, 'unknown', 30_000);
+    // B cannot tell its message from A's while A is being attempted: it waits, never adopting A's.
     const stateA = await h.waitForState(a, 'delivered', 30_000);
-    const retry = await h.bridge.post('/mcp/deliveries', post(b, content));
-    expect(retry.status).toBe(202);
     const stateB = await h.waitForState(b, 'delivered', 30_000);
 
     const sent = withContent(content);

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js';
 import type { Clock } from '../../platform/clock.js';
-import { isStoreUnavailable } from '../../platform/db/database.js';
+import { retryWhileUnreachable } from '../../platform/db/database.js';
 import { errorSummary } from '../../platform/errors.js';
 import type { Metrics } from '../../platform/metrics.js';
 import { TransportError, type Address, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
@@ -15,7 +15,7 @@ import {
   claimDue,
   findDelivery,
   findSentMessage,
-  findUnresolvedTwin,
+  findUnresolvedTwins,
   finishAttempt,
   pruneDeliveries,
   recordAppliedSeq,
@@ -60,6 +60,8 @@ const RECONCILE_SKEW_MS = 10 * 1000;
  * if it was created: reconciliation waits this long after the doubt window closes.
  */
 const RECONCILE_SETTLE_MS = 5 * 1000;
+/** How soon reconciliation looks again when a twin that may own the match is being attempted. */
+const TWIN_WAIT_MS = 1_000;
 /** How many channel messages in the doubt window reconciliation reads at most. */
 const RECONCILE_MAX_MESSAGES = 1000;
 
@@ -167,7 +169,7 @@ export class DeliveryJobs {
       outcome = { status: 'unknown', reason: `${outcome.failure_code ?? 'failed'} (${outcome.reason ?? 'rejected'}) after a create that may have reached Discord` };
     }
     const resolved = outcome.status === 'delivered' ? undefined : at.doubt;
-    const recorded = await this.record(row, log, context.owner, {
+    const recorded = await this.record(row, context.owner, {
       ...outcome,
       reason: outcome.reason ?? null,
       doubt_from: resolved?.from ?? null,
@@ -195,17 +197,9 @@ export class DeliveryJobs {
    * (a restart, a failover) is waited for until the lease ends, so the outcome is not lost to a
    * re-drive.
    */
-  private async record(row: DeliveryRow, log: Logger, owner: string, update: DeliveryUpdate): Promise<boolean> {
+  private async record(row: DeliveryRow, owner: string, update: DeliveryUpdate): Promise<boolean> {
     const leaseEnds = row.lease_expires_at?.getTime() ?? 0;
-    for (let waitMs = 100; ; waitMs = Math.min(waitMs * 2, 2_000)) {
-      try {
-        return await finishAttempt(this.db, row.request_id, owner, update);
-      } catch (err) {
-        if (!isStoreUnavailable(err) || this.clock.now().getTime() + waitMs >= leaseEnds) throw err;
-        log.warn({ retry_in_ms: waitMs }, 'database unreachable while recording an outcome; retrying');
-        await new Promise((resolve) => setTimeout(resolve, waitMs));
-      }
-    }
+    return retryWhileUnreachable(() => finishAttempt(this.db, row.request_id, owner, update), leaseEnds - this.clock.now().getTime());
   }
 
   private async deliver(at: Attempt): Promise<Outcome> {
@@ -319,6 +313,7 @@ export class DeliveryJobs {
       const verdict = await this.reconcile(at, transport, at.doubt, channelId);
       this.metrics.inc('herald_reconciliations_total', 'In-doubt deliveries looked up in channel history, by verdict', { kind: at.row.kind, verdict: verdict.kind });
       if (verdict.kind === 'found') return delivered(verdict.message);
+      if (verdict.kind === 'wait') return { status: 'pending', next_attempt_at: new Date(nowMs + TWIN_WAIT_MS), attempts: at.row.attempts - 1 };
       if (verdict.kind === 'undecided') {
         at.log.warn({ reason: verdict.reason }, 'in doubt and cannot tell from channel history whether it was sent');
         return { status: 'unknown', reason: verdict.reason };
@@ -338,7 +333,7 @@ export class DeliveryJobs {
    * delivery recorded, or the gateway reported under another nonce, is not ours. While another unresolved delivery with the same body may have
    * created a message in that window, a match cannot be told apart from it: undecided, never a guess.
    */
-  private async reconcile(at: Attempt, transport: Transport, doubt: Doubt, channelId: string): Promise<{ kind: 'found'; message: SentMessage } | { kind: 'absent' } | { kind: 'undecided'; reason: string }> {
+  private async reconcile(at: Attempt, transport: Transport, doubt: Doubt, channelId: string): Promise<{ kind: 'found'; message: SentMessage } | { kind: 'absent' } | { kind: 'wait' } | { kind: 'undecided'; reason: string }> {
     const { row, signal } = at;
     const nonce = deliveryNonce(row.request_id);
     // The gateway told us which message this nonce created: that settles it exactly.
@@ -356,14 +351,21 @@ export class DeliveryJobs {
     if (alike.length === 0) return { kind: 'absent' };
     // Look for a twin before reading what is recorded: a twin recording its message in between
     // is then still counted as a twin (undecided), never missed.
-    const twin = await findUnresolvedTwin(this.db, row.request_id, from, until);
+    const twins = await findUnresolvedTwins(this.db, row.request_id, from, until);
     const ids = alike.map((m) => m.messageId);
     const taken = await recordedMessages(this.db, ids, row.request_id);
     // A message the gateway reported under another nonce is another delivery's, recorded or not.
     const nonces = await sentMessageNonces(this.db, ids);
     const ours = alike.filter((m) => !taken.has(m.messageId) && (nonces.get(m.messageId) ?? nonce) === nonce);
     if (ours.length === 0) return { kind: 'absent' };
-    if (twin !== undefined) return { kind: 'undecided', reason: 'another unresolved delivery with the same content may own the matching message' };
+    if (twins.length > 0) {
+      // A twin that is being attempted right now will record its message (or its doubt) shortly:
+      // look again then. Only twins stuck in doubt, like this one, leave it undecided.
+      const nowMs = this.clock.now().getTime();
+      const live = twins.every((t) => t.status === 'in_flight' && (t.lease_expires_at?.getTime() ?? 0) > nowMs);
+      if (live) return { kind: 'wait' };
+      return { kind: 'undecided', reason: 'another unresolved delivery with the same content may own the matching message' };
+    }
     if (ours.length > 1) return { kind: 'undecided', reason: `${ours.length} unrecorded messages with the same content in the doubt window` };
     const [message] = ours;
     return message === undefined ? { kind: 'absent' } : { kind: 'found', message };

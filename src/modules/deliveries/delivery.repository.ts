@@ -147,14 +147,14 @@ export async function recordedMessages(db: Db, messageIds: readonly string[], ex
 }
 
 /**
- * Another unresolved delivery with the same body that may have created a message between `from`
+ * Other unresolved deliveries with the same body that may have created a message between `from`
  * and `until` (in flight since before `until`, or in doubt over an overlapping window). While one
  * exists, a matching message in the channel cannot be told apart from that delivery's.
  */
-export async function findUnresolvedTwin(db: Db, requestId: string, from: Date, until: Date): Promise<string | undefined> {
-  const row = await db
+export async function findUnresolvedTwins(db: Db, requestId: string, from: Date, until: Date): Promise<Pick<DeliveryRow, 'request_id' | 'status' | 'lease_expires_at'>[]> {
+  return db
     .selectFrom('deliveries as d')
-    .select('d.request_id')
+    .select(['d.request_id', 'd.status', 'd.lease_expires_at'])
     .where('d.request_id', '<>', requestId)
     .where('d.kind', '<>', 'edit')
     .where('d.status', '<>', 'delivered')
@@ -165,9 +165,8 @@ export async function findUnresolvedTwin(db: Db, requestId: string, from: Date, 
       ]),
     )
     .where(sql<boolean>`d.body::text = (select o.body::text from deliveries o where o.request_id = ${requestId})`)
-    .limit(1)
-    .executeTakeFirst();
-  return row?.request_id;
+    .limit(20)
+    .execute();
 }
 
 /**

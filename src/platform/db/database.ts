@@ -254,3 +254,19 @@ function isAlive(pid: number): boolean {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
+
+/**
+ * Run a write, and while the database is unreachable (a restart, a failover) try it again with
+ * capped backoff for up to `budgetMs`; any other error, or the budget spent, is thrown.
+ */
+export async function retryWhileUnreachable<T>(write: () => Promise<T>, budgetMs: number): Promise<T> {
+  const deadline = Date.now() + budgetMs;
+  for (let waitMs = 100; ; waitMs = Math.min(waitMs * 2, 2_000)) {
+    try {
+      return await write();
+    } catch (err) {
+      if (!isStoreUnavailable(err) || Date.now() + waitMs > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+    }
+  }
+}
