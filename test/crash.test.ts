@@ -76,13 +76,14 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
 
   it('past the nonce window: the restarted Herald finds the message in the channel instead of sending again', async () => {
     db = await testDatabase();
-    // This Discord forgets nonces at once, and Herald knows not to trust them.
+    // This Discord forgets nonces at once, and Herald knows not to trust them. No gateway, so no
+    // nonce report either: the channel's history is what settles it.
     const forgetful = new DiscordSandbox({ nonceWindowMs: 0, botToken: sandbox.botToken });
     await forgetful.start();
     try {
       const id = newRequestId();
       const content = `crash-reconcile ${id}`;
-      const first = await startHeraldProcess(['serve'], env({ DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0' }));
+      const first = await startHeraldProcess(['serve'], env({ DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0', HERALD_GATEWAY: 'off' }));
       procs.push(first);
       await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
       forgetful.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000 });
@@ -91,7 +92,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
       first.kill('SIGKILL');
       await first.exited;
       forgetful.clearFaults();
-      const second = await start(['serve'], { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0' });
+      const second = await start(['serve'], { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0', HERALD_GATEWAY: 'off' });
       const api = client(second.url ?? '', bridgeToken);
       await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'delivered', 'the reconciled delivery').catch((e: unknown) => { throw new Error(`${String(e)}\n${second.output()}`); });
       expect(forgetful.allMessages().filter((m) => m.content === content)).toHaveLength(1);
@@ -131,7 +132,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     try {
       const id = newRequestId();
       const content = `crash-repost ${id}`;
-      const pastWindow = { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0' };
+      const pastWindow = { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0', HERALD_GATEWAY: 'off' };
       const first = await start(['serve'], pastWindow);
       await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
       forgetful.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000 });
