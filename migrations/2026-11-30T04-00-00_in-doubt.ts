@@ -19,6 +19,10 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute();
   // An attempt in flight before this migration started no later than its first attempt.
   await sql`update deliveries set attempt_started_at = first_attempt_at where status = 'in_flight'`.execute(db);
+  // Before this, any undelivered post or DM that had been attempted was treated as possibly sent
+  // (reconciled past the nonce window): keep it so, from its first attempt until now.
+  await sql`update deliveries set doubt_from = first_attempt_at, doubt_until = now()
+    where status in ('pending', 'failed') and kind <> 'edit' and attempts > 0 and first_attempt_at is not null`.execute(db);
   await db.schema.alterTable('deliveries').dropColumn('first_attempt_at').execute();
   await sql`alter table deliveries drop constraint if exists deliveries_status_check`.execute(db);
   await sql`alter table deliveries add constraint deliveries_status_check check (status in ('pending', 'in_flight', 'delivered', 'failed', 'unknown'))`.execute(db);

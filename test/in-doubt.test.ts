@@ -41,6 +41,19 @@ describe('deliveries in doubt', () => {
     expect(state['url']).toBe(urlOf(IDS.channels.alerts, sent[0]?.id));
   });
 
+  it("a refusal after discord.js's own retry of a lost create is no verdict: delivered once, never failed", async () => {
+    const id = newRequestId();
+    const content = `retried ${id}`;
+    // The first try creates the message behind a 502; discord.js retries and is refused for good.
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error_after_create', status: 502 });
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 403, code: 50001 });
+    await h.bridge.post('/mcp/deliveries', post(id, content));
+    const state = await h.waitForState(id, 'delivered', 30_000);
+    const sent = withContent(content);
+    expect(sent).toHaveLength(1);
+    expect(state['url']).toBe(urlOf(IDS.channels.alerts, sent[0]?.id));
+  });
+
   it("twins both in doubt are told apart by the nonce the gateway reported for each message: no deadlock, no guess", async () => {
     const a = newRequestId();
     const b = newRequestId();

@@ -152,7 +152,11 @@ export class OutboxWorker<J extends Job> {
       if (this.stopping) break;
       if (this.woken) continue;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.options.pollMs);
+        const timer = setTimeout(() => {
+          // The poll came first: a later wake must find no stale hook (it would be lost).
+          this.wakeUp = undefined;
+          resolve();
+        }, this.options.pollMs);
         this.wakeUp = () => {
           clearTimeout(timer);
           resolve();

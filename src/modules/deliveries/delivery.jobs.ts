@@ -56,10 +56,10 @@ export function deliveryQueue(db: Kysely<Database>): JobQueue<DeliveryJob> {
  */
 const RECONCILE_SKEW_MS = 10 * 1000;
 /**
- * How long after an in-doubt create ended its message must have shown in the channel's history,
- * if it was created: reconciliation waits this long after the doubt window closes.
+ * Reconciliation reads history only once the widened window has closed: a message Discord created
+ * late (up to the skew after the doubt window) must already be there, or "absent" would be wrong.
  */
-const RECONCILE_SETTLE_MS = 5 * 1000;
+const RECONCILE_SETTLE_MS = RECONCILE_SKEW_MS + 1_000;
 /** How soon reconciliation looks again when a twin that may own the match is being attempted. */
 const TWIN_WAIT_MS = 1_000;
 /** How many channel messages in the doubt window reconciliation reads at most. */
@@ -146,10 +146,10 @@ export class DeliveryJobs {
       if (failure.kind !== 'transient') {
         outcome = { status: 'failed', failure_code: failure.kind === 'recipient_unreachable' ? 'RECIPIENT_UNREACHABLE' : 'UPSTREAM_UNAVAILABLE', reason: failure.detail };
         log.warn({ detail: failure.detail }, 'delivery rejected by discord');
-      } else if (row.attempts >= this.options.maxAttempts) {
+      } else if (row.attempts >= context.retry.maxAttempts) {
         if (at.doubt === undefined) {
           outcome = { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: `attempts exhausted (${failure.detail})` };
-        } else if (row.attempts === this.options.maxAttempts) {
+        } else if (row.attempts === context.retry.maxAttempts) {
           // Out of attempts, but a create may have happened: one more claim only looks (never sends),
           // once the doubt window has settled, and fails only if the channel shows nothing was created.
           outcome = { status: 'pending', next_attempt_at: new Date(at.doubt.until.getTime() + RECONCILE_SETTLE_MS), reason: 'final check of an in-doubt delivery' };
@@ -248,14 +248,15 @@ export class DeliveryJobs {
       return { status: 'pending', next_attempt_at: new Date(this.clock.now().getTime() + EDIT_BUSY_RETRY_MS), attempts: row.attempts - 1 };
     }
     // Renew the lease while applying; stop applying if it is lost or cannot be renewed in time.
-    const applying = new AbortController();
-    const stopApplying = () => applying.abort();
-    at.signal.addEventListener('abort', stopApplying, { once: true });
+    const lost = new AbortController();
+    const applying = AbortSignal.any([at.signal, lost.signal]);
     let renewedAt = Date.now();
     const renewal = setInterval(() => {
+      // A renewal that is slow, fails or hangs counts as lost once half the lease has passed.
+      if (Date.now() - renewedAt > ttl / 2) lost.abort();
       renewEditLock(this.db, original.request_id, holder, this.clock.now(), ttl).then(
-        (held) => (held ? (renewedAt = Date.now()) : applying.abort()),
-        () => (Date.now() - renewedAt > ttl / 2 ? applying.abort() : undefined),
+        (held) => (held ? (renewedAt = Date.now()) : lost.abort()),
+        () => undefined,
       );
     }, ttl / 5);
     try {
@@ -265,14 +266,13 @@ export class DeliveryJobs {
         return { ...delivered, applied: false };
       }
       const transport = this.transport(original.transport ?? this.transports.home.name);
-      await facet(transport.editor, 'edits').edit(original.channel_id, original.message_id, row.body, applying.signal);
+      await facet(transport.editor, 'edits').edit(original.channel_id, original.message_id, row.body, applying);
       // Recorded before the lock is released, so the next edit compares against it. A crash before
       // this line re-drives the edit: equal seq applies again, which is harmless.
       await recordAppliedSeq(this.db, original.request_id, target.seq);
       return { ...delivered, applied: true };
     } finally {
       clearInterval(renewal);
-      at.signal.removeEventListener('abort', stopApplying);
       await releaseEditLock(this.db, original.request_id, holder).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'edit lock release failed; it expires in seconds'));
     }
   }
@@ -305,13 +305,15 @@ export class DeliveryJobs {
     });
     // After the last attempt a delivery in doubt gets one more claim that only looks.
     const finalCheck = at.row.attempts > this.options.maxAttempts;
+    // Only a platform that honours idempotency keys dedupes a resend; on others, always reconcile.
+    const trustedWindowMs = transport.idempotentSend ? this.options.nonceWindowMs : 0;
     const nowMs = this.clock.now().getTime();
     // Inside the nonce window Discord itself answers a resend with the message already created.
-    if (at.doubt !== undefined && (finalCheck || nowMs - at.doubt.from.getTime() > this.options.nonceWindowMs)) {
+    if (at.doubt !== undefined && (finalCheck || nowMs - at.doubt.from.getTime() > trustedWindowMs)) {
       const settled = at.doubt.until.getTime() + RECONCILE_SETTLE_MS;
       if (nowMs < settled) return { status: 'pending', next_attempt_at: new Date(settled), attempts: at.row.attempts - 1 };
       const verdict = await this.reconcile(at, transport, at.doubt, channelId);
-      this.metrics.inc('herald_reconciliations_total', 'In-doubt deliveries looked up in channel history, by verdict', { kind: at.row.kind, verdict: verdict.kind });
+      this.metrics.inc('herald_reconciled_total', 'In-doubt deliveries past the nonce window, by what reconciliation found', { kind: at.row.kind, verdict: verdict.kind });
       if (verdict.kind === 'found') return delivered(verdict.message);
       if (verdict.kind === 'wait') return { status: 'pending', next_attempt_at: new Date(nowMs + TWIN_WAIT_MS), attempts: at.row.attempts - 1 };
       if (verdict.kind === 'undecided') {
@@ -359,10 +361,11 @@ export class DeliveryJobs {
     const ours = alike.filter((m) => !taken.has(m.messageId) && (nonces.get(m.messageId) ?? nonce) === nonce);
     if (ours.length === 0) return { kind: 'absent' };
     if (twins.length > 0) {
-      // A twin that is being attempted right now will record its message (or its doubt) shortly:
-      // look again then. Only twins stuck in doubt, like this one, leave it undecided.
+      // A twin sending right now, with no doubt of its own, records its message (or its doubt)
+      // within its lease: look again then. Twins in doubt, like this one, would wait on each other
+      // forever: they leave it undecided.
       const nowMs = this.clock.now().getTime();
-      const live = twins.every((t) => t.status === 'in_flight' && (t.lease_expires_at?.getTime() ?? 0) > nowMs);
+      const live = twins.every((t) => t.status === 'in_flight' && t.doubt_from === null && (t.lease_expires_at?.getTime() ?? 0) > nowMs);
       if (live) return { kind: 'wait' };
       return { kind: 'undecided', reason: 'another unresolved delivery with the same content may own the matching message' };
     }

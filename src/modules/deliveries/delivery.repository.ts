@@ -151,10 +151,10 @@ export async function recordedMessages(db: Db, messageIds: readonly string[], ex
  * and `until` (in flight since before `until`, or in doubt over an overlapping window). While one
  * exists, a matching message in the channel cannot be told apart from that delivery's.
  */
-export async function findUnresolvedTwins(db: Db, requestId: string, from: Date, until: Date): Promise<Pick<DeliveryRow, 'request_id' | 'status' | 'lease_expires_at'>[]> {
+export async function findUnresolvedTwins(db: Db, requestId: string, from: Date, until: Date): Promise<Pick<DeliveryRow, 'request_id' | 'status' | 'lease_expires_at' | 'doubt_from'>[]> {
   return db
     .selectFrom('deliveries as d')
-    .select(['d.request_id', 'd.status', 'd.lease_expires_at'])
+    .select(['d.request_id', 'd.status', 'd.lease_expires_at', 'd.doubt_from'])
     .where('d.request_id', '<>', requestId)
     .where('d.kind', '<>', 'edit')
     .where('d.status', '<>', 'delivered')
@@ -164,7 +164,8 @@ export async function findUnresolvedTwins(db: Db, requestId: string, from: Date,
         eb.and([eb('d.doubt_from', 'is not', null), eb('d.doubt_from', '<=', until), eb('d.doubt_until', '>=', from)]),
       ]),
     )
-    .where(sql<boolean>`d.body::text = (select o.body::text from deliveries o where o.request_id = ${requestId})`)
+    // The same body to the same target (so the same channel).
+    .where(sql<boolean>`(d.body::text, d.target::text) = (select o.body::text, o.target::text from deliveries o where o.request_id = ${requestId})`)
     .limit(20)
     .execute();
 }

@@ -55,7 +55,7 @@ export class DiscordTransport implements Transport {
    * Creates under way, by nonce: marked once discord.js hands the request to the network. A create
    * that failed before that (aborted in discord.js's queue, refused by a rate limit) created nothing.
    */
-  private readonly creates = new Map<string, { sent: boolean }>();
+  private readonly creates = new Map<string, { tries: number }>();
 
   constructor(options: DiscordTransportOptions) {
     this.rest = new REST({
@@ -65,7 +65,7 @@ export class DiscordTransport implements Transport {
         if (init.method === 'POST' && typeof init.body === 'string' && this.creates.size > 0) {
           const nonce = (JSON.parse(init.body) as { nonce?: unknown }).nonce;
           const create = typeof nonce === 'string' ? this.creates.get(nonce) : undefined;
-          if (create !== undefined) create.sent = true;
+          if (create !== undefined) create.tries += 1;
         }
         return DefaultRestOptions.makeRequest(url, init);
       },
@@ -84,18 +84,22 @@ export class DiscordTransport implements Transport {
       allowed_mentions: { parse: [] },
     };
     // One create per nonce at a time in this process: the dispatcher holds the delivery's lease.
-    const create = { sent: false };
+    const create = { tries: 0 };
     this.creates.set(nonce, create);
     try {
       const sent = (await this.rest.post(Routes.channelMessages(channelId), { body, signal })) as APIMessage;
       return { channelId: sent.channel_id, messageId: sent.id };
     } catch (err) {
       const failure = toTransportError(err).failure;
-      if (failure.kind !== 'transient') throw new TransportError(failure);
-      // Discord refuses a rate-limited request before creating anything; a 5xx or a lost answer may
-      // come after the message was created.
-      const mayHaveCreated = create.sent && !(err instanceof RateLimitError) && !(err instanceof DiscordAPIError && err.status === 429);
-      throw new TransportError({ ...failure, mayHaveCreated });
+      // Discord refuses before creating anything when it answers 4xx (429 included). discord.js
+      // retries a 5xx or a lost answer itself, so with more than one try an earlier one may have
+      // created the message whatever the last answer was.
+      const refusedOutright = err instanceof RateLimitError || (err instanceof DiscordAPIError && err.status < 500);
+      const mayHaveCreated = create.tries > 1 || (create.tries === 1 && !refusedOutright);
+      if (!mayHaveCreated) throw new TransportError(failure);
+      // In doubt, a refusal of the last try is no verdict on the message: retry (with the nonce,
+      // or after reconciling) and let the doubt decide what is reported.
+      throw new TransportError({ kind: 'transient', detail: failure.detail, mayHaveCreated: true, ...(failure.kind === 'transient' && failure.retryAfterMs !== undefined ? { retryAfterMs: failure.retryAfterMs } : {}) });
     } finally {
       this.creates.delete(nonce);
     }

@@ -4,6 +4,7 @@ import {
   Events,
   GatewayIntentBits,
   MessageFlags,
+  Options,
   Partials,
   PermissionFlagsBits,
   REST,
@@ -46,10 +47,7 @@ function invocationOf(i: ChatInputCommandInteraction): CommandInvocation {
   };
 }
 
-/**
- * The gateway client: receives slash commands (`/agent`, `/destinations`) and answers them.
- * Deliveries never use it (they go over REST), so dispatchers need no gateway connection.
- */
+/** A message the bot created, as the gateway reports it: with the nonce it was sent with. */
 export interface OwnMessage {
   nonce: string;
   channelId: string;
@@ -57,6 +55,11 @@ export interface OwnMessage {
   createdAt: Date;
 }
 
+/**
+ * The gateway client: Discord's command surface (slash commands, answered through Herald's command
+ * router) and the reporter of the bot's own messages with their nonces, which reconciliation uses.
+ * Deliveries are sent over REST, so dispatchers need no gateway connection; one `serve` holds it.
+ */
 export async function connectGateway(options: {
   token: string;
   apiUrl: string | undefined;
@@ -72,6 +75,8 @@ export async function connectGateway(options: {
     intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.DirectMessages],
     // DM channels are not cached: without this, discord.js drops their MESSAGE_CREATE.
     partials: [Partials.Channel],
+    // Herald reads messages only as they arrive: keep none of the guilds' traffic in memory.
+    makeCache: Options.cacheWithLimits({ ...Options.DefaultMakeCacheSettings, MessageManager: 0 }),
     ...(options.apiUrl !== undefined ? { rest: { api: options.apiUrl } } : {}),
   });
   if (onOwnMessage !== undefined) {
