@@ -2,7 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runCampaign, type CampaignResult } from './chaos/campaign.js';
-import { formatDetails, formatTable, formatViolations } from './chaos/report.js';
+import { formatDetails, formatTable, formatUndecided, formatViolations } from './chaos/report.js';
 
 /**
  * A short run of the chaos campaign (`npm run chaos` runs the long one): real Herald processes on a
@@ -33,7 +33,8 @@ describe.skipIf(!available)('chaos campaign (short, fixed seed)', () => {
   it('every delivery ends in exactly one Discord message, through kills, a PostgreSQL restart and Discord faults', async () => {
     running = runCampaign({ seed: SEED, durationS: 6, processes: 3, connectors: 2, settleS: 25, signal: abort.signal, log: (l) => lines.push(l) });
     const result = await running;
-    const report = `${formatTable(result)}\n\n${formatDetails(result)}`;
+    const undecided = formatUndecided(result);
+    const report = `${formatTable(result)}\n\n${formatDetails(result)}${undecided !== '' ? `\n\n${undecided}` : ''}`;
     console.log(`chaos (seed ${SEED}):\n${report}`);
     if (result.violations > 0) console.log(`${formatViolations(result)}\n\n${lines.join('\n')}`);
     expect(result.phases.map((p) => p.counts.deliveries).every((n) => n > 0), report).toBe(true);

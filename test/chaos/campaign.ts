@@ -14,7 +14,7 @@ import { waitFor } from '../support/wait.js';
 import { Connector, newStats, type ConnectorStats, type StateJson, type Tracked } from './connector.js';
 import { Fleet, startWatchdog, type Crash, type MemberSpec } from './fleet.js';
 import { Rng } from './prng.js';
-import { verify, violationTotal, type FinalState, type PhaseCounts, type Violation } from './verify.js';
+import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecided, type Violation } from './verify.js';
 
 /**
  * The chaos campaign: real `herald serve`/`herald dispatch` processes on a throwaway PostgreSQL
@@ -48,6 +48,8 @@ export interface PhaseResult {
   counts: PhaseCounts;
   violationCount: number;
   violations: Violation[];
+  /** Deliveries rightly left `unknown` between twins in doubt (not violations), with their evidence. */
+  undecided: Undecided[];
   chaos: {
     kills: number;
     pgRestarts: number;
@@ -273,7 +275,7 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
       await apiOnly.close();
       apiOnly = undefined;
       const rows = await deliveryRows(databaseUrl);
-      const { counts, violations } = verify({
+      const { counts, violations, undecided } = verify({
         tracked: [...ledger.values()],
         finals,
         messages,
@@ -295,6 +297,7 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
         counts,
         violationCount: violationTotal(counts),
         violations,
+        undecided,
         chaos: { kills: f.kills, pgRestarts: pg.restarts, faults: faultCounts, crashes: f.crashes, startFailures: f.startFailures, sandboxRequests },
         connectors: stats,
         settled,

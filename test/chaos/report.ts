@@ -2,7 +2,8 @@ import type { CampaignResult, PhaseResult } from './campaign.js';
 import type { PhaseCounts, Violation } from './verify.js';
 
 /**
- * The campaign's table: one row per phase and a total; violations first, then final states, then
+ * The campaign's table: one row per phase and a total; violations first, then deliveries rightly
+ * left undecided between twins in doubt (not a violation), then final states, then
  * Herald processes that exited on their own (not a delivery violation, but a defect all the same).
  */
 export function formatTable(result: CampaignResult): string {
@@ -17,6 +18,7 @@ export function formatTable(result: CampaignResult): string {
     ['edit-order', (c) => c.editOrder],
     ['failed-but-sent', (c) => c.failedButSent],
     ['orphans', (c) => c.orphans],
+    ['undecided', (c) => c.undecided],
     ['delivered', (c) => c.states.delivered],
     ['failed', (c) => c.states.failed],
     ['unknown', (c) => c.states.unknown],
@@ -57,6 +59,20 @@ function phaseDetails(p: PhaseResult): string {
     lines.push(`  crash: ${x.member} pid ${x.pid ?? '-'} at ${s(x.at)}: ${why.trim().slice(0, 240)}`);
   }
   return lines.join('\n');
+}
+
+/**
+ * Each delivery counted undecided, one line each: its identical-content group, the unresolved
+ * members and the unattributed messages with that content (whose nonce they carry), its doubt.
+ */
+export function formatUndecided(result: CampaignResult): string {
+  const out: string[] = [];
+  for (const p of result.phases) {
+    if (p.undecided.length === 0) continue;
+    out.push(`${p.phase}: ${p.undecided.length} undecided (unknown: "another unresolved delivery with the same content may own the matching message", twins confirmed in doubt together)`);
+    for (const u of p.undecided) out.push(`  - ${u.line}`);
+  }
+  return out.join('\n');
 }
 
 /** A few violations of each kind, one paragraph each, with the messages involved. */

@@ -37,11 +37,34 @@ export interface PhaseCounts {
   failedButSent: number;
   /** Messages no delivery's nonce accounts for. */
   orphans: number;
+  /**
+   * Not a violation: deliveries Herald deliberately left `unknown` because twins (identical
+   * content, same channel) were in doubt together and their messages cannot be told apart without
+   * the nonces (README, "In doubt", step 2), confirmed genuine by the verifier (see `undecided`).
+   */
+  undecided: number;
   states: { delivered: number; failed: number; unknown: number; pending: number; missing: number };
   /** Deliveries failed for a reason the campaign causes on purpose (posts to an unmapped destination). */
   failedUnmapped: number;
   appliedEdits: number;
   unappliedEdits: number;
+}
+
+/** The reason Herald keeps on the row when it will not guess between twins in doubt. */
+export const TWINS_UNDECIDED_REASON = 'another unresolved delivery with the same content may own the matching message';
+
+/** One delivery counted as undecided rather than stuck, with what made the ambiguity genuine. */
+export interface Undecided {
+  requestId: string;
+  channel: string;
+  /** Every delivery with the same body to the same channel, and its final state. */
+  group: { requestId: string; state: string }[];
+  /** The unresolved (unknown/pending) members: at least two, this one among them. */
+  unresolved: string[];
+  /** Messages in the channel with that body that no delivered member's url names, and whose nonce they carry. */
+  unattributed: { id: string; nonceOf: string }[];
+  /** One line for the report. */
+  line: string;
 }
 
 export interface VerifyInput {
@@ -67,7 +90,7 @@ export function violationTotal(c: PhaseCounts): number {
   return c.duplicates + c.lost + c.stuck + c.misattributed + c.editOrder + c.failedButSent + c.orphans;
 }
 
-export function verify(input: VerifyInput): { counts: PhaseCounts; violations: Violation[] } {
+export function verify(input: VerifyInput): { counts: PhaseCounts; violations: Violation[]; undecided: Undecided[] } {
   const { tracked, finals, messages } = input;
   const byId = new Map(tracked.map((t) => [t.requestId, t]));
   const nonceOwner = new Map<string, string>();
@@ -156,6 +179,7 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
     editOrder: 0,
     failedButSent: 0,
     orphans: 0,
+    undecided: 0,
     states: { delivered: 0, failed: 0, unknown: 0, pending: 0, missing: 0 },
     failedUnmapped: 0,
     appliedEdits: 0,
@@ -166,6 +190,8 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
     const f = finals.get(id);
     return f?.status === 200 ? f.state : undefined;
   };
+
+  const undecided = findUndecided(input, stateOf, nonceOwner);
 
   // States, stuck, vanished records.
   for (const t of tracked) {
@@ -182,7 +208,7 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
       if (t.accepted) flag('lost', [t.requestId], 'accepted (202), but the bridge answers 404 unknown request_id at the end');
       else flag('stuck', [t.requestId], 'never acknowledged by the bridge, however often it was POSTed');
     } else if (f?.status === 'error') flag('stuck', [t.requestId], `no final state: ${f.detail}`);
-    else if (state !== undefined && (state.state === 'pending' || state.state === 'unknown')) flag('stuck', [t.requestId], `still ${state.state} after settling`);
+    else if (state !== undefined && (state.state === 'pending' || state.state === 'unknown') && !undecided.has(t.requestId)) flag('stuck', [t.requestId], `still ${state.state} after settling`);
     if (state?.state === 'failed' && t.kind === 'post' && t.destination === 'ops') counts.failedUnmapped += 1;
   }
 
@@ -281,7 +307,91 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
   counts.misattributed = flagged.get('misattributed')?.size ?? 0;
   counts.editOrder = violations.filter((v) => v.kind === 'edit-order').length;
   counts.failedButSent = flagged.get('failed-but-sent')?.size ?? 0;
-  return { counts, violations };
+  counts.undecided = undecided.size;
+  return { counts, violations, undecided: [...undecided.values()] };
+}
+
+/**
+ * The deliveries Herald rightly left `unknown` between twins in doubt (README, "In doubt", step 2).
+ * Counted so only when the verifier confirms the ambiguity from what is left, all of:
+ * - the bridge answers `unknown`, and the row is `unknown` with exactly Herald's twins reason;
+ * - at least two deliveries with this very body (content, card, links) to this same channel are
+ *   unresolved (unknown or pending) at the end, this one among them;
+ * - the channel holds at least one message with that body that no delivered member's url names:
+ *   a message that may be this delivery's or a twin's, which content and time alone cannot tell.
+ * Which unresolved member's nonce that message carries does not matter: that is exactly what Herald
+ * could not see without the gateway. Anything short of this stays `stuck`, a violation.
+ */
+function findUndecided(input: VerifyInput, stateOf: (id: string) => StateJson | undefined, nonceOwner: Map<string, string>): Map<string, Undecided> {
+  const dmChannels = new Set(input.dmChannels);
+  const channelOf = (t: Tracked): string | undefined => (t.kind === 'post' ? input.channels[t.destination ?? ''] : t.kind === 'dm' ? 'dm' : undefined);
+  const messageChannel = (m: SandboxMessage): string => (dmChannels.has(m.channel_id) ? 'dm' : m.channel_id);
+  const bodyOf = (t: Tracked): string => stableJson(t.payload['body']);
+  const byId = new Map(input.tracked.map((t) => [t.requestId, t]));
+  const groups = new Map<string, Tracked[]>();
+  for (const t of input.tracked) {
+    const channel = channelOf(t);
+    if (channel === undefined) continue;
+    const key = `${channel}\u0000${bodyOf(t)}`;
+    groups.set(key, [...(groups.get(key) ?? []), t]);
+  }
+  const out = new Map<string, Undecided>();
+  for (const [key, members] of groups) {
+    if (members.length < 2) continue;
+    const channel = key.slice(0, key.indexOf('\u0000'));
+    const body = bodyOf(members[0] as Tracked);
+    const content = (members[0] as Tracked).content;
+    const unresolved = members.filter((t) => {
+      const s = stateOf(t.requestId)?.state;
+      return s === 'unknown' || s === 'pending';
+    });
+    if (unresolved.length < 2) continue;
+    // Urls the delivered members report: those messages are attributed.
+    const attributed = new Set<string>();
+    for (const t of members) {
+      const s = stateOf(t.requestId);
+      const url = s?.state === 'delivered' ? parseUrl(s.url) : undefined;
+      if (url !== undefined) attributed.add(`${url.channel}/${url.message}`);
+    }
+    // A message with this body: one whose nonce belongs to a delivery with this body, or (no known
+    // nonce) one showing this text; in this channel, and named by no delivered member.
+    const unattributed = input.messages.filter((m) => {
+      if (messageChannel(m) !== channel || attributed.has(`${m.channel_id}/${m.id}`)) return false;
+      const owner = m.nonce !== undefined ? byId.get(nonceOwner.get(String(m.nonce)) ?? '') : undefined;
+      return owner !== undefined ? bodyOf(owner) === body && channelOf(owner) === channel : m.content === content;
+    });
+    if (unattributed.length === 0) continue;
+    for (const t of unresolved) {
+      const row = input.rows.get(t.requestId);
+      if (stateOf(t.requestId)?.state !== 'unknown' || row?.['status'] !== 'unknown' || row['reason'] !== TWINS_UNDECIDED_REASON) continue;
+      const u: Omit<Undecided, 'line'> = {
+        requestId: t.requestId,
+        channel,
+        group: members.map((x) => ({ requestId: x.requestId, state: stateOf(x.requestId)?.state ?? 'no state' })),
+        unresolved: unresolved.map((x) => x.requestId),
+        unattributed: unattributed.map((m) => ({ id: m.id, nonceOf: m.nonce !== undefined ? (nonceOwner.get(String(m.nonce)) ?? 'no delivery') : 'no nonce' })),
+      };
+      const short = (id: string) => id.slice(0, 12);
+      const line =
+        `${short(t.requestId)} in ${channel}: ${members.length} deliveries with this body (${u.group.map((g) => `${short(g.requestId)} ${g.state}`).join(', ')}); ` +
+        `${unresolved.length} unresolved; ${unattributed.length} unattributed message(s) with this body (${u.unattributed.map((m) => `${m.id} nonce-of ${m.nonceOf === t.requestId ? 'this one' : short(m.nonceOf)}`).join(', ')}); ` +
+        `doubt ${String(row['doubt_from'] ?? '-')}..${String(row['doubt_until'] ?? '-')}`;
+      out.set(t.requestId, { ...u, line });
+    }
+  }
+  return out;
+}
+
+/** JSON with object keys sorted, so two equal bodies compare equal whatever their key order. */
+function stableJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableJson).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stableJson((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'undefined';
 }
 
 function parseUrl(url: string | undefined): { scope: string; channel: string; message: string } | undefined {
