@@ -44,18 +44,18 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
   };
   const messages = (content: string) => sandbox.allMessages().filter((m) => m.content === content);
 
-  /** Post through a fresh `herald serve`, and SIGKILL it while Discord's answer is held back. */
-  async function postAndKillAfterDiscordAccepted(id: string, content: string, extra: Record<string, string> = {}) {
+  /** Post through a fresh `herald serve`, and SIGKILL it while Discord's (`discord`'s) answer is held back. */
+  async function postAndKillAfterDiscordAccepted(id: string, content: string, extra: Record<string, string> = {}, discord: DiscordSandbox = sandbox) {
     const first = await start(['serve'], extra);
     const api = client(first.url ?? '', bridgeToken);
     const map = await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
     expect(map.status).toBe(200);
-    sandbox.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000 });
+    discord.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000 });
     expect((await api.post('/mcp/deliveries', post(id, content))).status).toBe(202);
-    await waitFor(() => messages(content).length === 1, 'Discord to create the message');
+    await waitFor(() => discord.allMessages().filter((m) => m.content === content).length === 1, 'Discord to create the message');
     first.kill('SIGKILL');
     expect((await first.exited).signal).toBe('SIGKILL');
-    sandbox.clearFaults();
+    discord.clearFaults();
   }
 
   it('inside the nonce window: the restarted Herald re-drives it and Discord returns the same message', async () => {
@@ -83,16 +83,9 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     try {
       const id = newRequestId();
       const content = `crash-reconcile ${id}`;
-      const first = await startHeraldProcess(['serve'], env({ DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0', HERALD_GATEWAY: 'off' }));
-      procs.push(first);
-      await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
-      forgetful.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000 });
-      await client(first.url ?? '', bridgeToken).post('/mcp/deliveries', post(id, content));
-      await waitFor(() => forgetful.allMessages().filter((m) => m.content === content).length === 1, 'Discord to create the message');
-      first.kill('SIGKILL');
-      await first.exited;
-      forgetful.clearFaults();
-      const second = await start(['serve'], { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0', HERALD_GATEWAY: 'off' });
+      const pastWindow = { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0', HERALD_GATEWAY: 'off' };
+      await postAndKillAfterDiscordAccepted(id, content, pastWindow, forgetful);
+      const second = await start(['serve'], pastWindow);
       const api = client(second.url ?? '', bridgeToken);
       await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'delivered', 'the reconciled delivery').catch((e: unknown) => { throw new Error(`${String(e)}\n${second.output()}`); });
       expect(forgetful.allMessages().filter((m) => m.content === content)).toHaveLength(1);
@@ -133,14 +126,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
       const id = newRequestId();
       const content = `crash-repost ${id}`;
       const pastWindow = { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0', HERALD_GATEWAY: 'off' };
-      const first = await start(['serve'], pastWindow);
-      await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
-      forgetful.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000 });
-      await client(first.url ?? '', bridgeToken).post('/mcp/deliveries', post(id, content));
-      await waitFor(() => forgetful.allMessages().filter((m) => m.content === content).length === 1, 'Discord to create the message');
-      first.kill('SIGKILL');
-      await first.exited;
-      forgetful.clearFaults();
+      await postAndKillAfterDiscordAccepted(id, content, pastWindow, forgetful);
       // The connector sees `unknown` and re-POSTs before any dispatcher re-drives it.
       const config = loadConfig({ ...env(pastWindow), LOG_LEVEL: 'silent' });
       const apiOnly = await startHerald({ config, log: createLogger('silent'), roles: { http: true, dispatcher: false } });
