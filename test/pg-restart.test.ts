@@ -152,7 +152,8 @@ describe('PostgreSQL restarts under herald serve', () => {
       }
       expect(messages(`restart ${id}`)).toHaveLength(1);
     }
-    expect((await api.get('/readyz')).status).toBe(200);
+    // Ready again once LISTEN is back too (it reconnects with backoff, up to a few seconds).
+    await waitFor(async () => (await api.get('/readyz')).status === 200, '/readyz to answer 200 again', 15_000);
     expect(alive(proc)).toBe(true);
   });
 
