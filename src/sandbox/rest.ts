@@ -13,11 +13,12 @@ import { publicUser, type RegisteredCommand, type SandboxMessage, type SandboxSt
  * https://discord.com/developers/docs/reference
  */
 
-/** One REST request received: method, path after /api/v10, status answered. */
+/** One REST request received: method, path after /api/v10, status answered (and a 429's scope). */
 export interface RequestLogEntry {
   method: string;
   path: string;
   status: number;
+  scope?: string;
 }
 
 export interface RestOptions {
@@ -42,7 +43,7 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
     const byInteractionToken = ctx.path.startsWith('/api/v10/interactions/');
     if (!byInteractionToken && ctx.get('authorization') !== `Bot ${botToken}`) return discordError(ctx, 401, 0, '401: Unauthorized');
     const path = ctx.path.slice('/api/v10'.length);
-    const seen = { method: ctx.method, path, status: 0 };
+    const seen: RequestLogEntry = { method: ctx.method, path, status: 0 };
     requests.push(seen);
     try {
       const fault = faults.take(ctx.method, path);
@@ -58,6 +59,7 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
       return await next();
     } finally {
       seen.status = ctx.status;
+      if (ctx.status === 429) seen.scope = ctx.response.get('X-RateLimit-Scope');
     }
   });
   api.get('/users/@me', (ctx) => {

@@ -1,0 +1,519 @@
+/**
+ * `npm run bench`: Herald's speed as ratios against baselines measured in the same run (this
+ * machine is noisy; a ratio is not). PostgreSQL (TEST_DATABASE_URL or postgres://postgres@127.0.0.1:5432/postgres
+ * as the server to create a throwaway database on) and PGlite columns:
+ *
+ * - ingest: distinct request_ids with realistic bodies at 32 connections vs the same single-row
+ *   INSERT run directly at the same concurrency, and vs a bare Node HTTP server doing that INSERT;
+ * - a repeated POST and a GET vs Herald's own /healthz; /healthz vs a bare Node HTTP server;
+ * - drain of N deliveries over 100 channels through the sandbox with Discord's limits (50/s global,
+ *   5 per 5 s per channel) with 1 and 3 dispatcher processes, vs the floor N/50 s; 429s by scope;
+ * - 202 → sandbox receipt at low load, p50/p99;
+ * - resident memory with 100,000 stored deliveries vs with none.
+ *
+ * Options: --quick (short phases), --only=ingest,drain,latency,memory, --out=FILE.
+ * Every process and database it starts is ended and dropped, also on Ctrl-C.
+ */
+import { randomBytes } from 'node:crypto';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon, { type Result } from 'autocannon';
+import { CompiledQuery } from 'kysely';
+import pg from 'pg';
+import { openStore } from '../../src/platform/db/database.js';
+import { migrateToLatest } from '../../src/platform/db/migrate.js';
+import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
+import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
+import { startHeraldProcess, type HeraldProcess } from '../support/process.js';
+import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const argv = process.argv.slice(2);
+const quick = argv.includes('--quick');
+const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? 'ingest,drain,latency,memory').split(','));
+const outFile = argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ?? path.join(ROOT, 'data', 'bench', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+const serverUrl = process.env['TEST_DATABASE_URL'] || 'postgres://postgres@127.0.0.1:5432/postgres';
+
+const INGEST_S = quick ? 4 : 15;
+const SHORT_S = quick ? 3 : 8;
+const CONNECTIONS = 32;
+const DRAIN_N = quick ? 600 : 3_000;
+const GLOBAL_PER_S = 50;
+const STORED = quick ? 20_000 : 100_000;
+
+const cleanups: (() => Promise<unknown>)[] = [];
+const children = new Set<ChildProcess>();
+process.on('SIGINT', () => void cleanup().finally(() => process.exit(130)));
+
+async function cleanup(): Promise<void> {
+  for (const c of children) c.kill('SIGKILL');
+  while (cleanups.length > 0) await cleanups.pop()?.().catch(() => undefined);
+}
+
+// ---------------------------------------------------------------- measuring
+
+interface Rate {
+  rate: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted.length === 0 ? NaN : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN);
+}
+
+/** `concurrency` loops calling `op` for `seconds`: operations per second and latency in ms. */
+async function loop(concurrency: number, seconds: number, op: () => Promise<unknown>): Promise<Rate> {
+  const latencies: number[] = [];
+  let errors = 0;
+  const end = performance.now() + seconds * 1000;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        try {
+          await op();
+          latencies.push(performance.now() - t);
+        } catch {
+          errors += 1;
+        }
+      }
+    }),
+  );
+  const elapsed = (performance.now() - start) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { rate: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), errors };
+}
+
+function fromCannon(r: Result): Rate {
+  return { rate: r.requests.total / r.duration, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts + r.non2xx };
+}
+
+async function cannon(url: string, seconds: number, request: { method?: string; headers?: Record<string, string>; body?: () => string }): Promise<Rate> {
+  const body = request.body;
+  const result = await autocannon({
+    url,
+    connections: CONNECTIONS,
+    duration: seconds,
+    requests: [
+      {
+        method: request.method ?? 'GET',
+        headers: { 'content-type': 'application/json', ...(request.headers ?? {}) },
+        ...(body !== undefined ? { setupRequest: (req) => ({ ...req, body: body() }) } : {}),
+      },
+    ],
+  });
+  return fromCannon(result);
+}
+
+const ratio = (a: number, b: number): number => Math.round((a / b) * 100) / 100;
+const ms = (x: number): number => Math.round(x * 10) / 10;
+
+// ---------------------------------------------------------------- processes
+
+function spawnChild(script: string, env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /listening (\d+)/.exec(out);
+      if (m !== null) resolve({ child, port: Number(m[1]) });
+    });
+    child.once('exit', (code) => reject(new Error(`${script} exited ${code}`)));
+  });
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(t);
+}
+
+interface Store {
+  name: 'postgres' | 'pglite';
+  databaseUrl: string | undefined;
+  dataDir: string;
+  /** Run SQL on the store (PGlite: only while no Herald holds it). */
+  sql<T = unknown>(text: string, params?: unknown[]): Promise<T[]>;
+  close(): Promise<void>;
+}
+
+async function postgresStore(): Promise<Store> {
+  const name = `herald_bench_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const u = new URL(serverUrl);
+  u.pathname = `/${name}`;
+  const databaseUrl = u.toString();
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-bench-'));
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: CONNECTIONS });
+  const store = await openStore({ databaseUrl, dataDir });
+  await migrateToLatest(store.db);
+  await store.close();
+  const dropped = async () => {
+    await pool.end();
+    const c = new pg.Client({ connectionString: serverUrl });
+    await c.connect();
+    await c.query(`drop database if exists ${name} with (force)`).finally(() => c.end());
+    await rm(dataDir, { recursive: true, force: true });
+  };
+  cleanups.push(dropped);
+  return {
+    name: 'postgres',
+    databaseUrl,
+    dataDir,
+    sql: async (text, params) => (await pool.query(text, params)).rows,
+    close: async () => {
+      cleanups.splice(cleanups.indexOf(dropped), 1);
+      await dropped();
+    },
+  };
+}
+
+async function pgliteStore(): Promise<Store> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-bench-'));
+  const removed = () => rm(dataDir, { recursive: true, force: true });
+  cleanups.push(removed);
+  const store = await openStore({ databaseUrl: undefined, dataDir });
+  await migrateToLatest(store.db);
+  await store.close();
+  return {
+    name: 'pglite',
+    databaseUrl: undefined,
+    dataDir,
+    // Opened per call: Herald's process holds the data folder while it runs.
+    sql: async <T>(text: string, params: unknown[] = []) => {
+      const s = await openStore({ databaseUrl: undefined, dataDir });
+      try {
+        return (await s.db.executeQuery(CompiledQuery.raw(text, params))).rows as T[];
+      } finally {
+        await s.close();
+      }
+    },
+    close: async () => {
+      cleanups.splice(cleanups.indexOf(removed), 1);
+      await removed();
+    },
+  };
+}
+
+interface Running {
+  procs: HeraldProcess[];
+  url: string;
+  bridge: Record<string, string>;
+  admin: Record<string, string>;
+}
+
+async function startHerald(store: Store, sandbox: DiscordSandbox, dispatchers = 1, extra: Record<string, string> = {}): Promise<Running> {
+  const bridgeToken = randomBytes(32).toString('base64url');
+  const adminToken = randomBytes(32).toString('base64url');
+  const env = {
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
+    MCP_BRIDGE_TOKEN: bridgeToken,
+    HERALD_ADMIN_TOKEN: adminToken,
+    HERALD_DATA_DIR: store.dataDir,
+    DISCORD_TOKEN: sandbox.botToken,
+    DISCORD_API_URL: sandbox.apiUrl,
+    ...(store.databaseUrl !== undefined ? { DATABASE_URL: store.databaseUrl } : {}),
+    ...extra,
+  };
+  const serve = await startHeraldProcess(['serve'], env);
+  children.add(serve.child);
+  const procs = [serve];
+  for (let i = 1; i < dispatchers; i++) {
+    const d = await startHeraldProcess(['dispatch'], env);
+    children.add(d.child);
+    procs.push(d);
+  }
+  return { procs, url: serve.url ?? '', bridge: { authorization: `Bearer ${bridgeToken}` }, admin: { authorization: `Bearer ${adminToken}` } };
+}
+
+async function stopHerald(h: Running): Promise<void> {
+  await Promise.all(h.procs.map((p) => stop(p.child)));
+}
+
+async function call(h: Running, method: string, p: string, headers: Record<string, string>, body?: unknown): Promise<{ status: number; json: unknown }> {
+  const res = await fetch(h.url + p, { method, headers: { 'content-type': 'application/json', ...headers }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+  const text = await res.text();
+  return { status: res.status, json: text === '' ? undefined : JSON.parse(text) };
+}
+
+async function map(h: Running, guildId: string, destination: string, channelId: string): Promise<void> {
+  const r = await call(h, 'PUT', `/admin/destinations/${guildId}/${destination}`, h.admin, { channel_id: channelId });
+  if (r.status !== 200) throw new Error(`mapping ${destination}: ${r.status} ${JSON.stringify(r.json)}`);
+}
+
+async function waitUntil(what: string, timeoutMs: number, check: () => boolean | Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function rssMb(pid: number | undefined): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
+  return Math.round(kb / 1024);
+}
+
+// ---------------------------------------------------------------- phases
+
+type Row = Record<string, number | string>;
+
+async function ingest(store: Store, sandbox: DiscordSandbox): Promise<Row> {
+  const row: Row = {};
+  const guild = SANDBOX_IDS.guild;
+  // Baseline 1: the same single-row INSERT, run directly at the same concurrency.
+  let raw: Rate;
+  if (store.name === 'postgres') {
+    const pool = new pg.Pool({ connectionString: store.databaseUrl, max: CONNECTIONS });
+    raw = await loop(CONNECTIONS, INGEST_S, () => pool.query(INSERT_SQL, insertParams(deliveryRequest(guild, 'alerts'))));
+    await pool.end();
+  } else {
+    const s = await openStore({ databaseUrl: undefined, dataDir: store.dataDir });
+    raw = await loop(CONNECTIONS, INGEST_S, () => s.db.executeQuery(CompiledQuery.raw(INSERT_SQL, insertParams(deliveryRequest(guild, 'alerts')))));
+    await s.db.executeQuery(CompiledQuery.raw('truncate deliveries'));
+    await s.close();
+  }
+  if (store.name === 'postgres') await store.sql('truncate deliveries');
+  console.log(`  raw INSERT ×${CONNECTIONS}: ${raw.rate.toFixed(0)}/s p50 ${ms(raw.p50)} ms p99 ${ms(raw.p99)} ms`);
+  // Baseline 2: a bare Node HTTP server doing that INSERT (PostgreSQL only: PGlite lives in one process).
+  let bare: Rate | undefined;
+  if (store.name === 'postgres') {
+    const server = await spawnChild('test/bench/bare-server.ts', { BENCH_MODE: 'insert', DATABASE_URL: store.databaseUrl ?? '', BENCH_POOL: String(CONNECTIONS) });
+    bare = await cannon(`http://127.0.0.1:${server.port}/`, INGEST_S, { method: 'POST', body: () => JSON.stringify(deliveryRequest(guild, 'alerts')) });
+    await stop(server.child);
+    await store.sql('truncate deliveries');
+    console.log(`  bare node + INSERT: ${bare.rate.toFixed(0)}/s p50 ${ms(bare.p50)} ms p99 ${ms(bare.p99)} ms`);
+  }
+  const bareHealth = await spawnChild('test/bench/bare-server.ts', { BENCH_MODE: 'healthz' });
+  const bareHz = await cannon(`http://127.0.0.1:${bareHealth.port}/`, SHORT_S, {});
+  await stop(bareHealth.child);
+
+  const h = await startHerald(store, sandbox);
+  try {
+    await map(h, guild, 'alerts', SANDBOX_IDS.channels.alerts);
+    const herald = await cannon(`${h.url}/mcp/deliveries`, INGEST_S, { method: 'POST', headers: h.bridge, body: () => JSON.stringify(deliveryRequest(guild, 'alerts')) });
+    console.log(`  Herald accept: ${herald.rate.toFixed(0)}/s p50 ${ms(herald.p50)} ms p99 ${ms(herald.p99)} ms (errors ${herald.errors})`);
+    const healthz = await cannon(`${h.url}/healthz`, SHORT_S, {});
+    const fixed = deliveryRequest(guild, 'alerts');
+    if ((await call(h, 'POST', '/mcp/deliveries', h.bridge, fixed)).status !== 202) throw new Error('first POST of the repeat phase failed');
+    const repeat = await cannon(`${h.url}/mcp/deliveries`, SHORT_S, { method: 'POST', headers: h.bridge, body: () => JSON.stringify(fixed) });
+    const get = await cannon(`${h.url}/mcp/deliveries/${String(fixed['request_id'])}`, SHORT_S, { headers: h.bridge });
+    Object.assign(row, {
+      'raw INSERT/s': Math.round(raw.rate),
+      'raw INSERT p99 ms': ms(raw.p99),
+      ...(bare !== undefined ? { 'bare node+INSERT/s': Math.round(bare.rate) } : {}),
+      'ingest/s': Math.round(herald.rate),
+      'ingest p50 ms': ms(herald.p50),
+      'ingest p99 ms': ms(herald.p99),
+      'ingest errors': herald.errors,
+      'ingest ÷ raw INSERT': ratio(herald.rate, raw.rate),
+      ...(bare !== undefined ? { 'ingest ÷ bare node+INSERT': ratio(herald.rate, bare.rate) } : {}),
+      'repeat POST/s': Math.round(repeat.rate),
+      'repeat POST ÷ healthz': ratio(repeat.rate, healthz.rate),
+      'GET/s': Math.round(get.rate),
+      'GET ÷ healthz': ratio(get.rate, healthz.rate),
+      'healthz/s': Math.round(healthz.rate),
+      'bare node/s': Math.round(bareHz.rate),
+      'healthz ÷ bare node': ratio(healthz.rate, bareHz.rate),
+    });
+  } finally {
+    await stopHerald(h);
+  }
+  return row;
+}
+
+/** 25 guilds × 4 destinations = 100 channels, mapped. */
+async function hundredChannels(sandbox: DiscordSandbox, h: Running): Promise<{ guildId: string; destination: string; channelId: string }[]> {
+  const targets: { guildId: string; destination: string; channelId: string }[] = [];
+  const destinations = ['alerts', 'deals', 'digest', 'ops'];
+  for (let g = 0; g < 25; g++) {
+    const guildId = `8${String(g).padStart(17, '0')}`;
+    sandbox.addGuild(guildId, `bench ${g}`);
+    for (const [i, destination] of destinations.entries()) {
+      const channelId = `7${String(g * 4 + i).padStart(17, '0')}`;
+      sandbox.addChannel({ id: channelId, type: 0, name: `${destination}-${g}`, guild_id: guildId });
+      targets.push({ guildId, destination, channelId });
+    }
+  }
+  for (const t of targets) await map(h, t.guildId, t.destination, t.channelId);
+  return targets;
+}
+
+async function drain(store: Store, sandbox: DiscordSandbox, dispatchers: number): Promise<Row> {
+  await store.sql('truncate deliveries');
+  const h = await startHerald(store, sandbox, dispatchers);
+  try {
+    const targets = await hundredChannels(sandbox, h);
+    const nonces = new Set<string>();
+    const requests = Array.from({ length: DRAIN_N }, (_, i) => {
+      const t = targets[i % targets.length];
+      const r = deliveryRequest(t?.guildId ?? '', t?.destination ?? '');
+      nonces.add(deliveryNonce(String(r['request_id'])));
+      return r;
+    });
+    const firstRequest = sandbox.requests.length;
+    const t0 = performance.now();
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: CONNECTIONS }, async () => {
+        while (next < requests.length) {
+          const r = requests[next++];
+          const res = await call(h, 'POST', '/mcp/deliveries', h.bridge, r);
+          if (res.status !== 202) throw new Error(`drain POST: ${res.status}`);
+        }
+      }),
+    );
+    const accepted = (performance.now() - t0) / 1000;
+    const floor = DRAIN_N / GLOBAL_PER_S;
+    await waitUntil(`${DRAIN_N} messages in the sandbox`, floor * 3 * 1000 + 60_000, () => countDelivered(sandbox, nonces) >= DRAIN_N);
+    const seconds = (performance.now() - t0) / 1000;
+    const seen = sandbox.requests.slice(firstRequest);
+    const global429 = seen.filter((r) => r.status === 429 && r.scope === 'global').length;
+    const route429 = seen.filter((r) => r.status === 429 && r.scope !== 'global').length;
+    const duplicates = countDuplicates(sandbox, nonces);
+    console.log(`  drain ${DRAIN_N} with ${dispatchers} dispatcher(s): ${seconds.toFixed(1)} s (floor ${floor} s), 429s global ${global429} route ${route429}, duplicates ${duplicates}`);
+    return {
+      [`drain ×${dispatchers} s`]: Math.round(seconds * 10) / 10,
+      [`drain ×${dispatchers} ÷ floor`]: ratio(seconds, floor),
+      [`drain ×${dispatchers} accepted in s`]: Math.round(accepted * 10) / 10,
+      [`drain ×${dispatchers} global 429s`]: global429,
+      [`drain ×${dispatchers} route 429s`]: route429,
+      [`drain ×${dispatchers} duplicates`]: duplicates,
+    };
+  } finally {
+    await stopHerald(h);
+  }
+}
+
+function countDelivered(sandbox: DiscordSandbox, nonces: Set<string>): number {
+  let n = 0;
+  for (const m of sandbox.allMessages()) if (typeof m.nonce === 'string' && nonces.has(m.nonce)) n++;
+  return n;
+}
+
+function countDuplicates(sandbox: DiscordSandbox, nonces: Set<string>): number {
+  const seen = new Set<string>();
+  let dups = 0;
+  for (const m of sandbox.allMessages()) {
+    if (typeof m.nonce !== 'string' || !nonces.has(m.nonce)) continue;
+    if (seen.has(m.nonce)) dups++;
+    seen.add(m.nonce);
+  }
+  return dups;
+}
+
+/** POST → the message in the sandbox, one post every 100 ms round-robin over 100 channels. */
+async function latency(store: Store, sandbox: DiscordSandbox): Promise<Row> {
+  await store.sql('truncate deliveries');
+  const h = await startHerald(store, sandbox);
+  try {
+    const targets = await hundredChannels(sandbox, h);
+    const n = quick ? 50 : 200;
+    const accepted = new Map<string, number>();
+    for (let i = 0; i < n; i++) {
+      const t = targets[i % targets.length];
+      const r = deliveryRequest(t?.guildId ?? '', t?.destination ?? '');
+      // From the POST's start: an upper bound of 202 → receipt (the send may beat the 202 back).
+      const sent = Date.now();
+      const res = await call(h, 'POST', '/mcp/deliveries', h.bridge, r);
+      if (res.status !== 202) throw new Error(`latency POST: ${res.status}`);
+      accepted.set(deliveryNonce(String(r['request_id'])), sent);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const nonces = new Set(accepted.keys());
+    await waitUntil('every latency post in the sandbox', 60_000, () => countDelivered(sandbox, nonces) >= n);
+    const lat = sandbox
+      .allMessages()
+      .flatMap((m) => (typeof m.nonce === 'string' && accepted.has(m.nonce) ? [Date.parse(m.timestamp) - (accepted.get(m.nonce) ?? 0)] : []))
+      .sort((a, b) => a - b);
+    console.log(`  202 → sandbox: p50 ${percentile(lat, 50)} ms p99 ${percentile(lat, 99)} ms (${lat.length} posts)`);
+    return { '202→sandbox p50 ms': percentile(lat, 50), '202→sandbox p99 ms': percentile(lat, 99) };
+  } finally {
+    await stopHerald(h);
+  }
+}
+
+/** Resident memory of `herald serve` after GETs, with 100,000 stored deliveries vs none. */
+async function memory(store: Store, sandbox: DiscordSandbox): Promise<Row> {
+  const measure = async (): Promise<number> => {
+    const h = await startHerald(store, sandbox);
+    try {
+      const ids = await call(h, 'GET', '/healthz', {});
+      if (ids.status !== 200) throw new Error('healthz');
+      await cannon(`${h.url}/mcp/deliveries/${'0'.repeat(64)}`, 2, { headers: h.bridge });
+      return await rssMb(h.procs[0]?.child.pid);
+    } finally {
+      await stopHerald(h);
+    }
+  };
+  await store.sql('truncate deliveries');
+  const empty = await measure();
+  await store.sql(
+    `insert into deliveries (request_id, kind, target, body, payload_hash, status, created_at, next_attempt_at, attempts, channel_id, message_id, url)
+     select lpad(to_hex(g), 64, '0'), 'post', '{"guild_id":"234567890123456789","destination":"alerts"}',
+       json_build_object('content', 'stored delivery ' || g), md5(g::text) || md5(g::text), 'delivered', now(), now(), 1,
+       '345678901234567890', (1000000000000000000 + g)::text, 'https://discord.com/channels/1/2/3'
+     from generate_series(1, ${STORED}) g`,
+  );
+  const full = await measure();
+  console.log(`  RSS: ${empty} MB empty, ${full} MB with ${STORED} stored`);
+  return { 'RSS empty MB': empty, [`RSS ${STORED} stored MB`]: full, 'RSS stored ÷ empty': ratio(full, empty) };
+}
+
+// ---------------------------------------------------------------- main
+
+async function main(): Promise<void> {
+  const sandbox = await new DiscordSandbox({ routeLimit: { limit: 5, windowMs: 5_000 }, globalLimit: { limit: GLOBAL_PER_S, windowMs: 1_000 } }).start();
+  cleanups.push(() => sandbox.close());
+  const results: Record<string, Row> = { postgres: {}, pglite: {} };
+  for (const kind of ['postgres', 'pglite'] as const) {
+    console.log(`== ${kind}`);
+    const store = kind === 'postgres' ? await postgresStore() : await pgliteStore();
+    try {
+      const row = results[kind] ?? {};
+      if (only.has('ingest')) Object.assign(row, await ingest(store, sandbox));
+      if (only.has('latency')) Object.assign(row, await latency(store, sandbox));
+      if (only.has('drain') && kind === 'postgres') {
+        Object.assign(row, await drain(store, sandbox, 1));
+        Object.assign(row, await drain(store, sandbox, 3));
+      }
+      if (only.has('memory')) Object.assign(row, await memory(store, sandbox));
+    } finally {
+      await store.close();
+    }
+  }
+  const names = [...new Set([...Object.keys(results['postgres'] ?? {}), ...Object.keys(results['pglite'] ?? {})])];
+  const table = names.map((n) => `| ${n} | ${results['postgres']?.[n] ?? '–'} | ${results['pglite']?.[n] ?? '–'} |`);
+  console.log(['', '| measure | PostgreSQL | PGlite |', '|---|---|---|', ...table].join('\n'));
+  await writeFile(outFile, JSON.stringify({ at: new Date().toISOString(), quick, node: process.version, results }, null, 2), { flag: 'w' }).catch(async () => {
+    const { mkdir } = await import('node:fs/promises');
+    await mkdir(path.dirname(outFile), { recursive: true });
+    await writeFile(outFile, JSON.stringify({ at: new Date().toISOString(), quick, node: process.version, results }, null, 2));
+  });
+  console.log(`\nwritten: ${outFile}`);
+}
+
+main()
+  .catch((err: unknown) => {
+    console.error(err);
+    process.exitCode = 1;
+  })
+  .finally(() => cleanup());
