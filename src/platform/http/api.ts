@@ -7,9 +7,10 @@ import { isStoreUnavailable } from '../db/database.js';
 import { isPlainObject, SchemaReasons } from '../contract/reasons.js';
 import { specDocument, type SchemaNode } from '../contract/spec.js';
 import { ConflictError, errorSummary, InvalidRequestError, NotFoundError, UpstreamError } from '../errors.js';
-import { FailureThrottle, isAuthorized } from './auth.js';
+import { bearerCheck, FailureThrottle } from './auth.js';
 import { readJsonBody } from './body.js';
 import { errorReply, type Reply } from './reply.js';
+import { routeOnce } from './routing.js';
 
 export interface ApiOptions {
   bridgeToken: string | undefined;
@@ -51,6 +52,7 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     validate: (c) => c.operation?.operationId !== 'createDelivery',
   });
   await api.init();
+  const match = routeOnce(api.router);
   const schemas = (api.definition.components?.schemas ?? {}) as unknown as Record<string, SchemaNode>;
   const reasons = new SchemaReasons();
 
@@ -109,15 +111,19 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
   }
 
   const throttle = new FailureThrottle();
+  const checks = {
+    bridge: deps.bridgeToken === undefined ? undefined : bearerCheck(deps.bridgeToken),
+    admin: deps.adminToken === undefined ? undefined : bearerCheck(deps.adminToken),
+  };
   const contractPaths = api.router.getOperations().map((op) => new RegExp(`^${op.path.replace(/\{[^}]+\}/g, '[^/]+')}$`));
   const middleware: Middleware = async (ctx, next) => {
     const area = ctx.path.startsWith('/mcp/') ? 'bridge' : ctx.path.startsWith('/admin/') ? 'admin' : undefined;
     if (area !== undefined) {
-      const token = area === 'bridge' ? deps.bridgeToken : deps.adminToken;
-      if (token === undefined) {
+      const check = checks[area];
+      if (check === undefined) {
         return send(ctx, area === 'bridge' ? errorReply<'BridgeNotConfigured'>(503, { error: 'bridge not configured' }) : errorReply<'AdminNotConfigured'>(503, { error: 'admin not configured' }));
       }
-      if (!isAuthorized(ctx.get('authorization') || undefined, token)) {
+      if (!check(ctx.get('authorization') || undefined)) {
         const verdict = throttle.fail(ctx.ip);
         return send(
           ctx,
@@ -129,7 +135,8 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
       ctx.state['authenticated'] = area;
     }
     const request: ApiRequest = { method: ctx.method, path: decodablePath(ctx.path), query: {}, headers: ctx.headers as ApiRequest['headers'] };
-    const operation = api.matchOperation(request);
+    // Matched once: handleRequest below is handed this same request object and reuses the match.
+    const operation = match(request);
     // Query parameters the operation does not declare are ignored, not refused.
     request.query = declaredQuery(operation, ctx.query);
     if (operation === undefined && area === undefined && !contractPaths.some((p) => p.test(ctx.path))) return next();
@@ -151,8 +158,9 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
         );
       }
       body = parsed.value;
+      request.body = body;
     }
-    const result = (await api.handleRequest({ ...request, body }, ctx, body)) as Reply;
+    const result = (await api.handleRequest(request, ctx, body)) as Reply;
     return send(ctx, result);
   };
   return middleware;

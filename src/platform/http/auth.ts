@@ -2,11 +2,20 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 
 /** Compare a presented Authorization header with the expected token in constant time. */
 export function isAuthorized(header: string | undefined, expected: string): boolean {
-  if (header === undefined || !header.startsWith('Bearer ')) return false;
-  const presented = header.slice('Bearer '.length);
-  if (presented.length === 0) return false;
-  // Digests of equal length: the comparison leaks neither content nor length.
-  return timingSafeEqual(digest(presented), digest(expected));
+  return bearerCheck(expected)(header);
+}
+
+/**
+ * A check of Authorization headers against one expected token, whose digest is computed once.
+ * Digests of equal length: the comparison leaks neither content nor length.
+ */
+export function bearerCheck(expected: string): (header: string | undefined) => boolean {
+  const want = digest(expected);
+  return (header) => {
+    if (header === undefined || !header.startsWith('Bearer ')) return false;
+    const presented = header.slice('Bearer '.length);
+    return presented.length > 0 && timingSafeEqual(digest(presented), want);
+  };
 }
 
 function digest(value: string): Buffer {
