@@ -8,13 +8,23 @@ export const DELIVERY_CHANNEL = 'herald_deliveries';
 
 type Db = Kysely<Database>;
 
-export async function insertDelivery(db: Db, row: NewDeliveryRow): Promise<DeliveryRow | undefined> {
-  return db
+/**
+ * Insert new deliveries in one autocommit statement; for each row, whether it was inserted (false:
+ * its request_id existed already, or appears earlier in `rows`). Returns only the ids: the caller
+ * has the rest.
+ */
+export async function insertDeliveries(db: Db, rows: readonly NewDeliveryRow[]): Promise<boolean[]> {
+  const first = new Map<string, number>();
+  rows.forEach((r, i) => first.has(r.request_id) || first.set(r.request_id, i));
+  const unique = rows.filter((r, i) => first.get(r.request_id) === i);
+  const inserted = await db
     .insertInto('deliveries')
-    .values(row)
+    .values(unique)
     .onConflict((oc) => oc.column('request_id').doNothing())
-    .returningAll()
-    .executeTakeFirst();
+    .returning('request_id')
+    .execute();
+  const ids = new Set(inserted.map((r) => r.request_id));
+  return rows.map((r, i) => first.get(r.request_id) === i && ids.has(r.request_id));
 }
 
 export async function findDelivery(db: Db, requestId: string): Promise<DeliveryRow | undefined> {
@@ -25,6 +35,7 @@ export async function lockDelivery(db: Db, requestId: string): Promise<DeliveryR
   return db.selectFrom('deliveries').selectAll().where('request_id', '=', requestId).forUpdate().executeTakeFirst();
 }
 
+/** Wake the dispatchers LISTENing on other sessions (delivered when the caller's transaction commits). */
 export async function notifyDue(db: Db): Promise<void> {
   await sql`select pg_notify(${DELIVERY_CHANNEL}, '')`.execute(db);
 }

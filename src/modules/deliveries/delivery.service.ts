@@ -3,30 +3,56 @@ import type { Clock } from '../../platform/clock.js';
 import type { Database } from '../../schema.js';
 import { ConflictError, NotFoundError } from '../../platform/errors.js';
 import { payloadHash, type Delivery, type DeliveryKind, type DeliveryState } from './delivery.js';
-import { findDelivery, insertDelivery, lockDelivery, notifyDue, resetToPending } from './delivery.repository.js';
-import type { DeliveryRow } from './delivery.table.js';
+import { GroupCommit } from '../../platform/db/group-commit.js';
+import { isStoreUnavailable } from '../../platform/db/database.js';
+import { findDelivery, insertDeliveries, lockDelivery, resetToPending } from './delivery.repository.js';
+import type { DeliveryRow, NewDeliveryRow } from './delivery.table.js';
 
 /** Which kinds the chat host can deliver at all (docs/protocol.md §2 capabilities). */
 export type KindSupport = Readonly<Record<DeliveryKind, boolean>>;
 
 
+export interface AcceptOptions {
+  /** Rung after a commit made a delivery due (wakes the dispatchers). */
+  announce?: () => void;
+  /** Insert statements in flight at once (group commit); 1 on a single-session store. */
+  maxInFlight?: number;
+}
+
+/** Most deliveries one group-commit statement inserts. */
+const MAX_BATCH = 256;
+
 export class DeliveryService {
+  private readonly intake: GroupCommit<NewDeliveryRow, boolean>;
+  private readonly announce: () => void;
+
   constructor(
     private readonly db: Kysely<Database>,
     private readonly clock: Clock,
     private readonly support: KindSupport,
-  ) {}
+    options: AcceptOptions = {},
+  ) {
+    this.announce = options.announce ?? (() => undefined);
+    this.intake = new GroupCommit({
+      commit: (rows) => insertDeliveries(db, rows),
+      maxInFlight: options.maxInFlight ?? 4,
+      maxBatch: MAX_BATCH,
+      isFatal: isStoreUnavailable,
+    });
+  }
 
   /**
    * Store a delivery (idempotently) and answer with its state. Returns only after the commit, so a
-   * 202 always means the delivery is durable.
+   * 202 always means the delivery is durable. A new delivery is one autocommit INSERT, shared with
+   * the accepts arriving meanwhile (group commit); a repeat is answered from an unlocked read, and
+   * only a repeat that resets a failed or unknown delivery takes a row lock.
    */
   async accept(delivery: Delivery): Promise<{ state: DeliveryState; existing: boolean }> {
     const now = this.clock.now();
     const hash = payloadHash(delivery);
     const supported = this.support[delivery.kind];
-    return this.db.transaction().execute(async (trx) => {
-      const inserted = await insertDelivery(trx, {
+    for (;;) {
+      const inserted = await this.intake.submit({
         request_id: delivery.request_id,
         kind: delivery.kind,
         target: JSON.stringify(delivery.target),
@@ -37,20 +63,37 @@ export class DeliveryService {
         created_at: now,
         next_attempt_at: now,
       });
-      if (inserted !== undefined) {
-        if (supported) await notifyDue(trx);
-        return { state: toDeliveryState(inserted, now), existing: false };
+      if (inserted) {
+        if (supported) this.announce();
+        // What the stored row reads back as (toDeliveryState), without reading it back.
+        const common = { kind: delivery.kind, target: delivery.target, body: delivery.body, created_at: now.toISOString() };
+        const state: DeliveryState = supported ? { state: 'pending', ...common } : { state: 'failed', ...common, code: 'CAPABILITY_UNAVAILABLE' };
+        return { state, existing: false };
       }
-      let row = await lockDelivery(trx, delivery.request_id);
+      const row = await findDelivery(this.db, delivery.request_id);
+      // Pruned between the INSERT and the read: it is new again.
+      if (row === undefined) continue;
+      if (row.payload_hash !== hash) throw new ConflictError('request_id was already used for a different request');
+      if (!(supported && needsReset(row, now))) return { state: toDeliveryState(row, now), existing: true };
+      return this.resetForRetry(delivery.request_id, hash, supported, now);
+    }
+  }
+
+  /** A repeat of a failed, unknown or abandoned delivery: make it due again, under its row lock. */
+  private async resetForRetry(requestId: string, hash: string, supported: boolean, now: Date): Promise<{ state: DeliveryState; existing: boolean }> {
+    let reset = false;
+    const state = await this.db.transaction().execute(async (trx) => {
+      let row = await lockDelivery(trx, requestId);
       if (row === undefined) throw new Error('delivery vanished under its own row lock');
       if (row.payload_hash !== hash) throw new ConflictError('request_id was already used for a different request');
-      const abandoned = row.status === 'in_flight' && isLeaseExpired(row, now);
-      if (supported && (row.status === 'failed' || row.status === 'unknown' || abandoned)) {
+      if (supported && needsReset(row, now)) {
         row = await resetToPending(trx, row.request_id, now);
-        await notifyDue(trx);
+        reset = true;
       }
-      return { state: toDeliveryState(row, now), existing: true };
+      return toDeliveryState(row, now);
     });
+    if (reset) this.announce();
+    return { state, existing: true };
   }
 
   async get(requestId: string): Promise<DeliveryState> {
@@ -58,6 +101,11 @@ export class DeliveryService {
     if (row === undefined) throw new NotFoundError('unknown request_id');
     return toDeliveryState(row, this.clock.now());
   }
+}
+
+/** Failed, unknown, or in flight under a lease that expired (its dispatcher died). */
+function needsReset(row: DeliveryRow, now: Date): boolean {
+  return row.status === 'failed' || row.status === 'unknown' || (row.status === 'in_flight' && isLeaseExpired(row, now));
 }
 
 function isLeaseExpired(row: DeliveryRow, now: Date): boolean {

@@ -1,0 +1,32 @@
+/**
+ * Tells dispatchers that work became due: the ones in this process at once, the others through a
+ * NOTIFY sent after the commit that made the work due, coalesced to at most one per `coalesceMs`
+ * (a burst of accepts costs one NOTIFY, and NOTIFY no longer serializes the accepts' commits).
+ * A lost NOTIFY (the store briefly down) only delays work until the dispatchers' next poll.
+ */
+export class Doorbell {
+  private readonly local = new Set<() => void>();
+  private pending = false;
+
+  constructor(
+    private readonly notify: () => Promise<void>,
+    private readonly coalesceMs = 5,
+  ) {}
+
+  /** Call `wake` on every ring (a dispatcher of this process); returns the unsubscribe. */
+  onRing(wake: () => void): () => void {
+    this.local.add(wake);
+    return () => this.local.delete(wake);
+  }
+
+  /** Work became due (call after its commit). */
+  ring(): void {
+    for (const wake of this.local) wake();
+    if (this.pending) return;
+    this.pending = true;
+    setTimeout(() => {
+      this.pending = false;
+      this.notify().catch(() => undefined);
+    }, this.coalesceMs).unref();
+  }
+}

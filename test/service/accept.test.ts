@@ -1,0 +1,88 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs, QueryResult, RootOperationNode, UnknownRow } from 'kysely';
+import type { Delivery } from '../../src/modules/deliveries/delivery.js';
+import { DeliveryService } from '../../src/modules/deliveries/delivery.service.js';
+import { newRequestId } from '../support/herald.js';
+import { GUILD, startServices, type Services } from '../support/services.js';
+
+/** Records the kind of every statement Kysely runs. */
+class StatementLog implements KyselyPlugin {
+  readonly kinds: string[] = [];
+  transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
+    const node = args.node as RootOperationNode & { endModifiers?: readonly { modifier?: string }[] };
+    const forUpdate = node.kind === 'SelectQueryNode' && (node.endModifiers ?? []).some((m) => m.modifier === 'ForUpdate');
+    this.kinds.push(forUpdate ? 'SelectForUpdate' : node.kind.replace('QueryNode', ''));
+    return args.node;
+  }
+  async transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
+    return args.result;
+  }
+}
+
+const post = (content: string): Delivery => ({ request_id: newRequestId(), kind: 'post', target: { guild_id: GUILD, destination: 'alerts' }, body: { content } });
+
+/** The accept path: one statement for a new delivery, an unlocked read for a repeat, group commit. */
+describe('accept (service level)', () => {
+  let s: Services;
+  let log: StatementLog;
+  let service: DeliveryService;
+  let rang = 0;
+  beforeAll(async () => {
+    s = await startServices();
+    log = new StatementLog();
+    service = new DeliveryService(s.store.db.withPlugin(log), { now: () => new Date() }, { post: true, dm: true, edit: true }, { announce: () => (rang += 1) });
+  });
+  afterAll(() => s.close());
+
+  it('stores a new delivery with one INSERT and answers what a read of it would', async () => {
+    const d = post('one statement');
+    log.kinds.length = 0;
+    rang = 0;
+    const accepted = await service.accept(d);
+    expect(log.kinds).toEqual(['Insert']);
+    expect(rang).toBe(1);
+    expect(accepted.existing).toBe(false);
+    // Byte for byte what the stored row reads back as.
+    expect(JSON.stringify(accepted.state)).toBe(JSON.stringify(await service.get(d.request_id)));
+  });
+
+  it('answers a repeat from an unlocked read, with no row lock', async () => {
+    const d = post('repeat');
+    await service.accept(d);
+    log.kinds.length = 0;
+    const again = await service.accept(d);
+    expect(again.existing).toBe(true);
+    expect(log.kinds).toEqual(['Insert', 'Select']);
+  });
+
+  it('takes the row lock only to reset a failed delivery, and rings for it', async () => {
+    const d = post('reset me');
+    await service.accept(d);
+    await s.store.db.updateTable('deliveries').set({ status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE' }).where('request_id', '=', d.request_id).execute();
+    log.kinds.length = 0;
+    rang = 0;
+    const again = await service.accept(d);
+    expect(again.state.state).toBe('pending');
+    expect(log.kinds).toEqual(['Insert', 'Select', 'SelectForUpdate', 'Update']);
+    expect(rang).toBe(1);
+  });
+
+  it('refuses a reused request_id with a different payload, from the unlocked read', async () => {
+    const d = post('original');
+    await service.accept(d);
+    await expect(service.accept({ ...d, body: { content: 'different' } })).rejects.toThrow('request_id was already used for a different request');
+  });
+
+  it('commits concurrent accepts together, and the same request_id twice in one batch once', async () => {
+    const batch = Array.from({ length: 40 }, (_, i) => post(`batch ${i}`));
+    const twin = batch[0] as Delivery;
+    log.kinds.length = 0;
+    const results = await Promise.all([...batch, twin].map((d) => service.accept(d)));
+    const inserts = log.kinds.filter((k) => k === 'Insert').length;
+    expect(inserts).toBeLessThan(batch.length);
+    expect(results.filter((r) => !r.existing)).toHaveLength(batch.length);
+    expect(results.at(-1)?.existing).toBe(true);
+    const stored = await s.store.db.selectFrom('deliveries').select((eb) => eb.fn.countAll<string>().as('n')).where('request_id', 'in', batch.map((d) => d.request_id)).executeTakeFirstOrThrow();
+    expect(Number(stored.n)).toBe(batch.length);
+  });
+});
