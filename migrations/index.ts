@@ -3,6 +3,7 @@ import * as bridgeCore from './2026-11-29T19-30-00_bridge-core.js';
 import * as identity from './2026-11-29T20-00-00_identity.js';
 import * as inDoubt from './2026-11-30T04-00-00_in-doubt.js';
 import * as addresses from './2026-11-30T05-00-00_addresses.js';
+import * as rateBudget from './2026-11-30T06-00-00_rate-budget.js';
 
 /** Every migration, by name; names sort in the order they apply. Add new ones here. */
 export const migrations: Record<string, Migration> = {
@@ -10,4 +11,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-29T20-00-00_identity': identity,
   '2026-11-30T04-00-00_in-doubt': inDoubt,
   '2026-11-30T05-00-00_addresses': addresses,
+  '2026-11-30T06-00-00_rate-budget': rateBudget,
 };

@@ -1,14 +1,17 @@
+import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Router from '@koa/router';
 import Koa from 'koa';
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { commandRouter, COMMAND_DEFINITIONS } from './modules/commands/registry.js';
 import { deliveryOperations } from './modules/deliveries/delivery.http.js';
 import { DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
-import { DELIVERY_CHANNEL, recordSentMessage } from './modules/deliveries/delivery.repository.js';
+import { DELIVERY_CHANNEL, notifyDue, recordSentMessage } from './modules/deliveries/delivery.repository.js';
+import { Doorbell } from './platform/db/doorbell.js';
+import { pacerFor } from './platform/db/shared-pacer.js';
 import { DeliveryService, type KindSupport } from './modules/deliveries/delivery.service.js';
 import { destinationOperations } from './modules/destinations/destination.http.js';
 import { DestinationService } from './modules/destinations/destination.service.js';
@@ -76,6 +79,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     const store = await openStore<Database>({
       databaseUrl: config.databaseUrl,
       dataDir: config.dataDir,
+      poolSize: config.dbPoolSize,
       onConnectionError: (err) => log.warn({ err: err.message }, 'database connection lost; it is replaced on next use'),
       log,
     });
@@ -84,7 +88,9 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     await migrateToLatest(store.db, { startupTimeoutMs: config.dbStartupTimeoutMs, databaseUrl: config.databaseUrl, log });
     log.info({ store: store.kind }, 'store ready');
 
-    const transport: Transport = new DiscordTransport({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs });
+    // Discord's global rate limit belongs to the bot, so every process sending as it shares one budget.
+    const pacer = pacerFor({ kind: store.kind, db: store.db as unknown as Kysely<unknown> }, `discord:${createHash('sha256').update(token).digest('hex').slice(0, 16)}`, config.discordPerSecond);
+    const transport: Transport = new DiscordTransport({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs, pace: (signal) => pacer.acquire(signal) });
     // The protocol's capabilities (and the MCP tools, through them) come from what the transport can do.
     const can = capabilitiesOf(transport);
     const capabilities: KindSupport = {
@@ -93,7 +99,14 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       edit: can.edit && !config.disabledKinds.includes('edit'),
     };
     if (transport.channels === undefined) throw new Error(`the ${transport.name} transport cannot look up channels, which destinations need`);
-    const deliveries = new DeliveryService(store.db, clock, capabilities);
+    // New deliveries wake this process's dispatcher at once and, through one coalesced NOTIFY after
+    // their commit, the dispatchers of other processes (PGlite has no other processes).
+    const doorbell = new Doorbell(store.kind === 'postgres' ? () => notifyDue(store.db) : async () => undefined);
+    const deliveries = new DeliveryService(store.db, clock, capabilities, {
+      announce: () => doorbell.ring(),
+      // PGlite is one session: one statement at a time whatever we do.
+      maxInFlight: store.kind === 'postgres' ? Math.max(1, Math.floor(config.dbPoolSize / 4)) : 1,
+    });
     const destinations = new DestinationService(store.db, { name: transport.name, channels: transport.channels }, clock);
     const identity = new IdentityService(store.db, clock);
 
@@ -116,6 +129,8 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       // LISTEN heals itself after a lost connection; polling covers any gap.
       const unlisten = await store.listen(DELIVERY_CHANNEL, () => w.wake());
       cleanups.push(unlisten);
+      const unring = doorbell.onRing(() => w.wake());
+      cleanups.push(async () => void unring());
       w.start();
       cleanups.push(() => w.stop());
       worker = w;
@@ -187,7 +202,8 @@ async function serveHttp(config: Config, api: Koa.Middleware, log: Logger, metri
     const started = performance.now();
     await next();
     // Method, path and status only: never bodies or headers (they hold content and tokens).
-    log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
+    // At debug: a synchronous line per request would cost a sixth of the throughput.
+    if (log.isLevelEnabled('debug')) log.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
   });
   app.use(api);
   const docs = docsRouter();

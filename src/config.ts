@@ -19,10 +19,21 @@ export interface Config {
    * be reached (down, starting up, in recovery) before exiting. Default 60 s; 0 tries once.
    */
   readonly dbStartupTimeoutMs: number;
+  /**
+   * `HERALD_DB_POOL_SIZE`: PostgreSQL connections one process may hold (the API's accepts share
+   * statements through group commit, so few suffice). Default 16.
+   */
+  readonly dbPoolSize: number;
   /** `DISCORD_TOKEN`: the bot token. Unset → Herald runs and uses its built-in Discord sandbox. */
   readonly discordToken: string | undefined;
   /** `DISCORD_API_URL`: base of Discord's REST API (without `/v10`). Default Discord's own, or the sandbox's. */
   readonly discordApiUrl: string | undefined;
+  /**
+   * `HERALD_DISCORD_PER_SECOND`: Discord REST requests per second for this bot, shared by every
+   * process on one database (Discord's global limit, 50/s, is per bot). Default 48: a margin for
+   * network jitter.
+   */
+  readonly discordPerSecond: number;
   /** `HERALD_SANDBOX_PORT`: port of the built-in sandbox in sandbox mode. Default PORT+1; 0 picks a free one. */
   readonly sandboxPort: number;
   /** `LOG_LEVEL`: pino level. Default info. */
@@ -144,6 +155,8 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl,
     dataDir: path.resolve(text('HERALD_DATA_DIR') ?? './data'),
     dbStartupTimeoutMs: int('HERALD_DB_STARTUP_TIMEOUT_MS', 60_000, 0, 3_600_000),
+    dbPoolSize: int('HERALD_DB_POOL_SIZE', 16, 2, 500),
+    discordPerSecond: int('HERALD_DISCORD_PER_SECOND', 48, 1, 10_000),
     discordToken: text('DISCORD_TOKEN'),
     discordApiUrl: url('DISCORD_API_URL'),
     sandboxPort: int('HERALD_SANDBOX_PORT', port === 0 ? 0 : port + 1, 0, 65535),

@@ -33,6 +33,8 @@ export interface StoreLog {
 export interface StoreOptions {
   databaseUrl: string | undefined;
   dataDir: string;
+  /** PostgreSQL connections in the pool (default 10). */
+  poolSize?: number;
   /** A connection failed outside any query (an idle pooled connection, the LISTEN session). */
   onConnectionError?: (err: Error) => void;
   /** Where the LISTEN session reports losing and regaining its connection. */
@@ -51,7 +53,7 @@ export const LISTEN_RETRY_MAX_MS = 5_000;
 
 function openPostgres<DB>(connectionString: string, options: StoreOptions): Store<DB> {
   const onConnectionError = options.onConnectionError;
-  const pool = new pg.Pool({ connectionString, max: 10, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
+  const pool = new pg.Pool({ connectionString, max: options.poolSize ?? 10, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
   // An idle connection dropped by the server (restart, failover, admin termination) must not crash
   // the process: the pool replaces it, and the next query reconnects.
   pool.on('error', (err) => onConnectionError?.(err));

@@ -30,6 +30,11 @@ export interface DiscordTransportOptions {
   /** Base of the REST API without the version, e.g. https://discord.com/api. */
   apiUrl: string | undefined;
   timeoutMs: number;
+  /**
+   * Waits for this request's turn in a budget shared with the other processes using this bot
+   * (Discord's global limit is per bot). Called before each request leaves, retries included.
+   */
+  pace?: (signal: AbortSignal | undefined) => Promise<void>;
 }
 
 /**
@@ -61,7 +66,8 @@ export class DiscordTransport implements Transport {
     this.rest = new REST({
       version: '10',
       ...(options.apiUrl !== undefined ? { api: options.apiUrl } : {}),
-      makeRequest: (url, init) => {
+      makeRequest: async (url, init) => {
+        await options.pace?.(init.signal ?? undefined);
         if (init.method === 'POST' && typeof init.body === 'string' && this.creates.size > 0) {
           const nonce = (JSON.parse(init.body) as { nonce?: unknown }).nonce;
           const create = typeof nonce === 'string' ? this.creates.get(nonce) : undefined;
