@@ -3,6 +3,12 @@ import { GroupCommit } from '../src/platform/db/group-commit.js';
 
 class Unavailable extends Error {}
 
+/** Let the event loop turn until `cond` holds (the first statement has started). */
+async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setImmediate(r));
+  expect(cond()).toBe(true);
+}
+
 /** A commit function that records its statements and can be held open. */
 function recorder(fail: (item: number) => Error | undefined = () => undefined) {
   const statements: number[][] = [];
@@ -43,7 +49,7 @@ describe('GroupCommit', () => {
     const g = new GroupCommit<number, string>({ commit: (i) => r.commit(i), maxInFlight: 1, maxBatch: 3, isFatal: () => false });
     r.hold();
     const first = g.submit(0);
-    await Promise.resolve();
+    await until(() => r.statements.length === 1);
     const rest = [1, 2, 3, 4, 5].map((i) => g.submit(i));
     r.open();
     await expect(Promise.all([first, ...rest])).resolves.toEqual([0, 1, 2, 3, 4, 5].map((i) => `row ${i}`));
@@ -56,7 +62,7 @@ describe('GroupCommit', () => {
     const g = new GroupCommit<number, string>({ commit: (i) => r.commit(i), maxInFlight: 1, maxBatch: 10, isFatal: () => false });
     r.hold();
     const first = g.submit(0);
-    await Promise.resolve();
+    await until(() => r.statements.length === 1);
     const rest = [1, 2, 3].map((i) => g.submit(i).catch((e: Error) => e.message));
     r.open();
     await expect(Promise.all([first, ...rest])).resolves.toEqual(['row 0', 'row 1', 'bad row', 'row 3']);

@@ -42,9 +42,10 @@ export class GroupCommit<T, R> {
 
   private schedule(): void {
     if (this.scheduled || this.inFlight >= this.options.maxInFlight || this.queue.length === 0) return;
-    // Items submitted in this same turn of the event loop join the batch.
+    // Flush after the I/O already pending is read: the requests that arrived meanwhile join the batch
+    // (on an idle server that is none, and nothing waits).
     this.scheduled = true;
-    queueMicrotask(() => {
+    setImmediate(() => {
       this.scheduled = false;
       this.flush();
     });
