@@ -3,6 +3,8 @@
  * `BENCH_MODE=healthz` answers every request 200 `{"status":"ok"}`; `BENCH_MODE=insert` parses the
  * JSON body and runs the single-row INSERT Herald's accept would, on a pool of BENCH_POOL
  * connections, answering 202 after the commit: the practical ceiling of an HTTP accept.
+ * `BENCH_MODE=select` reads one delivery by its request_id (the last path segment), the ceiling of
+ * an HTTP read.
  * Prints `listening <port>` when ready.
  */
 import { createServer } from 'node:http';
@@ -11,11 +13,18 @@ import pg from 'pg';
 import { insertParams, INSERT_SQL } from './rows.js';
 
 const mode = process.env['BENCH_MODE'] ?? 'healthz';
-const pool = mode === 'insert' ? new pg.Pool({ connectionString: process.env['DATABASE_URL'], max: Number(process.env['BENCH_POOL'] ?? 32) }) : undefined;
+const pool = mode !== 'healthz' ? new pg.Pool({ connectionString: process.env['DATABASE_URL'], max: Number(process.env['BENCH_POOL'] ?? 32) }) : undefined;
 
 const server = createServer((req, res) => {
   if (pool === undefined) {
     res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    return;
+  }
+  if (mode === 'select') {
+    pool.query('select * from deliveries where request_id = $1', [req.url?.split('/').pop() ?? '']).then(
+      (r) => res.writeHead(r.rows.length > 0 ? 200 : 404, { 'content-type': 'application/json' }).end(JSON.stringify(r.rows[0] ?? { error: 'not found' })),
+      (err: unknown) => res.writeHead(500).end(String(err)),
+    );
     return;
   }
   const chunks: Buffer[] = [];

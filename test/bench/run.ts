@@ -316,6 +316,13 @@ async function ingest(store: Store, sandbox: DiscordSandbox): Promise<Row> {
     if ((await call(h, 'POST', '/mcp/deliveries', h.bridge, fixed)).status !== 202) throw new Error('first POST of the repeat phase failed');
     const repeat = await cannon(`${h.url}/mcp/deliveries`, SHORT_S, { method: 'POST', headers: h.bridge, body: () => JSON.stringify(fixed) });
     const get = await cannon(`${h.url}/mcp/deliveries/${String(fixed['request_id'])}`, SHORT_S, { headers: h.bridge });
+    // The ceiling of a read over HTTP on this machine: a bare Node server doing the same SELECT.
+    let bareGet: Rate | undefined;
+    if (store.name === 'postgres') {
+      const server = await spawnChild('test/bench/bare-server.ts', { BENCH_MODE: 'select', DATABASE_URL: store.databaseUrl ?? '', BENCH_POOL: '16' });
+      bareGet = await cannon(`http://127.0.0.1:${server.port}/${String(fixed['request_id'])}`, SHORT_S, {});
+      await stop(server.child);
+    }
     Object.assign(row, {
       'raw INSERT/s': Math.round(raw.rate),
       'raw INSERT p99 ms': ms(raw.p99),
@@ -330,6 +337,7 @@ async function ingest(store: Store, sandbox: DiscordSandbox): Promise<Row> {
       'repeat POST ÷ healthz': ratio(repeat.rate, healthz.rate),
       'GET/s': Math.round(get.rate),
       'GET ÷ healthz': ratio(get.rate, healthz.rate),
+      ...(bareGet !== undefined ? { 'bare node+SELECT ÷ bare node': ratio(bareGet.rate, bareHz.rate) } : {}),
       'healthz/s': Math.round(healthz.rate),
       'bare node/s': Math.round(bareHz.rate),
       'healthz ÷ bare node': ratio(healthz.rate, bareHz.rate),
@@ -422,12 +430,17 @@ function countDuplicates(sandbox: DiscordSandbox, nonces: Set<string>): number {
 
 /** POST → the message in the sandbox, one post every 100 ms round-robin over 100 channels. */
 async function latency(store: Store, sandbox: DiscordSandbox): Promise<Row> {
-  await store.sql('truncate deliveries');
+  // Baseline: the same INSERT alone, one at a time (what an idle accept cannot beat).
+  const raw = await openStore({ databaseUrl: store.databaseUrl, dataDir: store.dataDir });
+  const rawIdle = await loop(1, 2, () => raw.db.executeQuery(CompiledQuery.raw(INSERT_SQL, insertParams(deliveryRequest(SANDBOX_IDS.guild, 'alerts')))));
+  await raw.db.executeQuery(CompiledQuery.raw('truncate deliveries'));
+  await raw.close();
   const h = await startHerald(store, sandbox);
   try {
     const targets = await hundredChannels(sandbox, h);
     const n = quick ? 50 : 200;
     const accepted = new Map<string, number>();
+    const posts: number[] = [];
     for (let i = 0; i < n; i++) {
       const t = targets[i % targets.length];
       const r = deliveryRequest(t?.guildId ?? '', t?.destination ?? '');
@@ -435,6 +448,7 @@ async function latency(store: Store, sandbox: DiscordSandbox): Promise<Row> {
       const sent = Date.now();
       const res = await call(h, 'POST', '/mcp/deliveries', h.bridge, r);
       if (res.status !== 202) throw new Error(`latency POST: ${res.status}`);
+      posts.push(Date.now() - sent);
       accepted.set(deliveryNonce(String(r['request_id'])), sent);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
@@ -444,8 +458,14 @@ async function latency(store: Store, sandbox: DiscordSandbox): Promise<Row> {
       .allMessages()
       .flatMap((m) => (typeof m.nonce === 'string' && accepted.has(m.nonce) ? [Date.parse(m.timestamp) - (accepted.get(m.nonce) ?? 0)] : []))
       .sort((a, b) => a - b);
-    console.log(`  202 → sandbox: p50 ${percentile(lat, 50)} ms p99 ${percentile(lat, 99)} ms (${lat.length} posts)`);
-    return { '202→sandbox p50 ms': percentile(lat, 50), '202→sandbox p99 ms': percentile(lat, 99) };
+    posts.sort((a, b) => a - b);
+    console.log(`  POST → sandbox: p50 ${percentile(lat, 50)} ms p99 ${percentile(lat, 99)} ms (${lat.length} posts); idle accept p50 ${percentile(posts, 50)} ms vs raw INSERT p50 ${ms(rawIdle.p50)} ms`);
+    return {
+      'POST→sandbox p50 ms': percentile(lat, 50),
+      'POST→sandbox p99 ms': percentile(lat, 99),
+      'idle accept p50 ms': percentile(posts, 50),
+      'idle raw INSERT p50 ms': ms(rawIdle.p50),
+    };
   } finally {
     await stopHerald(h);
   }
