@@ -32,6 +32,9 @@ import { DiscordTransport } from './transports/discord/discord-transport.js';
 import { connectGateway, type GatewayConnection } from './transports/discord/gateway-client.js';
 import { capabilitiesOf, onlyTransport, type Transport } from './transports/transport.js';
 
+/** Discord's global rate limit: requests per second per bot. */
+const DISCORD_GLOBAL_LIMIT = 50;
+
 export interface HeraldOptions {
   config: Config;
   clock?: Clock;
@@ -89,7 +92,10 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     log.info({ store: store.kind }, 'store ready');
 
     // Discord's global rate limit belongs to the bot, so every process sending as it shares one budget.
-    const pacer = pacerFor({ kind: store.kind, db: store.db as unknown as Kysely<unknown> }, `discord:${createHash('sha256').update(token).digest('hex').slice(0, 16)}`, config.discordPerSecond);
+    const pacer = pacerFor({ kind: store.kind, db: store.db as unknown as Kysely<unknown> }, `discord:${createHash('sha256').update(token).digest('hex').slice(0, 16)}`, {
+      perSecond: config.discordPerSecond,
+      windowLimit: DISCORD_GLOBAL_LIMIT,
+    });
     const transport: Transport = new DiscordTransport({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs, pace: (signal) => pacer.acquire(signal) });
     // The protocol's capabilities (and the MCP tools, through them) come from what the transport can do.
     const can = capabilitiesOf(transport);

@@ -30,8 +30,8 @@ export interface Config {
   readonly discordApiUrl: string | undefined;
   /**
    * `HERALD_DISCORD_PER_SECOND`: Discord REST requests per second for this bot, shared by every
-   * process on one database (Discord's global limit, 50/s, is per bot). Default 48: a margin for
-   * network jitter.
+   * process on one database (Discord's global limit, 50/s, is per bot). Default 48, at most 49:
+   * the margin lets a request start a little late without overflowing Discord's one-second window.
    */
   readonly discordPerSecond: number;
   /** `HERALD_SANDBOX_PORT`: port of the built-in sandbox in sandbox mode. Default PORT+1; 0 picks a free one. */
@@ -156,7 +156,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: path.resolve(text('HERALD_DATA_DIR') ?? './data'),
     dbStartupTimeoutMs: int('HERALD_DB_STARTUP_TIMEOUT_MS', 60_000, 0, 3_600_000),
     dbPoolSize: int('HERALD_DB_POOL_SIZE', 16, 2, 500),
-    discordPerSecond: int('HERALD_DISCORD_PER_SECOND', 48, 1, 10_000),
+    discordPerSecond: int('HERALD_DISCORD_PER_SECOND', 48, 1, 49),
     discordToken: text('DISCORD_TOKEN'),
     discordApiUrl: url('DISCORD_API_URL'),
     sandboxPort: int('HERALD_SANDBOX_PORT', port === 0 ? 0 : port + 1, 0, 65535),

@@ -25,7 +25,7 @@ describe('SharedPacer', () => {
   it('spaces requests from every process sharing a budget, so no window holds more than the rate', async () => {
     // Herald's default, 2 below Discord's 50 for jitter; Discord's window is what must not overflow.
     const perSecond = 48;
-    const pacers = stores.map((s) => pacerFor({ kind: s.kind, db: s.db as Kysely<unknown> }, 'test:spread', perSecond));
+    const pacers = stores.map((s) => pacerFor({ kind: s.kind, db: s.db as Kysely<unknown> }, 'test:spread', { perSecond, windowLimit: 50 }));
     const starts: number[] = [];
     const t0 = performance.now();
     await Promise.all(
@@ -47,7 +47,7 @@ describe('SharedPacer', () => {
 
   it('lets a request through at once when the budget is idle', async () => {
     const s = stores[0] as Store;
-    const pacer = pacerFor({ kind: s.kind, db: s.db as Kysely<unknown> }, 'test:idle', 1);
+    const pacer = pacerFor({ kind: s.kind, db: s.db as Kysely<unknown> }, 'test:idle', { perSecond: 1, windowLimit: 5 });
     const t0 = performance.now();
     await pacer.acquire();
     expect(performance.now() - t0).toBeLessThan(500);
@@ -55,7 +55,7 @@ describe('SharedPacer', () => {
 
   it('gives up waiting when the request is aborted', async () => {
     const s = stores[0] as Store;
-    const pacer = pacerFor({ kind: s.kind, db: s.db as Kysely<unknown> }, 'test:abort', 1);
+    const pacer = pacerFor({ kind: s.kind, db: s.db as Kysely<unknown> }, 'test:abort', { perSecond: 1, windowLimit: 5 });
     await pacer.acquire();
     const controller = new AbortController();
     const waiting = pacer.acquire(controller.signal);
