@@ -49,7 +49,8 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     customizeAjv: (ajv) => withUtf16Lengths(ajv),
     // POST /mcp/deliveries is validated once, by the protocol's ordered checks over the same
     // contract schemas (DeliveryRequestValidator): validating the whole body first would be work done twice.
-    validate: (c) => c.operation?.operationId !== 'createDelivery',
+    // An operation with neither parameters nor a body (the probes, capabilities) has nothing to validate.
+    validate: (c) => c.operation !== undefined && c.operation.operationId !== 'createDelivery' && ((c.operation.parameters ?? []).length > 0 || c.operation.requestBody !== undefined),
   });
   await api.init();
   const match = routeOnce(api.router);
