@@ -29,6 +29,8 @@ describe('accept (service level)', () => {
   let rang = 0;
   beforeAll(async () => {
     s = await startServices();
+    // Accept only: no dispatcher may settle (and so change) what these tests store.
+    await s.worker.stop();
     log = new StatementLog();
     service = new DeliveryService(s.store.db.withPlugin(log), { now: () => new Date() }, { post: true, dm: true, edit: true }, { announce: () => (rang += 1) });
   });
