@@ -6,6 +6,8 @@ import Koa from 'koa';
 import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
+import { commandOperations } from './modules/commands/command.http.js';
+import { CommandService } from './modules/commands/command.service.js';
 import { commandRouter, COMMAND_DEFINITIONS } from './modules/commands/registry.js';
 import { deliveryOperations } from './modules/deliveries/delivery.http.js';
 import { DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
@@ -29,6 +31,7 @@ import { createLogger } from './platform/log.js';
 import { Metrics } from './platform/metrics.js';
 import type { Database } from './schema.js';
 import { DiscordTransport } from './transports/discord/discord-transport.js';
+import { DiscordInvokers } from './transports/discord/invokers.js';
 import { connectGateway, type GatewayConnection } from './transports/discord/gateway-client.js';
 import { capabilitiesOf, onlyTransport, type Transport } from './transports/transport.js';
 
@@ -178,6 +181,10 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         if (config.gateway) checks['gateway'] = gateway?.ready === true ? 'ok' : 'unavailable';
         return checks;
       };
+      // run_command: the same router as the gateway, invokers resolved through Herald's own Discord session.
+      const invokers = new DiscordInvokers({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs });
+      cleanups.push(() => invokers.destroy());
+      const commands = new CommandService(commandRouter({ identity, destinations }), invokers, store.db, clock, config.commands, log, undefined);
       const middleware = await createApi({
         bridgeToken: config.bridgeToken,
         adminToken: config.adminToken,
@@ -186,6 +193,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
           deliveryOperations(deliveries, capabilities),
           identityOperations(identity),
           destinationOperations(destinations),
+          commandOperations(commands as CommandService<unknown>, log),
           probeOperations(readiness),
         ],
       });

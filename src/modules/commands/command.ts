@@ -106,12 +106,12 @@ export class CommandRouter<Deps> {
     return undefined;
   }
 
-  /** Run a command whose preconditions hold: its reply, or a domain refusal in words. */
-  async execute(command: Command<Deps>, invocation: CommandInvocation): Promise<string> {
+  /** Run a command whose preconditions hold: its reply, or a domain refusal in words (`refused`: nothing was changed). */
+  async attempt(command: Command<Deps>, invocation: CommandInvocation): Promise<{ reply: string; refused: boolean }> {
     try {
-      return await command.execute(invocation, this.deps);
+      return { reply: await command.execute(invocation, this.deps), refused: false };
     } catch (err) {
-      if (err instanceof DomainError) return `That did not work: ${err.reason}.`;
+      if (err instanceof DomainError) return { reply: `That did not work: ${err.reason}.`, refused: true };
       throw err;
     }
   }
@@ -122,6 +122,6 @@ export class CommandRouter<Deps> {
     if (command === undefined) return `Unknown command /${invocation.name}.`;
     const refusal = await this.refusal(command, invocation);
     if (refusal !== undefined) return refusal.reason;
-    return this.execute(command, invocation);
+    return (await this.attempt(command, invocation)).reply;
   }
 }
