@@ -500,7 +500,7 @@ export interface components {
             mode: "validate" | "execute";
             idempotencyKey?: string;
             /**
-             * @description capture returns the replies; discord also posts them to the channel (through the outbox, exactly once).
+             * @description capture returns the replies; discord also posts them to channelId, once: the message is created with a nonce derived from the idempotencyKey, and a repeat is answered from the stored result.
              * @default capture
              * @enum {string}
              */
@@ -571,7 +571,7 @@ export interface components {
             type: "message";
             content: string;
             embeds: Record<string, never>[];
-            /** @description With responseMode discord, the delivery that posts it. */
+            /** @description With responseMode discord: the id it was posted under (its nonce derives from it). */
             delivery?: {
                 request_id: string;
             };

@@ -7,7 +7,8 @@ import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { commandOperations } from './modules/commands/command.http.js';
-import { CommandService } from './modules/commands/command.service.js';
+import { CommandService, type ReplyPoster } from './modules/commands/command.service.js';
+import { deliveryNonce } from './modules/deliveries/delivery.js';
 import { commandRouter, COMMAND_DEFINITIONS } from './modules/commands/registry.js';
 import { deliveryOperations } from './modules/deliveries/delivery.http.js';
 import { DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
@@ -184,7 +185,12 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       // run_command: the same router as the gateway, invokers resolved through Herald's own Discord session.
       const invokers = new DiscordInvokers({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs });
       cleanups.push(() => invokers.destroy());
-      const commands = new CommandService(commandRouter({ identity, destinations }), invokers, store.db, clock, config.commands, log, undefined);
+      // responseMode discord: the reply is created with a nonce derived from the idempotency key, so
+      // a repeat (a retry, a re-drive after a timeout) inside Discord's nonce window returns the same message.
+      const sender = transport.sender;
+      const postReply: ReplyPoster | undefined =
+        sender === undefined ? undefined : async (requestId, _guildId, channelId, content) => void (await sender.send(channelId, { content }, deliveryNonce(requestId), AbortSignal.timeout(config.discordTimeoutMs)));
+      const commands = new CommandService(commandRouter({ identity, destinations }), invokers, store.db, clock, config.commands, log, postReply);
       const middleware = await createApi({
         bridgeToken: config.bridgeToken,
         adminToken: config.adminToken,

@@ -29,7 +29,7 @@ export interface RunRequest {
   responseMode?: 'capture' | 'discord' | undefined;
 }
 
-/** Posts a command's reply to its channel through the outbox; the request id makes a repeat the same delivery. */
+/** Posts a command's reply to its channel; the request id makes a repeat the same message (Discord's nonce). */
 export type ReplyPoster = (requestId: string, guildId: string, channelId: string, content: string) => Promise<void>;
 
 /** Discord could not be asked who the invoker is (down, timing out): the bridge answers 503. */
