@@ -6,6 +6,7 @@ import Koa from 'koa';
 import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
+import { pruneCommandRuns } from './modules/commands/command-run.repository.js';
 import { commandOperations } from './modules/commands/command.http.js';
 import { CommandService, type ReplyPoster } from './modules/commands/command.service.js';
 import { deliveryNonce } from './modules/deliveries/delivery.js';
@@ -191,6 +192,11 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       const postReply: ReplyPoster | undefined =
         sender === undefined ? undefined : async (requestId, _guildId, channelId, content) => void (await sender.send(channelId, { content }, deliveryNonce(requestId), AbortSignal.timeout(config.discordTimeoutMs)));
       const commands = new CommandService(commandRouter({ identity, destinations }), invokers, store.db, clock, config.commands, log, postReply);
+      const pruneRuns = setInterval(() => {
+        pruneCommandRuns(store.db, clock.now()).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not prune command runs'));
+      }, PRUNE_EVERY_MS);
+      pruneRuns.unref();
+      cleanups.push(async () => clearInterval(pruneRuns));
       const middleware = await createApi({
         bridgeToken: config.bridgeToken,
         adminToken: config.adminToken,

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { claimCommandRun, findCommandRun, pruneCommandRuns } from '../src/modules/commands/command-run.repository.js';
 import { SANDBOX_MEMBER_IDS } from '../src/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { onPostgres } from './support/db.js';
@@ -102,6 +103,18 @@ describe('run_command: execute', () => {
     expect(await run(invocation)).toMatchObject({ replayed: true });
     const posted = h.sandbox.channelMessages(IDS.channels.alerts).filter((m) => m.author.id === h.sandbox.bot.id && m.content === content);
     expect(posted).toHaveLength(1);
+  });
+
+  it('frees a key once its replay window has passed, and prunes old runs', async () => {
+    const db = h.herald.store.db;
+    const t0 = new Date('2026-01-01T00:00:00Z');
+    expect(await claimCommandRun(db, 'window-key-000000', 'hash-a', t0, new Date(t0.getTime() + 60_000))).toBe(true);
+    expect(await claimCommandRun(db, 'window-key-000000', 'hash-b', new Date(t0.getTime() + 30_000), new Date(t0.getTime() + 90_000))).toBe(false);
+    // Past its window the key may be claimed again, even for another invocation.
+    expect(await claimCommandRun(db, 'window-key-000000', 'hash-b', new Date(t0.getTime() + 60_000), new Date(t0.getTime() + 120_000))).toBe(true);
+    expect((await findCommandRun(db, 'window-key-000000'))?.invocation_hash).toBe('hash-b');
+    expect(await pruneCommandRuns(db, new Date(t0.getTime() + 120_000))).toBeGreaterThanOrEqual(1);
+    expect(await findCommandRun(db, 'window-key-000000')).toBeUndefined();
   });
 
   // PGlite is one process's database: two processes need PostgreSQL.
