@@ -112,6 +112,68 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp/commands": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every visible command with its aliases, parameters, preconditions and effects, and the registry fingerprint. */
+        get: operations["listCommands"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/commands/run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Validate (default) or execute a command as the Discord user `userId` would, with that user's real permissions.
+         * @description The request supplies ids, never permissions: Herald fetches the guild, channel (with its
+         *     overwrites) and member (with roles) through its own Discord session and evaluates the
+         *     command's preconditions with discord.js's permission computation. Bots cannot invoke
+         *     commands. `validate` parses and checks preconditions and nothing else (no row written, no
+         *     output). `execute` needs `HERALD_COMMAND_EXECUTION_ENABLED=true`, a `sourceMessageId` of a
+         *     real message by `userId` in `channelId`, and an `idempotencyKey`: the same key with the same
+         *     invocation returns the stored result; with a different invocation it is refused.
+         *     A refusal of the invocation itself (unknown command, bad argument, unmet precondition, ...)
+         *     is a 200 with `ok: false` and an `error` category: it is the command's answer, not the bridge's.
+         */
+        post: operations["runCommand"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/commands/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One command, by its name or any alias (every alias answers with the same record). */
+        get: operations["describeCommand"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/destinations": {
         parameters: {
             query?: never;
@@ -408,6 +470,110 @@ export interface components {
             status: "ok" | "unavailable";
             checks?: {
                 [key: string]: string;
+            };
+        };
+        CommandList: {
+            /** @description SHA-256 of the registry's canonical text (the reviewed parity gate). */
+            fingerprint: string;
+            commands: components["schemas"]["CommandDescription"][];
+        };
+        CommandDescription: {
+            name: string;
+            aliases: string[];
+            description: string;
+            subcommands: components["schemas"]["CommandSubcommand"][];
+        };
+        CommandRunRequest: {
+            /** @description The command as text without a prefix, e.g. `destinations set alerts <#345678901234567890>`. Longer than HERALD_COMMAND_MAX_LENGTH (default 2000) is refused. */
+            command: string;
+            userId: components["schemas"]["Snowflake"];
+            guildId: components["schemas"]["Snowflake"];
+            channelId: components["schemas"]["Snowflake"];
+            /** @description The user's real message this invocation answers; required for execute. */
+            sourceMessageId?: components["schemas"]["Snowflake"];
+            /** @description For validate only, the text of a message the invocation stands for; never trusted for execute. */
+            messageContent?: string;
+            /**
+             * @default validate
+             * @enum {string}
+             */
+            mode: "validate" | "execute";
+            idempotencyKey?: string;
+            /**
+             * @description capture returns the replies; discord also posts them to channelId, once: the message is created with a nonce derived from the idempotencyKey, and a repeat is answered from the stored result.
+             * @default capture
+             * @enum {string}
+             */
+            responseMode: "capture" | "discord";
+        };
+        CommandRunResult: {
+            ok: boolean;
+            /** @enum {string} */
+            mode: "validate" | "execute";
+            /** @description The command matched, null when none was. */
+            command: null | {
+                name: string;
+                subcommand: string;
+                /** @description The alias it was invoked by. */
+                alias?: string;
+                usage: string;
+                preconditions: components["schemas"]["CommandPrecondition"][];
+                effects: components["schemas"]["CommandEffect"][];
+            };
+            error: null | {
+                /** @enum {string} */
+                category: "too_long" | "unknown_command" | "invalid_arguments" | "context_not_found" | "bot_refused" | "unmet_precondition" | "execution_disabled" | "source_message_required" | "source_message_invalid" | "idempotency_key_required" | "idempotency_mismatch" | "in_progress" | "busy" | "timed_out" | "failed";
+                reason: string;
+                /** @description The argument at fault, for invalid_arguments. */
+                argument?: string;
+                precondition?: components["schemas"]["CommandPrecondition"];
+            };
+            elapsedMs: number;
+            outputs: components["schemas"]["CommandOutput"][];
+            /** @description Outputs beyond HERALD_COMMAND_MAX_OUTPUTS or HERALD_COMMAND_MAX_OUTPUT_BYTES were dropped. */
+            outputsTruncated?: boolean;
+            /** @description True whenever an effect may have happened (a timeout included); never retry with a new key when true. */
+            sideEffectsMayHaveOccurred: boolean;
+            /** @description The stored result of an earlier execute with this idempotencyKey. */
+            replayed: boolean;
+        };
+        CommandParameter: {
+            name: string;
+            description: string;
+            /** @enum {string} */
+            type: "string" | "integer" | "number" | "boolean" | "user" | "channel" | "role" | "mentionable";
+            required: boolean;
+            choices?: string[];
+            channelTypes?: string[];
+            minValue?: number;
+            maxValue?: number;
+            minLength?: number;
+            maxLength?: number;
+        };
+        /** @enum {string} */
+        CommandPrecondition: "in_guild" | "manage_guild" | "registered";
+        /** @enum {string} */
+        CommandEffect: "read_only" | "changes_herald_data" | "sends_to_platform" | "revokes_credentials";
+        CommandSubcommand: {
+            /** @description Empty for a command without subcommands. */
+            name: string;
+            description: string;
+            /** @description How to write it, e.g. `destinations set <destination> <channel>`. */
+            usage: string;
+            parameters: components["schemas"]["CommandParameter"][];
+            preconditions: components["schemas"]["CommandPrecondition"][];
+            effects: components["schemas"]["CommandEffect"][];
+        };
+        /** @description A Discord id as a decimal string (64-bit ids do not fit a JSON number). */
+        Snowflake: string;
+        CommandOutput: {
+            /** @constant */
+            type: "message";
+            content: string;
+            embeds: Record<string, never>[];
+            /** @description With responseMode discord: the id it was posted under (its nonce derives from it). */
+            delivery?: {
+                request_id: string;
             };
         };
     };
@@ -739,6 +905,117 @@ export interface operations {
                     "application/json": {
                         /** @enum {unknown} */
                         error: "not registered" | "not found";
+                    };
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    listCommands: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The registry. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CommandList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    runCommand: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CommandRunRequest"];
+            };
+        };
+        responses: {
+            /** @description The outcome, successful or not. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CommandRunResult"];
+                };
+            };
+            /** @description The request does not satisfy CommandRunRequest. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            /** @description Bridge not configured, or Discord (or the store) could not be reached to resolve the invoker. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {unknown} */
+                        error: "bridge not configured" | "discord unavailable" | "store unavailable";
+                    };
+                };
+            };
+        };
+    };
+    describeCommand: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The command. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CommandDescription"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No visible command has this name or alias. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "unknown command";
                     };
                 };
             };

@@ -6,6 +6,10 @@ import Koa from 'koa';
 import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
+import { pruneCommandRuns } from './modules/commands/command-run.repository.js';
+import { commandOperations } from './modules/commands/command.http.js';
+import { CommandService, type ReplyPoster } from './modules/commands/command.service.js';
+import { deliveryNonce } from './modules/deliveries/delivery.js';
 import { commandRouter, COMMAND_DEFINITIONS } from './modules/commands/registry.js';
 import { deliveryOperations } from './modules/deliveries/delivery.http.js';
 import { DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
@@ -29,6 +33,7 @@ import { createLogger } from './platform/log.js';
 import { Metrics } from './platform/metrics.js';
 import type { Database } from './schema.js';
 import { DiscordTransport } from './transports/discord/discord-transport.js';
+import { DiscordInvokers } from './transports/discord/invokers.js';
 import { connectGateway, type GatewayConnection } from './transports/discord/gateway-client.js';
 import { capabilitiesOf, onlyTransport, type Transport } from './transports/transport.js';
 
@@ -178,6 +183,20 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         if (config.gateway) checks['gateway'] = gateway?.ready === true ? 'ok' : 'unavailable';
         return checks;
       };
+      // run_command: the same router as the gateway, invokers resolved through Herald's own Discord session.
+      const invokers = new DiscordInvokers({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs });
+      cleanups.push(() => invokers.destroy());
+      // responseMode discord: the reply is created with a nonce derived from the idempotency key, so
+      // a repeat (a retry, a re-drive after a timeout) inside Discord's nonce window returns the same message.
+      const sender = transport.sender;
+      const postReply: ReplyPoster | undefined =
+        sender === undefined ? undefined : async (requestId, _guildId, channelId, content) => void (await sender.send(channelId, { content }, deliveryNonce(requestId), AbortSignal.timeout(config.discordTimeoutMs)));
+      const commands = new CommandService(commandRouter({ identity, destinations }), invokers, store.db, clock, config.commands, log, postReply);
+      const pruneRuns = setInterval(() => {
+        pruneCommandRuns(store.db, clock.now()).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not prune command runs'));
+      }, PRUNE_EVERY_MS);
+      pruneRuns.unref();
+      cleanups.push(async () => clearInterval(pruneRuns));
       const middleware = await createApi({
         bridgeToken: config.bridgeToken,
         adminToken: config.adminToken,
@@ -186,6 +205,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
           deliveryOperations(deliveries, capabilities),
           identityOperations(identity),
           destinationOperations(destinations),
+          commandOperations(commands as CommandService<unknown>, log),
           probeOperations(readiness),
         ],
       });

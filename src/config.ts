@@ -78,6 +78,25 @@ export interface Config {
   readonly mcpPort: number;
   /** `HERALD_MCP_TOKEN`: bearer token clients of `herald mcp --http` must present (required for --http). */
   readonly mcpToken: string | undefined;
+  /** `run_command`'s switch and limits (seed 001's defaults). */
+  readonly commands: CommandLimits;
+}
+
+export interface CommandLimits {
+  /** `HERALD_COMMAND_EXECUTION_ENABLED`: `true` lets `run_command` execute; otherwise it only validates. Default false. */
+  readonly executionEnabled: boolean;
+  /** `HERALD_COMMAND_TIMEOUT_MS`: how long a run waits for its command; a later one still finishes and is stored. Default 45 s. */
+  readonly timeoutMs: number;
+  /** `HERALD_COMMAND_CONCURRENCY`: commands one process executes at once (a timed-out one keeps its slot). Default 4. */
+  readonly concurrency: number;
+  /** `HERALD_COMMAND_MAX_LENGTH`: longest command text (and messageContent). Default 2000. */
+  readonly maxLength: number;
+  /** `HERALD_COMMAND_MAX_OUTPUTS`: captured outputs kept per run. Default 100. */
+  readonly maxOutputs: number;
+  /** `HERALD_COMMAND_MAX_OUTPUT_BYTES`: captured output bytes kept per run. Default 2 MiB. */
+  readonly maxOutputBytes: number;
+  /** `HERALD_COMMAND_IDEMPOTENCY_MINUTES`: how long an execute's result is replayed for its key. Default 10. */
+  readonly idempotencyMinutes: number;
 }
 
 export class ConfigError extends Error {
@@ -142,6 +161,12 @@ export function loadConfig(env: Env = process.env): Config {
     if (raw !== 'on' && raw !== 'off') problems.push(`${name} must be on or off`);
     return raw === 'on';
   };
+  const trueFalse = (name: string, fallback: boolean): boolean => {
+    const raw = text(name);
+    if (raw === undefined) return fallback;
+    if (raw !== 'true' && raw !== 'false') problems.push(`${name} must be true or false`);
+    return raw === 'true';
+  };
   const databaseUrl = text('DATABASE_URL');
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
@@ -176,6 +201,15 @@ export function loadConfig(env: Env = process.env): Config {
     mcpWaitMs: int('HERALD_MCP_WAIT_MS', 15_000, 0, 600_000),
     mcpPort: int('HERALD_MCP_PORT', 8790, 0, 65535),
     mcpToken: token('HERALD_MCP_TOKEN'),
+    commands: Object.freeze({
+      executionEnabled: trueFalse('HERALD_COMMAND_EXECUTION_ENABLED', false),
+      timeoutMs: int('HERALD_COMMAND_TIMEOUT_MS', 45_000, 100, 3_600_000),
+      concurrency: int('HERALD_COMMAND_CONCURRENCY', 4, 1, 256),
+      maxLength: int('HERALD_COMMAND_MAX_LENGTH', 2_000, 1, 4_000),
+      maxOutputs: int('HERALD_COMMAND_MAX_OUTPUTS', 100, 1, 10_000),
+      maxOutputBytes: int('HERALD_COMMAND_MAX_OUTPUT_BYTES', 2 * 1024 * 1024, 1, 64 * 1024 * 1024),
+      idempotencyMinutes: int('HERALD_COMMAND_IDEMPOTENCY_MINUTES', 10, 1, 7 * 24 * 60),
+    }),
   };
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
   if (!levels.includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of ${levels.join(', ')}`);

@@ -1,3 +1,4 @@
+import type { CommandRunTable } from './modules/commands/command-run.table.js';
 import type { DeliveryTable, SentMessageTable } from './modules/deliveries/delivery.table.js';
 import type { DestinationTable } from './modules/destinations/destination.table.js';
 import type { PairingCodeTable, RegistrationTable } from './modules/identity/identity.table.js';
@@ -12,4 +13,5 @@ export interface Database {
   destinations: DestinationTable;
   registrations: RegistrationTable;
   pairing_codes: PairingCodeTable;
+  command_runs: CommandRunTable;
 }

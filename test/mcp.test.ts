@@ -12,6 +12,7 @@ import { createLogger } from '../src/platform/log.js';
 import { startHttp } from '../src/mcp/run.js';
 import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { testDatabase } from './support/db.js';
+import { SANDBOX_MEMBER_IDS } from '../src/sandbox/sandbox.js';
 import { heraldEnv, IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { startHeraldProcess } from './support/process.js';
 import { waitFor } from './support/wait.js';
@@ -64,8 +65,19 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   it('lists the tools, with input schemas taken from the contract', async () => {
     for (const client of [stdio, http]) {
       const { tools } = await client.listTools();
-      // Grouped by the module that owns them: deliveries, then identity.
-      expect(tools.map((t) => t.name)).toEqual(['get_capabilities', 'post_message', 'send_dm', 'edit_message', 'get_delivery', 'pair', 'list_recipients']);
+      // Grouped by the module that owns them: deliveries, identity, then commands.
+      expect(tools.map((t) => t.name)).toEqual([
+        'get_capabilities',
+        'post_message',
+        'send_dm',
+        'edit_message',
+        'get_delivery',
+        'pair',
+        'list_recipients',
+        'list_commands',
+        'describe_command',
+        'run_command',
+      ]);
       const post = tools.find((t) => t.name === 'post_message');
       const props = post?.inputSchema.properties as Record<string, Record<string, unknown>>;
       expect(props['content']).toMatchObject({ type: 'string', minLength: 1, maxLength: 2000 });
@@ -144,6 +156,19 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   it('answers 401 to a Streamable HTTP client without the token', async () => {
     const res = await fetch(httpUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(res.status).toBe(401);
+  });
+
+  it('lists, describes (by alias) and validates commands as a Discord user, with that user permissions from Discord', async () => {
+    const list = JSON.parse(textOf(await stdio.callTool({ name: 'list_commands', arguments: {} }))) as { fingerprint: string; commands: { name: string }[] };
+    expect(list.commands.map((c) => c.name)).toEqual(['agent', 'destinations']);
+    expect(JSON.parse(textOf(await http.callTool({ name: 'describe_command', arguments: { name: 'dest' } })))).toMatchObject({ name: 'destinations', aliases: ['dest', 'destination'] });
+    const invocation = { command: `destinations set alerts <#${IDS.channels.ops}>`, guildId: IDS.guild, channelId: IDS.channels.alerts };
+    const allowed = (await stdio.callTool({ name: 'run_command', arguments: { ...invocation, userId: SANDBOX_MEMBER_IDS.manager } })) as ToolResult;
+    expect(allowed.isError).toBeUndefined();
+    expect(JSON.parse(textOf(allowed))).toMatchObject({ ok: true, mode: 'validate', sideEffectsMayHaveOccurred: false });
+    const refused = (await stdio.callTool({ name: 'run_command', arguments: { ...invocation, userId: IDS.user } })) as ToolResult;
+    expect(refused.isError).toBe(true);
+    expect(JSON.parse(textOf(refused))).toMatchObject({ ok: false, error: { category: 'unmet_precondition', precondition: 'manage_guild' } });
   });
 });
 

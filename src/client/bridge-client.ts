@@ -9,6 +9,10 @@ export type DeliveryAccepted = Schemas['DeliveryAccepted'];
 export type RecipientList = Schemas['RecipientList'];
 export type Pairing = Schemas['Pairing'];
 export type Registration = Schemas['Registration'];
+export type CommandList = Schemas['CommandList'];
+export type CommandDescription = Schemas['CommandDescription'];
+export type CommandRunRequest = Schemas['CommandRunRequest'];
+export type CommandRunResult = Schemas['CommandRunResult'];
 
 /**
  * A call's outcome: the protocol's answer as data, never a thrown string. `status` 0 means the
@@ -68,6 +72,9 @@ export function createBridgeClient(options: BridgeClientOptions) {
     recipients: () => run<RecipientList>(() => api.GET('/mcp/recipients')),
     redeem: (code: string) => run<Pairing>(() => api.POST('/mcp/pair/redeem', { body: { code } })),
     registration: (userId: string) => run<Registration>(() => api.GET('/mcp/registration/{user_id}', { params: { path: { user_id: userId } } })),
+    listCommands: () => run<CommandList>(() => api.GET('/mcp/commands')),
+    describeCommand: (name: string) => run<CommandDescription>(() => api.GET('/mcp/commands/{name}', { params: { path: { name } } })),
+    runCommand: (body: CommandRunRequest) => run<CommandRunResult>(() => api.POST('/mcp/commands/run', { body })),
   };
 }
 

@@ -3,6 +3,7 @@ import type { Context } from 'koa';
 import { readJsonBody } from '../platform/http/body.js';
 import type { InteractionReply } from './control.js';
 import type { Fault, Faults, RateLimits } from './faults.js';
+import { guildMemberRoutes, type GuildMembers } from './guild-members.js';
 import { publicUser, type RegisteredCommand, type SandboxMessage, type SandboxState } from './state.js';
 
 /**
@@ -34,9 +35,11 @@ export interface RestOptions {
   dispatch: (type: string, data: unknown) => void;
   /** The callback answering a pending interaction, taken from the pending ones. */
   takeInteraction: (id: string) => ((reply: InteractionReply) => void) | undefined;
+  /** Guild roles, members and owners. */
+  people: GuildMembers;
 }
 
-export function restRoutes({ state, botToken, faults, rateLimits, requests, url, dispatch, takeInteraction }: RestOptions): Router {
+export function restRoutes({ state, botToken, faults, rateLimits, requests, url, dispatch, takeInteraction, people }: RestOptions): Router {
   const api = new Router({ prefix: '/api/v10' });
   api.use(async (ctx, next) => {
     // Interaction callbacks are authorized by the interaction's token in the URL, not the bot token.
@@ -100,9 +103,13 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
   api.get('/channels/:id', (ctx) => {
     const channel = state.channels.get(ctx.params['id'] ?? '');
     if (channel === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
-    ctx.body = channel.type === 1 ? { id: channel.id, type: 1, recipients: channel.recipients?.map(publicUser) } : { id: channel.id, type: channel.type, name: channel.name, guild_id: channel.guild_id };
+    ctx.body =
+      channel.type === 1
+        ? { id: channel.id, type: 1, recipients: channel.recipients?.map(publicUser) }
+        : { id: channel.id, type: channel.type, name: channel.name, guild_id: channel.guild_id, position: 0, permission_overwrites: channel.permission_overwrites ?? [] };
     return undefined;
   });
+  guildMemberRoutes(api, state, people, listedMessage);
   api.post('/users/@me/channels', async (ctx) => {
     const body = await readJsonBody(ctx.req);
     const recipient = body.ok ? state.users.get(String((body.value as { recipient_id?: unknown }).recipient_id)) : undefined;

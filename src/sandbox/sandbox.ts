@@ -5,11 +5,12 @@ import Koa from 'koa';
 import { controlRoutes, Interactions, SandboxError, type InteractionReply, type Invocation } from './control.js';
 import { Faults, RateLimits, type Fault, type RateLimitRule } from './faults.js';
 import { SandboxGateway } from './gateway.js';
+import { GuildMembers, SANDBOX_MEMBER_IDS, userMessageRoute, writeAsUser } from './guild-members.js';
 import { SANDBOX_IDS } from './ids.js';
 import { discordError, restRoutes, type RequestLogEntry } from './rest.js';
 import { publicUser, SandboxState, type RegisteredCommand, type SandboxChannel, type SandboxGuild, type SandboxMessage, type SandboxUser } from './state.js';
 
-export { SANDBOX_IDS, SandboxError };
+export { SANDBOX_IDS, SANDBOX_MEMBER_IDS, SandboxError };
 export type { Fault, InteractionReply, Invocation, RateLimitRule, SandboxChannel, SandboxMessage, SandboxUser };
 
 /**
@@ -49,6 +50,8 @@ export class DiscordSandbox {
   private readonly faults = new Faults();
   private readonly rateLimits: RateLimits;
   private readonly interactions: Interactions;
+  /** Guild roles, members (with their roles) and owners. */
+  readonly people: GuildMembers;
   private server: Server | undefined;
   private gateway: SandboxGateway | undefined;
 
@@ -61,6 +64,8 @@ export class DiscordSandbox {
       sessions: () => this.gatewaySessions,
       dispatch: (type, data) => this.gateway?.dispatch(type, data),
     });
+    this.people = new GuildMembers(this.state);
+    if (options.seed ?? true) this.people.seed();
     this.bot = this.state.bot;
     this.users = this.state.users;
     this.guilds = this.state.guilds;
@@ -92,6 +97,13 @@ export class DiscordSandbox {
   }
   addUser(user: SandboxUser): void {
     this.state.addUser(user);
+  }
+
+  /** A message written by a user (as if typed in Discord), e.g. the source message of a command. */
+  writeAsUser(userId: string, channelId: string, content: string): SandboxMessage {
+    const author = this.state.users.get(userId);
+    if (author === undefined || !this.state.channels.has(channelId)) throw new SandboxError('unknown user or channel');
+    return writeAsUser(this.state, author, channelId, content);
   }
 
   /** Make the next matching requests misbehave. */
@@ -140,7 +152,9 @@ export class DiscordSandbox {
       url: () => this.url,
       dispatch: (type, data) => this.gateway?.dispatch(type, data),
       takeInteraction: (id) => this.interactions.take(id),
+      people: this.people,
     });
+    userMessageRoute(control, this.state, (type, data) => this.gateway?.dispatch(type, data));
     app.use(control.routes()).use(rest.routes());
     this.server = createServer(app.callback());
     this.gateway = new SandboxGateway(this.server, {

@@ -1,3 +1,4 @@
+import type { SandboxOverwrite } from './guild-members.js';
 import { SnowflakeGenerator } from '../transports/discord/snowflake.js';
 import type { GatewayGuild } from './gateway.js';
 import { SANDBOX_IDS } from './ids.js';
@@ -22,6 +23,8 @@ export interface SandboxChannel {
   name?: string;
   guild_id?: string;
   recipients?: SandboxUser[];
+  /** Role and member permission overwrites (guild channels). */
+  permission_overwrites?: SandboxOverwrite[];
 }
 export interface SandboxMessage {
   id: string;

@@ -140,6 +140,36 @@ export interface CommandInvocation {
   readonly canManageGuild: boolean;
 }
 
+/** Someone invoking a command in a channel, as the platform knows them (never a caller's word). */
+export interface CommandInvoker {
+  readonly user: { readonly id: string; readonly username: string; readonly globalName: string | null; readonly bot: boolean };
+  readonly guildId: string;
+  readonly channelId: string;
+  /** The member's permissions in the channel, by name, as the platform computes them (roles, overwrites, owner). */
+  readonly permissions: readonly string[];
+  readonly canManageGuild: boolean;
+}
+
+/** A message as the platform has it, for checking who wrote it. */
+export interface FetchedMessage {
+  readonly id: string;
+  readonly channelId: string;
+  readonly authorId: string;
+  readonly authorIsBot: boolean;
+}
+
+/**
+ * Resolving invokers of commands that do not come through the platform's own command surface
+ * (`run_command`): the guild, channel, member, roles and overwrites come from the platform,
+ * looked up with Herald's own session.
+ */
+export interface Invokers {
+  /** Undefined `invoker`: what was not found (guild, channel in that guild, member). */
+  resolve(userId: string, guildId: string, channelId: string): Promise<{ invoker: CommandInvoker } | { notFound: string }>;
+  /** Undefined when the message does not exist in that channel or cannot be seen. */
+  message(channelId: string, messageId: string): Promise<FetchedMessage | undefined>;
+}
+
 /** Answers a command invocation with the text of its (private) reply. */
 export type CommandHandler = (invocation: CommandInvocation) => Promise<string>;
 
@@ -152,6 +182,7 @@ export interface Transport {
   readonly channels?: Channels;
   readonly members?: Members;
   readonly inbound?: Inbound;
+  readonly invokers?: Invokers;
   /** Whether `sender` honours idempotency keys (Discord's nonce). */
   readonly idempotentSend: boolean;
 }

@@ -22,7 +22,9 @@ export default async function setup({ provide }: { provide: (key: 'templateDatab
   await db.destroy();
   provide('templateDatabase', template);
   return async () => {
-    const leftovers = await admin.query<{ datname: string }>(`select datname from pg_database where datname like 'herald_t_%' or datname = $1`, [template]);
+    // `_` is a LIKE wildcard: unescaped, 'herald_t_%' also matched (and dropped) every other run's
+    // herald_template_<pid> on a shared server, failing that run's remaining tests.
+    const leftovers = await admin.query<{ datname: string }>(`select datname from pg_database where datname like 'herald\\_t\\_%' or datname = $1`, [template]);
     for (const row of leftovers.rows) await admin.query(`drop database if exists ${row.datname} with (force)`);
     await admin.end();
   };

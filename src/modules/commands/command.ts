@@ -1,17 +1,41 @@
-import type { RESTPostAPIChatInputApplicationCommandsJSONBody } from 'discord.js';
+import type { APIApplicationCommandOption, RESTPostAPIChatInputApplicationCommandsJSONBody } from 'discord.js';
 import { DomainError } from '../../platform/errors.js';
 import type { CommandInvocation } from '../../transports/transport.js';
 
 export type { CommandInvocation };
 
-/** What must hold before a command runs; checked by the router, never by the command itself. */
-export type Precondition = 'in_guild' | 'manage_guild';
+/**
+ * What must hold before a command runs; checked by the router, never by the command itself.
+ * in_guild: invoked in a server; manage_guild: the member has Manage Server there (as Discord
+ * computes it from roles and channel overwrites); registered: the user ran `/agent register`.
+ */
+export type Precondition = 'in_guild' | 'manage_guild' | 'registered';
+export const PRECONDITIONS: readonly Precondition[] = ['in_guild', 'manage_guild', 'registered'];
 
-/** One command: its definition, preconditions and what it does. Its reply is the returned text. */
+/**
+ * What running a command may do, for an agent deciding whether to ask first: read only; change
+ * Herald's data; send to the platform; revoke credentials.
+ */
+export type Effect = 'read_only' | 'changes_herald_data' | 'sends_to_platform' | 'revokes_credentials';
+
+/** One subcommand's registry entry beyond its slash definition. */
+export interface SubcommandEntry {
+  readonly effects: readonly Effect[];
+  /** Checked after the command's own preconditions. */
+  readonly preconditions?: readonly Precondition[];
+}
+
+/** One command: its definition, aliases, preconditions, effects and what it does. Its reply is the returned text. */
 export interface Command<Deps> {
-  /** The slash command, built with discord.js's builders. */
+  /** The slash command, built with discord.js's builders: names, subcommands, parameters. */
   readonly definition: RESTPostAPIChatInputApplicationCommandsJSONBody;
+  /** Other names it answers to in a text invocation (over MCP); Discord has no slash aliases. */
+  readonly aliases?: readonly string[];
+  /** Never listed or run over MCP (still a slash command). */
+  readonly hidden?: boolean;
   readonly preconditions: readonly Precondition[];
+  /** By subcommand name; a command without subcommands uses the key ''. */
+  readonly subcommands: Readonly<Record<string, SubcommandEntry>>;
   /** How a failed precondition is explained, where the default words do not fit. */
   readonly refusals?: Partial<Record<Precondition, string>>;
   execute(invocation: CommandInvocation, deps: Deps): Promise<string>;
@@ -20,6 +44,7 @@ export interface Command<Deps> {
 const REFUSALS: Record<Precondition, string> = {
   in_guild: 'Use this command in a server.',
   manage_guild: 'You need the Manage Server permission for this command.',
+  registered: 'Run `/agent register` first.',
 };
 
 /** A required option, or an error the router reports as a failure (the platform enforces required options). */
@@ -29,30 +54,74 @@ export function requiredOption(invocation: CommandInvocation, name: string): str
   return value;
 }
 
-/** Dispatches every command: one place checks preconditions and turns domain refusals into replies. */
+/** The preconditions of one subcommand, the command's first. */
+export function preconditionsOf(command: Command<unknown>, subcommand: string | null): Precondition[] {
+  return [...command.preconditions, ...(command.subcommands[subcommand ?? '']?.preconditions ?? [])];
+}
+
+/** The subcommand options of a definition (empty when the command takes its options directly). */
+export function subcommandOptions(definition: RESTPostAPIChatInputApplicationCommandsJSONBody): APIApplicationCommandOption[] {
+  return (definition.options ?? []).filter((o) => o.type === 1);
+}
+
+/** How the router learns facts a precondition needs that the invocation does not carry. */
+export interface PreconditionFacts {
+  isRegistered(userId: string): Promise<boolean>;
+}
+
+/** A precondition that does not hold, and how it is explained. */
+export interface Refusal {
+  precondition: Precondition;
+  reason: string;
+}
+
+/**
+ * Dispatches every command: one place checks preconditions and turns domain refusals into
+ * replies. The gateway and `run_command` both go through it.
+ */
 export class CommandRouter<Deps> {
   private readonly byName: ReadonlyMap<string, Command<Deps>>;
 
   constructor(
     readonly commands: readonly Command<Deps>[],
     private readonly deps: Deps,
+    private readonly facts: PreconditionFacts,
   ) {
     this.byName = new Map(commands.map((c) => [c.definition.name, c]));
+  }
+
+  command(name: string): Command<Deps> | undefined {
+    return this.byName.get(name);
+  }
+
+  /** The first precondition of this invocation that does not hold, or undefined when all hold. */
+  async refusal(command: Command<Deps>, invocation: CommandInvocation): Promise<Refusal | undefined> {
+    for (const p of preconditionsOf(command as Command<unknown>, invocation.subcommand)) {
+      let holds: boolean;
+      if (p === 'in_guild') holds = invocation.guildId !== null;
+      else if (p === 'manage_guild') holds = invocation.guildId !== null && invocation.canManageGuild;
+      else holds = await this.facts.isRegistered(invocation.user.id);
+      if (!holds) return { precondition: p, reason: command.refusals?.[p] ?? REFUSALS[p] };
+    }
+    return undefined;
+  }
+
+  /** Run a command whose preconditions hold: its reply, or a domain refusal in words (`refused`: nothing was changed). */
+  async attempt(command: Command<Deps>, invocation: CommandInvocation): Promise<{ reply: string; refused: boolean }> {
+    try {
+      return { reply: await command.execute(invocation, this.deps), refused: false };
+    } catch (err) {
+      if (err instanceof DomainError) return { reply: `That did not work: ${err.reason}.`, refused: true };
+      throw err;
+    }
   }
 
   /** The reply to one invocation. */
   async run(invocation: CommandInvocation): Promise<string> {
     const command = this.byName.get(invocation.name);
     if (command === undefined) return `Unknown command /${invocation.name}.`;
-    for (const p of command.preconditions) {
-      const holds = p === 'in_guild' ? invocation.guildId !== null : invocation.guildId !== null && invocation.canManageGuild;
-      if (!holds) return command.refusals?.[p] ?? REFUSALS[p];
-    }
-    try {
-      return await command.execute(invocation, this.deps);
-    } catch (err) {
-      if (err instanceof DomainError) return `That did not work: ${err.reason}.`;
-      throw err;
-    }
+    const refusal = await this.refusal(command, invocation);
+    if (refusal !== undefined) return refusal.reason;
+    return (await this.attempt(command, invocation)).reply;
   }
 }

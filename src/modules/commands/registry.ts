@@ -1,4 +1,5 @@
 import type { RESTPostAPIChatInputApplicationCommandsJSONBody } from 'discord.js';
+import { NotFoundError } from '../../platform/errors.js';
 import type { DestinationService } from '../destinations/destination.service.js';
 import { destinationsCommand } from '../destinations/destinations.command.js';
 import { agentCommand } from '../identity/agent.command.js';
@@ -11,11 +12,23 @@ export interface CommandDeps {
   destinations: DestinationService;
 }
 
-/** Every command Herald has: slash-command registration and dispatch are both built from this list. */
+/**
+ * Every command Herald has: slash-command registration, the gateway's dispatch and the MCP
+ * manifest (`manifest.ts`) are all built from this list.
+ */
 export const COMMANDS: readonly Command<CommandDeps>[] = [agentCommand, destinationsCommand];
 
 export const COMMAND_DEFINITIONS: readonly RESTPostAPIChatInputApplicationCommandsJSONBody[] = COMMANDS.map((c) => c.definition);
 
 export function commandRouter(deps: CommandDeps): CommandRouter<CommandDeps> {
-  return new CommandRouter(COMMANDS, deps);
+  return new CommandRouter(COMMANDS, deps, {
+    isRegistered: (userId) =>
+      deps.identity.registration(userId).then(
+        () => true,
+        (err: unknown) => {
+          if (err instanceof NotFoundError) return false;
+          throw err;
+        },
+      ),
+  });
 }

@@ -27,7 +27,13 @@ export const destinationsCommand: Command<{ destinations: DestinationService }> 
     .addSubcommand((s) => s.setName('clear').setDescription('Stop sending a destination anywhere').addStringOption(destinationOption))
     .addSubcommand((s) => s.setName('list').setDescription('Show where each destination goes'))
     .toJSON(),
+  aliases: ['dest', 'destination'],
   preconditions: ['in_guild', 'manage_guild'],
+  subcommands: {
+    set: { effects: ['changes_herald_data'] },
+    clear: { effects: ['changes_herald_data'] },
+    list: { effects: ['read_only'] },
+  },
   refusals: { manage_guild: 'You need the Manage Server permission to change where Herald posts in this server.' },
   async execute(i, { destinations }) {
     const guildId = i.guildId ?? '';

@@ -11,7 +11,13 @@ export const agentCommand: Command<{ identity: IdentityService }> = {
     .addSubcommand((s) => s.setName('pair').setDescription('Get a one-time code to pair an agent connector (valid 10 minutes)'))
     .addSubcommand((s) => s.setName('unregister').setDescription("Revoke your agents' tokens and DMs"))
     .toJSON(),
+  aliases: ['agents'],
   preconditions: [],
+  subcommands: {
+    register: { effects: ['changes_herald_data'] },
+    pair: { effects: ['changes_herald_data'], preconditions: ['registered'] },
+    unregister: { effects: ['changes_herald_data', 'revokes_credentials'] },
+  },
   async execute(i, { identity }) {
     // Replies name the command as it was invoked.
     const cmd = `/${i.name}`;

@@ -1,0 +1,18 @@
+import type { ColumnType, Selectable } from 'kysely';
+import type { components } from '../../../generated/api.js';
+
+export type CommandRunResult = components['schemas']['CommandRunResult'];
+
+/** One execute by idempotency key: `running` until its command finishes (timed out or not), then `done` with the result. */
+export interface CommandRunTable {
+  idempotency_key: string;
+  /** SHA-256 of the canonical invocation: the same key for another invocation is refused. */
+  invocation_hash: string;
+  status: 'running' | 'done';
+  result: ColumnType<CommandRunResult | null, string | null, string | null>;
+  created_at: Date;
+  /** A done run is replayed until then; a running one whose process died frees its key then. */
+  expires_at: Date;
+}
+
+export type CommandRunRow = Selectable<CommandRunTable>;

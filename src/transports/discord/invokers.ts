@@ -1,0 +1,79 @@
+import { Client, DiscordAPIError, Options, PermissionFlagsBits, PermissionsBitField, type GuildBasedChannel } from 'discord.js';
+import type { CommandInvoker, FetchedMessage, Invokers } from '../transport.js';
+
+/** Discord's codes for a guild, channel, member, user or message that is not there or not visible. */
+const NOT_FOUND_CODES = new Set([10003, 10004, 10007, 10008, 10013, 50001]);
+
+function notFound(err: unknown): boolean {
+  return err instanceof DiscordAPIError && (NOT_FOUND_CODES.has(Number(err.code)) || err.status === 404 || err.status === 403);
+}
+
+/**
+ * The invoker of a command run over MCP, as Discord knows them: guild (with its roles and owner),
+ * channel (with its overwrites) and member are fetched fresh through Herald's bot session, and
+ * the member's permissions in the channel are computed by discord.js itself
+ * (`GuildChannel#permissionsFor`: owner, Administrator, @everyone, roles, then role and member
+ * overwrites), exactly as for a slash command. A discord.js client over REST only: it never logs in
+ * to the gateway, so any `serve` can answer.
+ * https://discord.com/developers/docs/topics/permissions#permission-overwrites
+ */
+export class DiscordInvokers implements Invokers {
+  private readonly client: Client;
+
+  constructor(options: { token: string; apiUrl: string | undefined; timeoutMs: number }) {
+    this.client = new Client({
+      intents: [],
+      // Everything is fetched with force: keep no messages and only a few members between calls.
+      makeCache: Options.cacheWithLimits({ ...Options.DefaultMakeCacheSettings, MessageManager: 0, GuildMemberManager: 200, UserManager: 200 }),
+      rest: { timeout: options.timeoutMs, ...(options.apiUrl !== undefined ? { api: options.apiUrl } : {}) },
+    });
+    this.client.rest.setToken(options.token);
+  }
+
+  async resolve(userId: string, guildId: string, channelId: string): Promise<{ invoker: CommandInvoker } | { notFound: string }> {
+    const guild = await this.client.guilds.fetch({ guild: guildId, force: true }).catch((err: unknown) => {
+      if (notFound(err)) return undefined;
+      throw err;
+    });
+    if (guild === undefined) return { notFound: 'guild not found or not visible to the bot' };
+    const channel = await guild.channels.fetch(channelId, { force: true }).catch((err: unknown) => {
+      // discord.js refuses a channel of another guild itself.
+      if (notFound(err) || (err instanceof Error && 'code' in err && err.code === 'GuildChannelUnowned')) return null;
+      throw err;
+    });
+    if (channel === null || channel.guildId !== guildId) return { notFound: 'channel not found in that guild' };
+    const member = await guild.members.fetch({ user: userId, force: true }).catch((err: unknown) => {
+      if (notFound(err)) return undefined;
+      throw err;
+    });
+    if (member === undefined) return { notFound: 'user is not a member of that guild' };
+    const permissions = (channel as GuildBasedChannel).permissionsFor(member) ?? new PermissionsBitField();
+    return {
+      invoker: {
+        user: { id: member.user.id, username: member.user.username, globalName: member.user.globalName, bot: member.user.bot },
+        guildId,
+        channelId,
+        permissions: permissions.toArray(),
+        canManageGuild: permissions.has(PermissionFlagsBits.ManageGuild),
+      },
+    };
+  }
+
+  async message(channelId: string, messageId: string): Promise<FetchedMessage | undefined> {
+    const channel = await this.client.channels.fetch(channelId).catch((err: unknown) => {
+      if (notFound(err)) return null;
+      throw err;
+    });
+    if (channel === null || !channel.isTextBased()) return undefined;
+    const message = await channel.messages.fetch({ message: messageId, force: true, cache: false }).catch((err: unknown) => {
+      if (notFound(err)) return undefined;
+      throw err;
+    });
+    if (message === undefined || message.channelId !== channelId) return undefined;
+    return { id: message.id, channelId, authorId: message.author.id, authorIsBot: message.author.bot };
+  }
+
+  destroy(): Promise<void> {
+    return this.client.destroy();
+  }
+}
