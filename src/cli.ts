@@ -1,14 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { startHerald, type Herald } from './app.js';
+import type { Herald } from './app.js';
 import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, type Config } from './config.js';
-import { openStore } from './platform/db/database.js';
-import { migrateToLatest } from './platform/db/migrate.js';
-import { registerCommands } from './transports/discord/gateway-client.js';
-import { runStdio, startHttp } from './mcp/run.js';
-import { createLogger } from './platform/log.js';
-import { COMMAND_DEFINITIONS } from './modules/commands/registry.js';
+
+// Each command imports only the modules it runs (dynamic imports below), so `herald --help` and
+// `herald mcp` start without loading discord.js, Koa or the database drivers.
 
 const USAGE = `usage: herald <command>
 
@@ -43,6 +40,9 @@ async function main(argv: string[]): Promise<number> {
   }
   switch (command) {
     case 'migrate': {
+      const { openStore } = await import('./platform/db/database.js');
+      const { migrateToLatest } = await import('./platform/db/migrate.js');
+      const { createLogger } = await import('./platform/log.js');
       const store = await openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
       try {
         const result = await migrateToLatest(store.db, { startupTimeoutMs: config.dbStartupTimeoutMs, databaseUrl: config.databaseUrl, log: createLogger(config.logLevel, process.stderr) });
@@ -54,6 +54,8 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'mcp': {
+      const { createLogger } = await import('./platform/log.js');
+      const { runStdio, startHttp } = await import('./mcp/run.js');
       // stdout carries the MCP protocol: logs go to stderr.
       const log = createLogger(config.logLevel, process.stderr);
       const bridgeToken = config.bridgeToken ?? (await savedSandboxToken(config));
@@ -84,6 +86,8 @@ async function main(argv: string[]): Promise<number> {
         console.error('herald: DISCORD_TOKEN is not set (sandbox mode registers its commands itself at start-up)');
         return 2;
       }
+      const { registerCommands } = await import('./transports/discord/gateway-client.js');
+      const { COMMAND_DEFINITIONS } = await import('./modules/commands/registry.js');
       const names = await registerCommands(config.discordToken, config.discordApiUrl, COMMAND_DEFINITIONS);
       console.log(`registered: ${names.map((n) => `/${n}`).join(', ')}`);
       return 0;
@@ -106,7 +110,9 @@ async function main(argv: string[]): Promise<number> {
         sandbox = { url: fake.url, ids: SANDBOX_IDS, close: () => fake.close() };
         config = Object.freeze({ ...config, discordToken: fake.botToken, discordApiUrl: fake.apiUrl });
       }
+      const { createLogger } = await import('./platform/log.js');
       const log = createLogger(config.logLevel);
+      const { startHerald } = await import('./app.js');
       let herald: Herald;
       try {
         herald = await startHerald({ config, log, roles: { http: command === 'serve', dispatcher: true } });
