@@ -24,10 +24,11 @@ import { docsRouter } from './platform/http/docs.js';
 import { probeOperations, type Readiness } from './platform/http/probes.js';
 import { createLogger } from './platform/log.js';
 import { Metrics } from './platform/metrics.js';
+import { listenProblem, StartupError } from './platform/startup.js';
 import type { Database } from './schema.js';
-import { DiscordTransport } from './transports/discord/discord-transport.js';
+import { DiscordTokenRejectedError, DiscordTransport } from './transports/discord/discord-transport.js';
 import { connectGateway, type GatewayConnection } from './transports/discord/gateway-client.js';
-import { capabilitiesOf, onlyTransport, type Transport } from './transports/transport.js';
+import { capabilitiesOf, onlyTransport, type Channels, type Transport } from './transports/transport.js';
 
 export interface HeraldOptions {
   config: Config;
@@ -51,6 +52,8 @@ export interface Herald {
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
 /** How long a nonce report from the gateway waits for an unreachable database before it is dropped. */
 const NONCE_REPORT_RETRY_MS = 60_000;
+/** At most this long to ask Discord whether it accepts the token before starting anyway. */
+const TOKEN_CHECK_MS = 10_000;
 
 /**
  * Wiring only: open the store, build each service once, and hand them to the HTTP API, the
@@ -72,6 +75,19 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     }
   };
 
+  // A token Discord rejects stops start-up, before the store opens; Discord not answering does not
+  // (deliveries wait for it), so that is only logged.
+  const discord = new DiscordTransport({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs });
+  try {
+    await discord.verifyToken(AbortSignal.timeout(Math.min(config.discordTimeoutMs, TOKEN_CHECK_MS)));
+  } catch (err) {
+    if (err instanceof DiscordTokenRejectedError) {
+      log.error({ status: err.status, code: err.code }, 'Discord rejected DISCORD_TOKEN');
+      throw new StartupError(`${err.message}: check the bot token (Discord developer portal → your application → Bot → Reset Token)`, { cause: err });
+    }
+    log.warn({ err: errorSummary(err) }, 'could not check DISCORD_TOKEN with Discord; starting anyway');
+  }
+
   try {
     const store = await openStore<Database>({
       databaseUrl: config.databaseUrl,
@@ -84,7 +100,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     await migrateToLatest(store.db, { startupTimeoutMs: config.dbStartupTimeoutMs, databaseUrl: config.databaseUrl, log });
     log.info({ store: store.kind }, 'store ready');
 
-    const transport: Transport = new DiscordTransport({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs });
+    const transport: Transport = discord;
     // The protocol's capabilities (and the MCP tools, through them) come from what the transport can do.
     const can = capabilitiesOf(transport);
     const capabilities: KindSupport = {
@@ -94,7 +110,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     };
     if (transport.channels === undefined) throw new Error(`the ${transport.name} transport cannot look up channels, which destinations need`);
     const deliveries = new DeliveryService(store.db, clock, capabilities);
-    const destinations = new DestinationService(store.db, { name: transport.name, channels: transport.channels }, clock);
+    const destinations = new DestinationService(store.db, { name: transport.name, channels: loggedChannels(transport.channels, log) }, clock);
     const identity = new IdentityService(store.db, clock);
 
     let worker: OutboxWorker<DeliveryJob> | undefined;
@@ -200,10 +216,27 @@ async function serveHttp(config: Config, api: Koa.Middleware, log: Logger, metri
   app.use(docs.routes()).use(router.routes());
   const server = createServer(app.callback());
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err) => reject(listenProblem(err, config.host, config.port, 'PORT') ?? err));
     server.listen(config.port, config.host, () => resolve());
   });
   return server;
+}
+
+/**
+ * The destination service answers a failed channel lookup in its own words ("channel not found or
+ * not visible to the bot", "discord unavailable"): log what Discord said (status and code) first.
+ */
+function loggedChannels(channels: Channels, log: Logger): Channels {
+  return {
+    getChannel: async (channelId) => {
+      try {
+        return await channels.getChannel(channelId);
+      } catch (err) {
+        log.warn({ channel_id: channelId, err: errorSummary(err) }, 'channel lookup failed at Discord');
+        throw err;
+      }
+    },
+  };
 }
 
 function closeServer(server: Server): Promise<void> {
