@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -17,7 +18,8 @@ export default async function setup({ provide }: { provide: (key: 'templateDatab
     provide('templateDatabase', '');
     return cleanRun;
   }
-  const template = `herald_template_${process.pid}`;
+  // pid and random: unique even beside runs in another pid namespace on the same server.
+  const template = `herald_template_${process.pid}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   await admin.query(`drop database if exists ${template}`);
@@ -28,7 +30,7 @@ export default async function setup({ provide }: { provide: (key: 'templateDatab
   provide('templateDatabase', template);
   return async () => {
     await cleanRun();
-    const leftovers = await admin.query<{ datname: string }>(`select datname from pg_database where datname like 'herald_t_%' or datname = $1`, [template]);
+    const leftovers = await admin.query<{ datname: string }>(`select datname from pg_database where starts_with(datname, $1) or datname = $2`, [testDatabasePrefix(template), template]);
     for (const row of leftovers.rows) await admin.query(`drop database if exists ${row.datname} with (force)`);
     await admin.end();
   };
@@ -50,6 +52,11 @@ async function runDirectory(): Promise<() => Promise<void>> {
     if (killed.length > 0) console.warn(`killed ${killed.length} child process group(s) a test left running: ${killed.join(', ')}`);
     await rm(dir, { recursive: true, force: true, maxRetries: 5 });
   };
+}
+
+/** The names of one run's test databases start with this (herald_t_<pid>_<random>_), derived from its template's name. */
+export function testDatabasePrefix(template: string): string {
+  return `herald_t_${template.replace(/^herald_template_/, '')}_`;
 }
 
 export function withDatabase(url: string, database: string): string {
