@@ -24,7 +24,7 @@ import { docsRouter } from './platform/http/docs.js';
 import { probeOperations, type Readiness } from './platform/http/probes.js';
 import { createLogger } from './platform/log.js';
 import { Metrics } from './platform/metrics.js';
-import { listenProblem, StartupError } from './platform/startup.js';
+import { discordTokenRejected, listenProblem } from './platform/startup.js';
 import type { Database } from './schema.js';
 import { DiscordTokenRejectedError, DiscordTransport } from './transports/discord/discord-transport.js';
 import { connectGateway, type GatewayConnection } from './transports/discord/gateway-client.js';
@@ -83,7 +83,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
   } catch (err) {
     if (err instanceof DiscordTokenRejectedError) {
       log.error({ status: err.status, code: err.code }, 'Discord rejected DISCORD_TOKEN');
-      throw new StartupError(`${err.message}: check the bot token (Discord developer portal → your application → Bot → Reset Token)`, { cause: err });
+      throw discordTokenRejected(err.status, err);
     }
     log.warn({ err: errorSummary(err) }, 'could not check DISCORD_TOKEN with Discord; starting anyway');
   }

@@ -3,7 +3,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Herald } from './app.js';
 import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, type Config } from './config.js';
-import { checkPortFree, listenProblem, StartupError } from './platform/startup.js';
+import { checkPortFree, discordTokenRejected, listenProblem, StartupError } from './platform/startup.js';
 
 // Each command imports only the modules it runs (dynamic imports below), so `herald --help` and
 // `herald mcp` start without loading discord.js, Koa or the database drivers.
@@ -90,7 +90,10 @@ async function main(argv: string[]): Promise<number> {
       }
       const { registerCommands } = await import('./transports/discord/gateway-client.js');
       const { COMMAND_DEFINITIONS } = await import('./modules/commands/registry.js');
-      const names = await registerCommands(config.discordToken, config.discordApiUrl, COMMAND_DEFINITIONS);
+      const names = await registerCommands(config.discordToken, config.discordApiUrl, COMMAND_DEFINITIONS).catch((err: unknown) => {
+        const status = typeof err === 'object' && err !== null ? (err as { status?: unknown }).status : undefined;
+        throw status === 401 ? discordTokenRejected(status, err) : err;
+      });
       console.log(`registered: ${names.map((n) => `/${n}`).join(', ')}`);
       return 0;
     }

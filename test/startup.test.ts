@@ -118,6 +118,12 @@ describe('start-up fails fast, in plain words', () => {
     expect(out).not.toMatch(STACK_LINE);
   });
 
+  it('says the same when `herald commands register` is given a token Discord refuses', async () => {
+    const proc = runHerald(['commands', 'register'], { DISCORD_TOKEN: `wrong.${newToken()}`, DISCORD_API_URL: sandbox.apiUrl });
+    expect((await proc.exited).code).toBe(2);
+    expect(proc.output()).toContain('herald: Discord rejected DISCORD_TOKEN (401): check the bot token');
+  });
+
   it('warns once, outside sandbox mode, that MCP_BRIDGE_TOKEN and HERALD_ADMIN_TOKEN are unset', async () => {
     const env = heraldEnv({ sandbox, db, bridgeToken: '', adminToken: '' }, { HERALD_GATEWAY: 'off' });
     delete env['MCP_BRIDGE_TOKEN'];

@@ -11,6 +11,11 @@ export class StartupError extends Error {
   }
 }
 
+/** Discord refused the bot token itself (401): nothing Herald would send can succeed. */
+export function discordTokenRejected(status: number, cause: unknown): StartupError {
+  return new StartupError(`Discord rejected DISCORD_TOKEN (${status}): check the bot token (Discord developer portal → your application → Bot → Reset Token)`, { cause });
+}
+
 /**
  * The plain-words version of a failure to listen on `port` (set by the environment variable
  * `variable`), or undefined when `err` is not one the operator can fix that way.
