@@ -17,7 +17,7 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
   {
-    files: ['src/cli.ts', 'test/**', 'bench/**'],
+    files: ['src/cli.ts', 'bin/**', 'test/**', 'bench/**'],
     rules: { 'no-console': 'off' },
   },
 );

@@ -15,7 +15,7 @@ import { deliveryOperations } from './modules/deliveries/delivery.http.js';
 import { DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
 import { DELIVERY_CHANNEL, notifyDue, recordSentMessage } from './modules/deliveries/delivery.repository.js';
 import { Doorbell } from './platform/db/doorbell.js';
-import { pacerFor } from './platform/db/shared-pacer.js';
+import { pacerFor, type Pacer } from './platform/db/shared-pacer.js';
 import { DeliveryService, type KindSupport } from './modules/deliveries/delivery.service.js';
 import { destinationOperations } from './modules/destinations/destination.http.js';
 import { DestinationService } from './modules/destinations/destination.service.js';
@@ -31,11 +31,12 @@ import { docsRouter } from './platform/http/docs.js';
 import { probeOperations, type Readiness } from './platform/http/probes.js';
 import { createLogger } from './platform/log.js';
 import { Metrics } from './platform/metrics.js';
+import { discordTokenRejected, listenProblem } from './platform/startup.js';
 import type { Database } from './schema.js';
-import { DiscordTransport } from './transports/discord/discord-transport.js';
+import { DiscordTokenRejectedError, DiscordTransport } from './transports/discord/discord-transport.js';
 import { DiscordInvokers } from './transports/discord/invokers.js';
 import { connectGateway, type GatewayConnection } from './transports/discord/gateway-client.js';
-import { capabilitiesOf, onlyTransport, type Transport } from './transports/transport.js';
+import { capabilitiesOf, onlyTransport, type Channels, type Transport } from './transports/transport.js';
 
 /** Discord's global rate limit: requests per second per bot. */
 const DISCORD_GLOBAL_LIMIT = 50;
@@ -62,6 +63,8 @@ export interface Herald {
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
 /** How long a nonce report from the gateway waits for an unreachable database before it is dropped. */
 const NONCE_REPORT_RETRY_MS = 60_000;
+/** At most this long to ask Discord whether it accepts the token before starting anyway. */
+const TOKEN_CHECK_MS = 10_000;
 
 /**
  * Wiring only: open the store, build each service once, and hand them to the HTTP API, the
@@ -83,6 +86,21 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     }
   };
 
+  // A token Discord rejects stops start-up, before the store opens; Discord not answering does not
+  // (deliveries wait for it), so that is only logged.
+  // Paced once the store is open (the budget lives there); the token check before it goes alone.
+  let pacer: Pacer | undefined;
+  const discord = new DiscordTransport({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs, pace: async (signal) => pacer?.acquire(signal) });
+  try {
+    await discord.verifyToken(AbortSignal.timeout(Math.min(config.discordTimeoutMs, TOKEN_CHECK_MS)));
+  } catch (err) {
+    if (err instanceof DiscordTokenRejectedError) {
+      log.error({ status: err.status, code: err.code }, 'Discord rejected DISCORD_TOKEN');
+      throw discordTokenRejected(err.status, err);
+    }
+    log.warn({ err: errorSummary(err) }, 'could not check DISCORD_TOKEN with Discord; starting anyway');
+  }
+
   try {
     const store = await openStore<Database>({
       databaseUrl: config.databaseUrl,
@@ -97,11 +115,11 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     log.info({ store: store.kind }, 'store ready');
 
     // Discord's global rate limit belongs to the bot, so every process sending as it shares one budget.
-    const pacer = pacerFor({ kind: store.kind, db: store.db as unknown as Kysely<unknown> }, `discord:${createHash('sha256').update(token).digest('hex').slice(0, 16)}`, {
+    pacer = pacerFor({ kind: store.kind, db: store.db as unknown as Kysely<unknown> }, `discord:${createHash('sha256').update(token).digest('hex').slice(0, 16)}`, {
       perSecond: config.discordPerSecond,
       windowLimit: DISCORD_GLOBAL_LIMIT,
     });
-    const transport: Transport = new DiscordTransport({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs, pace: (signal) => pacer.acquire(signal) });
+    const transport: Transport = discord;
     // The protocol's capabilities (and the MCP tools, through them) come from what the transport can do.
     const can = capabilitiesOf(transport);
     const capabilities: KindSupport = {
@@ -118,7 +136,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       // PGlite is one session: one statement at a time whatever we do.
       maxInFlight: store.kind === 'postgres' ? Math.max(1, Math.floor(config.dbPoolSize / 4)) : 1,
     });
-    const destinations = new DestinationService(store.db, { name: transport.name, channels: transport.channels }, clock);
+    const destinations = new DestinationService(store.db, { name: transport.name, channels: loggedChannels(transport.channels, log) }, clock);
     const identity = new IdentityService(store.db, clock);
 
     let worker: OutboxWorker<DeliveryJob> | undefined;
@@ -242,10 +260,27 @@ async function serveHttp(config: Config, api: Koa.Middleware, log: Logger, metri
   app.use(docs.routes()).use(router.routes());
   const server = createServer(app.callback());
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err) => reject(listenProblem(err, config.host, config.port, 'PORT') ?? err));
     server.listen(config.port, config.host, () => resolve());
   });
   return server;
+}
+
+/**
+ * The destination service answers a failed channel lookup in its own words ("channel not found or
+ * not visible to the bot", "discord unavailable"): log what Discord said (status and code) first.
+ */
+function loggedChannels(channels: Channels, log: Logger): Channels {
+  return {
+    getChannel: async (channelId) => {
+      try {
+        return await channels.getChannel(channelId);
+      } catch (err) {
+        log.warn({ channel_id: channelId, err: errorSummary(err) }, 'channel lookup failed at Discord');
+        throw err;
+      }
+    },
+  };
 }
 
 function closeServer(server: Server): Promise<void> {

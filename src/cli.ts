@@ -1,14 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { startHerald, type Herald } from './app.js';
+import type { Herald } from './app.js';
 import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, type Config } from './config.js';
-import { openStore } from './platform/db/database.js';
-import { migrateToLatest } from './platform/db/migrate.js';
-import { registerCommands } from './transports/discord/gateway-client.js';
-import { runStdio, startHttp } from './mcp/run.js';
-import { createLogger } from './platform/log.js';
-import { COMMAND_DEFINITIONS } from './modules/commands/registry.js';
+import { checkPortFree, discordTokenRejected, listenProblem, StartupError } from './platform/startup.js';
+
+// Each command imports only the modules it runs (dynamic imports below), so `herald --help` and
+// `herald mcp` start without loading discord.js, Koa or the database drivers.
 
 const USAGE = `usage: herald <command>
 
@@ -43,6 +41,9 @@ async function main(argv: string[]): Promise<number> {
   }
   switch (command) {
     case 'migrate': {
+      const { openStore } = await import('./platform/db/database.js');
+      const { migrateToLatest } = await import('./platform/db/migrate.js');
+      const { createLogger } = await import('./platform/log.js');
       const store = await openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
       try {
         const result = await migrateToLatest(store.db, { startupTimeoutMs: config.dbStartupTimeoutMs, databaseUrl: config.databaseUrl, log: createLogger(config.logLevel, process.stderr) });
@@ -54,6 +55,8 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'mcp': {
+      const { createLogger } = await import('./platform/log.js');
+      const { runStdio, startHttp } = await import('./mcp/run.js');
       // stdout carries the MCP protocol: logs go to stderr.
       const log = createLogger(config.logLevel, process.stderr);
       const bridgeToken = config.bridgeToken ?? (await savedSandboxToken(config));
@@ -66,6 +69,7 @@ async function main(argv: string[]): Promise<number> {
           console.error('herald: HERALD_MCP_TOKEN must be set for --http (at least 43 base64url characters)');
           return 2;
         }
+        await checkPortFree(config.host, config.mcpPort, 'HERALD_MCP_PORT');
         const { url, server } = await startHttp(config, bridgeToken, config.mcpToken, log);
         console.error(`herald mcp: Streamable HTTP at ${url} (Authorization: Bearer $HERALD_MCP_TOKEN)`);
         await waitForSignal();
@@ -84,7 +88,12 @@ async function main(argv: string[]): Promise<number> {
         console.error('herald: DISCORD_TOKEN is not set (sandbox mode registers its commands itself at start-up)');
         return 2;
       }
-      const names = await registerCommands(config.discordToken, config.discordApiUrl, COMMAND_DEFINITIONS);
+      const { registerCommands } = await import('./transports/discord/gateway-client.js');
+      const { COMMAND_DEFINITIONS } = await import('./modules/commands/registry.js');
+      const names = await registerCommands(config.discordToken, config.discordApiUrl, COMMAND_DEFINITIONS).catch((err: unknown) => {
+        const status = typeof err === 'object' && err !== null ? (err as { status?: unknown }).status : undefined;
+        throw status === 401 ? discordTokenRejected(status, err) : err;
+      });
       console.log(`registered: ${names.map((n) => `/${n}`).join(', ')}`);
       return 0;
     }
@@ -93,20 +102,36 @@ async function main(argv: string[]): Promise<number> {
       // Tokens the operator supplied are theirs: the banner shows only the ones Herald made up.
       const supplied = { bridge: config.bridgeToken !== undefined, admin: config.adminToken !== undefined };
       let sandbox: SandboxInfo | undefined;
-      if (isSandboxMode(config)) {
-        if (command !== 'serve') {
-          console.error('herald: DISCORD_TOKEN is not set: `herald dispatch` needs the bot token (sandbox mode runs everything in one `herald serve`)');
-          return 2;
-        }
+      const sandboxMode = isSandboxMode(config);
+      if (sandboxMode && command !== 'serve') {
+        console.error('herald: DISCORD_TOKEN is not set: `herald dispatch` needs the bot token (sandbox mode runs everything in one `herald serve`)');
+        return 2;
+      }
+      // A port in use stops start-up before anything else starts, naming the variable to change.
+      if (command === 'serve') await checkPortFree(config.host, config.port, 'PORT');
+      if (sandboxMode) await checkPortFree(config.host, config.sandboxPort, 'HERALD_SANDBOX_PORT');
+      const { createLogger } = await import('./platform/log.js');
+      const log = createLogger(config.logLevel);
+      if (sandboxMode) {
         config = await withSandboxTokens(config);
         // The Discord sandbox is a development double: loaded here, in sandbox mode only, and
         // handed to Herald as if it were Discord (its URL and bot token).
         const { DiscordSandbox, SANDBOX_IDS } = await import('./sandbox/sandbox.js');
-        const fake = await new DiscordSandbox().start(config.sandboxPort, config.host);
+        const fake = new DiscordSandbox();
+        await fake.start(config.sandboxPort, config.host).catch((err: unknown) => {
+          throw listenProblem(err, config.host, config.sandboxPort, 'HERALD_SANDBOX_PORT') ?? err;
+        });
         sandbox = { url: fake.url, ids: SANDBOX_IDS, close: () => fake.close() };
         config = Object.freeze({ ...config, discordToken: fake.botToken, discordApiUrl: fake.apiUrl });
+      } else if (command === 'serve') {
+        // Sandbox mode makes both up; elsewhere an unset one turns a whole API surface off.
+        const unset = [
+          ...(config.bridgeToken === undefined ? ['MCP_BRIDGE_TOKEN (every /mcp/ request will answer 503)'] : []),
+          ...(config.adminToken === undefined ? ['HERALD_ADMIN_TOKEN (every /admin/ request will answer 503)'] : []),
+        ];
+        if (unset.length > 0) log.warn(`not set: ${unset.join('; ')}`);
       }
-      const log = createLogger(config.logLevel);
+      const { startHerald } = await import('./app.js');
       let herald: Herald;
       try {
         herald = await startHerald({ config, log, roles: { http: command === 'serve', dispatcher: true } });
@@ -201,6 +226,7 @@ main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
     console.error(`herald: ${err instanceof Error ? err.message : String(err)}`);
-    process.exit(1);
+    // A problem the operator fixes in the environment exits 2, like a configuration error.
+    process.exit(err instanceof StartupError ? 2 : 1);
   },
 );

@@ -72,7 +72,10 @@ export interface Config {
   readonly heraldUrl: string;
   /** `HERALD_MCP_STATE`: where `herald mcp` keeps its pairing and edit counters. Default HERALD_DATA_DIR/mcp-state.json. */
   readonly mcpStatePath: string;
-  /** `HERALD_MCP_WAIT_MS`: how long a sending tool waits for delivered/failed before answering with the request_id. */
+  /**
+   * `HERALD_MCP_WAIT_MS`: how long a sending tool waits for delivered/failed before answering with the
+   * request_id; `herald mcp` also retries an unreachable bridge this long (at least 30 s).
+   */
   readonly mcpWaitMs: number;
   /** `HERALD_MCP_PORT`: port of `herald mcp --http` (Streamable HTTP). Default 8790. */
   readonly mcpPort: number;

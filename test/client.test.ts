@@ -49,4 +49,17 @@ describe('the generated bridge client (herald/client)', () => {
     const down = createBridgeClient({ baseUrl: 'http://127.0.0.1:9', token: h.bridgeToken, retries: 2, backoffMs: 1 });
     expect(await down.capabilities()).toEqual({ ok: false, status: 0, error: 'bridge unreachable' });
   });
+
+  it('with retryForMs, keeps retrying an unreachable bridge for that long, whatever the jitter', async () => {
+    let tries = 0;
+    const refused: typeof fetch = async () => {
+      tries += 1;
+      throw new TypeError('fetch failed');
+    };
+    const down = createBridgeClient({ baseUrl: 'http://127.0.0.1:9', token: h.bridgeToken, backoffMs: 1, retryForMs: 400, fetch: refused });
+    const started = Date.now();
+    expect(await down.capabilities()).toEqual({ ok: false, status: 0, error: 'bridge unreachable' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(400);
+    expect(tries).toBeGreaterThan(5);
+  });
 });

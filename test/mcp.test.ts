@@ -6,7 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Server as HttpServer } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/platform/log.js';
 import { startHttp } from '../src/mcp/run.js';
@@ -173,10 +173,21 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
 });
 
 describe('herald mcp when the bridge is killed during post_message', () => {
-  it('retries through a restart and the message appears once', async () => {
+  // Three bridge start-ups and two recoveries: on a busy 2-core machine each start-up alone can take
+  // tens of seconds, so every wait below is on a condition, with a budget that allows for that.
+  const START_MS = 120_000;
+  it('retries through a restart and the message appears once', { timeout: 400_000 }, async () => {
+    const cleanups: (() => Promise<unknown>)[] = [];
+    // Runs even when the test times out, unlike a finally block after an await that never settles.
+    onTestFinished(async () => {
+      for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+    });
     const sandbox = await new DiscordSandbox().start();
+    cleanups.push(() => sandbox.close());
     const db = await testDatabase();
+    cleanups.push(() => db.drop());
     const stateDir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-'));
+    cleanups.push(() => rm(stateDir, { recursive: true, force: true }));
     const port = await freePort();
     const bridgeToken = newToken();
     const adminToken = newToken();
@@ -184,39 +195,36 @@ describe('herald mcp when the bridge is killed during post_message', () => {
       { sandbox, db, bridgeToken, adminToken },
       { PORT: String(port), HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2000', HERALD_GATEWAY: 'off' },
     );
-    let bridge = await startHeraldProcess(['serve'], env);
-    const mcp = await stdioClient({ HERALD_URL: `http://127.0.0.1:${port}`, MCP_BRIDGE_TOKEN: bridgeToken, HERALD_MCP_STATE: path.join(stateDir, 's.json'), HERALD_MCP_WAIT_MS: '40000' });
-    try {
-      await fetch(`http://127.0.0.1:${port}/admin/destinations/${IDS.guild}/alerts`, { method: 'PUT', headers: { authorization: `Bearer ${adminToken}` }, body: JSON.stringify({ channel_id: IDS.channels.alerts }) });
-      // Discord creates the message but holds its answer; the bridge dies before recording it.
-      sandbox.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000 });
-      const content = `survives a restart ${Date.now()}`;
-      const call = mcp.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content } });
-      await waitFor(() => sandbox.allMessages().some((m) => m.content === content), 'Discord to create the message');
+    let bridge = await startHeraldProcess(['serve'], env, START_MS);
+    cleanups.push(async () => {
       bridge.kill('SIGKILL');
-      await bridge.exited;
-      sandbox.clearFaults();
-      bridge = await startHeraldProcess(['serve'], env);
-      const result = await call;
-      expect(textOf(result)).toMatch(/^Posted: https:\/\/discord\.com\/channels\//);
-      expect(sandbox.allMessages().filter((m) => m.content === content)).toHaveLength(1);
+      await bridge.closed;
+    });
+    // The tool waits (and retries the bridge) longer than a bridge start-up can take here.
+    const mcp = await stdioClient({ HERALD_URL: `http://127.0.0.1:${port}`, MCP_BRIDGE_TOKEN: bridgeToken, HERALD_MCP_STATE: path.join(stateDir, 's.json'), HERALD_MCP_WAIT_MS: String(2 * START_MS) });
+    cleanups.push(() => mcp.close());
+    await fetch(`http://127.0.0.1:${port}/admin/destinations/${IDS.guild}/alerts`, { method: 'PUT', headers: { authorization: `Bearer ${adminToken}` }, body: JSON.stringify({ channel_id: IDS.channels.alerts }) });
+    // Discord creates the message but holds its answer; the bridge dies before recording it.
+    sandbox.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 600_000 });
+    const content = `survives a restart ${Date.now()}`;
+    const call = mcp.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content } }, undefined, { timeout: 3 * START_MS });
+    await waitFor(() => sandbox.allMessages().some((m) => m.content === content), 'Discord to create the message', START_MS);
+    bridge.kill('SIGKILL');
+    await bridge.closed;
+    sandbox.clearFaults();
+    bridge = await startHeraldProcess(['serve'], env, START_MS);
+    const result = await call;
+    expect(textOf(result)).toMatch(/^Posted: https:\/\/discord\.com\/channels\//);
+    expect(sandbox.allMessages().filter((m) => m.content === content)).toHaveLength(1);
 
-      // The bridge down when the tool is called: its POST is retried until the bridge is back.
-      bridge.kill('SIGKILL');
-      await bridge.exited;
-      const later = `sent while down ${Date.now()}`;
-      const pending = mcp.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: later } });
-      bridge = await startHeraldProcess(['serve'], env);
-      expect(textOf(await pending)).toMatch(/^Posted: /);
-      expect(sandbox.allMessages().filter((m) => m.content === later)).toHaveLength(1);
-    } finally {
-      await mcp.close();
-      bridge.kill('SIGKILL');
-      await bridge.exited;
-      await sandbox.close();
-      await db.drop();
-      await rm(stateDir, { recursive: true, force: true });
-    }
+    // The bridge down when the tool is called: its POST is retried until the bridge is back.
+    bridge.kill('SIGKILL');
+    await bridge.closed;
+    const later = `sent while down ${Date.now()}`;
+    const pending = mcp.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: later } }, undefined, { timeout: 3 * START_MS });
+    bridge = await startHeraldProcess(['serve'], env, START_MS);
+    expect(textOf(await pending)).toMatch(/^Posted: /);
+    expect(sandbox.allMessages().filter((m) => m.content === later)).toHaveLength(1);
   });
 });
 

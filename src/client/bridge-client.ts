@@ -20,6 +20,9 @@ export type CommandRunResult = Schemas['CommandRunResult'];
  */
 export type BridgeResult<T> = { ok: true; status: number; data: T } | { ok: false; status: number; error: string };
 
+/** Longest wait between two tries when retrying for a time (retryForMs). */
+const MAX_TIMED_BACKOFF_MS = 2_000;
+
 export interface BridgeClientOptions {
   /** Herald's base URL, e.g. http://127.0.0.1:8787 */
   baseUrl: string;
@@ -29,6 +32,11 @@ export interface BridgeClientOptions {
   retries?: number;
   /** First backoff in ms; doubles each retry, with jitter (default 250). */
   backoffMs?: number;
+  /**
+   * Instead of a number of retries, keep retrying for this long (backoff capped at 2 s), so riding
+   * out a bridge restart does not depend on how the jitter fell.
+   */
+  retryForMs?: number;
   fetch?: typeof fetch;
 }
 
@@ -41,15 +49,20 @@ export function createBridgeClient(options: BridgeClientOptions) {
   const retries = options.retries ?? 4;
   const backoffMs = options.backoffMs ?? 250;
   const baseFetch = options.fetch ?? fetch;
+  const retryForMs = options.retryForMs;
   const retryingFetch = async (request: Request): Promise<Response> => {
+    const started = Date.now();
     for (let attempt = 0; ; attempt++) {
+      const left = retryForMs === undefined ? Infinity : started + retryForMs - Date.now();
+      const last = retryForMs === undefined ? attempt >= retries : left <= 0;
+      const delay = retryForMs === undefined ? Math.random() * backoffMs * 2 ** attempt : Math.min(left, Math.random() * Math.min(MAX_TIMED_BACKOFF_MS, backoffMs * 2 ** attempt));
       try {
         const response = await baseFetch(request.clone());
-        if (response.status < 500 || attempt >= retries) return response;
+        if (response.status < 500 || last) return response;
       } catch (err) {
-        if (attempt >= retries) throw err;
+        if (last) throw err;
       }
-      await new Promise((r) => setTimeout(r, Math.random() * backoffMs * 2 ** attempt));
+      await new Promise((r) => setTimeout(r, delay));
     }
   };
   const api = createClient<paths>({ baseUrl: options.baseUrl, headers: { authorization: `Bearer ${options.token}` }, fetch: retryingFetch });

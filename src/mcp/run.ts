@@ -12,8 +12,8 @@ import { errorSummary } from '../platform/errors.js';
 
 async function deps(config: Config, bridgeToken: string, log: Logger): Promise<McpServerDeps> {
   return {
-    // Retries ride out a bridge restart: about 30 s of backoff before giving up.
-    bridge: createBridgeClient({ baseUrl: config.heraldUrl, token: bridgeToken, retries: 8, backoffMs: 250 }),
+    // Retries ride out a bridge restart: for as long as a tool waits for its outcome, at least 30 s.
+    bridge: createBridgeClient({ baseUrl: config.heraldUrl, token: bridgeToken, backoffMs: 250, retryForMs: Math.max(30_000, config.mcpWaitMs) }),
     state: await McpState.open(config.mcpStatePath),
     waitMs: config.mcpWaitMs,
     log,

@@ -14,7 +14,14 @@ export class ConflictError extends DomainError {}
 /** A dependency (Discord) refused or could not be reached. */
 export class UpstreamError extends DomainError {}
 
-/** An error's kind and message, never request data: platform errors carry no content. */
+/**
+ * An error's kind and message, never request data: platform errors carry no content. An HTTP
+ * error from a dependency (discord.js's DiscordAPIError) also names its status and code, which
+ * its message alone may not (e.g. "Missing Access").
+ */
 export function errorSummary(err: unknown): string {
-  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  if (!(err instanceof Error)) return String(err);
+  const { status, code } = err as { status?: unknown; code?: unknown };
+  const http = typeof status === 'number' ? ` (status ${status}${typeof code === 'number' || typeof code === 'string' ? `, code ${code}` : ''})` : '';
+  return `${err.name}: ${err.message}${http}`;
 }

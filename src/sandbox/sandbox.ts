@@ -156,18 +156,24 @@ export class DiscordSandbox {
     });
     userMessageRoute(control, this.state, (type, data) => this.gateway?.dispatch(type, data));
     app.use(control.routes()).use(rest.routes());
-    this.server = createServer(app.callback());
-    this.gateway = new SandboxGateway(this.server, {
+    const server = createServer(app.callback());
+    // Listen first: a WebSocket server attached earlier re-emits a listen error (a port in use)
+    // as its own unhandled 'error' event, which ends the process with a stack trace.
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.server = server;
+    this.gateway = new SandboxGateway(server, {
       botToken: this.botToken,
       botUser: publicUser(this.bot),
       applicationId: this.applicationId,
       guilds: () => this.state.gatewayGuilds(),
     });
-    await new Promise<void>((resolve, reject) => {
-      this.server?.once('error', reject);
-      this.server?.listen(port, host, () => resolve());
-    });
-    const address = this.server.address() as AddressInfo;
+    const address = server.address() as AddressInfo;
     this.url = `http://${host}:${address.port}`;
     return this;
   }

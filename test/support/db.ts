@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { withDatabase } from './global-setup.js';
+import { testDatabasePrefix, withDatabase } from './global-setup.js';
 
 export interface TestDatabase {
   /** Set on PostgreSQL; undefined means embedded PGlite in `dataDir`. */
@@ -21,7 +21,9 @@ export async function testDatabase(): Promise<TestDatabase> {
   const removeDir = () => rm(dataDir, { recursive: true, force: true });
   const url = process.env['TEST_DATABASE_URL'];
   if (url === undefined || url === '') return { databaseUrl: undefined, dataDir, drop: removeDir };
-  const name = `herald_t_${randomBytes(6).toString('hex')}`;
+  // Named after this run (its template's pid), so its teardown drops its own databases only, not
+  // those of another run on the same server.
+  const name = `${testDatabasePrefix(inject('templateDatabase'))}${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   try {

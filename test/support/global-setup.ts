@@ -1,18 +1,25 @@
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { migrateToLatest } from '../../src/platform/db/migrate.js';
+import { killTrackedProcessGroups, RUN_DIR_VARIABLE } from './run-dir.js';
 
 /**
  * With TEST_DATABASE_URL (a real PostgreSQL server), build one migrated template database; each
  * test database is then a cheap `CREATE DATABASE … TEMPLATE` copy of it.
  */
 export default async function setup({ provide }: { provide: (key: 'templateDatabase', value: string) => void }): Promise<() => Promise<void>> {
+  const cleanRun = await runDirectory();
   const url = process.env['TEST_DATABASE_URL'];
   if (url === undefined || url === '') {
     provide('templateDatabase', '');
-    return async () => {};
+    return cleanRun;
   }
-  const template = `herald_template_${process.pid}`;
+  // pid and random: unique even beside runs in another pid namespace on the same server.
+  const template = `herald_template_${process.pid}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   await admin.query(`drop database if exists ${template}`);
@@ -22,12 +29,34 @@ export default async function setup({ provide }: { provide: (key: 'templateDatab
   await db.destroy();
   provide('templateDatabase', template);
   return async () => {
-    // `_` is a LIKE wildcard: unescaped, 'herald_t_%' also matched (and dropped) every other run's
-    // herald_template_<pid> on a shared server, failing that run's remaining tests.
-    const leftovers = await admin.query<{ datname: string }>(`select datname from pg_database where datname like 'herald\\_t\\_%' or datname = $1`, [template]);
+    await cleanRun();
+    const leftovers = await admin.query<{ datname: string }>(`select datname from pg_database where starts_with(datname, $1) or datname = $2`, [testDatabasePrefix(template), template]);
     for (const row of leftovers.rows) await admin.query(`drop database if exists ${row.datname} with (force)`);
     await admin.end();
   };
+}
+
+/**
+ * This run's folder (see run-dir.ts): the test workers, forked after this, inherit TMPDIR and
+ * make their temp folders inside it. The returned teardown kills any child process a test left
+ * running, then removes the folder.
+ */
+async function runDirectory(): Promise<() => Promise<void>> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'herald-run-'));
+  // Test PostgreSQL clusters run as the postgres user and must reach their folders inside.
+  await chmod(dir, 0o755);
+  process.env[RUN_DIR_VARIABLE] = dir;
+  process.env['TMPDIR'] = dir;
+  return async () => {
+    const killed = killTrackedProcessGroups(dir);
+    if (killed.length > 0) console.warn(`killed ${killed.length} child process group(s) a test left running: ${killed.join(', ')}`);
+    await rm(dir, { recursive: true, force: true, maxRetries: 5 });
+  };
+}
+
+/** The names of one run's test databases start with this (herald_t_<pid>_<random>_), derived from its template's name. */
+export function testDatabasePrefix(template: string): string {
+  return `herald_t_${template.replace(/^herald_template_/, '')}_`;
 }
 
 export function withDatabase(url: string, database: string): string {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { trackProcessGroup } from './run-dir.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -11,33 +12,76 @@ export interface HeraldProcess {
   output(): string;
   /** Resolves with the exit code or signal. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Resolves once every process holding its output (the whole group, e.g. npm and its child) is gone. */
+  closed: Promise<void>;
   kill(signal: NodeJS.Signals): void;
 }
 
+export interface RunOptions {
+  /** Run the compiled CLI (bin/herald.js → dist/) instead of the sources through tsx. */
+  built?: boolean;
+}
+
+/** Children of this test file still running: killed after its last test, whatever happened. */
+const running = new Set<HeraldProcess>();
+
+export async function killRunningProcesses(): Promise<void> {
+  const left = [...running];
+  for (const proc of left) proc.kill('SIGKILL');
+  await Promise.all(left.map((p) => p.closed));
+}
+
 /** Run the real CLI (`herald serve|dispatch|…`) in a child process, as an operator would. */
-export function runHerald(args: string[], env: Record<string, string>): HeraldProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+export function runHerald(args: string[], env: Record<string, string>, options: RunOptions = {}): HeraldProcess {
+  const argv = options.built === true ? ['bin/herald.js', ...args] : ['--import', 'tsx', 'src/cli.ts', ...args];
+  return runCommand(process.execPath, argv, env);
+}
+
+/**
+ * Run a command from the repository root in its own process group (`detached`), tracked until it
+ * exits so the run's teardown kills it if a test did not (see run-dir.ts); kill() signals the
+ * whole group, so a wrapper such as npm cannot leave its child behind.
+ */
+export function runCommand(command: string, args: string[], env: Record<string, string>): HeraldProcess {
+  const child = spawn(command, args, {
     cwd: ROOT,
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
+  trackProcessGroup(child);
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  let isClosed = false;
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
   const proc: HeraldProcess = {
     child,
     url: undefined,
     output: () => out,
     exited,
-    kill: (signal) => child.kill(signal),
+    closed,
+    kill: (signal) => {
+      if (child.pid === undefined || isClosed) return;
+      try {
+        process.kill(-child.pid, signal);
+      } catch {
+        // The group is gone already.
+      }
+    },
   };
+  running.add(proc);
+  void closed.then(() => {
+    isClosed = true;
+    running.delete(proc);
+  });
   return proc;
 }
 
 /** Start `herald serve|dispatch` and wait until it logs that it started. */
-export async function startHeraldProcess(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<HeraldProcess> {
-  const proc = runHerald(args, env);
+export async function startHeraldProcess(args: string[], env: Record<string, string>, timeoutMs = 60_000, options: RunOptions = {}): Promise<HeraldProcess> {
+  const proc = runHerald(args, env, options);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const line = proc

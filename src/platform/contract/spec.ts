@@ -1,8 +1,16 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+/** The checkout's root: the nearest folder up with package.json, from src/ (tsx, vitest) or dist/src/ (built). */
+function packageRoot(): string {
+  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
+    if (existsSync(path.join(dir, 'package.json'))) return dir;
+    if (path.dirname(dir) === dir) throw new Error('cannot find Herald\'s package.json above its sources');
+  }
+}
+
+const ROOT = packageRoot();
 
 /**
  * The contract Herald loads: the bundle `npm run generate` writes from openapi/herald.yaml and its

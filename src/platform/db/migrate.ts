@@ -1,5 +1,6 @@
 import { Migrator, type Kysely, type MigrationResultSet } from 'kysely';
 import { migrations } from '../../../migrations/index.js';
+import { StartupError } from '../startup.js';
 import { isStoreUnavailable, type StoreLog } from './database.js';
 
 export interface MigrateOptions {
@@ -26,6 +27,7 @@ export async function migrateToLatest<DB>(db: Kysely<DB>, options: MigrateOption
       return await migrateOnce(db);
     } catch (err) {
       // Each attempt runs in one transaction, so a failed one left nothing half done.
+      if (isMissingDatabase(err)) throw missingDatabase(options.databaseUrl, err);
       if (!isStoreUnavailable(err)) throw err;
       const message = err instanceof Error ? err.message : String(err);
       const left = deadline - Date.now();
@@ -52,6 +54,34 @@ async function migrateOnce<DB>(db: Kysely<DB>): Promise<MigrationResultSet> {
     throw result.error instanceof Error ? result.error : new Error(String(result.error));
   }
   return result;
+}
+
+/** PostgreSQL's invalid_catalog_name: the server is up, the database named in the URL is not there. */
+function isMissingDatabase(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '3D000';
+}
+
+/** Herald does not create databases itself (its role may not be allowed to): say how to. */
+function missingDatabase(databaseUrl: string | undefined, err: unknown): StartupError {
+  let command = 'createdb <name>';
+  try {
+    const u = new URL(databaseUrl ?? '');
+    const name = decodeURIComponent(u.pathname.replace(/^\//, ''));
+    const args = [
+      ...(u.hostname !== '' ? ['-h', u.hostname] : []),
+      ...(u.port !== '' ? ['-p', u.port] : []),
+      ...(u.username !== '' ? ['-U', decodeURIComponent(u.username)] : []),
+      name === '' ? '<name>' : name,
+    ];
+    command = `createdb ${args.map(shellWord).join(' ')}`;
+  } catch {
+    // An unparsable URL was refused by the configuration already; keep the generic command.
+  }
+  return new StartupError(`the database named in DATABASE_URL (${redactUrl(databaseUrl)}) does not exist: create it with \`${command}\`, then start Herald again`, { cause: err });
+}
+
+function shellWord(word: string): string {
+  return /^[A-Za-z0-9_.:/<>@-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
 /** The URL without its password, for logs and messages. */

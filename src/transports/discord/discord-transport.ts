@@ -156,6 +156,21 @@ export class DiscordTransport implements Transport {
     }
   }
 
+  /**
+   * Ask Discord whose token this is (https://discord.com/developers/docs/resources/user#get-current-user),
+   * so a token Discord rejects stops start-up instead of failing every delivery later. Throws
+   * DiscordTokenRejectedError for a 401, a TransportError when Discord cannot answer.
+   */
+  async verifyToken(signal: AbortSignal): Promise<void> {
+    try {
+      const user = (await this.rest.get(Routes.user('@me'), { signal })) as APIUser;
+      this.self = Promise.resolve(user.id);
+    } catch (err) {
+      if (err instanceof DiscordAPIError && err.status === 401) throw new DiscordTokenRejectedError(err.status, err.code);
+      throw toTransportError(err);
+    }
+  }
+
   /** https://discord.com/developers/docs/resources/user#get-current-user */
   private selfId(): Promise<string> {
     this.self ??= call(() => this.rest.get(Routes.user('@me'))).then((u) => (u as APIUser).id);
@@ -166,6 +181,17 @@ export class DiscordTransport implements Transport {
   private fingerprint(message: OutgoingMessage): string {
     const m = toDiscordMessage(message);
     return fingerprintOf(m.content ?? '', m.embeds ?? [], m.components ?? []);
+  }
+}
+
+/** Discord refused the bot token itself (401 Unauthorized): nothing Herald sends can succeed. */
+export class DiscordTokenRejectedError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: number | string,
+  ) {
+    super(`Discord rejected DISCORD_TOKEN (${status})`);
+    this.name = 'DiscordTokenRejectedError';
   }
 }
 

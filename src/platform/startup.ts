@@ -1,0 +1,49 @@
+import { createServer } from 'node:net';
+
+/**
+ * A start-up problem the operator fixes by changing the environment (a port, a token, a database):
+ * the CLI prints its message as is, without a stack trace, and exits 2 like a configuration error.
+ */
+export class StartupError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'StartupError';
+  }
+}
+
+/** Discord refused the bot token itself (401): nothing Herald would send can succeed. */
+export function discordTokenRejected(status: number, cause: unknown): StartupError {
+  return new StartupError(`Discord rejected DISCORD_TOKEN (${status}): check the bot token (Discord developer portal → your application → Bot → Reset Token)`, { cause });
+}
+
+/**
+ * The plain-words version of a failure to listen on `port` (set by the environment variable
+ * `variable`), or undefined when `err` is not one the operator can fix that way.
+ */
+export function listenProblem(err: unknown, host: string, port: number, variable: string): StartupError | undefined {
+  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
+  switch (code) {
+    case 'EADDRINUSE':
+      return new StartupError(`port ${port} on ${host} is already in use: set ${variable} to a free port, or stop what is using it`, { cause: err });
+    case 'EACCES':
+      return new StartupError(`not allowed to listen on port ${port} on ${host}: set ${variable} to a port above 1023`, { cause: err });
+    case 'EADDRNOTAVAIL':
+      return new StartupError(`cannot listen on ${host}: it is not an address of this machine (HOST)`, { cause: err });
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * Fail before anything starts when a port Herald will listen on is taken, naming the variable that
+ * sets it. Port 0 (the system picks a free one) always succeeds. The port is released at once; the
+ * real listen maps a loss of that race through listenProblem too.
+ */
+export async function checkPortFree(host: string, port: number, variable: string): Promise<void> {
+  if (port === 0) return;
+  const probe = createServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once('error', (err) => reject(listenProblem(err, host, port, variable) ?? err));
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}

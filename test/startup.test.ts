@@ -1,0 +1,196 @@
+import { copyFile, mkdir, mkdtemp, readFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHerald } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/platform/log.js';
+import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { client } from './support/client.js';
+import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
+import { heraldEnv, IDS, newToken } from './support/herald.js';
+import { runCommand, runHerald, startHeraldProcess } from './support/process.js';
+import { waitFor } from './support/wait.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+/** A stack trace line: start-up problems are reported in words, never with one. */
+const STACK_LINE = /^\s+at /m;
+
+async function occupy(): Promise<{ port: number; server: Server }> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return { port: (server.address() as { port: number }).port, server };
+}
+
+describe('the compiled CLI (bin/herald.js runs dist/, built by npm ci)', () => {
+  it('prints its usage', async () => {
+    const proc = runHerald(['--help'], {}, { built: true });
+    expect((await proc.exited).code).toBe(0);
+    expect(proc.output()).toContain('usage: herald <command>');
+  });
+
+  it('loads no Discord client, web framework or database driver for --help: the CLI imports those per command', async () => {
+    // What runs before a command is chosen is the compiled CLI's static import graph.
+    const loaded = new Set<string>();
+    const packages = new Set<string>();
+    const visit = async (file: string): Promise<void> => {
+      if (loaded.has(file)) return;
+      loaded.add(file);
+      const code = await readFile(file, 'utf8');
+      for (const [, specifier] of code.matchAll(/^(?:import|export)\s(?:[^'";]*?\sfrom\s)?['"]([^'"]+)['"]/gm)) {
+        if (specifier === undefined) continue;
+        if (specifier.startsWith('.')) await visit(path.resolve(path.dirname(file), specifier));
+        else packages.add(specifier);
+      }
+    };
+    await visit(path.join(ROOT, 'dist/src/cli.js'));
+    const heavy = [...packages].filter((p) => /^(discord\.js|@discordjs|koa|@koa|pg|@electric-sql|kysely|@modelcontextprotocol|openapi-backend|ws|pino)/.test(p));
+    expect(heavy).toEqual([]);
+  });
+
+  it('says how to build it when dist/ is missing', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'herald-nodist-'));
+    await mkdir(path.join(dir, 'bin'));
+    await copyFile(path.join(ROOT, 'bin/herald.js'), path.join(dir, 'bin/herald.js'));
+    const proc = runCommand(process.execPath, [path.join(dir, 'bin/herald.js'), '--help'], {});
+    expect((await proc.exited).code).toBe(2);
+    expect(proc.output()).toMatch(/the compiled CLI \(.*dist\/src\/cli\.js\) is missing: run `npm run build`/);
+    expect(proc.output()).not.toMatch(STACK_LINE);
+  });
+});
+
+describe('start-up fails fast, in plain words', () => {
+  let db: TestDatabase;
+  let sandbox: DiscordSandbox;
+  beforeAll(async () => {
+    db = await testDatabase();
+    sandbox = await new DiscordSandbox().start();
+  });
+  afterAll(async () => {
+    await sandbox?.close();
+    await db?.drop();
+  });
+
+  it('exits 2 naming PORT when the API port is in use, before anything starts', async () => {
+    const taken = await occupy();
+    try {
+      const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-port-'));
+      const proc = runHerald(['serve'], { PORT: String(taken.port), HERALD_SANDBOX_PORT: '0', HERALD_DATA_DIR: dataDir }, { built: true });
+      expect((await proc.exited).code).toBe(2);
+      expect(proc.output()).toContain(`herald: port ${taken.port} on 127.0.0.1 is already in use: set PORT to a free port, or stop what is using it`);
+      expect(proc.output()).not.toMatch(STACK_LINE);
+      // Nothing started: not even the sandbox tokens were written.
+      await expect(readFile(path.join(dataDir, 'sandbox-tokens.json'))).rejects.toThrow(/ENOENT/);
+    } finally {
+      taken.server.close();
+    }
+  });
+
+  it('exits 2 naming HERALD_SANDBOX_PORT when the sandbox port is in use (no WebSocket stack trace)', async () => {
+    const taken = await occupy();
+    try {
+      const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-port-'));
+      const proc = runHerald(['serve'], { PORT: '0', HERALD_SANDBOX_PORT: String(taken.port), HERALD_DATA_DIR: dataDir });
+      expect((await proc.exited).code).toBe(2);
+      expect(proc.output()).toContain(`herald: port ${taken.port} on 127.0.0.1 is already in use: set HERALD_SANDBOX_PORT to a free port`);
+      expect(proc.output()).not.toMatch(STACK_LINE);
+      // Lost the race after the check: the sandbox's listen fails as an ordinary rejection, no
+      // unhandled 'error' event from its WebSocket server.
+      await expect(new DiscordSandbox().start(taken.port)).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    } finally {
+      taken.server.close();
+    }
+  });
+
+  it('stops with "Discord rejected DISCORD_TOKEN (401)" when Discord refuses the token', async () => {
+    const wrong = `wrong.${newToken()}`;
+    const env = heraldEnv({ sandbox, db, bridgeToken: newToken(), adminToken: newToken() }, { DISCORD_TOKEN: wrong });
+    const proc = runHerald(['serve'], env);
+    expect((await proc.exited).code).toBe(2);
+    const out = proc.output();
+    expect(out).toContain('herald: Discord rejected DISCORD_TOKEN (401): check the bot token');
+    expect(out).toMatch(/"status":401,"code":0,"msg":"Discord rejected DISCORD_TOKEN"/);
+    expect(out).not.toContain('herald started');
+    expect(out).not.toContain(wrong);
+    expect(out).not.toMatch(STACK_LINE);
+  });
+
+  it('says the same when `herald commands register` is given a token Discord refuses', async () => {
+    const proc = runHerald(['commands', 'register'], { DISCORD_TOKEN: `wrong.${newToken()}`, DISCORD_API_URL: sandbox.apiUrl });
+    expect((await proc.exited).code).toBe(2);
+    expect(proc.output()).toContain('herald: Discord rejected DISCORD_TOKEN (401): check the bot token');
+  });
+
+  it('warns once, outside sandbox mode, that MCP_BRIDGE_TOKEN and HERALD_ADMIN_TOKEN are unset', async () => {
+    const env = heraldEnv({ sandbox, db, bridgeToken: '', adminToken: '' }, { HERALD_GATEWAY: 'off' });
+    delete env['MCP_BRIDGE_TOKEN'];
+    delete env['HERALD_ADMIN_TOKEN'];
+    const proc = await startHeraldProcess(['serve'], env, 120_000);
+    proc.kill('SIGTERM');
+    expect((await proc.exited).code).toBe(0);
+    const warnings = proc.output().split('\n').filter((l) => l.includes('not set:'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('"level":40');
+    expect(warnings[0]).toContain('not set: MCP_BRIDGE_TOKEN (every /mcp/ request will answer 503); HERALD_ADMIN_TOKEN (every /admin/ request will answer 503)');
+  });
+
+  it.skipIf(!onPostgres)('says how to create a database DATABASE_URL names that does not exist', async () => {
+    const url = new URL(process.env['TEST_DATABASE_URL'] ?? '');
+    url.pathname = `/herald_missing_${Date.now()}`;
+    const proc = runHerald(['migrate'], { DATABASE_URL: url.toString(), HERALD_DB_STARTUP_TIMEOUT_MS: '60000' });
+    expect((await proc.exited).code).toBe(2);
+    const createdb = `createdb ${url.hostname !== '' ? `-h ${url.hostname} ` : ''}${url.port !== '' ? `-p ${url.port} ` : ''}${url.username !== '' ? `-U ${url.username} ` : ''}${url.pathname.slice(1)}`;
+    expect(proc.output()).toContain(`does not exist: create it with \`${createdb}\`, then start Herald again`);
+    expect(proc.output()).not.toMatch(STACK_LINE);
+  });
+
+  it('logs what Discord said (status and code) when a mapping turns it into "channel not found"', async () => {
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(...chunk.toString().split('\n').filter((l) => l !== ''));
+        done();
+      },
+    });
+    const adminToken = newToken();
+    const config = loadConfig(heraldEnv({ sandbox, db, bridgeToken: newToken(), adminToken }, { HERALD_GATEWAY: 'off', LOG_LEVEL: 'info' }));
+    const herald = await startHerald({ config, log: createLogger('info', sink) });
+    try {
+      sandbox.inject({ method: 'GET', path: `^/channels/${IDS.channels.alerts}$`, action: 'error', status: 403, code: 50001 });
+      const res = await client(herald.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
+      expect(res.status).toBe(422);
+      expect(res.text).toContain('channel not found or not visible to the bot');
+      const logged = await waitFor(() => lines.find((l) => l.includes('channel lookup failed at Discord')), 'the lookup failure to be logged');
+      expect(logged).toContain('discord 403 code 50001 on GET /api/v10/channels/');
+    } finally {
+      await herald.close();
+    }
+  });
+});
+
+describe('npm start', () => {
+  let db: TestDatabase;
+  let sandbox: DiscordSandbox;
+  beforeAll(async () => {
+    db = await testDatabase();
+    sandbox = await new DiscordSandbox().start();
+  });
+  afterAll(async () => {
+    await sandbox?.close();
+    await db?.drop();
+  });
+
+  it('stops Herald when npm itself is sent SIGTERM (kill <pid of npm start>)', async () => {
+    const env = heraldEnv({ sandbox, db, bridgeToken: newToken(), adminToken: newToken() }, { HERALD_GATEWAY: 'off', LOG_LEVEL: 'info' });
+    const npm = runCommand('npm', ['start'], env);
+    await waitFor(() => npm.output().includes('"msg":"herald started"'), 'npm start to start Herald', 120_000);
+    // Only npm's own pid, as an operator would: the signal must reach Herald through it.
+    process.kill(npm.child.pid ?? 0, 'SIGTERM');
+    // 'closed': every process holding npm's output, Herald included, has exited.
+    await npm.closed;
+    expect(npm.output()).toContain('"msg":"stopped"');
+  });
+});
