@@ -7,6 +7,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { commandRouter, COMMAND_DEFINITIONS } from './modules/commands/registry.js';
+import { deliveryAdminOperations } from './modules/deliveries/delivery.admin.http.js';
 import { deliveryOperations } from './modules/deliveries/delivery.http.js';
 import { DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
 import { DELIVERY_CHANNEL, notifyDue, recordSentMessage } from './modules/deliveries/delivery.repository.js';
@@ -178,6 +179,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         log,
         operations: [
           deliveryOperations(deliveries, capabilities),
+          deliveryAdminOperations(deliveries),
           identityOperations(identity),
           destinationOperations(destinations),
           probeOperations(readiness),
