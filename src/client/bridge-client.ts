@@ -9,6 +9,8 @@ export type DeliveryAccepted = Schemas['DeliveryAccepted'];
 export type RecipientList = Schemas['RecipientList'];
 export type Pairing = Schemas['Pairing'];
 export type Registration = Schemas['Registration'];
+export type GuildDestinations = Schemas['GuildDestinations'];
+export type DeliveryDetail = Schemas['DeliveryDetail'];
 
 /**
  * A call's outcome: the protocol's answer as data, never a thrown string. `status` 0 means the
@@ -68,6 +70,11 @@ export function createBridgeClient(options: BridgeClientOptions) {
     recipients: () => run<RecipientList>(() => api.GET('/mcp/recipients')),
     redeem: (code: string) => run<Pairing>(() => api.POST('/mcp/pair/redeem', { body: { code } })),
     registration: (userId: string) => run<Registration>(() => api.GET('/mcp/registration/{user_id}', { params: { path: { user_id: userId } } })),
+    // Read-only operator views the bridge token may read too (outside `/mcp/`, which they do not change).
+    /** Which destinations a guild has mapped: a post to any other fails. */
+    guildDestinations: (guildId: string) => run<GuildDestinations>(() => api.GET('/admin/destinations/{guild_id}', { params: { path: { guild_id: guildId } } })),
+    /** Why a delivery failed or is unknown, in Herald's words (never its body). */
+    deliveryDetail: (requestId: string) => run<DeliveryDetail>(() => api.GET('/admin/deliveries/{request_id}', { params: { path: { request_id: requestId } } })),
   };
 }
 
