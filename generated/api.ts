@@ -510,7 +510,13 @@ export interface components {
             transport?: string;
             channel_id?: components["schemas"]["ChannelId"];
             message_id?: string;
+            /** @description Delivered only; the protocol's url (`https://discord.com/channels/…`). */
             url?: string;
+            /**
+             * @description Delivered only; where a person opens the message: the url, or in sandbox mode the same
+             *     path on the sandbox, which shows that message on its page.
+             */
+            link?: string;
         };
         Health: {
             /** @enum {string} */

@@ -39,6 +39,8 @@ export interface HeraldOptions {
   log?: Logger;
   /** What this process does: serve HTTP, dispatch deliveries, or both (the default). */
   roles?: { http: boolean; dispatcher: boolean };
+  /** Sandbox mode: the sandbox's origin, where people open the messages Herald delivered. */
+  messageLinkBase?: string;
 }
 
 export interface Herald {
@@ -179,7 +181,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         log,
         operations: [
           deliveryOperations(deliveries, capabilities),
-          deliveryAdminOperations(deliveries),
+          deliveryAdminOperations(deliveries, { messageLinkBase: options.messageLinkBase }),
           identityOperations(identity),
           destinationOperations(destinations),
           probeOperations(readiness),

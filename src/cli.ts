@@ -93,6 +93,7 @@ async function main(argv: string[]): Promise<number> {
       // Tokens the operator supplied are theirs: the banner shows only the ones Herald made up.
       const supplied = { bridge: config.bridgeToken !== undefined, admin: config.adminToken !== undefined };
       let sandbox: SandboxInfo | undefined;
+      let sandboxDiscord: import('./sandbox/sandbox.js').DiscordSandbox | undefined;
       if (isSandboxMode(config)) {
         if (command !== 'serve') {
           console.error('herald: DISCORD_TOKEN is not set: `herald dispatch` needs the bot token (sandbox mode runs everything in one `herald serve`)');
@@ -102,17 +103,24 @@ async function main(argv: string[]): Promise<number> {
         // The Discord sandbox is a development double: loaded here, in sandbox mode only, and
         // handed to Herald as if it were Discord (its URL and bot token).
         const { DiscordSandbox, SANDBOX_IDS } = await import('./sandbox/sandbox.js');
-        const fake = await new DiscordSandbox().start(config.sandboxPort, config.host);
+        const fake = await new DiscordSandbox({ stateFile: path.join(config.dataDir, 'sandbox-discord.json') }).start(config.sandboxPort, config.host);
         sandbox = { url: fake.url, ids: SANDBOX_IDS, close: () => fake.close() };
+        sandboxDiscord = fake;
         config = Object.freeze({ ...config, discordToken: fake.botToken, discordApiUrl: fake.apiUrl });
       }
       const log = createLogger(config.logLevel);
       let herald: Herald;
       try {
-        herald = await startHerald({ config, log, roles: { http: command === 'serve', dispatcher: true } });
+        herald = await startHerald({ config, log, roles: { http: command === 'serve', dispatcher: true }, ...(sandbox !== undefined ? { messageLinkBase: sandbox.url } : {}) });
       } catch (err) {
         await sandbox?.close();
         throw err;
+      }
+      if (sandboxDiscord !== undefined) {
+        // The sandbox page shows which destinations Herald has mapped, beside the channels.
+        const { listDestinations } = await import('./modules/destinations/destination.repository.js');
+        const db = herald.store.db;
+        sandboxDiscord.destinations = async () => (await listDestinations(db)).map(({ guild_id, destination, channel_id }) => ({ guild_id, destination, channel_id }));
       }
       if (command === 'serve') printBanner(config, herald, supplied, sandbox);
       log.info({ url: herald.url, sandbox: sandbox?.url, store: herald.store.kind, role: command }, 'herald started');

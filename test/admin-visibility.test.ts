@@ -65,6 +65,8 @@ describe('operators (and connectors, read-only) see what is mapped and why a del
       channel_id: IDS.channels.alerts,
       message_id: sent?.id,
       url: state['url'],
+      // Not in sandbox mode: people open the message where the protocol's url points.
+      link: state['url'],
     });
   });
 

@@ -162,6 +162,13 @@ async function reasonOf(bridge: BridgeClient, requestId: string): Promise<string
   return r.ok ? r.data.reason : undefined;
 }
 
+/** Where a person opens the message, when that is not its Discord url (sandbox mode: the sandbox's page). */
+async function elsewhere(bridge: BridgeClient, requestId: string, url: string): Promise<string> {
+  const r = await bridge.deliveryDetail(requestId);
+  const link = r.ok ? r.data.link : undefined;
+  return link === undefined || link === url ? '' : `\nOpen it in the Discord sandbox: ${link}`;
+}
+
 /** The advice for a failure, sharpened by Herald's reason where it has one. */
 function failureWords(s: DeliveryState & { state: 'failed' }, reason: string | undefined): string {
   if (reason === 'destination not mapped' && 'destination' in s.target) {
@@ -176,7 +183,7 @@ async function describe(s: DeliveryState, requestId: string, bridge: BridgeClien
   switch (s.state) {
     case 'delivered':
       if ('applied' in s && s.applied === false) return text(`Not applied: a later edit of that message was already applied, so this older one was skipped. (request_id ${requestId})`);
-      return text(`${what}: ${s.url}\nrequest_id: ${requestId}`);
+      return text(`${what}: ${s.url}${await elsewhere(bridge, requestId, s.url)}\nrequest_id: ${requestId}`);
     case 'failed':
       return text(`Not delivered (${s.code}): ${failureWords(s, await reasonOf(bridge, requestId))}\nrequest_id: ${requestId}`, true);
     case 'unknown': {
