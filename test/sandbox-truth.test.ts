@@ -1,7 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MARKDOWN_JS } from '../src/sandbox/page.js';
+import { MARKDOWN_JS, SANDBOX_PAGE } from '../src/sandbox/page.js';
 import { SANDBOX_IDS } from '../src/sandbox/ids.js';
 import { client } from './support/client.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
@@ -125,5 +125,73 @@ describe("the sandbox page's Discord markdown", () => {
     const nodes = flat(parseMarkdown(hostile, false));
     expect(nodes.filter((n) => n.t === 'a')).toEqual([]);
     expect(nodes.filter((n) => n.t === 'text').map((n) => n.v).join('')).toBe('<img src=x onerror=alert(1)> [click](javascript:alert(1)) <b>x</b>');
+  });
+});
+
+/** Just enough of a DOM to run the page's script: elements with tag, class, text, attributes and children. */
+class FakeElement {
+  children: (FakeElement | string)[] = [];
+  className = '';
+  id = '';
+  href = '';
+  rel = '';
+  target = '';
+  value = '';
+  checked = false;
+  onclick: unknown;
+  readonly classList = { toggle: () => undefined };
+  constructor(readonly tag: string) {}
+  set textContent(v: string) {
+    this.children = [v];
+  }
+  get textContent(): string {
+    return this.children.map((c) => (typeof c === 'string' ? c : c.textContent)).join('');
+  }
+  append(...nodes: (FakeElement | string)[]): void {
+    this.children.push(...nodes);
+  }
+  replaceChildren(...nodes: (FakeElement | string)[]): void {
+    this.children = nodes;
+  }
+  addEventListener(): void {}
+  scrollIntoView(): void {}
+  /** The subtree as markup-like text, to look at what the page built. */
+  toString(): string {
+    const attrs = (this.href ? ` href="${this.href}"` : '') + (this.id ? ` id="${this.id}"` : '');
+    return `<${this.tag}${attrs}>${this.children.map((c) => (typeof c === 'string' ? c : c.toString())).join('')}</${this.tag}>`;
+  }
+}
+
+describe('the sandbox page script', () => {
+  it('renders messages with anchors, markdown and mapped destinations, from the state the control API serves', () => {
+    const byId = new Map<string, FakeElement>(['channels', 'destinations', 'reply', 'user', 'invoke', 'command', 'inGuild', 'manage'].map((id) => [id, new FakeElement('div')]));
+    const document = {
+      createElement: (tag: string) => new FakeElement(tag),
+      createTextNode: (text: string) => text,
+      getElementById: (id: string) => byId.get(id) ?? null,
+    };
+    const script = /<script>([\s\S]*)<\/script>/.exec(SANDBOX_PAGE)?.[1] ?? '';
+    const render = new Function('document', 'location', 'fetch', 'setInterval', `${script}; return render;`)(
+      document,
+      { hash: '' },
+      () => new Promise(() => undefined),
+      () => 0,
+    ) as (state: unknown) => void;
+    render({
+      destinations: [{ guild_id: SANDBOX_IDS.guild, destination: 'alerts', channel_id: SANDBOX_IDS.channels.alerts }],
+      guilds: [{ id: SANDBOX_IDS.guild, name: 'Sandbox Guild', channels: [{ id: SANDBOX_IDS.channels.alerts, name: 'alerts', type: 0 }] }],
+      dm_channels: [],
+      users: [],
+      messages: [{ id: '42', channel_id: SANDBOX_IDS.channels.alerts, content: '**db-1** <script>x</script>', embeds: [], components: [], timestamp: 't', edits: 0 }],
+    });
+    const page = byId.get('channels')?.toString() ?? '';
+    expect(page).toContain(`<div id="m-42">`);
+    expect(page).toContain(`<a href="/channels/${SANDBOX_IDS.guild}/${SANDBOX_IDS.channels.alerts}/42">link</a>`);
+    expect(page).toContain('<strong>db-1</strong> <script>x</script>');
+    // ...where that <script> is text: the only elements are the page's own.
+    const tags = (e: FakeElement): string[] => [e.tag, ...e.children.flatMap((c) => (typeof c === 'string' ? [] : tags(c)))];
+    expect(new Set(tags(byId.get('channels') as FakeElement))).toEqual(new Set(['div', 'section', 'h2', 'span', 'a', 'strong']));
+    expect(page).toContain('← alerts');
+    expect(byId.get('destinations')?.textContent).toContain('alerts → #alerts · deals: not mapped (posts fail)');
   });
 });
