@@ -829,11 +829,6 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "code": "ABCDEFGHJKMNPQRSTVWXYZ23456"
-                 *     }
-                 */
                 "application/json": components["schemas"]["RedeemRequest"];
             };
         };

@@ -101,8 +101,13 @@ export class SandboxState {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
       throw err;
     }
-    const saved = JSON.parse(text) as SavedWorld;
-    if (saved.version !== 1) throw new Error(`${file}: unknown sandbox state version; move it aside to start afresh`);
+    let saved: SavedWorld;
+    try {
+      saved = JSON.parse(text) as SavedWorld;
+    } catch {
+      throw new Error(`${file} is not the sandbox's saved world (not JSON); move it aside or delete it to start an empty sandbox`);
+    }
+    if (saved.version !== 1) throw new Error(`${file}: unknown sandbox state version; move it aside or delete it to start an empty sandbox`);
     for (const g of saved.guilds) this.addGuild(g.id, g.name);
     for (const u of saved.users) if (u.id !== this.bot.id) this.addUser(u);
     for (const c of saved.channels) this.addChannel(c);
@@ -129,7 +134,8 @@ export class SandboxState {
     };
     mkdirSync(path.dirname(file), { recursive: true });
     const temp = `${file}.${process.pid}.tmp`;
-    writeFileSync(temp, JSON.stringify(world));
+    // It holds message content: readable by its owner only, like the tokens beside it.
+    writeFileSync(temp, JSON.stringify(world), { mode: 0o600 });
     renameSync(temp, file);
   }
 
