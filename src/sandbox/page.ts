@@ -83,7 +83,7 @@ export const SANDBOX_PAGE = `<!doctype html>
 </style>
 </head>
 <body>
-<header><h1>Herald — Discord sandbox</h1><div class="meta">What Herald delivered, refreshed every 2 seconds. Nonces and allowed_mentions are shown as the sandbox received them.</div></header>
+<header><h1>Herald — Discord sandbox</h1><div class="meta">What Herald delivered, refreshed every 2 seconds; in sandbox mode kept in the data folder (<code>sandbox-discord.json</code>) across restarts. Nonces and allowed_mentions are shown as the sandbox received them.</div></header>
 <form id="invoke">
   <label>as <select id="user"></select></label>
   <label><input type="checkbox" id="inGuild" checked> in the sandbox server</label>

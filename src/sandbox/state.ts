@@ -110,7 +110,8 @@ export class SandboxState {
     if (saved.version !== 1) throw new Error(`${file}: unknown sandbox state version; move it aside or delete it to start an empty sandbox`);
     for (const g of saved.guilds) this.addGuild(g.id, g.name);
     for (const u of saved.users) if (u.id !== this.bot.id) this.addUser(u);
-    for (const c of saved.channels) this.addChannel(c);
+    // A DM channel's recipient is the user itself (its dms_closed flag included), not a copy.
+    for (const c of saved.channels) this.addChannel(c.recipients === undefined ? c : { ...c, recipients: c.recipients.map((u) => this.users.get(u.id) ?? u) });
     for (const m of saved.messages) this.messages.get(m.channel_id)?.push({ ...m, author: m.author.id === this.bot.id ? this.bot : m.author });
     for (const [key, entry] of saved.nonces) this.nonces.set(key, entry);
     return true;
