@@ -1,8 +1,10 @@
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MARKDOWN_JS, SANDBOX_PAGE } from '../src/sandbox/page.js';
 import { SANDBOX_IDS } from '../src/sandbox/ids.js';
+import { SandboxState } from '../src/sandbox/state.js';
 import { client } from './support/client.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { newRequestId, post } from './support/herald.js';
@@ -12,7 +14,7 @@ import { waitFor } from './support/wait.js';
 type Node = { t: string; v?: string; href?: string; c?: Node[] };
 const parseMarkdown = new Function(`${MARKDOWN_JS}; return parseMarkdown;`)() as (text: string, inline: boolean) => Node[];
 
-interface SandboxState {
+interface SandboxView {
   destinations: { guild_id: string; destination: string; channel_id: string }[] | null;
   messages: { id: string; channel_id: string; content: string }[];
 }
@@ -47,7 +49,7 @@ describe('sandbox mode keeps its Discord in the data folder, and links open its 
     proc?.kill('SIGTERM');
     expect((await proc?.exited)?.code).toBe(0);
   };
-  const sandboxState = async (base: string) => (await (await fetch(`${base}/sandbox/api/state`)).json()) as SandboxState;
+  const sandboxState = async (base: string) => (await (await fetch(`${base}/sandbox/api/state`)).json()) as SandboxView;
 
   it('shows after a restart what it showed before, with the mapped destinations and a link that opens the message', async () => {
     let urls = await serve();
@@ -193,5 +195,27 @@ describe('the sandbox page script', () => {
     expect(new Set(tags(byId.get('channels') as FakeElement))).toEqual(new Set(['div', 'section', 'h2', 'span', 'a', 'strong']));
     expect(page).toContain('← alerts');
     expect(byId.get('destinations')?.textContent).toContain('alerts → #alerts · deals: not mapped (posts fail)');
+  });
+});
+
+describe('the sandbox state file', () => {
+  it('reloads DM channels with their user, owner-only, and refuses a file that is not its own in plain words', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'herald-sandbox-state-'));
+    try {
+      const file = path.join(dir, 'sandbox-discord.json');
+      const first = new SandboxState({ nonceWindowMs: 60_000, seed: true, file });
+      const user = first.users.get(SANDBOX_IDS.user);
+      if (user === undefined) throw new Error('the seeded user is missing');
+      user.dms_closed = true;
+      const dm = first.dmChannel(user);
+      const again = new SandboxState({ nonceWindowMs: 60_000, seed: true, file });
+      expect(again.channels.get(dm.id)?.recipients?.[0]).toBe(again.users.get(SANDBOX_IDS.user));
+      expect(again.users.get(SANDBOX_IDS.user)?.dms_closed).toBe(true);
+      expect((await stat(file)).mode & 0o777).toBe(0o600);
+      await writeFile(file, 'not json');
+      expect(() => new SandboxState({ nonceWindowMs: 60_000, seed: true, file })).toThrow(`${file} is not the sandbox's saved world (not JSON); move it aside or delete it to start an empty sandbox`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
