@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
+import { createBridgeClient } from '../src/client/bridge-client.js';
 import { client } from './support/client.js';
 
 describe('operators (and connectors, read-only) see what is mapped and why a delivery failed', () => {
@@ -73,5 +74,21 @@ describe('operators (and connectors, read-only) see what is mapped and why a del
   it('answers 404 for an unknown or malformed request_id', async () => {
     expect((await h.admin.get(`/admin/deliveries/${'f'.repeat(64)}`)).json).toEqual({ error: 'unknown request_id' });
     expect((await h.admin.get('/admin/deliveries/nope')).json).toEqual({ error: 'not found' });
+  });
+});
+
+describe('the bridge client asks the read-only admin views once', () => {
+  it('does not retry them (a 503 while HERALD_ADMIN_TOKEN is unset must not hold up an answer), but retries the protocol', async () => {
+    let calls = 0;
+    const fake = async (): Promise<Response> => {
+      calls += 1;
+      return new Response('{"error":"admin not configured"}', { status: 503, headers: { 'content-type': 'application/json' } });
+    };
+    const bridge = createBridgeClient({ baseUrl: 'http://127.0.0.1:9', token: 'x'.repeat(43), retries: 2, backoffMs: 1, fetch: fake });
+    expect(await bridge.deliveryDetail('a'.repeat(64))).toEqual({ ok: false, status: 503, error: 'admin not configured' });
+    expect(await bridge.guildDestinations(IDS.guild)).toEqual({ ok: false, status: 503, error: 'admin not configured' });
+    expect(calls).toBe(2);
+    await bridge.capabilities();
+    expect(calls).toBe(5);
   });
 });

@@ -71,10 +71,14 @@ export function createBridgeClient(options: BridgeClientOptions) {
     redeem: (code: string) => run<Pairing>(() => api.POST('/mcp/pair/redeem', { body: { code } })),
     registration: (userId: string) => run<Registration>(() => api.GET('/mcp/registration/{user_id}', { params: { path: { user_id: userId } } })),
     // Read-only operator views the bridge token may read too (outside `/mcp/`, which they do not change).
+    // Asked once, never retried: they add to an answer, and must not hold it up (e.g. a 503 while
+    // HERALD_ADMIN_TOKEN is unset).
     /** Which destinations a guild has mapped: a post to any other fails. */
-    guildDestinations: (guildId: string) => run<GuildDestinations>(() => api.GET('/admin/destinations/{guild_id}', { params: { path: { guild_id: guildId } } })),
+    guildDestinations: (guildId: string) =>
+      run<GuildDestinations>(() => api.GET('/admin/destinations/{guild_id}', { params: { path: { guild_id: guildId } }, fetch: baseFetch })),
     /** Why a delivery failed or is unknown, in Herald's words (never its body). */
-    deliveryDetail: (requestId: string) => run<DeliveryDetail>(() => api.GET('/admin/deliveries/{request_id}', { params: { path: { request_id: requestId } } })),
+    deliveryDetail: (requestId: string) =>
+      run<DeliveryDetail>(() => api.GET('/admin/deliveries/{request_id}', { params: { path: { request_id: requestId } }, fetch: baseFetch })),
   };
 }
 
