@@ -85,7 +85,7 @@ describe('sandbox mode keeps its Discord in the data folder, and links open its 
     const detail = (await client(urls.api, tokens.bridge).get(`/admin/deliveries/${requestId}`)).json as { url: string; link: string };
     expect(detail).toMatchObject({ url: delivered.url, link: `${urls.sandbox}${pathOfUrl}` });
     await stop();
-  });
+  }, 150_000); // two `herald serve` start-ups: a budget for a loaded 2-core machine, not a sleep
 });
 
 describe("the sandbox page's Discord markdown", () => {
