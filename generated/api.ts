@@ -191,12 +191,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/destinations/{guild_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 234567890123456789 */
+                guild_id: components["schemas"]["GuildId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Every protocol destination of one guild, and the channel each is mapped to (if any).
+         * @description A post to a destination that is not mapped fails `UPSTREAM_UNAVAILABLE`. Read-only, so the
+         *     bridge token may read it too: `herald mcp` tells an agent which destinations will work.
+         */
+        get: operations["getGuildDestinations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/destinations/{guild_id}/{destination}": {
         parameters: {
             query?: never;
             header?: never;
             path: {
+                /** @example 234567890123456789 */
                 guild_id: components["schemas"]["GuildId"];
+                /** @example alerts */
                 destination: components["schemas"]["Destination"];
             };
             cookie?: never;
@@ -211,6 +237,28 @@ export interface paths {
         post?: never;
         /** Remove a mapping; posts to that destination then fail UPSTREAM_UNAVAILABLE. */
         delete: operations["deleteDestinationMapping"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/deliveries/{request_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What Herald knows about one delivery, including why it failed or is unknown.
+         * @description For operators (and, read-only, the connector holding the bridge token): the state, the
+         *     failure code and Herald's reason in words (e.g. `destination not mapped`), attempts and
+         *     timestamps, and where the message went. Never the message body.
+         */
+        get: operations["getDeliveryDetail"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -242,6 +290,28 @@ export interface paths {
         };
         /** The store answers and the dispatcher runs. */
         get: operations["getReadiness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Herald's metrics, in Prometheus' text exposition format.
+         * @description Counters and gauges for scraping by Prometheus (e.g. `herald_post_unmapped_total`, posts
+         *     failed because their destination has no channel). Served beside the API, outside the
+         *     JSON routing.
+         */
+        get: operations["getMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -465,6 +535,51 @@ export interface components {
             destination: components["schemas"]["Destination"];
             channel_id: components["schemas"]["ChannelId"];
         };
+        GuildDestinations: {
+            guild_id: components["schemas"]["GuildId"];
+            /** @description The protocol's four destinations, in capabilities' order. */
+            destinations: {
+                destination: components["schemas"]["Destination"];
+                description: string;
+                /** @description False means a post there fails UPSTREAM_UNAVAILABLE. */
+                mapped: boolean;
+                channel_id?: components["schemas"]["ChannelId"];
+            }[];
+        };
+        /** @description An operator's view of one delivery. Never the message body. */
+        DeliveryDetail: {
+            request_id: components["schemas"]["RequestId"];
+            kind: components["schemas"]["DeliveryKind"];
+            /**
+             * @description As `GET /mcp/deliveries/{request_id}` says, except `in_flight`: a dispatcher holds it
+             *     right now (the protocol says `pending`; `unknown` once its lease has expired).
+             * @enum {string}
+             */
+            state: "pending" | "in_flight" | "delivered" | "failed" | "unknown";
+            target: components["schemas"]["WireTarget"];
+            attempts: number;
+            created_at: components["schemas"]["Timestamp"];
+            last_attempt_at?: components["schemas"]["Timestamp"];
+            /** @description Pending only; when it is due. */
+            next_attempt_at?: components["schemas"]["Timestamp"];
+            code?: components["schemas"]["FailureCode"];
+            /**
+             * @description Herald's words for why it failed, is unknown or is being retried (e.g. `destination not
+             *     mapped`, `recipient not registered`, Discord's status and code). Never message content.
+             */
+            reason?: string;
+            /** @description The platform the message went to (or may have). */
+            transport?: string;
+            channel_id?: components["schemas"]["ChannelId"];
+            message_id?: string;
+            /** @description Delivered only; the protocol's url (`https://discord.com/channels/…`). */
+            url?: string;
+            /**
+             * @description Delivered only; where a person opens the message: the url, or in sandbox mode the same
+             *     path on the sandbox, which shows that message on its page.
+             */
+            link?: string;
+        };
         Health: {
             /** @enum {string} */
             status: "ok" | "unavailable";
@@ -675,6 +790,32 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "dm": true,
+                     *       "targeted_post": true,
+                     *       "cards": true,
+                     *       "edit": true,
+                     *       "destinations": [
+                     *         {
+                     *           "destination": "alerts",
+                     *           "description": "Time-sensitive findings and warnings"
+                     *         },
+                     *         {
+                     *           "destination": "deals",
+                     *           "description": "Notable deals or opportunities"
+                     *         },
+                     *         {
+                     *           "destination": "digest",
+                     *           "description": "Periodic summaries"
+                     *         },
+                     *         {
+                     *           "destination": "ops",
+                     *           "description": "Operational status and infrastructure notices"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["Capabilities"];
                 };
             };
@@ -703,6 +844,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "state": {
+                     *         "state": "pending",
+                     *         "kind": "post",
+                     *         "target": {
+                     *           "guild_id": "234567890123456789",
+                     *           "destination": "alerts"
+                     *         },
+                     *         "body": {
+                     *           "content": "Disk usage above 90% on db-1",
+                     *           "card": {
+                     *             "title": "db-1",
+                     *             "color": 15158332
+                     *           },
+                     *           "links": [
+                     *             {
+                     *               "label": "Runbook",
+                     *               "url": "https://example.com/runbook"
+                     *             }
+                     *           ]
+                     *         },
+                     *         "created_at": "2026-09-25T00:00:00.000Z"
+                     *       },
+                     *       "existing": false
+                     *     }
+                     */
                     "application/json": components["schemas"]["DeliveryAccepted"];
                 };
             };
@@ -747,7 +915,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A malformed id answers 404 `not found`, like an unknown path. */
+                /**
+                 * @description A malformed id answers 404 `not found`, like an unknown path.
+                 * @example aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+                 */
                 request_id: components["schemas"]["RequestId"];
             };
             cookie?: never;
@@ -796,6 +967,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "user_id": "123456789012345678",
+                     *           "display_name": "Sandbox User"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["RecipientList"];
                 };
             };
@@ -824,6 +1005,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "discord_user_id": "123456789012345678",
+                     *       "generation": "Q2hhbmdlIG1lIHBsZWFzZQ"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Pairing"];
                 };
             };
@@ -879,7 +1066,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A malformed id answers 404 `not found`, like an unknown path. */
+                /**
+                 * @description A malformed id answers 404 `not found`, like an unknown path.
+                 * @example 123456789012345678
+                 */
                 user_id: components["schemas"]["UserId"];
             };
             cookie?: never;
@@ -892,6 +1082,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "generation": "Q2hhbmdlIG1lIHBsZWFzZQ"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Registration"];
                 };
             };
@@ -1039,9 +1234,83 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "guild_id": "234567890123456789",
+                     *           "destination": "alerts",
+                     *           "channel_id": "345678901234567890"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         items: components["schemas"]["DestinationMapping"][];
                     };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    getGuildDestinations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 234567890123456789 */
+                guild_id: components["schemas"]["GuildId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The four destinations in the protocol's order, mapped or not. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "guild_id": "234567890123456789",
+                     *       "destinations": [
+                     *         {
+                     *           "destination": "alerts",
+                     *           "description": "Time-sensitive findings and warnings",
+                     *           "mapped": true,
+                     *           "channel_id": "345678901234567890"
+                     *         },
+                     *         {
+                     *           "destination": "deals",
+                     *           "description": "Notable deals or opportunities",
+                     *           "mapped": false
+                     *         },
+                     *         {
+                     *           "destination": "digest",
+                     *           "description": "Periodic summaries",
+                     *           "mapped": false
+                     *         },
+                     *         {
+                     *           "destination": "ops",
+                     *           "description": "Operational status and infrastructure notices",
+                     *           "mapped": false
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GuildDestinations"];
+                };
+            };
+            /** @description Invalid path parameter. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             401: components["responses"]["Unauthorized"];
@@ -1054,13 +1323,20 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 234567890123456789 */
                 guild_id: components["schemas"]["GuildId"];
+                /** @example alerts */
                 destination: components["schemas"]["Destination"];
             };
             cookie?: never;
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "channel_id": "345678901234567890"
+                 *     }
+                 */
                 "application/json": components["schemas"]["DestinationChannel"];
             };
         };
@@ -1071,6 +1347,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "guild_id": "234567890123456789",
+                     *       "destination": "alerts",
+                     *       "channel_id": "345678901234567890"
+                     *     }
+                     */
                     "application/json": components["schemas"]["DestinationMapping"];
                 };
             };
@@ -1118,7 +1401,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 234567890123456789 */
                 guild_id: components["schemas"]["GuildId"];
+                /** @example alerts */
                 destination: components["schemas"]["Destination"];
             };
             cookie?: never;
@@ -1151,6 +1436,44 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         error: "mapping not found";
+                    };
+                };
+            };
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    getDeliveryDetail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa */
+                request_id: components["schemas"]["RequestId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryDetail"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No delivery with this request_id (pruned after 8 days), or a malformed id. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {unknown} */
+                        error: "unknown request_id" | "not found";
                     };
                 };
             };
@@ -1207,6 +1530,32 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metrics. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example # HELP herald_post_unmapped_total Posts failed because their (guild, destination) has no channel
+                     *     # TYPE herald_post_unmapped_total counter
+                     *     herald_post_unmapped_total{destination="digest"} 1
+                     */
+                    "text/plain": string;
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
         };
     };
 }

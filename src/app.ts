@@ -11,6 +11,7 @@ import { commandOperations } from './modules/commands/command.http.js';
 import { CommandService, type ReplyPoster } from './modules/commands/command.service.js';
 import { deliveryNonce } from './modules/deliveries/delivery.js';
 import { commandRouter, COMMAND_DEFINITIONS } from './modules/commands/registry.js';
+import { deliveryAdminOperations } from './modules/deliveries/delivery.admin.http.js';
 import { deliveryOperations } from './modules/deliveries/delivery.http.js';
 import { DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
 import { DELIVERY_CHANNEL, notifyDue, recordSentMessage } from './modules/deliveries/delivery.repository.js';
@@ -47,6 +48,8 @@ export interface HeraldOptions {
   log?: Logger;
   /** What this process does: serve HTTP, dispatch deliveries, or both (the default). */
   roles?: { http: boolean; dispatcher: boolean };
+  /** Sandbox mode: the sandbox's origin, where people open the messages Herald delivered. */
+  messageLinkBase?: string;
 }
 
 export interface Herald {
@@ -221,6 +224,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         log,
         operations: [
           deliveryOperations(deliveries, capabilities),
+          deliveryAdminOperations(deliveries, { messageLinkBase: options.messageLinkBase }),
           identityOperations(identity),
           destinationOperations(destinations),
           commandOperations(commands as CommandService<unknown>, log),

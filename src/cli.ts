@@ -112,16 +112,18 @@ async function main(argv: string[]): Promise<number> {
       if (sandboxMode) await checkPortFree(config.host, config.sandboxPort, 'HERALD_SANDBOX_PORT');
       const { createLogger } = await import('./platform/log.js');
       const log = createLogger(config.logLevel);
+      let sandboxDiscord: import('./sandbox/sandbox.js').DiscordSandbox | undefined;
       if (sandboxMode) {
         config = await withSandboxTokens(config);
         // The Discord sandbox is a development double: loaded here, in sandbox mode only, and
         // handed to Herald as if it were Discord (its URL and bot token).
         const { DiscordSandbox, SANDBOX_IDS } = await import('./sandbox/sandbox.js');
-        const fake = new DiscordSandbox();
+        const fake = new DiscordSandbox({ stateFile: path.join(config.dataDir, 'sandbox-discord.json') });
         await fake.start(config.sandboxPort, config.host).catch((err: unknown) => {
           throw listenProblem(err, config.host, config.sandboxPort, 'HERALD_SANDBOX_PORT') ?? err;
         });
         sandbox = { url: fake.url, ids: SANDBOX_IDS, close: () => fake.close() };
+        sandboxDiscord = fake;
         config = Object.freeze({ ...config, discordToken: fake.botToken, discordApiUrl: fake.apiUrl });
       } else if (command === 'serve') {
         // Sandbox mode makes both up; elsewhere an unset one turns a whole API surface off.
@@ -134,10 +136,16 @@ async function main(argv: string[]): Promise<number> {
       const { startHerald } = await import('./app.js');
       let herald: Herald;
       try {
-        herald = await startHerald({ config, log, roles: { http: command === 'serve', dispatcher: true } });
+        herald = await startHerald({ config, log, roles: { http: command === 'serve', dispatcher: true }, ...(sandbox !== undefined ? { messageLinkBase: sandbox.url } : {}) });
       } catch (err) {
         await sandbox?.close();
         throw err;
+      }
+      if (sandboxDiscord !== undefined) {
+        // The sandbox page shows which destinations Herald has mapped, beside the channels.
+        const { listDestinations } = await import('./modules/destinations/destination.repository.js');
+        const db = herald.store.db;
+        sandboxDiscord.destinations = async () => (await listDestinations(db)).map(({ guild_id, destination, channel_id }) => ({ guild_id, destination, channel_id }));
       }
       if (command === 'serve') printBanner(config, herald, supplied, sandbox);
       log.info({ url: herald.url, sandbox: sandbox?.url, store: herald.store.kind, role: command }, 'herald started');

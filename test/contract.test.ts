@@ -1,6 +1,8 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parse } from 'yaml';
+import { withUtf16Lengths } from '../src/platform/contract/ajv.js';
 import { SPEC_PATH, SPEC_YAML_PATH } from '../src/platform/contract/spec.js';
 import { startTestHerald } from './support/herald.js';
 import { contractApi } from './support/client.js';
@@ -39,6 +41,41 @@ describe('the contract', () => {
     const parts = readdirSync('openapi').filter((f) => f.endsWith('.yaml')).map((f) => parse(readFileSync(`openapi/${f}`, 'utf8')) as unknown);
     expect(heraldExtensions(bundle)).toEqual(parts.flatMap(heraldExtensions).sort());
     expect(parse(readFileSync(SPEC_YAML_PATH, 'utf8'))).toEqual(bundle);
+  });
+
+  it('has an example for every request body and path parameter, and every example is valid by its schema', () => {
+    const ajv = withUtf16Lengths(new Ajv2020({ strict: false, allErrors: true }));
+    // Schemas refer to the bundle's components: resolve them against the bundle itself.
+    ajv.addSchema({ $id: 'herald', components: (bundle as unknown as { components: unknown }).components });
+    const rebased = (node: unknown): unknown =>
+      JSON.parse(JSON.stringify(node), (key, value: unknown) => (key === '$ref' && typeof value === 'string' ? `herald${value}` : value));
+    const examples: { where: string; schema: unknown; value: unknown }[] = [];
+    const missing: string[] = [];
+    for (const [pointer, node] of nodes(bundle)) {
+      if (typeof node !== 'object' || node === null || !('schema' in node)) continue;
+      const holder = node as { schema: unknown; example?: unknown; examples?: Record<string, { value: unknown }> };
+      if ('example' in holder) examples.push({ where: `${pointer}/example`, schema: holder.schema, value: holder.example });
+      for (const [name, ex] of Object.entries(holder.examples ?? {})) examples.push({ where: `${pointer}/examples/${name}`, schema: holder.schema, value: ex.value });
+      const isRequestBody = /\/requestBody\/content\/[^/]+$/.test(pointer);
+      const isPathParameter = (node as { in?: unknown }).in === 'path';
+      if ((isRequestBody || isPathParameter) && !('example' in holder) && holder.examples === undefined) missing.push(pointer);
+    }
+    expect(missing, 'request bodies and path parameters without an example (Swagger UI would send "string")').toEqual([]);
+    expect(examples.length).toBeGreaterThan(20);
+    for (const { where, schema, value } of examples) {
+      const validate = ajv.compile(rebased(schema) as object);
+      expect(validate(value) ? [] : validate.errors, where).toEqual([]);
+    }
+    // The delivery examples Swagger UI offers: a post with a card and a link, a DM and an edit.
+    const deliveries = (bundle.paths['/mcp/deliveries'] as unknown as { post: { requestBody: { content: Record<string, { examples: Record<string, { value: { kind: string; body: Record<string, unknown> } }> }> } } }).post;
+    const offered = Object.values(deliveries.requestBody.content['application/json']?.examples ?? {}).map((e) => e.value);
+    expect(offered.map((v) => v.kind)).toEqual(['post', 'dm', 'edit']);
+    expect(Object.keys(offered[0]?.body ?? {})).toEqual(['content', 'card', 'links']);
+  });
+
+  it('documents /metrics as Prometheus text', () => {
+    const metrics = (bundle.paths['/metrics'] as unknown as { get: { responses: Record<string, { content?: Record<string, unknown> }> } }).get;
+    expect(Object.keys(metrics.responses['200']?.content ?? {})).toEqual(['text/plain']);
   });
 
   it('routes every operation of the bundle (openapi-backend fails silently on a bad 3.1 document)', async () => {

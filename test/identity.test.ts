@@ -3,7 +3,7 @@ import { call } from './support/client.js';
 import { IDS, newRequestId, startTestHerald, TestClock, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 
-const PAIR_TAIL = "\n\nValid 10 minutes, single use. Enter it only in `discord-mcp pair` or your connector's authorization page — never paste it anywhere else.";
+const PAIR_TAIL = "\n\nValid 10 minutes, single use. Enter it only in the `pair` tool of your agent's `herald mcp` or your connector's authorization page — never paste it anywhere else.";
 const CODE = /^Your pairing code: \*\*([ABCDEFGHJKMNPQRSTVWXYZ23456789]{27})\*\*/;
 
 // docs/protocol.md §7, through the sandbox's gateway and the real discord.js client.

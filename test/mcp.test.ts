@@ -94,6 +94,13 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
     expect(text).toContain('- alerts: Time-sensitive findings and warnings');
   });
 
+  it('get_capabilities with a guild_id says which destinations that server has mapped', async () => {
+    const text = textOf(await stdio.callTool({ name: 'get_capabilities', arguments: { guild_id: IDS.guild } }));
+    expect(text).toContain(`Destinations in server ${IDS.guild}:`);
+    expect(text).toContain('- alerts: Time-sensitive findings and warnings — mapped');
+    expect(text).toContain('- deals: Notable deals or opportunities — NOT mapped: a post here fails until the operator maps a channel');
+  });
+
   it('post_message posts once and answers with the link, over both transports', async () => {
     for (const [client, label] of [
       [stdio, 'stdio'],
@@ -115,7 +122,9 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
     expect(textOf(bad)).toMatch(/Invalid arguments: \/destination/);
     const unmapped = (await stdio.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'deals', content: 'nowhere' } })) as ToolResult;
     expect(unmapped.isError).toBe(true);
-    expect(textOf(unmapped)).toContain('Not delivered (UPSTREAM_UNAVAILABLE)');
+    expect(textOf(unmapped)).toContain(`Not delivered (UPSTREAM_UNAVAILABLE): no channel is mapped for the deals destination in server ${IDS.guild}. Do not retry`);
+    const requestId = /request_id: ([0-9a-f]{64})/.exec(textOf(unmapped))?.[1] ?? '';
+    expect(textOf(await stdio.callTool({ name: 'get_delivery', arguments: { request_id: requestId } }))).toContain('no channel is mapped for the deals destination');
   });
 
   it('pairs, DMs the paired user, edits that DM, and lists recipients', async () => {

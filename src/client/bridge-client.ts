@@ -13,6 +13,8 @@ export type CommandList = Schemas['CommandList'];
 export type CommandDescription = Schemas['CommandDescription'];
 export type CommandRunRequest = Schemas['CommandRunRequest'];
 export type CommandRunResult = Schemas['CommandRunResult'];
+export type GuildDestinations = Schemas['GuildDestinations'];
+export type DeliveryDetail = Schemas['DeliveryDetail'];
 
 /**
  * A call's outcome: the protocol's answer as data, never a thrown string. `status` 0 means the
@@ -88,6 +90,15 @@ export function createBridgeClient(options: BridgeClientOptions) {
     listCommands: () => run<CommandList>(() => api.GET('/mcp/commands')),
     describeCommand: (name: string) => run<CommandDescription>(() => api.GET('/mcp/commands/{name}', { params: { path: { name } } })),
     runCommand: (body: CommandRunRequest) => run<CommandRunResult>(() => api.POST('/mcp/commands/run', { body })),
+    // Read-only operator views the bridge token may read too (outside `/mcp/`, which they do not change).
+    // Asked once, never retried: they add to an answer, and must not hold it up (e.g. a 503 while
+    // HERALD_ADMIN_TOKEN is unset).
+    /** Which destinations a guild has mapped: a post to any other fails. */
+    guildDestinations: (guildId: string) =>
+      run<GuildDestinations>(() => api.GET('/admin/destinations/{guild_id}', { params: { path: { guild_id: guildId } }, fetch: baseFetch })),
+    /** Why a delivery failed or is unknown, in Herald's words (never its body). */
+    deliveryDetail: (requestId: string) =>
+      run<DeliveryDetail>(() => api.GET('/admin/deliveries/{request_id}', { params: { path: { request_id: requestId } }, fetch: baseFetch })),
   };
 }
 

@@ -124,22 +124,44 @@ export class Interactions {
   }
 }
 
+/** A destination Herald has mapped to a channel, as the sandbox page shows it. */
+export interface MappedDestination {
+  guild_id: string;
+  destination: string;
+  channel_id: string;
+}
+
 export interface ControlOptions {
   state: SandboxState;
   faults: Faults;
   interactions: Interactions;
+  /** Herald's destination mappings, when the sandbox runs beside Herald (sandbox mode). */
+  destinations?: (() => Promise<MappedDestination[] | null>) | undefined;
 }
 
 /** The sandbox page and the /sandbox/api control routes. */
-export function controlRoutes({ state, faults, interactions }: ControlOptions): Router {
+export function controlRoutes({ state, faults, interactions, destinations }: ControlOptions): Router {
   const router = new Router();
   router.get('/', (ctx) => ctx.redirect('/sandbox'));
   router.get('/sandbox', (ctx) => {
     ctx.type = 'html';
     ctx.body = SANDBOX_PAGE;
   });
-  router.get('/sandbox/api/state', (ctx) => {
+  // A message link, as Discord's web app has it (https://discord.com/channels/{guild or @me}/{channel}/{message}):
+  // the same path here opens that message on the sandbox page.
+  router.get('/channels/:scope/:channelId/:messageId', (ctx) => {
+    const { channelId = '', messageId = '' } = ctx.params;
+    if (state.findMessage(channelId, messageId) === undefined) {
+      ctx.status = 404;
+      ctx.type = 'text/plain; charset=utf-8';
+      ctx.body = 'No such message in this sandbox.';
+      return;
+    }
+    ctx.redirect(`/sandbox#m-${messageId}`);
+  });
+  router.get('/sandbox/api/state', async (ctx) => {
     ctx.body = {
+      destinations: destinations === undefined ? null : await destinations().catch(() => null),
       guilds: [...state.guilds.values()].map((g) => ({
         ...g,
         channels: [...state.channels.values()].filter((c) => c.guild_id === g.id).map((c) => ({ id: c.id, name: c.name, type: c.type })),

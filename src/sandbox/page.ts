@@ -1,5 +1,50 @@
 import { SANDBOX_IDS } from './ids.js';
 
+/**
+ * Discord's markdown, parsed in the page into a tree the page turns into DOM nodes with
+ * `textContent` and https-only `href`s: nothing a message says is ever parsed as HTML. Plain
+ * JavaScript (it runs in the browser as it is); the tests evaluate the same text.
+ * Nodes: {t:'text'|'code'|'pre', v} | {t:'b'|'i'|'u'|'s'|'spoiler'|'quote'|'h', c:[nodes]} | {t:'a', href, c:[nodes]}.
+ */
+export const MARKDOWN_JS = String.raw`function parseMarkdown(src, inline) {
+  var out = [];
+  var text = '';
+  var wrap = function (t) { return function (m) { return { t: t, c: parseMarkdown(m[1], true) }; }; };
+  var rules = [
+    [/^\\([*_\x60~|\\[\]()>#-])/, function (m) { return { t: 'text', v: m[1] }; }],
+    [/^\x60\x60\x60(?:[A-Za-z0-9_+-]*\n)?([\s\S]*?)\x60\x60\x60/, function (m) { return { t: 'pre', v: m[1] }; }],
+    [/^\x60\x60([\s\S]+?)\x60\x60|^\x60([^\x60]+?)\x60/, function (m) { return { t: 'code', v: m[1] !== undefined ? m[1] : m[2] }; }],
+    [/^\*\*([\s\S]+?)\*\*(?!\*)/, wrap('b')],
+    [/^__([\s\S]+?)__(?!_)/, wrap('u')],
+    [/^~~([\s\S]+?)~~/, wrap('s')],
+    [/^\|\|([\s\S]+?)\|\|/, wrap('spoiler')],
+    [/^\*(?!\s)([\s\S]+?)\*(?!\*)/, wrap('i')],
+    [/^_(?!\s)([\s\S]+?)_(?![A-Za-z0-9_])/, wrap('i')],
+    [/^\[([^\]\n]+)\]\((https:\/\/[^\s)]+)\)/, function (m) { return { t: 'a', href: m[2], c: parseMarkdown(m[1], true) }; }],
+    [/^https:\/\/[^\s<]*[^\s<.,:;"')\]]/, function (m) { return { t: 'a', href: m[0], c: [{ t: 'text', v: m[0] }] }; }]
+  ];
+  var lineStart = !inline;
+  while (src.length > 0) {
+    var node = null;
+    var used = 0;
+    if (lineStart) {
+      var q = /^(#{1,3}) ([^\n]+)(?:\n|$)|^> ([^\n]*)(?:\n|$)/.exec(src);
+      if (q) { node = q[1] ? { t: 'h', c: parseMarkdown(q[2], true) } : { t: 'quote', c: parseMarkdown(q[3], true) }; used = q[0].length; }
+    }
+    for (var i = 0; node === null && i < rules.length; i++) {
+      var m = rules[i][0].exec(src);
+      if (m && m[0].length > 0) { node = rules[i][1](m); used = m[0].length; }
+    }
+    if (node === null) { text += src[0]; lineStart = !inline && src[0] === '\n'; src = src.slice(1); continue; }
+    if (text) { out.push({ t: 'text', v: text }); text = ''; }
+    out.push(node);
+    src = src.slice(used);
+    lineStart = !inline && (node.t === 'h' || node.t === 'quote' || node.t === 'pre');
+  }
+  if (text) out.push({ t: 'text', v: text });
+  return out;
+}`;
+
 /** The sandbox page: what Herald delivered, per channel. Self-contained: it loads nothing from elsewhere. */
 export const SANDBOX_PAGE = `<!doctype html>
 <html lang="en">
@@ -15,6 +60,17 @@ export const SANDBOX_PAGE = `<!doctype html>
   h2 { font-size: 14px; margin: 0 0 8px; color: #f2f3f5; }
   .id { color: #949ba4; font-size: 12px; font-weight: normal; }
   .msg { border-top: 1px solid #3f4147; padding: 6px 0; white-space: pre-wrap; word-break: break-word; }
+  .msg:target { background: #3c3f45; outline: 2px solid #5865f2; }
+  .meta a { color: #00a8fc; }
+  code, pre { font-family: ui-monospace, monospace; background: #1e1f22; border-radius: 3px; padding: 0 3px; }
+  pre { padding: 6px; margin: 4px 0; white-space: pre-wrap; }
+  .md-quote { border-left: 3px solid #4e5058; padding-left: 8px; }
+  .md-h { font-weight: bold; font-size: 16px; }
+  .md-spoiler { background: #1e1f22; color: transparent; border-radius: 3px; cursor: pointer; }
+  .md-spoiler.shown { color: inherit; }
+  #destinations { padding: 8px 20px; }
+  .unmapped { color: #f23f43; }
+  .dest { color: #23a55a; font-size: 12px; font-weight: normal; }
   .meta { color: #949ba4; font-size: 12px; }
   .embed { border-left: 4px solid #5865f2; background: #232428; padding: 6px 10px; margin-top: 4px; border-radius: 4px; }
   .btn { display: inline-block; margin: 4px 6px 0 0; padding: 2px 10px; border-radius: 4px; background: #4e5058; color: #fff; text-decoration: none; }
@@ -27,7 +83,7 @@ export const SANDBOX_PAGE = `<!doctype html>
 </style>
 </head>
 <body>
-<header><h1>Herald — Discord sandbox</h1><div class="meta">What Herald delivered, refreshed every 2 seconds. Nonces and allowed_mentions are shown as the sandbox received them.</div></header>
+<header><h1>Herald — Discord sandbox</h1><div class="meta">What Herald delivered, refreshed every 2 seconds; in sandbox mode kept in the data folder (<code>sandbox-discord.json</code>) across restarts. Nonces and allowed_mentions are shown as the sandbox received them.</div></header>
 <form id="invoke">
   <label>as <select id="user"></select></label>
   <label><input type="checkbox" id="inGuild" checked> in the sandbox server</label>
@@ -37,31 +93,74 @@ export const SANDBOX_PAGE = `<!doctype html>
   <span class="meta">e.g. <code>agent pair</code>, <code>destinations set destination:alerts channel:${SANDBOX_IDS.channels.alerts}</code></span>
 </form>
 <div id="reply" aria-live="polite"></div>
+<div id="destinations" class="meta"></div>
 <main id="channels"></main>
 <script>
+${MARKDOWN_JS}
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; }
+const MD_TAGS = { b: 'strong', i: 'em', u: 'u', s: 's', spoiler: 'span', quote: 'div', h: 'div' };
+/** Discord markdown as DOM nodes: text only through textContent, links only to https. */
+function markdown(text, cls) {
+  const box = el('div', cls || '');
+  const append = (parent, nodes) => {
+    for (const n of nodes) {
+      if (n.t === 'text') parent.append(document.createTextNode(n.v));
+      else if (n.t === 'code') parent.append(el('code', '', n.v));
+      else if (n.t === 'pre') parent.append(el('pre', '', n.v));
+      else if (n.t === 'a') { const a = el('a'); if (n.href.startsWith('https://')) { a.href = n.href; a.rel = 'noopener noreferrer'; a.target = '_blank'; } append(a, n.c); parent.append(a); }
+      else { const e = el(MD_TAGS[n.t] || 'span', 'md-' + n.t); if (n.t === 'spoiler') e.onclick = () => e.classList.toggle('shown'); append(e, n.c); parent.append(e); }
+    }
+  };
+  append(box, parseMarkdown(text, false));
+  return box;
+}
+const DESTINATIONS = ['alerts', 'deals', 'digest', 'ops'];
+function renderDestinations(state) {
+  const box = document.getElementById('destinations');
+  box.replaceChildren();
+  if (!state.destinations) return;
+  for (const g of state.guilds) {
+    const line = el('div', '', 'Destinations Herald has mapped in ' + g.name + ' (' + g.id + '): ');
+    DESTINATIONS.forEach((d, i) => {
+      const m = state.destinations.find((x) => x.guild_id === g.id && x.destination === d);
+      const c = m && g.channels.find((ch) => ch.id === m.channel_id);
+      line.append(m ? el('span', '', d + ' → #' + (c ? c.name : m.channel_id)) : el('span', 'unmapped', d + ': not mapped (posts fail)'));
+      if (i < DESTINATIONS.length - 1) line.append(' · ');
+    });
+    box.append(line);
+  }
+}
+let scrolled = false;
 function render(state) {
+  renderDestinations(state);
   const root = document.getElementById('channels');
   root.replaceChildren();
   const channels = [];
-  for (const g of state.guilds) for (const c of g.channels) if (c.type === 0) channels.push({ id: c.id, title: g.name + ' #' + c.name });
-  for (const d of state.dm_channels) channels.push({ id: d.id, title: 'DM with ' + (d.recipients || []).join(', ') });
+  for (const g of state.guilds) for (const c of g.channels) if (c.type === 0) channels.push({ id: c.id, scope: g.id, title: g.name + ' #' + c.name });
+  for (const d of state.dm_channels) channels.push({ id: d.id, scope: '@me', title: 'DM with ' + (d.recipients || []).join(', ') });
   for (const ch of channels) {
     const s = el('section');
     const h = el('h2', '', ch.title + ' ');
     h.append(el('span', 'id', ch.id));
+    const mapped = (state.destinations || []).filter((x) => x.channel_id === ch.id).map((x) => x.destination);
+    if (mapped.length > 0) h.append(el('span', 'dest', ' ← ' + mapped.join(', ')));
     s.append(h);
     const msgs = state.messages.filter((m) => m.channel_id === ch.id);
     if (msgs.length === 0) s.append(el('div', 'empty', 'no messages'));
     for (const m of msgs) {
       const d = el('div', 'msg');
-      d.append(el('div', 'meta', m.id + ' · ' + m.timestamp + (m.edits ? ' · edited ×' + m.edits : '') + (m.nonce !== undefined ? ' · nonce ' + m.nonce : '') + ' · allowed_mentions ' + JSON.stringify(m.allowed_mentions)));
-      if (m.content) d.append(el('div', '', m.content));
+      d.id = 'm-' + m.id;
+      const meta = el('div', 'meta', m.id + ' · ' + m.timestamp + (m.edits ? ' · edited ×' + m.edits : '') + (m.nonce !== undefined ? ' · nonce ' + m.nonce : '') + ' · allowed_mentions ' + JSON.stringify(m.allowed_mentions) + ' · ');
+      const link = el('a', '', 'link');
+      link.href = '/channels/' + ch.scope + '/' + ch.id + '/' + m.id;
+      meta.append(link);
+      d.append(meta);
+      if (m.content) d.append(markdown(m.content));
       for (const e of m.embeds) {
         const b = el('div', 'embed');
         if (e.title) b.append(el('strong', '', e.title));
-        if (e.description) b.append(el('div', '', e.description));
-        for (const f of e.fields || []) b.append(el('div', '', f.name + ': ' + f.value));
+        if (e.description) b.append(markdown(e.description));
+        for (const f of e.fields || []) { const fd = el('div', '', f.name + ': '); fd.append(markdown(f.value)); b.append(fd); }
         if (e.footer) b.append(el('div', 'meta', e.footer.text));
         d.append(b);
       }
@@ -70,6 +169,8 @@ function render(state) {
     }
     root.append(s);
   }
+  const target = location.hash.startsWith('#m-') ? document.getElementById(location.hash.slice(1)) : null;
+  if (target && !scrolled) { scrolled = true; target.scrollIntoView({ block: 'center' }); }
 }
 let knownUsers = '';
 function renderUsers(users) {
@@ -102,7 +203,8 @@ document.getElementById('invoke').addEventListener('submit', async (event) => {
   out.textContent = '…';
   const res = await fetch('/sandbox/api/interactions', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
   const json = await res.json();
-  out.textContent = res.ok ? '(only you can see this) ' + ((json.data && json.data.content) || '') : 'error: ' + json.error;
+  if (res.ok) { out.replaceChildren(el('span', 'meta', '(only you can see this) '), markdown((json.data && json.data.content) || '')); }
+  else out.textContent = 'error: ' + json.error;
   refresh();
 });
 refresh();

@@ -171,6 +171,7 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
     };
     state.addMessage(message);
     if (enforced !== undefined) state.rememberNonce(channel.id, enforced, message.id);
+    state.save();
     // Discord reports every new message to the gateway, the bot's own with the nonce it was sent with.
     dispatch('MESSAGE_CREATE', { ...createdMessage(message), ...(channel.guild_id !== undefined ? { guild_id: channel.guild_id } : {}) });
     const fault = ctx.state['fault'] as Fault | undefined;
@@ -196,6 +197,7 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
     if (body['allowed_mentions'] !== undefined) message.allowed_mentions = body['allowed_mentions'];
     message.edited_timestamp = new Date().toISOString();
     message.edits += 1;
+    state.save();
     ctx.body = listedMessage(message);
     return undefined;
   });

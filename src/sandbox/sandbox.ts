@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
-import { controlRoutes, Interactions, SandboxError, type InteractionReply, type Invocation } from './control.js';
+import { controlRoutes, Interactions, SandboxError, type InteractionReply, type Invocation, type MappedDestination } from './control.js';
 import { Faults, RateLimits, type Fault, type RateLimitRule } from './faults.js';
 import { SandboxGateway } from './gateway.js';
 import { GuildMembers, SANDBOX_MEMBER_IDS, userMessageRoute, writeAsUser } from './guild-members.js';
@@ -11,7 +11,7 @@ import { discordError, restRoutes, type RequestLogEntry } from './rest.js';
 import { publicUser, SandboxState, type RegisteredCommand, type SandboxChannel, type SandboxGuild, type SandboxMessage, type SandboxUser } from './state.js';
 
 export { SANDBOX_IDS, SANDBOX_MEMBER_IDS, SandboxError };
-export type { Fault, InteractionReply, Invocation, RateLimitRule, SandboxChannel, SandboxMessage, SandboxUser };
+export type { Fault, InteractionReply, Invocation, MappedDestination, RateLimitRule, SandboxChannel, SandboxMessage, SandboxUser };
 
 /**
  * A local Discord: the slice of the REST API Herald uses (channels, messages with nonce
@@ -33,6 +33,11 @@ export interface SandboxOptions {
   globalLimit?: RateLimitRule | undefined;
   /** Seed the sandbox guild, its channels and a user. Default true. */
   seed?: boolean;
+  /**
+   * Keep guilds, channels, users and messages in this JSON file across restarts (sandbox mode
+   * keeps it in the data folder). Default: in memory only.
+   */
+  stateFile?: string;
 }
 
 export class DiscordSandbox {
@@ -46,6 +51,8 @@ export class DiscordSandbox {
   /** Every REST request received, for tests: method, path after /api/v10, status answered. */
   readonly requests: RequestLogEntry[] = [];
   url = '';
+  /** Herald's destination mappings, for the sandbox page (set by sandbox mode once Herald runs). */
+  destinations: (() => Promise<MappedDestination[]>) | undefined;
   private readonly state: SandboxState;
   private readonly faults = new Faults();
   private readonly rateLimits: RateLimits;
@@ -57,7 +64,7 @@ export class DiscordSandbox {
 
   constructor(options: SandboxOptions = {}) {
     this.botToken = options.botToken ?? `sandbox.${randomBytes(18).toString('base64url')}`;
-    this.state = new SandboxState({ nonceWindowMs: options.nonceWindowMs ?? 5 * 60_000, seed: options.seed ?? true });
+    this.state = new SandboxState({ nonceWindowMs: options.nonceWindowMs ?? 5 * 60_000, seed: options.seed ?? true, file: options.stateFile });
     this.rateLimits = new RateLimits(options.routeLimit ?? { limit: 50, windowMs: 1_000 }, options.globalLimit);
     this.interactions = new Interactions({
       state: this.state,
@@ -142,7 +149,7 @@ export class DiscordSandbox {
       }
       await next();
     });
-    const control = controlRoutes({ state: this.state, faults: this.faults, interactions: this.interactions });
+    const control = controlRoutes({ state: this.state, faults: this.faults, interactions: this.interactions, destinations: () => this.destinations?.() ?? Promise.resolve(null) });
     const rest = restRoutes({
       state: this.state,
       botToken: this.botToken,

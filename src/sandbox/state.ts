@@ -1,4 +1,6 @@
 import type { SandboxOverwrite } from './guild-members.js';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { SnowflakeGenerator } from '../transports/discord/snowflake.js';
 import type { GatewayGuild } from './gateway.js';
 import { SANDBOX_IDS } from './ids.js';
@@ -59,6 +61,21 @@ export interface StateOptions {
   nonceWindowMs: number;
   /** Seed the sandbox guild, its channels and a user. */
   seed: boolean;
+  /**
+   * Keep the world (guilds, channels, users, messages, recent nonces) in this JSON file, so a
+   * restart shows what was delivered before it. Absent: in memory only (tests).
+   */
+  file?: string | undefined;
+}
+
+/** What the state file holds. Registered commands are not kept: the bot registers them at start. */
+interface SavedWorld {
+  version: 1;
+  guilds: SandboxGuild[];
+  channels: SandboxChannel[];
+  users: SandboxUser[];
+  messages: SandboxMessage[];
+  nonces: [string, { messageId: string; at: number }][];
 }
 
 export class SandboxState {
@@ -73,7 +90,57 @@ export class SandboxState {
 
   constructor(private readonly options: StateOptions) {
     this.users.set(this.bot.id, this.bot);
-    if (options.seed) this.seed();
+    if (!this.load() && options.seed) this.seed();
+  }
+
+  /** The world as the state file last kept it; false when there is no file yet. */
+  private load(): boolean {
+    const file = this.options.file;
+    if (file === undefined) return false;
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw err;
+    }
+    let saved: SavedWorld;
+    try {
+      saved = JSON.parse(text) as SavedWorld;
+    } catch {
+      throw new Error(`${file} is not the sandbox's saved world (not JSON); move it aside or delete it to start an empty sandbox`);
+    }
+    if (saved.version !== 1) throw new Error(`${file}: unknown sandbox state version; move it aside or delete it to start an empty sandbox`);
+    for (const g of saved.guilds) this.addGuild(g.id, g.name);
+    for (const u of saved.users) if (u.id !== this.bot.id) this.addUser(u);
+    // A DM channel's recipient is the user itself (its dms_closed flag included), not a copy.
+    for (const c of saved.channels) this.addChannel(c.recipients === undefined ? c : { ...c, recipients: c.recipients.map((u) => this.users.get(u.id) ?? u) });
+    for (const m of saved.messages) this.messages.get(m.channel_id)?.push({ ...m, author: m.author.id === this.bot.id ? this.bot : m.author });
+    for (const [key, entry] of saved.nonces) this.nonces.set(key, entry);
+    return true;
+  }
+
+  /**
+   * Write the world to the state file, if there is one: to a temporary file, then renamed over
+   * the old one, so a crash leaves either the old or the new world, never half of one. Called
+   * after each change and before the change is answered, so what Discord said it created is kept.
+   */
+  save(): void {
+    const file = this.options.file;
+    if (file === undefined) return;
+    const world: SavedWorld = {
+      version: 1,
+      guilds: [...this.guilds.values()],
+      channels: [...this.channels.values()],
+      users: [...this.users.values()].filter((u) => u.id !== this.bot.id),
+      messages: this.allMessages(),
+      nonces: [...this.nonces.entries()].filter(([, e]) => Date.now() - e.at <= this.options.nonceWindowMs),
+    };
+    mkdirSync(path.dirname(file), { recursive: true });
+    const temp = `${file}.${process.pid}.tmp`;
+    // It holds message content: readable by its owner only, like the tokens beside it.
+    writeFileSync(temp, JSON.stringify(world), { mode: 0o600 });
+    renameSync(temp, file);
   }
 
   /** The bot's application id (as on Discord, the bot user's id). */
@@ -112,6 +179,7 @@ export class SandboxState {
     if (channel === undefined) {
       channel = { id: this.nextSnowflake(), type: 1, recipients: [recipient] };
       this.addChannel(channel);
+      this.save();
     }
     return channel;
   }
@@ -142,6 +210,11 @@ export class SandboxState {
   /** Remember a message the bot created with an enforced nonce. */
   rememberNonce(channelId: string, nonce: string | number, messageId: string): void {
     this.nonces.set(this.nonceKey(channelId, nonce), { messageId, at: Date.now() });
+  }
+
+  /** The message with this id in this channel, if any. */
+  findMessage(channelId: string, messageId: string): SandboxMessage | undefined {
+    return this.messages.get(channelId)?.find((m) => m.id === messageId);
   }
   private nonceKey(channelId: string, nonce: string | number): string {
     return `${channelId}:${this.bot.id}:${String(nonce)}`;

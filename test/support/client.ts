@@ -61,7 +61,13 @@ export async function expectValidResponse(method: string, path: string, status: 
  */
 export async function answerProblems(method: string, path: string, status: number, contentType: string | null, text: string): Promise<string[]> {
   if (method === 'HEAD' || status === 204) return text === '' ? [] : [`${method} ${path} ${status}: expected no body, got ${text.slice(0, 200)}`];
-  if (!/^application\/json/.test(contentType ?? '')) return [`${method} ${path} ${status}: content type ${contentType ?? '(none)'}, not application/json`];
+  if (!/^application\/json/.test(contentType ?? '')) {
+    // An answer the contract declares in another type (e.g. /metrics, text/plain) is that type.
+    const operation = (await contractApi()).matchOperation({ method, path, headers: {} });
+    const declared = Object.keys((operation?.responses?.[String(status)] as { content?: Record<string, unknown> } | undefined)?.content ?? {});
+    if (declared.some((type) => type !== 'application/json' && (contentType ?? '').startsWith(type))) return [];
+    return [`${method} ${path} ${status}: content type ${contentType ?? '(none)'}, not application/json`];
+  }
   let json: unknown;
   try {
     json = JSON.parse(text);

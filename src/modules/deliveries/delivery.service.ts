@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../../platform/clock.js';
 import type { Database } from '../../schema.js';
 import { ConflictError, NotFoundError } from '../../platform/errors.js';
-import { payloadHash, type Delivery, type DeliveryKind, type DeliveryState } from './delivery.js';
+import { payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState } from './delivery.js';
 import { GroupCommit } from '../../platform/db/group-commit.js';
 import { isStoreUnavailable } from '../../platform/db/database.js';
 import { findDelivery, insertDeliveries, lockDelivery, resetToPending } from './delivery.repository.js';
@@ -101,6 +101,36 @@ export class DeliveryService {
     if (row === undefined) throw new NotFoundError('unknown request_id');
     return toDeliveryState(row, this.clock.now());
   }
+
+  /** An operator's view of one delivery: state, code, reason, attempts, where it went; never its body. */
+  async detail(requestId: string): Promise<DeliveryDetail> {
+    const row = await findDelivery(this.db, requestId);
+    if (row === undefined) throw new NotFoundError('unknown request_id');
+    return toDeliveryDetail(row, this.clock.now());
+  }
+}
+
+/** Optional keys are left out rather than null (`exactOptionalPropertyTypes`). */
+export function toDeliveryDetail(row: DeliveryRow, now: Date): DeliveryDetail {
+  const wire = toDeliveryState(row, now).state;
+  const detail: DeliveryDetail = {
+    request_id: row.request_id,
+    kind: row.kind,
+    state: row.status === 'in_flight' && wire === 'pending' ? 'in_flight' : wire,
+    target: row.target,
+    attempts: row.attempts,
+    created_at: row.created_at.toISOString(),
+  };
+  if (row.attempt_started_at !== null) detail.last_attempt_at = row.attempt_started_at.toISOString();
+  if (row.status === 'pending') detail.next_attempt_at = row.next_attempt_at.toISOString();
+  if (row.status === 'failed') detail.code = row.failure_code ?? 'UPSTREAM_UNAVAILABLE';
+  if (row.reason !== null) detail.reason = row.reason;
+  else if (wire === 'unknown' && row.status === 'in_flight') detail.reason = 'the dispatcher attempting it stopped before its lease ended; it is re-driven automatically';
+  if (row.transport !== null) detail.transport = row.transport;
+  if (row.channel_id !== null) detail.channel_id = row.channel_id;
+  if (row.message_id !== null) detail.message_id = row.message_id;
+  if (row.url !== null && row.status === 'delivered') detail.url = row.url;
+  return detail;
 }
 
 /** Failed, unknown, or in flight under a lease that expired (its dispatcher died). */

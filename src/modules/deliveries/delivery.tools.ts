@@ -41,17 +41,27 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
   return [
     {
       name: 'get_capabilities',
-      description: 'What this Discord bridge can do (post, dm, edit) and the destinations a post may target, with what each is for.',
-      inputSchema: object({}),
-      async handler(_args, { bridge }) {
+      description:
+        'What this Discord bridge can do (post, dm, edit) and the destinations a post may target, with what each is for. Give guild_id to learn which destinations that server has mapped to a channel: a post to an unmapped one fails.',
+      inputSchema: object({ guild_id: contractSchema('GuildId', 'Optional: the Discord server (guild) you mean to post to.') }),
+      async handler(args, { bridge }) {
         const r = await bridge.capabilities();
         if (!r.ok) return bridgeError(r);
         const c = r.data;
-        const lines = [
-          `Posts: ${c.targeted_post ? 'yes' : 'no'}. DMs: ${c.dm ? 'yes' : 'no'}. Edits: ${c.edit ? 'yes' : 'no'}.`,
-          'Destinations:',
-          ...c.destinations.map((d) => `- ${d.destination}: ${d.description}`),
-        ];
+        const lines = [`Posts: ${c.targeted_post ? 'yes' : 'no'}. DMs: ${c.dm ? 'yes' : 'no'}. Edits: ${c.edit ? 'yes' : 'no'}.`];
+        const guildId = args['guild_id'] === undefined ? undefined : String(args['guild_id']);
+        const mapped = guildId === undefined ? undefined : await bridge.guildDestinations(guildId);
+        if (guildId === undefined || mapped === undefined) {
+          lines.push('Destinations (give guild_id to see which are mapped in a server):', ...c.destinations.map((d) => `- ${d.destination}: ${d.description}`));
+        } else if (!mapped.ok) {
+          lines.push(`Destinations (Herald did not say which are mapped in server ${guildId}: ${mapped.error}):`, ...c.destinations.map((d) => `- ${d.destination}: ${d.description}`));
+        } else {
+          const byName = new Map(mapped.data.destinations.map((d) => [d.destination, d.mapped]));
+          lines.push(
+            `Destinations in server ${guildId}:`,
+            ...c.destinations.map((d) => `- ${d.destination}: ${d.description} — ${byName.get(d.destination) === true ? 'mapped' : 'NOT mapped: a post here fails until the operator maps a channel'}`),
+          );
+        }
         return text(lines.join('\n'));
       },
     },
@@ -106,7 +116,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
       async handler(args, { bridge }) {
         const r = await bridge.getDelivery(String(args['request_id']));
         if (!r.ok) return r.status === 404 ? text('No delivery with that request_id (records are kept 8 days).', true) : bridgeError(r);
-        return describe(r.data, String(args['request_id']));
+        return describe(r.data, String(args['request_id']), bridge);
       },
     },
   ];
@@ -143,21 +153,45 @@ async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'requ
     const r = repost ? await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest) : await deps.bridge.getDelivery(requestId);
     if (r.ok) latest = 'existing' in r.data ? r.data.state : r.data;
   }
-  return describe(latest, requestId);
+  return describe(latest, requestId, deps.bridge);
 }
 
-function describe(s: DeliveryState, requestId: string): CallToolResult {
+/** Herald's own words for why a delivery failed or is unknown (the admin view), if it will say. */
+async function reasonOf(bridge: BridgeClient, requestId: string): Promise<string | undefined> {
+  const r = await bridge.deliveryDetail(requestId);
+  return r.ok ? r.data.reason : undefined;
+}
+
+/** Where a person opens the message, when that is not its Discord url (sandbox mode: the sandbox's page). */
+async function elsewhere(bridge: BridgeClient, requestId: string, url: string): Promise<string> {
+  const r = await bridge.deliveryDetail(requestId);
+  const link = r.ok ? r.data.link : undefined;
+  return link === undefined || link === url ? '' : `\nOpen it in the Discord sandbox: ${link}`;
+}
+
+/** The advice for a failure, sharpened by Herald's reason where it has one. */
+function failureWords(s: DeliveryState & { state: 'failed' }, reason: string | undefined): string {
+  if (reason === 'destination not mapped' && 'destination' in s.target) {
+    return `no channel is mapped for the ${s.target.destination} destination in server ${s.target.guild_id}. Do not retry: it fails the same way until the server's operator maps one (\`/destinations set\` in Discord, or Herald's admin API). get_capabilities with that guild_id shows which destinations are mapped.`;
+  }
+  const advice = FAILURE_ADVICE[s.code] ?? '';
+  return reason === undefined ? advice : `${advice} Herald's reason: ${reason}.`;
+}
+
+async function describe(s: DeliveryState, requestId: string, bridge: BridgeClient): Promise<CallToolResult> {
   const what = s.kind === 'post' ? 'Posted' : s.kind === 'dm' ? 'DM sent' : 'Edited';
   switch (s.state) {
     case 'delivered':
       if ('applied' in s && s.applied === false) return text(`Not applied: a later edit of that message was already applied, so this older one was skipped. (request_id ${requestId})`);
-      return text(`${what}: ${s.url}\nrequest_id: ${requestId}`);
+      return text(`${what}: ${s.url}${await elsewhere(bridge, requestId, s.url)}\nrequest_id: ${requestId}`);
     case 'failed':
-      return text(`Not delivered (${s.code}): ${FAILURE_ADVICE[s.code] ?? ''}\nrequest_id: ${requestId}`, true);
-    case 'unknown':
+      return text(`Not delivered (${s.code}): ${failureWords(s, await reasonOf(bridge, requestId))}\nrequest_id: ${requestId}`, true);
+    case 'unknown': {
+      const reason = await reasonOf(bridge, requestId);
       return text(
-        `Not confirmed yet (state: unknown): Herald could not tell whether Discord showed it, and is not guessing. Do not send it as a new message. Check later with get_delivery, request_id ${requestId}; the operator can see why in Herald's log.`,
+        `Not confirmed yet (state: unknown): Herald could not tell whether Discord showed it, and is not guessing. Do not send it as a new message. Check later with get_delivery, request_id ${requestId}.${reason === undefined ? '' : ` Herald's reason: ${reason}.`}`,
       );
+    }
     default:
       return text(
         `Accepted but not delivered yet (state: ${s.state}). Do not send it again: Herald keeps trying. Check later with get_delivery, request_id ${requestId}.`,

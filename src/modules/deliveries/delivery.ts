@@ -14,6 +14,8 @@ export type Card = Schemas['Card'];
 export type Link = Schemas['Link'];
 export type FailureCode = Schemas['FailureCode'];
 export type DeliveryState = Schemas['DeliveryState'];
+/** The admin API's view of a delivery (never its body). */
+export type DeliveryDetail = Schemas['DeliveryDetail'];
 
 /** Records (and so what can be edited) are kept 8 days by created_at, then pruned (docs/protocol.md §6). */
 export const RETENTION_MS = 8 * 24 * 60 * 60 * 1000;

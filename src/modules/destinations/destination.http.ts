@@ -6,6 +6,7 @@ import type { DestinationService } from './destination.service.js';
 export function destinationOperations(destinations: DestinationService): OperationHandlers {
   return (kit) => ({
     listDestinationMappings: async () => reply('listDestinationMappings', 200, { items: await destinations.list() }),
+    getGuildDestinations: async (c) => reply('getGuildDestinations', 200, await destinations.forGuild(String(c.request.params['guild_id']))),
     setDestinationMapping: async (c, body) => {
       kit.checkBody('setDestinationMapping', body);
       const { guild_id, destination } = c.request.params as { guild_id: string; destination: string };

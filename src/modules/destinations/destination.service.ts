@@ -4,12 +4,18 @@ import type { Clock } from '../../platform/clock.js';
 import type { Database } from '../../schema.js';
 import { DESTINATIONS, type Destination } from '../deliveries/delivery.js';
 import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../platform/errors.js';
-import { deleteDestination, listDestinations, upsertDestination } from './destination.repository.js';
+import { deleteDestination, listDestinations, listGuildDestinations, upsertDestination } from './destination.repository.js';
 
 export interface DestinationMapping {
   guild_id: string;
   destination: Destination;
   channel_id: string;
+}
+
+/** One guild's destinations, every one of the protocol's, mapped or not. */
+export interface GuildDestinations {
+  guild_id: string;
+  destinations: { destination: Destination; description: string; mapped: boolean; channel_id?: string }[];
 }
 
 /** Operators map each (guild, destination) to exactly one channel. */
@@ -23,6 +29,18 @@ export class DestinationService {
 
   async list(): Promise<DestinationMapping[]> {
     return (await listDestinations(this.db)).map(toMapping);
+  }
+
+  /** Which of the protocol's destinations a guild has mapped: a post to any other fails. */
+  async forGuild(guildId: string): Promise<GuildDestinations> {
+    const mapped = new Map((await listGuildDestinations(this.db, guildId)).map((row) => [row.destination, row.channel_id]));
+    return {
+      guild_id: guildId,
+      destinations: DESTINATIONS.map(({ destination, description }) => {
+        const channelId = mapped.get(destination);
+        return channelId === undefined ? { destination, description, mapped: false } : { destination, description, mapped: true, channel_id: channelId };
+      }),
+    };
   }
 
   /**

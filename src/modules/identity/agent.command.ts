@@ -31,7 +31,8 @@ export const agentCommand: Command<{ identity: IdentityService }> = {
         if (result === 'not registered') return `Run \`${cmd} register\` first.`;
         return (
           `Your pairing code: **${result.code}**\n\n` +
-          "Valid 10 minutes, single use. Enter it only in `discord-mcp pair` or your connector's authorization page — never paste it anywhere else."
+          // docs/protocol.md §7: the first sentence and the code line are parsed by connectors; the rest names Herald's own places.
+          "Valid 10 minutes, single use. Enter it only in the `pair` tool of your agent's `herald mcp` or your connector's authorization page — never paste it anywhere else."
         );
       }
       case 'unregister':

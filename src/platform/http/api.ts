@@ -79,7 +79,11 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
       handlers[id] = handler;
     }
   }
-  const unbound = api.getOperations().flatMap((op) => (op.operationId !== undefined && handlers[op.operationId] === undefined ? [op.operationId] : []));
+  // Operations marked `x-herald-outside-api` (e.g. /metrics, plain text) are documented here and served by a plain route.
+  const outside = (op: Operation | undefined): boolean => (op as Record<string, unknown> | undefined)?.['x-herald-outside-api'] === true;
+  const unbound = api
+    .getOperations()
+    .flatMap((op) => (op.operationId !== undefined && !outside(op) && handlers[op.operationId] === undefined ? [op.operationId] : []));
   if (unbound.length > 0) throw new Error(`no handler for operation(s) ${unbound.join(', ')}`);
   Object.assign(handlers, {
     validationFail: (c, body) => {
@@ -124,7 +128,10 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
       if (check === undefined) {
         return send(ctx, area === 'bridge' ? errorReply<'BridgeNotConfigured'>(503, { error: 'bridge not configured' }) : errorReply<'AdminNotConfigured'>(503, { error: 'admin not configured' }));
       }
-      if (!check(ctx.get('authorization') || undefined)) {
+      const authorization = ctx.get('authorization') || undefined;
+      // Read-only admin operations also take the bridge token (their contract security says so).
+      const asBridge = area === 'admin' && !check(authorization) && checks.bridge?.(authorization) === true;
+      if (!asBridge && !check(authorization)) {
         const verdict = throttle.fail(ctx.ip);
         return send(
           ctx,
@@ -133,14 +140,14 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
             : errorReply<'Unauthorized'>(401, { error: 'unauthorized' }),
         );
       }
-      ctx.state['authenticated'] = area;
+      ctx.state['authenticated'] = asBridge ? 'bridge' : area;
     }
     const request: ApiRequest = { method: ctx.method, path: decodablePath(ctx.path), query: {}, headers: ctx.headers as ApiRequest['headers'] };
     // Matched once: handleRequest below is handed this same request object and reuses the match.
     const operation = match(request);
     // Query parameters the operation does not declare are ignored, not refused.
     request.query = declaredQuery(operation, ctx.query);
-    if (operation === undefined && area === undefined && !contractPaths.some((p) => p.test(ctx.path))) return next();
+    if (outside(operation) || (operation === undefined && area === undefined && !contractPaths.some((p) => p.test(ctx.path)))) return next();
     let body: unknown;
     if (operation?.requestBody !== undefined) {
       const parsed = await readJsonBody(ctx.req);
