@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { commandRouter, COMMAND_DEFINITIONS } from './modules/commands/registry.js';
 import { deliveryOperations } from './modules/deliveries/delivery.http.js';
-import { DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
+import { DELIVERY_KINDS, DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
+import { DeliveryMetrics } from './modules/deliveries/delivery.metrics.js';
 import { DELIVERY_CHANNEL, notifyDue, recordSentMessage } from './modules/deliveries/delivery.repository.js';
 import { Doorbell } from './platform/db/doorbell.js';
 import { pacerFor } from './platform/db/shared-pacer.js';
@@ -16,7 +17,9 @@ import { DeliveryService, type KindSupport } from './modules/deliveries/delivery
 import { destinationOperations } from './modules/destinations/destination.http.js';
 import { DestinationService } from './modules/destinations/destination.service.js';
 import { identityOperations } from './modules/identity/identity.http.js';
+import { IdentityMetrics } from './modules/identity/identity.metrics.js';
 import { IdentityService } from './modules/identity/identity.service.js';
+import { registerOutboxHealth, WorkerMetrics } from './outbox/outbox.metrics.js';
 import { OutboxWorker } from './outbox/worker.js';
 import { systemClock, type Clock } from './platform/clock.js';
 import { openStore, retryWhileUnreachable, type Store } from './platform/db/database.js';
@@ -24,11 +27,14 @@ import { migrateToLatest } from './platform/db/migrate.js';
 import { errorSummary } from './platform/errors.js';
 import { createApi } from './platform/http/api.js';
 import { docsRouter } from './platform/http/docs.js';
+import { HttpMetrics } from './platform/http/http.metrics.js';
+import { serveMetrics } from './platform/http/metrics-server.js';
 import { probeOperations, type Readiness } from './platform/http/probes.js';
 import { createLogger } from './platform/log.js';
-import { Metrics } from './platform/metrics.js';
+import { createRegistry, type Registry } from './platform/metrics.js';
 import type { Database } from './schema.js';
 import { DiscordTransport } from './transports/discord/discord-transport.js';
+import { LinkMetrics, PlatformMetrics } from './transports/discord/discord.metrics.js';
 import { connectGateway, type GatewayConnection } from './transports/discord/gateway-client.js';
 import { capabilitiesOf, onlyTransport, type Transport } from './transports/transport.js';
 
@@ -49,7 +55,10 @@ export interface Herald {
   readonly store: Store<Database>;
   /** The outbox worker, when this process dispatches. */
   readonly worker: OutboxWorker<DeliveryJob> | undefined;
-  readonly metrics: Metrics;
+  /** Every metric this process exports. */
+  readonly registry: Registry;
+  /** Base URL of `/metrics` and the status page, unless HERALD_METRICS_PORT is off. */
+  readonly metricsUrl: string | undefined;
   /** Stop serving, stop claiming, finish or release in-flight jobs, close the store. */
   close(): Promise<void>;
 }
@@ -70,7 +79,10 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
   const roles = options.roles ?? { http: true, dispatcher: true };
   const token = config.discordToken;
   if (token === undefined) throw new Error('DISCORD_TOKEN is not set (herald serve starts the built-in sandbox when it is unset)');
-  const metrics = new Metrics();
+  // Built once; each module defines its own metrics on it.
+  const registry = createRegistry();
+  const deliveryMetrics = new DeliveryMetrics(registry);
+  const links = new LinkMetrics(registry);
   const cleanups: (() => Promise<void>)[] = [];
   const close = async (): Promise<void> => {
     for (const cleanup of cleanups.splice(0).reverse()) {
@@ -96,7 +108,13 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       perSecond: config.discordPerSecond,
       windowLimit: DISCORD_GLOBAL_LIMIT,
     });
-    const transport: Transport = new DiscordTransport({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs, pace: (signal) => pacer.acquire(signal) });
+    const transport: Transport = new DiscordTransport({
+      token,
+      apiUrl: config.discordApiUrl,
+      timeoutMs: config.discordTimeoutMs,
+      pace: (signal) => pacer.acquire(signal),
+      metrics: new PlatformMetrics(registry),
+    });
     // The protocol's capabilities (and the MCP tools, through them) come from what the transport can do.
     const can = capabilitiesOf(transport);
     const capabilities: KindSupport = {
@@ -116,20 +134,26 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     const destinations = new DestinationService(store.db, { name: transport.name, channels: transport.channels }, clock);
     const identity = new IdentityService(store.db, clock);
 
+    const queue = deliveryQueue(store.db, deliveryMetrics);
+    // Every role reports the outbox it shares (one database): dashboards take the max across processes.
+    const depth = queue.depth;
+    if (depth !== undefined) registerOutboxHealth(registry, depth, clock, { kinds: DELIVERY_KINDS });
+
     let worker: OutboxWorker<DeliveryJob> | undefined;
     if (roles.dispatcher) {
-      const jobs = new DeliveryJobs(store.db, onlyTransport(transport), clock, log, metrics, {
+      const jobs = new DeliveryJobs(store.db, onlyTransport(transport), clock, log, deliveryMetrics, {
         nonceWindowMs: config.nonceWindowMs,
         maxAttempts: config.maxAttempts,
         retryBaseMs: config.retryBaseMs,
         leaseMs: config.leaseMs,
       });
-      const w = new OutboxWorker(deliveryQueue(store.db), clock, log, {
+      const w = new OutboxWorker(queue, clock, log, {
         leaseMs: config.leaseMs,
         pollMs: config.pollMs,
         concurrency: config.dispatchConcurrency,
         shutdownGraceMs: config.shutdownGraceMs,
         pruneEveryMs: PRUNE_EVERY_MS,
+        metrics: new WorkerMetrics(registry),
       });
       for (const kind of jobs.kinds()) w.register(kind);
       // LISTEN heals itself after a lost connection; polling covers any gap.
@@ -144,6 +168,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
 
     let gateway: GatewayConnection | undefined;
     if (roles.http && config.gateway) {
+      links.track('discord', 'gateway', () => gateway?.ready === true);
       try {
         log.info('connecting to the Discord gateway');
         const router = commandRouter({ identity, destinations });
@@ -178,47 +203,53 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         if (config.gateway) checks['gateway'] = gateway?.ready === true ? 'ok' : 'unavailable';
         return checks;
       };
+      const httpMetrics = new HttpMetrics(registry);
       const middleware = await createApi({
         bridgeToken: config.bridgeToken,
         adminToken: config.adminToken,
         log,
+        onAuthFailure: (area, throttled) => httpMetrics.authFailure(area, throttled),
         operations: [
-          deliveryOperations(deliveries, capabilities),
-          identityOperations(identity),
+          deliveryOperations(deliveries, capabilities, deliveryMetrics),
+          identityOperations(identity, new IdentityMetrics(registry)),
           destinationOperations(destinations),
           probeOperations(readiness),
         ],
       });
-      const server = await serveHttp(config, middleware, log, metrics);
+      const server = await serveHttp(config, middleware, log, httpMetrics);
       // Stop accepting requests first (cleanups run in reverse).
       cleanups.push(() => closeServer(server));
       const address = server.address() as AddressInfo;
       url = `http://${config.host}:${address.port}`;
     }
-    return { url, store, worker, metrics, close };
+    let metricsUrl: string | undefined;
+    if (config.metricsPort !== undefined) {
+      const metricsServer = await serveMetrics(registry, config.metricsHost, config.metricsPort, log);
+      cleanups.push(() => metricsServer.close());
+      metricsUrl = metricsServer.url;
+    }
+    return { url, store, worker, registry, metricsUrl, close };
   } catch (err) {
     await close();
     throw err;
   }
 }
 
-async function serveHttp(config: Config, api: Koa.Middleware, log: Logger, metrics: Metrics): Promise<Server> {
+async function serveHttp(config: Config, api: Koa.Middleware, log: Logger, metrics: HttpMetrics): Promise<Server> {
   const app = new Koa({ proxy: false });
   app.use(async (ctx, next) => {
     const started = performance.now();
     await next();
+    const ms = performance.now() - started;
+    metrics.request(ctx.state['operation'] as string | undefined, ctx.status, ms / 1000);
     // Method, path and status only: never bodies or headers (they hold content and tokens).
     // At debug: a synchronous line per request would cost a sixth of the throughput.
-    if (log.isLevelEnabled('debug')) log.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
+    if (log.isLevelEnabled('debug')) log.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms) }, 'request');
   });
   app.use(api);
   const docs = docsRouter();
   const router = new Router();
   router.get('/', (ctx) => ctx.redirect('/docs'));
-  router.get('/metrics', (ctx) => {
-    ctx.type = 'text/plain; version=0.0.4';
-    ctx.body = metrics.render();
-  });
   app.use(docs.routes()).use(router.routes());
   const server = createServer(app.callback());
   await new Promise<void>((resolve, reject) => {
