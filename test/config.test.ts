@@ -14,8 +14,9 @@ describe('configuration', () => {
     expect(Object.isFrozen(c)).toBe(true);
   });
 
-  it('serves metrics on their own loopback port: 9464 by default, a free one with PORT=0, none when off', () => {
-    expect(loadConfig({})).toMatchObject({ metricsPort: 9464, metricsHost: '127.0.0.1' });
+  it('serves metrics on their own loopback port: PORT+2 by default, a free one with PORT=0, none when off', () => {
+    expect(loadConfig({})).toMatchObject({ metricsPort: 8789, metricsHost: '127.0.0.1' });
+    expect(loadConfig({ PORT: '9000' }).metricsPort).toBe(9002);
     expect(loadConfig({ PORT: '0' }).metricsPort).toBe(0);
     expect(loadConfig({ HERALD_METRICS_PORT: '9100', HERALD_METRICS_HOST: '0.0.0.0' })).toMatchObject({ metricsPort: 9100, metricsHost: '0.0.0.0' });
     expect(loadConfig({ HERALD_METRICS_PORT: 'off' }).metricsPort).toBeUndefined();
