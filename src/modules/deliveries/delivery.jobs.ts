@@ -52,8 +52,8 @@ export function deliveryQueue(db: Kysely<Database>, metrics?: DeliveryMetrics): 
         return { id: row.request_id, kind: row.kind, attempts: row.attempts, row };
       }),
     release: (owner, now) => releaseLeases(db, owner, now),
-    depth: async (now, timeoutMs) =>
-      (await outboxDepth(db, now, timeoutMs)).map((r) => ({ kind: r.kind, state: r.status, jobs: r.jobs, oldestDueAt: r.oldest_due_at })),
+    depth: async (now) =>
+      (await outboxDepth(db, now)).map((r) => ({ kind: r.kind, state: r.status, jobs: r.jobs, oldestDueAt: r.oldest_due_at })),
     // Records are kept 8 days (by created_at).
     prune: (now) => pruneDeliveries(db, new Date(now.getTime() - RETENTION_MS)),
   };

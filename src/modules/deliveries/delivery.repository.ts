@@ -265,26 +265,23 @@ export interface OutboxDepthRow {
 
 /**
  * The outbox at a glance, for metrics: one grouped read per status over its partial index (delivered
- * and failed rows, the bulk of the table, are never scanned), bounded by a statement timeout so a
- * slow read gives up instead of holding a connection that requests need.
+ * and failed rows, the bulk of the table, are never scanned). One statement, no transaction: on
+ * PGlite a transaction holds the only connection.
  */
-export async function outboxDepth(db: Db, now: Date, timeoutMs: number): Promise<OutboxDepthRow[]> {
-  return db.transaction().execute(async (trx) => {
-    await sql`select set_config('statement_timeout', ${String(Math.max(1, Math.round(timeoutMs)))}, true)`.execute(trx);
-    const result = await sql<{ kind: DeliveryKind; status: OutboxDepthRow['status']; jobs: number | string; oldest_due_at: Date | string | null }>`
-      select kind, 'pending' as status, count(*) as jobs, min(next_attempt_at) filter (where next_attempt_at <= ${now}) as oldest_due_at
-        from deliveries where status = 'pending' group by kind
-      union all
-      select kind, 'in_flight', count(*), min(lease_expires_at) filter (where lease_expires_at <= ${now})
-        from deliveries where status = 'in_flight' group by kind
-      union all
-      select kind, 'unknown', count(*), null
-        from deliveries where status = 'unknown' group by kind`.execute(trx);
-    return result.rows.map((r) => ({
-      kind: r.kind,
-      status: r.status,
-      jobs: Number(r.jobs),
-      oldest_due_at: r.oldest_due_at === null ? null : new Date(r.oldest_due_at),
-    }));
-  });
+export async function outboxDepth(db: Db, now: Date): Promise<OutboxDepthRow[]> {
+  const result = await sql<{ kind: DeliveryKind; status: OutboxDepthRow['status']; jobs: number | string; oldest_due_at: Date | string | null }>`
+    select kind, 'pending' as status, count(*) as jobs, min(next_attempt_at) filter (where next_attempt_at <= ${now}) as oldest_due_at
+      from deliveries where status = 'pending' group by kind
+    union all
+    select kind, 'in_flight', count(*), min(lease_expires_at) filter (where lease_expires_at <= ${now})
+      from deliveries where status = 'in_flight' group by kind
+    union all
+    select kind, 'unknown', count(*), null
+      from deliveries where status = 'unknown' group by kind`.execute(db);
+  return result.rows.map((r) => ({
+    kind: r.kind,
+    status: r.status,
+    jobs: Number(r.jobs),
+    oldest_due_at: r.oldest_due_at === null ? null : new Date(r.oldest_due_at),
+  }));
 }
