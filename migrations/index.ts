@@ -4,6 +4,7 @@ import * as identity from './2026-11-29T20-00-00_identity.js';
 import * as inDoubt from './2026-11-30T04-00-00_in-doubt.js';
 import * as addresses from './2026-11-30T05-00-00_addresses.js';
 import * as rateBudget from './2026-11-30T06-00-00_rate-budget.js';
+import * as outboxHealth from './2026-11-30T06-30-00_outbox-health.js';
 import * as commandRuns from './2026-11-30T07-00-00_command-runs.js';
 
 /** Every migration, by name; names sort in the order they apply. Add new ones here. */
@@ -13,5 +14,6 @@ export const migrations: Record<string, Migration> = {
   '2026-11-30T04-00-00_in-doubt': inDoubt,
   '2026-11-30T05-00-00_addresses': addresses,
   '2026-11-30T06-00-00_rate-budget': rateBudget,
+  '2026-11-30T06-30-00_outbox-health': outboxHealth,
   '2026-11-30T07-00-00_command-runs': commandRuns,
 };

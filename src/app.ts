@@ -13,7 +13,8 @@ import { deliveryNonce } from './modules/deliveries/delivery.js';
 import { commandRouter, COMMAND_DEFINITIONS } from './modules/commands/registry.js';
 import { deliveryAdminOperations } from './modules/deliveries/delivery.admin.http.js';
 import { deliveryOperations } from './modules/deliveries/delivery.http.js';
-import { DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
+import { DELIVERY_KINDS, DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
+import { DeliveryMetrics } from './modules/deliveries/delivery.metrics.js';
 import { DELIVERY_CHANNEL, notifyDue, recordSentMessage } from './modules/deliveries/delivery.repository.js';
 import { Doorbell } from './platform/db/doorbell.js';
 import { pacerFor, type Pacer } from './platform/db/shared-pacer.js';
@@ -21,7 +22,9 @@ import { DeliveryService, type KindSupport } from './modules/deliveries/delivery
 import { destinationOperations } from './modules/destinations/destination.http.js';
 import { DestinationService } from './modules/destinations/destination.service.js';
 import { identityOperations } from './modules/identity/identity.http.js';
+import { IdentityMetrics } from './modules/identity/identity.metrics.js';
 import { IdentityService } from './modules/identity/identity.service.js';
+import { registerOutboxHealth, WorkerMetrics } from './outbox/outbox.metrics.js';
 import { OutboxWorker } from './outbox/worker.js';
 import { systemClock, type Clock } from './platform/clock.js';
 import { openStore, retryWhileUnreachable, type Store } from './platform/db/database.js';
@@ -29,12 +32,15 @@ import { migrateToLatest } from './platform/db/migrate.js';
 import { errorSummary } from './platform/errors.js';
 import { createApi } from './platform/http/api.js';
 import { docsRouter } from './platform/http/docs.js';
+import { HttpMetrics } from './platform/http/http.metrics.js';
+import { serveMetrics } from './platform/http/metrics-server.js';
 import { probeOperations, type Readiness } from './platform/http/probes.js';
 import { createLogger } from './platform/log.js';
-import { Metrics } from './platform/metrics.js';
+import { createRegistry, type Registry } from './platform/metrics.js';
 import { discordTokenRejected, listenProblem } from './platform/startup.js';
 import type { Database } from './schema.js';
 import { DiscordTokenRejectedError, DiscordTransport } from './transports/discord/discord-transport.js';
+import { LinkMetrics, PlatformMetrics } from './transports/discord/discord.metrics.js';
 import { DiscordInvokers } from './transports/discord/invokers.js';
 import { connectGateway, type GatewayConnection } from './transports/discord/gateway-client.js';
 import { capabilitiesOf, onlyTransport, type Channels, type Transport } from './transports/transport.js';
@@ -58,7 +64,10 @@ export interface Herald {
   readonly store: Store<Database>;
   /** The outbox worker, when this process dispatches. */
   readonly worker: OutboxWorker<DeliveryJob> | undefined;
-  readonly metrics: Metrics;
+  /** Every metric this process exports. */
+  readonly registry: Registry;
+  /** Base URL of `/metrics` and the status page, unless HERALD_METRICS_PORT is off. */
+  readonly metricsUrl: string | undefined;
   /** Stop serving, stop claiming, finish or release in-flight jobs, close the store. */
   close(): Promise<void>;
 }
@@ -81,7 +90,10 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
   const roles = options.roles ?? { http: true, dispatcher: true };
   const token = config.discordToken;
   if (token === undefined) throw new Error('DISCORD_TOKEN is not set (herald serve starts the built-in sandbox when it is unset)');
-  const metrics = new Metrics();
+  // Built once; each module defines its own metrics on it.
+  const registry = createRegistry();
+  const deliveryMetrics = new DeliveryMetrics(registry);
+  const links = new LinkMetrics(registry);
   const cleanups: (() => Promise<void>)[] = [];
   const close = async (): Promise<void> => {
     for (const cleanup of cleanups.splice(0).reverse()) {
@@ -93,7 +105,13 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
   // (deliveries wait for it), so that is only logged.
   // Paced once the store is open (the budget lives there); the token check before it goes alone.
   let pacer: Pacer | undefined;
-  const discord = new DiscordTransport({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs, pace: async (signal) => pacer?.acquire(signal) });
+  const discord = new DiscordTransport({
+    token,
+    apiUrl: config.discordApiUrl,
+    timeoutMs: config.discordTimeoutMs,
+    pace: async (signal) => pacer?.acquire(signal),
+    metrics: new PlatformMetrics(registry),
+  });
   try {
     await discord.verifyToken(AbortSignal.timeout(Math.min(config.discordTimeoutMs, TOKEN_CHECK_MS)));
   } catch (err) {
@@ -142,20 +160,26 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     const destinations = new DestinationService(store.db, { name: transport.name, channels: loggedChannels(transport.channels, log) }, clock);
     const identity = new IdentityService(store.db, clock);
 
+    const queue = deliveryQueue(store.db, deliveryMetrics);
+    // Every role reports the outbox it shares (one database): dashboards take the max across processes.
+    const depth = queue.depth;
+    if (depth !== undefined) registerOutboxHealth(registry, depth, clock, { kinds: DELIVERY_KINDS });
+
     let worker: OutboxWorker<DeliveryJob> | undefined;
     if (roles.dispatcher) {
-      const jobs = new DeliveryJobs(store.db, onlyTransport(transport), clock, log, metrics, {
+      const jobs = new DeliveryJobs(store.db, onlyTransport(transport), clock, log, deliveryMetrics, {
         nonceWindowMs: config.nonceWindowMs,
         maxAttempts: config.maxAttempts,
         retryBaseMs: config.retryBaseMs,
         leaseMs: config.leaseMs,
       });
-      const w = new OutboxWorker(deliveryQueue(store.db), clock, log, {
+      const w = new OutboxWorker(queue, clock, log, {
         leaseMs: config.leaseMs,
         pollMs: config.pollMs,
         concurrency: config.dispatchConcurrency,
         shutdownGraceMs: config.shutdownGraceMs,
         pruneEveryMs: PRUNE_EVERY_MS,
+        metrics: new WorkerMetrics(registry),
       });
       for (const kind of jobs.kinds()) w.register(kind);
       // LISTEN heals itself after a lost connection; polling covers any gap.
@@ -170,6 +194,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
 
     let gateway: GatewayConnection | undefined;
     if (roles.http && config.gateway) {
+      links.track('discord', 'gateway', () => gateway?.ready === true);
       try {
         log.info('connecting to the Discord gateway');
         const router = commandRouter({ identity, destinations });
@@ -218,49 +243,55 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       }, PRUNE_EVERY_MS);
       pruneRuns.unref();
       cleanups.push(async () => clearInterval(pruneRuns));
+      const httpMetrics = new HttpMetrics(registry);
       const middleware = await createApi({
         bridgeToken: config.bridgeToken,
         adminToken: config.adminToken,
         log,
+        onAuthFailure: (area, throttled) => httpMetrics.authFailure(area, throttled),
         operations: [
-          deliveryOperations(deliveries, capabilities),
+          deliveryOperations(deliveries, capabilities, deliveryMetrics),
           deliveryAdminOperations(deliveries, { messageLinkBase: options.messageLinkBase }),
-          identityOperations(identity),
+          identityOperations(identity, new IdentityMetrics(registry)),
           destinationOperations(destinations),
           commandOperations(commands as CommandService<unknown>, log),
           probeOperations(readiness),
         ],
       });
-      const server = await serveHttp(config, middleware, log, metrics);
+      const server = await serveHttp(config, middleware, log, httpMetrics);
       // Stop accepting requests first (cleanups run in reverse).
       cleanups.push(() => closeServer(server));
       const address = server.address() as AddressInfo;
       url = `http://${config.host}:${address.port}`;
     }
-    return { url, store, worker, metrics, close };
+    let metricsUrl: string | undefined;
+    if (config.metricsPort !== undefined) {
+      const metricsServer = await serveMetrics(registry, config.metricsHost, config.metricsPort, log);
+      cleanups.push(() => metricsServer.close());
+      metricsUrl = metricsServer.url;
+    }
+    return { url, store, worker, registry, metricsUrl, close };
   } catch (err) {
     await close();
     throw err;
   }
 }
 
-async function serveHttp(config: Config, api: Koa.Middleware, log: Logger, metrics: Metrics): Promise<Server> {
+async function serveHttp(config: Config, api: Koa.Middleware, log: Logger, metrics: HttpMetrics): Promise<Server> {
   const app = new Koa({ proxy: false });
   app.use(async (ctx, next) => {
     const started = performance.now();
     await next();
+    const ms = performance.now() - started;
+    metrics.request(ctx.state['operation'] as string | undefined, ctx.status, ms / 1000);
     // Method, path and status only: never bodies or headers (they hold content and tokens).
     // At debug: a synchronous line per request would cost a sixth of the throughput.
-    if (log.isLevelEnabled('debug')) log.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
+    if (log.isLevelEnabled('debug')) log.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms) }, 'request');
   });
   app.use(api);
   const docs = docsRouter();
   const router = new Router();
   router.get('/', (ctx) => ctx.redirect('/docs'));
-  router.get('/metrics', (ctx) => {
-    ctx.type = 'text/plain; version=0.0.4';
-    ctx.body = metrics.render();
-  });
   app.use(docs.routes()).use(router.routes());
   const server = createServer(app.callback());
   await new Promise<void>((resolve, reject) => {

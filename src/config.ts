@@ -36,6 +36,14 @@ export interface Config {
   readonly discordPerSecond: number;
   /** `HERALD_SANDBOX_PORT`: port of the built-in sandbox in sandbox mode. Default PORT+1; 0 picks a free one. */
   readonly sandboxPort: number;
+  /**
+   * `HERALD_METRICS_PORT`: port of `/metrics` (Prometheus) and the operator status page, apart from
+   * the API so scrapes never compete with requests and need no token. Default PORT+2 (8789; 0 when
+   * PORT is 0: a free port); `off` serves no metrics. Each process on one host needs its own.
+   */
+  readonly metricsPort: number | undefined;
+  /** `HERALD_METRICS_HOST`: interface of the metrics port. Default 127.0.0.1 (loopback only). */
+  readonly metricsHost: string;
   /** `LOG_LEVEL`: pino level. Default info. */
   readonly logLevel: string;
   /** `HERALD_LEASE_MS`: how long a claimed delivery belongs to its dispatcher before it counts as unknown. */
@@ -188,6 +196,8 @@ export function loadConfig(env: Env = process.env): Config {
     discordToken: text('DISCORD_TOKEN'),
     discordApiUrl: url('DISCORD_API_URL'),
     sandboxPort: int('HERALD_SANDBOX_PORT', port === 0 ? 0 : port + 1, 0, 65535),
+    metricsPort: text('HERALD_METRICS_PORT') === 'off' ? undefined : int('HERALD_METRICS_PORT', port === 0 ? 0 : Math.min(port + 2, 65535), 0, 65535),
+    metricsHost: text('HERALD_METRICS_HOST') ?? '127.0.0.1',
     logLevel: text('LOG_LEVEL') ?? 'info',
     leaseMs: int('HERALD_LEASE_MS', 60_000, 500, 3_600_000),
     pollMs: int('HERALD_POLL_MS', 1_000, 10, 60_000),

@@ -14,6 +14,15 @@ describe('configuration', () => {
     expect(Object.isFrozen(c)).toBe(true);
   });
 
+  it('serves metrics on their own loopback port: PORT+2 by default, a free one with PORT=0, none when off', () => {
+    expect(loadConfig({})).toMatchObject({ metricsPort: 8789, metricsHost: '127.0.0.1' });
+    expect(loadConfig({ PORT: '9000' }).metricsPort).toBe(9002);
+    expect(loadConfig({ PORT: '0' }).metricsPort).toBe(0);
+    expect(loadConfig({ HERALD_METRICS_PORT: '9100', HERALD_METRICS_HOST: '0.0.0.0' })).toMatchObject({ metricsPort: 9100, metricsHost: '0.0.0.0' });
+    expect(loadConfig({ HERALD_METRICS_PORT: 'off' }).metricsPort).toBeUndefined();
+    expect(() => loadConfig({ HERALD_METRICS_PORT: 'on' })).toThrow(/HERALD_METRICS_PORT must be an integer from 0 to 65535/);
+  });
+
   it('reports every problem at once', () => {
     try {
       loadConfig({ MCP_BRIDGE_TOKEN: 'short', HERALD_ADMIN_TOKEN: 'x'.repeat(42), PORT: 'eighty', DATABASE_URL: 'mysql://x', LOG_LEVEL: 'loud' });

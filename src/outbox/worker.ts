@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../platform/clock.js';
 import { errorSummary } from '../platform/errors.js';
+import type { WorkerMetrics } from './outbox.metrics.js';
 
 /** What the worker needs of a job; the job's own table holds the rest. */
 export interface Job {
@@ -22,6 +23,17 @@ export interface JobQueue<J extends Job> {
   release(owner: string, now: Date): Promise<number>;
   /** Periodic upkeep, e.g. deleting rows past retention. */
   prune?(now: Date): Promise<number>;
+  /** For metrics: how many jobs wait, by kind and state, read within `timeoutMs`. */
+  depth?(now: Date, timeoutMs: number): Promise<QueueDepth[]>;
+}
+
+export interface QueueDepth {
+  kind: string;
+  /** The queue's own words, e.g. pending, in_flight. */
+  state: string;
+  jobs: number;
+  /** Since when the oldest job of this kind and state has been due; null when none is due yet. */
+  oldestDueAt: Date | null;
 }
 
 /** Retry timing of a job kind: full-jitter exponential backoff, capped. */
@@ -58,6 +70,7 @@ export interface WorkerOptions {
   concurrency: number;
   shutdownGraceMs: number;
   pruneEveryMs?: number;
+  metrics?: WorkerMetrics;
 }
 
 const DEFAULT_CAP_MS = 5 * 60 * 1000;
@@ -95,6 +108,7 @@ export class OutboxWorker<J extends Job> {
     if (this.loopDone !== undefined) throw new Error('register job kinds before start()');
     if (this.kinds.has(kind.kind)) throw new Error(`job kind ${kind.kind} is registered twice`);
     this.kinds.set(kind.kind, kind);
+    this.options.metrics?.register(kind.kind);
     return this;
   }
 
@@ -147,6 +161,7 @@ export class OutboxWorker<J extends Job> {
       try {
         await this.tick();
       } catch (err) {
+        this.options.metrics?.tickFailed();
         this.log.error({ err: errorSummary(err) }, 'worker tick failed');
       }
       if (this.stopping) break;
@@ -213,10 +228,17 @@ export class OutboxWorker<J extends Job> {
       retry: kind.retry,
       retryAt: (retryAfterMs) => new Date(this.clock.now().getTime() + backoffMs(kind.retry, job.attempts, retryAfterMs)),
     };
+    const started = performance.now();
+    let failed = false;
+    this.options.metrics?.started(job.kind);
     const done = kind
       .handle(job, context)
-      .catch((err: unknown) => this.log.error({ job: job.id, kind: job.kind, err: errorSummary(err) }, 'job bookkeeping failed'))
+      .catch((err: unknown) => {
+        failed = true;
+        this.log.error({ job: job.id, kind: job.kind, err: errorSummary(err) }, 'job bookkeeping failed');
+      })
       .finally(() => {
+        this.options.metrics?.finished(job.kind, (performance.now() - started) / 1000, failed);
         clearTimeout(timer);
         this.inFlight.delete(job.id);
         this.wake();

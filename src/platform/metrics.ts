@@ -1,28 +1,61 @@
+import { collectDefaultMetrics, Registry } from 'prom-client';
+
+export { Registry } from 'prom-client';
+
 /**
- * Counters exposed at /metrics in Prometheus' text format. Labels are fixed, low-cardinality
- * words (kind, outcome, reason), never ids or content.
+ * The one registry of a Herald process, built once by the wiring (app.ts) and handed to each module,
+ * which defines its own metrics on it. Never prom-client's global default registry: several Heralds
+ * (tests, one process per role) must not share counters. Labels are fixed, low-cardinality words
+ * (kind, outcome, status), never ids, tokens or content.
  */
-export class Metrics {
-  private readonly counters = new Map<string, { help: string; values: Map<string, number> }>();
+export function createRegistry(): Registry {
+  const registry = new Registry();
+  // Process metrics: CPU, memory, event-loop lag, handles, GC.
+  collectDefaultMetrics({ register: registry });
+  return registry;
+}
 
-  inc(name: string, help: string, labels: Readonly<Record<string, string>> = {}, by = 1): void {
-    let counter = this.counters.get(name);
-    if (counter === undefined) {
-      counter = { help, values: new Map() };
-      this.counters.set(name, counter);
-    }
-    const key = Object.entries(labels)
-      .map(([k, v]) => `${k}="${v.replace(/["\\\n]/g, '_')}"`)
-      .join(',');
-    counter.values.set(key, (counter.values.get(key) ?? 0) + by);
-  }
+/** Buckets (seconds) of latencies from a few milliseconds to minutes (retries, reconciliation). */
+export const LATENCY_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
-  render(): string {
-    const lines: string[] = [];
-    for (const [name, { help, values }] of this.counters) {
-      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
-      for (const [labels, value] of values) lines.push(`${name}${labels ? `{${labels}}` : ''} ${value}`);
+export interface ScrapeReadOptions {
+  /** A reading younger than this is reused: scrapes cost at most one read per period. */
+  maxAgeMs: number;
+  /** A read slower than this is given up for this scrape (the read itself bounds its own work). */
+  timeoutMs: number;
+}
+
+/**
+ * A value read at scrape time from somewhere slow (the database): one read at a time, reused for
+ * `maxAgeMs`, and a scrape waits for it at most `timeoutMs`. A scrape never queues reads behind
+ * each other, so it cannot pile work onto the store that request handling needs.
+ */
+export class ScrapeRead<T> {
+  private last: { at: number; value: T } | undefined;
+  private pending: Promise<T> | undefined;
+
+  constructor(
+    private readonly read: () => Promise<T>,
+    private readonly options: ScrapeReadOptions,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The latest reading, or undefined when the read failed or took too long. */
+  async get(): Promise<T | undefined> {
+    const last = this.last;
+    if (last !== undefined && this.now() - last.at < this.options.maxAgeMs) return last.value;
+    this.pending ??= this.read()
+      .then((value) => {
+        this.last = { at: this.now(), value };
+        return value;
+      })
+      .finally(() => (this.pending = undefined));
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), this.options.timeoutMs)));
+    try {
+      return await Promise.race([this.pending.catch(() => undefined), late]);
+    } finally {
+      clearTimeout(timer);
     }
-    return `${lines.join('\n')}\n`;
   }
 }

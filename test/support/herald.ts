@@ -118,6 +118,8 @@ export function heraldEnv(
 ): Record<string, string> {
   return {
     PORT: '0',
+    // A free port even for tests that fix PORT (to restart on the same URL).
+    HERALD_METRICS_PORT: '0',
     MCP_BRIDGE_TOKEN: on.bridgeToken,
     HERALD_ADMIN_TOKEN: on.adminToken,
     HERALD_DATA_DIR: on.db.dataDir,

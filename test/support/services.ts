@@ -12,7 +12,8 @@ import { OutboxWorker } from '../../src/outbox/worker.js';
 import type { Clock } from '../../src/platform/clock.js';
 import { openStore, type Store } from '../../src/platform/db/database.js';
 import { migrateToLatest } from '../../src/platform/db/migrate.js';
-import { Metrics } from '../../src/platform/metrics.js';
+import { DeliveryMetrics } from '../../src/modules/deliveries/delivery.metrics.js';
+import { createRegistry } from '../../src/platform/metrics.js';
 import type { Database } from '../../src/schema.js';
 import { MemoryTransport } from '../../src/transports/memory/memory-transport.js';
 import { capabilitiesOf, onlyTransport, type Transport } from '../../src/transports/transport.js';
@@ -61,7 +62,7 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
   const deliveries = new DeliveryService(store.db, clock, support);
   const destinations = new DestinationService(store.db, { name: transport.name, channels: memory.channels }, clock);
   const identity = new IdentityService(store.db, clock);
-  const jobs = new DeliveryJobs(store.db, onlyTransport(transport), clock, log, new Metrics(), {
+  const jobs = new DeliveryJobs(store.db, onlyTransport(transport), clock, log, new DeliveryMetrics(createRegistry()), {
     nonceWindowMs: options.nonceWindowMs ?? 120_000,
     maxAttempts: options.maxAttempts ?? 4,
     retryBaseMs: 10,

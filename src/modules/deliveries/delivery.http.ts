@@ -1,11 +1,12 @@
 import type { OperationHandlers } from '../../platform/http/api.js';
 import { reply } from '../../platform/http/reply.js';
 import { DESTINATIONS } from './delivery.js';
+import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { DeliveryService, KindSupport } from './delivery.service.js';
 import { DeliveryRequestValidator } from './delivery.validation.js';
 
 /** The bridge protocol's delivery operations: capabilities, accept, state. */
-export function deliveryOperations(deliveries: DeliveryService, capabilities: KindSupport): OperationHandlers {
+export function deliveryOperations(deliveries: DeliveryService, capabilities: KindSupport, metrics?: DeliveryMetrics): OperationHandlers {
   return (kit) => {
     const validator = new DeliveryRequestValidator(kit.schemas, kit.reasons);
     return {
@@ -18,7 +19,14 @@ export function deliveryOperations(deliveries: DeliveryService, capabilities: Ki
           destinations: DESTINATIONS.map((d) => ({ destination: d.destination, description: d.description })),
         }),
       createDelivery: async (_c, body) => {
-        const accepted = await deliveries.accept(validator.validate(body));
+        const delivery = validator.validate(body);
+        const accepted = await deliveries.accept(delivery);
+        if (!accepted.existing) {
+          metrics?.accept(delivery.kind);
+          // A kind this bridge cannot deliver fails at once, without a dispatcher.
+          if (accepted.state.state === 'failed') metrics?.finish(delivery.kind, 'failed', accepted.state.code);
+        }
+        if (accepted.redriven) metrics?.redrive(delivery.kind);
         return reply('createDelivery', 202, { state: accepted.state, existing: accepted.existing });
       },
       getDelivery: async (c) => reply('getDelivery', 200, await deliveries.get(String(c.request.params['request_id']))),

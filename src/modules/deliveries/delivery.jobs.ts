@@ -4,7 +4,6 @@ import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js'
 import type { Clock } from '../../platform/clock.js';
 import { retryWhileUnreachable } from '../../platform/db/database.js';
 import { errorSummary } from '../../platform/errors.js';
-import type { Metrics } from '../../platform/metrics.js';
 import { TransportError, type Address, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
 import type { Database } from '../../schema.js';
 import { findDestinationAddress } from '../destinations/destination.repository.js';
@@ -17,6 +16,7 @@ import {
   findSentMessage,
   findUnresolvedTwins,
   finishAttempt,
+  outboxDepth,
   pruneDeliveries,
   recordAppliedSeq,
   recordedMessages,
@@ -25,6 +25,7 @@ import {
   renewEditLock,
   sentMessageNonces,
 } from './delivery.repository.js';
+import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { DeliveryRow, DeliveryUpdate } from './delivery.table.js';
 
 export interface DeliveryJobOptions {
@@ -34,17 +35,25 @@ export interface DeliveryJobOptions {
   leaseMs: number;
 }
 
+/** The job kinds of deliveries, one per delivery kind. */
+export const DELIVERY_KINDS: readonly DeliveryKind[] = ['post', 'dm', 'edit'];
+
 /** A delivery row is its own outbox job. */
 export interface DeliveryJob extends Job {
   readonly row: DeliveryRow;
 }
 
 /** The outbox's view of the deliveries table. */
-export function deliveryQueue(db: Kysely<Database>): JobQueue<DeliveryJob> {
+export function deliveryQueue(db: Kysely<Database>, metrics?: DeliveryMetrics): JobQueue<DeliveryJob> {
   return {
     claim: async (owner, now, leaseMs, kinds, limit) =>
-      (await claimDue(db, owner, now, leaseMs, kinds as DeliveryKind[], limit)).map((row) => ({ id: row.request_id, kind: row.kind, attempts: row.attempts, row })),
+      (await claimDue(db, owner, now, leaseMs, kinds as DeliveryKind[], limit)).map(({ claimed_from, ...row }) => {
+        if (claimed_from === 'in_flight') metrics?.leaseExpired(row.kind);
+        return { id: row.request_id, kind: row.kind, attempts: row.attempts, row };
+      }),
     release: (owner, now) => releaseLeases(db, owner, now),
+    depth: async (now) =>
+      (await outboxDepth(db, now)).map((r) => ({ kind: r.kind, state: r.status, jobs: r.jobs, oldestDueAt: r.oldest_due_at })),
     // Records are kept 8 days (by created_at).
     prune: (now) => pruneDeliveries(db, new Date(now.getTime() - RETENTION_MS)),
   };
@@ -110,7 +119,7 @@ export class DeliveryJobs {
     private readonly transports: Transports,
     private readonly clock: Clock,
     private readonly log: Logger,
-    private readonly metrics: Metrics,
+    private readonly metrics: DeliveryMetrics,
     private readonly options: DeliveryJobOptions,
   ) {}
 
@@ -124,7 +133,7 @@ export class DeliveryJobs {
   /** The job kinds this module registers with the outbox worker. */
   kinds(): JobKind<DeliveryJob>[] {
     const retry = { maxAttempts: this.options.maxAttempts, baseMs: this.options.retryBaseMs };
-    return (['post', 'dm', 'edit'] as const).map((kind) => ({ kind, retry, handle: (job: DeliveryJob, context: JobContext) => this.attempt(job.row, context) }));
+    return DELIVERY_KINDS.map((kind) => ({ kind, retry, handle: (job: DeliveryJob, context: JobContext) => this.attempt(job.row, context) }));
   }
 
   private async attempt(row: DeliveryRow, context: JobContext): Promise<void> {
@@ -161,7 +170,7 @@ export class DeliveryJobs {
         const next = context.retryAt(failure.retryAfterMs);
         outcome = { status: 'pending', next_attempt_at: next };
         log.info({ detail: failure.detail, retry_in_ms: next.getTime() - this.clock.now().getTime() }, 'delivery will be retried');
-        this.metrics.inc('herald_delivery_retries_total', 'Attempts that will be retried', { kind: row.kind });
+        this.metrics.retry(row.kind);
       }
     }
     if (outcome.status === 'failed' && at.doubt !== undefined) {
@@ -178,15 +187,13 @@ export class DeliveryJobs {
       ...(resolved !== undefined ? { transport: at.sendingWith ?? at.doubtTransport } : {}),
     });
     if (!recorded) {
+      this.metrics.leaseLost(row.kind);
       log.warn('lease lost before the outcome was recorded; the new holder re-drives it');
       return;
     }
     if (outcome.status === 'delivered' || outcome.status === 'failed' || outcome.status === 'unknown') {
-      this.metrics.inc('herald_deliveries_total', 'Deliveries that reached a terminal state', {
-        kind: row.kind,
-        outcome: outcome.status,
-        ...(outcome.failure_code ? { code: outcome.failure_code } : {}),
-      });
+      this.metrics.finish(row.kind, outcome.status, outcome.failure_code);
+      if (outcome.status === 'delivered') this.metrics.sent(row.kind, row.created_at, started, this.clock.now());
       // The reason holds Discord's status and code or Herald's own words, never content.
       log.info({ state: outcome.status, code: outcome.failure_code ?? undefined, reason: outcome.reason ?? undefined }, 'delivery finished');
     }
@@ -281,7 +288,7 @@ export class DeliveryJobs {
     const address = await findDestinationAddress(this.db, target.guild_id, target.destination);
     if (address === undefined) {
       at.log.warn({ guild_id: target.guild_id, destination: target.destination, reason: 'destination_unmapped' }, 'no channel mapped for this destination');
-      this.metrics.inc('herald_post_unmapped_total', 'Posts failed because their (guild, destination) has no channel', { destination: target.destination });
+      this.metrics.postUnmapped();
       return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: 'destination not mapped' };
     }
     return this.sendOnce(at, address, target.guild_id);
@@ -313,7 +320,7 @@ export class DeliveryJobs {
       const settled = at.doubt.until.getTime() + RECONCILE_SETTLE_MS;
       if (nowMs < settled) return { status: 'pending', next_attempt_at: new Date(settled), attempts: at.row.attempts - 1 };
       const verdict = await this.reconcile(at, transport, at.doubt, channelId);
-      this.metrics.inc('herald_reconciled_total', 'In-doubt deliveries past the nonce window, by what reconciliation found', { kind: at.row.kind, verdict: verdict.kind });
+      this.metrics.reconciled(at.row.kind, verdict.kind);
       if (verdict.kind === 'found') return delivered(verdict.message);
       if (verdict.kind === 'wait') return { status: 'pending', next_attempt_at: new Date(nowMs + TWIN_WAIT_MS), attempts: at.row.attempts - 1 };
       if (verdict.kind === 'undecided') {

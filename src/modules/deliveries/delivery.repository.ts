@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../schema.js';
 import type { DeliveryKind } from './delivery.js';
-import type { DeliveryRow, DeliveryUpdate, NewDeliveryRow } from './delivery.table.js';
+import type { DeliveryRow, DeliveryStatus, DeliveryUpdate, NewDeliveryRow } from './delivery.table.js';
 
 /** Wakes dispatchers (LISTEN/NOTIFY) when a delivery becomes due; delivered at commit. */
 export const DELIVERY_CHANNEL = 'herald_deliveries';
@@ -81,12 +81,20 @@ export async function resetToPending(db: Db, requestId: string, now: Date): Prom
  * Lease up to `limit` due deliveries: pending ones whose time has come, and in-flight ones whose
  * lease expired (their dispatcher died: they read as `unknown` until re-driven here).
  */
-export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number, kinds: readonly DeliveryKind[], limit: number): Promise<DeliveryRow[]> {
+export async function claimDue(
+  db: Db,
+  owner: string,
+  now: Date,
+  leaseMs: number,
+  kinds: readonly DeliveryKind[],
+  limit: number,
+): Promise<(DeliveryRow & { claimed_from: DeliveryStatus })[]> {
   return db
     .with('due', (qb) =>
       qb
         .selectFrom('deliveries')
-        .select('request_id')
+        // The status before the claim: in_flight means an expired lease (metrics count those).
+        .select(['request_id', 'status as claimed_from'])
         .where((eb) =>
           eb.or([
             eb.and([eb('status', '=', 'pending'), eb('next_attempt_at', '<=', now)]),
@@ -112,6 +120,7 @@ export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number
       ...abandonedAttemptDoubt,
     }))
     .returningAll('deliveries')
+    .returning('due.claimed_from')
     .execute();
 }
 
@@ -243,4 +252,36 @@ export async function sentMessageNonces(db: Db, messageIds: readonly string[]): 
   if (messageIds.length === 0) return new Map();
   const rows = await db.selectFrom('sent_messages').select(['message_id', 'nonce']).where('message_id', 'in', messageIds).execute();
   return new Map(rows.map((r) => [r.message_id, r.nonce]));
+}
+
+/** Deliveries waiting or being attempted, per kind and status, and since when the oldest is due. */
+export interface OutboxDepthRow {
+  kind: DeliveryKind;
+  status: 'pending' | 'in_flight' | 'unknown';
+  jobs: number;
+  /** Pending: the earliest due time that has come; in flight: the earliest expired lease. Null: none due. */
+  oldest_due_at: Date | null;
+}
+
+/**
+ * The outbox at a glance, for metrics: one grouped read per status over its partial index (delivered
+ * and failed rows, the bulk of the table, are never scanned). One statement, no transaction: on
+ * PGlite a transaction holds the only connection.
+ */
+export async function outboxDepth(db: Db, now: Date): Promise<OutboxDepthRow[]> {
+  const result = await sql<{ kind: DeliveryKind; status: OutboxDepthRow['status']; jobs: number | string; oldest_due_at: Date | string | null }>`
+    select kind, 'pending' as status, count(*) as jobs, min(next_attempt_at) filter (where next_attempt_at <= ${now}) as oldest_due_at
+      from deliveries where status = 'pending' group by kind
+    union all
+    select kind, 'in_flight', count(*), min(lease_expires_at) filter (where lease_expires_at <= ${now})
+      from deliveries where status = 'in_flight' group by kind
+    union all
+    select kind, 'unknown', count(*), null
+      from deliveries where status = 'unknown' group by kind`.execute(db);
+  return result.rows.map((r) => ({
+    kind: r.kind,
+    status: r.status,
+    jobs: Number(r.jobs),
+    oldest_due_at: r.oldest_due_at === null ? null : new Date(r.oldest_due_at),
+  }));
 }

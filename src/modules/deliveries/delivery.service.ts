@@ -47,7 +47,7 @@ export class DeliveryService {
    * the accepts arriving meanwhile (group commit); a repeat is answered from an unlocked read, and
    * only a repeat that resets a failed or unknown delivery takes a row lock.
    */
-  async accept(delivery: Delivery): Promise<{ state: DeliveryState; existing: boolean }> {
+  async accept(delivery: Delivery): Promise<{ state: DeliveryState; existing: boolean; redriven?: boolean }> {
     const now = this.clock.now();
     const hash = payloadHash(delivery);
     const supported = this.support[delivery.kind];
@@ -80,7 +80,7 @@ export class DeliveryService {
   }
 
   /** A repeat of a failed, unknown or abandoned delivery: make it due again, under its row lock. */
-  private async resetForRetry(requestId: string, hash: string, supported: boolean, now: Date): Promise<{ state: DeliveryState; existing: boolean }> {
+  private async resetForRetry(requestId: string, hash: string, supported: boolean, now: Date): Promise<{ state: DeliveryState; existing: boolean; redriven: boolean }> {
     let reset = false;
     const state = await this.db.transaction().execute(async (trx) => {
       let row = await lockDelivery(trx, requestId);
@@ -93,7 +93,7 @@ export class DeliveryService {
       return toDeliveryState(row, now);
     });
     if (reset) this.announce();
-    return { state, existing: true };
+    return { state, existing: true, redriven: reset };
   }
 
   async get(requestId: string): Promise<DeliveryState> {

@@ -2,10 +2,11 @@ import { NotFoundError } from '../../platform/errors.js';
 import type { OperationHandlers } from '../../platform/http/api.js';
 import { FailureThrottle } from '../../platform/http/auth.js';
 import { errorReply, reply } from '../../platform/http/reply.js';
+import type { IdentityMetrics } from './identity.metrics.js';
 import type { IdentityService } from './identity.service.js';
 
 /** Recipients, pairing-code redemption and registration lookups. */
-export function identityOperations(identity: IdentityService): OperationHandlers {
+export function identityOperations(identity: IdentityService, metrics?: IdentityMetrics): OperationHandlers {
   return (kit) => {
     const redeemThrottle = new FailureThrottle();
     return {
@@ -18,6 +19,7 @@ export function identityOperations(identity: IdentityService): OperationHandlers
           if (!(err instanceof NotFoundError)) throw err;
           // Guessing codes is throttled per address; a valid code is never refused.
           const verdict = redeemThrottle.fail(koa.ip);
+          metrics?.redeemFailed(verdict.limited);
           if (verdict.limited) return errorReply<'TooManyFailedAttempts'>(429, { error: 'too many failed attempts' }, { 'Retry-After': String(verdict.retryAfterSeconds) });
           return reply('redeemPairingCode', 404, { error: 'invalid or expired code' });
         }

@@ -18,6 +18,8 @@ export interface ApiOptions {
   /** Each module's operation handlers; together they must cover every operationId exactly once. */
   operations: readonly OperationHandlers[];
   log: Logger;
+  /** Told of each refused bearer token (metrics). */
+  onAuthFailure?: (area: 'bridge' | 'admin', throttled: boolean) => void;
 }
 
 /** What the framework hands the modules' handlers: the contract's own checks. */
@@ -133,6 +135,7 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
       const asBridge = area === 'admin' && !check(authorization) && checks.bridge?.(authorization) === true;
       if (!asBridge && !check(authorization)) {
         const verdict = throttle.fail(ctx.ip);
+        deps.onAuthFailure?.(area, verdict.limited);
         return send(
           ctx,
           verdict.limited
@@ -145,6 +148,8 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     const request: ApiRequest = { method: ctx.method, path: decodablePath(ctx.path), query: {}, headers: ctx.headers as ApiRequest['headers'] };
     // Matched once: handleRequest below is handed this same request object and reuses the match.
     const operation = match(request);
+    // For the request metrics: the operationId, a fixed set (never the path, which holds ids).
+    ctx.state['operation'] = operation?.operationId;
     // Query parameters the operation does not declare are ignored, not refused.
     request.query = declaredQuery(operation, ctx.query);
     if (outside(operation) || (operation === undefined && area === undefined && !contractPaths.some((p) => p.test(ctx.path)))) return next();

@@ -18,6 +18,7 @@ import {
   type RESTPostAPIChannelMessageJSONBody,
 } from 'discord.js';
 import { TransportError, type ChannelInfo, type Channels, type DirectMessages, type Editor, type History, type OutgoingMessage, type SeenMessage, type Sender, type SentMessage, type Transport } from '../transport.js';
+import type { PlatformMetrics } from './discord.metrics.js';
 import { snowflakeAt, snowflakeTime } from './snowflake.js';
 
 /** Discord's "Cannot send messages to this user". */
@@ -35,6 +36,8 @@ export interface DiscordTransportOptions {
    * (Discord's global limit is per bot). Called before each request leaves, retries included.
    */
   pace?: (signal: AbortSignal | undefined) => Promise<void>;
+  /** Counts Discord's answers (status, 429 scope). */
+  metrics?: PlatformMetrics;
 }
 
 /**
@@ -73,12 +76,14 @@ export class DiscordTransport implements Transport {
           const create = typeof nonce === 'string' ? this.creates.get(nonce) : undefined;
           if (create !== undefined) create.tries += 1;
         }
-        return DefaultRestOptions.makeRequest(url, init);
+        return measured(options.metrics, init.method ?? 'GET', () => DefaultRestOptions.makeRequest(url, init));
       },
       timeout: options.timeoutMs,
       retries: 2,
       rejectOnRateLimit: (info) => info.retryAfter > MAX_INLINE_RATE_LIMIT_MS,
     }).setToken(options.token);
+    const metrics = options.metrics;
+    if (metrics !== undefined) this.rest.on('rateLimited', (info) => metrics.rateLimitWait('discord', info.scope));
   }
 
   /** https://discord.com/developers/docs/resources/message#create-message */
@@ -237,6 +242,20 @@ function compareSnowflakes(a: string, b: string): number {
   const x = BigInt(a);
   const y = BigInt(b);
   return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** One HTTP request to Discord, counted by status (and a 429 by its scope). */
+async function measured<R extends { status: number; headers: { get(name: string): string | null } }>(metrics: PlatformMetrics | undefined, method: string, request: () => Promise<R>): Promise<R> {
+  if (metrics === undefined) return request();
+  const started = performance.now();
+  try {
+    const res = await request();
+    metrics.response('discord', method, res.status, (performance.now() - started) / 1000, res.headers.get('x-ratelimit-scope'));
+    return res;
+  } catch (err) {
+    metrics.response('discord', method, 'error', (performance.now() - started) / 1000);
+    throw err;
+  }
 }
 
 /** Run a discord.js call, translating its errors into what the dispatcher acts on. */

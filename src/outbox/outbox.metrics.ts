@@ -1,0 +1,106 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { Clock } from '../platform/clock.js';
+import { LATENCY_BUCKETS, ScrapeRead } from '../platform/metrics.js';
+import type { QueueDepth } from './worker.js';
+
+/** The outbox worker's metrics, per job kind (each module's kinds: post, dm, edit, ...). */
+export class WorkerMetrics {
+  private readonly claimed: Counter<'kind'>;
+  private readonly running: Gauge<'kind'>;
+  private readonly duration: Histogram<'kind'>;
+  private readonly errors: Counter<'kind'>;
+  private readonly tickFailures: Counter;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.claimed = new Counter({ name: 'herald_outbox_jobs_claimed_total', help: 'Jobs claimed under a lease by this process, by job kind', labelNames: ['kind'], registers });
+    this.running = new Gauge({ name: 'herald_outbox_jobs_running', help: 'Jobs this process is running now, by job kind', labelNames: ['kind'], registers });
+    this.duration = new Histogram({
+      name: 'herald_outbox_job_duration_seconds',
+      help: 'Time one attempt at a job took, outcome recorded, by job kind',
+      labelNames: ['kind'],
+      buckets: [...LATENCY_BUCKETS],
+      registers,
+    });
+    this.errors = new Counter({
+      name: 'herald_outbox_job_errors_total',
+      help: 'Attempts whose handler threw instead of recording an outcome (the job is re-driven when its lease expires), by job kind',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.tickFailures = new Counter({ name: 'herald_outbox_claim_failures_total', help: 'Worker rounds (claim, prune) that failed, e.g. the database was unreachable', registers });
+  }
+
+  /** Kinds the worker runs: their series exist (at 0) before the first job. */
+  register(kind: string): void {
+    this.claimed.inc({ kind }, 0);
+    this.running.set({ kind }, 0);
+    this.errors.inc({ kind }, 0);
+  }
+
+  started(kind: string): void {
+    this.claimed.inc({ kind });
+    this.running.inc({ kind });
+  }
+
+  finished(kind: string, seconds: number, failed: boolean): void {
+    this.running.dec({ kind });
+    this.duration.observe({ kind }, seconds);
+    if (failed) this.errors.inc({ kind });
+  }
+
+  tickFailed(): void {
+    this.tickFailures.inc();
+  }
+}
+
+export interface OutboxHealthOptions {
+  /** Job kinds whose series are always present (0 when nothing waits). */
+  kinds: readonly string[];
+  /** Reuse a reading this long (default 5 s). */
+  maxAgeMs?: number;
+  /** Give up on a reading after this long (default 1 s). */
+  timeoutMs?: number;
+}
+
+/**
+ * Outbox depth by job kind and state, and how long the oldest due job has waited: read from the
+ * database at scrape time through one grouped query, reused for a few seconds and bounded by a
+ * timeout, so a scrape neither waits long nor loads the store. A failed read drops the series
+ * (and counts the failure) rather than report stale numbers.
+ */
+export function registerOutboxHealth(registry: Registry, depth: (now: Date, timeoutMs: number) => Promise<QueueDepth[]>, clock: Clock, options: OutboxHealthOptions): void {
+  const timeoutMs = options.timeoutMs ?? 1_000;
+  const reading = new ScrapeRead(async () => ({ at: clock.now(), rows: await depth(clock.now(), timeoutMs) }), { maxAgeMs: options.maxAgeMs ?? 5_000, timeoutMs });
+  const failures = new Counter({ name: 'herald_outbox_depth_read_failures_total', help: 'Scrapes whose read of the outbox depth failed or timed out', registers: [registry] });
+  new Gauge({
+    name: 'herald_outbox_jobs',
+    help: 'Jobs in the outbox by job kind and state: pending (waiting or due), in_flight (leased), unknown (in doubt, waiting for a re-POST)',
+    labelNames: ['kind', 'state'],
+    registers: [registry],
+    async collect() {
+      const r = await reading.get();
+      this.reset();
+      if (r === undefined) return failures.inc();
+      for (const kind of options.kinds) for (const state of ['pending', 'in_flight', 'unknown']) this.set({ kind, state }, 0);
+      for (const row of r.rows) this.set({ kind: row.kind, state: row.state }, row.jobs);
+    },
+  });
+  new Gauge({
+    name: 'herald_outbox_oldest_due_age_seconds',
+    help: 'How long the oldest due job (pending and due, or leased with an expired lease) has been waiting, by job kind; 0 when none is due',
+    labelNames: ['kind'],
+    registers: [registry],
+    async collect() {
+      const r = await reading.get();
+      this.reset();
+      if (r === undefined) return;
+      const ages = new Map(options.kinds.map((k) => [k, 0]));
+      for (const row of r.rows) {
+        const age = row.oldestDueAt === null ? 0 : Math.max(0, (r.at.getTime() - row.oldestDueAt.getTime()) / 1000);
+        ages.set(row.kind, Math.max(ages.get(row.kind) ?? 0, age));
+      }
+      for (const [kind, age] of ages) this.set({ kind }, age);
+    },
+  });
+}

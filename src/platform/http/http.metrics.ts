@@ -1,0 +1,45 @@
+import { Counter, Histogram, type Registry } from 'prom-client';
+import { LATENCY_BUCKETS } from '../metrics.js';
+
+/** Which protected area a request was for. */
+export type AuthArea = 'bridge' | 'admin';
+
+/** The HTTP API's metrics: requests by operation and status, their duration, failed authentications. */
+export class HttpMetrics {
+  private readonly requests: Counter<'operation' | 'status'>;
+  private readonly duration: Histogram<'operation'>;
+  private readonly authFailures: Counter<'area' | 'reason'>;
+
+  constructor(registry: Registry) {
+    this.requests = new Counter({
+      name: 'herald_http_requests_total',
+      help: 'HTTP requests answered, by contract operationId (unmatched: no operation, e.g. refused before routing) and status code',
+      labelNames: ['operation', 'status'],
+      registers: [registry],
+    });
+    this.duration = new Histogram({
+      name: 'herald_http_request_duration_seconds',
+      help: 'Time to answer an HTTP request, by contract operationId',
+      labelNames: ['operation'],
+      buckets: [...LATENCY_BUCKETS],
+      registers: [registry],
+    });
+    this.authFailures = new Counter({
+      name: 'herald_http_auth_failures_total',
+      help: 'Requests refused for a missing or wrong bearer token, by area; reason throttled: refused with 429 after too many failures',
+      labelNames: ['area', 'reason'],
+      registers: [registry],
+    });
+  }
+
+  /** One answered request; `operation` is the contract's operationId (a fixed set), never a path. */
+  request(operation: string | undefined, status: number, seconds: number): void {
+    const op = operation ?? 'unmatched';
+    this.requests.inc({ operation: op, status: String(status) });
+    this.duration.observe({ operation: op }, seconds);
+  }
+
+  authFailure(area: AuthArea, throttled: boolean): void {
+    this.authFailures.inc({ area, reason: throttled ? 'throttled' : 'unauthorized' });
+  }
+}
