@@ -307,9 +307,9 @@ export interface paths {
         };
         /**
          * Herald's metrics, in Prometheus' text exposition format.
-         * @description Counters and gauges for scraping by Prometheus (e.g. `herald_post_unmapped_total`, posts
-         *     failed because their destination has no channel). Served beside the API, outside the
-         *     JSON routing.
+         * @description Counters, gauges and histograms for scraping by Prometheus (outbox depth and oldest due age,
+         *     deliveries by outcome, HTTP and Discord responses, 429s by scope, …). Served on the metrics
+         *     port (see `servers`), apart from the API: the API's own port answers 404 here.
          */
         get: operations["getMetrics"];
         put?: never;
@@ -1141,6 +1141,15 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "command": "destinations set ops <#345678901234567893>",
+                 *       "userId": "123456789012345679",
+                 *       "guildId": "234567890123456789",
+                 *       "channelId": "345678901234567893",
+                 *       "mode": "validate"
+                 *     }
+                 */
                 "application/json": components["schemas"]["CommandRunRequest"];
             };
         };
@@ -1186,6 +1195,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example dest */
                 name: string;
             };
             cookie?: never;
@@ -1550,7 +1560,7 @@ export interface operations {
                     /**
                      * @example # HELP herald_post_unmapped_total Posts failed because their (guild, destination) has no channel
                      *     # TYPE herald_post_unmapped_total counter
-                     *     herald_post_unmapped_total{destination="digest"} 1
+                     *     herald_post_unmapped_total 1
                      */
                     "text/plain": string;
                 };
