@@ -7,6 +7,7 @@
 export class Doorbell {
   private readonly local = new Set<() => void>();
   private pending = false;
+  private waking = false;
 
   constructor(
     private readonly notify: () => Promise<void>,
@@ -21,7 +22,15 @@ export class Doorbell {
 
   /** Work became due (call after its commit). */
   ring(): void {
-    for (const wake of this.local) wake();
+    // After the caller has answered: on PGlite a dispatcher's claim runs on this thread, and would
+    // otherwise hold the 202 back by its few milliseconds. A burst of rings wakes them once.
+    if (!this.waking) {
+      this.waking = true;
+      setImmediate(() => {
+        this.waking = false;
+        for (const wake of this.local) wake();
+      });
+    }
     if (this.pending) return;
     this.pending = true;
     setTimeout(() => {
