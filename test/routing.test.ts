@@ -22,7 +22,7 @@ describe('routeOnce', () => {
   it('matches every contract path, method and near miss as upstream does, strict and not', async () => {
     const upstream = await backend();
     const wrapped = await backend();
-    const match = routeOnce(wrapped.router);
+    const routing = routeOnce(wrapped.router);
     const paths = new Set<string>(['/', '/nope', '/mcp/', '/mcp/deliveries/', '/mcp/deliveries/a/b', '/admin', '/healthz/', '//healthz']);
     for (const op of upstream.getOperations()) {
       paths.add(op.path.replace(/\{[^}]+\}/g, 'x1'));
@@ -40,7 +40,9 @@ describe('routeOnce', () => {
           compared += 1;
         }
         const req = { method, path, headers: {} };
-        expect(match(req)?.operationId ?? 'none').toBe(outcome(() => upstream.router.matchOperation({ ...req })));
+        expect(routing.operation(req)?.operationId ?? 'none').toBe(outcome(() => upstream.router.matchOperation({ ...req })));
+        // The path is the contract's when upstream answers anything but 404 for it.
+        expect(routing.knowsPath(req)).toBe(!outcome(() => upstream.router.matchOperation({ ...req }, true)).startsWith('404'));
       }
     }
     expect(compared).toBeGreaterThan(100);
@@ -48,9 +50,9 @@ describe('routeOnce', () => {
 
   it('matches a request object once: handleRequest reuses the match', async () => {
     const api = await backend();
-    const match = routeOnce(api.router);
+    const routing = routeOnce(api.router);
     const req = { method: 'GET', path: '/healthz', headers: {} };
-    const op = match(req);
+    const op = routing.operation(req);
     expect(op?.operationId).toBeDefined();
     expect(api.router.matchOperation(req, true)).toBe(op);
   });

@@ -19,6 +19,8 @@ export interface AcceptOptions {
   maxInFlight?: number;
 }
 
+const REUSED_ID = 'request_id was already used for a different request';
+
 /** Most deliveries one group-commit statement inserts. */
 const MAX_BATCH = 256;
 
@@ -73,7 +75,7 @@ export class DeliveryService {
       const row = await findDelivery(this.db, delivery.request_id);
       // Pruned between the INSERT and the read: it is new again.
       if (row === undefined) continue;
-      if (row.payload_hash !== hash) throw new ConflictError('request_id was already used for a different request');
+      if (row.payload_hash !== hash) throw new ConflictError(REUSED_ID);
       if (!(supported && needsReset(row, now))) return { state: toDeliveryState(row, now), existing: true };
       return this.resetForRetry(delivery.request_id, hash, supported, now);
     }
@@ -85,7 +87,7 @@ export class DeliveryService {
     const state = await this.db.transaction().execute(async (trx) => {
       let row = await lockDelivery(trx, requestId);
       if (row === undefined) throw new Error('delivery vanished under its own row lock');
-      if (row.payload_hash !== hash) throw new ConflictError('request_id was already used for a different request');
+      if (row.payload_hash !== hash) throw new ConflictError(REUSED_ID);
       if (supported && needsReset(row, now)) {
         row = await resetToPending(trx, row.request_id, now);
         reset = true;

@@ -8,7 +8,14 @@ import type { Operation, OpenAPIRouter, Request as ApiRequest } from 'openapi-ba
  * The rules are upstream's: an exact path first, then templates, most specific first; no path is
  * 404, a path without the method is 405.
  */
-export function routeOnce(router: OpenAPIRouter): (req: ApiRequest) => Operation | undefined {
+export interface Routing {
+  /** The request's operation, if the contract has one for its path and method. */
+  operation(req: ApiRequest): Operation | undefined;
+  /** Whether the contract has the request's path (under some method). */
+  knowsPath(req: ApiRequest): boolean;
+}
+
+export function routeOnce(router: OpenAPIRouter): Routing {
   const operations = router.getOperations();
   router.getOperations = () => operations;
   const templates = operations
@@ -42,9 +49,15 @@ export function routeOnce(router: OpenAPIRouter): (req: ApiRequest) => Operation
     if (strict !== true) return undefined;
     throw new Error(result.miss === '404' ? '404-notFound: no route matches request' : '405-methodNotAllowed: this method is not registered for the route');
   }) as OpenAPIRouter['matchOperation'];
-  return (req) => {
-    const result = route(req);
-    return 'op' in result ? result.op : undefined;
+  return {
+    operation: (req) => {
+      const result = route(req);
+      return 'op' in result ? result.op : undefined;
+    },
+    knowsPath: (req) => {
+      const result = route(req);
+      return 'op' in result || result.miss === '405';
+    },
   };
 }
 
