@@ -252,6 +252,7 @@ export class DeliveryJobs {
     const lock = await acquireEditLock(this.db, original.request_id, holder, this.clock.now(), ttl);
     if (lock === undefined) {
       // Another edit of this message is being applied: wait for it, without spending an attempt.
+      log.debug({ original: original.request_id }, 'edit waits for an earlier edit of the same message');
       return { status: 'pending', next_attempt_at: new Date(this.clock.now().getTime() + EDIT_BUSY_RETRY_MS), attempts: row.attempts - 1 };
     }
     // Renew the lease while applying; stop applying if it is lost or cannot be renewed in time.
