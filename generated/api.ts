@@ -174,6 +174,107 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp/handoffs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hand a task to another trusted bot (exactly one handoff message, however often it is retried).
+         * @description Posts `<@target_bot_id>` + newline + one JSON envelope in `channel_id`, through the outbox,
+         *     with a nonce derived from `request_id` (a retried or crashed send posts once), mentioning only
+         *     the target (`allowed_mentions: {users: [target], parse: []}`). The same `request_id` with the
+         *     same request answers the stored handoff (`existing: true`); with another request, 422.
+         *     Refused with 400 before anything is stored: handoffs off (`HERALD_TRUSTED_BOT_IDS` empty),
+         *     the target not trusted, the target being this bot, a whole message over 2,000 UTF-16 units
+         *     (never truncated or split). The envelope expires `expires_in_seconds` after the request
+         *     (default and most: 300).
+         */
+        post: operations["sendHandoff"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/handoffs/inbox": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Handoffs other trusted bots sent this bot, accepted and not yet acknowledged, oldest first.
+         * @description Only envelopes that passed every check (schema, trust, exact target, channel provenance,
+         *     expiry, hop count, replay, rate, payload bounds) are here. Page with `after` (the
+         *     `next_cursor` of the previous page). Acknowledge what was handled with `POST
+         *     /mcp/handoffs/inbox/ack`; acknowledged handoffs are no longer listed.
+         */
+        get: operations["listHandoffs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/handoffs/inbox/next": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The first unacknowledged handoff after `after`, waiting up to `timeout_ms` (at most 30,000) for one to arrive. */
+        get: operations["waitForHandoff"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/handoffs/inbox/ack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Acknowledge handled handoffs by id; they are no longer listed. Acknowledging twice is harmless. */
+        post: operations["ackHandoffs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/handoffs/{request_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A handoff this bot sent, by request_id, with its state. */
+        get: operations["getHandoff"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/destinations": {
         parameters: {
             query?: never;
@@ -651,6 +752,68 @@ export interface components {
             sideEffectsMayHaveOccurred: boolean;
             /** @description The stored result of an earlier execute with this idempotencyKey. */
             replayed: boolean;
+        };
+        /** @description A Discord user id (a bot's) as a decimal string. */
+        BotId: string;
+        HandoffRequest: {
+            request_id: components["schemas"]["RequestId"];
+            target_bot_id: string;
+            /** @description Where the handoff message goes (a channel or a thread). */
+            channel_id: string;
+            /** @description `channel_id` is a thread: the envelope names it as `origin_thread_id` too. */
+            in_thread?: boolean;
+            /** @description The message the task came from, if any. */
+            origin_message_id?: string;
+            /** @description The task, for the target bot's agent (raw; mentions in it ping nobody). */
+            text: string;
+            expires_in_seconds?: number;
+        };
+        /**
+         * @description As for deliveries: `unknown` means an attempt was in flight when its process died (it is re-driven).
+         * @enum {string}
+         */
+        HandoffState: "pending" | "delivered" | "failed" | "unknown";
+        SentHandoff: {
+            request_id: components["schemas"]["RequestId"];
+            /** Format: uuid */
+            event_id: string;
+            state: components["schemas"]["HandoffState"];
+            target_bot_id: components["schemas"]["BotId"];
+            channel_id: components["schemas"]["BotId"];
+            expires_at: components["schemas"]["Timestamp"];
+            created_at: components["schemas"]["Timestamp"];
+            /** @description The handoff message, once delivered. */
+            url?: string;
+            code?: components["schemas"]["FailureCode"];
+        };
+        HandoffAccepted: {
+            handoff: components["schemas"]["SentHandoff"];
+            existing: boolean;
+        };
+        InboxHandoff: {
+            /** @description Inbox id: the cursor, and what /ack takes. */
+            id: string;
+            event_id: string;
+            source_bot_id: components["schemas"]["BotId"];
+            origin: {
+                channel_id: string;
+                thread_id: string | null;
+                message_id: string | null;
+                /** @description The Discord message that carried the envelope. */
+                handoff_message_id: string;
+            };
+            /** @description The payload text exactly as sent (raw: mentions in it pinged nobody). */
+            text: string;
+            received_at: components["schemas"]["Timestamp"];
+            expires_at: components["schemas"]["Timestamp"];
+        };
+        HandoffPage: {
+            items: components["schemas"]["InboxHandoff"][];
+            /** @description Pass as `after` for the next page; null when this page is empty. */
+            next_cursor: string | null;
+        };
+        HandoffAck: {
+            ids: string[];
         };
         CommandParameter: {
             name: string;
@@ -1221,6 +1384,227 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         error: "unknown command";
+                    };
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    sendHandoff: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "request_id": "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc",
+                 *       "target_bot_id": "111111111111111112",
+                 *       "channel_id": "345678901234567893",
+                 *       "text": "Please summarise today's alerts and post them in"
+                 *     }
+                 */
+                "application/json": components["schemas"]["HandoffRequest"];
+            };
+        };
+        responses: {
+            /** @description Stored (or already stored); sent in the background. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HandoffAccepted"];
+                };
+            };
+            /** @description The request is invalid or handoffs refuse it; nothing was stored. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            /** @description The request_id was already used for a different request; nothing changed. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "request_id was already used for a different request";
+                    };
+                };
+            };
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    listHandoffs: {
+        parameters: {
+            query?: {
+                /** @description Only handoffs after this cursor (an inbox id). */
+                after?: string;
+                /** @description At most this many (1-100, default 50). */
+                limit?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the inbox. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HandoffPage"];
+                };
+            };
+            /** @description A query parameter is malformed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    waitForHandoff: {
+        parameters: {
+            query?: {
+                after?: string;
+                /** @description How long to wait (0-30000, default 10000). */
+                timeout_ms?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The next handoff, or `handoff` null when none arrived in time. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        handoff: components["schemas"]["InboxHandoff"] | null;
+                    };
+                };
+            };
+            /** @description A query parameter is malformed or out of range. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    ackHandoffs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "ids": [
+                 *         "1"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["HandoffAck"];
+            };
+        };
+        responses: {
+            /** @description How many of them were acknowledged now (not before). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        acknowledged: number;
+                    };
+                };
+            };
+            /** @description The body is not an object with 1..100 inbox ids. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    getHandoff: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc */
+                request_id: components["schemas"]["RequestId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The handoff. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SentHandoff"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No handoff was sent with this request_id. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {unknown} */
+                        error: "unknown request_id" | "not found";
                     };
                 };
             };

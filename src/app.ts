@@ -42,7 +42,11 @@ import type { Database } from './schema.js';
 import { DiscordTokenRejectedError, DiscordTransport } from './transports/discord/discord-transport.js';
 import { LinkMetrics, PlatformMetrics } from './transports/discord/discord.metrics.js';
 import { DiscordInvokers } from './transports/discord/invokers.js';
-import { connectGateway, type GatewayConnection } from './transports/discord/gateway-client.js';
+import { connectGateway, GatewayInbound, type GatewayConnection } from './transports/discord/gateway-client.js';
+import { handoffOperations } from './modules/handoffs/handoff.http.js';
+import { HandoffMetrics } from './modules/handoffs/handoff.metrics.js';
+import { pruneInbox } from './modules/handoffs/handoff.repository.js';
+import { HandoffService } from './modules/handoffs/handoff.service.js';
 import { capabilitiesOf, onlyTransport, type Channels, type Transport } from './transports/transport.js';
 
 /** Discord's global rate limit: requests per second per bot. */
@@ -73,6 +77,8 @@ export interface Herald {
 }
 
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
+/** Acknowledged handoffs are kept this long, then pruned. */
+const HANDOFF_INBOX_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 /** How long a nonce report from the gateway waits for an unreachable database before it is dropped. */
 const NONCE_REPORT_RETRY_MS = 60_000;
 /** At most this long to ask Discord whether it accepts the token before starting anyway. */
@@ -159,6 +165,15 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     });
     const destinations = new DestinationService(store.db, { name: transport.name, channels: loggedChannels(transport.channels, log) }, clock);
     const identity = new IdentityService(store.db, clock);
+    // Handoffs are sent as deliveries (kind handoff) and received from the gateway's Inbound facet.
+    const selfIdOf = transport.history;
+    const handoffs = new HandoffService(store.db, deliveries, clock, {
+      limits: config.handoffs,
+      selfId: () => (selfIdOf !== undefined ? selfIdOf.selfId() : Promise.reject(new Error(`the ${transport.name} transport does not say who the bot is`))),
+      canSend: can.send && can.channels,
+      log,
+      metrics: new HandoffMetrics(registry),
+    });
 
     const queue = deliveryQueue(store.db, deliveryMetrics);
     // Every role reports the outbox it shares (one database): dashboards take the max across processes.
@@ -198,7 +213,11 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       try {
         log.info('connecting to the Discord gateway');
         const router = commandRouter({ identity, destinations });
+        // Messages others write reach handoffs only while some bot is trusted.
+        const inbound = handoffs.enabled ? new GatewayInbound() : undefined;
+        if (inbound !== undefined) inbound.onMessage((m) => handoffs.take(m));
         gateway = await connectGateway({
+          ...(inbound !== undefined ? { inbound } : {}),
           token,
           apiUrl: config.discordApiUrl,
           commands: { definitions: COMMAND_DEFINITIONS, run: (invocation) => router.run(invocation) },
@@ -240,6 +259,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       const commands = new CommandService(commandRouter({ identity, destinations }), invokers, store.db, clock, config.commands, log, postReply);
       const pruneRuns = setInterval(() => {
         pruneCommandRuns(store.db, clock.now()).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not prune command runs'));
+        pruneInbox(store.db, new Date(clock.now().getTime() - HANDOFF_INBOX_RETENTION_MS)).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not prune the handoff inbox'));
       }, PRUNE_EVERY_MS);
       pruneRuns.unref();
       cleanups.push(async () => clearInterval(pruneRuns));
@@ -255,6 +275,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
           identityOperations(identity, new IdentityMetrics(registry)),
           destinationOperations(destinations),
           commandOperations(commands as CommandService<unknown>, log),
+          handoffOperations(handoffs),
           probeOperations(readiness),
         ],
       });

@@ -91,6 +91,28 @@ export interface Config {
   readonly mcpToken: string | undefined;
   /** `run_command`'s switch and limits (seed 001's defaults). */
   readonly commands: CommandLimits;
+  /** Bot-to-bot handoffs (seed 002): who may hand off to whom, and the limits. */
+  readonly handoffs: HandoffLimits;
+}
+
+export interface HandoffLimits {
+  /**
+   * `HERALD_TRUSTED_BOT_IDS`: comma-separated bot user ids this bot accepts handoffs from and may
+   * hand off to. Empty (the default): handoffs are off, both ways.
+   */
+  readonly trustedBotIds: readonly string[];
+  /** `HERALD_HANDOFF_TTL_SECONDS`: a sent envelope's lifetime (`expires_at` = now + this; a request may ask for less). Default 300, at most 3600. */
+  readonly ttlSeconds: number;
+  /** `HERALD_HANDOFF_MAX_EXPIRY_SECONDS`: a received envelope expiring later than now + this is refused. Default 3600. */
+  readonly maxExpirySeconds: number;
+  /** `HERALD_HANDOFF_MAX_PAYLOAD_BYTES`: largest received payload text, UTF-8 bytes. Default 100000. */
+  readonly maxPayloadBytes: number;
+  /** `HERALD_HANDOFF_REPLAY_CAPACITY`: live replay entries at most; when full, new handoffs are refused (fail closed). Default 4096. */
+  readonly replayCapacity: number;
+  /** `HERALD_HANDOFF_RATE_LIMIT`: accepted handoffs per source bot per window. Default 10. */
+  readonly rateLimit: number;
+  /** `HERALD_HANDOFF_RATE_WINDOW_SECONDS`: the rate limit's window. Default 60. */
+  readonly rateWindowSeconds: number;
 }
 
 export interface CommandLimits {
@@ -178,6 +200,12 @@ export function loadConfig(env: Env = process.env): Config {
     if (raw !== 'true' && raw !== 'false') problems.push(`${name} must be true or false`);
     return raw === 'true';
   };
+  const botIds = (raw: string | undefined): string[] => {
+    const list = (raw ?? '').split(',').map((k) => k.trim()).filter((k) => k !== '');
+    const bad = list.filter((k) => !/^[1-9][0-9]{16,19}$/.test(k));
+    if (bad.length > 0) problems.push(`HERALD_TRUSTED_BOT_IDS must be comma-separated Discord user ids (got ${bad.join(', ')})`);
+    return [...new Set(list.filter((k) => /^[1-9][0-9]{16,19}$/.test(k)))];
+  };
   const databaseUrl = text('DATABASE_URL');
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
@@ -222,6 +250,15 @@ export function loadConfig(env: Env = process.env): Config {
       maxOutputs: int('HERALD_COMMAND_MAX_OUTPUTS', 100, 1, 10_000),
       maxOutputBytes: int('HERALD_COMMAND_MAX_OUTPUT_BYTES', 2 * 1024 * 1024, 1, 64 * 1024 * 1024),
       idempotencyMinutes: int('HERALD_COMMAND_IDEMPOTENCY_MINUTES', 10, 1, 7 * 24 * 60),
+    }),
+    handoffs: Object.freeze({
+      trustedBotIds: Object.freeze(botIds(text('HERALD_TRUSTED_BOT_IDS'))),
+      ttlSeconds: int('HERALD_HANDOFF_TTL_SECONDS', 300, 1, 3_600),
+      maxExpirySeconds: int('HERALD_HANDOFF_MAX_EXPIRY_SECONDS', 3_600, 1, 86_400),
+      maxPayloadBytes: int('HERALD_HANDOFF_MAX_PAYLOAD_BYTES', 100_000, 1, 10_000_000),
+      replayCapacity: int('HERALD_HANDOFF_REPLAY_CAPACITY', 4_096, 1, 1_000_000),
+      rateLimit: int('HERALD_HANDOFF_RATE_LIMIT', 10, 1, 100_000),
+      rateWindowSeconds: int('HERALD_HANDOFF_RATE_WINDOW_SECONDS', 60, 1, 86_400),
     }),
   };
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];

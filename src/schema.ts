@@ -1,6 +1,7 @@
 import type { CommandRunTable } from './modules/commands/command-run.table.js';
 import type { DeliveryTable, SentMessageTable } from './modules/deliveries/delivery.table.js';
 import type { DestinationTable } from './modules/destinations/destination.table.js';
+import type { HandoffEventTable, HandoffInboxTable } from './modules/handoffs/handoff.table.js';
 import type { PairingCodeTable, RegistrationTable } from './modules/identity/identity.table.js';
 
 /**
@@ -14,4 +15,6 @@ export interface Database {
   registrations: RegistrationTable;
   pairing_codes: PairingCodeTable;
   command_runs: CommandRunTable;
+  handoff_events: HandoffEventTable;
+  handoff_inbox: HandoffInboxTable;
 }

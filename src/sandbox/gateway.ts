@@ -14,18 +14,26 @@ export interface GatewayGuild {
   id: string;
   name: string;
   channels: { id: string; name?: string; type: number }[];
+  threads?: { id: string; name?: string; type: number; parent_id?: string }[];
 }
 
 export interface GatewayOptions {
-  botToken: string;
-  botUser: Record<string, unknown>;
-  applicationId: string;
+  /** The bot a token belongs to (Herald's, or another bot the sandbox hosts), as Discord shows it. */
+  botFor: (token: string) => { id: string; user: Record<string, unknown> } | undefined;
+  /** Herald's own bot (the application whose interactions the sandbox sends). */
+  primaryBotId: string;
   guilds: () => GatewayGuild[];
+}
+
+interface Session {
+  socket: WebSocket;
+  seq: number;
+  botId: string;
 }
 
 export class SandboxGateway {
   private readonly wss: WebSocketServer;
-  private readonly sessions = new Set<{ socket: WebSocket; seq: number }>();
+  private readonly sessions = new Set<Session>();
 
   constructor(
     server: Server,
@@ -39,9 +47,25 @@ export class SandboxGateway {
     return this.sessions.size;
   }
 
-  /** Send a dispatch event to every identified session (like every session of one shard). */
+  /** Send a dispatch event to every identified session of Herald's own bot (like every session of one shard). */
   dispatch(type: string, data: unknown): void {
+    for (const session of this.sessions) if (session.botId === this.options.primaryBotId) this.send(session, type, data);
+  }
+
+  /** A guild-wide event (a thread created) to every connected bot. */
+  dispatchAll(type: string, data: unknown): void {
     for (const session of this.sessions) this.send(session, type, data);
+  }
+
+  /**
+   * MESSAGE_CREATE to every connected bot, as Discord does without the Message Content intent: the
+   * content (and embeds, components) only to its author and to the bots it mentions.
+   */
+  dispatchMessage(data: { author: { id: string }; mentions: { id: string }[] } & Record<string, unknown>): void {
+    for (const session of this.sessions) {
+      const sees = data.author.id === session.botId || data.mentions.some((u) => u.id === session.botId);
+      this.send(session, 'MESSAGE_CREATE', sees ? data : { ...data, content: '', embeds: [], components: [] });
+    }
   }
 
   close(): void {
@@ -51,7 +75,7 @@ export class SandboxGateway {
   }
 
   private accept(socket: WebSocket): void {
-    const session = { socket, seq: 0 };
+    const session: Session = { socket, seq: 0, botId: '' };
     socket.send(JSON.stringify({ op: Op.Hello, d: { heartbeat_interval: 41_250 }, s: null, t: null }));
     socket.on('message', (raw) => {
       let payload: { op?: number; d?: unknown };
@@ -72,20 +96,24 @@ export class SandboxGateway {
           return;
         case Op.Identify: {
           const d = (typeof payload.d === 'object' && payload.d !== null ? payload.d : {}) as { token?: unknown };
-          if (d.token !== this.options.botToken && d.token !== `Bot ${this.options.botToken}`) {
+          const token = typeof d.token === 'string' ? d.token.replace(/^Bot /, '') : '';
+          const bot = this.options.botFor(token);
+          if (bot === undefined) {
             socket.close(4004, 'Authentication failed.');
             return;
           }
+          session.botId = bot.id;
           this.sessions.add(session);
           const guilds = this.options.guilds();
           this.send(session, 'READY', {
             v: 10,
-            user: this.options.botUser,
+            user: bot.user,
             guilds: guilds.map((g) => ({ id: g.id, unavailable: true })),
             session_id: randomBytes(16).toString('hex'),
             resume_gateway_url: 'ws://unused',
             shard: [0, 1],
-            application: { id: this.options.applicationId, flags: 0 },
+            // As on Discord, a bot's application id is its user id.
+            application: { id: bot.id, flags: 0 },
           });
           for (const g of guilds) this.send(session, 'GUILD_CREATE', guildCreate(g));
           return;
@@ -101,7 +129,7 @@ export class SandboxGateway {
     socket.on('close', () => this.sessions.delete(session));
   }
 
-  private send(session: { socket: WebSocket; seq: number }, type: string, data: unknown): void {
+  private send(session: Session, type: string, data: unknown): void {
     session.seq += 1;
     session.socket.send(JSON.stringify({ op: Op.Dispatch, t: type, s: session.seq, d: data }));
   }
@@ -121,7 +149,7 @@ function guildCreate(g: GatewayGuild): Record<string, unknown> {
     roles: [{ id: g.id, name: '@everyone', permissions: '0', position: 0, color: 0, hoist: false, managed: false, mentionable: false, flags: 0 }],
     channels: g.channels.map((c, position) => ({ id: c.id, name: c.name ?? 'channel', type: c.type, position, guild_id: g.id, permission_overwrites: [] })),
     members: [],
-    threads: [],
+    threads: (g.threads ?? []).map((t) => threadChannel(g.id, t)),
     emojis: [],
     stickers: [],
     voice_states: [],
@@ -129,5 +157,20 @@ function guildCreate(g: GatewayGuild): Record<string, unknown> {
     stage_instances: [],
     guild_scheduled_events: [],
     soundboard_sounds: [],
+  };
+}
+
+/** A public thread as the gateway shows it (GUILD_CREATE's threads, THREAD_CREATE). */
+export function threadChannel(guildId: string, t: { id: string; name?: string; type: number; parent_id?: string }): Record<string, unknown> {
+  return {
+    id: t.id,
+    name: t.name ?? 'thread',
+    type: t.type,
+    guild_id: guildId,
+    parent_id: t.parent_id ?? null,
+    owner_id: '1',
+    message_count: 0,
+    member_count: 0,
+    thread_metadata: { archived: false, auto_archive_duration: 1440, archive_timestamp: new Date(0).toISOString(), locked: false },
   };
 }

@@ -4,7 +4,7 @@ import { readJsonBody } from '../platform/http/body.js';
 import type { InteractionReply } from './control.js';
 import type { Fault, Faults, RateLimits } from './faults.js';
 import { guildMemberRoutes, type GuildMembers } from './guild-members.js';
-import { publicUser, type RegisteredCommand, type SandboxMessage, type SandboxState } from './state.js';
+import { mentionsOf, publicUser, THREAD_TYPE, type RegisteredCommand, type SandboxMessage, type SandboxState, type SandboxUser } from './state.js';
 
 /**
  * The slice of Discord's REST API (/api/v10) Herald uses: the bot user and application, command
@@ -24,7 +24,8 @@ export interface RequestLogEntry {
 
 export interface RestOptions {
   state: SandboxState;
-  botToken: string;
+  /** The bot a token belongs to: Herald's, or another bot the sandbox hosts. */
+  botFor: (token: string) => SandboxUser | undefined;
   faults: Faults;
   rateLimits: RateLimits;
   /** Where every request received is appended. */
@@ -33,18 +34,25 @@ export interface RestOptions {
   url: () => string;
   /** Send a dispatch event to the bot's gateway sessions. */
   dispatch: (type: string, data: unknown) => void;
+  /** MESSAGE_CREATE to every connected bot (content only to its author and the bots it mentions). */
+  dispatchMessage: (data: { author: { id: string }; mentions: { id: string }[] } & Record<string, unknown>) => void;
   /** The callback answering a pending interaction, taken from the pending ones. */
   takeInteraction: (id: string) => ((reply: InteractionReply) => void) | undefined;
   /** Guild roles, members and owners. */
   people: GuildMembers;
 }
 
-export function restRoutes({ state, botToken, faults, rateLimits, requests, url, dispatch, takeInteraction, people }: RestOptions): Router {
+export function restRoutes({ state, botFor, faults, rateLimits, requests, url, dispatchMessage, takeInteraction, people }: RestOptions): Router {
   const api = new Router({ prefix: '/api/v10' });
+  /** The bot this request authenticated as (Herald's own for interaction callbacks). */
+  const botOf = (ctx: Context): SandboxUser => (ctx.state['bot'] as SandboxUser | undefined) ?? state.bot;
   api.use(async (ctx, next) => {
     // Interaction callbacks are authorized by the interaction's token in the URL, not the bot token.
     const byInteractionToken = ctx.path.startsWith('/api/v10/interactions/');
-    if (!byInteractionToken && ctx.get('authorization') !== `Bot ${botToken}`) return discordError(ctx, 401, 0, '401: Unauthorized');
+    const authorization = ctx.get('authorization');
+    const bot = authorization.startsWith('Bot ') ? botFor(authorization.slice(4)) : undefined;
+    if (!byInteractionToken && bot === undefined) return discordError(ctx, 401, 0, '401: Unauthorized');
+    ctx.state['bot'] = bot;
     const path = ctx.path.slice('/api/v10'.length);
     const seen: RequestLogEntry = { method: ctx.method, path, status: 0 };
     requests.push(seen);
@@ -66,7 +74,7 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
     }
   });
   api.get('/users/@me', (ctx) => {
-    ctx.body = publicUser(state.bot);
+    ctx.body = publicUser(botOf(ctx));
   });
   api.get('/gateway/bot', (ctx) => {
     ctx.body = {
@@ -76,12 +84,19 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
     };
   });
   api.get('/applications/@me', (ctx) => {
-    ctx.body = { id: state.applicationId, name: 'Herald', flags: 0, bot_public: false, bot_require_code_grant: false, verify_key: '', icon: null, description: '' };
+    // As on Discord, a bot's application id is its user id.
+    const bot = botOf(ctx);
+    ctx.body = { id: bot.id, name: bot.global_name ?? bot.username, flags: 0, bot_public: false, bot_require_code_grant: false, verify_key: '', icon: null, description: '' };
   });
   api.put('/applications/:appId/commands', async (ctx) => {
-    if (ctx.params['appId'] !== state.applicationId) return discordError(ctx, 403, 50001, 'Missing Access');
+    if (ctx.params['appId'] !== botOf(ctx).id) return discordError(ctx, 403, 50001, 'Missing Access');
     const body = await readJsonBody(ctx.req);
     if (!body.ok || !Array.isArray(body.value)) return discordError(ctx, 400, 50035, 'Invalid Form Body');
+    if (botOf(ctx).id !== state.applicationId) {
+      // Another bot's commands: acknowledged, not kept (the sandbox sends interactions to Herald's bot only).
+      ctx.body = (body.value as Record<string, unknown>[]).map((c) => ({ ...c, id: state.nextSnowflake(), application_id: botOf(ctx).id, version: state.nextSnowflake(), type: 1 }));
+      return undefined;
+    }
     state.commands.length = 0;
     for (const c of body.value as Record<string, unknown>[]) {
       state.commands.push({ ...c, id: state.nextSnowflake(), application_id: state.applicationId, version: state.nextSnowflake(), type: 1 } as unknown as RegisteredCommand);
@@ -106,7 +121,7 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
     ctx.body =
       channel.type === 1
         ? { id: channel.id, type: 1, recipients: channel.recipients?.map(publicUser) }
-        : { id: channel.id, type: channel.type, name: channel.name, guild_id: channel.guild_id, position: 0, permission_overwrites: channel.permission_overwrites ?? [] };
+        : { id: channel.id, type: channel.type, name: channel.name, guild_id: channel.guild_id, position: 0, permission_overwrites: channel.permission_overwrites ?? [], ...(channel.type === THREAD_TYPE ? { parent_id: channel.parent_id ?? null } : {}) };
     return undefined;
   });
   guildMemberRoutes(api, state, people, listedMessage);
@@ -148,9 +163,10 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
       const recipient = channel.recipients?.[0];
       if (recipient?.dms_closed) return discordError(ctx, 403, 50007, 'Cannot send messages to this user');
     }
+    const author = botOf(ctx);
     const nonce = body['nonce'] as string | number | undefined;
     const enforced = nonce !== undefined && body['enforce_nonce'] === true ? nonce : undefined;
-    const existing = enforced !== undefined ? state.messageWithNonce(channel.id, enforced) : undefined;
+    const existing = enforced !== undefined ? state.messageWithNonce(channel.id, enforced, author.id) : undefined;
     if (existing !== undefined) {
       ctx.body = createdMessage(existing);
       return undefined;
@@ -158,7 +174,7 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
     const message: SandboxMessage = {
       id: state.nextSnowflake(),
       channel_id: channel.id,
-      author: state.bot,
+      author,
       content: typeof body['content'] === 'string' ? body['content'] : '',
       embeds: Array.isArray(body['embeds']) ? body['embeds'] : [],
       components: Array.isArray(body['components']) ? body['components'] : [],
@@ -170,10 +186,11 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
       edits: 0,
     };
     state.addMessage(message);
-    if (enforced !== undefined) state.rememberNonce(channel.id, enforced, message.id);
+    if (enforced !== undefined) state.rememberNonce(channel.id, enforced, message.id, author.id);
     state.save();
-    // Discord reports every new message to the gateway, the bot's own with the nonce it was sent with.
-    dispatch('MESSAGE_CREATE', { ...createdMessage(message), ...(channel.guild_id !== undefined ? { guild_id: channel.guild_id } : {}) });
+    // Discord reports every new message to the gateway, the bot's own with the nonce it was sent
+    // with; other bots get it too, with its content only if it mentions them.
+    dispatchMessage({ ...createdMessage(message), author: { ...publicUser(message.author), id: message.author.id }, mentions: mentionedUsers(state, message), ...(channel.guild_id !== undefined ? { guild_id: channel.guild_id } : {}) });
     const fault = ctx.state['fault'] as Fault | undefined;
     if (fault?.action === 'drop_after_create') {
       ctx.respond = false;
@@ -188,6 +205,7 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
   api.patch('/channels/:id/messages/:messageId', async (ctx) => {
     const message = state.channelMessages(ctx.params['id'] ?? '').find((m) => m.id === ctx.params['messageId']);
     if (message === undefined) return discordError(ctx, 404, 10008, 'Unknown Message');
+    if (message.author.id !== botOf(ctx).id) return discordError(ctx, 403, 50005, 'Cannot edit a message authored by another user');
     const parsed = await readJsonBody(ctx.req);
     if (!parsed.ok) return discordError(ctx, 400, 50109, 'The request body contains invalid JSON.');
     const body = parsed.value as Record<string, unknown>;
@@ -216,6 +234,14 @@ function checkMessage(body: Record<string, unknown>): string | undefined {
   return undefined;
 }
 
+/** The users a message mentions (and so notifies), as Discord shows them. */
+export function mentionedUsers(state: SandboxState, m: SandboxMessage): { id: string }[] {
+  return mentionsOf(m).users.map((id) => {
+    const u = state.users.get(id);
+    return u !== undefined ? { ...publicUser(u), id } : { id, username: 'unknown', global_name: null, discriminator: '0', avatar: null };
+  });
+}
+
 /** A message as Discord lists it (GET) and answers an edit. */
 function listedMessage(m: SandboxMessage): Record<string, unknown> {
   return {
@@ -229,8 +255,8 @@ function listedMessage(m: SandboxMessage): Record<string, unknown> {
     edited_timestamp: m.edited_timestamp,
     type: 0,
     tts: false,
-    mention_everyone: false,
-    mentions: [],
+    mention_everyone: mentionsOf(m).everyone,
+    mentions: mentionsOf(m).users.map((id) => ({ id, username: 'user', global_name: null, discriminator: '0', avatar: null })),
     mention_roles: [],
     attachments: [],
     pinned: false,

@@ -2,13 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
+import { readJsonBody } from '../platform/http/body.js';
 import { controlRoutes, Interactions, SandboxError, type InteractionReply, type Invocation, type MappedDestination } from './control.js';
 import { Faults, RateLimits, type Fault, type RateLimitRule } from './faults.js';
-import { SandboxGateway } from './gateway.js';
+import { SandboxGateway, threadChannel } from './gateway.js';
 import { GuildMembers, SANDBOX_MEMBER_IDS, userMessageRoute, writeAsUser } from './guild-members.js';
 import { SANDBOX_IDS } from './ids.js';
 import { discordError, restRoutes, type RequestLogEntry } from './rest.js';
-import { publicUser, SandboxState, type RegisteredCommand, type SandboxChannel, type SandboxGuild, type SandboxMessage, type SandboxUser } from './state.js';
+import { mentionsOf, publicUser, SandboxState, THREAD_TYPE, type RegisteredCommand, type SandboxChannel, type SandboxGuild, type SandboxMessage, type SandboxUser } from './state.js';
 
 export { SANDBOX_IDS, SANDBOX_MEMBER_IDS, SandboxError };
 export type { Fault, InteractionReply, Invocation, MappedDestination, RateLimitRule, SandboxChannel, SandboxMessage, SandboxUser };
@@ -61,6 +62,8 @@ export class DiscordSandbox {
   readonly people: GuildMembers;
   private server: Server | undefined;
   private gateway: SandboxGateway | undefined;
+  /** Every bot the sandbox hosts, by token: Herald's own, and others added with addBot. */
+  private readonly botTokens = new Map<string, SandboxUser>();
 
   constructor(options: SandboxOptions = {}) {
     this.botToken = options.botToken ?? `sandbox.${randomBytes(18).toString('base64url')}`;
@@ -79,6 +82,39 @@ export class DiscordSandbox {
     this.channels = this.state.channels;
     this.messages = this.state.messages;
     this.commands = this.state.commands;
+    this.botTokens.set(this.botToken, this.bot);
+  }
+
+  /**
+   * Another bot user in this Discord, with a token of its own (a second Herald can run as it, e.g.
+   * to hand off to the first). The same username returns the same bot. Ids are 111111111111111112,
+   * …13, … in the order bots are added (Herald's own is 111111111111111111).
+   */
+  addBot(username: string): { user: SandboxUser; token: string } {
+    for (const [token, user] of this.botTokens) if (user.username === username) return { user, token };
+    const id = String(BigInt(this.bot.id) + BigInt(this.botTokens.size));
+    const user: SandboxUser = this.state.users.get(id) ?? { id, username, global_name: username, bot: true };
+    this.state.addUser(user);
+    this.state.save();
+    const token = `sandbox.${randomBytes(18).toString('base64url')}`;
+    this.botTokens.set(token, user);
+    return { user, token };
+  }
+
+  /** The bots the sandbox hosts, Herald's own first. */
+  bots(): { user: SandboxUser; token: string }[] {
+    return [...this.botTokens].map(([token, user]) => ({ user, token }));
+  }
+
+  /** A public thread in a guild text channel; every connected bot is told (THREAD_CREATE). */
+  createThread(parentId: string, name: string): SandboxChannel {
+    const parent = this.state.channels.get(parentId);
+    if (parent === undefined || parent.guild_id === undefined || parent.type !== 0) throw new SandboxError('threads start in a guild text channel');
+    const thread: SandboxChannel = { id: this.state.nextSnowflake(), type: THREAD_TYPE, name, guild_id: parent.guild_id, parent_id: parent.id };
+    this.state.addChannel(thread);
+    this.state.save();
+    this.gateway?.dispatchAll('THREAD_CREATE', { ...threadChannel(parent.guild_id, thread), newly_created: true });
+    return thread;
   }
 
   /** Base URL for discord.js (`DISCORD_API_URL`): it appends /v10. */
@@ -152,7 +188,8 @@ export class DiscordSandbox {
     const control = controlRoutes({ state: this.state, faults: this.faults, interactions: this.interactions, destinations: () => this.destinations?.() ?? Promise.resolve(null) });
     const rest = restRoutes({
       state: this.state,
-      botToken: this.botToken,
+      botFor: (token) => this.botTokens.get(token),
+      dispatchMessage: (data) => this.gateway?.dispatchMessage(data),
       faults: this.faults,
       rateLimits: this.rateLimits,
       requests: this.requests,
@@ -161,7 +198,12 @@ export class DiscordSandbox {
       takeInteraction: (id) => this.interactions.take(id),
       people: this.people,
     });
-    userMessageRoute(control, this.state, (type, data) => this.gateway?.dispatch(type, data));
+    // People's messages reach every connected bot, with content only for the bots they mention.
+    userMessageRoute(control, this.state, (_type, data) => {
+      const d = data as { content: string; author: { id: string } } & Record<string, unknown>;
+      this.gateway?.dispatchMessage({ ...d, mentions: mentionsOf({ content: d.content }).users.map((id) => ({ id })) });
+    });
+    botRoutes(control, this);
     app.use(control.routes()).use(rest.routes());
     const server = createServer(app.callback());
     // Listen first: a WebSocket server attached earlier re-emits a listen error (a port in use)
@@ -175,9 +217,11 @@ export class DiscordSandbox {
     });
     this.server = server;
     this.gateway = new SandboxGateway(server, {
-      botToken: this.botToken,
-      botUser: publicUser(this.bot),
-      applicationId: this.applicationId,
+      botFor: (token) => {
+        const bot = this.botTokens.get(token);
+        return bot === undefined ? undefined : { id: bot.id, user: publicUser(bot) };
+      },
+      primaryBotId: this.bot.id,
       guilds: () => this.state.gatewayGuilds(),
     });
     const address = server.address() as AddressInfo;
@@ -193,4 +237,52 @@ export class DiscordSandbox {
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
+}
+
+/**
+ * Control routes for more bots and threads: `POST /sandbox/api/bots {"username"}` answers that
+ * bot's id and token (a second Herald runs with them: DISCORD_TOKEN, DISCORD_API_URL), `GET` lists
+ * them; `POST /sandbox/api/threads {"channelId","name"}` starts a public thread. Local only:
+ * refused to other origins, like the other routes that act for someone.
+ */
+function botRoutes(router: ReturnType<typeof controlRoutes>, sandbox: DiscordSandbox): void {
+  const sameOrigin = (ctx: Koa.Context): boolean => {
+    const origin = ctx.get('origin');
+    const site = ctx.get('sec-fetch-site');
+    if ((origin !== '' && origin !== `${ctx.protocol}://${ctx.host}`) || (site !== '' && site !== 'same-origin' && site !== 'none')) {
+      ctx.status = 403;
+      ctx.body = { error: 'cross-origin requests are refused' };
+      return false;
+    }
+    return true;
+  };
+  router.post('/sandbox/api/bots', async (ctx) => {
+    if (!sameOrigin(ctx)) return;
+    const body = await readJsonBody(ctx.req);
+    const username = body.ok ? (body.value as { username?: unknown }).username : undefined;
+    if (typeof username !== 'string' || !/^[a-z0-9_.]{2,32}$/.test(username)) {
+      ctx.status = 400;
+      ctx.body = { error: 'expected {username}: 2-32 lower-case letters, digits, _ or .' };
+      return;
+    }
+    const { user, token } = sandbox.addBot(username);
+    ctx.body = { id: user.id, username: user.username, token };
+  });
+  router.get('/sandbox/api/bots', (ctx) => {
+    if (!sameOrigin(ctx)) return;
+    ctx.body = sandbox.bots().map(({ user, token }) => ({ id: user.id, username: user.username, token }));
+  });
+  router.post('/sandbox/api/threads', async (ctx) => {
+    if (!sameOrigin(ctx)) return;
+    const body = await readJsonBody(ctx.req);
+    const input = (body.ok ? body.value : {}) as { channelId?: unknown; name?: unknown };
+    try {
+      const thread = sandbox.createThread(String(input.channelId), typeof input.name === 'string' && input.name !== '' ? input.name.slice(0, 100) : 'thread');
+      ctx.body = { id: thread.id, parent_id: thread.parent_id, name: thread.name };
+    } catch (err) {
+      if (!(err instanceof SandboxError)) throw err;
+      ctx.status = 400;
+      ctx.body = { error: err.message };
+    }
+  });
 }

@@ -27,6 +27,8 @@ export interface SandboxChannel {
   recipients?: SandboxUser[];
   /** Role and member permission overwrites (guild channels). */
   permission_overwrites?: SandboxOverwrite[];
+  /** A thread's channel (type 11, a public thread). */
+  parent_id?: string;
 }
 export interface SandboxMessage {
   id: string;
@@ -184,9 +186,12 @@ export class SandboxState {
     return channel;
   }
 
-  /** The guilds with their channels, as the gateway announces them. */
+  /** The guilds with their channels and threads, as the gateway announces them. */
   gatewayGuilds(): GatewayGuild[] {
-    return [...this.guilds.values()].map((g) => ({ ...g, channels: [...this.channels.values()].filter((c) => c.guild_id === g.id) }));
+    return [...this.guilds.values()].map((g) => {
+      const inGuild = [...this.channels.values()].filter((c) => c.guild_id === g.id);
+      return { ...g, channels: inGuild.filter((c) => c.type !== THREAD_TYPE), threads: inGuild.filter((c) => c.type === THREAD_TYPE) };
+    });
   }
 
   /** Every message in a channel, oldest first. */
@@ -201,24 +206,42 @@ export class SandboxState {
     this.messages.get(message.channel_id)?.push(message);
   }
 
-  /** The bot's message created in this channel with this enforced nonce within the nonce window, if any. */
-  messageWithNonce(channelId: string, nonce: string | number): SandboxMessage | undefined {
-    const existing = this.nonces.get(this.nonceKey(channelId, nonce));
+  /** The message a bot (by default Herald's) created in this channel with this enforced nonce within the nonce window, if any. */
+  messageWithNonce(channelId: string, nonce: string | number, authorId = this.bot.id): SandboxMessage | undefined {
+    const existing = this.nonces.get(this.nonceKey(channelId, nonce, authorId));
     if (existing === undefined || Date.now() - existing.at > this.options.nonceWindowMs) return undefined;
     return this.channelMessages(channelId).find((m) => m.id === existing.messageId);
   }
-  /** Remember a message the bot created with an enforced nonce. */
-  rememberNonce(channelId: string, nonce: string | number, messageId: string): void {
-    this.nonces.set(this.nonceKey(channelId, nonce), { messageId, at: Date.now() });
+  /** Remember a message a bot created with an enforced nonce (nonces are per author, as on Discord). */
+  rememberNonce(channelId: string, nonce: string | number, messageId: string, authorId = this.bot.id): void {
+    this.nonces.set(this.nonceKey(channelId, nonce, authorId), { messageId, at: Date.now() });
   }
 
   /** The message with this id in this channel, if any. */
   findMessage(channelId: string, messageId: string): SandboxMessage | undefined {
     return this.messages.get(channelId)?.find((m) => m.id === messageId);
   }
-  private nonceKey(channelId: string, nonce: string | number): string {
-    return `${channelId}:${this.bot.id}:${String(nonce)}`;
+  private nonceKey(channelId: string, nonce: string | number, authorId: string): string {
+    return `${channelId}:${authorId}:${String(nonce)}`;
   }
+}
+
+/** Discord's public thread channel type. */
+export const THREAD_TYPE = 11;
+
+/**
+ * Who a message mentions, as Discord computes it: users named in the content (`<@id>`) that its
+ * `allowed_mentions` lets through (absent: all of them, Discord's default), and whether
+ * `@everyone` counts. A bot receives a message's content over the gateway only if it is the
+ * author or mentioned (no Message Content intent).
+ */
+export function mentionsOf(m: Pick<SandboxMessage, 'content' | 'allowed_mentions'>): { users: string[]; everyone: boolean } {
+  const named = [...m.content.matchAll(/<@!?([0-9]{17,20})>/g)].map((x) => x[1] ?? '');
+  const allowed = (m.allowed_mentions ?? { parse: ['users', 'roles', 'everyone'] }) as { parse?: unknown; users?: unknown };
+  const parse = Array.isArray(allowed.parse) ? (allowed.parse as unknown[]) : [];
+  const listed = Array.isArray(allowed.users) ? (allowed.users as unknown[]).map(String) : [];
+  const users = [...new Set(named.filter((id) => parse.includes('users') || listed.includes(id)))];
+  return { users, everyone: parse.includes('everyone') && /@(everyone|here)/.test(m.content) };
 }
 
 /** A user as Discord shows it to others. */

@@ -79,12 +79,20 @@ export class TransportError extends Error {
   }
 }
 
+/**
+ * Who a message may notify. Absent: no one (every send and edit is mention-inert). Only a
+ * bot-to-bot handoff names a user here: its target bot.
+ */
+export interface Mentions {
+  users: readonly string[];
+}
+
 export interface Sender {
   /**
    * Create a message. Every call for one job passes the same `idempotencyKey`; where the platform
    * honours one (`capabilities.idempotentSend`), a repeat within its window returns the first message.
    */
-  send(channelId: string, message: OutgoingMessage, idempotencyKey: string, signal: AbortSignal): Promise<SentMessage>;
+  send(channelId: string, message: OutgoingMessage, idempotencyKey: string, signal: AbortSignal, mentions?: Mentions): Promise<SentMessage>;
 }
 
 export interface DirectMessages {

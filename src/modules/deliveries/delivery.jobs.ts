@@ -4,11 +4,11 @@ import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js'
 import type { Clock } from '../../platform/clock.js';
 import { retryWhileUnreachable } from '../../platform/db/database.js';
 import { errorSummary } from '../../platform/errors.js';
-import { TransportError, type Address, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
+import { TransportError, type Address, type Mentions, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
 import type { Database } from '../../schema.js';
 import { findDestinationAddress } from '../destinations/destination.repository.js';
 import { findRegistration } from '../identity/identity.repository.js';
-import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DeliveryKind, type DmTarget, type EditTarget, type PostTarget } from './delivery.js';
+import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DmTarget, type EditTarget, type HandoffTarget, type PostTarget, type StoredKind } from './delivery.js';
 import {
   acquireEditLock,
   claimDue,
@@ -35,8 +35,11 @@ export interface DeliveryJobOptions {
   leaseMs: number;
 }
 
-/** The job kinds of deliveries, one per delivery kind. */
-export const DELIVERY_KINDS: readonly DeliveryKind[] = ['post', 'dm', 'edit'];
+/**
+ * The job kinds of the deliveries table: one per delivery kind, and `handoff` (a bot-to-bot
+ * handoff message, which the handoffs module stores here to share the nonce and in-doubt machinery).
+ */
+export const DELIVERY_KINDS: readonly StoredKind[] = ['post', 'dm', 'edit', 'handoff'];
 
 /** A delivery row is its own outbox job. */
 export interface DeliveryJob extends Job {
@@ -47,7 +50,7 @@ export interface DeliveryJob extends Job {
 export function deliveryQueue(db: Kysely<Database>, metrics?: DeliveryMetrics): JobQueue<DeliveryJob> {
   return {
     claim: async (owner, now, leaseMs, kinds, limit) =>
-      (await claimDue(db, owner, now, leaseMs, kinds as DeliveryKind[], limit)).map(({ claimed_from, ...row }) => {
+      (await claimDue(db, owner, now, leaseMs, kinds as StoredKind[], limit)).map(({ claimed_from, ...row }) => {
         if (claimed_from === 'in_flight') metrics?.leaseExpired(row.kind);
         return { id: row.request_id, kind: row.kind, attempts: row.attempts, row };
       }),
@@ -218,6 +221,8 @@ export class DeliveryJobs {
         return this.deliverDm(at, row.target as DmTarget);
       case 'edit':
         return this.deliverEdit(at, row.target as EditTarget);
+      case 'handoff':
+        return this.deliverHandoff(at, row.target as HandoffTarget);
     }
   }
 
@@ -241,7 +246,7 @@ export class DeliveryJobs {
   private async deliverEdit(at: Attempt, target: EditTarget): Promise<Outcome> {
     const { row, log } = at;
     const original = await findDelivery(this.db, target.message_ref);
-    if (original === undefined || original.status !== 'delivered' || original.kind === 'edit' || original.channel_id === null || original.message_id === null) {
+    if (original === undefined || original.status !== 'delivered' || original.kind === 'edit' || original.kind === 'handoff' || original.channel_id === null || original.message_id === null) {
       return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'original not found or not delivered' };
     }
     if (original.kind === 'dm' && (await findRegistration(this.db, (original.target as DmTarget).user_id)) === undefined) {
@@ -285,6 +290,18 @@ export class DeliveryJobs {
     }
   }
 
+  /**
+   * A bot-to-bot handoff message (built and validated by the handoffs module): sent once like a
+   * post, to the channel it names, mentioning its target bot and no one else.
+   */
+  private async deliverHandoff(at: Attempt, target: HandoffTarget): Promise<Outcome> {
+    const home = this.transports.home;
+    // The url names the channel's guild; a channel Herald cannot see is refused for good.
+    const channel = await facet(home.channels, 'channel lookups').getChannel(target.channel_id);
+    if (channel === undefined) return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'channel not found or not visible to the bot' };
+    return this.sendOnce(at, { transport: home.name, channelId: target.channel_id }, channel.guildId ?? '@me', { users: [target.target_bot_id] });
+  }
+
   private async deliverPost(at: Attempt, target: PostTarget): Promise<Outcome> {
     const address = await findDestinationAddress(this.db, target.guild_id, target.destination);
     if (address === undefined) {
@@ -300,7 +317,7 @@ export class DeliveryJobs {
    * nonce. `scope` is the url's guild part: the guild id, or `@me` for a DM. A delivery in doubt
    * goes to the channel (and platform) its doubtful create went to, whatever the target maps to now.
    */
-  private async sendOnce(at: Attempt, mapped: Address, scope: string): Promise<Outcome> {
+  private async sendOnce(at: Attempt, mapped: Address, scope: string, mentions?: Mentions): Promise<Outcome> {
     const channelId = at.doubt?.channelId ?? mapped.channelId;
     const transport = this.transport((at.doubt !== undefined ? at.doubtTransport : null) ?? mapped.transport);
     at.sendingWith = transport.name;
@@ -333,7 +350,7 @@ export class DeliveryJobs {
     }
     if (finalCheck) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: 'attempts exhausted; channel history shows no message was created' };
     at.creatingIn = channelId;
-    return delivered(await facet(transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal));
+    return delivered(await facet(transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal, mentions));
   }
 
   /**

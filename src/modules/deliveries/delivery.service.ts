@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../../platform/clock.js';
 import type { Database } from '../../schema.js';
 import { ConflictError, NotFoundError } from '../../platform/errors.js';
-import { payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState } from './delivery.js';
+import { payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState, type MessageBody, type StoredKind, type Target } from './delivery.js';
 import { GroupCommit } from '../../platform/db/group-commit.js';
 import { isStoreUnavailable } from '../../platform/db/database.js';
 import { findDelivery, insertDeliveries, lockDelivery, resetToPending } from './delivery.repository.js';
@@ -19,7 +19,22 @@ export interface AcceptOptions {
   maxInFlight?: number;
 }
 
-const REUSED_ID = 'request_id was already used for a different request';
+export const REUSED_ID = 'request_id was already used for a different request';
+
+/** A row to store idempotently under its request_id (a delivery, or another module's message, e.g. a handoff). */
+export interface PreparedDelivery {
+  request_id: string;
+  kind: StoredKind;
+  target: Target;
+  body: MessageBody;
+  /** Canonical hash of what was asked for: the same request_id for something else is refused. */
+  hash: string;
+  /** False: stored failed CAPABILITY_UNAVAILABLE at once, never attempted. */
+  supported: boolean;
+}
+
+/** A new row (created now), or the one already stored under that request_id (reset when it needed a retry). */
+export type StoreOutcome = { existing: false; createdAt: Date } | { existing: true; row: DeliveryRow; redriven: boolean };
 
 /** Most deliveries one group-commit statement inserts. */
 const MAX_BATCH = 256;
@@ -50,15 +65,30 @@ export class DeliveryService {
    * only a repeat that resets a failed or unknown delivery takes a row lock.
    */
   async accept(delivery: Delivery): Promise<{ state: DeliveryState; existing: boolean; redriven?: boolean }> {
-    const now = this.clock.now();
-    const hash = payloadHash(delivery);
     const supported = this.support[delivery.kind];
+    const stored = await this.store({ request_id: delivery.request_id, kind: delivery.kind, target: delivery.target, body: delivery.body, hash: payloadHash(delivery), supported });
+    if (stored.existing) return { state: toDeliveryState(stored.row, this.clock.now()), existing: true, ...(stored.redriven ? { redriven: true } : {}) };
+    // What the stored row reads back as (toDeliveryState), without reading it back.
+    const common = { kind: delivery.kind, target: delivery.target, body: delivery.body, created_at: stored.createdAt.toISOString() };
+    const state: DeliveryState = supported ? { state: 'pending', ...common } : { state: 'failed', ...common, code: 'CAPABILITY_UNAVAILABLE' };
+    return { state, existing: false };
+  }
+
+  /**
+   * Store a row idempotently under its request_id; the outbox then sends it. Returns only after the
+   * commit. A new row is one autocommit INSERT, shared with the accepts arriving meanwhile (group
+   * commit); a repeat is answered from an unlocked read, and only a repeat that resets a failed or
+   * unknown row takes a row lock. The same request_id with another hash is refused (422).
+   */
+  async store(prepared: PreparedDelivery): Promise<StoreOutcome> {
+    const now = this.clock.now();
+    const { hash, supported } = prepared;
     for (;;) {
       const inserted = await this.intake.submit({
-        request_id: delivery.request_id,
-        kind: delivery.kind,
-        target: JSON.stringify(delivery.target),
-        body: JSON.stringify(delivery.body),
+        request_id: prepared.request_id,
+        kind: prepared.kind,
+        target: JSON.stringify(prepared.target),
+        body: JSON.stringify(prepared.body),
         payload_hash: hash,
         status: supported ? 'pending' : 'failed',
         failure_code: supported ? null : 'CAPABILITY_UNAVAILABLE',
@@ -67,47 +97,50 @@ export class DeliveryService {
       });
       if (inserted) {
         if (supported) this.announce();
-        // What the stored row reads back as (toDeliveryState), without reading it back.
-        const common = { kind: delivery.kind, target: delivery.target, body: delivery.body, created_at: now.toISOString() };
-        const state: DeliveryState = supported ? { state: 'pending', ...common } : { state: 'failed', ...common, code: 'CAPABILITY_UNAVAILABLE' };
-        return { state, existing: false };
+        return { existing: false, createdAt: now };
       }
-      const row = await findDelivery(this.db, delivery.request_id);
+      const row = await findDelivery(this.db, prepared.request_id);
       // Pruned between the INSERT and the read: it is new again.
       if (row === undefined) continue;
       if (row.payload_hash !== hash) throw new ConflictError(REUSED_ID);
-      if (!(supported && needsReset(row, now))) return { state: toDeliveryState(row, now), existing: true };
-      return this.resetForRetry(delivery.request_id, hash, supported, now);
+      if (!(supported && needsReset(row, now))) return { existing: true, row, redriven: false };
+      return this.resetForRetry(prepared.request_id, hash, supported, now);
     }
   }
 
   /** A repeat of a failed, unknown or abandoned delivery: make it due again, under its row lock. */
-  private async resetForRetry(requestId: string, hash: string, supported: boolean, now: Date): Promise<{ state: DeliveryState; existing: boolean; redriven: boolean }> {
+  private async resetForRetry(requestId: string, hash: string, supported: boolean, now: Date): Promise<StoreOutcome> {
     let reset = false;
-    const state = await this.db.transaction().execute(async (trx) => {
-      let row = await lockDelivery(trx, requestId);
-      if (row === undefined) throw new Error('delivery vanished under its own row lock');
-      if (row.payload_hash !== hash) throw new ConflictError(REUSED_ID);
-      if (supported && needsReset(row, now)) {
-        row = await resetToPending(trx, row.request_id, now);
+    const row = await this.db.transaction().execute(async (trx) => {
+      let locked = await lockDelivery(trx, requestId);
+      if (locked === undefined) throw new Error('delivery vanished under its own row lock');
+      if (locked.payload_hash !== hash) throw new ConflictError(REUSED_ID);
+      if (supported && needsReset(locked, now)) {
+        locked = await resetToPending(trx, locked.request_id, now);
         reset = true;
       }
-      return toDeliveryState(row, now);
+      return locked;
     });
     if (reset) this.announce();
-    return { state, existing: true, redriven: reset };
+    return { existing: true, row, redriven: reset };
+  }
+
+  /** A stored row by request_id, whatever its kind (handoffs read theirs). */
+  find(requestId: string): Promise<DeliveryRow | undefined> {
+    return findDelivery(this.db, requestId);
   }
 
   async get(requestId: string): Promise<DeliveryState> {
     const row = await findDelivery(this.db, requestId);
-    if (row === undefined) throw new NotFoundError('unknown request_id');
+    // Other modules' rows (handoffs) are not deliveries on the wire.
+    if (row === undefined || row.kind === 'handoff') throw new NotFoundError('unknown request_id');
     return toDeliveryState(row, this.clock.now());
   }
 
   /** An operator's view of one delivery: state, code, reason, attempts, where it went; never its body. */
   async detail(requestId: string): Promise<DeliveryDetail> {
     const row = await findDelivery(this.db, requestId);
-    if (row === undefined) throw new NotFoundError('unknown request_id');
+    if (row === undefined || row.kind === 'handoff') throw new NotFoundError('unknown request_id');
     return toDeliveryDetail(row, this.clock.now());
   }
 }
@@ -117,9 +150,9 @@ export function toDeliveryDetail(row: DeliveryRow, now: Date): DeliveryDetail {
   const wire = toDeliveryState(row, now).state;
   const detail: DeliveryDetail = {
     request_id: row.request_id,
-    kind: row.kind,
+    kind: row.kind as DeliveryKind,
     state: row.status === 'in_flight' && wire === 'pending' ? 'in_flight' : wire,
-    target: row.target,
+    target: row.target as DeliveryDetail['target'],
     attempts: row.attempts,
     created_at: row.created_at.toISOString(),
   };
@@ -135,6 +168,12 @@ export function toDeliveryDetail(row: DeliveryRow, now: Date): DeliveryDetail {
   return detail;
 }
 
+/** The row's state in the protocol's words (pending, unknown, delivered, failed), whatever its kind. */
+export function wireStatus(row: DeliveryRow, now: Date): 'pending' | 'unknown' | 'delivered' | 'failed' {
+  if (row.status === 'in_flight') return isLeaseExpired(row, now) ? 'unknown' : 'pending';
+  return row.status;
+}
+
 /** Failed, unknown, or in flight under a lease that expired (its dispatcher died). */
 function needsReset(row: DeliveryRow, now: Date): boolean {
   return row.status === 'failed' || row.status === 'unknown' || (row.status === 'in_flight' && isLeaseExpired(row, now));
@@ -146,9 +185,10 @@ function isLeaseExpired(row: DeliveryRow, now: Date): boolean {
 
 /** The wire view of a stored delivery (docs/protocol.md §5), keys in the protocol's order. */
 export function toDeliveryState(row: DeliveryRow, now: Date): DeliveryState {
+  // Only rows of the protocol's kinds reach here (get and detail refuse the others).
   const common = {
-    kind: row.kind,
-    target: row.target,
+    kind: row.kind as DeliveryKind,
+    target: row.target as DeliveryState['target'],
     body: row.body,
     created_at: row.created_at.toISOString(),
   };

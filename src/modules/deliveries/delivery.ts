@@ -7,7 +7,20 @@ export type Destination = Schemas['Destination'];
 export type PostTarget = Schemas['PostTarget'];
 export type DmTarget = Schemas['DmTarget'];
 export type EditTarget = Schemas['EditTarget'];
-export type Target = PostTarget | DmTarget | EditTarget;
+/**
+ * A sent handoff's target (the handoffs module): where the handoff message goes, and which bot it
+ * is for (the only user it may mention).
+ */
+export interface HandoffTarget {
+  channel_id: string;
+  target_bot_id: string;
+}
+export type Target = PostTarget | DmTarget | EditTarget | HandoffTarget;
+/**
+ * What a deliveries row can be: the protocol's kinds, and `handoff`, a bot-to-bot handoff message
+ * sent through the same outbox (never on the deliveries wire: its rows are not found there).
+ */
+export type StoredKind = DeliveryKind | 'handoff';
 /** A body as stored and echoed: only the keys present, content, card, links. */
 export type MessageBody = Schemas['WireBody'];
 export type Card = Schemas['Card'];

@@ -17,7 +17,7 @@ import {
   type RESTPatchAPIChannelMessageJSONBody,
   type RESTPostAPIChannelMessageJSONBody,
 } from 'discord.js';
-import { TransportError, type ChannelInfo, type Channels, type DirectMessages, type Editor, type History, type OutgoingMessage, type SeenMessage, type Sender, type SentMessage, type Transport } from '../transport.js';
+import { TransportError, type ChannelInfo, type Channels, type DirectMessages, type Editor, type History, type Mentions, type OutgoingMessage, type SeenMessage, type Sender, type SentMessage, type Transport } from '../transport.js';
 import type { PlatformMetrics } from './discord.metrics.js';
 import { snowflakeAt, snowflakeTime } from './snowflake.js';
 
@@ -48,7 +48,7 @@ export interface DiscordTransportOptions {
 export class DiscordTransport implements Transport {
   readonly name = 'discord' as const;
   readonly idempotentSend = true;
-  readonly sender: Sender = { send: (channelId, message, nonce, signal) => this.createMessage(channelId, message, nonce, signal) };
+  readonly sender: Sender = { send: (channelId, message, nonce, signal, mentions) => this.createMessage(channelId, message, nonce, signal, mentions) };
   readonly dms: DirectMessages = { openDm: (userId, signal) => this.openDm(userId, signal) };
   readonly editor: Editor = { edit: (channelId, messageId, message, signal) => this.editMessage(channelId, messageId, message, signal) };
   readonly history: History = {
@@ -87,12 +87,13 @@ export class DiscordTransport implements Transport {
   }
 
   /** https://discord.com/developers/docs/resources/message#create-message */
-  private async createMessage(channelId: string, message: OutgoingMessage, nonce: string, signal: AbortSignal): Promise<SentMessage> {
+  private async createMessage(channelId: string, message: OutgoingMessage, nonce: string, signal: AbortSignal, mentions?: Mentions): Promise<SentMessage> {
     const body: RESTPostAPIChannelMessageJSONBody = {
       ...toDiscordMessage(message),
       nonce,
       enforce_nonce: true,
-      allowed_mentions: { parse: [] },
+      // Nobody is notified, except the users a handoff names (its target bot); never a reply ping.
+      allowed_mentions: mentions !== undefined && mentions.users.length > 0 ? { parse: [], users: [...mentions.users] } : { parse: [] },
     };
     // One create per nonce at a time in this process: the dispatcher holds the delivery's lease.
     const create = { tries: 0 };

@@ -15,7 +15,7 @@ import {
 } from 'discord.js';
 import type { Logger } from 'pino';
 import { errorSummary } from '../../platform/errors.js';
-import type { CommandHandler, CommandInvocation } from '../transport.js';
+import type { CommandHandler, CommandInvocation, Inbound, InboundMessage } from '../transport.js';
 
 type CommandDefinition = RESTPostAPIChatInputApplicationCommandsJSONBody;
 
@@ -56,6 +56,25 @@ export interface OwnMessage {
 }
 
 /**
+ * The Inbound facet of Discord: messages others write where the bot can see them, as the gateway
+ * reports them. Without the privileged Message Content intent, Discord sends a message's content
+ * only when it mentions the bot (or is a DM): what handoffs need, and no more.
+ */
+export class GatewayInbound implements Inbound {
+  private readonly listeners = new Set<(message: InboundMessage) => void>();
+
+  onMessage(listener: (message: InboundMessage) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Hand a message to every listener (the gateway client calls this). */
+  emit(message: InboundMessage): void {
+    for (const l of this.listeners) l(message);
+  }
+}
+
+/**
  * The gateway client: Discord's command surface (slash commands, answered through Herald's command
  * router) and the reporter of the bot's own messages with their nonces, which reconciliation uses.
  * Deliveries are sent over REST, so dispatchers need no gateway connection; one `serve` holds it.
@@ -68,8 +87,10 @@ export async function connectGateway(options: {
   log: Logger;
   /** A message the bot itself created, with the nonce it was sent with (the gateway reports it). */
   onOwnMessage?: (message: OwnMessage) => Promise<void>;
+  /** Where messages others write are handed on (the transport's Inbound facet). */
+  inbound?: GatewayInbound;
 }): Promise<GatewayConnection> {
-  const { log, onOwnMessage } = options;
+  const { log, onOwnMessage, inbound } = options;
   const client = new Client({
     // Messages: Discord reports the bot's own messages with their nonce (no privileged intent needed).
     intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.DirectMessages],
@@ -85,6 +106,20 @@ export async function connectGateway(options: {
       onOwnMessage({ nonce: message.nonce, channelId: message.channelId, messageId: message.id, createdAt: message.createdAt }).catch((err: unknown) =>
         log.warn({ err: errorSummary(err) }, 'could not record a sent message reported by the gateway'),
       );
+    });
+  }
+  if (inbound !== undefined) {
+    client.on(Events.MessageCreate, (message) => {
+      if (message.author.id === client.user?.id) return;
+      inbound.emit({
+        channelId: message.channelId,
+        messageId: message.id,
+        authorId: message.author.id,
+        authorIsBot: message.author.bot,
+        guildId: message.guildId ?? undefined,
+        content: message.content,
+        createdAt: message.createdAt,
+      });
     });
   }
   client.on(Events.InteractionCreate, (interaction) => {
