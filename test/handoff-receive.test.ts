@@ -94,6 +94,21 @@ describe('receiving handoffs into the inbox', () => {
     expect((await herald.list(undefined, 50)).items).toEqual([]);
   });
 
+  it('a payload of 1,800 characters is accepted whole', async () => {
+    const clock = new TestClock();
+    const herald = await receiver(clock);
+    const text = 'z'.repeat(1800);
+    expect(await herald.receive(handoff(clock, { text }))).toBe('accepted');
+    expect((await herald.list(undefined, 1)).items[0]?.text).toBe(text);
+  });
+
+  it('handoffs are off, both ways, while HERALD_TRUSTED_BOT_IDS is empty', async () => {
+    const clock = new TestClock();
+    const herald = await receiver(clock, { HERALD_TRUSTED_BOT_IDS: '' });
+    expect(await herald.receive(handoff(clock))).toBe('not_candidate');
+    await expect(herald.send({ request_id: 'c'.repeat(64), target_bot_id: PEER, channel_id: CHANNEL, text: 'x' })).rejects.toThrow('handoffs are off: HERALD_TRUSTED_BOT_IDS is empty');
+  });
+
   it('a rejected candidate never reaches the inbox', async () => {
     const clock = new TestClock();
     const herald = await receiver(clock);
