@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createBridgeClient } from '../src/client/bridge-client.js';
 import { HANDOFF_SCHEMA, handoffContent } from '../src/modules/handoffs/envelope.js';
+import { handoffTools } from '../src/modules/handoffs/handoff.tools.js';
 import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { mentionsOf } from '../src/sandbox/state.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
@@ -169,6 +171,30 @@ describe('bot-to-bot handoffs between two Herald instances', () => {
     expect(mentionsOf(post ?? { content: '' })).toEqual({ users: [], everyone: false });
     // B's gateway saw it without content, so nothing reached B's inbox.
     expect((await b.bridge.get('/mcp/handoffs/inbox/next?timeout_ms=300')).json).toEqual({ handoff: null });
+  });
+
+  it('the MCP tools: hand_off from A, wait_for_handoff and list_handoffs on B (acknowledged once read)', async () => {
+    const tools = new Map(handoffTools().map((t) => [t.name, t]));
+    const depsA = { bridge: createBridgeClient({ baseUrl: a.url, token: a.bridgeToken }), waitMs: 15_000 };
+    const depsB = { bridge: createBridgeClient({ baseUrl: b.url, token: b.bridgeToken }), waitMs: 15_000 };
+    const call = async (deps: typeof depsA, name: string, args: Record<string, unknown>) => {
+      const result = await tools.get(name)?.handler(args, deps);
+      return { text: (result?.content[0] as { text: string } | undefined)?.text ?? '', isError: result?.isError === true };
+    };
+    const sent = await call(depsA, 'hand_off', { target_bot_id: botB, channel_id: IDS.channels.ops, text: 'via mcp, first' });
+    expect(sent).toMatchObject({ isError: false });
+    expect(sent.text).toMatch(new RegExp(`^Handed off to bot ${botB}: https://discord.com/channels/`));
+    const waited = await call(depsB, 'wait_for_handoff', { timeout_seconds: 20 });
+    expect(JSON.parse(waited.text)).toMatchObject({ from_bot_id: botA, text: 'via mcp, first', origin: { channel_id: IDS.channels.ops } });
+    await call(depsA, 'hand_off', { target_bot_id: botB, channel_id: IDS.channels.ops, text: 'via mcp, second' });
+    const listed = await waitFor(async () => {
+      const page = JSON.parse((await call(depsB, 'list_handoffs', {})).text) as { handoffs: { text: string }[] };
+      return page.handoffs.length > 0 ? page : undefined;
+    }, 'the second handoff');
+    expect(listed.handoffs.map((h) => h.text)).toEqual(['via mcp, second']);
+    expect(JSON.parse((await call(depsB, 'list_handoffs', {})).text)).toEqual({ handoffs: [], next_cursor: null });
+    expect(await call(depsA, 'hand_off', { target_bot_id: bystander, channel_id: IDS.channels.ops, text: 'no' })).toEqual({ isError: true, text: 'Herald refused the request: target_bot_id is not in HERALD_TRUSTED_BOT_IDS.' });
+    expect((await call(depsB, 'wait_for_handoff', { timeout_seconds: 0 })).text).toBe('No handoff arrived within 0 seconds.');
   });
 
   it('a wait for the next handoff is bounded', async () => {

@@ -15,6 +15,11 @@ export type CommandRunRequest = Schemas['CommandRunRequest'];
 export type CommandRunResult = Schemas['CommandRunResult'];
 export type GuildDestinations = Schemas['GuildDestinations'];
 export type DeliveryDetail = Schemas['DeliveryDetail'];
+export type HandoffRequest = Schemas['HandoffRequest'];
+export type HandoffAccepted = Schemas['HandoffAccepted'];
+export type SentHandoff = Schemas['SentHandoff'];
+export type HandoffPage = Schemas['HandoffPage'];
+export type InboxHandoff = Schemas['InboxHandoff'];
 
 /**
  * A call's outcome: the protocol's answer as data, never a thrown string. `status` 0 means the
@@ -90,6 +95,13 @@ export function createBridgeClient(options: BridgeClientOptions) {
     listCommands: () => run<CommandList>(() => api.GET('/mcp/commands')),
     describeCommand: (name: string) => run<CommandDescription>(() => api.GET('/mcp/commands/{name}', { params: { path: { name } } })),
     runCommand: (body: CommandRunRequest) => run<CommandRunResult>(() => api.POST('/mcp/commands/run', { body })),
+    sendHandoff: (body: HandoffRequest) => run<HandoffAccepted>(() => api.POST('/mcp/handoffs', { body })),
+    getHandoff: (requestId: string) => run<SentHandoff>(() => api.GET('/mcp/handoffs/{request_id}', { params: { path: { request_id: requestId } } })),
+    listHandoffs: (query: { after?: string; limit?: string } = {}) => run<HandoffPage>(() => api.GET('/mcp/handoffs/inbox', { params: { query } })),
+    /** Waits up to timeout_ms (at most 30 s) on the bridge for the next handoff. */
+    waitForHandoff: (query: { after?: string; timeout_ms?: string } = {}) =>
+      run<{ handoff: InboxHandoff | null }>(() => api.GET('/mcp/handoffs/inbox/next', { params: { query } })),
+    ackHandoffs: (ids: string[]) => run<{ acknowledged: number }>(() => api.POST('/mcp/handoffs/inbox/ack', { body: { ids } })),
     // Read-only operator views the bridge token may read too (outside `/mcp/`, which they do not change).
     // Asked once, never retried: they add to an answer, and must not hold it up (e.g. a 503 while
     // HERALD_ADMIN_TOKEN is unset).
