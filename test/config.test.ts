@@ -23,6 +23,14 @@ describe('configuration', () => {
     expect(() => loadConfig({ HERALD_METRICS_PORT: 'on' })).toThrow(/HERALD_METRICS_PORT must be an integer from 0 to 65535/);
   });
 
+  it('handoffs: off with no trusted bot; the trusted list and limits from the environment', () => {
+    expect(loadConfig({}).handoffs).toEqual({ trustedBotIds: [], ttlSeconds: 300, maxExpirySeconds: 3600, maxPayloadBytes: 100_000, replayCapacity: 4096, rateLimit: 10, rateWindowSeconds: 60 });
+    const c = loadConfig({ HERALD_TRUSTED_BOT_IDS: ' 111111111111111112, 111111111111111113,111111111111111112 ', HERALD_HANDOFF_RATE_LIMIT: '3', HERALD_HANDOFF_REPLAY_CAPACITY: '50' });
+    expect(c.handoffs).toMatchObject({ trustedBotIds: ['111111111111111112', '111111111111111113'], rateLimit: 3, replayCapacity: 50 });
+    expect(() => loadConfig({ HERALD_TRUSTED_BOT_IDS: '111111111111111112,helper' })).toThrow(/HERALD_TRUSTED_BOT_IDS must be comma-separated Discord user ids \(got helper\)/);
+    expect(() => loadConfig({ HERALD_HANDOFF_TTL_SECONDS: '3601' })).toThrow(/HERALD_HANDOFF_TTL_SECONDS must be an integer from 1 to 3600/);
+  });
+
   it('reports every problem at once', () => {
     try {
       loadConfig({ MCP_BRIDGE_TOKEN: 'short', HERALD_ADMIN_TOKEN: 'x'.repeat(42), PORT: 'eighty', DATABASE_URL: 'mysql://x', LOG_LEVEL: 'loud' });
