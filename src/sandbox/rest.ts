@@ -32,8 +32,6 @@ export interface RestOptions {
   requests: RequestLogEntry[];
   /** The sandbox's base URL (http://host:port). */
   url: () => string;
-  /** Send a dispatch event to the bot's gateway sessions. */
-  dispatch: (type: string, data: unknown) => void;
   /** MESSAGE_CREATE to every connected bot (content only to its author and the bots it mentions). */
   dispatchMessage: (data: { author: { id: string }; mentions: { id: string }[] } & Record<string, unknown>) => void;
   /** The callback answering a pending interaction, taken from the pending ones. */

@@ -194,7 +194,6 @@ export class DiscordSandbox {
       rateLimits: this.rateLimits,
       requests: this.requests,
       url: () => this.url,
-      dispatch: (type, data) => this.gateway?.dispatch(type, data),
       takeInteraction: (id) => this.interactions.take(id),
       people: this.people,
     });
