@@ -1,0 +1,87 @@
+import { once } from 'node:events';
+import { Client, Events, GatewayIntentBits, Partials, REST, Routes, type APIMessage, type APIUser, type Message } from 'discord.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DiscordSandbox, SANDBOX_IDS } from '../src/sandbox/sandbox.js';
+import { waitFor } from './support/wait.js';
+
+/**
+ * The sandbox hosts several bots, as Discord does: each its own token, identity, gateway session
+ * and nonces; a message reaches every connected bot, with content only for its author and the bots
+ * it mentions (no Message Content intent); threads announced to all. Driven by real discord.js.
+ */
+describe('a sandbox with several bots', () => {
+  let sandbox: DiscordSandbox;
+  let peer: { id: string; token: string };
+  const clients: Client[] = [];
+  const seen = new Map<string, Message[]>();
+
+  async function connect(token: string, name: string): Promise<Client> {
+    const client = new Client({ intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages], partials: [Partials.Channel], rest: { api: sandbox.apiUrl } });
+    seen.set(name, []);
+    client.on(Events.MessageCreate, (m) => seen.get(name)?.push(m));
+    const ready = once(client, Events.ClientReady);
+    await client.login(token);
+    await ready;
+    clients.push(client);
+    return client;
+  }
+  const rest = (token: string) => new REST({ version: '10', api: sandbox.apiUrl }).setToken(token);
+
+  beforeAll(async () => {
+    sandbox = await new DiscordSandbox().start();
+    const added = sandbox.addBot('peer');
+    peer = { id: added.user.id, token: added.token };
+    await connect(sandbox.botToken, 'herald');
+    await connect(peer.token, 'peer');
+  });
+  afterAll(async () => {
+    for (const c of clients) await c.destroy();
+    await sandbox.close();
+  });
+
+  it('gives each bot its own identity, and the same bot for the same username', async () => {
+    expect(peer.id).toBe('111111111111111112');
+    expect(sandbox.addBot('peer').token).toBe(peer.token);
+    expect(((await rest(peer.token).get(Routes.user('@me'))) as APIUser).id).toBe(peer.id);
+    expect(((await rest(sandbox.botToken).get(Routes.user('@me'))) as APIUser).id).toBe(sandbox.bot.id);
+    await expect(rest('sandbox.nobody').get(Routes.user('@me'))).rejects.toMatchObject({ status: 401 });
+  });
+
+  it('sends a message to every bot, with content only for the author and the bots it mentions', async () => {
+    const mention = (await rest(sandbox.botToken).post(Routes.channelMessages(SANDBOX_IDS.channels.ops), {
+      body: { content: `<@${peer.id}>\nfor you`, allowed_mentions: { parse: [], users: [peer.id] } },
+    })) as APIMessage;
+    const inert = (await rest(sandbox.botToken).post(Routes.channelMessages(SANDBOX_IDS.channels.ops), {
+      body: { content: `<@${peer.id}> @everyone not a ping`, allowed_mentions: { parse: [] } },
+    })) as APIMessage;
+    const peerSaw = (id: string) => waitFor(() => seen.get('peer')?.find((m) => m.id === id), `peer to see ${id}`);
+    expect((await peerSaw(mention.id)).content).toBe(`<@${peer.id}>\nfor you`);
+    expect((await peerSaw(mention.id)).author.bot).toBe(true);
+    expect((await peerSaw(inert.id)).content).toBe('');
+    expect((await waitFor(() => seen.get('herald')?.find((m) => m.id === inert.id), 'the author to see its own')).content).toBe(`<@${peer.id}> @everyone not a ping`);
+    expect(mention.mentions.map((u) => u.id)).toEqual([peer.id]);
+    expect(inert.mentions).toEqual([]);
+    expect(inert.mention_everyone).toBe(false);
+  });
+
+  it('keeps nonces per bot, and lets a bot edit only its own messages', async () => {
+    const body = { content: 'same nonce', nonce: 'n-1', enforce_nonce: true, allowed_mentions: { parse: [] } };
+    const fromHerald = (await rest(sandbox.botToken).post(Routes.channelMessages(SANDBOX_IDS.channels.digest), { body })) as APIMessage;
+    const fromPeer = (await rest(peer.token).post(Routes.channelMessages(SANDBOX_IDS.channels.digest), { body })) as APIMessage;
+    expect(fromPeer.id).not.toBe(fromHerald.id);
+    expect(fromPeer.author.id).toBe(peer.id);
+    expect(((await rest(peer.token).post(Routes.channelMessages(SANDBOX_IDS.channels.digest), { body })) as APIMessage).id).toBe(fromPeer.id);
+    await expect(rest(peer.token).patch(Routes.channelMessage(SANDBOX_IDS.channels.digest, fromHerald.id), { body: { content: 'hijack' } })).rejects.toMatchObject({ status: 403 });
+  });
+
+  it('announces a thread to every bot, and delivers messages in it', async () => {
+    const thread = sandbox.createThread(SANDBOX_IDS.channels.ops, 'work');
+    const peerClient = clients[1];
+    await waitFor(() => peerClient?.channels.cache.get(thread.id), 'the peer to know the thread');
+    const sent = (await rest(sandbox.botToken).post(Routes.channelMessages(thread.id), { body: { content: `<@${peer.id}>\nin the thread`, allowed_mentions: { parse: [], users: [peer.id] } } })) as APIMessage;
+    const got = await waitFor(() => seen.get('peer')?.find((m) => m.id === sent.id), 'the peer to see the thread message');
+    expect(got.channelId).toBe(thread.id);
+    expect(got.channel.isThread()).toBe(true);
+    expect(got.content).toBe(`<@${peer.id}>\nin the thread`);
+  });
+});
