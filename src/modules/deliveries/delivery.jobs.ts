@@ -8,7 +8,7 @@ import { TransportError, type Address, type SentMessage, type Transport, type Tr
 import type { Database } from '../../schema.js';
 import { findDestinationAddress } from '../destinations/destination.repository.js';
 import { findRegistration } from '../identity/identity.repository.js';
-import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DeliveryKind, type DmTarget, type EditTarget, type PostTarget } from './delivery.js';
+import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DmTarget, type EditTarget, type PostTarget, type ReplyTarget, type StoredKind } from './delivery.js';
 import {
   acquireEditLock,
   claimDue,
@@ -36,7 +36,7 @@ export interface DeliveryJobOptions {
 }
 
 /** The job kinds of deliveries, one per delivery kind. */
-export const DELIVERY_KINDS: readonly DeliveryKind[] = ['post', 'dm', 'edit'];
+export const DELIVERY_KINDS: readonly StoredKind[] = ['post', 'dm', 'edit', 'reply'];
 
 /** A delivery row is its own outbox job. */
 export interface DeliveryJob extends Job {
@@ -47,7 +47,7 @@ export interface DeliveryJob extends Job {
 export function deliveryQueue(db: Kysely<Database>, metrics?: DeliveryMetrics): JobQueue<DeliveryJob> {
   return {
     claim: async (owner, now, leaseMs, kinds, limit) =>
-      (await claimDue(db, owner, now, leaseMs, kinds as DeliveryKind[], limit)).map(({ claimed_from, ...row }) => {
+      (await claimDue(db, owner, now, leaseMs, kinds as StoredKind[], limit)).map(({ claimed_from, ...row }) => {
         if (claimed_from === 'in_flight') metrics?.leaseExpired(row.kind);
         return { id: row.request_id, kind: row.kind, attempts: row.attempts, row };
       }),
@@ -218,7 +218,14 @@ export class DeliveryJobs {
         return this.deliverDm(at, row.target as DmTarget);
       case 'edit':
         return this.deliverEdit(at, row.target as EditTarget);
+      case 'reply':
+        return this.deliverReply(at, row.target as ReplyTarget);
     }
+  }
+
+  /** A command's reply, to the channel the command was invoked in, on the home platform. */
+  private async deliverReply(at: Attempt, target: ReplyTarget): Promise<Outcome> {
+    return this.sendOnce(at, { transport: this.transports.home.name, channelId: target.channel_id }, target.guild_id);
   }
 
   /** To a registered user only, checked now (at send time), through their DM channel. */

@@ -1,6 +1,6 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
 import { LATENCY_BUCKETS } from '../../platform/metrics.js';
-import type { DeliveryKind, FailureCode } from './delivery.js';
+import type { StoredKind as DeliveryKind, FailureCode } from './delivery.js';
 
 /** How reconciliation of an in-doubt delivery came out. */
 export type ReconcileVerdict = 'found' | 'absent' | 'wait' | 'undecided';

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../../platform/clock.js';
 import type { Database } from '../../schema.js';
 import { ConflictError, NotFoundError } from '../../platform/errors.js';
-import { payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState } from './delivery.js';
+import { payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState, type MessageBody, type Reply, type Target } from './delivery.js';
 import { GroupCommit } from '../../platform/db/group-commit.js';
 import { isStoreUnavailable } from '../../platform/db/database.js';
 import { findDelivery, insertDeliveries, lockDelivery, resetToPending } from './delivery.repository.js';
@@ -51,14 +51,39 @@ export class DeliveryService {
    */
   async accept(delivery: Delivery): Promise<{ state: DeliveryState; existing: boolean; redriven?: boolean }> {
     const now = this.clock.now();
-    const hash = payloadHash(delivery);
     const supported = this.support[delivery.kind];
+    const stored = await this.store(delivery, supported, now);
+    if (stored === 'inserted') {
+      // What the stored row reads back as (toDeliveryState), without reading it back.
+      const common = { kind: delivery.kind, target: delivery.target, body: delivery.body, created_at: now.toISOString() };
+      const state: DeliveryState = supported ? { state: 'pending', ...common } : { state: 'failed', ...common, code: 'CAPABILITY_UNAVAILABLE' };
+      return { state, existing: false };
+    }
+    return stored;
+  }
+
+  /**
+   * Queue a command's reply to its channel, exactly once per request_id, like a post: the same id
+   * again is the delivery already queued (re-driven if it failed), never a second message.
+   */
+  async enqueueReply(reply: Reply): Promise<{ existing: boolean }> {
+    const stored = await this.store(reply, this.support.post, this.clock.now());
+    return { existing: stored !== 'inserted' };
+  }
+
+  /** Insert a new delivery, or answer a repeat of one (resetting it when it needs another try). */
+  private async store(
+    d: { request_id: string; kind: Delivery['kind'] | Reply['kind']; target: Target; body: MessageBody },
+    supported: boolean,
+    now: Date,
+  ): Promise<'inserted' | { state: DeliveryState; existing: boolean; redriven?: boolean }> {
+    const hash = payloadHash(d);
     for (;;) {
       const inserted = await this.intake.submit({
-        request_id: delivery.request_id,
-        kind: delivery.kind,
-        target: JSON.stringify(delivery.target),
-        body: JSON.stringify(delivery.body),
+        request_id: d.request_id,
+        kind: d.kind,
+        target: JSON.stringify(d.target),
+        body: JSON.stringify(d.body),
         payload_hash: hash,
         status: supported ? 'pending' : 'failed',
         failure_code: supported ? null : 'CAPABILITY_UNAVAILABLE',
@@ -67,17 +92,14 @@ export class DeliveryService {
       });
       if (inserted) {
         if (supported) this.announce();
-        // What the stored row reads back as (toDeliveryState), without reading it back.
-        const common = { kind: delivery.kind, target: delivery.target, body: delivery.body, created_at: now.toISOString() };
-        const state: DeliveryState = supported ? { state: 'pending', ...common } : { state: 'failed', ...common, code: 'CAPABILITY_UNAVAILABLE' };
-        return { state, existing: false };
+        return 'inserted';
       }
-      const row = await findDelivery(this.db, delivery.request_id);
+      const row = await findDelivery(this.db, d.request_id);
       // Pruned between the INSERT and the read: it is new again.
       if (row === undefined) continue;
       if (row.payload_hash !== hash) throw new ConflictError(REUSED_ID);
       if (!(supported && needsReset(row, now))) return { state: toDeliveryState(row, now), existing: true };
-      return this.resetForRetry(delivery.request_id, hash, supported, now);
+      return this.resetForRetry(d.request_id, hash, supported, now);
     }
   }
 
@@ -100,7 +122,8 @@ export class DeliveryService {
 
   async get(requestId: string): Promise<DeliveryState> {
     const row = await findDelivery(this.db, requestId);
-    if (row === undefined) throw new NotFoundError('unknown request_id');
+    // A reply is Herald's own, not one of the protocol's deliveries (operators see it in detail()).
+    if (row === undefined || row.kind === 'reply') throw new NotFoundError('unknown request_id');
     return toDeliveryState(row, this.clock.now());
   }
 
@@ -146,9 +169,10 @@ function isLeaseExpired(row: DeliveryRow, now: Date): boolean {
 
 /** The wire view of a stored delivery (docs/protocol.md §5), keys in the protocol's order. */
 export function toDeliveryState(row: DeliveryRow, now: Date): DeliveryState {
+  // A reply has the same states; only operators see it, through toDeliveryDetail.
   const common = {
-    kind: row.kind,
-    target: row.target,
+    kind: row.kind as DeliveryKind,
+    target: row.target as DeliveryState['target'],
     body: row.body,
     created_at: row.created_at.toISOString(),
   };

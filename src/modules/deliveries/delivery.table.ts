@@ -1,6 +1,6 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 import type { TransportName } from '../../transports/transport.js';
-import type { DeliveryKind, FailureCode, MessageBody, Target } from './delivery.js';
+import type { FailureCode, MessageBody, StoredKind, Target } from './delivery.js';
 
 /**
  * `pending` → `in_flight` (leased) → `delivered` | `failed` | `unknown`. An expired lease also reads
@@ -11,7 +11,7 @@ export type DeliveryStatus = 'pending' | 'in_flight' | 'delivered' | 'failed' | 
 
 export interface DeliveryTable {
   request_id: string;
-  kind: DeliveryKind;
+  kind: StoredKind;
   target: ColumnType<Target, string, string>;
   body: ColumnType<MessageBody, string, string>;
   payload_hash: string;

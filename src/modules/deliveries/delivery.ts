@@ -7,7 +7,11 @@ export type Destination = Schemas['Destination'];
 export type PostTarget = Schemas['PostTarget'];
 export type DmTarget = Schemas['DmTarget'];
 export type EditTarget = Schemas['EditTarget'];
-export type Target = PostTarget | DmTarget | EditTarget;
+/** Where a `reply` goes: a channel, not a destination (Herald's own kind; connectors cannot send one). */
+export type ReplyTarget = Schemas['ReplyTarget'];
+export type Target = PostTarget | DmTarget | EditTarget | ReplyTarget;
+/** Every kind the outbox stores: the protocol's, and `reply` (a command's reply to its channel). */
+export type StoredKind = DeliveryKind | 'reply';
 /** A body as stored and echoed: only the keys present, content, card, links. */
 export type MessageBody = Schemas['WireBody'];
 export type Card = Schemas['Card'];
@@ -33,6 +37,14 @@ export type Delivery =
   | { request_id: string; kind: 'post'; target: PostTarget; body: MessageBody }
   | { request_id: string; kind: 'dm'; target: DmTarget; body: MessageBody }
   | { request_id: string; kind: 'edit'; target: EditTarget; body: MessageBody };
+
+/** A delivery Herald queues for itself, never from the protocol (a command's reply, responseMode discord). */
+export interface Reply {
+  request_id: string;
+  kind: 'reply';
+  target: ReplyTarget;
+  body: MessageBody;
+}
 
 /** Rebuild a validated request with only the keys the protocol knows, in its order. */
 export function normalizeDelivery(input: Record<string, unknown>): Delivery {
@@ -84,7 +96,7 @@ export function cardLength(card: Card): number {
 }
 
 /** Canonical hash of what a request asks for; a reused request_id must match it. */
-export function payloadHash(d: Pick<Delivery, 'kind' | 'target' | 'body'>): string {
+export function payloadHash(d: Pick<Delivery | Reply, 'kind' | 'target' | 'body'>): string {
   return createHash('sha256').update(JSON.stringify([d.kind, d.target, d.body])).digest('hex');
 }
 
