@@ -543,6 +543,11 @@ export interface components {
             message_ref: components["schemas"]["RequestId"];
             seq: number;
         };
+        /** @description Where a `reply` goes, the channel the command was invoked in. */
+        ReplyTarget: {
+            guild_id: components["schemas"]["GuildId"];
+            channel_id: components["schemas"]["ChannelId"];
+        };
         WireBody: {
             content?: components["schemas"]["Content"];
             card?: components["schemas"]["Card"];
@@ -650,14 +655,19 @@ export interface components {
         /** @description An operator's view of one delivery. Never the message body. */
         DeliveryDetail: {
             request_id: components["schemas"]["RequestId"];
-            kind: components["schemas"]["DeliveryKind"];
+            /**
+             * @description The protocol's kinds, or `reply`: a command's reply that `POST /mcp/commands/run` with
+             *     `responseMode: discord` queued to the invoking channel (Herald's own; a connector cannot send one).
+             * @enum {string}
+             */
+            kind: "post" | "dm" | "edit" | "reply";
             /**
              * @description As `GET /mcp/deliveries/{request_id}` says, except `in_flight`: a dispatcher holds it
              *     right now (the protocol says `pending`; `unknown` once its lease has expired).
              * @enum {string}
              */
             state: "pending" | "in_flight" | "delivered" | "failed" | "unknown";
-            target: components["schemas"]["WireTarget"];
+            target: components["schemas"]["WireTarget"] | components["schemas"]["ReplyTarget"];
             attempts: number;
             created_at: components["schemas"]["Timestamp"];
             last_attempt_at?: components["schemas"]["Timestamp"];
@@ -828,8 +838,15 @@ export interface components {
             minLength?: number;
             maxLength?: number;
         };
-        /** @enum {string} */
-        CommandPrecondition: "in_guild" | "manage_guild" | "registered";
+        /**
+         * @description `in_guild`: invoked in a server. `manage_guild`: the member has Manage Server there, as Discord
+         *     computes it (roles, owner, channel overwrites). `registered`: the user ran `/agent register`.
+         *     `bot_can_post`: Herald itself can view, send and embed in the channel the command is about
+         *     (its `channel` parameter, else the invoking channel), as Discord computes Herald's permissions;
+         *     with `responseMode: discord` every command also needs it in the invoking channel.
+         * @enum {string}
+         */
+        CommandPrecondition: "in_guild" | "manage_guild" | "registered" | "bot_can_post";
         /** @enum {string} */
         CommandEffect: "read_only" | "changes_herald_data" | "sends_to_platform" | "revokes_credentials";
         CommandSubcommand: {
@@ -849,7 +866,11 @@ export interface components {
             type: "message";
             content: string;
             embeds: Record<string, never>[];
-            /** @description With responseMode discord: the id it was posted under (its nonce derives from it). */
+            /**
+             * @description With responseMode discord: the reply was queued in Herald's outbox under this id (a
+             *     delivery of kind `reply`, sent exactly once like a post, its nonce derived from the id);
+             *     operators follow it with `GET /admin/deliveries/{request_id}`.
+             */
             delivery?: {
                 request_id: string;
             };

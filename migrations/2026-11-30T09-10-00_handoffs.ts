@@ -35,13 +35,13 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute();
   await sql`create index handoff_inbox_unacknowledged on handoff_inbox (id) where acknowledged_at is null`.execute(db);
   await sql`alter table deliveries drop constraint if exists deliveries_kind_check`.execute(db);
-  await sql`alter table deliveries add constraint deliveries_kind_check check (kind in ('post', 'dm', 'edit', 'handoff'))`.execute(db);
+  await sql`alter table deliveries add constraint deliveries_kind_check check (kind in ('post', 'dm', 'edit', 'reply', 'handoff'))`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
   await sql`delete from deliveries where kind = 'handoff'`.execute(db);
   await sql`alter table deliveries drop constraint if exists deliveries_kind_check`.execute(db);
-  await sql`alter table deliveries add constraint deliveries_kind_check check (kind in ('post', 'dm', 'edit'))`.execute(db);
+  await sql`alter table deliveries add constraint deliveries_kind_check check (kind in ('post', 'dm', 'edit', 'reply'))`.execute(db);
   await db.schema.dropTable('handoff_inbox').execute();
   await db.schema.dropTable('handoff_events').execute();
 }

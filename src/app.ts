@@ -9,7 +9,6 @@ import type { Config } from './config.js';
 import { pruneCommandRuns } from './modules/commands/command-run.repository.js';
 import { commandOperations } from './modules/commands/command.http.js';
 import { CommandService, type ReplyPoster } from './modules/commands/command.service.js';
-import { deliveryNonce } from './modules/deliveries/delivery.js';
 import { commandRouter, COMMAND_DEFINITIONS } from './modules/commands/registry.js';
 import { deliveryAdminOperations } from './modules/deliveries/delivery.admin.http.js';
 import { deliveryOperations } from './modules/deliveries/delivery.http.js';
@@ -207,12 +206,17 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       worker = w;
     }
 
+    // Who invokes a command and what Herald itself may do in a channel, fetched through Herald's own
+    // Discord session; one command router for the gateway and run_command, so they cannot differ.
+    const invokers = new DiscordInvokers({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs });
+    cleanups.push(() => invokers.destroy());
+    const router = commandRouter({ identity, destinations }, (guildId, channelId) => invokers.botCanPost(guildId, channelId));
+
     let gateway: GatewayConnection | undefined;
     if (roles.http && config.gateway) {
       links.track('discord', 'gateway', () => gateway?.ready === true);
       try {
         log.info('connecting to the Discord gateway');
-        const router = commandRouter({ identity, destinations });
         // Messages others write reach handoffs only while some bot is trusted.
         const inbound = handoffs.enabled ? new GatewayInbound() : undefined;
         if (inbound !== undefined) inbound.onMessage((m) => handoffs.take(m));
@@ -248,15 +252,11 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         if (config.gateway) checks['gateway'] = gateway?.ready === true ? 'ok' : 'unavailable';
         return checks;
       };
-      // run_command: the same router as the gateway, invokers resolved through Herald's own Discord session.
-      const invokers = new DiscordInvokers({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs });
-      cleanups.push(() => invokers.destroy());
-      // responseMode discord: the reply is created with a nonce derived from the idempotency key, so
-      // a repeat (a retry, a re-drive after a timeout) inside Discord's nonce window returns the same message.
-      const sender = transport.sender;
-      const postReply: ReplyPoster | undefined =
-        sender === undefined ? undefined : async (requestId, _guildId, channelId, content) => void (await sender.send(channelId, { content }, deliveryNonce(requestId), AbortSignal.timeout(config.discordTimeoutMs)));
-      const commands = new CommandService(commandRouter({ identity, destinations }), invokers, store.db, clock, config.commands, log, postReply);
+      // responseMode discord: each reply is queued in the outbox under an id derived from the
+      // idempotency key, so a repeat (a retry, a re-run after a crash) is the same delivery, sent once.
+      const postReply: ReplyPoster = async (requestId, guildId, channelId, content) =>
+        void (await deliveries.enqueueReply({ request_id: requestId, kind: 'reply', target: { guild_id: guildId, channel_id: channelId }, body: { content } }));
+      const commands = new CommandService(router, invokers, store.db, clock, config.commands, log, postReply);
       const pruneRuns = setInterval(() => {
         pruneCommandRuns(store.db, clock.now()).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not prune command runs'));
         pruneInbox(store.db, new Date(clock.now().getTime() - HANDOFF_INBOX_RETENTION_MS)).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not prune the handoff inbox'));

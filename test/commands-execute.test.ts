@@ -80,8 +80,9 @@ describe('run_command: execute', () => {
   });
 
   it('answers timed_out with sideEffectsMayHaveOccurred when the command outlives the timeout, and the final result under the key later', async () => {
-    // Discord answers the channel lookup of /destinations set slowly.
-    h.sandbox.inject({ method: 'GET', path: `^/channels/${IDS.channels.deals}$`, action: 'delay', ms: 2_000 });
+    // Discord answers the channel lookups of /destinations set slowly: the bot_can_post check's,
+    // then the command's own, which outlives the timeout.
+    h.sandbox.inject({ method: 'GET', path: `^/channels/${IDS.channels.deals}$`, action: 'delay', ms: 2_000, times: 2 });
     const invocation = { command: `destinations set deals <#${IDS.channels.deals}>`, sourceMessageId: said(SANDBOX_MEMBER_IDS.manager), idempotencyKey: newKey() };
     const r = await run(invocation);
     expect(r).toMatchObject({ ok: false, error: { category: 'timed_out' }, sideEffectsMayHaveOccurred: true });
@@ -93,14 +94,27 @@ describe('run_command: execute', () => {
     expect(final).toMatchObject({ ok: true, sideEffectsMayHaveOccurred: true, outputs: [{ content: `Posts to **deals** now go to <#${IDS.channels.deals}>.` }] });
   });
 
-  it('responseMode discord posts the reply to the channel once, however often the execute is repeated', async () => {
+  it('responseMode discord queues the reply in the outbox: one message, even when Discord fails after creating it and the execute is repeated', async () => {
+    // Discord creates the reply but answers 500: it is sent again with the same nonce.
+    const posts = () => h.sandbox.requests.filter((q) => q.method === 'POST' && q.path.endsWith(`/channels/${IDS.channels.alerts}/messages`));
+    const postsBefore = posts().length;
+    h.sandbox.inject({ method: 'POST', path: `^/channels/${IDS.channels.alerts}/messages$`, action: 'error_after_create', status: 500 });
     const invocation = { command: 'destinations list', sourceMessageId: said(SANDBOX_MEMBER_IDS.manager), idempotencyKey: newKey(), responseMode: 'discord' };
     const r = await run(invocation);
     expect(r).toMatchObject({ ok: true, sideEffectsMayHaveOccurred: true });
     const content = r.outputs[0]?.content ?? '';
     expect(content).toContain('**alerts**');
-    expect(r.outputs[0]?.delivery?.request_id).toMatch(/^[0-9a-f]{64}$/);
+    const requestId = r.outputs[0]?.delivery?.request_id ?? '';
+    expect(requestId).toMatch(/^[0-9a-f]{64}$/);
     expect(await run(invocation)).toMatchObject({ replayed: true });
+    // Operators follow the reply as a delivery of kind reply; it is not one of the protocol's.
+    const detail = await waitFor(async () => {
+      const d = (await h.admin.get(`/admin/deliveries/${requestId}`)).json as { state: string };
+      return d.state === 'delivered' ? d : undefined;
+    }, 'the reply to be delivered');
+    expect(detail).toMatchObject({ kind: 'reply', target: { guild_id: IDS.guild, channel_id: IDS.channels.alerts } });
+    expect(posts().slice(postsBefore).map((q) => q.status)).toEqual([500, 200]);
+    expect((await h.bridge.get(`/mcp/deliveries/${requestId}`)).status).toBe(404);
     const posted = h.sandbox.channelMessages(IDS.channels.alerts).filter((m) => m.author.id === h.sandbox.bot.id && m.content === content);
     expect(posted).toHaveLength(1);
   });

@@ -66,7 +66,7 @@ describe('the command registry', () => {
         { name: 'destination', description: 'Which destination', type: 'string', required: true, choices: ['alerts', 'deals', 'digest', 'ops'] },
         { name: 'channel', description: 'The text channel', type: 'channel', required: true, channelTypes: ['GuildText', 'GuildNews'] },
       ],
-      preconditions: ['in_guild', 'manage_guild'],
+      preconditions: ['in_guild', 'manage_guild', 'bot_can_post'],
       effects: ['changes_herald_data'],
     });
     expect(manifest[0]?.subcommands.find((s) => s.name === 'pair')?.preconditions).toEqual(['registered']);

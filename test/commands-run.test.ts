@@ -74,6 +74,25 @@ describe('run_command: validate', () => {
     }
   });
 
+  it("checks Herald's own permissions (bot_can_post): on the channel it is asked to map, and on the invoking channel for responseMode discord", async () => {
+    const channel = h.sandbox.channels.get(IDS.channels.digest);
+    if (channel === undefined) throw new Error('no digest channel');
+    // Herald's role may not send in #digest; people still may.
+    channel.permission_overwrites = [{ id: SANDBOX_MEMBER_IDS.heraldRole, type: 0, allow: '0', deny: String(PermissionFlagsBits.SendMessages) }];
+    try {
+      const refused = { ok: false, error: { category: 'unmet_precondition', precondition: 'bot_can_post' } };
+      expect(await run({ command: `destinations set alerts <#${IDS.channels.digest}>` })).toMatchObject({ ...refused, error: { ...refused.error, reason: 'Herald cannot post in that channel: it needs View Channel, Send Messages and Embed Links there.' } });
+      expect(await run({ command: `destinations set alerts <#${IDS.channels.ops}>` })).toMatchObject({ ok: true });
+      // Invoked in #digest: capturing the reply needs nothing of Herald there; posting it does.
+      expect(await run({ channelId: IDS.channels.digest, command: 'destinations list' })).toMatchObject({ ok: true });
+      expect(await run({ channelId: IDS.channels.digest, command: 'destinations list', responseMode: 'discord' })).toMatchObject(refused);
+      expect(await run({ channelId: IDS.channels.alerts, command: 'destinations list', responseMode: 'discord' })).toMatchObject({ ok: true });
+    } finally {
+      delete channel.permission_overwrites;
+    }
+    expect(await run({ command: `destinations set alerts <#${IDS.channels.digest}>` })).toMatchObject({ ok: true });
+  });
+
   it('checks the registered precondition: refused before /agent register, allowed after', async () => {
     expect(await run({ userId: SANDBOX_MEMBER_IDS.owner, command: 'agent pair' })).toMatchObject({ ok: false, error: { category: 'unmet_precondition', precondition: 'registered', reason: 'Run `/agent register` first.' } });
     await h.sandbox.invoke({ userId: SANDBOX_MEMBER_IDS.owner, guildId: IDS.guild, command: 'agent', subcommand: 'register' });

@@ -35,6 +35,8 @@ export const SANDBOX_MEMBER_IDS = {
   otherBot: '123456789012345680',
   owner: '123456789012345681',
   managersRole: '456789012345678901',
+  /** Herald's own role, as Discord gives a bot the permissions its invite asked for. */
+  heraldRole: '456789012345678902',
 } as const;
 
 const everyday = PermissionFlagsBits.ViewChannel | PermissionFlagsBits.SendMessages | PermissionFlagsBits.ReadMessageHistory | PermissionFlagsBits.UseApplicationCommands;
@@ -56,6 +58,8 @@ export class GuildMembers {
     }
     const guild = SANDBOX_IDS.guild;
     this.addRole(guild, { id: SANDBOX_MEMBER_IDS.managersRole, name: 'Server Managers', permissions: String(everyday | PermissionFlagsBits.ManageGuild), position: 1 });
+    this.addRole(guild, { id: SANDBOX_MEMBER_IDS.heraldRole, name: 'Herald', permissions: String(everyday | PermissionFlagsBits.EmbedLinks), position: 2 });
+    this.setMember(guild, this.state.bot.id, [SANDBOX_MEMBER_IDS.heraldRole]);
     this.state.addUser({ id: SANDBOX_MEMBER_IDS.manager, username: 'morgan', global_name: 'Morgan' });
     this.state.addUser({ id: SANDBOX_MEMBER_IDS.otherBot, username: 'relay', global_name: 'Relay', bot: true });
     this.state.addUser({ id: SANDBOX_MEMBER_IDS.owner, username: 'ada', global_name: 'Ada' });

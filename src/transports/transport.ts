@@ -139,6 +139,8 @@ export interface CommandInvocation {
   readonly user: { readonly id: string; readonly username: string; readonly globalName: string | null };
   /** Null in a direct message. */
   readonly guildId: string | null;
+  /** Where it was invoked (null when the platform does not say). */
+  readonly channelId: string | null;
   /** The command's name as invoked, e.g. `agent`. */
   readonly name: string;
   readonly subcommand: string | null;
@@ -176,6 +178,11 @@ export interface Invokers {
   resolve(userId: string, guildId: string, channelId: string): Promise<{ invoker: CommandInvoker } | { notFound: string }>;
   /** Undefined when the message does not exist in that channel or cannot be seen. */
   message(channelId: string, messageId: string): Promise<FetchedMessage | undefined>;
+  /**
+   * Whether Herald can view, send and embed in a channel of a guild; undefined when there is no
+   * such channel in that guild (the command itself says what is wrong with it).
+   */
+  botCanPost(guildId: string, channelId: string): Promise<boolean | undefined>;
 }
 
 /** Answers a command invocation with the text of its (private) reply. */

@@ -15,6 +15,7 @@ describe('modules (service level, memory transport)', () => {
     s.commands.run({
       user: { id: USER, username: 'ada', globalName: 'Ada' },
       guildId: GUILD,
+      channelId: CHANNEL,
       name,
       subcommand,
       option: (n) => options[n] ?? null,
@@ -36,6 +37,18 @@ describe('modules (service level, memory transport)', () => {
     expect(await invoke('destinations', 'set', { destination: 'ops', channel: CHANNEL })).toBe(`Posts to **ops** now go to <#${CHANNEL}>.`);
     expect(await invoke('destinations', 'set', { destination: 'nope', channel: CHANNEL })).toBe('That did not work: destination must be one of alerts, deals, digest, ops.');
     expect(await invoke('nothing', 'x')).toBe('Unknown command /nothing.');
+  });
+
+  it('refuses to map a destination to a channel Herald cannot post in (bot_can_post, on the channel option)', async () => {
+    s.botBlockedIn.add(CHANNEL);
+    try {
+      expect(await invoke('destinations', 'set', { destination: 'deals', channel: CHANNEL })).toBe('Herald cannot post in that channel: it needs View Channel, Send Messages and Embed Links there.');
+      expect((await s.destinations.list()).map((m) => m.destination)).not.toContain('deals');
+      // Other subcommands do not need it.
+      expect(await invoke('destinations', 'list')).not.toContain('cannot post');
+    } finally {
+      s.botBlockedIn.delete(CHANNEL);
+    }
   });
 
   it('registers, pairs and redeems a code exactly once through /agent and the identity service', async () => {

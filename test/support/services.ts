@@ -35,6 +35,8 @@ export interface Services {
   identity: IdentityService;
   worker: OutboxWorker<DeliveryJob>;
   commands: ReturnType<typeof commandRouter>;
+  /** Channels where Herald may not post (the bot_can_post precondition's answer). */
+  botBlockedIn: Set<string>;
   /** Accept, then wait for a terminal (or the given) state. */
   deliver(d: Delivery, until?: string): Promise<Record<string, unknown>>;
   close(): Promise<void>;
@@ -68,6 +70,7 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
     retryBaseMs: 10,
     leaseMs: 10_000,
   });
+  const botBlockedIn = new Set<string>();
   const worker = new OutboxWorker(deliveryQueue(store.db), clock, log, { leaseMs: 10_000, pollMs: 20, concurrency: 8, shutdownGraceMs: 1_000 });
   for (const kind of jobs.kinds()) worker.register(kind);
   worker.start();
@@ -79,7 +82,8 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
     destinations,
     identity,
     worker,
-    commands: commandRouter({ identity, destinations }),
+    botBlockedIn,
+    commands: commandRouter({ identity, destinations }, async (_guildId, channelId) => !botBlockedIn.has(channelId)),
     async deliver(d, until) {
       await deliveries.accept(d);
       worker.wake();

@@ -29,7 +29,7 @@ export interface RunRequest {
   responseMode?: 'capture' | 'discord' | undefined;
 }
 
-/** Posts a command's reply to its channel; the request id makes a repeat the same message (Discord's nonce). */
+/** Queues a command's reply to its channel in the outbox; the same request id again is the same delivery. */
 export type ReplyPoster = (requestId: string, guildId: string, channelId: string, content: string) => Promise<void>;
 
 /** Discord could not be asked who the invoker is (down, timing out): the bridge answers 503. */
@@ -139,6 +139,10 @@ export class CommandService<Deps> {
     const invocation = invocationOf(invoker, parsed);
     const refusal = await this.router.refusal(command, invocation);
     if (refusal !== undefined) return refuse('unmet_precondition', refusal.reason, { precondition: refusal.precondition });
+    // Replies posted to the channel need Herald's own permissions there, whatever the command.
+    if (request.responseMode === 'discord' && (await fromDiscord(this.invokers.botCanPost(request.guildId, request.channelId))) !== true) {
+      return refuse('unmet_precondition', 'Herald cannot post its reply in channelId: it needs View Channel, Send Messages and Embed Links there (or use responseMode capture).', { precondition: 'bot_can_post' });
+    }
     if (mode === 'validate') return answer(null);
 
     // execute: the source message must be the user's own, as Discord has it.
@@ -234,6 +238,7 @@ function invocationOf(invoker: CommandInvoker, parsed: ParsedCommand): CommandIn
   return {
     user: { id: invoker.user.id, username: invoker.user.username, globalName: invoker.user.globalName },
     guildId: invoker.guildId,
+    channelId: invoker.channelId,
     name: parsed.command.name,
     subcommand: parsed.subcommand.name === '' ? null : parsed.subcommand.name,
     option: (name) => parsed.options[name] ?? null,

@@ -7,10 +7,12 @@ export type { CommandInvocation };
 /**
  * What must hold before a command runs; checked by the router, never by the command itself.
  * in_guild: invoked in a server; manage_guild: the member has Manage Server there (as Discord
- * computes it from roles and channel overwrites); registered: the user ran `/agent register`.
+ * computes it from roles and channel overwrites); registered: the user ran `/agent register`;
+ * bot_can_post: Herald itself can view, send and embed in the channel the command is about (its
+ * `channel` option, else the channel it is invoked in), as Discord computes Herald's permissions.
  */
-export type Precondition = 'in_guild' | 'manage_guild' | 'registered';
-export const PRECONDITIONS: readonly Precondition[] = ['in_guild', 'manage_guild', 'registered'];
+export type Precondition = 'in_guild' | 'manage_guild' | 'registered' | 'bot_can_post';
+export const PRECONDITIONS: readonly Precondition[] = ['in_guild', 'manage_guild', 'registered', 'bot_can_post'];
 
 /**
  * What running a command may do, for an agent deciding whether to ask first: read only; change
@@ -45,6 +47,7 @@ const REFUSALS: Record<Precondition, string> = {
   in_guild: 'Use this command in a server.',
   manage_guild: 'You need the Manage Server permission for this command.',
   registered: 'Run `/agent register` first.',
+  bot_can_post: 'Herald cannot post in that channel: it needs View Channel, Send Messages and Embed Links there.',
 };
 
 /** A required option, or an error the router reports as a failure (the platform enforces required options). */
@@ -67,6 +70,11 @@ export function subcommandOptions(definition: RESTPostAPIChatInputApplicationCom
 /** How the router learns facts a precondition needs that the invocation does not carry. */
 export interface PreconditionFacts {
   isRegistered(userId: string): Promise<boolean>;
+  /**
+   * Whether Herald can view, send and embed in a guild channel, from its own roles and the
+   * channel's overwrites; undefined when the guild has no such channel (the command says why).
+   */
+  botCanPost(guildId: string, channelId: string): Promise<boolean | undefined>;
 }
 
 /** A precondition that does not hold, and how it is explained. */
@@ -100,7 +108,10 @@ export class CommandRouter<Deps> {
       let holds: boolean;
       if (p === 'in_guild') holds = invocation.guildId !== null;
       else if (p === 'manage_guild') holds = invocation.guildId !== null && invocation.canManageGuild;
-      else holds = await this.facts.isRegistered(invocation.user.id);
+      else if (p === 'bot_can_post') {
+        const channelId = invocation.option('channel') ?? invocation.channelId;
+        holds = invocation.guildId !== null && channelId !== null && (await this.facts.botCanPost(invocation.guildId, channelId)) !== false;
+      } else holds = await this.facts.isRegistered(invocation.user.id);
       if (!holds) return { precondition: p, reason: command.refusals?.[p] ?? REFUSALS[p] };
     }
     return undefined;

@@ -20,8 +20,10 @@ export const COMMANDS: readonly Command<CommandDeps>[] = [agentCommand, destinat
 
 export const COMMAND_DEFINITIONS: readonly RESTPostAPIChatInputApplicationCommandsJSONBody[] = COMMANDS.map((c) => c.definition);
 
-export function commandRouter(deps: CommandDeps): CommandRouter<CommandDeps> {
+/** `botCanPost`: Herald's own permissions in a channel, from the platform (`Invokers.botCanPost`). */
+export function commandRouter(deps: CommandDeps, botCanPost: (guildId: string, channelId: string) => Promise<boolean | undefined>): CommandRouter<CommandDeps> {
   return new CommandRouter(COMMANDS, deps, {
+    botCanPost,
     isRegistered: (userId) =>
       deps.identity.registration(userId).then(
         () => true,

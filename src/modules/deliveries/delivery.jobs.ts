@@ -8,7 +8,7 @@ import { TransportError, type Address, type Mentions, type SentMessage, type Tra
 import type { Database } from '../../schema.js';
 import { findDestinationAddress } from '../destinations/destination.repository.js';
 import { findRegistration } from '../identity/identity.repository.js';
-import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DmTarget, type EditTarget, type HandoffTarget, type PostTarget, type StoredKind } from './delivery.js';
+import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DmTarget, type EditTarget, type HandoffTarget, type PostTarget, type ReplyTarget, type StoredKind } from './delivery.js';
 import {
   acquireEditLock,
   claimDue,
@@ -36,10 +36,11 @@ export interface DeliveryJobOptions {
 }
 
 /**
- * The job kinds of the deliveries table: one per delivery kind, and `handoff` (a bot-to-bot
- * handoff message, which the handoffs module stores here to share the nonce and in-doubt machinery).
+ * The job kinds of the deliveries table: one per delivery kind, `reply` (a command's reply), and
+ * `handoff` (a bot-to-bot handoff message, which the handoffs module stores here to share the
+ * nonce and in-doubt machinery).
  */
-export const DELIVERY_KINDS: readonly StoredKind[] = ['post', 'dm', 'edit', 'handoff'];
+export const DELIVERY_KINDS: readonly StoredKind[] = ['post', 'dm', 'edit', 'reply', 'handoff'];
 
 /** A delivery row is its own outbox job. */
 export interface DeliveryJob extends Job {
@@ -221,9 +222,16 @@ export class DeliveryJobs {
         return this.deliverDm(at, row.target as DmTarget);
       case 'edit':
         return this.deliverEdit(at, row.target as EditTarget);
+      case 'reply':
+        return this.deliverReply(at, row.target as ReplyTarget);
       case 'handoff':
         return this.deliverHandoff(at, row.target as HandoffTarget);
     }
+  }
+
+  /** A command's reply, to the channel the command was invoked in, on the home platform. */
+  private async deliverReply(at: Attempt, target: ReplyTarget): Promise<Outcome> {
+    return this.sendOnce(at, { transport: this.transports.home.name, channelId: target.channel_id }, target.guild_id);
   }
 
   /** To a registered user only, checked now (at send time), through their DM channel. */

@@ -1,6 +1,6 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
 import { LATENCY_BUCKETS } from '../../platform/metrics.js';
-import type { FailureCode, StoredKind } from './delivery.js';
+import type { StoredKind as DeliveryKind, FailureCode } from './delivery.js';
 
 /** How reconciliation of an in-doubt delivery came out. */
 export type ReconcileVerdict = 'found' | 'absent' | 'wait' | 'undecided';
@@ -72,37 +72,37 @@ export class DeliveryMetrics {
     });
   }
 
-  accept(kind: StoredKind): void {
+  accept(kind: DeliveryKind): void {
     this.accepted.inc({ kind });
   }
 
-  finish(kind: StoredKind, outcome: 'delivered' | 'failed' | 'unknown', code: FailureCode | null | undefined): void {
+  finish(kind: DeliveryKind, outcome: 'delivered' | 'failed' | 'unknown', code: FailureCode | null | undefined): void {
     this.finished.inc({ kind, outcome, code: code ?? 'none' });
   }
 
   /** A delivery confirmed by the platform: accepted at `createdAt`, claimed at `claimedAt`. */
-  sent(kind: StoredKind, createdAt: Date, claimedAt: Date, now: Date): void {
+  sent(kind: DeliveryKind, createdAt: Date, claimedAt: Date, now: Date): void {
     this.acceptToSend.observe({ kind }, Math.max(0, (now.getTime() - createdAt.getTime()) / 1000));
     this.claimToSend.observe({ kind }, Math.max(0, (now.getTime() - claimedAt.getTime()) / 1000));
   }
 
-  retry(kind: StoredKind): void {
+  retry(kind: DeliveryKind): void {
     this.retries.inc({ kind });
   }
 
-  redrive(kind: StoredKind): void {
+  redrive(kind: DeliveryKind): void {
     this.redrives.inc({ kind });
   }
 
-  leaseExpired(kind: StoredKind): void {
+  leaseExpired(kind: DeliveryKind): void {
     this.leaseExpiries.inc({ kind });
   }
 
-  leaseLost(kind: StoredKind): void {
+  leaseLost(kind: DeliveryKind): void {
     this.leasesLost.inc({ kind });
   }
 
-  reconciled(kind: StoredKind, verdict: ReconcileVerdict): void {
+  reconciled(kind: DeliveryKind, verdict: ReconcileVerdict): void {
     this.reconciliations.inc({ kind, verdict });
   }
 

@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../schema.js';
-import type { StoredKind } from './delivery.js';
+import type { StoredKind as DeliveryKind } from './delivery.js';
 import type { DeliveryRow, DeliveryStatus, DeliveryUpdate, NewDeliveryRow } from './delivery.table.js';
 
 /** Wakes dispatchers (LISTEN/NOTIFY) when a delivery becomes due; delivered at commit. */
@@ -86,7 +86,7 @@ export async function claimDue(
   owner: string,
   now: Date,
   leaseMs: number,
-  kinds: readonly StoredKind[],
+  kinds: readonly DeliveryKind[],
   limit: number,
 ): Promise<(DeliveryRow & { claimed_from: DeliveryStatus })[]> {
   return db
@@ -256,7 +256,7 @@ export async function sentMessageNonces(db: Db, messageIds: readonly string[]): 
 
 /** Deliveries waiting or being attempted, per kind and status, and since when the oldest is due. */
 export interface OutboxDepthRow {
-  kind: StoredKind;
+  kind: DeliveryKind;
   status: 'pending' | 'in_flight' | 'unknown';
   jobs: number;
   /** Pending: the earliest due time that has come; in flight: the earliest expired lease. Null: none due. */
@@ -269,7 +269,7 @@ export interface OutboxDepthRow {
  * PGlite a transaction holds the only connection.
  */
 export async function outboxDepth(db: Db, now: Date): Promise<OutboxDepthRow[]> {
-  const result = await sql<{ kind: StoredKind; status: OutboxDepthRow['status']; jobs: number | string; oldest_due_at: Date | string | null }>`
+  const result = await sql<{ kind: DeliveryKind; status: OutboxDepthRow['status']; jobs: number | string; oldest_due_at: Date | string | null }>`
     select kind, 'pending' as status, count(*) as jobs, min(next_attempt_at) filter (where next_attempt_at <= ${now}) as oldest_due_at
       from deliveries where status = 'pending' group by kind
     union all

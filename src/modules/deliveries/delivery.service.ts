@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../../platform/clock.js';
 import type { Database } from '../../schema.js';
 import { ConflictError, NotFoundError } from '../../platform/errors.js';
-import { payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState, type MessageBody, type StoredKind, type Target } from './delivery.js';
+import { payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState, type MessageBody, type Reply, type StoredKind, type Target } from './delivery.js';
 import { GroupCommit } from '../../platform/db/group-commit.js';
 import { isStoreUnavailable } from '../../platform/db/database.js';
 import { findDelivery, insertDeliveries, lockDelivery, resetToPending } from './delivery.repository.js';
@@ -75,6 +75,15 @@ export class DeliveryService {
   }
 
   /**
+   * Queue a command's reply to its channel, exactly once per request_id, like a post: the same id
+   * again is the delivery already queued (re-driven if it failed), never a second message.
+   */
+  async enqueueReply(reply: Reply): Promise<{ existing: boolean }> {
+    const stored = await this.store({ ...reply, hash: payloadHash(reply), supported: this.support.post });
+    return { existing: stored.existing };
+  }
+
+  /**
    * Store a row idempotently under its request_id; the outbox then sends it. Returns only after the
    * commit. A new row is one autocommit INSERT, shared with the accepts arriving meanwhile (group
    * commit); a repeat is answered from an unlocked read, and only a repeat that resets a failed or
@@ -132,14 +141,15 @@ export class DeliveryService {
 
   async get(requestId: string): Promise<DeliveryState> {
     const row = await findDelivery(this.db, requestId);
-    // Other modules' rows (handoffs) are not deliveries on the wire.
-    if (row === undefined || row.kind === 'handoff') throw new NotFoundError('unknown request_id');
+    // Herald's own kinds (a command's reply, a handoff) are not the protocol's deliveries.
+    if (row === undefined || row.kind === 'reply' || row.kind === 'handoff') throw new NotFoundError('unknown request_id');
     return toDeliveryState(row, this.clock.now());
   }
 
   /** An operator's view of one delivery: state, code, reason, attempts, where it went; never its body. */
   async detail(requestId: string): Promise<DeliveryDetail> {
     const row = await findDelivery(this.db, requestId);
+    // Operators see replies here; a handoff's state is the handoffs module's (GET /mcp/handoffs/{id}).
     if (row === undefined || row.kind === 'handoff') throw new NotFoundError('unknown request_id');
     return toDeliveryDetail(row, this.clock.now());
   }
@@ -150,7 +160,7 @@ export function toDeliveryDetail(row: DeliveryRow, now: Date): DeliveryDetail {
   const wire = toDeliveryState(row, now).state;
   const detail: DeliveryDetail = {
     request_id: row.request_id,
-    kind: row.kind as DeliveryKind,
+    kind: row.kind as DeliveryDetail['kind'],
     state: row.status === 'in_flight' && wire === 'pending' ? 'in_flight' : wire,
     target: row.target as DeliveryDetail['target'],
     attempts: row.attempts,
@@ -185,7 +195,7 @@ function isLeaseExpired(row: DeliveryRow, now: Date): boolean {
 
 /** The wire view of a stored delivery (docs/protocol.md §5), keys in the protocol's order. */
 export function toDeliveryState(row: DeliveryRow, now: Date): DeliveryState {
-  // Only rows of the protocol's kinds reach here (get and detail refuse the others).
+  // A reply has the same states; only operators see it, through toDeliveryDetail. Handoffs never reach here.
   const common = {
     kind: row.kind as DeliveryKind,
     target: row.target as DeliveryState['target'],

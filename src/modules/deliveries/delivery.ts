@@ -7,6 +7,8 @@ export type Destination = Schemas['Destination'];
 export type PostTarget = Schemas['PostTarget'];
 export type DmTarget = Schemas['DmTarget'];
 export type EditTarget = Schemas['EditTarget'];
+/** Where a `reply` goes: a channel, not a destination (Herald's own kind; connectors cannot send one). */
+export type ReplyTarget = Schemas['ReplyTarget'];
 /**
  * A sent handoff's target (the handoffs module): where the handoff message goes, and which bot it
  * is for (the only user it may mention).
@@ -15,12 +17,12 @@ export interface HandoffTarget {
   channel_id: string;
   target_bot_id: string;
 }
-export type Target = PostTarget | DmTarget | EditTarget | HandoffTarget;
+export type Target = PostTarget | DmTarget | EditTarget | ReplyTarget | HandoffTarget;
 /**
- * What a deliveries row can be: the protocol's kinds, and `handoff`, a bot-to-bot handoff message
- * sent through the same outbox (never on the deliveries wire: its rows are not found there).
+ * Every kind the outbox stores: the protocol's, `reply` (a command's reply to its channel) and
+ * `handoff` (a bot-to-bot handoff message; never on the deliveries wire).
  */
-export type StoredKind = DeliveryKind | 'handoff';
+export type StoredKind = DeliveryKind | 'reply' | 'handoff';
 /** A body as stored and echoed: only the keys present, content, card, links. */
 export type MessageBody = Schemas['WireBody'];
 export type Card = Schemas['Card'];
@@ -46,6 +48,14 @@ export type Delivery =
   | { request_id: string; kind: 'post'; target: PostTarget; body: MessageBody }
   | { request_id: string; kind: 'dm'; target: DmTarget; body: MessageBody }
   | { request_id: string; kind: 'edit'; target: EditTarget; body: MessageBody };
+
+/** A delivery Herald queues for itself, never from the protocol (a command's reply, responseMode discord). */
+export interface Reply {
+  request_id: string;
+  kind: 'reply';
+  target: ReplyTarget;
+  body: MessageBody;
+}
 
 /** Rebuild a validated request with only the keys the protocol knows, in its order. */
 export function normalizeDelivery(input: Record<string, unknown>): Delivery {
@@ -97,7 +107,7 @@ export function cardLength(card: Card): number {
 }
 
 /** Canonical hash of what a request asks for; a reused request_id must match it. */
-export function payloadHash(d: Pick<Delivery, 'kind' | 'target' | 'body'>): string {
+export function payloadHash(d: Pick<Delivery | Reply, 'kind' | 'target' | 'body'>): string {
   return createHash('sha256').update(JSON.stringify([d.kind, d.target, d.body])).digest('hex');
 }
 

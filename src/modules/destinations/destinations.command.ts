@@ -30,7 +30,8 @@ export const destinationsCommand: Command<{ destinations: DestinationService }> 
   aliases: ['dest', 'destination'],
   preconditions: ['in_guild', 'manage_guild'],
   subcommands: {
-    set: { effects: ['changes_herald_data'] },
+    // Posts to the destination will go to that channel: Herald must be able to post there.
+    set: { effects: ['changes_herald_data'], preconditions: ['bot_can_post'] },
     clear: { effects: ['changes_herald_data'] },
     list: { effects: ['read_only'] },
   },

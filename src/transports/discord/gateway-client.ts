@@ -37,6 +37,7 @@ function invocationOf(i: ChatInputCommandInteraction): CommandInvocation {
   return {
     user: { id: i.user.id, username: i.user.username, globalName: i.user.globalName },
     guildId: i.guildId,
+    channelId: i.channelId,
     name: i.commandName,
     subcommand: i.options.getSubcommand(false),
     option: (name) => {

@@ -1,8 +1,11 @@
-import { Client, DiscordAPIError, Options, PermissionFlagsBits, PermissionsBitField, type GuildBasedChannel } from 'discord.js';
+import { Client, DiscordAPIError, Options, PermissionFlagsBits, PermissionsBitField, Routes, type APIUser, type GuildBasedChannel } from 'discord.js';
 import type { CommandInvoker, FetchedMessage, Invokers } from '../transport.js';
 
 /** Discord's codes for a guild, channel, member, user or message that is not there or not visible. */
 const NOT_FOUND_CODES = new Set([10003, 10004, 10007, 10008, 10013, 50001]);
+
+/** What Herald needs in a channel to post there: see it, send, and show cards (embeds). */
+const POST_PERMISSIONS = ['ViewChannel', 'SendMessages', 'EmbedLinks'] as const;
 
 function notFound(err: unknown): boolean {
   return err instanceof DiscordAPIError && (NOT_FOUND_CODES.has(Number(err.code)) || err.status === 404 || err.status === 403);
@@ -19,6 +22,8 @@ function notFound(err: unknown): boolean {
  */
 export class DiscordInvokers implements Invokers {
   private readonly client: Client;
+  /** Herald's own user id (this client never logs in, so it asks once). */
+  private selfId: Promise<string> | undefined;
 
   constructor(options: { token: string; apiUrl: string | undefined; timeoutMs: number }) {
     this.client = new Client({
@@ -57,6 +62,19 @@ export class DiscordInvokers implements Invokers {
         canManageGuild: permissions.has(PermissionFlagsBits.ManageGuild),
       },
     };
+  }
+
+  async botCanPost(guildId: string, channelId: string): Promise<boolean | undefined> {
+    this.selfId ??= (this.client.rest.get(Routes.user()) as Promise<APIUser>).then((u) => u.id);
+    const selfId = await this.selfId.catch((err: unknown) => {
+      this.selfId = undefined;
+      throw err;
+    });
+    const found = await this.resolve(selfId, guildId, channelId);
+    // No such channel there: not a question of Herald's permissions. Not a member: it can post nowhere.
+    if ('notFound' in found) return found.notFound === 'user is not a member of that guild' ? false : undefined;
+    // Names as discord.js computed them (permissionsFor), e.g. SendMessages.
+    return POST_PERMISSIONS.every((p) => found.invoker.permissions.includes(p));
   }
 
   async message(channelId: string, messageId: string): Promise<FetchedMessage | undefined> {
