@@ -136,7 +136,7 @@ function render(state) {
   const root = document.getElementById('channels');
   root.replaceChildren();
   const channels = [];
-  for (const g of state.guilds) for (const c of g.channels) if (c.type === 0) channels.push({ id: c.id, scope: g.id, title: g.name + ' #' + c.name });
+  for (const g of state.guilds) for (const c of g.channels) if (c.type === 0 || c.type === 11) channels.push({ id: c.id, scope: g.id, title: g.name + ' #' + c.name + (c.type === 11 ? ' (thread)' : '') });
   for (const d of state.dm_channels) channels.push({ id: d.id, scope: '@me', title: 'DM with ' + (d.recipients || []).join(', ') });
   for (const ch of channels) {
     const s = el('section');
@@ -150,7 +150,7 @@ function render(state) {
     for (const m of msgs) {
       const d = el('div', 'msg');
       d.id = 'm-' + m.id;
-      const meta = el('div', 'meta', m.id + ' · ' + m.timestamp + (m.edits ? ' · edited ×' + m.edits : '') + (m.nonce !== undefined ? ' · nonce ' + m.nonce : '') + ' · allowed_mentions ' + JSON.stringify(m.allowed_mentions) + ' · ');
+      const meta = el('div', 'meta', (m.author.global_name || m.author.username) + ' · ' + m.id + ' · ' + m.timestamp + (m.edits ? ' · edited ×' + m.edits : '') + (m.nonce !== undefined ? ' · nonce ' + m.nonce : '') + ' · allowed_mentions ' + JSON.stringify(m.allowed_mentions) + ' · ');
       const link = el('a', '', 'link');
       link.href = '/channels/' + ch.scope + '/' + ch.id + '/' + m.id;
       meta.append(link);
