@@ -4,6 +4,7 @@ import { readJsonBody } from '../platform/http/body.js';
 import type { InteractionReply } from './control.js';
 import type { Fault, Faults, RateLimits } from './faults.js';
 import { guildMemberRoutes, type GuildMembers } from './guild-members.js';
+import type { MediaHistory } from './media-history.js';
 import { publicUser, type RegisteredCommand, type SandboxMessage, type SandboxState } from './state.js';
 
 /**
@@ -37,9 +38,11 @@ export interface RestOptions {
   takeInteraction: (id: string) => ((reply: InteractionReply) => void) | undefined;
   /** Guild roles, members and owners. */
   people: GuildMembers;
+  /** The generated media channel (read-only history). */
+  media?: MediaHistory | undefined;
 }
 
-export function restRoutes({ state, botToken, faults, rateLimits, requests, url, dispatch, takeInteraction, people }: RestOptions): Router {
+export function restRoutes({ state, botToken, faults, rateLimits, requests, url, dispatch, takeInteraction, people, media }: RestOptions): Router {
   const api = new Router({ prefix: '/api/v10' });
   api.use(async (ctx, next) => {
     // Interaction callbacks are authorized by the interaction's token in the URL, not the bot token.
@@ -101,6 +104,10 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
     return undefined;
   });
   api.get('/channels/:id', (ctx) => {
+    if (media?.has(ctx.params['id'] ?? '') === true) {
+      ctx.body = media.channel();
+      return undefined;
+    }
     const channel = state.channels.get(ctx.params['id'] ?? '');
     if (channel === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
     ctx.body =
@@ -120,7 +127,8 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
   });
   api.get('/channels/:id/messages', (ctx) => {
     const list = state.messages.get(ctx.params['id'] ?? '');
-    if (list === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
+    const generated = media?.has(ctx.params['id'] ?? '') === true ? media : undefined;
+    if (list === undefined && generated === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
     const limit = Math.min(100, Math.max(1, Number(ctx.query['limit'] ?? 50)));
     const snowflake = (name: string): bigint | undefined | null => {
       const v = ctx.query[name];
@@ -130,6 +138,10 @@ export function restRoutes({ state, botToken, faults, rateLimits, requests, url,
     const after = snowflake('after');
     const before = snowflake('before');
     if (after === null || before === null) return discordError(ctx, 400, 50035, 'Invalid Form Body: after and before must be snowflakes');
+    if (generated !== undefined || list === undefined) {
+      ctx.body = generated?.page(before, after, limit) ?? [];
+      return undefined;
+    }
     let selected = list.filter((m) => (after === undefined || BigInt(m.id) > after) && (before === undefined || BigInt(m.id) < before));
     // Discord answers newest first; with `after`, the oldest page after it.
     selected = after !== undefined ? selected.slice(0, limit) : selected.slice(-limit);
