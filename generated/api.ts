@@ -984,6 +984,8 @@ export interface components {
         MediaKind: "image" | "video" | "audio" | "file";
         /** @enum {string} */
         MediaSource: "attachment" | "embed" | "link";
+        /** @description An ISO-8601 date, or date and time with Z or an offset. */
+        Instant: string;
     };
     responses: {
         /** @description Missing or wrong `Authorization: Bearer <token>`. */
@@ -2024,10 +2026,10 @@ export interface operations {
                 guildId?: components["schemas"]["GuildId"];
                 /** @description The author's user id. */
                 author?: components["schemas"]["UserId"];
-                /** @description Messages posted after this instant. */
-                after?: string;
-                /** @description Messages posted before this instant. */
-                before?: string;
+                /** @description Messages posted after this instant (ISO-8601). */
+                after?: components["schemas"]["Instant"];
+                /** @description Messages posted before this instant (ISO-8601). */
+                before?: components["schemas"]["Instant"];
                 /** @description Words in the message's content (case-insensitive). */
                 text?: string;
                 limit?: number;
@@ -2180,6 +2182,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["AdminTierRequired"];
         };
     };
     getMediaFile: {
@@ -2204,13 +2207,17 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["AdminTierRequired"];
             /** @description No stored file with this digest. */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        /** @constant */
+                        error: "file not found";
+                    };
                 };
             };
         };

@@ -126,10 +126,11 @@ function served(name: string): { body: Buffer; type: string } | undefined {
   return undefined;
 }
 
-/** The sandbox's CDN: /media/<name>, and /media-redirect/<name> answering 302 elsewhere. */
-export function mediaRoutes(): Router {
+/** The sandbox's CDN: /media/<name> (each request's name appended to `requested`), and /media-redirect/<name> answering 302 elsewhere. */
+export function mediaRoutes(requested: string[]): Router {
   const router = new Router();
   router.get('/media/:name', (ctx) => {
+    requested.push(ctx.params['name'] ?? '');
     const file = served(ctx.params['name'] ?? '');
     if (file === undefined) {
       ctx.status = 404;

@@ -64,6 +64,8 @@ export class DiscordSandbox {
   readonly people: GuildMembers;
   /** The generated media channel, for the media archive. */
   readonly media: MediaHistory | undefined;
+  /** The name of every media file requested from the sandbox's CDN, for tests. */
+  readonly mediaRequests: string[] = [];
   private server: Server | undefined;
   private gateway: SandboxGateway | undefined;
 
@@ -170,7 +172,7 @@ export class DiscordSandbox {
       media: this.media,
     });
     userMessageRoute(control, this.state, (type, data) => this.gateway?.dispatch(type, data));
-    app.use(control.routes()).use(rest.routes()).use(mediaRoutes().routes());
+    app.use(control.routes()).use(rest.routes()).use(mediaRoutes(this.mediaRequests).routes());
     const server = createServer(app.callback());
     // Listen first: a WebSocket server attached earlier re-emits a listen error (a port in use)
     // as its own unhandled 'error' event, which ends the process with a stack trace.

@@ -2,6 +2,7 @@ import { createReadStream } from 'node:fs';
 import Router from '@koa/router';
 import type { Context as KoaContext } from 'koa';
 import { PassThrough } from 'node:stream';
+import { InvalidRequestError } from '../../platform/errors.js';
 import type { OperationHandlers } from '../../platform/http/api.js';
 import { reply } from '../../platform/http/reply.js';
 import type { MediaKind } from './archive.table.js';
@@ -71,7 +72,12 @@ export function archiveOperations(media: MediaService): OperationHandlers {
     },
     queryMedia: async (c, _b, koa) => {
       const q = c.request.query;
-      const date = (v: unknown): Date | undefined => (typeof v === 'string' ? new Date(v) : undefined);
+      const date = (v: unknown, name: string): Date | undefined => {
+        if (typeof v !== 'string') return undefined;
+        const d = new Date(v);
+        if (Number.isNaN(d.getTime())) throw new InvalidRequestError(`${name} must be an ISO-8601 time`);
+        return d;
+      };
       const limit = str(q['limit']);
       const page = await media.queryMedia(
         {
@@ -81,8 +87,8 @@ export function archiveOperations(media: MediaService): OperationHandlers {
           channelId: str(q['channelId']),
           guildId: str(q['guildId']),
           author: str(q['author']),
-          after: date(q['after']),
-          before: date(q['before']),
+          after: date(q['after'], 'after'),
+          before: date(q['before'], 'before'),
           text: str(q['text']),
           limit: limit === undefined ? undefined : Number(limit),
           cursor: str(q['cursor']),

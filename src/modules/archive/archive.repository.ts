@@ -87,10 +87,11 @@ export function resumeScrape(db: Db, id: string, now: Date): Promise<MediaScrape
     .executeTakeFirst();
 }
 
+/** Stop (or pause) a scrape; a step in flight keeps its lease and still records its page. */
 export function setScrapeState(db: Db, id: string, from: readonly ScrapeState[], to: 'stopped' | 'paused', reason: string | null, now: Date): Promise<MediaScrapeRow | undefined> {
   return db
     .updateTable('media_scrapes')
-    .set({ state: to, pause_reason: reason, updated_at: now, lease_owner: null, lease_expires_at: null })
+    .set({ state: to, pause_reason: reason, updated_at: now })
     .where('id', '=', id)
     .where('state', 'in', [...from])
     .returningAll()

@@ -17,6 +17,8 @@ export const SCRAPE_KIND = 'media_scrape';
 /** Messages per step: Discord's largest page. */
 export const SCRAPE_PAGE_SIZE = 100;
 
+class LeaseLost extends Error {}
+
 /** A scrape row is its own outbox job. */
 export interface ScrapeStepJob extends Job {
   readonly row: MediaScrapeRow;
@@ -141,7 +143,7 @@ export class ScrapeJobs {
     const now = this.clock.now();
     const updated = await this.db.transaction().execute(async (trx) => {
       const added = await insertItems(trx, items);
-      return recordStep(trx, row.id, context.owner, {
+      const recorded = await recordStep(trx, row.id, context.owner, {
         cursor: oldest?.id ?? row.cursor,
         messages: messages.length,
         items: added,
@@ -152,6 +154,12 @@ export class ScrapeJobs {
         now,
         countBytes: row.mode === 'download',
       });
+      // The lease was lost (another worker took over): write nothing, the page is read again there.
+      if (recorded === undefined) throw new LeaseLost();
+      return recorded;
+    }).catch((err: unknown) => {
+      if (err instanceof LeaseLost) return undefined;
+      throw err;
     });
     if (updated === undefined) {
       log.warn('scrape step finished after its lease was lost; the page is read again');
