@@ -1,7 +1,6 @@
 import { createReadStream } from 'node:fs';
 import Router from '@koa/router';
 import type { Context as KoaContext } from 'koa';
-import { PassThrough } from 'node:stream';
 import { InvalidRequestError } from '../../platform/errors.js';
 import type { OperationHandlers } from '../../platform/http/api.js';
 import { reply } from '../../platform/http/reply.js';
@@ -127,24 +126,23 @@ export function archiveRoutes(media: MediaService): Router {
   };
   router.get('/admin/archive/events', (ctx) => {
     if (!adminOnly(ctx)) return;
-    const stream = new PassThrough();
-    const send = (event: string, data: unknown): void => void stream.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    // Written straight to the socket: an event stream has no end for Koa to pipe to.
+    ctx.status = 200;
+    ctx.respond = false;
+    const res = ctx.res;
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+    const send = (event: string, data: unknown): void => void res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     const onScrape = (s: unknown): void => send('scrape', s);
     const onStorage = (s: unknown): void => send('storage', s);
     media.events.on('scrape', onScrape);
     media.events.on('storage', onStorage);
-    const keepalive = setInterval(() => stream.write(': keepalive\n\n'), KEEPALIVE_MS);
-    const stop = (): void => {
+    const keepalive = setInterval(() => res.write(': keepalive\n\n'), KEEPALIVE_MS);
+    res.on('close', () => {
       clearInterval(keepalive);
       media.events.off('scrape', onScrape);
       media.events.off('storage', onStorage);
-      stream.end();
-    };
-    ctx.req.on('close', stop);
-    ctx.set({ 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
-    ctx.status = 200;
-    ctx.body = stream;
-    stream.write(': connected\n\n');
+    });
+    res.write(': connected\n\n');
   });
   router.get('/admin/archive/files/:sha256', async (ctx) => {
     if (!adminOnly(ctx)) return;
