@@ -138,8 +138,8 @@ function Thumb({ item }: { item: MediaItem }) {
   return item.kind === 'image' && src !== undefined ? html`<img loading="lazy" alt=${item.filename ?? ''} src=${src} />` : html`<div class="kind">${item.kind}</div>`;
 }
 
-const FILTERS = ['kind', 'source', 'scrapeId', 'channelId', 'guildId', 'author', 'after', 'before', 'text'] as const;
-type Filters = Partial<Record<(typeof FILTERS)[number], string>>;
+type FilterName = 'kind' | 'source' | 'scrapeId' | 'channelId' | 'guildId' | 'author' | 'after' | 'before' | 'text';
+type Filters = Partial<Record<FilterName, string>>;
 
 function MediaGrid({ filters, setFilters }: { filters: Filters; setFilters: (f: Filters) => void }) {
   const [items, setItems] = useState<MediaItem[]>([]);
@@ -164,7 +164,7 @@ function MediaGrid({ filters, setFilters }: { filters: Filters; setFilters: (f: 
   useEffect(() => void load(null), [load]);
   const [draft, setDraft] = useState<Filters>(filters);
   useEffect(() => setDraft(filters), [JSON.stringify(filters)]);
-  const field = (name: (typeof FILTERS)[number], placeholder: string) =>
+  const field = (name: FilterName, placeholder: string) =>
     html`<input data-testid=${`filter-${name}`} placeholder=${placeholder} value=${draft[name] ?? ''} onInput=${(e: Event) => setDraft({ ...draft, [name]: (e.target as HTMLInputElement).value })} />`;
   return html`<section class="card">
     <h2>Media</h2>
