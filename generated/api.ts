@@ -2030,7 +2030,7 @@ export interface operations {
                 after?: components["schemas"]["Instant"];
                 /** @description Messages posted before this instant (ISO-8601). */
                 before?: components["schemas"]["Instant"];
-                /** @description Words in the message's content (case-insensitive). */
+                /** @description Words in the message's content, case-insensitive, as a search box takes them: all the words, "a phrase", or, -word. */
                 text?: string;
                 limit?: number;
                 cursor?: string;

@@ -71,6 +71,8 @@ export async function up(db: Kysely<any>): Promise<void> {
   for (const column of ['scrape_id', 'channel_id', 'guild_id', 'author_id', 'kind', 'source']) {
     await sql`create index ${sql.raw(`media_items_${column}_order`)} on media_items (${sql.ref(column)}, posted_at desc, id desc)`.execute(db);
   }
+  // The text filter: words of the message, case-folded, without an extension (PGlite has the same).
+  await sql`create index media_items_words on media_items using gin (to_tsvector('simple', content))`.execute(db);
   await sql`create index media_items_sha256 on media_items (sha256) where sha256 is not null`.execute(db);
   await sql`create index media_items_url on media_items (url)`.execute(db);
 

@@ -276,7 +276,8 @@ export function queryItems(db: Db, filter: MediaFilter, from: ItemKey | undefine
   if (filter.author !== undefined) q = q.where('author_id', '=', filter.author);
   if (filter.after !== undefined) q = q.where('posted_at', '>', filter.after);
   if (filter.before !== undefined) q = q.where('posted_at', '<', filter.before);
-  if (filter.text !== undefined) q = q.where('content', 'ilike', `%${filter.text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+  // Words, as a search box takes them ("a b" both, "a or b", -not, "a phrase"); the GIN index answers it.
+  if (filter.text !== undefined) q = q.where(sql<boolean>`to_tsvector('simple', content) @@ websearch_to_tsquery('simple', ${filter.text})`);
   if (from !== undefined) q = q.where(sql<boolean>`(posted_at, id) < (${from.postedAt}::timestamptz, ${from.id}::bigint)`);
   return q.orderBy('posted_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
 }
