@@ -235,7 +235,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       links.track('discord', 'gateway', () => gateway?.ready === true);
       try {
         log.info('connecting to the Discord gateway');
-        const router = commandRouter({ identity, destinations });
+        const router = commandRouter({ identity, destinations, media });
         gateway = await connectGateway({
           token,
           apiUrl: config.discordApiUrl,
@@ -275,7 +275,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       const sender = transport.sender;
       const postReply: ReplyPoster | undefined =
         sender === undefined ? undefined : async (requestId, _guildId, channelId, content) => void (await sender.send(channelId, { content }, deliveryNonce(requestId), AbortSignal.timeout(config.discordTimeoutMs)));
-      const commands = new CommandService(commandRouter({ identity, destinations }), invokers, store.db, clock, config.commands, log, postReply);
+      const commands = new CommandService(commandRouter({ identity, destinations, media }), invokers, store.db, clock, config.commands, log, postReply);
       const pruneRuns = setInterval(() => {
         pruneCommandRuns(store.db, clock.now()).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not prune command runs'));
       }, PRUNE_EVERY_MS);

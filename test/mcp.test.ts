@@ -177,7 +177,7 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
 
   it('lists, describes (by alias) and validates commands as a Discord user, with that user permissions from Discord', async () => {
     const list = JSON.parse(textOf(await stdio.callTool({ name: 'list_commands', arguments: {} }))) as { fingerprint: string; commands: { name: string }[] };
-    expect(list.commands.map((c) => c.name)).toEqual(['agent', 'destinations']);
+    expect(list.commands.map((c) => c.name)).toEqual(['agent', 'destinations', 'media']);
     expect(JSON.parse(textOf(await http.callTool({ name: 'describe_command', arguments: { name: 'dest' } })))).toMatchObject({ name: 'destinations', aliases: ['dest', 'destination'] });
     const invocation = { command: `destinations set alerts <#${IDS.channels.ops}>`, guildId: IDS.guild, channelId: IDS.channels.alerts };
     const allowed = (await stdio.callTool({ name: 'run_command', arguments: { ...invocation, userId: SANDBOX_MEMBER_IDS.manager } })) as ToolResult;

@@ -130,7 +130,7 @@ export class MediaService {
    * Start a scrape, or resume the stopped or paused one of this channel and mode from its cursor.
    * `download` needs the admin tier; past the warning level it needs `confirm`.
    */
-  async startScrape(input: { channelId: string; mode: ScrapeMode; confirm?: boolean | undefined }, actor: Actor): Promise<{ scrape: ScrapeJob; resumed: boolean }> {
+  async startScrape(input: { channelId: string; mode: ScrapeMode; confirm?: boolean | undefined; /** Only a channel of this guild (a Discord command). */ guildId?: string | undefined }, actor: Actor): Promise<{ scrape: ScrapeJob; resumed: boolean }> {
     return this.audited(actor, `start_scrape:${input.mode}`, input.channelId, async () => {
       if (input.mode === 'download' && actor.tier !== 'admin') throw new AdminTierRequiredError();
       if (!this.options.canScrape) throw new InvalidRequestError('this platform has no history to scrape');
@@ -147,11 +147,13 @@ export class MediaService {
       const now = this.clock.now();
       const stopped = await resumableScrape(this.db, input.channelId, input.mode);
       try {
+        if (input.guildId !== undefined && stopped !== undefined && stopped.guild_id !== input.guildId) throw new ChannelNotFoundError();
         if (stopped !== undefined) {
           const resumed = await resumeScrape(this.db, stopped.id, now);
           if (resumed !== undefined) return this.started(toScrapeJob(resumed), true);
         }
         const channel = await this.channel(input.channelId);
+        if (input.guildId !== undefined && channel.guildId !== input.guildId) throw new ChannelNotFoundError();
         const row = await insertScrape(this.db, { id: randomUUID(), channelId: input.channelId, guildId: channel.guildId ?? null, mode: input.mode, now });
         return this.started(toScrapeJob(row), false);
       } catch (err) {
