@@ -365,6 +365,185 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/archive/scrapes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every scrape, newest first, with its state, counters and size. */
+        get: operations["listMediaScrapes"];
+        put?: never;
+        /**
+         * Start (or resume) a scrape of one channel's media.
+         * @description A scrape walks the channel's history page by page on Herald's job queue, paced by the
+         *     platform's rate limits, one active scrape per channel. A stopped or paused scrape of the same
+         *     channel and mode resumes from its stored cursor (200); otherwise a new one starts (201).
+         *     `download` needs the admin tier. When storage is at or past the warning level, the answer is
+         *     428 with the warning, and the same call with `confirm: true` starts it.
+         */
+        post: operations["startMediaScrape"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/archive/scrapes/{scrape_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 0b6f3a52-5d0e-4c36-9f6f-1f2a3b4c5d6e */
+                scrape_id: components["parameters"]["ScrapeIdParam"];
+            };
+            cookie?: never;
+        };
+        /** One scrape with its live counters and cursor. */
+        get: operations["getMediaScrape"];
+        put?: never;
+        post?: never;
+        /** Delete a scrape, its index entries and its files (a file another scrape references stays). Admin tier. */
+        delete: operations["deleteMediaScrape"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/archive/scrapes/{scrape_id}/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 0b6f3a52-5d0e-4c36-9f6f-1f2a3b4c5d6e */
+                scrape_id: components["parameters"]["ScrapeIdParam"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Stop a running or paused scrape; starting the same channel and mode again resumes it from its cursor. */
+        post: operations["stopMediaScrape"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/archive/media": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Filter and page through media items, newest message first. Answered from the index only.
+         * @description Pages are keyset-paginated: pass `nextCursor` as `cursor` for the next page; items added
+         *     meanwhile never shift or repeat a page.
+         */
+        get: operations["queryMedia"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/archive/media/{item_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 42 */
+                item_id: string;
+            };
+            cookie?: never;
+        };
+        /** One media item with its source, original URL and local path (never its bytes). */
+        get: operations["getMediaItem"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/archive/storage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Stored bytes against the limit, by kind and by scrape. */
+        get: operations["getMediaStorage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/archive/actions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The action log (who, what, when, result), newest first. Admin tier. */
+        get: operations["listArchiveActions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/archive/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Server-sent events of the scrapes' progress, pushed as the job queue records each page.
+         * @description `text/event-stream`: one `scrape` event (data: a ScrapeJob) whenever a scrape changes, and a
+         *     `storage` event (data: a StorageStatus) after each page that stored bytes. Admin tier.
+         */
+        get: operations["streamArchiveEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/archive/files/{sha256}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A stored file's bytes, for the operator UI's thumbnails. Admin tier. */
+        get: operations["getMediaFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -825,6 +1004,105 @@ export interface components {
         HandoffAck: {
             ids: string[];
         };
+        ScrapeJob: {
+            id: components["schemas"]["ScrapeId"];
+            channelId: string;
+            guildId: string | null;
+            mode: components["schemas"]["ScrapeMode"];
+            state: components["schemas"]["ScrapeState"];
+            pauseReason: string | null;
+            /** @description The oldest message read so far; the walk continues before it. */
+            cursor: string | null;
+            messagesSeen: number;
+            itemsFound: number;
+            /** @description Bytes of the files this scrape stored (download mode). */
+            bytes: number;
+            errors: number;
+            lastError: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+            finishedAt: components["schemas"]["Timestamp"] | null;
+        };
+        MediaItem: {
+            id: string;
+            scrapeId: components["schemas"]["ScrapeId"];
+            channelId: string;
+            guildId: string | null;
+            messageId: string;
+            /** @description A link to the message on the platform. */
+            messageUrl: string;
+            authorId: string;
+            authorName: string | null;
+            postedAt: components["schemas"]["Timestamp"];
+            kind: components["schemas"]["MediaKind"];
+            source: components["schemas"]["MediaSource"];
+            /** @description The original URL. */
+            url: string;
+            filename: string | null;
+            contentType: string | null;
+            sizeBytes: number | null;
+            sha256: string | null;
+            /** @description Where the bytes are on Herald's host (download mode). */
+            localPath: string | null;
+            /**
+             * @description `linked`: metadata only; `stored`: bytes kept; `refused`: the download was refused (host, redirect, size, type); `failed`: it could not be fetched.
+             * @enum {string}
+             */
+            state: "linked" | "stored" | "refused" | "failed";
+            error: string | null;
+            /** @description The message's text. */
+            content: string;
+        };
+        MediaPage: {
+            items: components["schemas"]["MediaItem"][];
+            nextCursor: string | null;
+        };
+        StorageStatus: {
+            usedBytes: number;
+            limitBytes: number;
+            warnPercent: number;
+            overrunPercent: number;
+            /** @enum {string} */
+            level: "ok" | "warning" | "overrun";
+            byKind: {
+                image: number;
+                video: number;
+                audio: number;
+                file: number;
+            };
+            scrapes: {
+                id: components["schemas"]["ScrapeId"];
+                channelId: string;
+                bytes: number;
+                state: components["schemas"]["ScrapeState"];
+                createdAt: components["schemas"]["Timestamp"];
+            }[];
+        };
+        StartScrapeRequest: {
+            channelId: components["schemas"]["ChannelId"];
+            mode: components["schemas"]["ScrapeMode"];
+            /** @description Start even though storage is past its warning level. */
+            confirm?: boolean;
+        };
+        ConfirmRequired: {
+            /** @constant */
+            error: "confirm required";
+            warning: string;
+            storage: components["schemas"]["StorageStatus"];
+        };
+        ArchiveAction: {
+            id: string;
+            at: components["schemas"]["Timestamp"];
+            /** @description The tier that acted: admin, bridge, or discord:<user id>. */
+            actor: string;
+            /** @enum {string} */
+            via: "http" | "mcp" | "ui" | "discord";
+            action: string;
+            target: string | null;
+            /** @enum {string} */
+            result: "ok" | "refused" | "error";
+            detail: string | null;
+        };
         CommandParameter: {
             name: string;
             description: string;
@@ -875,6 +1153,23 @@ export interface components {
                 request_id: string;
             };
         };
+        ScrapeId: string;
+        /**
+         * @description `links` records metadata and the original URL; `download` also stores the bytes (content-addressed by SHA-256).
+         * @enum {string}
+         */
+        ScrapeMode: "links" | "download";
+        /**
+         * @description `paused`: stopped by Herald (e.g. storage past its overrun level), see `pauseReason`; `stopped`: by an operator or agent.
+         * @enum {string}
+         */
+        ScrapeState: "running" | "paused" | "stopped" | "completed" | "failed";
+        /** @enum {string} */
+        MediaKind: "image" | "video" | "audio" | "file";
+        /** @enum {string} */
+        MediaSource: "attachment" | "embed" | "link";
+        /** @description An ISO-8601 date, or date and time with Z or an offset. */
+        Instant: string;
     };
     responses: {
         /** @description Missing or wrong `Authorization: Bearer <token>`. */
@@ -951,8 +1246,35 @@ export interface components {
                 };
             };
         };
+        /** @description This call needs the admin token (download mode, delete). */
+        AdminTierRequired: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @constant */
+                    error: "admin token required";
+                };
+            };
+        };
+        /** @description No such scrape. */
+        ScrapeNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @constant */
+                    error: "scrape not found";
+                };
+            };
+        };
     };
-    parameters: never;
+    parameters: {
+        /** @example 0b6f3a52-5d0e-4c36-9f6f-1f2a3b4c5d6e */
+        ScrapeIdParam: components["schemas"]["ScrapeId"];
+    };
     requestBodies: never;
     headers: never;
     pathItems: never;
@@ -1894,6 +2216,415 @@ export interface operations {
             };
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    listMediaScrapes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The scrapes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        scrapes: components["schemas"]["ScrapeJob"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    startMediaScrape: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "channelId": "345678901234567899",
+                 *       "mode": "links"
+                 *     }
+                 */
+                "application/json": components["schemas"]["StartScrapeRequest"];
+            };
+        };
+        responses: {
+            /** @description A stopped or paused scrape of this channel and mode, resumed from its cursor. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScrapeJob"];
+                };
+            };
+            /** @description A new scrape, running. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScrapeJob"];
+                };
+            };
+            /** @description The request does not satisfy StartScrapeRequest. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["AdminTierRequired"];
+            /** @description The channel does not exist or the bot cannot see it. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "channel not found or not visible to the bot";
+                    };
+                };
+            };
+            /** @description A scrape of this channel is already running. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "a scrape of this channel is already running";
+                        scrapeId: string;
+                    };
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            /** @description Storage is at or past its warning level; repeat the call with `confirm` true. */
+            428: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConfirmRequired"];
+                };
+            };
+            429: components["responses"]["TooManyFailedAttempts"];
+            /** @description Admin API not configured, or the platform could not be asked about the channel. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {unknown} */
+                        error: "admin not configured" | "platform unavailable" | "store unavailable";
+                    };
+                };
+            };
+        };
+    };
+    getMediaScrape: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 0b6f3a52-5d0e-4c36-9f6f-1f2a3b4c5d6e */
+                scrape_id: components["parameters"]["ScrapeIdParam"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The scrape. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScrapeJob"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["ScrapeNotFound"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    deleteMediaScrape: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 0b6f3a52-5d0e-4c36-9f6f-1f2a3b4c5d6e */
+                scrape_id: components["parameters"]["ScrapeIdParam"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["AdminTierRequired"];
+            404: components["responses"]["ScrapeNotFound"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    stopMediaScrape: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 0b6f3a52-5d0e-4c36-9f6f-1f2a3b4c5d6e */
+                scrape_id: components["parameters"]["ScrapeIdParam"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The scrape, stopped (or as it already ended). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScrapeJob"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["ScrapeNotFound"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    queryMedia: {
+        parameters: {
+            query?: {
+                kind?: components["schemas"]["MediaKind"];
+                source?: components["schemas"]["MediaSource"];
+                scrapeId?: components["schemas"]["ScrapeId"];
+                channelId?: components["schemas"]["ChannelId"];
+                guildId?: components["schemas"]["GuildId"];
+                /** @description The author's user id. */
+                author?: components["schemas"]["UserId"];
+                /** @description Messages posted after this instant (ISO-8601). */
+                after?: components["schemas"]["Instant"];
+                /** @description Messages posted before this instant (ISO-8601). */
+                before?: components["schemas"]["Instant"];
+                /** @description Words in the message's content, case-insensitive, as a search box takes them: all the words, "a phrase", or, -word. */
+                text?: string;
+                limit?: number;
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of items. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MediaPage"];
+                };
+            };
+            /** @description A filter is invalid. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    getMediaItem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 42 */
+                item_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The item. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MediaItem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such item. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "media item not found";
+                    };
+                };
+            };
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    getMediaStorage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Storage status. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StorageStatus"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    listArchiveActions: {
+        parameters: {
+            query?: {
+                limit?: number;
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the log. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        actions: components["schemas"]["ArchiveAction"][];
+                        nextCursor: string | null;
+                    };
+                };
+            };
+            /** @description Invalid parameter. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    streamArchiveEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["AdminTierRequired"];
+        };
+    };
+    getMediaFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae */
+                sha256: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file, with its content type. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["AdminTierRequired"];
+            /** @description No stored file with this digest. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "file not found";
+                    };
+                };
+            };
         };
     };
     getHealth: {

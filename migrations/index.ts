@@ -8,6 +8,7 @@ import * as outboxHealth from './2026-11-30T06-30-00_outbox-health.js';
 import * as commandRuns from './2026-11-30T07-00-00_command-runs.js';
 import * as replyKind from './2026-11-30T08-30-00_reply-kind.js';
 import * as handoffs from './2026-11-30T09-10-00_handoffs.js';
+import * as media from './2026-11-30T09-20-00_media.js';
 
 /** Every migration, by name; names sort in the order they apply. Add new ones here. */
 export const migrations: Record<string, Migration> = {
@@ -20,4 +21,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-30T07-00-00_command-runs': commandRuns,
   '2026-11-30T08-30-00_reply-kind': replyKind,
   '2026-11-30T09-10-00_handoffs': handoffs,
+  '2026-11-30T09-20-00_media': media,
 };

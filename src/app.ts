@@ -6,6 +6,12 @@ import Koa from 'koa';
 import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
+import path from 'node:path';
+import { archiveOperations, archiveRoutes } from './modules/archive/archive.http.js';
+import { DISCORD_MEDIA_HOSTS, MediaDownloader } from './modules/archive/media.downloader.js';
+import { MediaService } from './modules/archive/media.service.js';
+import { ScrapeJobs, scrapeQueue, type ScrapeStepJob } from './modules/archive/scrape.jobs.js';
+import { archiveUiRoutes } from './web/archive-ui.js';
 import { pruneCommandRuns } from './modules/commands/command-run.repository.js';
 import { commandOperations } from './modules/commands/command.http.js';
 import { CommandService, type ReplyPoster } from './modules/commands/command.service.js';
@@ -59,6 +65,8 @@ export interface HeraldOptions {
   roles?: { http: boolean; dispatcher: boolean };
   /** Sandbox mode: the sandbox's origin, where people open the messages Herald delivered. */
   messageLinkBase?: string;
+  /** Sandbox mode: the sandbox's origin, the one private origin the media archive may download from. */
+  mediaOrigins?: readonly string[];
 }
 
 export interface Herald {
@@ -67,6 +75,8 @@ export interface Herald {
   readonly store: Store<Database>;
   /** The outbox worker, when this process dispatches. */
   readonly worker: OutboxWorker<DeliveryJob> | undefined;
+  /** The media archive's service (the same one the HTTP API answers with). */
+  readonly media: MediaService;
   /** Every metric this process exports. */
   readonly registry: Registry;
   /** Base URL of `/metrics` and the status page, unless HERALD_METRICS_PORT is off. */
@@ -174,6 +184,19 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       metrics: new HandoffMetrics(registry),
     });
 
+    // The media archive: one service for the HTTP API (which the MCP tools and the web UI call).
+    let scrapeWorker: OutboxWorker<ScrapeStepJob> | undefined;
+    const mediaDir = path.join(config.dataDir, 'media');
+    const media = new MediaService(store.db, clock, {
+      mediaDir,
+      limits: config.media,
+      messageLinkBase: options.messageLinkBase ?? 'https://discord.com',
+      channels: transport.channels,
+      canScrape: transport.pages !== undefined,
+      wake: () => scrapeWorker?.wake(),
+      log,
+    });
+
     const queue = deliveryQueue(store.db, deliveryMetrics);
     // Every role reports the outbox it shares (one database): dashboards take the max across processes.
     const depth = queue.depth;
@@ -204,13 +227,28 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       w.start();
       cleanups.push(() => w.stop());
       worker = w;
+      if (transport.pages !== undefined) {
+        // Scrapes are their own outbox (the scrapes table); each step reads one page, paced like every Discord request.
+        const downloader = new MediaDownloader(mediaDir, {
+          hosts: DISCORD_MEDIA_HOSTS,
+          trustedOrigins: options.mediaOrigins ?? [],
+          maxBytes: config.media.maxFileBytes,
+          timeoutMs: config.discordTimeoutMs,
+        });
+        const scrapes = new ScrapeJobs(store.db, transport.pages, downloader, media, clock, log, { maxAttempts: config.maxAttempts, retryBaseMs: config.retryBaseMs });
+        const sw = new OutboxWorker(scrapeQueue(store.db), clock, log, { leaseMs: config.leaseMs, pollMs: config.pollMs, concurrency: 2, shutdownGraceMs: config.shutdownGraceMs });
+        sw.register(scrapes.kind());
+        sw.start();
+        cleanups.push(() => sw.stop());
+        scrapeWorker = sw;
+      }
     }
 
     // Who invokes a command and what Herald itself may do in a channel, fetched through Herald's own
     // Discord session; one command router for the gateway and run_command, so they cannot differ.
     const invokers = new DiscordInvokers({ token, apiUrl: config.discordApiUrl, timeoutMs: config.discordTimeoutMs });
     cleanups.push(() => invokers.destroy());
-    const router = commandRouter({ identity, destinations }, (guildId, channelId) => invokers.botCanPost(guildId, channelId));
+    const router = commandRouter({ identity, destinations, media }, (guildId, channelId) => invokers.botCanPost(guildId, channelId));
 
     let gateway: GatewayConnection | undefined;
     if (roles.http && config.gateway) {
@@ -277,9 +315,10 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
           commandOperations(commands as CommandService<unknown>, log),
           handoffOperations(handoffs),
           probeOperations(readiness),
+          archiveOperations(media),
         ],
       });
-      const server = await serveHttp(config, middleware, log, httpMetrics);
+      const server = await serveHttp(config, middleware, log, httpMetrics, [archiveRoutes(media), archiveUiRoutes()]);
       // Stop accepting requests first (cleanups run in reverse).
       cleanups.push(() => closeServer(server));
       const address = server.address() as AddressInfo;
@@ -291,14 +330,14 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       cleanups.push(() => metricsServer.close());
       metricsUrl = metricsServer.url;
     }
-    return { url, store, worker, registry, metricsUrl, close };
+    return { url, store, worker, media, registry, metricsUrl, close };
   } catch (err) {
     await close();
     throw err;
   }
 }
 
-async function serveHttp(config: Config, api: Koa.Middleware, log: Logger, metrics: HttpMetrics): Promise<Server> {
+async function serveHttp(config: Config, api: Koa.Middleware, log: Logger, metrics: HttpMetrics, routers: readonly Router[] = []): Promise<Server> {
   const app = new Koa({ proxy: false });
   app.use(async (ctx, next) => {
     const started = performance.now();
@@ -314,6 +353,7 @@ async function serveHttp(config: Config, api: Koa.Middleware, log: Logger, metri
   const router = new Router();
   router.get('/', (ctx) => ctx.redirect('/docs'));
   app.use(docs.routes()).use(router.routes());
+  for (const r of routers) app.use(r.routes());
   const server = createServer(app.callback());
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err) => reject(listenProblem(err, config.host, config.port, 'PORT') ?? err));

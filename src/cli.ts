@@ -136,7 +136,7 @@ async function main(argv: string[]): Promise<number> {
       const { startHerald } = await import('./app.js');
       let herald: Herald;
       try {
-        herald = await startHerald({ config, log, roles: { http: command === 'serve', dispatcher: true }, ...(sandbox !== undefined ? { messageLinkBase: sandbox.url } : {}) });
+        herald = await startHerald({ config, log, roles: { http: command === 'serve', dispatcher: true }, ...(sandbox !== undefined ? { messageLinkBase: sandbox.url, mediaOrigins: [sandbox.url] } : {}) });
       } catch (err) {
         await sandbox?.close();
         throw err;

@@ -93,6 +93,8 @@ export interface Config {
   readonly commands: CommandLimits;
   /** Bot-to-bot handoffs (seed 002): who may hand off to whom, and the limits. */
   readonly handoffs: HandoffLimits;
+  /** The media archive's storage limit and download cap. */
+  readonly media: MediaLimits;
 }
 
 export interface HandoffLimits {
@@ -113,6 +115,17 @@ export interface HandoffLimits {
   readonly rateLimit: number;
   /** `HERALD_HANDOFF_RATE_WINDOW_SECONDS`: the rate limit's window. Default 60. */
   readonly rateWindowSeconds: number;
+}
+
+export interface MediaLimits {
+  /** `HERALD_MEDIA_LIMIT_BYTES`: bytes the archive may store under HERALD_DATA_DIR/media. Default 10 GiB. */
+  readonly limitBytes: number;
+  /** `HERALD_MEDIA_WARN_PERCENT`: from this share of the limit, a new scrape needs `confirm: true`. Default 80. */
+  readonly warnPercent: number;
+  /** `HERALD_MEDIA_OVERRUN_PERCENT`: at this share of the limit, running download scrapes pause. Default 100. */
+  readonly overrunPercent: number;
+  /** `HERALD_MEDIA_MAX_FILE_BYTES`: largest single file a download scrape stores. Default 50 MiB. */
+  readonly maxFileBytes: number;
 }
 
 export interface CommandLimits {
@@ -260,12 +273,19 @@ export function loadConfig(env: Env = process.env): Config {
       rateLimit: int('HERALD_HANDOFF_RATE_LIMIT', 10, 1, 100_000),
       rateWindowSeconds: int('HERALD_HANDOFF_RATE_WINDOW_SECONDS', 60, 1, 86_400),
     }),
+    media: Object.freeze({
+      limitBytes: int('HERALD_MEDIA_LIMIT_BYTES', 10 * 1024 ** 3, 0, Number.MAX_SAFE_INTEGER),
+      warnPercent: int('HERALD_MEDIA_WARN_PERCENT', 80, 1, 100),
+      overrunPercent: int('HERALD_MEDIA_OVERRUN_PERCENT', 100, 1, 200),
+      maxFileBytes: int('HERALD_MEDIA_MAX_FILE_BYTES', 50 * 1024 ** 2, 1, Number.MAX_SAFE_INTEGER),
+    }),
   };
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
   if (!levels.includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of ${levels.join(', ')}`);
   if (config.leaseMs <= config.discordTimeoutMs) {
     problems.push('HERALD_LEASE_MS must be longer than HERALD_DISCORD_TIMEOUT_MS, or a slow attempt could outlive its lease');
   }
+  if (config.media.warnPercent > config.media.overrunPercent) problems.push('HERALD_MEDIA_WARN_PERCENT must not be above HERALD_MEDIA_OVERRUN_PERCENT');
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);
 }

@@ -1,3 +1,4 @@
+import type { ArchiveActionTable, MediaBlobTable, MediaItemTable, MediaScrapeTable } from './modules/archive/archive.table.js';
 import type { CommandRunTable } from './modules/commands/command-run.table.js';
 import type { DeliveryTable, SentMessageTable } from './modules/deliveries/delivery.table.js';
 import type { DestinationTable } from './modules/destinations/destination.table.js';
@@ -17,4 +18,8 @@ export interface Database {
   command_runs: CommandRunTable;
   handoff_events: HandoffEventTable;
   handoff_inbox: HandoffInboxTable;
+  media_scrapes: MediaScrapeTable;
+  media_items: MediaItemTable;
+  media_blobs: MediaBlobTable;
+  archive_actions: ArchiveActionTable;
 }

@@ -47,7 +47,7 @@ describe('the command registry', () => {
   });
 
   it('builds the slash definitions and the manifest from the same entries, leaving hidden commands out of the manifest', () => {
-    expect(COMMAND_DEFINITIONS.map((d) => d.name)).toEqual(['agent', 'destinations']);
+    expect(COMMAND_DEFINITIONS.map((d) => d.name)).toEqual(['agent', 'destinations', 'media']);
     const hidden: Command<unknown> = {
       definition: new SlashCommandBuilder().setName('secret').setDescription('x').toJSON(),
       hidden: true,
@@ -56,7 +56,7 @@ describe('the command registry', () => {
       execute: () => Promise.resolve(''),
     };
     const manifest = registryManifest([...all, hidden]);
-    expect(manifest.map((c) => c.name)).toEqual(['agent', 'destinations']);
+    expect(manifest.map((c) => c.name)).toEqual(['agent', 'destinations', 'media']);
     const set = manifest[1]?.subcommands.find((s) => s.name === 'set');
     expect(set).toEqual({
       name: 'set',

@@ -39,7 +39,7 @@ describe('identity: /agent and pairing', () => {
   };
 
   it('registers /agent and /destinations with Discord at start-up', () => {
-    expect(h.sandbox.commands.map((c) => c.name).sort()).toEqual(['agent', 'destinations']);
+    expect(h.sandbox.commands.map((c) => c.name).sort()).toEqual(['agent', 'destinations', 'media']);
     const agentCommand = h.sandbox.commands.find((c) => c.name === 'agent');
     expect(agentCommand?.options?.map((o) => o.name)).toEqual(['register', 'pair', 'unregister']);
   });

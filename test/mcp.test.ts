@@ -65,7 +65,7 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   it('lists the tools, with input schemas taken from the contract', async () => {
     for (const client of [stdio, http]) {
       const { tools } = await client.listTools();
-      // Grouped by the module that owns them: deliveries, identity, commands, then handoffs.
+      // Grouped by the module that owns them: deliveries, identity, commands, handoffs, then the media archive.
       expect(tools.map((t) => t.name)).toEqual([
         'get_capabilities',
         'post_message',
@@ -80,6 +80,14 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
         'hand_off',
         'list_handoffs',
         'wait_for_handoff',
+        'scrape_media',
+        'list_media_scrapes',
+        'get_media_scrape',
+        'stop_media_scrape',
+        'query_media',
+        'get_media_item',
+        'get_media_storage',
+        'delete_media_scrape',
       ]);
       const post = tools.find((t) => t.name === 'post_message');
       const props = post?.inputSchema.properties as Record<string, Record<string, unknown>>;
@@ -172,7 +180,7 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
 
   it('lists, describes (by alias) and validates commands as a Discord user, with that user permissions from Discord', async () => {
     const list = JSON.parse(textOf(await stdio.callTool({ name: 'list_commands', arguments: {} }))) as { fingerprint: string; commands: { name: string }[] };
-    expect(list.commands.map((c) => c.name)).toEqual(['agent', 'destinations']);
+    expect(list.commands.map((c) => c.name)).toEqual(['agent', 'destinations', 'media']);
     expect(JSON.parse(textOf(await http.callTool({ name: 'describe_command', arguments: { name: 'dest' } })))).toMatchObject({ name: 'destinations', aliases: ['dest', 'destination'] });
     const invocation = { command: `destinations set alerts <#${IDS.channels.ops}>`, guildId: IDS.guild, channelId: IDS.channels.alerts };
     const allowed = (await stdio.callTool({ name: 'run_command', arguments: { ...invocation, userId: SANDBOX_MEMBER_IDS.manager } })) as ToolResult;

@@ -20,12 +20,18 @@ export type HandoffAccepted = Schemas['HandoffAccepted'];
 export type SentHandoff = Schemas['SentHandoff'];
 export type HandoffPage = Schemas['HandoffPage'];
 export type InboxHandoff = Schemas['InboxHandoff'];
+export type ScrapeJob = Schemas['ScrapeJob'];
+export type MediaItem = Schemas['MediaItem'];
+export type MediaPage = Schemas['MediaPage'];
+export type StorageStatus = Schemas['StorageStatus'];
+export type StartScrapeRequest = Schemas['StartScrapeRequest'];
+export type MediaQuery = NonNullable<paths['/admin/archive/media']['get']['parameters']['query']>;
 
 /**
  * A call's outcome: the protocol's answer as data, never a thrown string. `status` 0 means the
  * bridge could not be reached (after the retries).
  */
-export type BridgeResult<T> = { ok: true; status: number; data: T } | { ok: false; status: number; error: string };
+export type BridgeResult<T> = { ok: true; status: number; data: T } | { ok: false; status: number; error: string; body?: unknown };
 
 /** Longest wait between two tries when retrying for a time (retryForMs). */
 const MAX_TIMED_BACKOFF_MS = 2_000;
@@ -45,6 +51,8 @@ export interface BridgeClientOptions {
    */
   retryForMs?: number;
   fetch?: typeof fetch;
+  /** Extra headers on every request (e.g. `X-Herald-Client: mcp`, which labels the archive's action log). */
+  headers?: Record<string, string>;
 }
 
 /**
@@ -72,14 +80,15 @@ export function createBridgeClient(options: BridgeClientOptions) {
       await new Promise((r) => setTimeout(r, delay));
     }
   };
-  const api = createClient<paths>({ baseUrl: options.baseUrl, headers: { authorization: `Bearer ${options.token}` }, fetch: retryingFetch });
+  const api = createClient<paths>({ baseUrl: options.baseUrl, headers: { ...(options.headers ?? {}), authorization: `Bearer ${options.token}` }, fetch: retryingFetch });
 
   async function run<T>(call: () => Promise<{ data?: T; error?: unknown; response: Response }>): Promise<BridgeResult<T>> {
     try {
       const { data, error, response } = await call();
       if (data !== undefined && response.ok) return { ok: true, status: response.status, data };
+      if (response.status === 204) return { ok: true, status: 204, data: undefined as T };
       const reason = typeof error === 'object' && error !== null && 'error' in error ? String((error as { error: unknown }).error) : `HTTP ${response.status}`;
-      return { ok: false, status: response.status, error: reason };
+      return { ok: false, status: response.status, error: reason, ...(typeof error === 'object' && error !== null ? { body: error } : {}) };
     } catch {
       return { ok: false, status: 0, error: 'bridge unreachable' };
     }
@@ -111,6 +120,16 @@ export function createBridgeClient(options: BridgeClientOptions) {
     /** Why a delivery failed or is unknown, in Herald's words (never its body). */
     deliveryDetail: (requestId: string) =>
       run<DeliveryDetail>(() => api.GET('/admin/deliveries/{request_id}', { params: { path: { request_id: requestId } }, fetch: baseFetch })),
+    // The media archive (with the bridge token: the trusted tier; with the admin token: the admin tier).
+    // Starting is asked once: a retry after a lost answer would be refused as already running anyway.
+    startMediaScrape: (body: StartScrapeRequest) => run<ScrapeJob>(() => api.POST('/admin/archive/scrapes', { body, fetch: baseFetch })),
+    listMediaScrapes: () => run<{ scrapes: ScrapeJob[] }>(() => api.GET('/admin/archive/scrapes')),
+    getMediaScrape: (id: string) => run<ScrapeJob>(() => api.GET('/admin/archive/scrapes/{scrape_id}', { params: { path: { scrape_id: id } } })),
+    stopMediaScrape: (id: string) => run<ScrapeJob>(() => api.POST('/admin/archive/scrapes/{scrape_id}/stop', { params: { path: { scrape_id: id } } })),
+    deleteMediaScrape: (id: string) => run<void>(() => api.DELETE('/admin/archive/scrapes/{scrape_id}', { params: { path: { scrape_id: id } } })),
+    queryMedia: (query: MediaQuery) => run<MediaPage>(() => api.GET('/admin/archive/media', { params: { query } })),
+    getMediaItem: (id: string) => run<MediaItem>(() => api.GET('/admin/archive/media/{item_id}', { params: { path: { item_id: id } } })),
+    getMediaStorage: () => run<StorageStatus>(() => api.GET('/admin/archive/storage')),
   };
 }
 

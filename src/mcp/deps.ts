@@ -5,6 +5,8 @@ import type { McpState } from './state.js';
 /** What `herald mcp` hands every tool: the bridge (over HTTP), its local state, its limits. */
 export interface McpServerDeps {
   bridge: BridgeClient;
+  /** With HERALD_ADMIN_TOKEN set for `herald mcp`: the admin tier (download scrapes, deletes). */
+  admin?: BridgeClient | undefined;
   state: McpState;
   /** How long a sending tool waits for delivered/failed. */
   waitMs: number;

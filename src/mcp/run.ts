@@ -10,10 +10,15 @@ import { createMcpServer, type McpServerDeps } from './server.js';
 import { McpState } from './state.js';
 import { errorSummary } from '../platform/errors.js';
 
+/** Labels this server's calls in the archive's action log. */
+const MCP_CLIENT = { 'x-herald-client': 'mcp' };
+
 async function deps(config: Config, bridgeToken: string, log: Logger): Promise<McpServerDeps> {
   return {
     // Retries ride out a bridge restart: for as long as a tool waits for its outcome, at least 30 s.
-    bridge: createBridgeClient({ baseUrl: config.heraldUrl, token: bridgeToken, backoffMs: 250, retryForMs: Math.max(30_000, config.mcpWaitMs) }),
+    bridge: createBridgeClient({ baseUrl: config.heraldUrl, token: bridgeToken, backoffMs: 250, retryForMs: Math.max(30_000, config.mcpWaitMs), headers: MCP_CLIENT }),
+    // The media archive's admin tier, only when the operator gave this server the admin token too.
+    admin: config.adminToken === undefined ? undefined : createBridgeClient({ baseUrl: config.heraldUrl, token: config.adminToken, headers: MCP_CLIENT }),
     state: await McpState.open(config.mcpStatePath),
     waitMs: config.mcpWaitMs,
     log,

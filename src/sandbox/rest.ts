@@ -4,6 +4,7 @@ import { readJsonBody } from '../platform/http/body.js';
 import type { InteractionReply } from './control.js';
 import type { Fault, Faults, RateLimits } from './faults.js';
 import { guildMemberRoutes, type GuildMembers } from './guild-members.js';
+import type { MediaHistory } from './media-history.js';
 import { mentionsOf, publicUser, THREAD_TYPE, type RegisteredCommand, type SandboxMessage, type SandboxState, type SandboxUser } from './state.js';
 
 /**
@@ -38,9 +39,11 @@ export interface RestOptions {
   takeInteraction: (id: string) => ((reply: InteractionReply) => void) | undefined;
   /** Guild roles, members and owners. */
   people: GuildMembers;
+  /** The generated media channel (read-only history). */
+  media?: MediaHistory | undefined;
 }
 
-export function restRoutes({ state, botFor, faults, rateLimits, requests, url, dispatchMessage, takeInteraction, people }: RestOptions): Router {
+export function restRoutes({ state, botFor, faults, rateLimits, requests, url, dispatchMessage, takeInteraction, people, media }: RestOptions): Router {
   const api = new Router({ prefix: '/api/v10' });
   /** The bot this request authenticated as (Herald's own for interaction callbacks). */
   const botOf = (ctx: Context): SandboxUser => (ctx.state['bot'] as SandboxUser | undefined) ?? state.bot;
@@ -114,6 +117,10 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
     return undefined;
   });
   api.get('/channels/:id', (ctx) => {
+    if (media?.has(ctx.params['id'] ?? '') === true) {
+      ctx.body = media.channel();
+      return undefined;
+    }
     const channel = state.channels.get(ctx.params['id'] ?? '');
     if (channel === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
     ctx.body =
@@ -133,7 +140,8 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
   });
   api.get('/channels/:id/messages', (ctx) => {
     const list = state.messages.get(ctx.params['id'] ?? '');
-    if (list === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
+    const generated = media?.has(ctx.params['id'] ?? '') === true ? media : undefined;
+    if (list === undefined && generated === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
     const limit = Math.min(100, Math.max(1, Number(ctx.query['limit'] ?? 50)));
     const snowflake = (name: string): bigint | undefined | null => {
       const v = ctx.query[name];
@@ -143,6 +151,10 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
     const after = snowflake('after');
     const before = snowflake('before');
     if (after === null || before === null) return discordError(ctx, 400, 50035, 'Invalid Form Body: after and before must be snowflakes');
+    if (generated !== undefined || list === undefined) {
+      ctx.body = generated?.page(before, after, limit) ?? [];
+      return undefined;
+    }
     let selected = list.filter((m) => (after === undefined || BigInt(m.id) > after) && (before === undefined || BigInt(m.id) < before));
     // Discord answers newest first; with `after`, the oldest page after it.
     selected = after !== undefined ? selected.slice(0, limit) : selected.slice(-limit);

@@ -8,10 +8,11 @@ import { Faults, RateLimits, type Fault, type RateLimitRule } from './faults.js'
 import { SandboxGateway, threadChannel } from './gateway.js';
 import { GuildMembers, SANDBOX_MEMBER_IDS, userMessageRoute, writeAsUser } from './guild-members.js';
 import { SANDBOX_IDS } from './ids.js';
+import { MediaHistory, mediaRoutes, SANDBOX_MEDIA_CHANNEL, SANDBOX_MEDIA_MESSAGES } from './media-history.js';
 import { discordError, restRoutes, type RequestLogEntry } from './rest.js';
 import { mentionsOf, publicUser, SandboxState, THREAD_TYPE, type RegisteredCommand, type SandboxChannel, type SandboxGuild, type SandboxMessage, type SandboxUser } from './state.js';
 
-export { SANDBOX_IDS, SANDBOX_MEMBER_IDS, SandboxError };
+export { SANDBOX_IDS, SANDBOX_MEDIA_CHANNEL, SANDBOX_MEMBER_IDS, SandboxError };
 export type { Fault, InteractionReply, Invocation, MappedDestination, RateLimitRule, SandboxChannel, SandboxMessage, SandboxUser };
 
 /**
@@ -39,6 +40,8 @@ export interface SandboxOptions {
    * keeps it in the data folder). Default: in memory only.
    */
   stateFile?: string;
+  /** Messages in the generated media channel (SANDBOX_MEDIA_CHANNEL). Default 20,000; 0 for none. */
+  mediaMessages?: number;
 }
 
 export class DiscordSandbox {
@@ -60,6 +63,10 @@ export class DiscordSandbox {
   private readonly interactions: Interactions;
   /** Guild roles, members (with their roles) and owners. */
   readonly people: GuildMembers;
+  /** The generated media channel, for the media archive. */
+  readonly media: MediaHistory | undefined;
+  /** The name of every media file requested from the sandbox's CDN, for tests. */
+  readonly mediaRequests: string[] = [];
   private server: Server | undefined;
   private gateway: SandboxGateway | undefined;
   /** Every bot the sandbox hosts, by token: Herald's own, and others added with addBot. */
@@ -75,6 +82,8 @@ export class DiscordSandbox {
       dispatch: (type, data) => this.gateway?.dispatch(type, data),
     });
     this.people = new GuildMembers(this.state);
+    const mediaMessages = options.mediaMessages ?? SANDBOX_MEDIA_MESSAGES;
+    this.media = mediaMessages > 0 ? new MediaHistory(mediaMessages, () => this.url) : undefined;
     if (options.seed ?? true) this.people.seed();
     this.bot = this.state.bot;
     this.users = this.state.users;
@@ -196,6 +205,7 @@ export class DiscordSandbox {
       url: () => this.url,
       takeInteraction: (id) => this.interactions.take(id),
       people: this.people,
+      media: this.media,
     });
     // People's messages reach every connected bot, with content only for the bots they mention.
     userMessageRoute(control, this.state, (_type, data) => {
@@ -203,7 +213,7 @@ export class DiscordSandbox {
       this.gateway?.dispatchMessage({ ...d, mentions: mentionsOf({ content: d.content }).users.map((id) => ({ id })) });
     });
     botRoutes(control, this);
-    app.use(control.routes()).use(rest.routes());
+    app.use(control.routes()).use(rest.routes()).use(mediaRoutes(this.mediaRequests).routes());
     const server = createServer(app.callback());
     // Listen first: a WebSocket server attached earlier re-emits a listen error (a port in use)
     // as its own unhandled 'error' event, which ends the process with a stack trace.

@@ -116,6 +116,45 @@ export interface History {
   listBetween(channelId: string, from: Date, until: Date, max: number, signal: AbortSignal): Promise<{ messages: SeenMessage[]; complete: boolean }>;
 }
 
+/** A file attached to a message. */
+export interface ArchivedAttachment {
+  id: string;
+  url: string;
+  filename: string;
+  contentType: string | null;
+  size: number | null;
+}
+
+/** The media parts of an embed (a link preview, an image, a video). */
+export interface ArchivedEmbed {
+  type: string | null;
+  url: string | null;
+  image: string | null;
+  thumbnail: string | null;
+  video: string | null;
+}
+
+/** A message as the media archive reads it: who, when, its text, and what media it carries. */
+export interface ArchivedMessage {
+  id: string;
+  channelId: string;
+  authorId: string;
+  authorName: string | null;
+  createdAt: Date;
+  content: string;
+  attachments: ArchivedAttachment[];
+  embeds: ArchivedEmbed[];
+}
+
+/** A channel's history read backwards a page at a time, resumable from the oldest id read. */
+export interface HistoryPages {
+  /**
+   * Up to `limit` messages older than `beforeId` (the newest when absent), newest first. Fewer than
+   * `limit` means the start of the channel was reached.
+   */
+  pageBefore(channelId: string, beforeId: string | undefined, limit: number, signal: AbortSignal): Promise<ArchivedMessage[]>;
+}
+
 export interface Channels {
   /** Undefined when the channel does not exist or the bot cannot see it. */
   getChannel(channelId: string): Promise<ChannelInfo | undefined>;
@@ -194,6 +233,8 @@ export interface Transport {
   readonly dms?: DirectMessages;
   readonly editor?: Editor;
   readonly history?: History;
+  /** History with its media, page by page (the media archive). */
+  readonly pages?: HistoryPages;
   readonly channels?: Channels;
   readonly members?: Members;
   readonly inbound?: Inbound;

@@ -75,7 +75,8 @@ export async function startTestHerald(options: TestHeraldOptions = {}): Promise<
     ...(options.env ?? {}),
   });
   const config = loadConfig(env);
-  const herald = await startHerald({ config, log: createLogger(config.logLevel), ...(options.clock ? { clock: options.clock } : {}) });
+  // The sandbox's CDN is the one private origin the media archive may download from (as in sandbox mode).
+  const herald = await startHerald({ config, log: createLogger(config.logLevel), mediaOrigins: [sandbox.url], ...(options.clock ? { clock: options.clock } : {}) });
   const url = herald.url ?? '';
   const bridge = client(url, config.bridgeToken);
   const admin = client(url, config.adminToken);

@@ -1,5 +1,7 @@
 import type { RESTPostAPIChatInputApplicationCommandsJSONBody } from 'discord.js';
 import { NotFoundError } from '../../platform/errors.js';
+import { mediaCommand } from '../archive/media.command.js';
+import type { MediaService } from '../archive/media.service.js';
 import type { DestinationService } from '../destinations/destination.service.js';
 import { destinationsCommand } from '../destinations/destinations.command.js';
 import { agentCommand } from '../identity/agent.command.js';
@@ -10,13 +12,15 @@ import { CommandRouter, type Command } from './command.js';
 export interface CommandDeps {
   identity: IdentityService;
   destinations: DestinationService;
+  /** The media archive (`/media`); absent where a process does not run it. */
+  media?: MediaService | undefined;
 }
 
 /**
  * Every command Herald has: slash-command registration, the gateway's dispatch and the MCP
  * manifest (`manifest.ts`) are all built from this list.
  */
-export const COMMANDS: readonly Command<CommandDeps>[] = [agentCommand, destinationsCommand];
+export const COMMANDS: readonly Command<CommandDeps>[] = [agentCommand, destinationsCommand, mediaCommand];
 
 export const COMMAND_DEFINITIONS: readonly RESTPostAPIChatInputApplicationCommandsJSONBody[] = COMMANDS.map((c) => c.definition);
 

@@ -17,7 +17,7 @@ import {
   type RESTPatchAPIChannelMessageJSONBody,
   type RESTPostAPIChannelMessageJSONBody,
 } from 'discord.js';
-import { TransportError, type ChannelInfo, type Channels, type DirectMessages, type Editor, type History, type Mentions, type OutgoingMessage, type SeenMessage, type Sender, type SentMessage, type Transport } from '../transport.js';
+import { TransportError, type ArchivedMessage, type ChannelInfo, type HistoryPages, type Channels, type DirectMessages, type Editor, type History, type Mentions, type OutgoingMessage, type SeenMessage, type Sender, type SentMessage, type Transport } from '../transport.js';
 import type { PlatformMetrics } from './discord.metrics.js';
 import { snowflakeAt, snowflakeTime } from './snowflake.js';
 
@@ -57,6 +57,7 @@ export class DiscordTransport implements Transport {
     listBetween: (channelId, from, until, max, signal) => this.listMessagesBetween(channelId, from, until, max, signal),
   };
   readonly channels: Channels = { getChannel: (channelId) => this.getChannel(channelId) };
+  readonly pages: HistoryPages = { pageBefore: (channelId, beforeId, limit, signal) => this.pageBefore(channelId, beforeId, limit, signal) };
   private readonly rest: REST;
   private self: Promise<string> | undefined;
   /**
@@ -147,6 +148,32 @@ export class DiscordTransport implements Transport {
       if (page.length < 100) return { messages, complete: true };
       after = ordered[ordered.length - 1]?.id ?? after;
     }
+  }
+
+  /**
+   * https://discord.com/developers/docs/resources/message#get-channel-messages with `before`:
+   * paced like every request (the shared pacer) and by discord.js's per-route buckets.
+   */
+  private async pageBefore(channelId: string, beforeId: string | undefined, limit: number, signal: AbortSignal): Promise<ArchivedMessage[]> {
+    const query = new URLSearchParams({ limit: String(Math.min(100, Math.max(1, limit))) });
+    if (beforeId !== undefined) query.set('before', beforeId);
+    const page = (await call(() => this.rest.get(Routes.channelMessages(channelId), { query, signal }))) as APIMessage[];
+    return [...page].sort((a, b) => compareSnowflakes(b.id, a.id)).map((m) => ({
+      id: m.id,
+      channelId: m.channel_id,
+      authorId: m.author.id,
+      authorName: m.author.global_name ?? m.author.username,
+      createdAt: snowflakeTime(m.id),
+      content: m.content,
+      attachments: (m.attachments ?? []).map((a) => ({ id: a.id, url: a.url, filename: a.filename, contentType: a.content_type ?? null, size: typeof a.size === 'number' ? a.size : null })),
+      embeds: (m.embeds ?? []).map((e) => ({
+        type: e.type ?? null,
+        url: e.url ?? null,
+        image: e.image?.url ?? null,
+        thumbnail: e.thumbnail?.url ?? null,
+        video: e.video?.url ?? null,
+      })),
+    }));
   }
 
   /** https://discord.com/developers/docs/resources/channel#get-channel */

@@ -1,5 +1,7 @@
 import type {
+  ArchivedMessage,
   ChannelInfo,
+  HistoryPages,
   InboundMessage,
   MemberInfo,
   OutgoingMessage,
@@ -61,6 +63,16 @@ export class MemoryTransport implements Transport {
   private readonly windowMs: number;
   private readonly now: () => Date;
   private lastId = 0n;
+  /** History with media, by channel, oldest first (the archive's tests write it). */
+  readonly archived = new Map<string, ArchivedMessage[]>();
+  readonly pages: HistoryPages = {
+    pageBefore: async (channelId, beforeId, limit) => {
+      const list = this.archived.get(channelId) ?? [];
+      const end = beforeId === undefined ? list.length : list.findIndex((m) => BigInt(m.id) >= BigInt(beforeId));
+      const stop = end === -1 ? list.length : end;
+      return list.slice(Math.max(0, stop - limit), stop).reverse();
+    },
+  };
 
   constructor(options: MemoryTransportOptions = {}) {
     this.selfUserId = options.selfId ?? '100000000000000001';

@@ -1,0 +1,293 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../../schema.js';
+import type { ArchiveActionRow, ArchiveActionTable, MediaItemRow, MediaKind, MediaScrapeRow, NewMediaItem, ScrapeMode, ScrapeState } from './archive.table.js';
+
+type Db = Kysely<Database>;
+
+/** The filters of query_media, all optional. */
+export interface MediaFilter {
+  kind?: MediaKind | undefined;
+  source?: string | undefined;
+  scrapeId?: string | undefined;
+  channelId?: string | undefined;
+  guildId?: string | undefined;
+  author?: string | undefined;
+  after?: Date | undefined;
+  before?: Date | undefined;
+  text?: string | undefined;
+}
+
+/** Where a page ended: the last item's time and id (keyset, stable under inserts). */
+export interface ItemKey {
+  postedAt: Date;
+  id: string;
+}
+
+export async function insertScrape(db: Db, row: { id: string; channelId: string; guildId: string | null; mode: ScrapeMode; now: Date }): Promise<MediaScrapeRow> {
+  return db
+    .insertInto('media_scrapes')
+    .values({
+      id: row.id,
+      channel_id: row.channelId,
+      guild_id: row.guildId,
+      mode: row.mode,
+      state: 'running',
+      pause_reason: null,
+      cursor: null,
+      messages_seen: 0,
+      items_found: 0,
+      bytes: 0,
+      errors: 0,
+      last_error: null,
+      attempts: 0,
+      next_step_at: row.now,
+      lease_owner: null,
+      lease_expires_at: null,
+      created_at: row.now,
+      updated_at: row.now,
+      finished_at: null,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export function findScrape(db: Db, id: string): Promise<MediaScrapeRow | undefined> {
+  return db.selectFrom('media_scrapes').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function runningScrapeOf(db: Db, channelId: string): Promise<MediaScrapeRow | undefined> {
+  return db.selectFrom('media_scrapes').selectAll().where('channel_id', '=', channelId).where('state', '=', 'running').executeTakeFirst();
+}
+
+/** The newest stopped or paused scrape of a channel in a mode: starting it again resumes it. */
+export function resumableScrape(db: Db, channelId: string, mode: ScrapeMode): Promise<MediaScrapeRow | undefined> {
+  return db
+    .selectFrom('media_scrapes')
+    .selectAll()
+    .where('channel_id', '=', channelId)
+    .where('mode', '=', mode)
+    .where('state', 'in', ['stopped', 'paused'])
+    .orderBy('created_at', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+export function listScrapes(db: Db): Promise<MediaScrapeRow[]> {
+  return db.selectFrom('media_scrapes').selectAll().orderBy('created_at', 'desc').orderBy('id').execute();
+}
+
+/** Resume: running again, due now, from its cursor. Undefined when another is running on the channel. */
+export function resumeScrape(db: Db, id: string, now: Date): Promise<MediaScrapeRow | undefined> {
+  return db
+    .updateTable('media_scrapes')
+    .set({ state: 'running', pause_reason: null, next_step_at: now, updated_at: now, finished_at: null })
+    .where('id', '=', id)
+    .where('state', 'in', ['stopped', 'paused'])
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Stop (or pause) a scrape; a step in flight keeps its lease and still records its page. */
+export function setScrapeState(db: Db, id: string, from: readonly ScrapeState[], to: 'stopped' | 'paused', reason: string | null, now: Date): Promise<MediaScrapeRow | undefined> {
+  return db
+    .updateTable('media_scrapes')
+    .set({ state: to, pause_reason: reason, updated_at: now })
+    .where('id', '=', id)
+    .where('state', 'in', [...from])
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Lease due running scrapes (one step each); an expired lease means its worker died. */
+export function claimScrapes(db: Db, owner: string, now: Date, leaseMs: number, limit: number): Promise<MediaScrapeRow[]> {
+  return db
+    .with('due', (qb) =>
+      qb
+        .selectFrom('media_scrapes')
+        .select('id')
+        .where('state', '=', 'running')
+        .where('next_step_at', '<=', now)
+        .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]))
+        .orderBy('next_step_at')
+        .limit(limit)
+        .forUpdate()
+        .skipLocked(),
+    )
+    .updateTable('media_scrapes')
+    .from('due')
+    .whereRef('media_scrapes.id', '=', 'due.id')
+    .set((eb) => ({ lease_owner: owner, lease_expires_at: new Date(now.getTime() + leaseMs), attempts: eb('media_scrapes.attempts', '+', 1) }))
+    .returningAll('media_scrapes')
+    .execute();
+}
+
+export async function releaseScrapes(db: Db, owner: string, now: Date): Promise<number> {
+  const r = await db.updateTable('media_scrapes').set({ lease_owner: null, lease_expires_at: null, next_step_at: now }).where('lease_owner', '=', owner).executeTakeFirst();
+  return Number(r.numUpdatedRows);
+}
+
+/** Index a page's items; a page read again (after a crash) adds nothing twice. Returns how many were new. */
+export async function insertItems(db: Db, items: NewMediaItem[]): Promise<number> {
+  if (items.length === 0) return 0;
+  const inserted = await db
+    .insertInto('media_items')
+    .values(items)
+    .onConflict((oc) => oc.columns(['scrape_id', 'message_id', 'source_key']).doNothing())
+    .returning('id')
+    .execute();
+  return inserted.length;
+}
+
+/** A step's outcome, written only while its lease is held. A scrape stopped meanwhile stays stopped. */
+export async function recordStep(
+  db: Db,
+  id: string,
+  owner: string,
+  step: { cursor: string | null; messages: number; items: number; errors: number; lastError: string | null; done: boolean; nextAt: Date; now: Date; countBytes: boolean },
+): Promise<MediaScrapeRow | undefined> {
+  return db
+    .updateTable('media_scrapes')
+    .set((eb) => ({
+      cursor: step.cursor,
+      messages_seen: eb('messages_seen', '+', step.messages),
+      items_found: eb('items_found', '+', step.items),
+      errors: eb('errors', '+', step.errors),
+      ...(step.lastError !== null ? { last_error: step.lastError } : {}),
+      ...(step.countBytes
+        ? { bytes: sql<number>`(select coalesce(sum(b.size_bytes), 0) from media_blobs b where b.sha256 in (select i.sha256 from media_items i where i.scrape_id = ${id} and i.sha256 is not null))` }
+        : {}),
+      state: step.done ? sql<'completed'>`case when state = 'running' then 'completed' else state end` : sql<'running'>`state`,
+      finished_at: step.done ? sql<Date>`case when state = 'running' then ${step.now}::timestamptz else finished_at end` : sql<Date | null>`finished_at`,
+      next_step_at: step.nextAt,
+      updated_at: step.now,
+      lease_owner: null,
+      lease_expires_at: null,
+    }))
+    .where('id', '=', id)
+    .where('lease_owner', '=', owner)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** A step that could not read its page: try again later (or fail for good), under the lease. */
+export function recordStepFailure(db: Db, id: string, owner: string, failure: { error: string; nextAt: Date; fail: boolean; now: Date }): Promise<MediaScrapeRow | undefined> {
+  return db
+    .updateTable('media_scrapes')
+    .set((eb) => ({
+      errors: eb('errors', '+', 1),
+      last_error: failure.error,
+      next_step_at: failure.nextAt,
+      updated_at: failure.now,
+      lease_owner: null,
+      lease_expires_at: null,
+      ...(failure.fail ? { state: sql<'failed'>`case when state = 'running' then 'failed' else state end`, finished_at: failure.now } : {}),
+    }))
+    .where('id', '=', id)
+    .where('lease_owner', '=', owner)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Pause under the lease (storage past its overrun level). */
+export function pauseUnderLease(db: Db, id: string, owner: string, reason: string, now: Date): Promise<MediaScrapeRow | undefined> {
+  return db
+    .updateTable('media_scrapes')
+    .set({ state: sql<'paused'>`case when state = 'running' then 'paused' else state end`, pause_reason: reason, updated_at: now, lease_owner: null, lease_expires_at: null })
+    .where('id', '=', id)
+    .where('lease_owner', '=', owner)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** A file already fetched from this URL (by any scrape): it is not fetched again. */
+export async function blobForUrl(db: Db, url: string): Promise<{ sha256: string; size: number; contentType: string } | undefined> {
+  const r = await db
+    .selectFrom('media_items as i')
+    .innerJoin('media_blobs as b', 'b.sha256', 'i.sha256')
+    .select(['b.sha256', 'b.size_bytes', 'b.content_type'])
+    .where('i.url', '=', url)
+    .limit(1)
+    .executeTakeFirst();
+  return r === undefined ? undefined : { sha256: r.sha256, size: Number(r.size_bytes), contentType: r.content_type };
+}
+
+export async function insertBlob(db: Db, blob: { sha256: string; size: number; contentType: string; path: string; now: Date }): Promise<void> {
+  await db
+    .insertInto('media_blobs')
+    .values({ sha256: blob.sha256, size_bytes: blob.size, content_type: blob.contentType, path: blob.path, created_at: blob.now })
+    .onConflict((oc) => oc.column('sha256').doNothing())
+    .execute();
+}
+
+export function findBlob(db: Db, sha256: string): Promise<{ sha256: string; content_type: string; path: string } | undefined> {
+  return db.selectFrom('media_blobs').select(['sha256', 'content_type', 'path']).where('sha256', '=', sha256).executeTakeFirst();
+}
+
+/**
+ * Delete a scrape and its items, then the files no remaining item references (another scrape's
+ * items keep theirs). Returns the paths of the files to remove.
+ */
+export async function deleteScrapeAndOrphans(db: Db, id: string): Promise<string[] | undefined> {
+  return db.transaction().execute(async (trx) => {
+    const shas = await trx.selectFrom('media_items').select('sha256').distinct().where('scrape_id', '=', id).where('sha256', 'is not', null).execute();
+    const deleted = await trx.deleteFrom('media_scrapes').where('id', '=', id).returning('id').executeTakeFirst();
+    if (deleted === undefined) return undefined;
+    const candidates = shas.flatMap((s) => (s.sha256 === null ? [] : [s.sha256]));
+    if (candidates.length === 0) return [];
+    const orphans = await trx
+      .deleteFrom('media_blobs')
+      .where('sha256', 'in', candidates)
+      .where(({ not, exists, selectFrom }) => not(exists(selectFrom('media_items').select('id').whereRef('media_items.sha256', '=', 'media_blobs.sha256'))))
+      .returning('path')
+      .execute();
+    return orphans.map((o) => o.path);
+  });
+}
+
+export async function usedBytes(db: Db): Promise<number> {
+  const r = await db.selectFrom('media_blobs').select((eb) => eb.fn.coalesce(eb.fn.sum<number>('size_bytes'), sql<number>`0`).as('used')).executeTakeFirstOrThrow();
+  return Number(r.used);
+}
+
+/** Stored bytes by kind (a file counted once, under the kind of the first item that stored it). */
+export async function bytesByKind(db: Db): Promise<Record<MediaKind, number>> {
+  const rows = await sql<{ kind: MediaKind; bytes: string | number }>`
+    select k.kind, sum(b.size_bytes) as bytes
+    from media_blobs b
+    join lateral (select i.kind from media_items i where i.sha256 = b.sha256 order by i.id limit 1) k on true
+    group by k.kind`.execute(db);
+  const out: Record<MediaKind, number> = { image: 0, video: 0, audio: 0, file: 0 };
+  for (const r of rows.rows) out[r.kind] = Number(r.bytes);
+  return out;
+}
+
+export function findItem(db: Db, id: string): Promise<MediaItemRow | undefined> {
+  return db.selectFrom('media_items').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** One page of items, newest message first, after `from` when given. */
+export function queryItems(db: Db, filter: MediaFilter, from: ItemKey | undefined, limit: number): Promise<MediaItemRow[]> {
+  let q = db.selectFrom('media_items').selectAll();
+  if (filter.kind !== undefined) q = q.where('kind', '=', filter.kind);
+  if (filter.source !== undefined) q = q.where('source', '=', filter.source as 'attachment');
+  if (filter.scrapeId !== undefined) q = q.where('scrape_id', '=', filter.scrapeId);
+  if (filter.channelId !== undefined) q = q.where('channel_id', '=', filter.channelId);
+  if (filter.guildId !== undefined) q = q.where('guild_id', '=', filter.guildId);
+  if (filter.author !== undefined) q = q.where('author_id', '=', filter.author);
+  if (filter.after !== undefined) q = q.where('posted_at', '>', filter.after);
+  if (filter.before !== undefined) q = q.where('posted_at', '<', filter.before);
+  // Words, as a search box takes them ("a b" both, "a or b", -not, "a phrase"); the GIN index answers it.
+  if (filter.text !== undefined) q = q.where(sql<boolean>`to_tsvector('simple', content) @@ websearch_to_tsquery('simple', ${filter.text})`);
+  if (from !== undefined) q = q.where(sql<boolean>`(posted_at, id) < (${from.postedAt}::timestamptz, ${from.id}::bigint)`);
+  return q.orderBy('posted_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
+}
+
+export async function insertAction(db: Db, action: Omit<ArchiveActionTable, 'id'>): Promise<void> {
+  await db.insertInto('archive_actions').values(action).execute();
+}
+
+export function listActions(db: Db, before: string | undefined, limit: number): Promise<ArchiveActionRow[]> {
+  let q = db.selectFrom('archive_actions').selectAll();
+  if (before !== undefined) q = q.where('id', '<', before);
+  return q.orderBy('id', 'desc').limit(limit).execute();
+}

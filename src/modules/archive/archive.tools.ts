@@ -1,0 +1,126 @@
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { BridgeClient, BridgeResult, MediaQuery, StartScrapeRequest } from '../../client/bridge-client.js';
+import { bridgeError, contractSchema, object, text, type McpTool } from '../../platform/mcp/tool.js';
+
+/**
+ * What these tools need from `herald mcp`: the bridge (the trusted tier) and, when the operator
+ * gave `herald mcp` the admin token too, an admin client for download scrapes and deletes.
+ */
+export interface ArchiveToolDeps {
+  bridge: BridgeClient;
+  admin?: BridgeClient | undefined;
+}
+
+const json = (value: unknown): CallToolResult => text(JSON.stringify(value, null, 2));
+
+/** A refusal in words an agent can act on; the tier refusal says what would grant it. */
+function refusal(r: BridgeResult<unknown> & { ok: false }): CallToolResult {
+  if (r.status === 403) return text('This needs the admin tier: the operator must give herald mcp HERALD_ADMIN_TOKEN (download mode and delete are admin-only).', true);
+  if (r.status === 404) return text(`Not found: ${r.error}.`, true);
+  return bridgeError(r);
+}
+
+/**
+ * The media archive's MCP tools (seed 004's names), thin wrappers over the archive's HTTP
+ * operations, which are one MediaService: the same answers the web UI gets. Read tools answer from
+ * the index only. Bytes are never returned: metadata, the original URL and the local path.
+ */
+export function archiveTools(): McpTool<ArchiveToolDeps>[] {
+  const scrapeId = contractSchema('ScrapeId', 'A scrape id from scrape_media or list_media_scrapes.');
+  return [
+    {
+      name: 'scrape_media',
+      description:
+        'Start a scrape of one channel\'s media into the archive (or resume its stopped or paused scrape from where it stopped). mode "links" records metadata and original URLs; mode "download" also stores the files and needs the admin tier. One scrape per channel runs at a time. If storage is near its limit the answer is a warning: call again with confirm: true to go ahead. Follow progress with get_media_scrape.',
+      inputSchema: { ...contractSchema('StartScrapeRequest'), type: 'object' },
+      async handler(args, { bridge, admin }) {
+        const body = args as unknown as StartScrapeRequest;
+        const client = body.mode === 'download' ? (admin ?? bridge) : bridge;
+        const r = await client.startMediaScrape(body);
+        if (r.ok) return json(r.data);
+        if (r.status === 428) {
+          const warning = (r.body as { warning?: string } | undefined)?.warning ?? 'media storage is near its limit';
+          return text(`Not started: ${warning}. Call scrape_media again with the same arguments and confirm: true to start anyway.`, true);
+        }
+        if (r.status === 409) return text(`A scrape of this channel is already running (${String((r.body as { scrapeId?: string } | undefined)?.scrapeId ?? '')}); see get_media_scrape, or stop it first.`, true);
+        return refusal(r);
+      },
+    },
+    {
+      name: 'list_media_scrapes',
+      description: 'Every scrape with its state (running, paused, stopped, completed, failed), counters (messages seen, items found, bytes, errors) and size.',
+      inputSchema: object({}),
+      async handler(_args, { bridge }) {
+        const r = await bridge.listMediaScrapes();
+        return r.ok ? json(r.data) : refusal(r);
+      },
+    },
+    {
+      name: 'get_media_scrape',
+      description: 'One scrape with its live counters, cursor, state and pause reason.',
+      inputSchema: object({ scrapeId }, ['scrapeId']),
+      async handler(args, { bridge }) {
+        const r = await bridge.getMediaScrape(String(args['scrapeId']));
+        return r.ok ? json(r.data) : refusal(r);
+      },
+    },
+    {
+      name: 'stop_media_scrape',
+      description: 'Stop a running or paused scrape. scrape_media on the same channel and mode later resumes it from its cursor.',
+      inputSchema: object({ scrapeId }, ['scrapeId']),
+      async handler(args, { bridge }) {
+        const r = await bridge.stopMediaScrape(String(args['scrapeId']));
+        return r.ok ? json(r.data) : refusal(r);
+      },
+    },
+    {
+      name: 'query_media',
+      description:
+        'Filter and page through archived media items, newest first: kind (image, video, audio, file), source (attachment, embed, link), scrapeId, channelId, guildId, author (user id), after/before (ISO times), text (words in the message). Pass nextCursor back as cursor for the next page. Each item has its author, time, message link, original URL and local path (download mode); never the bytes.',
+      inputSchema: object({
+        kind: contractSchema('MediaKind'),
+        source: contractSchema('MediaSource'),
+        scrapeId,
+        channelId: contractSchema('ChannelId'),
+        guildId: contractSchema('GuildId'),
+        author: contractSchema('UserId', "The author's user id."),
+        after: { type: 'string', description: 'Messages posted after this ISO-8601 time.' },
+        before: { type: 'string', description: 'Messages posted before this ISO-8601 time.' },
+        text: { type: 'string', minLength: 1, maxLength: 200, description: 'Words in the message content (case-insensitive).' },
+        limit: { type: 'integer', minimum: 1, maximum: 200, description: 'Items per page (default 50).' },
+        cursor: { type: 'string', description: 'nextCursor of the previous page.' },
+      }),
+      async handler(args, { bridge }) {
+        const r = await bridge.queryMedia(args as MediaQuery);
+        return r.ok ? json(r.data) : refusal(r);
+      },
+    },
+    {
+      name: 'get_media_item',
+      description: 'One archived media item: source, message link, original URL, content type, size, SHA-256 and local path (never the bytes).',
+      inputSchema: object({ itemId: { type: 'string', pattern: '^[0-9]{1,18}$', description: 'An item id from query_media.' } }, ['itemId']),
+      async handler(args, { bridge }) {
+        const r = await bridge.getMediaItem(String(args['itemId']));
+        return r.ok ? json(r.data) : refusal(r);
+      },
+    },
+    {
+      name: 'get_media_storage',
+      description: 'Stored bytes against the limit (level ok, warning or overrun), the warning and overrun percentages, per-kind bytes and per-scrape sizes.',
+      inputSchema: object({}),
+      async handler(_args, { bridge }) {
+        const r = await bridge.getMediaStorage();
+        return r.ok ? json(r.data) : refusal(r);
+      },
+    },
+    {
+      name: 'delete_media_scrape',
+      description: 'Delete a scrape, its index entries and its files (a file another scrape also references is kept). Admin tier.',
+      inputSchema: object({ scrapeId }, ['scrapeId']),
+      async handler(args, { bridge, admin }) {
+        const r = await (admin ?? bridge).deleteMediaScrape(String(args['scrapeId']));
+        return r.ok ? text(`Deleted scrape ${String(args['scrapeId'])} and the files only it referenced.`) : refusal(r);
+      },
+    },
+  ];
+}

@@ -1,0 +1,54 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Router from '@koa/router';
+
+/** The project's root: src/web/ in development, dist/src/web/ when compiled. */
+const ROOT = (() => {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  return here.includes(`${path.sep}dist${path.sep}`) ? path.resolve(here, '../../..') : path.resolve(here, '../..');
+})();
+/** Built by `npm run build:web` (esbuild) from src/web/archive/: no CDN, nothing fetched at run time. */
+export const ARCHIVE_BUNDLE = path.join(ROOT, 'dist', 'web', 'archive.js');
+
+const PAGE = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Herald · media archive</title>
+<link rel="stylesheet" href="/ui/archive/archive.css">
+</head>
+<body>
+<div id="app"><noscript>The media archive needs JavaScript.</noscript></div>
+<script type="module" src="/ui/archive/archive.js"></script>
+</body>
+</html>
+`;
+
+/**
+ * The operator web UI of the media archive: a static page and its bundle, which hold no data. The
+ * page asks for the admin token and calls the admin API with it (the same MediaService as the
+ * MCP tools), so serving the page itself needs no token.
+ */
+export function archiveUiRoutes(): Router {
+  const router = new Router();
+  const headers = {
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': "default-src 'self'; img-src 'self' blob: data: http: https:; style-src 'self'; connect-src 'self'; frame-ancestors 'none'",
+  };
+  router.get('/ui/archive', (ctx) => {
+    ctx.set({ ...headers, 'content-type': 'text/html; charset=utf-8' });
+    ctx.body = PAGE;
+  });
+  router.get('/ui/archive/archive.js', async (ctx) => {
+    ctx.set({ ...headers, 'content-type': 'text/javascript; charset=utf-8' });
+    ctx.body = await readFile(ARCHIVE_BUNDLE, 'utf8').catch(() => 'document.getElementById("app").textContent = "The UI is not built: run npm run build:web.";');
+  });
+  router.get('/ui/archive/archive.css', async (ctx) => {
+    ctx.set({ ...headers, 'content-type': 'text/css; charset=utf-8' });
+    ctx.body = await readFile(path.join(ROOT, 'src', 'web', 'archive', 'archive.css'), 'utf8').catch(() => '');
+  });
+  return router;
+}

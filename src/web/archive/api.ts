@@ -1,0 +1,79 @@
+import type { components } from '../../../generated/api.js';
+
+/** The contract's shapes: the same objects the MCP tools return. */
+export type ScrapeJob = components['schemas']['ScrapeJob'];
+export type MediaItem = components['schemas']['MediaItem'];
+export type StorageStatus = components['schemas']['StorageStatus'];
+export type ArchiveAction = components['schemas']['ArchiveAction'];
+
+const TOKEN_KEY = 'herald-admin-token';
+
+export const token = {
+  get: (): string | null => sessionStorage.getItem(TOKEN_KEY),
+  set: (t: string): void => sessionStorage.setItem(TOKEN_KEY, t),
+  clear: (): void => sessionStorage.removeItem(TOKEN_KEY),
+};
+
+export interface Answer<T> {
+  status: number;
+  body: T;
+}
+
+/** One call of the admin API with the operator's token, labelled `ui` in the action log. */
+export async function api<T>(method: string, path: string, body?: unknown): Promise<Answer<T>> {
+  const headers: Record<string, string> = { authorization: `Bearer ${token.get() ?? ''}`, 'x-herald-client': 'ui' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(path, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+  const text = await res.text();
+  return { status: res.status, body: (text === '' ? undefined : JSON.parse(text)) as T };
+}
+
+/** A stored file as a blob URL (the file route needs the token, which an <img src> cannot send). */
+export async function fileUrl(sha256: string): Promise<string | undefined> {
+  const res = await fetch(`/admin/archive/files/${sha256}`, { headers: { authorization: `Bearer ${token.get() ?? ''}` } });
+  return res.ok ? URL.createObjectURL(await res.blob()) : undefined;
+}
+
+/**
+ * The archive's live events (server-sent events, pushed by the job queue as each page is recorded),
+ * read with fetch so the token goes in a header. Reconnects after a dropped stream.
+ */
+export function subscribe(on: { scrape: (s: ScrapeJob) => void; storage: (s: StorageStatus) => void; connected: (c: boolean) => void }): () => void {
+  const abort = new AbortController();
+  const run = async (): Promise<void> => {
+    while (!abort.signal.aborted) {
+      try {
+        const res = await fetch('/admin/archive/events', { headers: { authorization: `Bearer ${token.get() ?? ''}` }, signal: abort.signal });
+        if (!res.ok || res.body === null) throw new Error(`events ${res.status}`);
+        on.connected(true);
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = '';
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value;
+          let end: number;
+          while ((end = buffer.indexOf('\n\n')) >= 0) {
+            const block = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            let event = 'message';
+            let data = '';
+            for (const line of block.split('\n')) {
+              if (line.startsWith('event: ')) event = line.slice(7);
+              else if (line.startsWith('data: ')) data += line.slice(6);
+            }
+            if (data === '') continue;
+            if (event === 'scrape') on.scrape(JSON.parse(data) as ScrapeJob);
+            if (event === 'storage') on.storage(JSON.parse(data) as StorageStatus);
+          }
+        }
+      } catch {
+        // Dropped or refused: say so and try again shortly.
+      }
+      on.connected(false);
+      if (!abort.signal.aborted) await new Promise((r) => setTimeout(r, 2_000));
+    }
+  };
+  void run();
+  return () => abort.abort();
+}

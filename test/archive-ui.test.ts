@@ -1,0 +1,113 @@
+import { execSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js';
+import { startTestHerald, type TestHerald } from './support/herald.js';
+
+/** Debian's chromium (`apt-get install chromium`); CHROMIUM_PATH elsewhere. */
+const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
+const haveChromium = existsSync(CHROMIUM);
+/** Kept after the run (the run's temp folder is removed): what the page looked like at the end. */
+const SCREENSHOTS = path.resolve('test-results');
+
+if (!haveChromium) console.warn(`archive UI test skipped: no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)`);
+
+describe.skipIf(!haveChromium)('media archive web UI in a real browser', () => {
+  let h: TestHerald;
+  let browser: Browser;
+  let page: Page;
+  const apiCalls: string[] = [];
+
+  beforeAll(async () => {
+    // The page's bundle, built as `npm run build` builds it.
+    execSync('npm run -s build:web', { stdio: 'inherit' });
+    h = await startTestHerald({
+      sandbox: { mediaMessages: 1_000 },
+      env: { HERALD_MEDIA_LIMIT_BYTES: '700000', HERALD_MEDIA_WARN_PERCENT: '50', HERALD_MEDIA_OVERRUN_PERCENT: '90', HERALD_MEDIA_MAX_FILE_BYTES: '1048576' },
+    });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+    page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
+    page.on('request', (r) => {
+      const u = new URL(r.url());
+      if (u.pathname.startsWith('/admin/archive/')) apiCalls.push(`${r.method()} ${u.pathname}`);
+    });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await h?.close();
+  });
+
+  it('runs the archive from the page: token, live progress, confirm step, grid with filters, delete, action log', async () => {
+    await page.goto(`${h.url}/ui/archive`);
+    await page.getByTestId('token').fill(h.adminToken);
+    await page.getByTestId('token-save').click();
+    await expect.poll(() => page.getByTestId('live').textContent()).toBe('live');
+
+    // A download scrape, followed live: the page does not poll.
+    await page.getByTestId('start-channel').fill(SANDBOX_MEDIA_CHANNEL);
+    await page.getByTestId('start-mode').selectOption('download');
+    await page.getByTestId('start').click();
+    await expect.poll(() => page.getByTestId('start-message').textContent()).toMatch(/^Started scrape /);
+    const row = page.locator('[data-testid=scrape][data-state=completed]');
+    await row.first().waitFor({ timeout: 45_000 }).catch(async (err: unknown) => {
+      mkdirSync(SCREENSHOTS, { recursive: true });
+      await page.screenshot({ path: path.join(SCREENSHOTS, 'archive-ui-failed.png'), fullPage: true });
+      console.log(JSON.stringify((await h.admin.get('/admin/archive/scrapes')).json), apiCalls);
+      throw err;
+    });
+    expect(await row.first().getByTestId('messages').textContent()).toBe('1000');
+    const listed = apiCalls.filter((c) => c === 'GET /admin/archive/scrapes').length;
+    expect(listed).toBeLessThanOrEqual(2);
+    await expect.poll(() => page.getByTestId('storage').getAttribute('data-level')).toBe('warning');
+
+    // Past the warning level, a new scrape asks first.
+    await page.getByTestId('start-mode').selectOption('links');
+    await page.getByTestId('start').click();
+    await page.getByTestId('confirm-box').waitFor();
+    expect(await page.getByTestId('confirm-box').textContent()).toContain('repeat with confirm true');
+    await page.getByTestId('confirm-start').click();
+    await expect.poll(() => page.getByTestId('start-message').textContent()).toMatch(/^Started scrape /);
+    await expect.poll(() => page.locator('[data-testid=scrape][data-state=completed]').count(), { timeout: 45_000 }).toBe(2);
+
+    // The grid, filtered; thumbnails of stored images come through the admin file route.
+    await page.getByTestId('filter-kind').selectOption('video');
+    await page.getByTestId('filter-apply').click();
+    await expect.poll(async () => new Set(await page.locator('[data-testid=media-item]').evaluateAll((els) => els.map((e) => e.getAttribute('data-kind')))).size === 1 && (await page.locator('[data-testid=media-item][data-kind=video]').count()) > 0).toBe(true);
+    await page.getByTestId('filter-kind').selectOption('image');
+    await page.getByTestId('filter-text').fill('harbour');
+    await page.getByTestId('filter-apply').click();
+    await expect.poll(() => page.locator('[data-testid=media-item][data-kind=image] img').count()).toBeGreaterThan(5);
+    await expect.poll(() => page.locator('[data-testid=media-item] img').first().evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBe(16);
+    const texts = await page.locator('[data-testid=media-item] figcaption').allTextContents();
+    expect(texts.every((t) => t.includes('image'))).toBe(true);
+    await page.getByTestId('media-more').click();
+    await expect.poll(() => page.locator('[data-testid=media-item]').count()).toBeGreaterThan(60);
+
+    // Delete needs a second click; then the row and its bytes are gone.
+    const download = page.locator('[data-testid=scrape]').filter({ hasText: 'download' });
+    await download.getByTestId('delete').click();
+    await download.getByTestId('delete-confirm').click();
+    await expect.poll(() => page.locator('[data-testid=scrape]').count()).toBe(1);
+    await expect.poll(() => page.getByTestId('storage').getAttribute('data-level')).toBe('ok');
+
+    // The action log shows what the page did.
+    await expect.poll(async () => page.locator('[data-testid=action][data-action=delete_scrape][data-result=ok]').count()).toBeGreaterThan(0);
+    expect(await page.locator('[data-testid=actions]').textContent()).toContain('start_scrape:download');
+
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    await page.getByTestId('filter-text').fill('');
+    await page.getByTestId('filter-apply').click();
+    await page.screenshot({ path: path.join(SCREENSHOTS, 'archive-ui.png'), fullPage: true });
+  });
+
+  it('asks for the token again when it is refused', async () => {
+    const other = await browser.newPage();
+    await other.goto(`${h.url}/ui/archive`);
+    await other.getByTestId('token').fill('not-the-token');
+    await other.getByTestId('token-save').click();
+    await other.getByTestId('token').waitFor();
+    await other.close();
+  });
+});
