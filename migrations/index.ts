@@ -6,6 +6,7 @@ import * as addresses from './2026-11-30T05-00-00_addresses.js';
 import * as rateBudget from './2026-11-30T06-00-00_rate-budget.js';
 import * as outboxHealth from './2026-11-30T06-30-00_outbox-health.js';
 import * as commandRuns from './2026-11-30T07-00-00_command-runs.js';
+import * as irc from './2026-11-30T09-00-00_irc.js';
 
 /** Every migration, by name; names sort in the order they apply. Add new ones here. */
 export const migrations: Record<string, Migration> = {
@@ -16,4 +17,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-30T06-00-00_rate-budget': rateBudget,
   '2026-11-30T06-30-00_outbox-health': outboxHealth,
   '2026-11-30T07-00-00_command-runs': commandRuns,
+  '2026-11-30T09-00-00_irc': irc,
 };

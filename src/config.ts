@@ -91,6 +91,34 @@ export interface Config {
   readonly mcpToken: string | undefined;
   /** `run_command`'s switch and limits (seed 001's defaults). */
   readonly commands: CommandLimits;
+  /** The IRC transport; undefined when `HERALD_IRC_URL` is unset (Herald then speaks Discord only). */
+  readonly irc: IrcConfig | undefined;
+  /**
+   * `HERALD_CHAT_TRANSPORT`: the platform the chat tools use when a call names none (`irc`,
+   * `discord`). Default irc when HERALD_IRC_URL is set, else discord.
+   */
+  readonly chatTransport: 'irc' | 'discord';
+}
+
+export interface IrcConfig {
+  /** `HERALD_IRC_URL`: `irc://host:port` or `ircs://host:port` (TLS, certificate verified). */
+  readonly url: string;
+  /** `HERALD_IRC_NICK`: the observer's nick, Herald's own name on the network. Default herald. */
+  readonly nick: string;
+  /** `HERALD_IRC_PASSWORD`: SASL PLAIN password of the account named like HERALD_IRC_NICK (optional). */
+  readonly password: string | undefined;
+  /** `HERALD_IRC_CHANNELS`: comma-separated channels the observer joins at start (besides those created through Herald). */
+  readonly channels: readonly string[];
+  /** `HERALD_IRC_LINES_PER_SECOND`: flood limit per connection, after a burst of 5. Default 4. */
+  readonly linesPerSecond: number;
+  /** `HERALD_IRC_ECHO_TIMEOUT_MS`: how long a line waits for the server's labeled echo. Default 10 s. */
+  readonly echoTimeoutMs: number;
+  /** `HERALD_IRC_SENDER_IDLE_MS`: an agent's connection unused this long is closed. Default 5 minutes. */
+  readonly senderIdleMs: number;
+  /** `HERALD_IRC_RETENTION_DAYS`: lines read are kept this long. Default 8. */
+  readonly retentionDays: number;
+  /** `HERALD_IRC_RETENTION_LINES`: and at most this many per channel. Default 10000. */
+  readonly retentionLines: number;
 }
 
 export interface CommandLimits {
@@ -183,6 +211,29 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
   }
   const port = int('PORT', 8787, 0, 65535);
+  const ircUrl = text('HERALD_IRC_URL');
+  if (ircUrl !== undefined && !/^ircs?:\/\/[^/\s:]+(:[0-9]{1,5})?\/?$/.test(ircUrl)) problems.push('HERALD_IRC_URL must be irc://host:port or ircs://host:port');
+  const ircNick = text('HERALD_IRC_NICK') ?? 'herald';
+  if (!/^[A-Za-z[\]\\`_^{|}][A-Za-z0-9[\]\\`_^{|}-]{0,29}$/.test(ircNick)) problems.push('HERALD_IRC_NICK must be an IRC nick (a letter or []\\`_^{|} first, at most 30 characters)');
+  const ircChannels = (text('HERALD_IRC_CHANNELS') ?? '').split(',').map((c) => c.trim()).filter((c) => c !== '');
+  for (const c of ircChannels) if (!/^[#&]?[^\s,:]{1,49}$/.test(c)) problems.push(`HERALD_IRC_CHANNELS: ${JSON.stringify(c)} is not a channel name`);
+  const irc: IrcConfig | undefined =
+    ircUrl === undefined
+      ? undefined
+      : Object.freeze({
+          url: ircUrl,
+          nick: ircNick,
+          password: text('HERALD_IRC_PASSWORD'),
+          channels: Object.freeze(ircChannels),
+          linesPerSecond: int('HERALD_IRC_LINES_PER_SECOND', 4, 1, 1000),
+          echoTimeoutMs: int('HERALD_IRC_ECHO_TIMEOUT_MS', 10_000, 100, 600_000),
+          senderIdleMs: int('HERALD_IRC_SENDER_IDLE_MS', 300_000, 1_000, 86_400_000),
+          retentionDays: int('HERALD_IRC_RETENTION_DAYS', 8, 1, 3650),
+          retentionLines: int('HERALD_IRC_RETENTION_LINES', 10_000, 100, 10_000_000),
+        });
+  const chatTransport = text('HERALD_CHAT_TRANSPORT') ?? (irc !== undefined ? 'irc' : 'discord');
+  if (chatTransport !== 'irc' && chatTransport !== 'discord') problems.push('HERALD_CHAT_TRANSPORT must be irc or discord');
+  else if (chatTransport === 'irc' && irc === undefined) problems.push('HERALD_CHAT_TRANSPORT is irc but HERALD_IRC_URL is unset');
   const config: Config = {
     port,
     host: text('HOST') ?? '127.0.0.1',
@@ -223,6 +274,8 @@ export function loadConfig(env: Env = process.env): Config {
       maxOutputBytes: int('HERALD_COMMAND_MAX_OUTPUT_BYTES', 2 * 1024 * 1024, 1, 64 * 1024 * 1024),
       idempotencyMinutes: int('HERALD_COMMAND_IDEMPOTENCY_MINUTES', 10, 1, 7 * 24 * 60),
     }),
+    irc,
+    chatTransport: chatTransport === 'irc' ? 'irc' : 'discord',
   };
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
   if (!levels.includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of ${levels.join(', ')}`);

@@ -1,7 +1,9 @@
+import type { ChatSendTable } from './modules/chat/chat.table.js';
 import type { CommandRunTable } from './modules/commands/command-run.table.js';
 import type { DeliveryTable, SentMessageTable } from './modules/deliveries/delivery.table.js';
 import type { DestinationTable } from './modules/destinations/destination.table.js';
 import type { PairingCodeTable, RegistrationTable } from './modules/identity/identity.table.js';
+import type { IrcChannelTable, IrcLineTable } from './transports/irc/irc-line.table.js';
 
 /**
  * Herald's database: every module's tables, assembled here at the wiring level so the platform's
@@ -14,4 +16,7 @@ export interface Database {
   registrations: RegistrationTable;
   pairing_codes: PairingCodeTable;
   command_runs: CommandRunTable;
+  chat_sends: ChatSendTable;
+  irc_lines: IrcLineTable;
+  irc_channels: IrcChannelTable;
 }

@@ -65,7 +65,7 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   it('lists the tools, with input schemas taken from the contract', async () => {
     for (const client of [stdio, http]) {
       const { tools } = await client.listTools();
-      // Grouped by the module that owns them: deliveries, identity, then commands.
+      // Grouped by the module that owns them: deliveries, identity, commands, then chat.
       expect(tools.map((t) => t.name)).toEqual([
         'get_capabilities',
         'post_message',
@@ -77,6 +77,11 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
         'list_commands',
         'describe_command',
         'run_command',
+        'send_message',
+        'read_messages',
+        'create_channel',
+        'list_channels',
+        'get_members',
       ]);
       const post = tools.find((t) => t.name === 'post_message');
       const props = post?.inputSchema.properties as Record<string, Record<string, unknown>>;

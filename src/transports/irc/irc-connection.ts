@@ -55,6 +55,8 @@ export interface IrcConnectionOptions {
   /** How long a labeled line waits for its echo before it counts as unanswered. */
   echoTimeoutMs: number;
   onLine?: (line: ChannelLine) => void;
+  /** Keep trying when the first connection fails (the observer); otherwise `connect()` rejects. */
+  keepTrying?: boolean;
   /** Registered again after the link dropped (channels are rejoined by the connection). */
   onReconnect?: () => void;
 }
@@ -64,6 +66,8 @@ export const DELIVERY_TAG = '+herald/delivery';
 /** How many lines may go out back to back before the flood limit spaces them. */
 const BURST = 5;
 const RECONNECT_BASE_MS = 250;
+/** How many `_`-suffixed nicks the observer tries when its own is taken. */
+const MAX_ALT_NICKS = 3;
 const RECONNECT_CAP_MS = 30_000;
 /** Numerics that refuse a JOIN: no such channel, too many channels, full, invite only, banned, bad key, bad name. */
 const JOIN_REFUSALS = new Set(['403', '405', '471', '473', '474', '475', '476', '479']);
@@ -89,7 +93,7 @@ export class IrcConnection {
   readonly client: Client;
   private readonly joined = new Set<string>();
   private readonly labels = new Map<string, Waiter>();
-  private readonly pendingJoins = new Map<string, { resolve: () => void; reject: (e: Error) => void; joined: boolean }>();
+  private readonly pendingJoins = new Map<string, { resolve: () => void; reject: (e: Error) => void; joined: boolean; token: string }>();
   private readonly namesBuffers = new Map<string, string[]>();
   private readonly namesWaiters = new Map<string, ((nicks: string[]) => void)[]>();
   private listBuffer: string[] = [];
@@ -98,6 +102,7 @@ export class IrcConnection {
   private isRegistered = false;
   private closing = false;
   private reconnects = 0;
+  private altNicks = 0;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private nextFreeAt = 0;
   private registration: { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void };
@@ -127,7 +132,16 @@ export class IrcConnection {
       }
     });
     this.client.on('nick in use', () => {
-      if (!this.isRegistered) this.fail(new TransportError({ kind: 'rejected', detail: `the nick ${this.options.nick} is in use on the IRC server` }));
+      if (this.isRegistered) return;
+      if (this.options.keepTrying === true && this.altNicks < MAX_ALT_NICKS) {
+        // The observer (keepTrying) must get on the network: the nick may be held by a replica, or
+        // by the ghost of a process that died before the server noticed. Herald's sends never
+        // depend on the observer's exact nick.
+        this.altNicks += 1;
+        this.client.changeNick(`${this.options.nick.slice(0, 29 - this.altNicks)}${'_'.repeat(this.altNicks)}`);
+        return;
+      }
+      this.fail(new TransportError({ kind: 'rejected', detail: `the nick ${this.options.nick} is in use on the IRC server` }));
     });
     this.client.on('nick invalid', () => {
       if (!this.isRegistered) this.fail(new TransportError({ kind: 'rejected', detail: `the IRC server refuses the nick ${this.options.nick}` }));
@@ -188,13 +202,18 @@ export class IrcConnection {
         this.pendingJoins.delete(key);
         reject(new TransportError({ kind: 'transient', detail: `no answer to JOIN ${channel}` }));
       }, timeoutMs);
+      const token = `herald-join-${randomBytes(6).toString('hex')}`;
       this.pendingJoins.set(key, {
         joined: false,
+        token,
         resolve: () => (clearTimeout(timer), resolve()),
         reject: (e) => (clearTimeout(timer), reject(e)),
       });
       // Never labeled: a labeled JOIN wraps the history batch, and the replayed lines are lost.
       this.client.raw('JOIN', channel);
+      // The server answers commands in order: its PONG comes after everything the JOIN caused
+      // (names, and the history replay, which InspIRCd sends after the names).
+      this.client.raw('PING', token);
     });
     this.joined.add(key);
   }
@@ -295,6 +314,7 @@ export class IrcConnection {
 
   private open(): void {
     const { server, nick, saslPassword } = this.options;
+    this.altNicks = 0;
     this.client.connect({
       host: server.host,
       port: server.port,
@@ -326,7 +346,7 @@ export class IrcConnection {
       j.reject(new TransportError({ kind: 'transient', detail: 'the IRC link dropped during JOIN' }));
     }
     if (this.closing) return;
-    if (!this.registeredOnce) {
+    if (!this.registeredOnce && this.options.keepTrying !== true) {
       this.fail(new TransportError({ kind: 'transient', detail: `cannot reach the IRC server ${this.options.server.host}:${this.options.server.port}` }));
       return;
     }
@@ -396,15 +416,20 @@ export class IrcConnection {
         if (pending !== undefined && line.nick.toLowerCase() === me) pending.joined = true;
         return;
       }
+      case 'PONG': {
+        const token = line.params.at(-1);
+        for (const [channel, pending] of this.pendingJoins) {
+          if (pending.token !== token) continue;
+          this.pendingJoins.delete(channel);
+          if (pending.joined) pending.resolve();
+          else pending.reject(new TransportError({ kind: 'rejected', detail: `the IRC server did not let ${this.options.nick} join ${channel}` }));
+        }
+        return;
+      }
       case '366': {
-        // End of NAMES: after our JOIN, the server has sent the topic, history and names.
+        // End of NAMES, for a NAMES query (or a JOIN, which the PONG after it settles).
         const channel = line.params[1]?.toLowerCase();
         if (channel === undefined) return;
-        const pending = this.pendingJoins.get(channel);
-        if (pending?.joined === true) {
-          this.pendingJoins.delete(channel);
-          pending.resolve();
-        }
         const nicks = this.namesBuffers.get(channel) ?? [];
         this.namesBuffers.delete(channel);
         const waiters = this.namesWaiters.get(channel) ?? [];
