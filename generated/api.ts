@@ -569,6 +569,7 @@ export interface components {
             created_at: components["schemas"]["Timestamp"];
             /** @description A post's or DM's own request_id; for an edit, the original's. */
             message_ref: string;
+            /** @description The Discord message link; for a post to a destination mapped to an IRC channel, `irc://host:port/%23channel?msgid=…` (the server's msgid). */
             url: string;
             /** @description Edits only. False when a higher seq had already been applied. */
             applied?: boolean;
@@ -605,13 +606,19 @@ export interface components {
         };
         /** @description 16 random bytes, base64url; changes only across unregister-then-register. */
         Generation: string;
+        /** @description An IRC channel, when Herald speaks IRC (HERALD_IRC_URL). */
+        IrcChannel: string;
+        /** @description A Discord channel (`channel_id`), or an IRC channel (`irc_channel`) when Herald speaks IRC. */
         DestinationChannel: {
-            channel_id: components["schemas"]["ChannelId"];
-        };
+            channel_id?: components["schemas"]["ChannelId"];
+            irc_channel?: components["schemas"]["IrcChannel"];
+        } | unknown | unknown;
+        /** @description Where posts to a destination go. `channel_id` (Discord), or `irc_channel` (IRC). */
         DestinationMapping: {
             guild_id: components["schemas"]["GuildId"];
             destination: components["schemas"]["Destination"];
-            channel_id: components["schemas"]["ChannelId"];
+            channel_id?: components["schemas"]["ChannelId"];
+            irc_channel?: components["schemas"]["IrcChannel"];
         };
         GuildDestinations: {
             guild_id: components["schemas"]["GuildId"];
@@ -622,6 +629,7 @@ export interface components {
                 /** @description False means a post there fails UPSTREAM_UNAVAILABLE. */
                 mapped: boolean;
                 channel_id?: components["schemas"]["ChannelId"];
+                irc_channel?: components["schemas"]["IrcChannel"];
             }[];
         };
         /** @description An operator's view of one delivery. Never the message body. */
@@ -1480,6 +1488,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 0123456789abcdef0123456789abcdef */
                 id: components["schemas"]["ChatSendId"];
             };
             cookie?: never;

@@ -189,7 +189,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       // PGlite is one session: one statement at a time whatever we do.
       maxInFlight: store.kind === 'postgres' ? Math.max(1, Math.floor(config.dbPoolSize / 4)) : 1,
     });
-    const destinations = new DestinationService(store.db, { name: transport.name, channels: loggedChannels(transport.channels, log) }, clock);
+    const destinations = new DestinationService(store.db, { name: transport.name, channels: loggedChannels(transport.channels, log) }, clock, irc);
     const identity = new IdentityService(store.db, clock);
 
     const queue = deliveryQueue(store.db, deliveryMetrics);

@@ -17,7 +17,7 @@ import { ircLineBudget } from '../src/transports/irc/irc-transport.js';
 import { splitForIrc } from '../src/transports/irc/split.js';
 import { expectValidResponse } from './support/client.js';
 import { ircSkipReason, startIrcd, type Ircd } from './support/inspircd.js';
-import { newToken, startTestHerald, type TestHerald } from './support/herald.js';
+import { IDS, newRequestId, newToken, post, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 
 const skip = ircSkipReason();
@@ -182,6 +182,31 @@ describe.skipIf(skip !== undefined)('IRC beside Discord, on a real InspIRCd', ()
     await expectValidResponse('GET', '/mcp/chat/channels', 200, res.json);
   });
 
+  it('a destination mapped to an IRC channel: a protocol post goes there once, under Herald\'s nick', async () => {
+    await eve.conn.join('#alerts');
+    const put = await h.admin.put(`/admin/destinations/${IDS.guild}/ops`, { irc_channel: '#alerts' });
+    expect(put.status).toBe(200);
+    expect(put.json).toEqual({ guild_id: IDS.guild, destination: 'ops', irc_channel: '#alerts' });
+    await expectValidResponse('PUT', '/admin/destinations/{guild_id}/{destination}', 200, put.json);
+    const requestId = newRequestId();
+    const accepted = await h.bridge.post('/mcp/deliveries', post(requestId, 'disk almost full', 'ops'));
+    expect(accepted.status).toBe(202);
+    const done = await h.waitForState(requestId, 'delivered');
+    await expectValidResponse('GET', '/mcp/deliveries/{request_id}', 200, done);
+    expect(String(done['url'])).toMatch(new RegExp(`^irc://127\\.0\\.0\\.1:${ircd.port}/%23alerts\\?msgid=`));
+    await waitFor(() => eve.lines.some((l) => l.text === 'disk almost full'), 'eve to see the post');
+    expect(eve.lines.filter((l) => l.text === 'disk almost full').map((l) => [l.channel, l.nick])).toEqual([['#alerts', 'herald']]);
+    // The same request again: the stored delivery, nothing more sent.
+    expect((await h.bridge.post('/mcp/deliveries', post(requestId, 'disk almost full', 'ops'))).json).toMatchObject({ existing: true });
+    const mappings = await h.admin.get(`/admin/destinations/${IDS.guild}`);
+    await expectValidResponse('GET', '/admin/destinations/{guild_id}', 200, mappings.json);
+    expect((mappings.json as { destinations: Record<string, unknown>[] }).destinations.find((d) => d['destination'] === 'ops')).toMatchObject({ mapped: true, irc_channel: '#alerts' });
+    const bad = await h.admin.put(`/admin/destinations/${IDS.guild}/ops`, { irc_channel: 'alerts' });
+    expect(bad.status).toBe(400);
+    expect(bad.json).toEqual({ error: 'irc_channel must be an IRC channel name such as #alerts' });
+    expect(eve.lines.filter((l) => l.text === 'disk almost full')).toHaveLength(1);
+  });
+
   it('/readyz and metrics cover the IRC link', async () => {
     const ready = await h.bridge.get('/readyz');
     expect((ready.json as { checks: Record<string, string> }).checks['irc']).toBe('ok');
@@ -245,4 +270,47 @@ describe.skipIf(skip !== undefined)('IRC beside Discord, on a real InspIRCd', ()
     // Each part exactly once, in order: the third from the new process, the first two never again.
     expect(eve.lines.filter((l) => parts.includes(l.text)).map((l) => l.text)).toEqual(parts);
   }, 90_000);
+});
+
+describe.skipIf(skip !== undefined)('IRC on a server without labeled-response: honest about what it cannot prove', () => {
+  let ircd: Ircd;
+  let h: TestHerald;
+  let eve: { conn: IrcConnection; lines: ChannelLine[] };
+
+  beforeAll(async () => {
+    ircd = await startIrcd({ without: ['ircv3_labeledresponse'] });
+    h = await startTestHerald({ env: { HERALD_IRC_URL: ircd.url, HERALD_IRC_CHANNELS: '#agents', HERALD_IRC_LINES_PER_SECOND: '50' } });
+    eve = await witness(ircd, 'eve', ['#agents', '#alerts']);
+  });
+  afterAll(async () => {
+    await eve?.conn.close();
+    await h?.close();
+    await ircd?.dispose();
+  });
+
+  it('a chat send is written once and reported unconfirmed, never delivered', async () => {
+    const send = await h.bridge.post('/mcp/chat/messages', { channel: '#agents', text: 'no proof', sender: 'ada' });
+    const id = (send.json as { id: string }).id;
+    const s = await waitFor(async () => {
+      const r = (await h.bridge.get(`/mcp/chat/messages/${id}`)).json as { state: string; reason?: string };
+      return r.state !== 'pending' ? r : undefined;
+    }, 'the send to settle');
+    expect(s.state).toBe('unconfirmed');
+    expect(s.reason).toContain('no proof');
+    await expectValidResponse('GET', '/mcp/chat/messages/{id}', 200, s);
+    await waitFor(() => eve.lines.some((l) => l.text === 'no proof'), 'eve to see it');
+    expect(eve.lines.filter((l) => l.text === 'no proof')).toHaveLength(1);
+  });
+
+  it('a protocol post to an IRC destination ends unknown (unconfirmed), not delivered', async () => {
+    expect((await h.admin.put(`/admin/destinations/${IDS.guild}/alerts`, { irc_channel: '#alerts' })).status).toBe(200);
+    const requestId = newRequestId();
+    expect((await h.bridge.post('/mcp/deliveries', post(requestId, 'unproven alert'))).status).toBe(202);
+    const state = await h.waitForState(requestId, 'unknown');
+    await expectValidResponse('GET', '/mcp/deliveries/{request_id}', 200, state);
+    const detail = await h.admin.get(`/admin/deliveries/${requestId}`);
+    expect(String((detail.json as { reason?: string }).reason)).toContain('unconfirmed');
+    await waitFor(() => eve.lines.some((l) => l.text === 'unproven alert'), 'eve to see it');
+    expect(eve.lines.filter((l) => l.text === 'unproven alert')).toHaveLength(1);
+  });
 });

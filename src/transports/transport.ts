@@ -238,6 +238,8 @@ export interface Transport {
   readonly chat?: Chat;
   /** Whether `sender` honours idempotency keys (Discord's nonce). */
   readonly idempotentSend: boolean;
+  /** Where people open a sent message; absent: a Discord message link. */
+  messageUrl?(scope: string, channelId: string, messageId: string): string;
 }
 
 /** The platforms this process speaks, by name. `home` holds users' identities: DMs go there. */

@@ -56,13 +56,16 @@ export interface Ircd {
   output(): string;
 }
 
-export async function startIrcd(): Promise<Ircd> {
+/** `without`: modules left out of the config (e.g. `ircv3_labeledresponse`, for a server that confirms nothing). */
+export async function startIrcd(options: { without?: string[] } = {}): Promise<Ircd> {
   const binary = inspircdPath();
   if (binary === undefined) throw new Error('inspircd is not installed');
   const dir = mkdtempSync(path.join(tmpdir(), 'herald-ircd-'));
   const port = await freePort();
   const conf = path.join(dir, 'inspircd.conf');
-  writeFileSync(conf, readFileSync(CONFIG, 'utf8').replaceAll('@PORT@', String(port)));
+  let text = readFileSync(CONFIG, 'utf8').replaceAll('@PORT@', String(port));
+  for (const m of options.without ?? []) text = text.replace(`<module name="${m}">`, '');
+  writeFileSync(conf, text);
   let proc: HeraldProcess | undefined;
   const args = ['--config', conf, '--nofork', '--nopid', '--nolog', ...(process.getuid?.() === 0 ? ['--runasroot'] : [])];
   const ircd: Ircd = {

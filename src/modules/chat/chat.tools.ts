@@ -67,7 +67,7 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
     },
     {
       name: 'list_channels',
-      description: 'The channels of the chat platform.',
+      description: 'The channels of the chat platform (IRC: the server\'s visible channels; Discord: the text channels of the server).',
       inputSchema: object({ transport }),
       async handler(args, { bridge }) {
         const r = await bridge.listChatChannels(transportOf(args));

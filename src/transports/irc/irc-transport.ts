@@ -126,6 +126,12 @@ export class IrcTransport implements Transport {
     });
   }
 
+  /** `irc://host:port/%23channel?msgid=…`: IRC has no message links; this names the line. */
+  messageUrl(_scope: string, channelId: string, messageId: string): string {
+    const { host, port, tls } = this.options.server;
+    return `${tls ? 'ircs' : 'irc'}://${host.includes(':') ? `[${host}]` : host}:${port}/${encodeURIComponent(channelId)}?msgid=${encodeURIComponent(messageId || 'unknown')}`;
+  }
+
   /** Whether the observer's link is registered (for /readyz and the link gauge). */
   get up(): boolean {
     return this.observer.isUp;
