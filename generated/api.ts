@@ -914,6 +914,15 @@ export interface components {
                 };
             };
         };
+        /** @description The platform refused, for good (no such channel, the bot lacks Manage Channels on Discord, …). */
+        PlatformRefused: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The chat platform did not answer (the IRC link is down, Discord unreachable). */
         PlatformUnavailable: {
             headers: {
@@ -1421,6 +1430,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            422: components["responses"]["PlatformRefused"];
             429: components["responses"]["TooManyFailedAttempts"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -1550,6 +1560,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            422: components["responses"]["PlatformRefused"];
             429: components["responses"]["TooManyFailedAttempts"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -1594,15 +1605,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
-            /** @description The platform refused (e.g. the bot lacks Manage Channels on Discord). */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            422: components["responses"]["PlatformRefused"];
             429: components["responses"]["TooManyFailedAttempts"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -1641,6 +1644,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            422: components["responses"]["PlatformRefused"];
             429: components["responses"]["TooManyFailedAttempts"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];

@@ -116,6 +116,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     timeoutMs: config.discordTimeoutMs,
     pace: async (signal) => pacer?.acquire(signal),
     metrics: new PlatformMetrics(registry),
+    chatGuildId: config.discordChatGuild,
   });
   try {
     await discord.verifyToken(AbortSignal.timeout(Math.min(config.discordTimeoutMs, TOKEN_CHECK_MS)));

@@ -98,6 +98,11 @@ export interface Config {
    * `discord`). Default irc when HERALD_IRC_URL is set, else discord.
    */
   readonly chatTransport: 'irc' | 'discord';
+  /**
+   * `HERALD_DISCORD_CHAT_GUILD`: the Discord server the chat tools use on Discord (channels by
+   * name, members). Unset: the bot's only server (sandbox mode: the sandbox's guild).
+   */
+  readonly discordChatGuild: string | undefined;
 }
 
 export interface IrcConfig {
@@ -276,7 +281,9 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     irc,
     chatTransport: chatTransport === 'irc' ? 'irc' : 'discord',
+    discordChatGuild: text('HERALD_DISCORD_CHAT_GUILD'),
   };
+  if (config.discordChatGuild !== undefined && !/^[0-9]{5,25}$/.test(config.discordChatGuild)) problems.push('HERALD_DISCORD_CHAT_GUILD must be a guild id (a snowflake)');
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
   if (!levels.includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of ${levels.join(', ')}`);
   if (config.leaseMs <= config.discordTimeoutMs) {

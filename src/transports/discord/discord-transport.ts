@@ -17,7 +17,8 @@ import {
   type RESTPatchAPIChannelMessageJSONBody,
   type RESTPostAPIChannelMessageJSONBody,
 } from 'discord.js';
-import { TransportError, type ChannelInfo, type Channels, type DirectMessages, type Editor, type History, type OutgoingMessage, type SeenMessage, type Sender, type SentMessage, type Transport } from '../transport.js';
+import { DiscordChat } from './discord-chat.js';
+import { TransportError, type ChannelInfo, type Channels, type Chat, type DirectMessages, type Editor, type History, type OutgoingMessage, type SeenMessage, type Sender, type SentMessage, type Transport } from '../transport.js';
 import type { PlatformMetrics } from './discord.metrics.js';
 import { snowflakeAt, snowflakeTime } from './snowflake.js';
 
@@ -38,6 +39,8 @@ export interface DiscordTransportOptions {
   pace?: (signal: AbortSignal | undefined) => Promise<void>;
   /** Counts Discord's answers (status, 429 scope). */
   metrics?: PlatformMetrics;
+  /** The guild the chat tools use (`HERALD_DISCORD_CHAT_GUILD`); undefined: the bot's only one. */
+  chatGuildId?: string | undefined;
 }
 
 /**
@@ -57,6 +60,7 @@ export class DiscordTransport implements Transport {
     listBetween: (channelId, from, until, max, signal) => this.listMessagesBetween(channelId, from, until, max, signal),
   };
   readonly channels: Channels = { getChannel: (channelId) => this.getChannel(channelId) };
+  readonly chat: Chat;
   private readonly rest: REST;
   private self: Promise<string> | undefined;
   /**
@@ -84,6 +88,13 @@ export class DiscordTransport implements Transport {
     }).setToken(options.token);
     const metrics = options.metrics;
     if (metrics !== undefined) this.rest.on('rateLimited', (info) => metrics.rateLimitWait('discord', info.scope));
+    this.chat = new DiscordChat({
+      rest: this.rest,
+      guildId: options.chatGuildId,
+      selfId: () => this.selfId(),
+      send: (channelId, content, nonce, signal) => this.createMessage(channelId, { content }, nonce, signal),
+      call,
+    });
   }
 
   /** https://discord.com/developers/docs/resources/message#create-message */
