@@ -6,7 +6,6 @@ import { snowflakeAt } from './snowflake.js';
 
 /** Discord's limit is 2000 characters; the `**sender**: ` prefix takes some of it. */
 const PART_BYTES = 1_800;
-const SNOWFLAKE = /^[0-9]{5,25}$/;
 /** How an agent's line shows on Discord, and how reading finds the agent again. */
 const SIGNED = /^\*\*([^*\n]{1,32})\*\*: ([\s\S]*)$/;
 
