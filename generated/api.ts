@@ -275,6 +275,84 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp/chat/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A channel's messages, newest first. */
+        get: operations["readChatMessages"];
+        put?: never;
+        /**
+         * Send text to a channel under a sender's name, exactly once, through the outbox.
+         * @description Accepted into the outbox (like a delivery) and sent by a dispatcher. On IRC the text goes out
+         *     under the sender's own nick, split on UTF-8/grapheme boundaries to the server's line length,
+         *     each line tagged `+herald/delivery`; the server's labeled echo is the proof of delivery. A
+         *     server without labeled-response/echo-message gives no proof: the send ends `unconfirmed`,
+         *     never `delivered`. On Discord the bot posts `**sender**: text`. Repeating a `request_id`
+         *     with the same payload returns the same send; with another payload it is refused.
+         */
+        post: operations["sendChatMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/chat/messages/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The state of one send. */
+        get: operations["getChatMessage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/chat/channels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The channels of a transport (IRC LIST; Discord's text channels of the chat guild). */
+        get: operations["listChatChannels"];
+        put?: never;
+        /** Create a channel (IRC: the observer joins it and is its operator; Discord needs Manage Channels). */
+        post: operations["createChatChannel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/chat/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Who is in a channel (Herald's own observer is never listed). */
+        get: operations["getChatMembers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/destinations": {
         parameters: {
             query?: never;
@@ -776,6 +854,7 @@ export interface components {
             created_at: components["schemas"]["Timestamp"];
             /** @description A post's or DM's own request_id; for an edit, the original's. */
             message_ref: string;
+            /** @description The Discord message link; for a post to a destination mapped to an IRC channel, `irc://host:port/%23channel?msgid=…` (the server's msgid). */
             url: string;
             /** @description Edits only. False when a higher seq had already been applied. */
             applied?: boolean;
@@ -812,13 +891,19 @@ export interface components {
         };
         /** @description 16 random bytes, base64url; changes only across unregister-then-register. */
         Generation: string;
+        /** @description An IRC channel, when Herald speaks IRC (HERALD_IRC_URL). */
+        IrcChannel: string;
+        /** @description A Discord channel (`channel_id`), or an IRC channel (`irc_channel`) when Herald speaks IRC. */
         DestinationChannel: {
-            channel_id: components["schemas"]["ChannelId"];
-        };
+            channel_id?: components["schemas"]["ChannelId"];
+            irc_channel?: components["schemas"]["IrcChannel"];
+        } | unknown | unknown;
+        /** @description Where posts to a destination go. `channel_id` (Discord), or `irc_channel` (IRC). */
         DestinationMapping: {
             guild_id: components["schemas"]["GuildId"];
             destination: components["schemas"]["Destination"];
-            channel_id: components["schemas"]["ChannelId"];
+            channel_id?: components["schemas"]["ChannelId"];
+            irc_channel?: components["schemas"]["IrcChannel"];
         };
         GuildDestinations: {
             guild_id: components["schemas"]["GuildId"];
@@ -829,6 +914,7 @@ export interface components {
                 /** @description False means a post there fails UPSTREAM_UNAVAILABLE. */
                 mapped: boolean;
                 channel_id?: components["schemas"]["ChannelId"];
+                irc_channel?: components["schemas"]["IrcChannel"];
             }[];
         };
         /** @description An operator's view of one delivery. Never the message body. */
@@ -1103,6 +1189,67 @@ export interface components {
             result: "ok" | "refused" | "error";
             detail: string | null;
         };
+        /**
+         * @description The platform; default HERALD_CHAT_TRANSPORT.
+         * @enum {string}
+         */
+        ChatTransport: "irc" | "discord" | "memory";
+        /** @description The send's id (the request_id given, or one Herald made). */
+        ChatSendId: string;
+        ChatSendRequest: {
+            /** @description IRC: #name (the # may be left out); Discord: a channel name or id. */
+            channel: string;
+            text: string;
+            /** @description The agent's name: its IRC nick (letters, digits, []\`_^{|}-; not a digit or - first). */
+            sender: string;
+            transport?: components["schemas"]["ChatTransport"];
+            request_id?: components["schemas"]["ChatSendId"];
+        };
+        ChatSend: {
+            id: components["schemas"]["ChatSendId"];
+            transport: components["schemas"]["ChatTransport"];
+            channel: string;
+            sender: string;
+            /**
+             * @description delivered: the platform confirmed every line (on IRC, the labeled echo). unconfirmed:
+             *     the lines were written but the platform gives no proof (an IRC server without
+             *     labeled-response/echo-message), or a re-drive after a crash could not tell; Herald does
+             *     not send it again. failed: refused, with `reason`.
+             * @enum {string}
+             */
+            state: "pending" | "delivered" | "unconfirmed" | "failed";
+            /** @description Per line, in order (IRC msgids). */
+            message_ids?: string[];
+            reason?: string;
+        };
+        ChatMessage: {
+            at: components["schemas"]["Timestamp"];
+            nick: string;
+            text: string;
+        };
+        ChatMessages: {
+            transport: components["schemas"]["ChatTransport"];
+            channel: string;
+            /** @description Newest first. */
+            messages: components["schemas"]["ChatMessage"][];
+        };
+        ChatChannelRequest: {
+            name: string;
+            transport?: components["schemas"]["ChatTransport"];
+        };
+        ChatChannel: {
+            transport: components["schemas"]["ChatTransport"];
+            channel: string;
+        };
+        ChatChannels: {
+            transport: components["schemas"]["ChatTransport"];
+            channels: string[];
+        };
+        ChatMembers: {
+            transport: components["schemas"]["ChatTransport"];
+            channel: string;
+            members: string[];
+        };
         CommandParameter: {
             name: string;
             description: string;
@@ -1244,6 +1391,24 @@ export interface components {
                     /** @enum {unknown} */
                     error: "admin not configured" | "store unavailable";
                 };
+            };
+        };
+        /** @description The platform refused, for good (no such channel, the bot lacks Manage Channels on Discord, …). */
+        PlatformRefused: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The chat platform did not answer (the IRC link is down, Discord unreachable). */
+        PlatformUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
             };
         };
         /** @description This call needs the admin token (download mode, delete). */
@@ -1953,6 +2118,262 @@ export interface operations {
             };
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    readChatMessages: {
+        parameters: {
+            query: {
+                /** @example #agents */
+                channel: string;
+                transport?: components["schemas"]["ChatTransport"];
+                /** @description ISO 8601; only messages after it. */
+                since?: string;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The messages. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatMessages"];
+                };
+            };
+            /** @description Bad channel, transport or since. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            422: components["responses"]["PlatformRefused"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            502: components["responses"]["PlatformUnavailable"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    sendChatMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "channel": "#agents",
+                 *       "text": "hello from ada",
+                 *       "sender": "ada"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ChatSendRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted (or the earlier send with this request_id). */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatSend"];
+                };
+            };
+            /** @description Malformed body, unknown transport, bad channel or sender name. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            /** @description The request_id was used for another payload. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "request_id reused with a different payload";
+                    };
+                };
+            };
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    getChatMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 0123456789abcdef0123456789abcdef */
+                id: components["schemas"]["ChatSendId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The send. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatSend"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such send (records are kept 8 days). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    listChatChannels: {
+        parameters: {
+            query?: {
+                transport?: components["schemas"]["ChatTransport"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The channels. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatChannels"];
+                };
+            };
+            /** @description Unknown transport. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            422: components["responses"]["PlatformRefused"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            502: components["responses"]["PlatformUnavailable"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    createChatChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "#agents"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ChatChannelRequest"];
+            };
+        };
+        responses: {
+            /** @description The channel exists now (created, or it already did). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatChannel"];
+                };
+            };
+            /** @description Malformed body, unknown transport, bad name. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["PlatformRefused"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            502: components["responses"]["PlatformUnavailable"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    getChatMembers: {
+        parameters: {
+            query: {
+                /** @example #agents */
+                channel: string;
+                transport?: components["schemas"]["ChatTransport"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The members. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatMembers"];
+                };
+            };
+            /** @description Bad channel or transport. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            422: components["responses"]["PlatformRefused"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
         };
     };

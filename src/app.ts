@@ -52,7 +52,12 @@ import { handoffOperations } from './modules/handoffs/handoff.http.js';
 import { HandoffMetrics } from './modules/handoffs/handoff.metrics.js';
 import { pruneInbox } from './modules/handoffs/handoff.repository.js';
 import { HandoffService } from './modules/handoffs/handoff.service.js';
-import { capabilitiesOf, onlyTransport, type Channels, type Transport } from './transports/transport.js';
+import { capabilitiesOf, transportsOf, type Channels, type Transport } from './transports/transport.js';
+import { chatOperations } from './modules/chat/chat.http.js';
+import { ChatJobs, chatQueue, type ChatJob } from './modules/chat/chat.jobs.js';
+import { ChatService } from './modules/chat/chat.service.js';
+import { parseIrcUrl } from './transports/irc/irc-connection.js';
+import { IrcMetrics, IrcTransport } from './transports/irc/irc-transport.js';
 
 /** Discord's global rate limit: requests per second per bot. */
 const DISCORD_GLOBAL_LIMIT = 50;
@@ -126,6 +131,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     timeoutMs: config.discordTimeoutMs,
     pace: async (signal) => pacer?.acquire(signal),
     metrics: new PlatformMetrics(registry),
+    chatGuildId: config.discordChatGuild,
   });
   try {
     await discord.verifyToken(AbortSignal.timeout(Math.min(config.discordTimeoutMs, TOKEN_CHECK_MS)));
@@ -156,6 +162,33 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       windowLimit: DISCORD_GLOBAL_LIMIT,
     });
     const transport: Transport = discord;
+    // IRC beside Discord, when configured: its observer reads its channels into the store.
+    let irc: IrcTransport | undefined;
+    if (config.irc !== undefined) {
+      const server = parseIrcUrl(config.irc.url);
+      if (server === undefined) throw new Error('HERALD_IRC_URL must be irc://host:port or ircs://host:port');
+      const ircTransport = new IrcTransport({
+        server,
+        nick: config.irc.nick,
+        saslPassword: config.irc.password,
+        channels: config.irc.channels,
+        db: store.db,
+        log: log.child({ transport: 'irc' }),
+        metrics: new IrcMetrics(registry),
+        linesPerSecond: config.irc.linesPerSecond,
+        echoTimeoutMs: config.irc.echoTimeoutMs,
+        senderIdleMs: config.irc.senderIdleMs,
+        retention: { maxAgeMs: config.irc.retentionDays * 24 * 60 * 60 * 1000, perChannel: config.irc.retentionLines },
+        // Like Discord's gateway nonces: which line a delivery's key created, for reconciliation.
+        onOwnLine: (key, channel, msgid, at) => retryWhileUnreachable(() => recordSentMessage(store.db, key, channel, msgid, at), NONCE_REPORT_RETRY_MS),
+      });
+      cleanups.push(() => ircTransport.close());
+      links.track('irc', 'observer', () => ircTransport.up);
+      log.info({ host: server.host, port: server.port, tls: server.tls, nick: config.irc.nick }, 'connecting to IRC');
+      await ircTransport.start();
+      irc = ircTransport;
+    }
+    const transports = irc === undefined ? transportsOf(transport) : transportsOf(transport, irc);
     // The protocol's capabilities (and the MCP tools, through them) come from what the transport can do.
     const can = capabilitiesOf(transport);
     const capabilities: KindSupport = {
@@ -172,7 +205,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       // PGlite is one session: one statement at a time whatever we do.
       maxInFlight: store.kind === 'postgres' ? Math.max(1, Math.floor(config.dbPoolSize / 4)) : 1,
     });
-    const destinations = new DestinationService(store.db, { name: transport.name, channels: loggedChannels(transport.channels, log) }, clock);
+    const destinations = new DestinationService(store.db, { name: transport.name, channels: loggedChannels(transport.channels, log) }, clock, irc);
     const identity = new IdentityService(store.db, clock);
     // Handoffs are sent as deliveries (kind handoff) and received from the gateway's Inbound facet.
     const selfIdOf = transport.history;
@@ -204,7 +237,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
 
     let worker: OutboxWorker<DeliveryJob> | undefined;
     if (roles.dispatcher) {
-      const jobs = new DeliveryJobs(store.db, onlyTransport(transport), clock, log, deliveryMetrics, {
+      const jobs = new DeliveryJobs(store.db, transports, clock, log, deliveryMetrics, {
         nonceWindowMs: config.nonceWindowMs,
         maxAttempts: config.maxAttempts,
         retryBaseMs: config.retryBaseMs,
@@ -242,6 +275,20 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         cleanups.push(() => sw.stop());
         scrapeWorker = sw;
       }
+      // The chat tools' sends: their own table and worker, on the same outbox machinery.
+      const chatJobs = new ChatJobs(store.db, transports, clock, log, { maxAttempts: config.maxAttempts, retryBaseMs: config.retryBaseMs });
+      const cw = new OutboxWorker<ChatJob>(chatQueue(store.db), clock, log, {
+        leaseMs: config.leaseMs,
+        pollMs: config.pollMs,
+        concurrency: config.dispatchConcurrency,
+        shutdownGraceMs: config.shutdownGraceMs,
+        pruneEveryMs: PRUNE_EVERY_MS,
+      });
+      for (const kind of chatJobs.kinds()) cw.register(kind);
+      const unringChat = doorbell.onRing(() => cw.wake());
+      cleanups.push(async () => void unringChat());
+      cw.start();
+      cleanups.push(() => cw.stop());
     }
 
     // Who invokes a command and what Herald itself may do in a channel, fetched through Herald's own
@@ -288,6 +335,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         // The worker's LISTEN session: while it reconnects, new deliveries wait for polling.
         if (worker !== undefined) checks['listen'] = store.listening() ? 'ok' : 'unavailable';
         if (config.gateway) checks['gateway'] = gateway?.ready === true ? 'ok' : 'unavailable';
+        if (irc !== undefined) checks['irc'] = irc.up ? 'ok' : 'unavailable';
         return checks;
       };
       // responseMode discord: each reply is queued in the outbox under an id derived from the
@@ -314,6 +362,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
           destinationOperations(destinations),
           commandOperations(commands as CommandService<unknown>, log),
           handoffOperations(handoffs),
+          chatOperations(new ChatService(store.db, transports, config.chatTransport, clock, { announce: () => doorbell.ring() })),
           probeOperations(readiness),
           archiveOperations(media),
         ],

@@ -124,7 +124,7 @@ async function main(argv: string[]): Promise<number> {
         });
         sandbox = { url: fake.url, ids: SANDBOX_IDS, close: () => fake.close() };
         sandboxDiscord = fake;
-        config = Object.freeze({ ...config, discordToken: fake.botToken, discordApiUrl: fake.apiUrl });
+        config = Object.freeze({ ...config, discordToken: fake.botToken, discordApiUrl: fake.apiUrl, discordChatGuild: config.discordChatGuild ?? SANDBOX_IDS.guild });
       } else if (command === 'serve') {
         // Sandbox mode makes both up; elsewhere an unset one turns a whole API surface off.
         const unset = [

@@ -95,6 +95,18 @@ export interface Config {
   readonly handoffs: HandoffLimits;
   /** The media archive's storage limit and download cap. */
   readonly media: MediaLimits;
+  /** The IRC transport; undefined when `HERALD_IRC_URL` is unset (Herald then speaks Discord only). */
+  readonly irc: IrcConfig | undefined;
+  /**
+   * `HERALD_CHAT_TRANSPORT`: the platform the chat tools use when a call names none (`irc`,
+   * `discord`). Default irc when HERALD_IRC_URL is set, else discord.
+   */
+  readonly chatTransport: 'irc' | 'discord';
+  /**
+   * `HERALD_DISCORD_CHAT_GUILD`: the Discord server the chat tools use on Discord (channels by
+   * name, members). Unset: the bot's only server (sandbox mode: the sandbox's guild).
+   */
+  readonly discordChatGuild: string | undefined;
 }
 
 export interface HandoffLimits {
@@ -126,6 +138,27 @@ export interface MediaLimits {
   readonly overrunPercent: number;
   /** `HERALD_MEDIA_MAX_FILE_BYTES`: largest single file a download scrape stores. Default 50 MiB. */
   readonly maxFileBytes: number;
+}
+
+export interface IrcConfig {
+  /** `HERALD_IRC_URL`: `irc://host:port` or `ircs://host:port` (TLS, certificate verified). */
+  readonly url: string;
+  /** `HERALD_IRC_NICK`: the observer's nick, Herald's own name on the network. Default herald. */
+  readonly nick: string;
+  /** `HERALD_IRC_PASSWORD`: SASL PLAIN password of the account named like HERALD_IRC_NICK (optional). */
+  readonly password: string | undefined;
+  /** `HERALD_IRC_CHANNELS`: comma-separated channels the observer joins at start (besides those created through Herald). */
+  readonly channels: readonly string[];
+  /** `HERALD_IRC_LINES_PER_SECOND`: flood limit per connection, after a burst of 5. Default 4. */
+  readonly linesPerSecond: number;
+  /** `HERALD_IRC_ECHO_TIMEOUT_MS`: how long a line waits for the server's labeled echo. Default 10 s. */
+  readonly echoTimeoutMs: number;
+  /** `HERALD_IRC_SENDER_IDLE_MS`: an agent's connection unused this long is closed. Default 5 minutes. */
+  readonly senderIdleMs: number;
+  /** `HERALD_IRC_RETENTION_DAYS`: lines read are kept this long. Default 8. */
+  readonly retentionDays: number;
+  /** `HERALD_IRC_RETENTION_LINES`: and at most this many per channel. Default 10000. */
+  readonly retentionLines: number;
 }
 
 export interface CommandLimits {
@@ -224,6 +257,29 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
   }
   const port = int('PORT', 8787, 0, 65535);
+  const ircUrl = text('HERALD_IRC_URL');
+  if (ircUrl !== undefined && !/^ircs?:\/\/[^/\s:]+(:[0-9]{1,5})?\/?$/.test(ircUrl)) problems.push('HERALD_IRC_URL must be irc://host:port or ircs://host:port');
+  const ircNick = text('HERALD_IRC_NICK') ?? 'herald';
+  if (!/^[A-Za-z[\]\\`_^{|}][A-Za-z0-9[\]\\`_^{|}-]{0,29}$/.test(ircNick)) problems.push('HERALD_IRC_NICK must be an IRC nick (a letter or []\\`_^{|} first, at most 30 characters)');
+  const ircChannels = (text('HERALD_IRC_CHANNELS') ?? '').split(',').map((c) => c.trim()).filter((c) => c !== '');
+  for (const c of ircChannels) if (!/^[#&]?[^\s,:]{1,49}$/.test(c)) problems.push(`HERALD_IRC_CHANNELS: ${JSON.stringify(c)} is not a channel name`);
+  const irc: IrcConfig | undefined =
+    ircUrl === undefined
+      ? undefined
+      : Object.freeze({
+          url: ircUrl,
+          nick: ircNick,
+          password: text('HERALD_IRC_PASSWORD'),
+          channels: Object.freeze(ircChannels),
+          linesPerSecond: int('HERALD_IRC_LINES_PER_SECOND', 4, 1, 1000),
+          echoTimeoutMs: int('HERALD_IRC_ECHO_TIMEOUT_MS', 10_000, 100, 600_000),
+          senderIdleMs: int('HERALD_IRC_SENDER_IDLE_MS', 300_000, 1_000, 86_400_000),
+          retentionDays: int('HERALD_IRC_RETENTION_DAYS', 8, 1, 3650),
+          retentionLines: int('HERALD_IRC_RETENTION_LINES', 10_000, 100, 10_000_000),
+        });
+  const chatTransport = text('HERALD_CHAT_TRANSPORT') ?? (irc !== undefined ? 'irc' : 'discord');
+  if (chatTransport !== 'irc' && chatTransport !== 'discord') problems.push('HERALD_CHAT_TRANSPORT must be irc or discord');
+  else if (chatTransport === 'irc' && irc === undefined) problems.push('HERALD_CHAT_TRANSPORT is irc but HERALD_IRC_URL is unset');
   const config: Config = {
     port,
     host: text('HOST') ?? '127.0.0.1',
@@ -279,7 +335,11 @@ export function loadConfig(env: Env = process.env): Config {
       overrunPercent: int('HERALD_MEDIA_OVERRUN_PERCENT', 100, 1, 200),
       maxFileBytes: int('HERALD_MEDIA_MAX_FILE_BYTES', 50 * 1024 ** 2, 1, Number.MAX_SAFE_INTEGER),
     }),
+    irc,
+    chatTransport: chatTransport === 'irc' ? 'irc' : 'discord',
+    discordChatGuild: text('HERALD_DISCORD_CHAT_GUILD'),
   };
+  if (config.discordChatGuild !== undefined && !/^[0-9]{5,25}$/.test(config.discordChatGuild)) problems.push('HERALD_DISCORD_CHAT_GUILD must be a guild id (a snowflake)');
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
   if (!levels.includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of ${levels.join(', ')}`);
   if (config.leaseMs <= config.discordTimeoutMs) {

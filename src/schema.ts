@@ -1,9 +1,11 @@
 import type { ArchiveActionTable, MediaBlobTable, MediaItemTable, MediaScrapeTable } from './modules/archive/archive.table.js';
+import type { ChatSendTable } from './modules/chat/chat.table.js';
 import type { CommandRunTable } from './modules/commands/command-run.table.js';
 import type { DeliveryTable, SentMessageTable } from './modules/deliveries/delivery.table.js';
 import type { DestinationTable } from './modules/destinations/destination.table.js';
 import type { HandoffEventTable, HandoffInboxTable } from './modules/handoffs/handoff.table.js';
 import type { PairingCodeTable, RegistrationTable } from './modules/identity/identity.table.js';
+import type { IrcChannelTable, IrcLineTable } from './transports/irc/irc-line.table.js';
 
 /**
  * Herald's database: every module's tables, assembled here at the wiring level so the platform's
@@ -22,4 +24,7 @@ export interface Database {
   media_items: MediaItemTable;
   media_blobs: MediaBlobTable;
   archive_actions: ArchiveActionTable;
+  chat_sends: ChatSendTable;
+  irc_lines: IrcLineTable;
+  irc_channels: IrcChannelTable;
 }

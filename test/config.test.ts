@@ -83,3 +83,35 @@ describe('failed-auth throttle', () => {
     expect(t.fail('a').limited).toBe(false);
   });
 });
+
+describe('IRC configuration', () => {
+  it('is off without HERALD_IRC_URL; the chat tools then default to Discord', () => {
+    const c = loadConfig({});
+    expect(c.irc).toBeUndefined();
+    expect(c.chatTransport).toBe('discord');
+  });
+
+  it('has the documented defaults, and chat defaults to IRC when it is set', () => {
+    const c = loadConfig({ HERALD_IRC_URL: 'ircs://irc.example.org:6697', HERALD_IRC_CHANNELS: '#agents, ops' });
+    expect(c.irc).toEqual({
+      url: 'ircs://irc.example.org:6697',
+      nick: 'herald',
+      password: undefined,
+      channels: ['#agents', 'ops'],
+      linesPerSecond: 4,
+      echoTimeoutMs: 10_000,
+      senderIdleMs: 300_000,
+      retentionDays: 8,
+      retentionLines: 10_000,
+    });
+    expect(c.chatTransport).toBe('irc');
+  });
+
+  it('reports bad IRC settings all at once', () => {
+    expect(() => loadConfig({ HERALD_IRC_URL: 'http://irc.example.org', HERALD_IRC_NICK: '9lives', HERALD_IRC_CHANNELS: 'a b', HERALD_IRC_LINES_PER_SECOND: '0' })).toThrow(
+      /HERALD_IRC_URL must be irc:\/\/host:port[\s\S]*HERALD_IRC_NICK must be an IRC nick[\s\S]*HERALD_IRC_CHANNELS[\s\S]*HERALD_IRC_LINES_PER_SECOND/,
+    );
+    expect(() => loadConfig({ HERALD_CHAT_TRANSPORT: 'irc' })).toThrow('HERALD_CHAT_TRANSPORT is irc but HERALD_IRC_URL is unset');
+    expect(() => loadConfig({ HERALD_DISCORD_CHAT_GUILD: 'general' })).toThrow('HERALD_DISCORD_CHAT_GUILD must be a guild id');
+  });
+});

@@ -65,7 +65,7 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   it('lists the tools, with input schemas taken from the contract', async () => {
     for (const client of [stdio, http]) {
       const { tools } = await client.listTools();
-      // Grouped by the module that owns them: deliveries, identity, commands, handoffs, then the media archive.
+      // Grouped by the module that owns them: deliveries, identity, commands, handoffs, the media archive, then chat.
       expect(tools.map((t) => t.name)).toEqual([
         'get_capabilities',
         'post_message',
@@ -88,6 +88,11 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
         'get_media_item',
         'get_media_storage',
         'delete_media_scrape',
+        'send_message',
+        'read_messages',
+        'create_channel',
+        'list_channels',
+        'get_members',
       ]);
       const post = tools.find((t) => t.name === 'post_message');
       const props = post?.inputSchema.properties as Record<string, Record<string, unknown>>;

@@ -26,6 +26,13 @@ export type MediaPage = Schemas['MediaPage'];
 export type StorageStatus = Schemas['StorageStatus'];
 export type StartScrapeRequest = Schemas['StartScrapeRequest'];
 export type MediaQuery = NonNullable<paths['/admin/archive/media']['get']['parameters']['query']>;
+export type ChatTransport = Schemas['ChatTransport'];
+export type ChatSendRequest = Schemas['ChatSendRequest'];
+export type ChatSend = Schemas['ChatSend'];
+export type ChatMessages = Schemas['ChatMessages'];
+export type ChatChannel = Schemas['ChatChannel'];
+export type ChatChannels = Schemas['ChatChannels'];
+export type ChatMembers = Schemas['ChatMembers'];
 
 /**
  * A call's outcome: the protocol's answer as data, never a thrown string. `status` 0 means the
@@ -111,6 +118,13 @@ export function createBridgeClient(options: BridgeClientOptions) {
     waitForHandoff: (query: { after?: string; timeout_ms?: string } = {}) =>
       run<{ handoff: InboxHandoff | null }>(() => api.GET('/mcp/handoffs/inbox/next', { params: { query } })),
     ackHandoffs: (ids: string[]) => run<{ acknowledged: number }>(() => api.POST('/mcp/handoffs/inbox/ack', { body: { ids } })),
+    sendChatMessage: (body: ChatSendRequest) => run<ChatSend>(() => api.POST('/mcp/chat/messages', { body })),
+    getChatMessage: (id: string) => run<ChatSend>(() => api.GET('/mcp/chat/messages/{id}', { params: { path: { id } } })),
+    readChatMessages: (query: { channel: string; transport?: ChatTransport; since?: string; limit?: number }) =>
+      run<ChatMessages>(() => api.GET('/mcp/chat/messages', { params: { query } })),
+    createChatChannel: (body: { name: string; transport?: ChatTransport }) => run<ChatChannel>(() => api.POST('/mcp/chat/channels', { body })),
+    listChatChannels: (query: { transport?: ChatTransport }) => run<ChatChannels>(() => api.GET('/mcp/chat/channels', { params: { query } })),
+    getChatMembers: (query: { channel: string; transport?: ChatTransport }) => run<ChatMembers>(() => api.GET('/mcp/chat/members', { params: { query } })),
     // Read-only operator views the bridge token may read too (outside `/mcp/`, which they do not change).
     // Asked once, never retried: they add to an answer, and must not hold it up (e.g. a 503 while
     // HERALD_ADMIN_TOKEN is unset).

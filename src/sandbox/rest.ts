@@ -3,6 +3,7 @@ import type { Context } from 'koa';
 import { readJsonBody } from '../platform/http/body.js';
 import type { InteractionReply } from './control.js';
 import type { Fault, Faults, RateLimits } from './faults.js';
+import { guildChannelRoutes } from './guild-channels.js';
 import { guildMemberRoutes, type GuildMembers } from './guild-members.js';
 import type { MediaHistory } from './media-history.js';
 import { mentionsOf, publicUser, THREAD_TYPE, type RegisteredCommand, type SandboxMessage, type SandboxState, type SandboxUser } from './state.js';
@@ -130,6 +131,7 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
     return undefined;
   });
   guildMemberRoutes(api, state, people, listedMessage);
+  guildChannelRoutes(api, state, people);
   api.post('/users/@me/channels', async (ctx) => {
     const body = await readJsonBody(ctx.req);
     const recipient = body.ok ? state.users.get(String((body.value as { recipient_id?: unknown }).recipient_id)) : undefined;

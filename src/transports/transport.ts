@@ -7,7 +7,7 @@ import type { components } from '../../generated/api.js';
  * (IRC has no edits; a platform without history cannot be reconciled against), and everything
  * Herald offers on it (the protocol's capabilities, the MCP tools) is computed from which are present.
  */
-export type TransportName = 'discord' | 'memory';
+export type TransportName = 'discord' | 'memory' | 'irc';
 
 /** A message as a platform is asked to show it: the contract's message body (content, card, links). */
 export type OutgoingMessage = components['schemas']['WireBody'];
@@ -21,6 +21,11 @@ export interface Address {
 export interface SentMessage {
   channelId: string;
   messageId: string;
+  /**
+   * False when the platform gave no proof it took the message (an IRC server without
+   * labeled-response/echo-message): the delivery is reported unconfirmed, never delivered.
+   */
+  confirmed?: boolean;
 }
 
 export interface SeenMessage extends SentMessage {
@@ -169,6 +174,53 @@ export interface Inbound {
   onMessage(listener: (message: InboundMessage) => void): () => void;
 }
 
+/** A chat line as the chat tools read it. */
+export interface ChatLine {
+  nick: string;
+  text: string;
+  at: Date;
+}
+
+/** What a chat send left on the platform. */
+export interface ChatSent {
+  /** Platform message ids, one per line the text was split into, in order. */
+  messageIds: string[];
+  /**
+   * False when the platform gave no proof that it took every line (an IRC server without
+   * labeled-response/echo-message): the send is unconfirmed, never reported delivered.
+   */
+  confirmed: boolean;
+}
+
+/**
+ * The five chat tools of seed 003 on one platform: send under a sender's name, read, create and
+ * list channels, list members. A channel is named as people know it (`#ops` on IRC, `ops` on Discord).
+ */
+export interface Chat {
+  /**
+   * Send `text` as `sender`, split to the platform's line length. `key` marks every line, the
+   * same on every attempt; `alreadySent` holds the parts an earlier attempt got out (by index),
+   * which are not sent again.
+   */
+  send(channel: string, text: string, sender: string, key: string, alreadySent: ReadonlyMap<number, string>, signal: AbortSignal): Promise<ChatSent>;
+  /**
+   * The parts of send `key` already in the channel (index → message id), for a re-drive after a
+   * crash; undefined when the platform cannot tell.
+   */
+  sentParts(channel: string, key: string, signal: AbortSignal): Promise<Map<number, string> | undefined>;
+  /** Newest first; `since` exclusive. */
+  read(channel: string, since: Date | undefined, limit: number): Promise<ChatLine[]>;
+  /** Create (or join) a channel; returns its name as the platform shows it. */
+  createChannel(name: string): Promise<string>;
+  listChannels(): Promise<string[]>;
+  /** Who is in the channel, by display name; Herald's own observer is never listed. */
+  members(channel: string): Promise<string[]>;
+  /** Whether `sender` is a name this platform can send under (an IRC nick), and why not. */
+  checkSender(sender: string): string | undefined;
+  /** Whether `channel` can name a channel here, and why not. */
+  checkChannel(channel: string): string | undefined;
+}
+
 /**
  * One invocation of a command, in the platform's terms but none of its objects: the platform's
  * command surface (Discord's gateway) builds it; permissions are what the platform computed,
@@ -239,8 +291,11 @@ export interface Transport {
   readonly members?: Members;
   readonly inbound?: Inbound;
   readonly invokers?: Invokers;
+  readonly chat?: Chat;
   /** Whether `sender` honours idempotency keys (Discord's nonce). */
   readonly idempotentSend: boolean;
+  /** Where people open a sent message; absent: a Discord message link. */
+  messageUrl?(scope: string, channelId: string, messageId: string): string;
 }
 
 /** The platforms this process speaks, by name. `home` holds users' identities: DMs go there. */
@@ -249,9 +304,10 @@ export interface Transports {
   get(name: TransportName): Transport | undefined;
 }
 
-/** One platform, as the home transport and the only one. */
-export function onlyTransport(t: Transport): Transports {
-  return { home: t, get: (name) => (name === t.name ? t : undefined) };
+/** Several platforms; the first is home. */
+export function transportsOf(home: Transport, ...others: Transport[]): Transports {
+  const byName = new Map([home, ...others].map((t) => [t.name, t]));
+  return { home, get: (name) => byName.get(name) };
 }
 
 /** What a transport can do, from which facets it has: the one record capabilities are computed from. */
@@ -264,6 +320,7 @@ export interface TransportCapabilities {
   channels: boolean;
   members: boolean;
   inbound: boolean;
+  chat: boolean;
 }
 
 export function capabilitiesOf(t: Transport): TransportCapabilities {
@@ -276,5 +333,6 @@ export function capabilitiesOf(t: Transport): TransportCapabilities {
     channels: t.channels !== undefined,
     members: t.members !== undefined,
     inbound: t.inbound !== undefined,
+    chat: t.chat !== undefined,
   };
 }

@@ -16,7 +16,7 @@ import { DeliveryMetrics } from '../../src/modules/deliveries/delivery.metrics.j
 import { createRegistry } from '../../src/platform/metrics.js';
 import type { Database } from '../../src/schema.js';
 import { MemoryTransport } from '../../src/transports/memory/memory-transport.js';
-import { capabilitiesOf, onlyTransport, type Transport } from '../../src/transports/transport.js';
+import { capabilitiesOf, transportsOf, type Transport } from '../../src/transports/transport.js';
 import { waitFor } from './wait.js';
 
 export const GUILD = '234567890123456789';
@@ -64,7 +64,7 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
   const deliveries = new DeliveryService(store.db, clock, support);
   const destinations = new DestinationService(store.db, { name: transport.name, channels: memory.channels }, clock);
   const identity = new IdentityService(store.db, clock);
-  const jobs = new DeliveryJobs(store.db, onlyTransport(transport), clock, log, new DeliveryMetrics(createRegistry()), {
+  const jobs = new DeliveryJobs(store.db, transportsOf(transport), clock, log, new DeliveryMetrics(createRegistry()), {
     nonceWindowMs: options.nonceWindowMs ?? 120_000,
     maxAttempts: options.maxAttempts ?? 4,
     retryBaseMs: 10,

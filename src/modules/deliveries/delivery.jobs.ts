@@ -334,7 +334,7 @@ export class DeliveryJobs {
       transport: transport.name,
       channel_id: sent.channelId,
       message_id: sent.messageId,
-      url: discordMessageUrl(scope, sent.channelId, sent.messageId),
+      url: transport.messageUrl?.(scope, sent.channelId, sent.messageId) ?? discordMessageUrl(scope, sent.channelId, sent.messageId),
     });
     // After the last attempt a delivery in doubt gets one more claim that only looks.
     const finalCheck = at.row.attempts > this.options.maxAttempts;
@@ -358,7 +358,16 @@ export class DeliveryJobs {
     }
     if (finalCheck) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: 'attempts exhausted; channel history shows no message was created' };
     at.creatingIn = channelId;
-    return delivered(await facet(transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal, mentions));
+    const attemptFrom = this.clock.now();
+    const sent = await facet(transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal, mentions);
+    if (sent.confirmed === false) {
+      // Written, with no proof the platform took it (an IRC server without labeled-response or
+      // echo-message): never claimed delivered. Kept in doubt, so a re-POST looks in the channel first.
+      at.doubt = { from: at.doubt?.from ?? attemptFrom, until: this.clock.now(), channelId };
+      at.log.warn('sent without confirmation from the platform; the delivery stays unknown');
+      return { status: 'unknown', reason: `unconfirmed: ${transport.name} gave no proof it took the message (no labeled echo)` };
+    }
+    return delivered(sent);
   }
 
   /**

@@ -1,4 +1,5 @@
 import type { OperationHandlers } from '../../platform/http/api.js';
+import { InvalidRequestError } from '../../platform/errors.js';
 import { reply } from '../../platform/http/reply.js';
 import type { DestinationService } from './destination.service.js';
 
@@ -10,7 +11,10 @@ export function destinationOperations(destinations: DestinationService): Operati
     setDestinationMapping: async (c, body) => {
       kit.checkBody('setDestinationMapping', body);
       const { guild_id, destination } = c.request.params as { guild_id: string; destination: string };
-      return reply('setDestinationMapping', 200, await destinations.set(guild_id, destination, (body as { channel_id: string }).channel_id));
+      const b = body as { channel_id?: string; irc_channel?: string };
+      if (b.channel_id !== undefined && b.irc_channel !== undefined) throw new InvalidRequestError('give channel_id or irc_channel, not both');
+      const mapping = b.irc_channel !== undefined ? await destinations.setIrc(guild_id, destination, b.irc_channel) : await destinations.set(guild_id, destination, b.channel_id ?? '');
+      return reply('setDestinationMapping', 200, mapping);
     },
     deleteDestinationMapping: async (c) => {
       const { guild_id, destination } = c.request.params as { guild_id: string; destination: string };

@@ -30,8 +30,8 @@ export async function listDestinations(db: Db): Promise<DestinationRow[]> {
   return db.selectFrom('destinations').selectAll().orderBy('guild_id').orderBy('destination').execute();
 }
 
-export async function listGuildDestinations(db: Db, guildId: string): Promise<Pick<DestinationRow, 'destination' | 'channel_id'>[]> {
-  return db.selectFrom('destinations').select(['destination', 'channel_id']).where('guild_id', '=', guildId).execute();
+export async function listGuildDestinations(db: Db, guildId: string): Promise<Pick<DestinationRow, 'destination' | 'channel_id' | 'transport'>[]> {
+  return db.selectFrom('destinations').select(['destination', 'channel_id', 'transport']).where('guild_id', '=', guildId).execute();
 }
 
 export async function deleteDestination(db: Db, guildId: string, destination: Destination): Promise<boolean> {

@@ -6,16 +6,13 @@ import { DESTINATIONS, type Destination } from '../deliveries/delivery.js';
 import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../platform/errors.js';
 import { deleteDestination, listDestinations, listGuildDestinations, upsertDestination } from './destination.repository.js';
 
-export interface DestinationMapping {
-  guild_id: string;
-  destination: Destination;
-  channel_id: string;
-}
+/** `channel_id` for a Discord channel, `irc_channel` for an IRC one (existing answers keep their shape). */
+export type DestinationMapping = { guild_id: string; destination: Destination } & ({ channel_id: string } | { irc_channel: string });
 
 /** One guild's destinations, every one of the protocol's, mapped or not. */
 export interface GuildDestinations {
   guild_id: string;
-  destinations: { destination: Destination; description: string; mapped: boolean; channel_id?: string }[];
+  destinations: { destination: Destination; description: string; mapped: boolean; channel_id?: string; irc_channel?: string }[];
 }
 
 /** Operators map each (guild, destination) to exactly one channel. */
@@ -25,6 +22,8 @@ export class DestinationService {
     /** Where mapped channels live, and how to look them up there. */
     private readonly platform: { name: TransportName; channels: Channels },
     private readonly clock: Clock,
+    /** IRC, when Herald speaks it: destinations may map to its channels too. */
+    private readonly irc?: { channels: Channels },
   ) {}
 
   async list(): Promise<DestinationMapping[]> {
@@ -33,12 +32,13 @@ export class DestinationService {
 
   /** Which of the protocol's destinations a guild has mapped: a post to any other fails. */
   async forGuild(guildId: string): Promise<GuildDestinations> {
-    const mapped = new Map((await listGuildDestinations(this.db, guildId)).map((row) => [row.destination, row.channel_id]));
+    const mapped = new Map((await listGuildDestinations(this.db, guildId)).map((row) => [row.destination, row]));
     return {
       guild_id: guildId,
       destinations: DESTINATIONS.map(({ destination, description }) => {
-        const channelId = mapped.get(destination);
-        return channelId === undefined ? { destination, description, mapped: false } : { destination, description, mapped: true, channel_id: channelId };
+        const row = mapped.get(destination);
+        if (row === undefined) return { destination, description, mapped: false };
+        return row.transport === 'irc' ? { destination, description, mapped: true, irc_channel: row.channel_id } : { destination, description, mapped: true, channel_id: row.channel_id };
       }),
     };
   }
@@ -62,6 +62,15 @@ export class DestinationService {
     return toMapping(await upsertDestination(this.db, guildId, destination, { transport: this.platform.name, channelId }, this.clock.now()));
   }
 
+  /** Map to an IRC channel: it only has to be a valid name (Herald's observer joins it on the first post). */
+  async setIrc(guildId: string, destination: string, ircChannel: string): Promise<DestinationMapping> {
+    checkDestination(destination);
+    if (this.irc === undefined) throw new InvalidRequestError('irc_channel needs IRC (HERALD_IRC_URL is not set)');
+    const channel = await this.irc.channels.getChannel(ircChannel);
+    if (channel === undefined) throw new InvalidRequestError('irc_channel must be an IRC channel name such as #alerts');
+    return toMapping(await upsertDestination(this.db, guildId, destination, { transport: 'irc', channelId: channel.id }, this.clock.now()));
+  }
+
   async remove(guildId: string, destination: string): Promise<void> {
     checkDestination(destination);
     if (!(await deleteDestination(this.db, guildId, destination))) throw new NotFoundError('mapping not found');
@@ -74,6 +83,8 @@ function checkDestination(destination: string): asserts destination is Destinati
   if (!DESTINATIONS.some((d) => d.destination === destination)) throw new InvalidRequestError(UNKNOWN_DESTINATION);
 }
 
-function toMapping(row: { guild_id: string; destination: Destination; channel_id: string }): DestinationMapping {
-  return { guild_id: row.guild_id, destination: row.destination, channel_id: row.channel_id };
+function toMapping(row: { guild_id: string; destination: Destination; channel_id: string; transport: string }): DestinationMapping {
+  return row.transport === 'irc'
+    ? { guild_id: row.guild_id, destination: row.destination, irc_channel: row.channel_id }
+    : { guild_id: row.guild_id, destination: row.destination, channel_id: row.channel_id };
 }

@@ -54,7 +54,7 @@ export const destinationsCommand: Command<{ destinations: DestinationService }> 
       case 'list': {
         const mine = (await destinations.list()).filter((m) => m.guild_id === guildId);
         if (mine.length === 0) return 'No destinations are mapped in this server yet. Use `/destinations set`.';
-        return mine.map((m) => `**${m.destination}** → <#${m.channel_id}>`).join('\n');
+        return mine.map((m) => `**${m.destination}** → ${'channel_id' in m ? `<#${m.channel_id}>` : `IRC ${m.irc_channel}`}`).join('\n');
       }
       default:
         return 'Unknown subcommand. Use `/destinations set`, `/destinations clear` or `/destinations list`.';

@@ -17,7 +17,8 @@ import {
   type RESTPatchAPIChannelMessageJSONBody,
   type RESTPostAPIChannelMessageJSONBody,
 } from 'discord.js';
-import { TransportError, type ArchivedMessage, type ChannelInfo, type HistoryPages, type Channels, type DirectMessages, type Editor, type History, type Mentions, type OutgoingMessage, type SeenMessage, type Sender, type SentMessage, type Transport } from '../transport.js';
+import { DiscordChat } from './discord-chat.js';
+import { TransportError, type ArchivedMessage, type ChannelInfo, type Channels, type Chat, type DirectMessages, type Editor, type History, type HistoryPages, type Mentions, type OutgoingMessage, type SeenMessage, type Sender, type SentMessage, type Transport } from '../transport.js';
 import type { PlatformMetrics } from './discord.metrics.js';
 import { snowflakeAt, snowflakeTime } from './snowflake.js';
 
@@ -38,6 +39,8 @@ export interface DiscordTransportOptions {
   pace?: (signal: AbortSignal | undefined) => Promise<void>;
   /** Counts Discord's answers (status, 429 scope). */
   metrics?: PlatformMetrics;
+  /** The guild the chat tools use (`HERALD_DISCORD_CHAT_GUILD`); undefined: the bot's only one. */
+  chatGuildId?: string | undefined;
 }
 
 /**
@@ -58,6 +61,7 @@ export class DiscordTransport implements Transport {
   };
   readonly channels: Channels = { getChannel: (channelId) => this.getChannel(channelId) };
   readonly pages: HistoryPages = { pageBefore: (channelId, beforeId, limit, signal) => this.pageBefore(channelId, beforeId, limit, signal) };
+  readonly chat: Chat;
   private readonly rest: REST;
   private self: Promise<string> | undefined;
   /**
@@ -85,6 +89,13 @@ export class DiscordTransport implements Transport {
     }).setToken(options.token);
     const metrics = options.metrics;
     if (metrics !== undefined) this.rest.on('rateLimited', (info) => metrics.rateLimitWait('discord', info.scope));
+    this.chat = new DiscordChat({
+      rest: this.rest,
+      guildId: options.chatGuildId,
+      selfId: () => this.selfId(),
+      send: (channelId, content, nonce, signal) => this.createMessage(channelId, { content }, nonce, signal),
+      call,
+    });
   }
 
   /** https://discord.com/developers/docs/resources/message#create-message */

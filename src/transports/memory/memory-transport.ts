@@ -2,6 +2,8 @@ import type {
   ArchivedMessage,
   ChannelInfo,
   HistoryPages,
+  Chat,
+  ChatLine,
   InboundMessage,
   MemberInfo,
   OutgoingMessage,
@@ -21,6 +23,8 @@ export interface MemoryMessage {
   createdAt: Date;
   edits: number;
   idempotencyKey?: string;
+  /** A chat send's sender name (chat sends are Herald's messages, shown under the agent's name). */
+  sender?: string;
 }
 
 interface MemoryChannel extends ChannelInfo {
@@ -218,8 +222,61 @@ export class MemoryTransport implements Transport {
     },
   };
 
-  private store(channelId: string, authorId: string, message: OutgoingMessage, idempotencyKey?: string): MemoryMessage {
-    const stored: MemoryMessage = { id: this.nextId(), channelId, authorId, message, createdAt: this.now(), edits: 0, ...(idempotencyKey !== undefined ? { idempotencyKey } : {}) };
+  /** The chat tools on the memory platform: a channel is named by its name (a leading # ignored) or id. */
+  readonly chat: Chat = {
+    checkSender: (sender) => (/^\S{1,32}$/.test(sender) ? undefined : 'sender must be 1..32 characters without spaces'),
+    checkChannel: (channel) => (/^#?\S{1,99}$/.test(channel) ? undefined : 'channel must be a name without spaces'),
+    send: async (channel, text, sender, key, alreadySent, signal) => {
+      signal.throwIfAborted();
+      const c = this.chatChannel(channel);
+      const earlier = alreadySent.get(0);
+      if (earlier !== undefined) return { messageIds: [earlier], confirmed: true };
+      const fault = this.takeFault('send');
+      if (fault !== undefined && fault.afterCreate !== true) throw new TransportError(fault.failure);
+      const stored = this.store(c.id, this.selfUserId, { content: text }, key, sender);
+      if (fault !== undefined) throw new TransportError(fault.failure);
+      return { messageIds: [stored.id], confirmed: true };
+    },
+    sentParts: async (channel, key) => {
+      const c = this.chatChannel(channel);
+      const found = this.messagesIn(c.id).find((m) => m.idempotencyKey === key);
+      return new Map(found === undefined ? [] : [[0, found.id]]);
+    },
+    read: async (channel, since, limit): Promise<ChatLine[]> =>
+      this.messagesIn(this.chatChannel(channel).id)
+        .filter((m) => since === undefined || m.createdAt > since)
+        .reverse()
+        .slice(0, limit)
+        .map((m) => ({ nick: m.sender ?? this.users.get(m.authorId)?.displayName ?? m.authorId, text: m.message.content ?? '', at: m.createdAt })),
+    createChannel: async (name) => {
+      const bare = name.replace(/^#/, '');
+      const existing = [...this.channelsById.values()].find((c) => c.name === bare);
+      if (existing === undefined) this.addChannel(this.nextId(), { name: bare });
+      return bare;
+    },
+    listChannels: async () => [...this.channelsById.values()].flatMap((c) => (c.dmWith === undefined && c.name !== undefined ? [c.name] : [])).sort(),
+    members: async (channel) =>
+      [...this.chatChannel(channel).members].filter((id) => id !== this.selfUserId).map((id) => this.users.get(id)?.displayName ?? id).sort(),
+  };
+
+  private chatChannel(channel: string): MemoryChannel {
+    const bare = channel.replace(/^#/, '');
+    const c = this.channelsById.get(bare) ?? [...this.channelsById.values()].find((x) => x.name === bare && x.dmWith === undefined);
+    if (c === undefined) throw new TransportError({ kind: 'not_found', detail: 'memory: unknown channel' });
+    return c;
+  }
+
+  private store(channelId: string, authorId: string, message: OutgoingMessage, idempotencyKey?: string, sender?: string): MemoryMessage {
+    const stored: MemoryMessage = {
+      id: this.nextId(),
+      channelId,
+      authorId,
+      message,
+      createdAt: this.now(),
+      edits: 0,
+      ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+      ...(sender !== undefined ? { sender } : {}),
+    };
     this.messages.push(stored);
     return stored;
   }

@@ -1,0 +1,138 @@
+import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { components } from '../../../generated/api.js';
+import type { Clock } from '../../platform/clock.js';
+import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../platform/errors.js';
+import { TransportError, type Chat, type TransportName, type Transports } from '../../transports/transport.js';
+import { findSend, insertSend } from './chat.repository.js';
+import type { Database } from '../../schema.js';
+import type { ChatSendRow } from './chat.table.js';
+
+type Schemas = components['schemas'];
+export type ChatSendView = Schemas['ChatSend'];
+export type ChatMessagesView = Schemas['ChatMessages'];
+
+export interface ChatSendInput {
+  channel: string;
+  text: string;
+  sender: string;
+  transport?: TransportName | undefined;
+  request_id?: string | undefined;
+}
+
+/** The platforms the chat tools may name. */
+const CHAT_TRANSPORTS: readonly TransportName[] = ['irc', 'discord', 'memory'];
+const DEFAULT_LIMIT = 50;
+
+/**
+ * The five chat tools of seed 003 over any transport with a chat facet: a send is stored as its
+ * own outbox entry (sent exactly once by ChatJobs); reads, channels and members ask the platform.
+ */
+export class ChatService {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly transports: Transports,
+    /** `HERALD_CHAT_TRANSPORT`: the platform a call without `transport` means. */
+    private readonly defaultTransport: TransportName,
+    private readonly clock: Clock,
+    private readonly options: { announce?: () => void } = {},
+  ) {}
+
+  private platform(name: TransportName | undefined): { name: TransportName; chat: Chat } {
+    const chosen = name ?? this.defaultTransport;
+    const chat = CHAT_TRANSPORTS.includes(chosen) ? this.transports.get(chosen)?.chat : undefined;
+    if (chat === undefined) throw new InvalidRequestError(`transport ${chosen} is not configured for chat`);
+    return { name: chosen, chat };
+  }
+
+  private channelOf(chat: Chat, channel: string): string {
+    const problem = chat.checkChannel(channel);
+    if (problem !== undefined) throw new InvalidRequestError(problem);
+    return channel;
+  }
+
+  /** Store the send (idempotent on request_id); a dispatcher sends it. */
+  async send(input: ChatSendInput): Promise<ChatSendView> {
+    const { name, chat } = this.platform(input.transport);
+    this.channelOf(chat, input.channel);
+    const senderProblem = chat.checkSender(input.sender);
+    if (senderProblem !== undefined) throw new InvalidRequestError(senderProblem);
+    if (input.text.trim() === '') throw new InvalidRequestError('text must not be blank');
+    const now = this.clock.now();
+    const { row, created } = await insertSend(this.db, {
+      id: input.request_id ?? randomBytes(16).toString('hex'),
+      transport: name,
+      channel: input.channel,
+      sender: input.sender,
+      text: input.text,
+      status: 'pending',
+      reason: null,
+      message_ids: null,
+      created_at: now,
+      next_attempt_at: now,
+      lease_owner: null,
+      lease_expires_at: null,
+    });
+    if (!created && (row.transport !== name || row.channel !== input.channel || row.sender !== input.sender || row.text !== input.text)) {
+      throw new ConflictError('request_id reused with a different payload');
+    }
+    if (created) this.options.announce?.();
+    return view(row);
+  }
+
+  async get(id: string): Promise<ChatSendView> {
+    const row = await findSend(this.db, id);
+    if (row === undefined) throw new NotFoundError('not found');
+    return view(row);
+  }
+
+  /** Newest first, `[at, nick, text]`; `since` is ISO 8601. */
+  async read(channel: string, transport?: TransportName, since?: string, limit?: number): Promise<ChatMessagesView> {
+    const { name, chat } = this.platform(transport);
+    this.channelOf(chat, channel);
+    let after: Date | undefined;
+    if (since !== undefined) {
+      after = new Date(since);
+      if (!/^\d{4}-\d{2}-\d{2}/.test(since) || Number.isNaN(after.getTime())) throw new InvalidRequestError('since must be an ISO 8601 time, e.g. 2026-11-30T09:00:00Z');
+    }
+    const lines = await platformCall(() => chat.read(channel, after, limit ?? DEFAULT_LIMIT));
+    return { transport: name, channel, messages: lines.map((l) => ({ at: l.at.toISOString(), nick: l.nick, text: l.text })) };
+  }
+
+  async createChannel(channelName: string, transport?: TransportName): Promise<{ transport: TransportName; channel: string }> {
+    const { name, chat } = this.platform(transport);
+    this.channelOf(chat, channelName);
+    return { transport: name, channel: await platformCall(() => chat.createChannel(channelName)) };
+  }
+
+  async listChannels(transport?: TransportName): Promise<{ transport: TransportName; channels: string[] }> {
+    const { name, chat } = this.platform(transport);
+    return { transport: name, channels: await platformCall(() => chat.listChannels()) };
+  }
+
+  async members(channel: string, transport?: TransportName): Promise<{ transport: TransportName; channel: string; members: string[] }> {
+    const { name, chat } = this.platform(transport);
+    this.channelOf(chat, channel);
+    return { transport: name, channel, members: await platformCall(() => chat.members(channel)) };
+  }
+}
+
+/** A platform's refusal in the API's words: refused for good → 422, not answering → 502. */
+async function platformCall<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (!(err instanceof TransportError)) throw err;
+    if (err.failure.kind === 'transient') throw new UpstreamError(`platform unavailable: ${err.failure.detail}`);
+    if (err.failure.kind === 'not_found') throw new ConflictError(`not found on the platform: ${err.failure.detail}`);
+    throw new ConflictError(err.failure.detail);
+  }
+}
+
+function view(row: ChatSendRow): ChatSendView {
+  const state = row.status === 'in_flight' ? 'pending' : row.status;
+  const out: ChatSendView = { id: row.id, transport: row.transport, channel: row.channel, sender: row.sender, state };
+  if (row.message_ids !== null) out.message_ids = JSON.parse(row.message_ids) as string[];
+  if (row.reason !== null && (state === 'failed' || state === 'unconfirmed')) out.reason = row.reason;
+  return out;
+}

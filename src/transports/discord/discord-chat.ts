@@ -1,0 +1,130 @@
+import { createHash } from 'node:crypto';
+import { ChannelType, Routes, type APIChannel, type APIGuildMember, type APIMessage, type REST } from 'discord.js';
+import { splitForIrc } from '../irc/split.js';
+import { TransportError, type Chat, type ChatLine, type SentMessage } from '../transport.js';
+import { snowflakeAt } from './snowflake.js';
+
+/** Discord's limit is 2000 characters; the `**sender**: ` prefix takes some of it. */
+const PART_BYTES = 1_800;
+/** How an agent's line shows on Discord, and how reading finds the agent again. */
+const SIGNED = /^\*\*([^*\n]{1,32})\*\*: ([\s\S]*)$/;
+
+export interface DiscordChatOptions {
+  rest: REST;
+  /** `HERALD_DISCORD_CHAT_GUILD`; undefined: the bot's only guild. */
+  guildId: string | undefined;
+  selfId(): Promise<string>;
+  /** Create a message with a nonce (`enforce_nonce`): the transport's own sender. */
+  send(channelId: string, content: string, nonce: string, signal: AbortSignal): Promise<SentMessage>;
+  call<T>(fn: () => Promise<T>): Promise<T>;
+}
+
+/**
+ * The chat tools on Discord: channels of one guild by name (or id), history, members, creating a
+ * text channel (the bot needs Manage Channels). Discord has one author, the bot: an agent's line is
+ * posted as `**sender**: text`, and read back under the sender's name. Each part is created with a
+ * nonce derived from the send and part, so a resend inside Discord's nonce window returns the
+ * message already created.
+ */
+export class DiscordChat implements Chat {
+  private guild: Promise<string> | undefined;
+
+  constructor(private readonly o: DiscordChatOptions) {}
+
+  checkSender(sender: string): string | undefined {
+    return /^[^\s*][^\n*]{0,31}$/.test(sender) ? undefined : 'sender must be 1..32 characters, without line breaks or *';
+  }
+
+  checkChannel(channel: string): string | undefined {
+    return /^#?[^\s#]{1,100}$/.test(channel) ? undefined : 'channel must be a Discord channel name or id';
+  }
+
+  private guildId(): Promise<string> {
+    this.guild ??= (async () => {
+      if (this.o.guildId !== undefined) return this.o.guildId;
+      const guilds = (await this.o.call(() => this.o.rest.get(Routes.userGuilds()))) as { id: string }[];
+      const [only] = guilds;
+      if (guilds.length !== 1 || only === undefined) throw new TransportError({ kind: 'rejected', detail: `the bot is in ${guilds.length} servers: set HERALD_DISCORD_CHAT_GUILD` });
+      return only.id;
+    })();
+    this.guild.catch(() => (this.guild = undefined));
+    return this.guild;
+  }
+
+  private async textChannels(): Promise<APIChannel[]> {
+    const guildId = await this.guildId();
+    const all = (await this.o.call(() => this.o.rest.get(Routes.guildChannels(guildId)))) as APIChannel[];
+    return all.filter((c) => c.type === ChannelType.GuildText || c.type === ChannelType.GuildAnnouncement);
+  }
+
+  private async channelId(channel: string): Promise<string> {
+    const bare = channel.replace(/^#/, '');
+    const found = (await this.textChannels()).find((c) => c.id === bare || ('name' in c && c.name === bare.toLowerCase()));
+    if (found === undefined) throw new TransportError({ kind: 'not_found', detail: `no text channel ${bare} in the chat server` });
+    return found.id;
+  }
+
+  async send(channel: string, text: string, sender: string, key: string, alreadySent: ReadonlyMap<number, string>, signal: AbortSignal): Promise<{ messageIds: string[]; confirmed: boolean }> {
+    const channelId = await this.channelId(channel);
+    const parts = splitForIrc(text, PART_BYTES);
+    const ids: string[] = [];
+    for (const [i, part] of parts.entries()) {
+      const earlier = alreadySent.get(i);
+      if (earlier !== undefined) {
+        ids.push(earlier);
+        continue;
+      }
+      const nonce = createHash('sha256').update(`herald-chat:${key}:${i}`).digest('base64url').slice(0, 25);
+      ids.push((await this.o.send(channelId, `**${sender}**: ${part}`, nonce, signal)).messageId);
+    }
+    return { messageIds: ids, confirmed: true };
+  }
+
+  /** Resends carry the same nonces, which Discord answers with the message already created. */
+  async sentParts(): Promise<Map<number, string>> {
+    return new Map();
+  }
+
+  async read(channel: string, since: Date | undefined, limit: number): Promise<ChatLine[]> {
+    const channelId = await this.channelId(channel);
+    const query = new URLSearchParams({ limit: String(Math.min(100, limit)) });
+    const page = (await this.o.call(() => this.o.rest.get(Routes.channelMessages(channelId), { query }))) as APIMessage[];
+    const self = await this.o.selfId();
+    const sinceId = since === undefined ? undefined : BigInt(snowflakeAt(since));
+    return page
+      .filter((m) => sinceId === undefined || BigInt(m.id) > sinceId)
+      .map((m) => {
+        const signed = m.author.id === self ? SIGNED.exec(m.content) : null;
+        return signed !== null ? { nick: signed[1] ?? '', text: signed[2] ?? '', at: new Date(m.timestamp) } : { nick: m.author.global_name ?? m.author.username, text: m.content, at: new Date(m.timestamp) };
+      });
+  }
+
+  async createChannel(name: string): Promise<string> {
+    const bare = name.replace(/^#/, '').toLowerCase();
+    const existing = (await this.textChannels()).find((c) => 'name' in c && c.name === bare);
+    if (existing !== undefined && 'name' in existing && existing.name !== null) return existing.name;
+    const guildId = await this.guildId();
+    try {
+      const created = (await this.o.call(() => this.o.rest.post(Routes.guildChannels(guildId), { body: { name: bare, type: ChannelType.GuildText } }))) as APIChannel;
+      return 'name' in created && created.name !== null ? created.name : bare;
+    } catch (err) {
+      if (err instanceof TransportError && err.failure.kind === 'rejected') {
+        throw new TransportError({ kind: 'rejected', detail: `Discord refused to create the channel (the bot needs Manage Channels): ${err.failure.detail}` });
+      }
+      throw err;
+    }
+  }
+
+  async listChannels(): Promise<string[]> {
+    return (await this.textChannels()).flatMap((c) => ('name' in c && c.name !== null ? [c.name] : [])).sort();
+  }
+
+  async members(channel: string): Promise<string[]> {
+    await this.channelId(channel);
+    const guildId = await this.guildId();
+    const query = new URLSearchParams({ limit: '1000' });
+    const all = (await this.o.call(() => this.o.rest.get(Routes.guildMembers(guildId), { query }))) as APIGuildMember[];
+    const self = await this.o.selfId();
+    return all.flatMap((m) => (m.user.id === self ? [] : [m.nick ?? m.user.global_name ?? m.user.username])).sort((a, b) => a.localeCompare(b));
+  }
+}

@@ -1,0 +1,376 @@
+import type { Kysely } from 'kysely';
+import { Counter, type Registry } from 'prom-client';
+import type { Logger } from 'pino';
+import { errorSummary } from '../../platform/errors.js';
+import {
+  TransportError,
+  type ChannelInfo,
+  type Chat,
+  type ChatLine,
+  type ChatSent,
+  type MemberInfo,
+  type OutgoingMessage,
+  type SeenMessage,
+  type SentMessage,
+  type Transport,
+} from '../transport.js';
+import { DELIVERY_TAG, IrcConnection, type ChannelLine, type IrcServer } from './irc-connection.js';
+import { addChannel, linesBetween, linesTagged, listStoredChannels, pruneLines, readLines, storeLine } from './irc-line.repository.js';
+import type { Database } from '../../schema.js';
+import { splitForIrc } from './split.js';
+
+export interface IrcTransportOptions {
+  server: IrcServer;
+  /** The observer's nick: Herald's own name on the network (protocol posts go out under it). */
+  nick: string;
+  saslPassword?: string | undefined;
+  /** Channels the observer joins at start (besides those created through Herald). */
+  channels: readonly string[];
+  db: Kysely<Database>;
+  log: Logger;
+  metrics: IrcMetrics;
+  linesPerSecond: number;
+  echoTimeoutMs: number;
+  /** A sender's connection unused this long is closed. */
+  senderIdleMs: number;
+  /** Lines kept: younger than this, and at most this many per channel. */
+  retention: { maxAgeMs: number; perChannel: number };
+  /** A line one of Herald's sends wrote (its last part), seen by the observer: the sent-message ledger. */
+  onOwnLine?: (key: string, channel: string, msgid: string, at: Date) => Promise<void>;
+}
+
+/** Lines sent, echoes that confirmed them, reconnects: the IRC link's own counters. */
+export class IrcMetrics {
+  private readonly sent: Counter<'link'>;
+  private readonly confirmed: Counter<'link'>;
+  private readonly reconnects: Counter<'link'>;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.sent = new Counter({ name: 'herald_irc_lines_sent_total', help: 'PRIVMSG lines Herald wrote to the IRC server, by link (observer: Herald\'s own nick; sender: an agent\'s nick)', labelNames: ['link'], registers });
+    this.confirmed = new Counter({ name: 'herald_irc_echoes_confirmed_total', help: 'Lines the IRC server confirmed with a labeled echo (labeled-response + echo-message), by link', labelNames: ['link'], registers });
+    this.reconnects = new Counter({ name: 'herald_irc_reconnects_total', help: 'Times an IRC connection registered again after its link dropped, by link', labelNames: ['link'], registers });
+  }
+
+  line(link: 'observer' | 'sender', confirmed: boolean): void {
+    this.sent.inc({ link });
+    if (confirmed) this.confirmed.inc({ link });
+  }
+
+  reconnected(link: 'observer' | 'sender'): void {
+    this.reconnects.inc({ link });
+  }
+}
+
+/** RFC 2812 nick characters; the length limit is the server's (NICKLEN, 30 when unsaid). */
+const NICK = /^[A-Za-z[\]\\`_^{|}][A-Za-z0-9[\]\\`_^{|}-]*$/;
+const NICK_MAX = 30;
+/** A channel name: `#` or `&`, then no space, comma, colon or control character, at most 50 in all. */
+const CHANNEL = /^[#&][^\s,:\p{Cc}]{1,49}$/u;
+/** Room kept in a line for the prefix the server adds when relaying it (`:nick!user@host `). */
+const HOST_RESERVE = 64;
+const PRUNE_EVERY_MS = 10 * 60 * 1000;
+
+interface SenderEntry {
+  conn: IrcConnection;
+  ready: Promise<void>;
+  lastUsed: number;
+}
+
+/**
+ * Bytes of text one PRIVMSG to `channel` from `nick` can carry without the server cutting it: the
+ * line length less the command, the CRLF, and the prefix the server adds when relaying it.
+ */
+export function ircLineBudget(lineLength: number, nick: string, channel: string): number {
+  return lineLength - Buffer.byteLength(`:${nick}!${nick.slice(0, 10)}@ PRIVMSG ${channel} :\r\n`) - HOST_RESERVE;
+}
+
+/** IRC's channel name for what a tool was given: `ops` → `#ops`, lower case. */
+export function ircChannel(name: string): string {
+  const n = name.trim();
+  return (/^[#&]/.test(n) ? n : `#${n}`).toLowerCase();
+}
+
+/**
+ * IRC as Herald's second platform. One observer connection (Herald's own nick) joins every
+ * channel Herald uses and stores what it reads, so reading survives a restart and replicas share
+ * it; each agent speaks under its own nick through a connection of its own, opened on first use,
+ * reused, and closed when idle. Every line Herald writes carries `+herald/delivery` (the send's key
+ * and part), so after a crash the channel itself tells which parts already went out.
+ */
+export class IrcTransport implements Transport {
+  readonly name = 'irc' as const;
+  /** IRC honours no idempotency key: a resend after doubt is decided from what the observer read. */
+  readonly idempotentSend = false;
+  private readonly observer: IrcConnection;
+  private readonly senders = new Map<string, SenderEntry>();
+  private readonly storing = new Set<Promise<void>>();
+  private sweep: NodeJS.Timeout | undefined;
+  private pruneTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(private readonly options: IrcTransportOptions) {
+    this.observer = new IrcConnection({
+      server: options.server,
+      nick: options.nick,
+      saslPassword: options.saslPassword,
+      log: options.log,
+      linesPerSecond: options.linesPerSecond,
+      echoTimeoutMs: options.echoTimeoutMs,
+      keepTrying: true,
+      onLine: (line) => this.store(line),
+      onReconnect: () => {
+        options.metrics.reconnected('observer');
+        options.log.info('IRC observer registered again; channels rejoined');
+      },
+    });
+  }
+
+  /** `irc://host:port/%23channel?msgid=…`: IRC has no message links; this names the line. */
+  messageUrl(_scope: string, channelId: string, messageId: string): string {
+    const { host, port, tls } = this.options.server;
+    return `${tls ? 'ircs' : 'irc'}://${host.includes(':') ? `[${host}]` : host}:${port}/${encodeURIComponent(channelId)}?msgid=${encodeURIComponent(messageId || 'unknown')}`;
+  }
+
+  /** Whether the observer's link is registered (for /readyz and the link gauge). */
+  get up(): boolean {
+    return this.observer.isUp;
+  }
+
+  /** Connect the observer and join the channels (configured, and created through Herald), in the background if the server is down. */
+  async start(): Promise<void> {
+    const joinAll = async (): Promise<void> => {
+      await this.observer.registered();
+      const channels = new Set([...this.options.channels.map(ircChannel), ...(await listStoredChannels(this.options.db))]);
+      await Promise.all([...channels].map((c) => this.observer.join(c).catch((err: unknown) => this.options.log.warn({ channel: c, err: errorSummary(err) }, 'IRC observer could not join a channel'))));
+    };
+    this.observer.connect().catch(() => undefined);
+    const started = joinAll();
+    started.catch((err: unknown) => this.options.log.warn({ err: errorSummary(err) }, 'IRC observer not joined yet'));
+    this.sweep = setInterval(() => this.closeIdle(), Math.max(1_000, this.options.senderIdleMs / 2));
+    this.sweep.unref();
+    this.pruneTimer = setInterval(() => void this.prune(), PRUNE_EVERY_MS);
+    this.pruneTimer.unref();
+    // Wait a little for the link, so a healthy start is ready at once; a down server does not block.
+    await Promise.race([started, new Promise((r) => setTimeout(r, 5_000).unref())]);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.sweep);
+    clearInterval(this.pruneTimer);
+    const senders = [...this.senders.values()];
+    this.senders.clear();
+    await Promise.all([this.observer.close(), ...senders.map((s) => s.conn.close())]);
+    await Promise.allSettled([...this.storing]);
+  }
+
+  /** Delete lines past retention. */
+  async prune(now = new Date()): Promise<number> {
+    try {
+      return await pruneLines(this.options.db, new Date(now.getTime() - this.options.retention.maxAgeMs), this.options.retention.perChannel);
+    } catch (err) {
+      this.options.log.warn({ err: errorSummary(err) }, 'could not prune IRC lines');
+      return 0;
+    }
+  }
+
+  private store(line: ChannelLine): void {
+    const p = (async () => {
+      await storeLine(this.options.db, line);
+      const tag = line.deliveryTag === undefined ? undefined : parseTag(line.deliveryTag);
+      if (tag !== undefined && tag.index === tag.count - 1 && line.msgid !== undefined && this.options.onOwnLine !== undefined) {
+        await this.options.onOwnLine(tag.key, line.channel, line.msgid, line.time);
+      }
+    })().catch((err: unknown) => this.options.log.warn({ err: errorSummary(err) }, 'could not store an IRC line'));
+    this.storing.add(p);
+    void p.finally(() => this.storing.delete(p));
+  }
+
+  /** Lines read so far are in the store. */
+  private async stored(): Promise<void> {
+    await Promise.allSettled([...this.storing]);
+  }
+
+  /** The observer is in the channel (and what the server replayed on joining is stored). */
+  private async observe(channel: string): Promise<void> {
+    await this.observer.join(channel);
+    await this.stored();
+  }
+
+  private async senderConnection(nick: string): Promise<IrcConnection> {
+    const key = nick.toLowerCase();
+    let entry = this.senders.get(key);
+    if (entry === undefined) {
+      if (this.closed) throw new TransportError({ kind: 'transient', detail: 'the IRC transport is closing' });
+      const conn = new IrcConnection({
+        server: this.options.server,
+        nick,
+        log: this.options.log,
+        linesPerSecond: this.options.linesPerSecond,
+        echoTimeoutMs: this.options.echoTimeoutMs,
+        onReconnect: () => this.options.metrics.reconnected('sender'),
+      });
+      const created: SenderEntry = { conn, ready: conn.connect(), lastUsed: Date.now() };
+      entry = created;
+      this.senders.set(key, created);
+      created.ready.catch(() => {
+        if (this.senders.get(key) === created) this.senders.delete(key);
+        void conn.close();
+      });
+    }
+    entry.lastUsed = Date.now();
+    await entry.ready;
+    await entry.conn.registered();
+    return entry.conn;
+  }
+
+  private closeIdle(): void {
+    const cutoff = Date.now() - this.options.senderIdleMs;
+    for (const [key, entry] of this.senders) {
+      if (entry.lastUsed < cutoff) {
+        this.senders.delete(key);
+        void entry.conn.close();
+      }
+    }
+  }
+
+  private lineBudget(conn: IrcConnection, channel: string): number {
+    return ircLineBudget(conn.lineLength, conn.nick, channel);
+  }
+
+  /** Send text's parts (those not yet out) on one connection, each tagged with the key and its index. */
+  private async sendParts(conn: IrcConnection, link: 'observer' | 'sender', channel: string, text: string, key: string, alreadySent: ReadonlyMap<number, string>, signal: AbortSignal): Promise<ChatSent> {
+    const parts = splitForIrc(text, this.lineBudget(conn, channel));
+    if (parts.length === 0) throw new TransportError({ kind: 'rejected', detail: 'nothing to send: the text is empty' });
+    const ids: string[] = [];
+    let confirmed = true;
+    for (const [i, part] of parts.entries()) {
+      const earlier = alreadySent.get(i);
+      if (earlier !== undefined) {
+        ids.push(earlier);
+        continue;
+      }
+      const tag = parts.length === 1 ? key : `${key}:${i}/${parts.length}`;
+      const r = await conn.send(channel, part, { [DELIVERY_TAG]: tag }, signal);
+      this.options.metrics.line(link, r.confirmed);
+      confirmed &&= r.confirmed;
+      ids.push(r.msgid ?? '');
+    }
+    return { messageIds: ids, confirmed };
+  }
+
+  // --- facets ---
+
+  readonly sender = {
+    /** A protocol post, under Herald's own nick. */
+    send: async (channelId: string, message: OutgoingMessage, idempotencyKey: string, signal: AbortSignal): Promise<SentMessage> => {
+      const channel = ircChannel(channelId);
+      await this.observe(channel);
+      const sent = await this.sendParts(this.observer, 'observer', channel, renderForIrc(message), idempotencyKey, new Map(), signal);
+      return { channelId: channel, messageId: sent.messageIds.at(-1) ?? '', confirmed: sent.confirmed };
+    },
+  };
+
+  readonly history = {
+    selfId: async (): Promise<string> => this.observer.nick || this.options.nick,
+    fingerprint: (message: OutgoingMessage): string => renderForIrc(message),
+    listBetween: async (channelId: string, from: Date, until: Date, max: number): Promise<{ messages: SeenMessage[]; complete: boolean }> => {
+      const channel = ircChannel(channelId);
+      await this.observe(channel);
+      const rows = await linesBetween(this.options.db, channel, from, until, max + 1);
+      const messages = rows.slice(0, max).map((r) => ({ channelId: channel, messageId: r.msgid ?? r.id, authorId: r.nick, createdAt: r.at, fingerprint: r.text }));
+      return { messages, complete: rows.length <= max };
+    },
+  };
+
+  readonly channels = {
+    getChannel: async (channelId: string): Promise<ChannelInfo | undefined> => {
+      if (!CHANNEL.test(ircChannel(channelId))) return undefined;
+      const channel = ircChannel(channelId);
+      return { id: channel, guildId: undefined, name: channel, isText: true };
+    },
+  };
+
+  readonly members = {
+    listMembers: async (channelId: string): Promise<MemberInfo[]> => (await this.chat.members(channelId)).map((nick) => ({ userId: nick, displayName: nick, bot: false })),
+  };
+
+  readonly chat: Chat = {
+    checkSender: (sender) => {
+      if (!NICK.test(sender) || sender.length > NICK_MAX) return 'sender must be an IRC nick: a letter or one of []\\`_^{|} first, then letters, digits, those or -, at most 30';
+      if (sender.toLowerCase() === this.options.nick.toLowerCase()) return `sender ${sender} is Herald's own observer nick`;
+      return undefined;
+    },
+    checkChannel: (channel) => (CHANNEL.test(ircChannel(channel)) ? undefined : 'channel must be an IRC channel name (#name: no spaces, commas or colons, at most 50 characters)'),
+    send: async (channel, text, sender, key, alreadySent, signal) => {
+      const name = ircChannel(channel);
+      // The observer is in the channel first, so the lines are read back (and kept) as they go out.
+      await this.observe(name);
+      const conn = await this.senderConnection(sender);
+      await conn.join(name);
+      try {
+        return await this.sendParts(conn, 'sender', name, text, key, alreadySent, signal);
+      } finally {
+        const entry = this.senders.get(sender.toLowerCase());
+        if (entry !== undefined) entry.lastUsed = Date.now();
+      }
+    },
+    sentParts: async (channel, key) => {
+      const name = ircChannel(channel);
+      await this.observe(name);
+      // Without message-tags the observer never sees the tags: it cannot tell.
+      if (!this.observer.caps.messageTags) return undefined;
+      const found = new Map<number, string>();
+      for (const row of await linesTagged(this.options.db, name, key)) {
+        const tag = row.delivery_tag === null ? undefined : parseTag(row.delivery_tag);
+        if (tag !== undefined && tag.key === key) found.set(tag.index, row.msgid ?? row.id);
+      }
+      return found;
+    },
+    read: async (channel, since, limit): Promise<ChatLine[]> => {
+      const name = ircChannel(channel);
+      await this.observe(name);
+      return (await readLines(this.options.db, name, since, limit)).map((r) => ({ nick: r.nick, text: r.text, at: r.at }));
+    },
+    createChannel: async (name) => {
+      const channel = ircChannel(name);
+      await this.observe(channel);
+      await addChannel(this.options.db, channel, new Date());
+      return channel;
+    },
+    listChannels: async () => {
+      const listed = await this.observer.list();
+      return [...new Set([...listed.map((c) => c.toLowerCase()), ...this.observer.channels])].sort();
+    },
+    members: async (channel) => {
+      const nicks = await this.observer.names(ircChannel(channel));
+      const self = this.observer.nick.toLowerCase();
+      return nicks.filter((n) => n.toLowerCase() !== self).sort((a, b) => a.localeCompare(b));
+    },
+  };
+}
+
+/** `key` (one line) or `key:i/n` (part i of n). */
+function parseTag(tag: string): { key: string; index: number; count: number } | undefined {
+  const m = /^(.*):(\d+)\/(\d+)$/.exec(tag);
+  if (m === null) return { key: tag, index: 0, count: 1 };
+  const index = Number(m[2]);
+  const count = Number(m[3]);
+  return m[1] === undefined || index >= count ? undefined : { key: m[1], index, count };
+}
+
+/** A protocol message as IRC text: content, then the card and links as plain lines. */
+export function renderForIrc(message: OutgoingMessage): string {
+  const lines: string[] = [];
+  if (message.content !== undefined) lines.push(message.content);
+  const card = message.card;
+  if (card !== undefined) {
+    if (card.title !== undefined) lines.push(card.url !== undefined ? `${card.title} <${card.url}>` : card.title);
+    if (card.description !== undefined) lines.push(card.description);
+    for (const f of card.fields ?? []) lines.push(`${f.name}: ${f.value}`);
+    if (card.footer !== undefined) lines.push(card.footer);
+  }
+  for (const l of message.links ?? []) lines.push(`${l.label} <${l.url}>`);
+  return lines.join('\n');
+}

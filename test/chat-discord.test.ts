@@ -1,0 +1,62 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectValidResponse } from './support/client.js';
+import { IDS, startTestHerald, type TestHerald } from './support/herald.js';
+import { waitFor } from './support/wait.js';
+
+/** The same five chat tools on Discord (the sandbox, through discord.js), over the bridge's HTTP API. */
+describe('chat tools on Discord', () => {
+  let h: TestHerald;
+
+  beforeAll(async () => {
+    h = await startTestHerald({ env: { HERALD_DISCORD_CHAT_GUILD: IDS.guild } });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('send_message posts once as **sender**: text, and read_messages gives it back under the sender', async () => {
+    const send = await h.bridge.post('/mcp/chat/messages', { channel: '#alerts', text: 'hello from ada', sender: 'ada' });
+    expect(send.status).toBe(202);
+    await expectValidResponse('POST', '/mcp/chat/messages', 202, send.json);
+    expect(send.json).toMatchObject({ transport: 'discord', state: 'pending' });
+    const id = (send.json as { id: string }).id;
+    const done = await waitFor(async () => {
+      const r = (await h.bridge.get(`/mcp/chat/messages/${id}`)).json as { state: string };
+      return r.state !== 'pending' ? r : undefined;
+    }, 'the send to settle');
+    expect(done).toMatchObject({ state: 'delivered' });
+    const posted = h.sandbox.allMessages().filter((m) => m.content === '**ada**: hello from ada');
+    expect(posted).toHaveLength(1);
+    expect(posted[0]?.channel_id).toBe(IDS.channels.alerts);
+    const read = await h.bridge.get('/mcp/chat/messages?channel=alerts&limit=1');
+    await expectValidResponse('GET', '/mcp/chat/messages', 200, read.json);
+    expect((read.json as { messages: unknown[] }).messages).toEqual([{ at: expect.any(String), nick: 'ada', text: 'hello from ada' }]);
+  });
+
+  it('channels are the guild\'s text channels; create_channel makes one; members never include the bot', async () => {
+    const listed = await h.bridge.get('/mcp/chat/channels');
+    await expectValidResponse('GET', '/mcp/chat/channels', 200, listed.json);
+    expect((listed.json as { channels: string[] }).channels).toEqual(expect.arrayContaining(['alerts', 'deals', 'digest', 'ops']));
+    const created = await h.bridge.post('/mcp/chat/channels', { name: '#agents' });
+    expect(created.status).toBe(201);
+    await expectValidResponse('POST', '/mcp/chat/channels', 201, created.json);
+    expect(created.json).toEqual({ transport: 'discord', channel: 'agents' });
+    expect(((await h.bridge.get('/mcp/chat/channels')).json as { channels: string[] }).channels).toContain('agents');
+    const members = await h.bridge.get('/mcp/chat/members?channel=agents');
+    await expectValidResponse('GET', '/mcp/chat/members', 200, members.json);
+    const names = (members.json as { members: string[] }).members;
+    expect(names).toEqual(expect.arrayContaining(['Ada', 'Morgan', 'Roshne']));
+    expect(names).not.toContain('Herald');
+  });
+
+  it('an unknown channel or transport is a clear refusal, and nothing is sent', async () => {
+    const before = h.sandbox.allMessages().length;
+    const noIrc = await h.bridge.post('/mcp/chat/messages', { channel: '#alerts', text: 'x', sender: 'ada', transport: 'irc' });
+    expect(noIrc.status).toBe(400);
+    expect(noIrc.json).toEqual({ error: 'transport irc is not configured for chat' });
+    const unknown = await h.bridge.get('/mcp/chat/messages?channel=nowhere');
+    expect(unknown.status).toBe(422);
+    expect((unknown.json as { error: string }).error).toContain('no text channel nowhere');
+    expect(h.sandbox.allMessages().length).toBe(before);
+  });
+});
