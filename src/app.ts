@@ -56,8 +56,7 @@ import { capabilitiesOf, transportsOf, type Channels, type Transport } from './t
 import { chatOperations } from './modules/chat/chat.http.js';
 import { ChatJobs, chatQueue, type ChatJob } from './modules/chat/chat.jobs.js';
 import { ChatService } from './modules/chat/chat.service.js';
-import { parseIrcUrl } from './transports/irc/irc-connection.js';
-import { IrcMetrics, IrcTransport } from './transports/irc/irc-transport.js';
+import type { IrcTransport } from './transports/irc/irc-transport.js';
 
 /** Discord's global rate limit: requests per second per bot. */
 const DISCORD_GLOBAL_LIMIT = 50;
@@ -165,6 +164,9 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     // IRC beside Discord, when configured: its observer reads its channels into the store.
     let irc: IrcTransport | undefined;
     if (config.irc !== undefined) {
+      // Loaded only when configured: irc-framework stays out of a Discord-only start-up.
+      const { parseIrcUrl } = await import('./transports/irc/irc-connection.js');
+      const { IrcMetrics, IrcTransport } = await import('./transports/irc/irc-transport.js');
       const server = parseIrcUrl(config.irc.url);
       if (server === undefined) throw new Error('HERALD_IRC_URL must be irc://host:port or ircs://host:port');
       const ircTransport = new IrcTransport({
