@@ -184,7 +184,7 @@ describe('the sandbox page script', () => {
       guilds: [{ id: SANDBOX_IDS.guild, name: 'Sandbox Guild', channels: [{ id: SANDBOX_IDS.channels.alerts, name: 'alerts', type: 0 }] }],
       dm_channels: [],
       users: [],
-      messages: [{ id: '42', channel_id: SANDBOX_IDS.channels.alerts, content: '**db-1** <script>x</script>', embeds: [], components: [], timestamp: 't', edits: 0 }],
+      messages: [{ id: '42', channel_id: SANDBOX_IDS.channels.alerts, author: { id: '1', username: 'herald', global_name: 'Herald' }, content: '**db-1** <script>x</script>', embeds: [], components: [], timestamp: 't', edits: 0 }],
     });
     const page = byId.get('channels')?.toString() ?? '';
     expect(page).toContain(`<div id="m-42">`);
