@@ -50,7 +50,7 @@ describe('media archive on the memory platform (any transport with history pages
     worker = new OutboxWorker(scrapeQueue(store.db), clock, log, { leaseMs: 5_000, pollMs: 50, concurrency: 2, shutdownGraceMs: 1_000 });
     worker.register(new ScrapeJobs(store.db, memory.pages, new MediaDownloader(db.dataDir, { hosts: [], trustedOrigins: [], maxBytes: 1, timeoutMs: 1_000 }), media, clock, log, { maxAttempts: 3, retryBaseMs: 10 }).kind());
     worker.start();
-  });
+  }, 180_000);
   afterAll(async () => {
     await worker?.stop();
     await store?.close();
