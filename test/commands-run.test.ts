@@ -25,6 +25,7 @@ describe('run_command: validate', () => {
     expect(list.commands.map((c) => [c.name, c.aliases])).toEqual([
       ['agent', ['agents']],
       ['destinations', ['dest', 'destination']],
+      ['media', ['archive']],
     ]);
   });
 
