@@ -369,9 +369,12 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
           archiveOperations(media),
         ],
       });
-      const server = await serveHttp(config, middleware, log, httpMetrics, [archiveRoutes(media), archiveUiRoutes()]);
-      // Stop accepting requests first (cleanups run in reverse).
+      const archive = archiveRoutes(media);
+      const server = await serveHttp(config, middleware, log, httpMetrics, [archive.router, archiveUiRoutes()]);
+      // Stop accepting requests first (cleanups run in reverse), after ending the archive's event
+      // streams, which would otherwise keep the server open.
       cleanups.push(() => closeServer(server));
+      cleanups.push(async () => archive.closeStreams());
       const address = server.address() as AddressInfo;
       url = `http://${config.host}:${address.port}`;
     }

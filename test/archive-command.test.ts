@@ -6,12 +6,12 @@ import { waitFor } from './support/wait.js';
 const MANAGE_GUILD = String(1 << 5);
 
 /** `/media`: the archive from Discord, through the same service as the MCP tools and the web UI. */
-describe('/media, the archive command', () => {
+describe('/media, the archive command', { timeout: 180_000 }, () => {
   let h: TestHerald;
   beforeAll(async () => {
     h = await startTestHerald({ sandbox: { mediaMessages: 3_000 } });
     await waitFor(() => h.sandbox.commands.some((c) => c.name === 'media'), 'the /media command');
-  });
+  }, 180_000);
   afterAll(() => h.close());
 
   const run = async (subcommand: string, options: Record<string, string> = {}, permissions = MANAGE_GUILD) => {

@@ -18,7 +18,7 @@ type ToolResult = { content: { type: string; text: string }[]; isError?: boolean
  * The archive's MCP tools against a running Herald: an operator starts a scrape (as the web UI
  * does) and an agent sees the same items over MCP; the trust tiers hold for the agent too.
  */
-describe('media archive over MCP', () => {
+describe('media archive over MCP', { timeout: 180_000 }, () => {
   let h: TestHerald;
   let stateDir: string;
   const clients: Client[] = [];
@@ -55,7 +55,7 @@ describe('media archive over MCP', () => {
   beforeAll(async () => {
     h = await startTestHerald({ sandbox: { mediaMessages: 2_000 }, env: { HERALD_MEDIA_MAX_FILE_BYTES: '1048576' } });
     stateDir = await mkdtemp(path.join(tmpdir(), 'herald-archive-mcp-'));
-  });
+  }, 180_000);
   afterAll(async () => {
     for (const c of clients) await c.close();
     await h.close();

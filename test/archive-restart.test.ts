@@ -20,7 +20,7 @@ describe('a scrape survives a Herald killed mid-scrape', () => {
   beforeAll(async () => {
     sandbox = await new DiscordSandbox().start();
     db = await testDatabase();
-  });
+  }, 180_000);
   afterAll(async () => {
     await sandbox.close();
     await db.drop();

@@ -12,9 +12,12 @@ const haveChromium = existsSync(CHROMIUM);
 /** Kept after the run (the run's temp folder is removed): what the page looked like at the end. */
 const SCREENSHOTS = path.resolve('test-results');
 
+/** Poll the page patiently: a loaded CI machine renders slowly. */
+const poll = <T>(fn: () => T | Promise<T>, options: { timeout?: number } = {}) => expect.poll(fn, { timeout: 30_000, interval: 100, ...options });
+
 if (!haveChromium) console.warn(`archive UI test skipped: no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)`);
 
-describe.skipIf(!haveChromium)('media archive web UI in a real browser', () => {
+describe.skipIf(!haveChromium)('media archive web UI in a real browser', { timeout: 180_000 }, () => {
   let h: TestHerald;
   let browser: Browser;
   let page: Page;
@@ -33,7 +36,7 @@ describe.skipIf(!haveChromium)('media archive web UI in a real browser', () => {
       const u = new URL(r.url());
       if (u.pathname.startsWith('/admin/archive/')) apiCalls.push(`${r.method()} ${u.pathname}`);
     });
-  });
+  }, 180_000);
   afterAll(async () => {
     await browser?.close();
     await h?.close();
@@ -43,13 +46,13 @@ describe.skipIf(!haveChromium)('media archive web UI in a real browser', () => {
     await page.goto(`${h.url}/ui/archive`);
     await page.getByTestId('token').fill(h.adminToken);
     await page.getByTestId('token-save').click();
-    await expect.poll(() => page.getByTestId('live').textContent()).toBe('live');
+    await poll(() => page.getByTestId('live').textContent()).toBe('live');
 
     // A download scrape, followed live: the page does not poll.
     await page.getByTestId('start-channel').fill(SANDBOX_MEDIA_CHANNEL);
     await page.getByTestId('start-mode').selectOption('download');
     await page.getByTestId('start').click();
-    await expect.poll(() => page.getByTestId('start-message').textContent()).toMatch(/^Started scrape /);
+    await poll(() => page.getByTestId('start-message').textContent()).toMatch(/^Started scrape /);
     const row = page.locator('[data-testid=scrape][data-state=completed]');
     await row.first().waitFor({ timeout: 45_000 }).catch(async (err: unknown) => {
       mkdirSync(SCREENSHOTS, { recursive: true });
@@ -60,7 +63,7 @@ describe.skipIf(!haveChromium)('media archive web UI in a real browser', () => {
     expect(await row.first().getByTestId('messages').textContent()).toBe('1000');
     const listed = apiCalls.filter((c) => c === 'GET /admin/archive/scrapes').length;
     expect(listed).toBeLessThanOrEqual(2);
-    await expect.poll(() => page.getByTestId('storage').getAttribute('data-level')).toBe('warning');
+    await poll(() => page.getByTestId('storage').getAttribute('data-level')).toBe('warning');
 
     // Past the warning level, a new scrape asks first.
     await page.getByTestId('start-mode').selectOption('links');
@@ -68,32 +71,32 @@ describe.skipIf(!haveChromium)('media archive web UI in a real browser', () => {
     await page.getByTestId('confirm-box').waitFor();
     expect(await page.getByTestId('confirm-box').textContent()).toContain('repeat with confirm true');
     await page.getByTestId('confirm-start').click();
-    await expect.poll(() => page.getByTestId('start-message').textContent()).toMatch(/^Started scrape /);
-    await expect.poll(() => page.locator('[data-testid=scrape][data-state=completed]').count(), { timeout: 45_000 }).toBe(2);
+    await poll(() => page.getByTestId('start-message').textContent()).toMatch(/^Started scrape /);
+    await poll(() => page.locator('[data-testid=scrape][data-state=completed]').count(), { timeout: 45_000 }).toBe(2);
 
     // The grid, filtered; thumbnails of stored images come through the admin file route.
     await page.getByTestId('filter-kind').selectOption('video');
     await page.getByTestId('filter-apply').click();
-    await expect.poll(async () => new Set(await page.locator('[data-testid=media-item]').evaluateAll((els) => els.map((e) => e.getAttribute('data-kind')))).size === 1 && (await page.locator('[data-testid=media-item][data-kind=video]').count()) > 0).toBe(true);
+    await poll(async () => new Set(await page.locator('[data-testid=media-item]').evaluateAll((els) => els.map((e) => e.getAttribute('data-kind')))).size === 1 && (await page.locator('[data-testid=media-item][data-kind=video]').count()) > 0).toBe(true);
     await page.getByTestId('filter-kind').selectOption('image');
     await page.getByTestId('filter-text').fill('harbour');
     await page.getByTestId('filter-apply').click();
-    await expect.poll(() => page.locator('[data-testid=media-item][data-kind=image] img').count()).toBeGreaterThan(5);
-    await expect.poll(() => page.locator('[data-testid=media-item] img').first().evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBe(16);
+    await poll(() => page.locator('[data-testid=media-item][data-kind=image] img').count()).toBeGreaterThan(5);
+    await poll(() => page.locator('[data-testid=media-item] img').first().evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBe(16);
     const texts = await page.locator('[data-testid=media-item] figcaption').allTextContents();
     expect(texts.every((t) => t.includes('image'))).toBe(true);
     await page.getByTestId('media-more').click();
-    await expect.poll(() => page.locator('[data-testid=media-item]').count()).toBeGreaterThan(60);
+    await poll(() => page.locator('[data-testid=media-item]').count()).toBeGreaterThan(60);
 
     // Delete needs a second click; then the row and its bytes are gone.
     const download = page.locator('[data-testid=scrape]').filter({ hasText: 'download' });
     await download.getByTestId('delete').click();
     await download.getByTestId('delete-confirm').click();
-    await expect.poll(() => page.locator('[data-testid=scrape]').count()).toBe(1);
-    await expect.poll(() => page.getByTestId('storage').getAttribute('data-level')).toBe('ok');
+    await poll(() => page.locator('[data-testid=scrape]').count()).toBe(1);
+    await poll(() => page.getByTestId('storage').getAttribute('data-level')).toBe('ok');
 
     // The action log shows what the page did.
-    await expect.poll(async () => page.locator('[data-testid=action][data-action=delete_scrape][data-result=ok]').count()).toBeGreaterThan(0);
+    await poll(async () => page.locator('[data-testid=action][data-action=delete_scrape][data-result=ok]').count()).toBeGreaterThan(0);
     expect(await page.locator('[data-testid=actions]').textContent()).toContain('start_scrape:download');
 
     mkdirSync(SCREENSHOTS, { recursive: true });

@@ -45,7 +45,7 @@ function expectedItems(h: TestHerald): number {
   return n;
 }
 
-async function waitForScrape(h: TestHerald, id: string, state: string, timeoutMs = 60_000): Promise<Scrape> {
+async function waitForScrape(h: TestHerald, id: string, state: string, timeoutMs = 150_000): Promise<Scrape> {
   return waitFor(async () => {
     const s = (await h.admin.get(`/admin/archive/scrapes/${id}`)).json as Scrape;
     return s.state === state ? s : undefined;
@@ -65,11 +65,11 @@ async function allItems(h: TestHerald, query: string): Promise<Item[]> {
   return items;
 }
 
-describe('media archive: a links scrape of the 20,000-message sandbox channel', () => {
+describe('media archive: a links scrape of the 20,000-message sandbox channel', { timeout: 180_000 }, () => {
   let h: TestHerald;
   beforeAll(async () => {
     h = await startTestHerald();
-  });
+  }, 180_000);
   afterAll(async () => h.close());
 
   it('walks the whole history page by page, indexes every item once, paced (no 429)', async () => {
@@ -168,11 +168,11 @@ describe('media archive: a links scrape of the 20,000-message sandbox channel', 
   });
 });
 
-describe('media archive: stop and resume', () => {
+describe('media archive: stop and resume', { timeout: 180_000 }, () => {
   let h: TestHerald;
   beforeAll(async () => {
     h = await startTestHerald({ sandbox: { mediaMessages: 5_000 } });
-  });
+  }, 180_000);
   afterAll(async () => h.close());
 
   it('a stopped scrape keeps its cursor; starting the channel again resumes it and indexes nothing twice', async () => {
@@ -214,7 +214,7 @@ describe('media archive: stop and resume', () => {
   });
 });
 
-describe('media archive: download mode, tiers, storage limit and the action log', () => {
+describe('media archive: download mode, tiers, storage limit and the action log', { timeout: 180_000 }, () => {
   let h: TestHerald;
   // The channel's 1,000 messages store about 440 kB: past the warning (50%), short of the overrun (90%).
   const limit = 700_000;
@@ -223,7 +223,7 @@ describe('media archive: download mode, tiers, storage limit and the action log'
       sandbox: { mediaMessages: 1_000 },
       env: { HERALD_MEDIA_MAX_FILE_BYTES: String(1024 * 1024), HERALD_MEDIA_LIMIT_BYTES: String(limit), HERALD_MEDIA_WARN_PERCENT: '50', HERALD_MEDIA_OVERRUN_PERCENT: '90' },
     });
-  });
+  }, 180_000);
   afterAll(async () => h.close());
 
   let first = '';

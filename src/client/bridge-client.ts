@@ -89,13 +89,14 @@ export function createBridgeClient(options: BridgeClientOptions) {
   };
   const api = createClient<paths>({ baseUrl: options.baseUrl, headers: { ...(options.headers ?? {}), authorization: `Bearer ${options.token}` }, fetch: retryingFetch });
 
-  async function run<T>(call: () => Promise<{ data?: T; error?: unknown; response: Response }>): Promise<BridgeResult<T>> {
+  /** `keepBody`: a refusal also carries its whole body (e.g. the archive's storage warning). */
+  async function run<T>(call: () => Promise<{ data?: T; error?: unknown; response: Response }>, keepBody = false): Promise<BridgeResult<T>> {
     try {
       const { data, error, response } = await call();
       if (data !== undefined && response.ok) return { ok: true, status: response.status, data };
       if (response.status === 204) return { ok: true, status: 204, data: undefined as T };
       const reason = typeof error === 'object' && error !== null && 'error' in error ? String((error as { error: unknown }).error) : `HTTP ${response.status}`;
-      return { ok: false, status: response.status, error: reason, ...(typeof error === 'object' && error !== null ? { body: error } : {}) };
+      return { ok: false, status: response.status, error: reason, ...(keepBody && typeof error === 'object' && error !== null ? { body: error } : {}) };
     } catch {
       return { ok: false, status: 0, error: 'bridge unreachable' };
     }
@@ -136,7 +137,7 @@ export function createBridgeClient(options: BridgeClientOptions) {
       run<DeliveryDetail>(() => api.GET('/admin/deliveries/{request_id}', { params: { path: { request_id: requestId } }, fetch: baseFetch })),
     // The media archive (with the bridge token: the trusted tier; with the admin token: the admin tier).
     // Starting is asked once: a retry after a lost answer would be refused as already running anyway.
-    startMediaScrape: (body: StartScrapeRequest) => run<ScrapeJob>(() => api.POST('/admin/archive/scrapes', { body, fetch: baseFetch })),
+    startMediaScrape: (body: StartScrapeRequest) => run<ScrapeJob>(() => api.POST('/admin/archive/scrapes', { body, fetch: baseFetch }), true),
     listMediaScrapes: () => run<{ scrapes: ScrapeJob[] }>(() => api.GET('/admin/archive/scrapes')),
     getMediaScrape: (id: string) => run<ScrapeJob>(() => api.GET('/admin/archive/scrapes/{scrape_id}', { params: { path: { scrape_id: id } } })),
     stopMediaScrape: (id: string) => run<ScrapeJob>(() => api.POST('/admin/archive/scrapes/{scrape_id}/stop', { params: { path: { scrape_id: id } } })),

@@ -1,4 +1,5 @@
 import { createReadStream } from 'node:fs';
+import type { ServerResponse } from 'node:http';
 import Router from '@koa/router';
 import type { Context as KoaContext } from 'koa';
 import { InvalidRequestError } from '../../platform/errors.js';
@@ -116,8 +117,10 @@ const KEEPALIVE_MS = 15_000;
  * events, pushed as the job queue records each step) and stored files for the UI's thumbnails.
  * The API middleware has authenticated them already; both need the admin tier.
  */
-export function archiveRoutes(media: MediaService): Router {
+export function archiveRoutes(media: MediaService): { router: Router; closeStreams(): void } {
   const router = new Router();
+  /** Open event streams: ended at shutdown, or the server would wait for them forever. */
+  const streams = new Set<ServerResponse>();
   const adminOnly = (ctx: KoaContext): boolean => {
     if (ctx.state['authenticated'] === 'admin') return true;
     ctx.status = 403;
@@ -137,7 +140,9 @@ export function archiveRoutes(media: MediaService): Router {
     media.events.on('scrape', onScrape);
     media.events.on('storage', onStorage);
     const keepalive = setInterval(() => res.write(': keepalive\n\n'), KEEPALIVE_MS);
+    streams.add(res);
     res.on('close', () => {
+      streams.delete(res);
       clearInterval(keepalive);
       media.events.off('scrape', onScrape);
       media.events.off('storage', onStorage);
@@ -156,5 +161,10 @@ export function archiveRoutes(media: MediaService): Router {
     ctx.set({ 'content-type': file.contentType, 'cache-control': 'private, max-age=86400', 'x-content-type-options': 'nosniff', 'content-security-policy': "default-src 'none'; sandbox" });
     ctx.body = createReadStream(file.path);
   });
-  return router;
+  return {
+    router,
+    closeStreams: () => {
+      for (const res of streams) res.end();
+    },
+  };
 }
