@@ -26,9 +26,10 @@ describe('/media, the archive command', { timeout: 180_000 }, () => {
     expect(await run('stop', { channel: SANDBOX_MEDIA_CHANNEL })).toMatch(/^Stopped the scrape of/);
     expect(await run('status')).toContain('links: **stopped**');
     expect(await run('start', { channel: SANDBOX_MEDIA_CHANNEL })).toMatch(/^Resumed the scrape/);
-    await waitFor(async () => (await run('status')).includes('**completed**, 3000 messages'), 'the scrape to complete');
+    // Read before polling /media status below, whose own entries (list_scrapes) would push these off the page.
     const log = (await h.admin.get('/admin/archive/actions?limit=20')).json as { actions: { actor: string; via: string; action: string }[] };
     expect(log.actions).toEqual(expect.arrayContaining([expect.objectContaining({ actor: `discord:${IDS.user}`, via: 'discord', action: 'start_scrape:links' })]));
+    await waitFor(async () => (await run('status')).includes('**completed**, 3000 messages'), 'the scrape to complete');
   });
 
   it('refuses a channel of another server, and members without Manage Server', async () => {
