@@ -1,5 +1,4 @@
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -15,6 +14,7 @@ import { testDatabase } from './support/db.js';
 import { SANDBOX_MEMBER_IDS } from '../src/sandbox/sandbox.js';
 import { heraldEnv, IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { startHeraldProcess } from './support/process.js';
+import { freePort } from './support/ports.js';
 import { waitFor } from './support/wait.js';
 
 type ToolResult = { content: { type: string; text: string }[]; isError?: boolean };
@@ -253,13 +253,3 @@ describe('herald mcp when the bridge is killed during post_message', () => {
   });
 });
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}

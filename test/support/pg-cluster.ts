@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, rmSync } from 'node:fs';
 import { appendFile, chown, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { freePort } from './ports.js';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -63,18 +63,6 @@ function run(bin: string, args: string[], timeoutMs = 120_000): Promise<{ code: 
   });
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export async function startPgCluster(options: { port?: number } = {}): Promise<PgCluster> {
   const dir = await mkdtemp(path.join(tmpdir(), 'herald-pg-'));
