@@ -104,6 +104,7 @@ const TOKEN_CHECK_MS = 10_000;
  */
 export async function startHerald(options: HeraldOptions): Promise<Herald> {
   const { config } = options;
+  const startedAt = new Date();
   const clock = options.clock ?? systemClock;
   const log = options.log ?? createLogger(config.logLevel);
   const roles = options.roles ?? { http: true, dispatcher: true };
@@ -324,6 +325,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     }
 
     let url: string | undefined;
+    let api: { host: string; port: number } | undefined;
     if (roles.http) {
       const readiness: Readiness = async () => {
         const checks: Record<string, string> = {};
@@ -377,10 +379,11 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       cleanups.push(async () => archive.closeStreams());
       const address = server.address() as AddressInfo;
       url = `http://${config.host}:${address.port}`;
+      api = { host: config.host, port: address.port };
     }
     let metricsUrl: string | undefined;
     if (config.metricsPort !== undefined) {
-      const metricsServer = await serveMetrics(registry, config.metricsHost, config.metricsPort, log);
+      const metricsServer = await serveMetrics(registry, config.metricsHost, config.metricsPort, log, { api, startedAt });
       cleanups.push(() => metricsServer.close());
       metricsUrl = metricsServer.url;
     }

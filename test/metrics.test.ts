@@ -205,10 +205,12 @@ describe('metrics', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/html/);
     const html = await res.text();
-    for (const title of ['Outbox depth', 'Oldest due job waiting', 'Delivered per minute', 'Accept → send p95', 'Discord 429s per minute']) expect(html).toContain(title);
+    for (const title of ['Depth (pending + in flight)', 'Oldest due job waiting', 'Delivered per minute', 'Accept → send p95', '429s per minute']) expect(html).toContain(title);
     expect(html).toContain('<svg');
-    expect(html).toContain('discord gateway: <b class="up">up</b>');
-    expect(html).not.toMatch(/<script|<link|src=|https?:\/\//);
+    expect(html).toMatch(/<h2>discord<\/h2>\n<div class="grid">\n<figure>\n<figcaption>gateway link<\/figcaption>\n<p class="now"><b class="up">up<\/b><\/p>/);
+    expect(html).not.toMatch(/<script|<link|src=/);
+    // Absolute links only to this Herald's API (its docs and the archive UI); test/status-page.test.ts has the rest.
+    for (const m of html.matchAll(/https?:\/\/[^"<\s]+/g)) expect(m[0].startsWith(`${h.url}/`), m[0]).toBe(true);
   });
 
   it('alert rules and the dashboard reference only metrics the registry exports', async () => {
