@@ -8,6 +8,8 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import path from 'node:path';
 import { archiveOperations, archiveRoutes } from './modules/archive/archive.http.js';
+import { registerArchiveMetrics } from './modules/archive/archive.metrics.js';
+import { archiveTotals } from './modules/archive/archive.repository.js';
 import { DISCORD_MEDIA_HOSTS, MediaDownloader } from './modules/archive/media.downloader.js';
 import { MediaService } from './modules/archive/media.service.js';
 import { ScrapeJobs, scrapeQueue, type ScrapeStepJob } from './modules/archive/scrape.jobs.js';
@@ -232,6 +234,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       wake: () => scrapeWorker?.wake(),
       log,
     });
+    registerArchiveMetrics(registry, () => archiveTotals(store.db));
 
     const queue = deliveryQueue(store.db, deliveryMetrics);
     // Every role reports the outbox it shares (one database): dashboards take the max across processes.
