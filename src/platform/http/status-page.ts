@@ -151,7 +151,7 @@ export class StatusPage {
     const s = this.samples;
     const first = s[0];
     const last = s[s.length - 1];
-    const spanMs = first !== undefined && last !== undefined ? last.at - first.at : 0;
+    const span = { from: first?.at ?? 0, to: last?.at ?? 0 };
     const sections = new Map<string, StatusPanel[]>();
     for (const panel of statusPanels(this.registry)) sections.set(panel.section, [...(sections.get(panel.section) ?? []), panel]);
     const api = options.apiUrl;
@@ -177,7 +177,7 @@ ${refresh ? `<meta http-equiv="refresh" content="${everyS}">\n` : ''}<title>Hera
 ${links}
 </header>
 <main>
-${[...sections].map(([name, panels]) => section(name, panels, s, spanMs)).join('\n')}
+${[...sections].map(([name, panels]) => section(name, panels, s, span)).join('\n')}
 </main>
 <footer>
 <p>Up to the last ${Math.round((KEEP * this.everyMs) / 60_000)} minutes, sampled every ${Math.round(this.everyMs / 1000)} s from this process's registry (<a href="/metrics">/metrics</a>). Each chart runs from 0 at its foot to its max at its top.${s.length < 2 ? ' Collecting: rates appear after the second sample.' : ''}</p>
@@ -193,45 +193,63 @@ function keyOf(panel: StatusPanel): string {
 }
 
 /** A section's figures, its links first: whether a platform is reachable at all comes before its rates. */
-function section(name: string, panels: readonly StatusPanel[], samples: readonly Sample[], spanMs: number): string {
+function section(name: string, panels: readonly StatusPanel[], samples: readonly Sample[], span: Span): string {
   const ordered = [...panels].sort((a, b) => Number(b.show === 'up') - Number(a.show === 'up'));
-  return `<section>\n<h2>${escape(name)}</h2>\n<div class="grid">\n${ordered.map((p) => figure(p, seriesOf(p, samples), spanMs)).join('\n')}\n</div>\n</section>`;
+  return `<section>\n<h2>${escape(name)}</h2>\n<div class="grid">\n${ordered.map((p) => figure(p, seriesOf(p, samples), span)).join('\n')}\n</div>\n</section>`;
+}
+
+/** The time the samples kept cover (ms since the epoch). */
+interface Span {
+  from: number;
+  to: number;
+}
+
+/** A figure at a time: a sample's, or the end of the period a rate or percentile covers. */
+interface Point {
+  at: number;
+  v: number;
 }
 
 /** A panel's figures over the samples kept: one per sample, or per pair of samples for rates. */
-function seriesOf(panel: StatusPanel, samples: readonly Sample[]): number[] {
+function seriesOf(panel: StatusPanel, samples: readonly Sample[]): Point[] {
   const key = keyOf(panel);
   const readings = samples.flatMap((x) => {
     const v = x.values.get(key);
     return v === undefined ? [] : [{ at: x.at, v }];
   });
   if (panel.show === 'p95' || panel.show === 'perMinute') {
-    return readings.slice(1).map((b, i) => {
+    return readings.slice(1).flatMap((b, i) => {
       const a = readings[i] as { at: number; v: number | Buckets };
-      if (b.v instanceof Map) return a.v instanceof Map ? bucketQuantile(a.v, b.v, 0.95) : 0;
+      // A period that observed nothing has no percentile (not a latency of 0): it is left out.
+      if (b.v instanceof Map) {
+        const q = a.v instanceof Map ? bucketQuantile(a.v, b.v, 0.95) : undefined;
+        return q === undefined ? [] : [{ at: b.at, v: q }];
+      }
       // A counter reset (restart) or a gauge that fell (a scrape deleted) is no negative rate.
-      return typeof a.v === 'number' ? Math.max(0, ((b.v - a.v) * 60_000) / Math.max(1, b.at - a.at)) : 0;
+      return typeof a.v === 'number' ? [{ at: b.at, v: Math.max(0, ((b.v - a.v) * 60_000) / Math.max(1, b.at - a.at)) }] : [];
     });
   }
-  return readings.map((r) => (typeof r.v === 'number' ? r.v : 0));
+  return readings.flatMap((r) => (typeof r.v === 'number' ? [{ at: r.at, v: r.v }] : []));
 }
 
-/** An upper bound of the q-quantile of what was observed between two cumulative histogram readings. */
-function bucketQuantile(before: Buckets, after: Buckets, q: number): number {
+/** An upper bound of the q-quantile of what was observed between two cumulative histogram readings; undefined when nothing was. */
+function bucketQuantile(before: Buckets, after: Buckets, q: number): number | undefined {
   const bounds = [...after.keys()].sort((x, y) => x - y);
   const delta = (le: number) => (after.get(le) ?? 0) - (before.get(le) ?? 0);
   const total = delta(Infinity);
-  if (total <= 0) return 0;
+  if (total <= 0) return undefined;
   const finite = bounds.filter((le) => le !== Infinity);
   for (const le of finite) if (delta(le) >= q * total) return le;
   return finite[finite.length - 1] ?? 0;
 }
 
 /** One figure: its name, the value now, a sparkline from 0 (foot) to the max (top), and that scale in words. */
-function figure(panel: StatusPanel, series: readonly number[], spanMs: number): string {
+function figure(panel: StatusPanel, points: readonly Point[], span: Span): string {
+  const series = points.map((p) => p.v);
   const now = series[series.length - 1];
   const up = panel.show === 'up';
   const max = up ? 1 : Math.max(0, ...series);
+  const spanMs = span.to - span.from;
   const nowText = now === undefined ? '–' : up ? (now === 1 ? 'up' : 'down') : withUnit(now, panel.unit);
   const nowHtml = up && now !== undefined ? `<b class="${now === 1 ? 'up' : 'down'}">${nowText}</b>` : escape(nowText);
   const scale = up
@@ -241,20 +259,21 @@ function figure(panel: StatusPanel, series: readonly number[], spanMs: number): 
   return `<figure>
 <figcaption>${escape(panel.title)}</figcaption>
 <p class="now">${nowHtml}</p>
-${sparkline(series, max, `${panel.title}, ${over}: now ${nowText}, ${scale}`)}
+${sparkline(points, span, max, `${panel.title}, ${over}: now ${nowText}, ${scale}`)}
 <p class="scale"><span>${escape(scale)}</span><span>${escape(over)}</span></p>
 </figure>`;
 }
 
-function sparkline(series: readonly number[], max: number, label: string): string {
+/** Time runs left to right over the span (samples are irregular: page views sample too), 0 at the foot, max at the top. */
+function sparkline(points: readonly Point[], span: Span, max: number, label: string): string {
   const top = 2;
   const foot = CHART_H - 2;
+  const x = (at: number) => (span.to > span.from ? ((at - span.from) / (span.to - span.from)) * CHART_W : CHART_W);
   const y = (v: number) => (max <= 0 ? foot : foot - (v / max) * (foot - top));
-  const step = series.length > 1 ? CHART_W / (series.length - 1) : 0;
-  const points = series.map((v, i) => `${(i * step).toFixed(1)},${y(v).toFixed(1)}`);
-  const last = series[series.length - 1];
-  const dot = last === undefined ? '' : `<circle cx="${((series.length - 1) * step).toFixed(1)}" cy="${y(last).toFixed(1)}" r="2.5"/>`;
-  return `<svg viewBox="0 0 ${CHART_W} ${CHART_H}" preserveAspectRatio="none" role="img" aria-label="${escape(label)}"><line x1="0" y1="${top}" x2="${CHART_W}" y2="${top}"/><line x1="0" y1="${foot}" x2="${CHART_W}" y2="${foot}"/>${points.length > 1 ? `<polyline points="${points.join(' ')}"/>` : ''}${dot}</svg>`;
+  const xy = points.map((p) => `${x(p.at).toFixed(1)},${y(p.v).toFixed(1)}`);
+  const last = points[points.length - 1];
+  const dot = last === undefined ? '' : `<circle cx="${x(last.at).toFixed(1)}" cy="${y(last.v).toFixed(1)}" r="2.5"/>`;
+  return `<svg viewBox="0 0 ${CHART_W} ${CHART_H}" preserveAspectRatio="none" role="img" aria-label="${escape(label)}"><line x1="0" y1="${top}" x2="${CHART_W}" y2="${top}"/><line x1="0" y1="${foot}" x2="${CHART_W}" y2="${foot}"/>${xy.length > 1 ? `<polyline points="${xy.join(' ')}"/>` : ''}${dot}</svg>`;
 }
 
 function withUnit(v: number, unit: string | undefined): string {
