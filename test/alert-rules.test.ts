@@ -117,8 +117,9 @@ describe('every metric the alert rules and the dashboard name', () => {
     const res = await fetch(`${h.herald.metricsUrl ?? ''}/metrics`);
     expect(res.status).toBe(200);
     families = new Map(parsePrometheusTextFormat(await res.text()).map((f) => [f.name, f]));
-  });
-  afterAll(() => h?.close());
+    // Patient: a start-up on the shared, loaded 2-core machine can take over a minute.
+  }, 180_000);
+  afterAll(() => h?.close(), 60_000);
 
   /** The family a series name belongs to: histograms expose _bucket, _sum and _count series. */
   const exported = (name: string): boolean => {

@@ -45,7 +45,7 @@ const nowOf = (f: Figure): number => Number.parseFloat(f.now);
 /** The top of a figure's chart: the largest value it draws. */
 const maxOf = (f: Figure): number => Number.parseFloat(f.scale.replace(/^max /, ''));
 
-describe('the status page', () => {
+describe('the status page', { timeout: 120_000 }, () => {
   let h: TestHerald;
   let pageUrl: string;
   const page = async (): Promise<string> => {
@@ -60,8 +60,9 @@ describe('the status page', () => {
     h = await startTestHerald({ env: { HERALD_IRC_URL: `irc://127.0.0.1:${closed}`, HERALD_IRC_CHANNELS: '#agents' } });
     pageUrl = `${h.herald.metricsUrl ?? ''}/`;
     await h.mapDestination('alerts', IDS.channels.alerts);
-  });
-  afterAll(() => h?.close());
+    // Patient: a start-up on the shared, loaded 2-core machine can take over a minute.
+  }, 180_000);
+  afterAll(() => h?.close(), 60_000);
 
   it('is valid HTML that loads nothing, under a CSP that allows nothing but its own style', async () => {
     const res = await fetch(pageUrl);
