@@ -328,7 +328,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     }
 
     let url: string | undefined;
-    let api: { host: string; port: number } | undefined;
+    let api: { host: string; port: number; pages: { title: string; path: string }[] } | undefined;
     if (roles.http) {
       const readiness: Readiness = async () => {
         const checks: Record<string, string> = {};
@@ -382,7 +382,8 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       cleanups.push(async () => archive.closeStreams());
       const address = server.address() as AddressInfo;
       url = `http://${config.host}:${address.port}`;
-      api = { host: config.host, port: address.port };
+      // The pages an operator opens, linked from the status page on the metrics port.
+      api = { host: config.host, port: address.port, pages: [{ title: 'API docs', path: '/docs' }, { title: 'Media archive', path: '/ui/archive' }] };
     }
     let metricsUrl: string | undefined;
     if (config.metricsPort !== undefined) {

@@ -1,6 +1,8 @@
 import { HtmlValidate } from 'html-validate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiUrl } from '../src/platform/http/metrics-server.js';
+import { StatusPage } from '../src/platform/http/status-page.js';
+import { addStatusPanels, createRegistry } from '../src/platform/metrics.js';
 import { SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
 import { freePort } from './support/ports.js';
@@ -162,6 +164,19 @@ describe('the status page', { timeout: 120_000 }, () => {
     } finally {
       await h.bridge.post(`/admin/archive/scrapes/${scrapeId}/stop`, undefined);
     }
+  });
+});
+
+describe('the status page of a process without the API (herald dispatch)', () => {
+  it('links no API page, says where they are, and is as valid', async () => {
+    const registry = createRegistry();
+    addStatusPanels(registry, { section: 'process', title: 'Resident memory', metric: 'process_resident_memory_bytes', show: 'max', unit: 'bytes' });
+    const page = new StatusPage(registry, { apiPages: [{ title: 'API docs', path: '/docs' }] });
+    const html = await page.view({ refresh: false });
+    expect(html).not.toContain('/docs');
+    expect(html).toContain('<nav><a href="/metrics">Metrics (/metrics)</a></nav>\n<p>This process serves no API: its pages are on a process that does.</p>');
+    expect(figure(html, 'process', 'Resident memory').now).toMatch(/^\d+(\.\d+)? (kB|MB|GB)$/);
+    expect(await problems(html)).toEqual([]);
   });
 });
 

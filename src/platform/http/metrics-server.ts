@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { errorSummary } from '../errors.js';
-import { STATUS_PAGE_CSP, StatusPage } from './status-page.js';
+import { STATUS_PAGE_CSP, StatusPage, type ApiPage } from './status-page.js';
 
 export interface MetricsServer {
   /** Base URL: `/metrics` and the status page at `/`. */
@@ -12,8 +12,8 @@ export interface MetricsServer {
 }
 
 export interface MetricsServerOptions {
-  /** Where this process's API listens, when it serves one: the status page links its docs and the archive UI. */
-  api?: { host: string; port: number } | undefined;
+  /** Where this process's API listens, when it serves one, and which of its pages the status page links. */
+  api?: { host: string; port: number; pages: readonly ApiPage[] } | undefined;
   /** When this Herald started: the status page shows its uptime. */
   startedAt?: Date;
 }
@@ -24,7 +24,7 @@ export interface MetricsServerOptions {
  * is reachable only where the operator binds it (loopback by default).
  */
 export async function serveMetrics(registry: Registry, host: string, port: number, log: Logger, options: MetricsServerOptions = {}): Promise<MetricsServer> {
-  const page = new StatusPage(registry, options.startedAt !== undefined ? { startedAt: options.startedAt } : {});
+  const page = new StatusPage(registry, { apiPages: options.api?.pages ?? [], ...(options.startedAt !== undefined ? { startedAt: options.startedAt } : {}) });
   const server: Server = createServer((req, res) => {
     const [path, query] = (req.url ?? '/').split('?');
     if (req.method !== 'GET' && req.method !== 'HEAD') {

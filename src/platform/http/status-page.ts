@@ -35,14 +35,23 @@ polyline{fill:none;stroke:#2a6fdb;stroke-width:1.5}line{stroke:#ccc;stroke-width
 export const STATUS_PAGE_CSP = `default-src 'none'; style-src 'sha256-${createHash('sha256').update(STYLE).digest('base64')}'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`;
 
 export interface RenderOptions {
-  /** Where the API (its docs, the archive UI) answers, when this process serves one. */
+  /** Where the API answers, when this process serves one: the page links its `pages` there. */
   apiUrl?: string | undefined;
   /** Reload the page every sampling period (a reader can turn it off). Default true. */
   refresh?: boolean;
   now?: Date;
 }
 
+/** A page of the API the status page links to (its docs, a module's UI). */
+export interface ApiPage {
+  title: string;
+  /** From the API's base URL, e.g. `/docs`. */
+  path: string;
+}
+
 export interface StatusPageOptions {
+  /** Pages of the API to link to, when this process serves it. */
+  apiPages?: readonly ApiPage[];
   /** Sample every this often (default 10 s). */
   everyMs?: number;
   /** When this Herald started: the page shows its uptime. */
@@ -61,6 +70,7 @@ export class StatusPage {
   private pending: Promise<void> | undefined;
   private readonly everyMs: number;
   private readonly startedAt: Date;
+  private readonly apiPages: readonly ApiPage[];
 
   constructor(
     private readonly registry: Registry,
@@ -68,6 +78,7 @@ export class StatusPage {
   ) {
     this.everyMs = options.everyMs ?? 10_000;
     this.startedAt = options.startedAt ?? new Date();
+    this.apiPages = options.apiPages ?? [];
   }
 
   /** Sample now and every `everyMs` from then on. */
@@ -155,10 +166,8 @@ export class StatusPage {
     const sections = new Map<string, StatusPanel[]>();
     for (const panel of statusPanels(this.registry)) sections.set(panel.section, [...(sections.get(panel.section) ?? []), panel]);
     const api = options.apiUrl;
-    const links =
-      api === undefined
-        ? '<p>This process serves no API: its docs and the archive UI are on a <code>herald serve</code> process.</p>'
-        : `<nav><a href="${escape(`${api}/docs`)}">API docs (/docs)</a><a href="${escape(`${api}/ui/archive`)}">Media archive (/ui/archive)</a><a href="/metrics">Metrics (/metrics)</a></nav>`;
+    const pages = api === undefined ? [] : this.apiPages.map((p) => `<a href="${escape(`${api}${p.path}`)}">${escape(`${p.title} (${p.path})`)}</a>`);
+    const links = `<nav>${[...pages, '<a href="/metrics">Metrics (/metrics)</a>'].join('')}</nav>${api === undefined ? '\n<p>This process serves no API: its pages are on a process that does.</p>' : ''}`;
     const uptimeMs = Math.max(0, now.getTime() - this.startedAt.getTime());
     return `<!DOCTYPE html>
 <html lang="en">
