@@ -8,6 +8,8 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import path from 'node:path';
 import { archiveOperations, archiveRoutes } from './modules/archive/archive.http.js';
+import { registerArchiveMetrics } from './modules/archive/archive.metrics.js';
+import { archiveTotals } from './modules/archive/archive.repository.js';
 import { DISCORD_MEDIA_HOSTS, MediaDownloader } from './modules/archive/media.downloader.js';
 import { MediaService } from './modules/archive/media.service.js';
 import { ScrapeJobs, scrapeQueue, type ScrapeStepJob } from './modules/archive/scrape.jobs.js';
@@ -104,6 +106,7 @@ const TOKEN_CHECK_MS = 10_000;
  */
 export async function startHerald(options: HeraldOptions): Promise<Herald> {
   const { config } = options;
+  const startedAt = new Date();
   const clock = options.clock ?? systemClock;
   const log = options.log ?? createLogger(config.logLevel);
   const roles = options.roles ?? { http: true, dispatcher: true };
@@ -231,6 +234,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       wake: () => scrapeWorker?.wake(),
       log,
     });
+    registerArchiveMetrics(registry, () => archiveTotals(store.db));
 
     const queue = deliveryQueue(store.db, deliveryMetrics);
     // Every role reports the outbox it shares (one database): dashboards take the max across processes.
@@ -324,6 +328,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     }
 
     let url: string | undefined;
+    let api: { host: string; port: number; pages: { title: string; path: string }[] } | undefined;
     if (roles.http) {
       const readiness: Readiness = async () => {
         const checks: Record<string, string> = {};
@@ -377,10 +382,12 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       cleanups.push(async () => archive.closeStreams());
       const address = server.address() as AddressInfo;
       url = `http://${config.host}:${address.port}`;
+      // The pages an operator opens, linked from the status page on the metrics port.
+      api = { host: config.host, port: address.port, pages: [{ title: 'API docs', path: '/docs' }, { title: 'Media archive', path: '/ui/archive' }] };
     }
     let metricsUrl: string | undefined;
     if (config.metricsPort !== undefined) {
-      const metricsServer = await serveMetrics(registry, config.metricsHost, config.metricsPort, log);
+      const metricsServer = await serveMetrics(registry, config.metricsHost, config.metricsPort, log, { api, startedAt });
       cleanups.push(() => metricsServer.close());
       metricsUrl = metricsServer.url;
     }

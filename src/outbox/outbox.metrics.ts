@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { Clock } from '../platform/clock.js';
-import { LATENCY_BUCKETS, ScrapeRead } from '../platform/metrics.js';
+import { addStatusPanels, LATENCY_BUCKETS, ScrapeRead } from '../platform/metrics.js';
 import type { QueueDepth } from './worker.js';
 
 /** The outbox worker's metrics, per job kind (each module's kinds: post, dm, edit, ...). */
@@ -103,4 +103,10 @@ export function registerOutboxHealth(registry: Registry, depth: (now: Date, time
       for (const [kind, age] of ages) this.set({ kind }, age);
     },
   });
+  addStatusPanels(
+    registry,
+    { section: 'outbox', title: 'Depth (pending + in flight)', metric: 'herald_outbox_jobs', show: 'sum', where: (l) => l['state'] !== 'unknown' },
+    { section: 'outbox', title: 'Oldest due job waiting', metric: 'herald_outbox_oldest_due_age_seconds', show: 'max', unit: ' s' },
+    { section: 'outbox', title: 'In doubt (unknown), stored', metric: 'herald_outbox_jobs', show: 'sum', where: (l) => l['state'] === 'unknown' },
+  );
 }

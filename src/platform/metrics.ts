@@ -59,3 +59,48 @@ export class ScrapeRead<T> {
     }
   }
 }
+
+/** The labels of one series, as the registry reports them. */
+export type SeriesLabels = Readonly<Partial<Record<string, string | number>>>;
+
+/**
+ * One figure of the operator's status page: a metric of the registry, sampled every few seconds
+ * and drawn as a sparkline. Whoever defines a metric declares its figure beside it, so the page
+ * itself names no module and no platform.
+ */
+export interface StatusPanel {
+  /** The heading it appears under: the module or platform it belongs to. */
+  section: string;
+  title: string;
+  /** A metric family of the registry. */
+  metric: string;
+  /**
+   * `sum` or `max` of the matching series now; `perMinute`: how fast their sum grew between two
+   * samples (a counter, or a gauge of things found); `p95`: a histogram's 95th percentile (an upper
+   * bucket bound) over what it observed between two samples; `up`: 1 while every matching series
+   * is 1, shown as up or down.
+   */
+  show: 'sum' | 'max' | 'perMinute' | 'p95' | 'up';
+  /** Which series count; all of them when absent. */
+  where?: (labels: SeriesLabels) => boolean;
+  /** Shown after each number (` s`, `/min`); `bytes` formats the number as kB, MB, GB. */
+  unit?: string;
+}
+
+const panelsOf = new WeakMap<Registry, StatusPanel[]>();
+
+/** Add figures to the status page of this registry's process (one with the same section and title is replaced). */
+export function addStatusPanels(registry: Registry, ...panels: StatusPanel[]): void {
+  const list = panelsOf.get(registry) ?? [];
+  for (const p of panels) {
+    const i = list.findIndex((q) => q.section === p.section && q.title === p.title);
+    if (i === -1) list.push(p);
+    else list[i] = p;
+  }
+  panelsOf.set(registry, list);
+}
+
+/** The status page's figures, in the order they were added. */
+export function statusPanels(registry: Registry): readonly StatusPanel[] {
+  return panelsOf.get(registry) ?? [];
+}

@@ -291,3 +291,16 @@ export function listActions(db: Db, before: string | undefined, limit: number): 
   if (before !== undefined) q = q.where('id', '<', before);
   return q.orderBy('id', 'desc').limit(limit).execute();
 }
+
+/** The archive's figures for /metrics: scrapes by state with the items they found and their errors, and the bytes stored. */
+export async function archiveTotals(db: Db): Promise<{ scrapes: { state: ScrapeState; scrapes: number; items: number; errors: number }[]; storedBytes: number }> {
+  const [rows, storedBytes] = await Promise.all([
+    db
+      .selectFrom('media_scrapes')
+      .select((eb) => ['state', eb.fn.countAll<string | number>().as('scrapes'), eb.fn.sum<string | number>('items_found').as('items'), eb.fn.sum<string | number>('errors').as('errors')])
+      .groupBy('state')
+      .execute(),
+    usedBytes(db),
+  ]);
+  return { scrapes: rows.map((r) => ({ state: r.state, scrapes: Number(r.scrapes), items: Number(r.items), errors: Number(r.errors) })), storedBytes };
+}

@@ -1,5 +1,5 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
-import { LATENCY_BUCKETS } from '../../platform/metrics.js';
+import { addStatusPanels, LATENCY_BUCKETS } from '../../platform/metrics.js';
 import type { StoredKind as DeliveryKind, FailureCode } from './delivery.js';
 
 /** How reconciliation of an in-doubt delivery came out. */
@@ -70,6 +70,12 @@ export class DeliveryMetrics {
       buckets: [...LATENCY_BUCKETS],
       registers,
     });
+    addStatusPanels(
+      registry,
+      { section: 'deliveries', title: 'Delivered per minute', metric: 'herald_deliveries_finished_total', show: 'perMinute', where: (l) => l['outcome'] === 'delivered', unit: '/min' },
+      { section: 'deliveries', title: 'Failed or unknown per minute', metric: 'herald_deliveries_finished_total', show: 'perMinute', where: (l) => l['outcome'] !== 'delivered', unit: '/min' },
+      { section: 'deliveries', title: 'Accept → send p95 (upper bucket bound)', metric: 'herald_delivery_accept_to_send_seconds', show: 'p95', unit: ' s' },
+    );
   }
 
   accept(kind: DeliveryKind): void {

@@ -1,5 +1,5 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
-import { LATENCY_BUCKETS } from '../metrics.js';
+import { addStatusPanels, LATENCY_BUCKETS } from '../metrics.js';
 
 /** Which protected area a request was for. */
 export type AuthArea = 'bridge' | 'admin';
@@ -30,6 +30,11 @@ export class HttpMetrics {
       labelNames: ['area', 'reason'],
       registers: [registry],
     });
+    addStatusPanels(
+      registry,
+      { section: 'http api', title: 'Requests per minute', metric: 'herald_http_requests_total', show: 'perMinute', unit: '/min' },
+      { section: 'http api', title: '5xx answers per minute', metric: 'herald_http_requests_total', show: 'perMinute', where: (l) => String(l['status']).startsWith('5'), unit: '/min' },
+    );
   }
 
   /** One answered request; `operation` is the contract's operationId (a fixed set), never a path. */

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { LATENCY_BUCKETS } from '../../platform/metrics.js';
+import { addStatusPanels, LATENCY_BUCKETS, type SeriesLabels } from '../../platform/metrics.js';
 
 /** Discord's `X-RateLimit-Scope` of a 429, or `unknown` when it sent none. */
 export type RateLimitScope = 'user' | 'global' | 'shared' | 'unknown';
@@ -42,6 +42,12 @@ export class PlatformMetrics {
       labelNames: ['transport', 'scope'],
       registers,
     });
+    const discord = (l: SeriesLabels) => l['transport'] === 'discord';
+    addStatusPanels(
+      registry,
+      { section: 'discord', title: 'Responses per minute', metric: 'herald_platform_responses_total', show: 'perMinute', where: discord, unit: '/min' },
+      { section: 'discord', title: '429s per minute', metric: 'herald_platform_rate_limited_total', show: 'perMinute', where: discord, unit: '/min' },
+    );
   }
 
   response(transport: string, method: string, status: number | 'error', seconds: number, scope?: string | null): void {
@@ -67,7 +73,7 @@ function rateLimitScope(raw: string | null | undefined): RateLimitScope {
 export class LinkMetrics {
   private readonly links = new Map<string, () => boolean>();
 
-  constructor(registry: Registry) {
+  constructor(private readonly registry: Registry) {
     const links = this.links;
     new Gauge({
       name: 'herald_transport_link_up',
@@ -84,8 +90,15 @@ export class LinkMetrics {
     });
   }
 
-  /** Report a link this process holds; `up` is asked at every scrape. */
+  /** Report a link this process holds; `up` is asked at every scrape (and shown on the status page under its transport). */
   track(transport: string, link: string, up: () => boolean): void {
     this.links.set(`${transport}\u0000${link}`, up);
+    addStatusPanels(this.registry, {
+      section: transport,
+      title: `${link} link`,
+      metric: 'herald_transport_link_up',
+      show: 'up',
+      where: (l) => l['transport'] === transport && l['link'] === link,
+    });
   }
 }
