@@ -147,6 +147,11 @@ export interface paths {
          *     output). `execute` needs `HERALD_COMMAND_EXECUTION_ENABLED=true`, a `sourceMessageId` of a
          *     real message by `userId` in `channelId`, and an `idempotencyKey`: the same key with the same
          *     invocation returns the stored result; with a different invocation it is refused.
+         *     A source message is the user's consent to one command: it must be fresh (written at most
+         *     `HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS` ago by Discord's timestamp, measured on Herald's clock;
+         *     older: `source_message_stale`), and the first execute that names it claims it for good, in the
+         *     database: another execute naming it, under another key or for another command, is refused
+         *     (`source_message_used`), while the same key again still replays the stored result.
          *     A refusal of the invocation itself (unknown command, bad argument, unmet precondition, ...)
          *     is a 200 with `ok: false` and an `error` category: it is the command's answer, not the bridge's.
          */
@@ -980,7 +985,11 @@ export interface components {
             userId: components["schemas"]["Snowflake"];
             guildId: components["schemas"]["Snowflake"];
             channelId: components["schemas"]["Snowflake"];
-            /** @description The user's real message this invocation answers; required for execute. */
+            /**
+             * @description The user's real message this invocation answers; required for execute. Herald fetches it:
+             *     its author must be `userId`, it must be in `channelId`, and fresh
+             *     (`HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS`, default 300). One message authorises one executed command.
+             */
             sourceMessageId?: components["schemas"]["Snowflake"];
             /** @description For validate only, the text of a message the invocation stands for; never trusted for execute. */
             messageContent?: string;
@@ -1013,7 +1022,7 @@ export interface components {
             };
             error: null | {
                 /** @enum {string} */
-                category: "too_long" | "unknown_command" | "invalid_arguments" | "context_not_found" | "bot_refused" | "unmet_precondition" | "execution_disabled" | "source_message_required" | "source_message_invalid" | "idempotency_key_required" | "idempotency_mismatch" | "in_progress" | "busy" | "timed_out" | "failed";
+                category: "too_long" | "unknown_command" | "invalid_arguments" | "context_not_found" | "bot_refused" | "unmet_precondition" | "execution_disabled" | "source_message_required" | "source_message_invalid" | "source_message_stale" | "source_message_used" | "idempotency_key_required" | "idempotency_mismatch" | "in_progress" | "busy" | "timed_out" | "failed";
                 reason: string;
                 /** @description The argument at fault, for invalid_arguments. */
                 argument?: string;

@@ -257,6 +257,8 @@ export interface FetchedMessage {
   readonly channelId: string;
   readonly authorId: string;
   readonly authorIsBot: boolean;
+  /** When it was written, as the platform dates it (Discord: the time in its snowflake id). */
+  readonly createdAt: Date;
 }
 
 /**

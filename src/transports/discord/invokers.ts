@@ -88,7 +88,8 @@ export class DiscordInvokers implements Invokers {
       throw err;
     });
     if (message === undefined || message.channelId !== channelId) return undefined;
-    return { id: message.id, channelId, authorId: message.author.id, authorIsBot: message.author.bot };
+    // createdAt is discord.js's reading of the snowflake id: Discord's own clock, not the caller's word.
+    return { id: message.id, channelId, authorId: message.author.id, authorIsBot: message.author.bot, createdAt: message.createdAt };
   }
 
   destroy(): Promise<void> {
