@@ -152,6 +152,8 @@ export interface paths {
          *     older: `source_message_stale`), and the first execute that names it claims it for good, in the
          *     database: another execute naming it, under another key or for another command, is refused
          *     (`source_message_used`), while the same key again still replays the stored result.
+         *     A subcommand marked `slashCommandOnly` in the registry (the identity commands) is never run
+         *     here, in either mode: the answer is `slash_command_only`, with the matched command described.
          *     A refusal of the invocation itself (unknown command, bad argument, unmet precondition, ...)
          *     is a 200 with `ok: false` and an `error` category: it is the command's answer, not the bridge's.
          */
@@ -1022,7 +1024,7 @@ export interface components {
             };
             error: null | {
                 /** @enum {string} */
-                category: "too_long" | "unknown_command" | "invalid_arguments" | "context_not_found" | "bot_refused" | "unmet_precondition" | "execution_disabled" | "source_message_required" | "source_message_invalid" | "source_message_stale" | "source_message_used" | "idempotency_key_required" | "idempotency_mismatch" | "in_progress" | "busy" | "timed_out" | "failed";
+                category: "too_long" | "unknown_command" | "invalid_arguments" | "context_not_found" | "bot_refused" | "unmet_precondition" | "execution_disabled" | "source_message_required" | "source_message_invalid" | "source_message_stale" | "source_message_used" | "slash_command_only" | "idempotency_key_required" | "idempotency_mismatch" | "in_progress" | "busy" | "timed_out" | "failed";
                 reason: string;
                 /** @description The argument at fault, for invalid_arguments. */
                 argument?: string;
@@ -1292,6 +1294,13 @@ export interface components {
             parameters: components["schemas"]["CommandParameter"][];
             preconditions: components["schemas"]["CommandPrecondition"][];
             effects: components["schemas"]["CommandEffect"][];
+            /**
+             * @description True: only the user's own slash command in Discord runs it (its reply is for them alone),
+             *     never `run_command`, which refuses it with `slash_command_only` in either mode. The
+             *     identity commands (`agent register`, `agent pair`, `agent unregister`) are: pairing is a
+             *     person's consent to a connector, so no connector may give it on their behalf.
+             */
+            slashCommandOnly: boolean;
         };
         /** @description A Discord id as a decimal string (64-bit ids do not fit a JSON number). */
         Snowflake: string;

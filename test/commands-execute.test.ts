@@ -119,6 +119,23 @@ describe('run_command: execute', () => {
     expect(posted).toHaveLength(1);
   });
 
+  it('never executes an identity command for a user: no registration, no pairing code, no revocation; the message is not spent', async () => {
+    const user = SANDBOX_MEMBER_IDS.owner;
+    await h.sandbox.invoke({ userId: user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
+    const generation = ((await h.bridge.get(`/mcp/registration/${user}`)).json as { generation: string }).generation;
+    const source = said(user, 'hi');
+    for (const sub of ['register', 'pair', 'unregister']) {
+      for (const responseMode of ['capture', 'discord']) {
+        const r = await run({ userId: user, command: `agent ${sub}`, sourceMessageId: source, idempotencyKey: newKey(), responseMode });
+        expect(r, `${sub} ${responseMode}`).toMatchObject({ ok: false, error: { category: 'slash_command_only' }, outputs: [], sideEffectsMayHaveOccurred: false });
+      }
+    }
+    // Unregister did not run (same generation), pair issued nothing to post, and the message still authorises a command.
+    expect((await h.bridge.get(`/mcp/registration/${user}`)).json).toEqual({ generation });
+    expect(h.sandbox.channelMessages(IDS.channels.alerts).filter((m) => m.content.includes('pairing code'))).toEqual([]);
+    expect(await run({ userId: user, command: 'destinations list', sourceMessageId: source, idempotencyKey: newKey() })).toMatchObject({ ok: true });
+  });
+
   it('frees a key once its replay window has passed, and prunes old runs', async () => {
     const db = h.herald.store.db;
     const t0 = new Date('2026-01-01T00:00:00Z');

@@ -131,6 +131,12 @@ export class CommandService<Deps> {
     };
     const command = this.router.command(parsed.command.name);
     if (command === undefined) return refuse('unknown_command', `no command ${parsed.command.name}`);
+    // Consent that only the user can give (pairing a connector, registering, revoking) is never
+    // given by a connector on their behalf, whatever the mode: only their own slash command runs it.
+    if (parsed.subcommand.slashCommandOnly) {
+      const slash = `/${[parsed.command.name, parsed.subcommand.name].filter((n) => n !== '').join(' ')}`;
+      return refuse('slash_command_only', `${slash} runs only from the user's own slash command in Discord (its reply is for them alone), never on their behalf: ask them to run ${slash} themselves`);
+    }
 
     if (mode === 'execute') {
       if (!this.limits.executionEnabled) return refuse('execution_disabled', 'executing commands is disabled on this Herald (HERALD_COMMAND_EXECUTION_ENABLED); validate only');

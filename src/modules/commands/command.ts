@@ -25,6 +25,11 @@ export interface SubcommandEntry {
   readonly effects: readonly Effect[];
   /** Checked after the command's own preconditions. */
   readonly preconditions?: readonly Precondition[];
+  /**
+   * Only the user's own slash command runs it, never a connector over `run_command`: for a
+   * command that is itself the user's consent (registering, pairing a connector, revoking).
+   */
+  readonly slashCommandOnly?: boolean;
 }
 
 /** One command: its definition, aliases, preconditions, effects and what it does. Its reply is the returned text. */

@@ -13,10 +13,12 @@ export const agentCommand: Command<{ identity: IdentityService }> = {
     .toJSON(),
   aliases: ['agents'],
   preconditions: [],
+  // Pairing is the user's consent to a connector, so only the user gives it: no connector may run
+  // these on their behalf (run_command refuses them), and their replies are for the user alone.
   subcommands: {
-    register: { effects: ['changes_herald_data'] },
-    pair: { effects: ['changes_herald_data'], preconditions: ['registered'] },
-    unregister: { effects: ['changes_herald_data', 'revokes_credentials'] },
+    register: { effects: ['changes_herald_data'], slashCommandOnly: true },
+    pair: { effects: ['changes_herald_data'], preconditions: ['registered'], slashCommandOnly: true },
+    unregister: { effects: ['changes_herald_data', 'revokes_credentials'], slashCommandOnly: true },
   },
   async execute(i, { identity }) {
     // Replies name the command as it was invoked.
