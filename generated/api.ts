@@ -1307,8 +1307,18 @@ export interface components {
         CommandOutput: {
             /** @constant */
             type: "message";
+            /** @description The reply; for a secret one, only a notice that it was withheld. */
             content: string;
             embeds: Record<string, never>[];
+            /**
+             * @description Present when the command itself marked this reply secret: a credential meant for the
+             *     invoking user alone (a pairing code). Its content never leaves Herald through
+             *     `run_command`: the output carries a fixed notice instead, nothing is posted to the
+             *     channel (no `delivery`, whatever the responseMode), and only the notice is kept for
+             *     replays. A person sees such replies only in their own slash command's ephemeral answer.
+             * @constant
+             */
+            secret?: true;
             /**
              * @description With responseMode discord: the reply was queued in Herald's outbox under this id (a
              *     delivery of kind `reply`, sent exactly once like a post, its nonce derived from the id);

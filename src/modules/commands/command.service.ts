@@ -23,6 +23,9 @@ type Answer = (error: CommandRunResult['error'], rest?: Partial<CommandRunResult
  */
 const SOURCE_CLOCK_SKEW_MS = 60_000;
 
+/** What a connector gets in place of a secret reply (the reply itself stays with the user). */
+export const SECRET_WITHHELD = 'This reply is secret (a credential for the user alone), so Herald withholds it here and never posts it: the user sees it only in the reply to their own slash command.';
+
 /** `run_command`'s input, as the contract's CommandRunRequest. */
 export interface RunRequest {
   command: string;
@@ -208,9 +211,12 @@ export class CommandService<Deps> {
     const work = (async (): Promise<CommandRunResult> => {
       try {
         const { reply, refused } = await this.router.attempt(command, invocation);
-        const { outputs, truncated } = this.capture([{ type: 'message', content: reply, embeds: [] }]);
+        // A secret reply goes no further than this line: not returned, posted, stored or logged.
+        const output: Output = reply.secret === true ? { type: 'message', content: SECRET_WITHHELD, embeds: [], secret: true } : { type: 'message', content: reply.content, embeds: [] };
+        const { outputs, truncated } = this.capture([output]);
         if (request.responseMode === 'discord' && this.postReply !== undefined) {
           for (const [i, o] of outputs.entries()) {
+            if (o.secret === true) continue;
             const requestId = createHash('sha256').update(`command-reply\0${key}\0${i}`).digest('hex');
             await this.postReply(requestId, invocation.guildId ?? '', request.channelId, o.content);
             o.delivery = { request_id: requestId };

@@ -31,11 +31,14 @@ export const agentCommand: Command<{ identity: IdentityService }> = {
       case 'pair': {
         const result = await identity.pair(i.user.id);
         if (result === 'not registered') return `Run \`${cmd} register\` first.`;
-        return (
-          `Your pairing code: **${result.code}**\n\n` +
-          // docs/protocol.md §7: the first sentence and the code line are parsed by connectors; the rest names Herald's own places.
-          "Valid 10 minutes, single use. Enter it only in the `pair` tool of your agent's `herald mcp` or your connector's authorization page — never paste it anywhere else."
-        );
+        return {
+          content:
+            `Your pairing code: **${result.code}**\n\n` +
+            // docs/protocol.md §7: the first sentence and the code line are parsed by connectors; the rest names Herald's own places.
+            "Valid 10 minutes, single use. Enter it only in the `pair` tool of your agent's `herald mcp` or your connector's authorization page — never paste it anywhere else.",
+          // For the user's eyes only, wherever the reply would go.
+          secret: true,
+        };
       }
       case 'unregister':
         return (await identity.unregister(i.user.id)) ? "Unregistered: your agents' tokens and DMs are revoked." : "You weren't registered.";
