@@ -989,8 +989,10 @@ export interface components {
             channelId: components["schemas"]["Snowflake"];
             /**
              * @description The user's real message this invocation answers; required for execute. Herald fetches it:
-             *     its author must be `userId`, it must be in `channelId`, and fresh
-             *     (`HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS`, default 300). One message authorises one executed command.
+             *     its author must be `userId`, it must be in `channelId`, words they wrote (not a system
+             *     message Discord shows under their name, such as a join or a pin: `source_message_invalid`),
+             *     and fresh (`HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS`, default 300). One message authorises
+             *     one executed command.
              */
             sourceMessageId?: components["schemas"]["Snowflake"];
             /** @description For validate only, the text of a message the invocation stands for; never trusted for execute. */

@@ -66,6 +66,15 @@ describe('run_command: execute', () => {
     expect(await run({ command, sourceMessageId: said(SANDBOX_MEMBER_IDS.manager) })).toMatchObject({ error: { category: 'idempotency_key_required' } });
   });
 
+  it("refuses a system message Discord shows under the user's name (they joined) as consent, and spends nothing", async () => {
+    const joined = h.sandbox.writeAsUser(SANDBOX_MEMBER_IDS.manager, IDS.channels.alerts, '', 7).id;
+    const r = await run({ command: 'destinations clear ops', sourceMessageId: joined, idempotencyKey: newKey() });
+    expect(r).toMatchObject({ ok: false, error: { category: 'source_message_invalid', reason: 'the source message is a system message (a join, a pin, a boost), not words userId wrote' }, sideEffectsMayHaveOccurred: false });
+    // A reply is words the user wrote.
+    const reply = h.sandbox.writeAsUser(SANDBOX_MEMBER_IDS.manager, IDS.channels.alerts, 'yes, list them', 19).id;
+    expect(await run({ command: 'destinations list', sourceMessageId: reply, idempotencyKey: newKey() })).toMatchObject({ ok: true });
+  });
+
   it('replays the stored result for the same key and invocation, and refuses the key for another invocation', async () => {
     const key = newKey();
     const invocation = { command: `destinations set digest <#${IDS.channels.ops}>`, sourceMessageId: said(SANDBOX_MEMBER_IDS.manager), idempotencyKey: key };

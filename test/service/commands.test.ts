@@ -34,7 +34,7 @@ describe('run_command (service level, memory transport): secret replies', () => 
       resolve: async (userId, guildId, channelId) => ({ invoker: { user: { id: userId, username: 'ada', globalName: 'Ada', bot: false }, guildId, channelId, permissions: [], canManageGuild: false } }),
       message: async (channelId, messageId) => {
         const m = s.memory.messagesIn(channelId).find((x) => x.id === messageId);
-        return m === undefined ? undefined : { id: m.id, channelId, authorId: m.authorId, authorIsBot: false, createdAt: m.createdAt };
+        return m === undefined ? undefined : { id: m.id, channelId, authorId: m.authorId, authorIsBot: false, createdAt: m.createdAt, writtenByAuthor: true };
       },
       botCanPost: async () => true,
     };

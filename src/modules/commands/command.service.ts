@@ -166,6 +166,7 @@ export class CommandService<Deps> {
     if (source === undefined) return refuse('source_message_invalid', 'sourceMessageId is not a message in channelId');
     if (source.authorIsBot) return refuse('bot_refused', 'the source message was written by a bot');
     if (source.authorId !== request.userId) return refuse('source_message_invalid', 'the source message was not written by userId');
+    if (!source.writtenByAuthor) return refuse('source_message_invalid', 'the source message is a system message (a join, a pin, a boost), not words userId wrote');
     return this.executeOnce(request, command, invocation, source, answer);
   }
 
