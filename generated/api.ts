@@ -147,6 +147,13 @@ export interface paths {
          *     output). `execute` needs `HERALD_COMMAND_EXECUTION_ENABLED=true`, a `sourceMessageId` of a
          *     real message by `userId` in `channelId`, and an `idempotencyKey`: the same key with the same
          *     invocation returns the stored result; with a different invocation it is refused.
+         *     A source message is the user's consent to one command: it must be fresh (written at most
+         *     `HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS` ago by Discord's timestamp, measured on Herald's clock;
+         *     older: `source_message_stale`), and the first execute that names it claims it for good, in the
+         *     database: another execute naming it, under another key or for another command, is refused
+         *     (`source_message_used`), while the same key again still replays the stored result.
+         *     A subcommand marked `slashCommandOnly` in the registry (the identity commands) is never run
+         *     here, in either mode: the answer is `slash_command_only`, with the matched command described.
          *     A refusal of the invocation itself (unknown command, bad argument, unmet precondition, ...)
          *     is a 200 with `ok: false` and an `error` category: it is the command's answer, not the bridge's.
          */
@@ -980,7 +987,13 @@ export interface components {
             userId: components["schemas"]["Snowflake"];
             guildId: components["schemas"]["Snowflake"];
             channelId: components["schemas"]["Snowflake"];
-            /** @description The user's real message this invocation answers; required for execute. */
+            /**
+             * @description The user's real message this invocation answers; required for execute. Herald fetches it:
+             *     its author must be `userId`, it must be in `channelId`, words they wrote (not a system
+             *     message Discord shows under their name, such as a join or a pin: `source_message_invalid`),
+             *     and fresh (`HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS`, default 300). One message authorises
+             *     one executed command.
+             */
             sourceMessageId?: components["schemas"]["Snowflake"];
             /** @description For validate only, the text of a message the invocation stands for; never trusted for execute. */
             messageContent?: string;
@@ -1013,7 +1026,7 @@ export interface components {
             };
             error: null | {
                 /** @enum {string} */
-                category: "too_long" | "unknown_command" | "invalid_arguments" | "context_not_found" | "bot_refused" | "unmet_precondition" | "execution_disabled" | "source_message_required" | "source_message_invalid" | "idempotency_key_required" | "idempotency_mismatch" | "in_progress" | "busy" | "timed_out" | "failed";
+                category: "too_long" | "unknown_command" | "invalid_arguments" | "context_not_found" | "bot_refused" | "unmet_precondition" | "execution_disabled" | "source_message_required" | "source_message_invalid" | "source_message_stale" | "source_message_used" | "slash_command_only" | "idempotency_key_required" | "idempotency_mismatch" | "in_progress" | "busy" | "timed_out" | "failed";
                 reason: string;
                 /** @description The argument at fault, for invalid_arguments. */
                 argument?: string;
@@ -1283,14 +1296,31 @@ export interface components {
             parameters: components["schemas"]["CommandParameter"][];
             preconditions: components["schemas"]["CommandPrecondition"][];
             effects: components["schemas"]["CommandEffect"][];
+            /**
+             * @description True: only the user's own slash command in Discord runs it (its reply is for them alone),
+             *     never `run_command`, which refuses it with `slash_command_only` in either mode. The
+             *     identity commands (`agent register`, `agent pair`, `agent unregister`) are: pairing is a
+             *     person's consent to a connector, so no connector may give it on their behalf.
+             */
+            slashCommandOnly: boolean;
         };
         /** @description A Discord id as a decimal string (64-bit ids do not fit a JSON number). */
         Snowflake: string;
         CommandOutput: {
             /** @constant */
             type: "message";
+            /** @description The reply; for a secret one, only a notice that it was withheld. */
             content: string;
             embeds: Record<string, never>[];
+            /**
+             * @description Present when the command itself marked this reply secret: a credential meant for the
+             *     invoking user alone (a pairing code). Its content never leaves Herald through
+             *     `run_command`: the output carries a fixed notice instead, nothing is posted to the
+             *     channel (no `delivery`, whatever the responseMode), and only the notice is kept for
+             *     replays. A person sees such replies only in their own slash command's ephemeral answer.
+             * @constant
+             */
+            secret?: true;
             /**
              * @description With responseMode discord: the reply was queued in Herald's outbox under this id (a
              *     delivery of kind `reply`, sent exactly once like a post, its nonce derived from the id);

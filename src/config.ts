@@ -176,7 +176,17 @@ export interface CommandLimits {
   readonly maxOutputBytes: number;
   /** `HERALD_COMMAND_IDEMPOTENCY_MINUTES`: how long an execute's result is replayed for its key. Default 10. */
   readonly idempotencyMinutes: number;
+  /**
+   * `HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS`: how old an execute's source message (the user's own
+   * message asking for it) may be, by Discord's timestamp against Herald's clock; older ones are
+   * refused. A message is consent to one command, given now, not a standing permission. Default
+   * 300 (5 minutes), at most `COMMAND_SOURCE_MAX_AGE_LIMIT_SECONDS`.
+   */
+  readonly sourceMaxAgeSeconds: number;
 }
+
+/** The longest source-message window an operator may set; claimed messages are kept this long. */
+export const COMMAND_SOURCE_MAX_AGE_LIMIT_SECONDS = 3_600;
 
 export class ConfigError extends Error {
   constructor(readonly problems: readonly string[]) {
@@ -319,6 +329,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxOutputs: int('HERALD_COMMAND_MAX_OUTPUTS', 100, 1, 10_000),
       maxOutputBytes: int('HERALD_COMMAND_MAX_OUTPUT_BYTES', 2 * 1024 * 1024, 1, 64 * 1024 * 1024),
       idempotencyMinutes: int('HERALD_COMMAND_IDEMPOTENCY_MINUTES', 10, 1, 7 * 24 * 60),
+      sourceMaxAgeSeconds: int('HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS', 300, 1, COMMAND_SOURCE_MAX_AGE_LIMIT_SECONDS),
     }),
     handoffs: Object.freeze({
       trustedBotIds: Object.freeze(botIds(text('HERALD_TRUSTED_BOT_IDS'))),

@@ -1,6 +1,6 @@
 import type { ArchiveActionTable, MediaBlobTable, MediaItemTable, MediaScrapeTable } from './modules/archive/archive.table.js';
 import type { ChatSendTable } from './modules/chat/chat.table.js';
-import type { CommandRunTable } from './modules/commands/command-run.table.js';
+import type { CommandRunTable, CommandSourceTable } from './modules/commands/command-run.table.js';
 import type { DeliveryTable, SentMessageTable } from './modules/deliveries/delivery.table.js';
 import type { DestinationTable } from './modules/destinations/destination.table.js';
 import type { HandoffEventTable, HandoffInboxTable } from './modules/handoffs/handoff.table.js';
@@ -18,6 +18,7 @@ export interface Database {
   registrations: RegistrationTable;
   pairing_codes: PairingCodeTable;
   command_runs: CommandRunTable;
+  command_sources: CommandSourceTable;
   handoff_events: HandoffEventTable;
   handoff_inbox: HandoffInboxTable;
   media_scrapes: MediaScrapeTable;

@@ -3,7 +3,7 @@ import { claimCommandRun, findCommandRun, pruneCommandRuns } from '../src/module
 import { SANDBOX_MEMBER_IDS } from '../src/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { onPostgres } from './support/db.js';
-import { heraldEnv, IDS, startTestHerald, type TestHerald } from './support/herald.js';
+import { heraldEnv, IDS, startTestHerald, TestClock, type TestHerald } from './support/herald.js';
 import { startHeraldProcess } from './support/process.js';
 import { waitFor } from './support/wait.js';
 
@@ -66,6 +66,15 @@ describe('run_command: execute', () => {
     expect(await run({ command, sourceMessageId: said(SANDBOX_MEMBER_IDS.manager) })).toMatchObject({ error: { category: 'idempotency_key_required' } });
   });
 
+  it("refuses a system message Discord shows under the user's name (they joined) as consent, and spends nothing", async () => {
+    const joined = h.sandbox.writeAsUser(SANDBOX_MEMBER_IDS.manager, IDS.channels.alerts, '', 7).id;
+    const r = await run({ command: 'destinations clear ops', sourceMessageId: joined, idempotencyKey: newKey() });
+    expect(r).toMatchObject({ ok: false, error: { category: 'source_message_invalid', reason: 'the source message is a system message (a join, a pin, a boost), not words userId wrote' }, sideEffectsMayHaveOccurred: false });
+    // A reply is words the user wrote.
+    const reply = h.sandbox.writeAsUser(SANDBOX_MEMBER_IDS.manager, IDS.channels.alerts, 'yes, list them', 19).id;
+    expect(await run({ command: 'destinations list', sourceMessageId: reply, idempotencyKey: newKey() })).toMatchObject({ ok: true });
+  });
+
   it('replays the stored result for the same key and invocation, and refuses the key for another invocation', async () => {
     const key = newKey();
     const invocation = { command: `destinations set digest <#${IDS.channels.ops}>`, sourceMessageId: said(SANDBOX_MEMBER_IDS.manager), idempotencyKey: key };
@@ -119,16 +128,79 @@ describe('run_command: execute', () => {
     expect(posted).toHaveLength(1);
   });
 
+  it('never executes an identity command for a user: no registration, no pairing code, no revocation; the message is not spent', async () => {
+    const user = SANDBOX_MEMBER_IDS.owner;
+    await h.sandbox.invoke({ userId: user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
+    const generation = ((await h.bridge.get(`/mcp/registration/${user}`)).json as { generation: string }).generation;
+    const source = said(user, 'hi');
+    for (const sub of ['register', 'pair', 'unregister']) {
+      for (const responseMode of ['capture', 'discord']) {
+        const r = await run({ userId: user, command: `agent ${sub}`, sourceMessageId: source, idempotencyKey: newKey(), responseMode });
+        expect(r, `${sub} ${responseMode}`).toMatchObject({ ok: false, error: { category: 'slash_command_only' }, outputs: [], sideEffectsMayHaveOccurred: false });
+      }
+    }
+    // Unregister did not run (same generation), pair issued nothing to post, and the message still authorises a command.
+    expect((await h.bridge.get(`/mcp/registration/${user}`)).json).toEqual({ generation });
+    expect(h.sandbox.channelMessages(IDS.channels.alerts).filter((m) => m.content.includes('pairing code'))).toEqual([]);
+    expect(await run({ userId: user, command: 'destinations list', sourceMessageId: source, idempotencyKey: newKey() })).toMatchObject({ ok: true });
+  });
+
   it('frees a key once its replay window has passed, and prunes old runs', async () => {
     const db = h.herald.store.db;
     const t0 = new Date('2026-01-01T00:00:00Z');
-    expect(await claimCommandRun(db, 'window-key-000000', 'hash-a', t0, new Date(t0.getTime() + 60_000))).toBe(true);
-    expect(await claimCommandRun(db, 'window-key-000000', 'hash-b', new Date(t0.getTime() + 30_000), new Date(t0.getTime() + 90_000))).toBe(false);
-    // Past its window the key may be claimed again, even for another invocation.
-    expect(await claimCommandRun(db, 'window-key-000000', 'hash-b', new Date(t0.getTime() + 60_000), new Date(t0.getTime() + 120_000))).toBe(true);
+    const at = (ms: number) => new Date(t0.getTime() + ms);
+    const run = (invocationHash: string, now: number, expires: number) => ({ key: 'window-key-000000', invocationHash, now: at(now), expiresAt: at(expires) });
+    const source = (messageId: string) => ({ messageId, keepUntil: at(60_000) });
+    expect(await claimCommandRun(db, run('hash-a', 0, 60_000), source('900000000000000001'))).toBe('claimed');
+    expect(await claimCommandRun(db, run('hash-b', 30_000, 90_000), source('900000000000000002'))).toBe('key_taken');
+    // Past its window the key may be claimed again, even for another invocation (with another message).
+    expect(await claimCommandRun(db, run('hash-b', 60_000, 120_000), source('900000000000000002'))).toBe('claimed');
     expect((await findCommandRun(db, 'window-key-000000'))?.invocation_hash).toBe('hash-b');
-    expect(await pruneCommandRuns(db, new Date(t0.getTime() + 120_000))).toBeGreaterThanOrEqual(1);
+    expect(await pruneCommandRuns(db, at(120_000))).toBeGreaterThanOrEqual(1);
     expect(await findCommandRun(db, 'window-key-000000')).toBeUndefined();
+  });
+
+  it('claims a source message once, race-safe in the database: of many keys naming one message, one runs; the losers leave no row', async () => {
+    const db = h.herald.store.db;
+    const now = new Date();
+    const keepUntil = new Date(now.getTime() + 3_600_000);
+    const keys = Array.from({ length: 10 }, (_, i) => `race-key-${Date.now()}-${i}`.padEnd(16, '0'));
+    const claims = await Promise.all(keys.map((key) => claimCommandRun(db, { key, invocationHash: `hash-${key}`, now, expiresAt: keepUntil }, { messageId: '900000000000000010', keepUntil })));
+    expect(claims.filter((c) => c === 'claimed')).toHaveLength(1);
+    expect(claims.filter((c) => c === 'source_used')).toHaveLength(9);
+    const rows = await Promise.all(keys.map((key) => findCommandRun(db, key)));
+    expect(rows.filter((r) => r !== undefined)).toHaveLength(1);
+    // The claim outlives the key's own row: once that is pruned, the message is still spent.
+    await pruneCommandRuns(db, new Date(now.getTime() + 60_000));
+    expect(await claimCommandRun(db, { key: 'race-key-late-00000', invocationHash: 'h', now, expiresAt: keepUntil }, { messageId: '900000000000000010', keepUntil })).toBe('source_used');
+  });
+
+  it('takes a source message as consent to one command: another command or key naming it is refused, the same key still replays', async () => {
+    // The issue's reproduction: one greeting used for set, set and clear under new keys.
+    const greeting = said(SANDBOX_MEMBER_IDS.manager, 'good morning everyone!');
+    const key = newKey();
+    const first = await run({ command: `destinations set alerts <#${IDS.channels.deals}>`, sourceMessageId: greeting, idempotencyKey: key });
+    expect(first).toMatchObject({ ok: true, replayed: false });
+    const used = { ok: false, error: { category: 'source_message_used' }, sideEffectsMayHaveOccurred: false, outputs: [] };
+    expect(await run({ command: `destinations set ops <#${IDS.channels.deals}>`, sourceMessageId: greeting, idempotencyKey: newKey() })).toMatchObject(used);
+    expect(await run({ command: 'destinations clear alerts', sourceMessageId: greeting, idempotencyKey: newKey() })).toMatchObject(used);
+    // The same command under a new key is a second execution too.
+    expect(await run({ command: `destinations set alerts <#${IDS.channels.deals}>`, sourceMessageId: greeting, idempotencyKey: newKey() })).toMatchObject(used);
+    expect(await run({ command: `destinations set alerts <#${IDS.channels.deals}>`, sourceMessageId: greeting, idempotencyKey: key })).toEqual({ ...first, replayed: true });
+    const mapped = (await mappings()).items;
+    expect(mapped).toContainEqual({ guild_id: IDS.guild, destination: 'alerts', channel_id: IDS.channels.deals });
+    expect(mapped.map((m) => m.destination)).not.toContain('ops');
+    // Validating never spends a message.
+    const fresh = said(SANDBOX_MEMBER_IDS.manager);
+    expect(await run({ mode: 'validate', command: 'destinations list', sourceMessageId: fresh })).toMatchObject({ ok: true });
+    expect(await run({ command: 'destinations list', sourceMessageId: fresh, idempotencyKey: newKey() })).toMatchObject({ ok: true });
+  });
+
+  it('lets one of several concurrent executes on one message run, whatever their keys', async () => {
+    const source = said(SANDBOX_MEMBER_IDS.manager);
+    const results = await Promise.all([IDS.channels.alerts, IDS.channels.deals, IDS.channels.ops].map((c) => run({ command: `destinations set digest <#${c}>`, sourceMessageId: source, idempotencyKey: newKey() })));
+    expect(results.filter((r) => r.ok)).toHaveLength(1);
+    expect(results.filter((r) => r.error?.category === 'source_message_used')).toHaveLength(2);
   });
 
   // PGlite is one process's database: two processes need PostgreSQL.
@@ -145,10 +217,73 @@ describe('run_command: execute', () => {
       expect(first).toMatchObject({ ok: true, replayed: false });
       expect(await run(invocation, otherBridge)).toEqual({ ...first, replayed: true });
       expect(await run({ ...invocation, command: 'destinations clear ops' }, otherBridge)).toMatchObject({ error: { category: 'idempotency_mismatch' } });
+      // The message is spent on every replica: another key on the other process is refused.
+      expect(await run({ ...invocation, command: 'destinations clear ops', idempotencyKey: newKey() }, otherBridge)).toMatchObject({ error: { category: 'source_message_used' } });
+      // Racing on one message across both processes, one execute runs.
+      const source = said(SANDBOX_MEMBER_IDS.manager);
+      const raced = await Promise.all(
+        [h.bridge, otherBridge, h.bridge, otherBridge].map((b, i) => run({ command: `destinations set ${i % 2 === 0 ? 'deals' : 'digest'} <#${IDS.channels.ops}>`, sourceMessageId: source, idempotencyKey: newKey() }, b)),
+      );
+      expect(raced.filter((r) => r.ok)).toHaveLength(1);
+      expect(raced.filter((r) => r.error?.category === 'source_message_used')).toHaveLength(3);
     } finally {
       other.kill('SIGKILL');
       await other.exited;
     }
+  });
+});
+
+describe('run_command: execute needs a fresh source message', () => {
+  let h: TestHerald;
+  const clock = new TestClock();
+  beforeAll(async () => {
+    h = await startTestHerald({ clock, env: { HERALD_COMMAND_EXECUTION_ENABLED: 'true', HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS: '120' } });
+  });
+  afterAll(() => h.close());
+
+  const run = async (body: Record<string, unknown>): Promise<Result> => {
+    const res = await h.bridge.post('/mcp/commands/run', { userId: SANDBOX_MEMBER_IDS.manager, guildId: IDS.guild, channelId: IDS.channels.alerts, mode: 'execute', ...body });
+    expect(res.status, res.text).toBe(200);
+    return res.json as Result;
+  };
+  const said = () => h.sandbox.writeAsUser(SANDBOX_MEMBER_IDS.manager, IDS.channels.alerts, 'please map ops').id;
+
+  it("refuses a message older than HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS by Discord's timestamp on Herald's clock, and runs nothing", async () => {
+    clock.offsetMs = 0;
+    const old = said();
+    clock.offsetMs = 121_000;
+    const r = await run({ command: `destinations set ops <#${IDS.channels.ops}>`, sourceMessageId: old, idempotencyKey: newKey() });
+    expect(r).toMatchObject({ ok: false, error: { category: 'source_message_stale' }, sideEffectsMayHaveOccurred: false, outputs: [] });
+    expect(r.error?.reason).toMatch(/^the source message is \d+ s old; an execute needs a message written in the last 120 s/);
+    expect((await h.admin.get('/admin/destinations')).json).toEqual({ items: [] });
+    // Inside the window (with room for a slow machine), it is consent.
+    clock.offsetMs = 0;
+    const recent = said();
+    clock.offsetMs = 90_000;
+    expect(await run({ command: `destinations set ops <#${IDS.channels.ops}>`, sourceMessageId: recent, idempotencyKey: newKey() })).toMatchObject({ ok: true });
+  });
+
+  it('still replays a key whose message has since grown old; a new key on it is refused as stale', async () => {
+    clock.offsetMs = 0;
+    const source = said();
+    const invocation = { command: `destinations set deals <#${IDS.channels.ops}>`, sourceMessageId: source, idempotencyKey: newKey() };
+    const first = await run(invocation);
+    expect(first).toMatchObject({ ok: true });
+    clock.offsetMs = 200_000;
+    expect(await run(invocation)).toEqual({ ...first, replayed: true });
+    expect(await run({ ...invocation, idempotencyKey: newKey() })).toMatchObject({ error: { category: 'source_message_stale' } });
+  });
+
+  it("refuses a message dated more than a minute ahead of Herald's clock (the clock is wrong, so no age can be trusted)", async () => {
+    clock.offsetMs = 0;
+    const source = said();
+    clock.offsetMs = -120_000;
+    const r = await run({ command: 'destinations list', sourceMessageId: source, idempotencyKey: newKey() });
+    expect(r).toMatchObject({ ok: false, error: { category: 'source_message_stale' } });
+    expect(r.error?.reason).toMatch(/ahead of Herald's clock/);
+    clock.offsetMs = -30_000;
+    expect(await run({ command: 'destinations list', sourceMessageId: source, idempotencyKey: newKey() })).toMatchObject({ ok: true });
+    clock.offsetMs = 0;
   });
 });
 

@@ -32,8 +32,12 @@ describe('the command registry', () => {
     const agent = all.find((c) => c.definition.name === 'agent');
     if (agent === undefined) throw new Error('no /agent');
     expect(parityProblem(all.map((c) => (c === agent ? { ...c, aliases: ['agents', 'me'] } : c)), REVIEWED)).toContain('aliases=agents,me');
-    expect(parityProblem(all.map((c) => (c === agent ? { ...c, subcommands: { ...c.subcommands, register: { effects: ['read_only'] } } } : c)), REVIEWED)).toContain(
-      'sub register preconditions= effects=read_only',
+    expect(parityProblem(all.map((c) => (c === agent ? { ...c, subcommands: { ...c.subcommands, register: { effects: ['read_only'], slashCommandOnly: true } } } : c)), REVIEWED)).toContain(
+      'sub register preconditions= effects=read_only slash_command_only',
+    );
+    // Letting a connector run an identity command is a reviewed change too.
+    expect(parityProblem(all.map((c) => (c === agent ? { ...c, subcommands: { ...c.subcommands, pair: { effects: ['changes_herald_data'], preconditions: ['registered'] } } } : c)), REVIEWED)).toContain(
+      '+   sub pair preconditions=registered effects=changes_herald_data\n',
     );
     const extra: Command<unknown> = {
       definition: new SlashCommandBuilder().setName('secret').setDescription('x').toJSON(),
@@ -68,8 +72,15 @@ describe('the command registry', () => {
       ],
       preconditions: ['in_guild', 'manage_guild', 'bot_can_post'],
       effects: ['changes_herald_data'],
+      slashCommandOnly: false,
     });
     expect(manifest[0]?.subcommands.find((s) => s.name === 'pair')?.preconditions).toEqual(['registered']);
+    // The identity commands are the user's own consent: the manifest says only their slash command runs them.
+    expect(manifest[0]?.subcommands.map((s) => [s.name, s.slashCommandOnly])).toEqual([
+      ['register', true],
+      ['pair', true],
+      ['unregister', true],
+    ]);
   });
 
   it('refuses a name or alias used by two commands', () => {

@@ -94,12 +94,23 @@ describe('run_command: validate', () => {
     expect(await run({ command: `destinations set alerts <#${IDS.channels.digest}>` })).toMatchObject({ ok: true });
   });
 
-  it('checks the registered precondition: refused before /agent register, allowed after', async () => {
-    expect(await run({ userId: SANDBOX_MEMBER_IDS.owner, command: 'agent pair' })).toMatchObject({ ok: false, error: { category: 'unmet_precondition', precondition: 'registered', reason: 'Run `/agent register` first.' } });
+  it('describes the identity commands as slash-command only, and refuses them even to validate (only the user pairs, in Discord)', async () => {
+    const agent = (await h.bridge.get('/mcp/commands/agent')).json as { subcommands: { name: string; slashCommandOnly: boolean; preconditions: string[] }[] };
+    expect(agent.subcommands.map((s) => [s.name, s.slashCommandOnly])).toEqual([
+      ['register', true],
+      ['pair', true],
+      ['unregister', true],
+    ]);
+    const destinations = (await h.bridge.get('/mcp/commands/destinations')).json as { subcommands: { slashCommandOnly: boolean }[] };
+    expect(destinations.subcommands.every((s) => !s.slashCommandOnly)).toBe(true);
     await h.sandbox.invoke({ userId: SANDBOX_MEMBER_IDS.owner, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
-    expect(await run({ userId: SANDBOX_MEMBER_IDS.owner, command: 'agents pair' })).toMatchObject({ ok: true, command: { name: 'agent', subcommand: 'pair', alias: 'agents' } });
-    // Validating pair issued no code: the user has none to redeem, and /agent register still says already registered.
-    expect(await run({ userId: SANDBOX_MEMBER_IDS.owner, command: 'agent register' })).toMatchObject({ ok: true });
+    for (const sub of ['register', 'pair', 'unregister']) {
+      const r = await run({ userId: SANDBOX_MEMBER_IDS.owner, command: `agents ${sub}` });
+      expect(r, sub).toMatchObject({ ok: false, command: { name: 'agent', subcommand: sub, alias: 'agents' }, error: { category: 'slash_command_only' }, outputs: [], sideEffectsMayHaveOccurred: false });
+      expect(r.error?.reason).toContain(`/agent ${sub} runs only from the user's own slash command`);
+    }
+    // Still registered: nothing ran.
+    expect((await h.bridge.get(`/mcp/registration/${SANDBOX_MEMBER_IDS.owner}`)).status).toBe(200);
   });
 
   it('refuses bots, strangers, and channels of another guild', async () => {

@@ -31,6 +31,14 @@ describe('configuration', () => {
     expect(() => loadConfig({ HERALD_HANDOFF_TTL_SECONDS: '3601' })).toThrow(/HERALD_HANDOFF_TTL_SECONDS must be an integer from 1 to 3600/);
   });
 
+  it('bounds how old a command\'s source message may be: 5 minutes by default, at most an hour', () => {
+    expect(loadConfig({}).commands.sourceMaxAgeSeconds).toBe(300);
+    expect(loadConfig({ HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS: '60' }).commands.sourceMaxAgeSeconds).toBe(60);
+    for (const bad of ['0', '3601', '86400', '5m']) {
+      expect(() => loadConfig({ HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS: bad }), bad).toThrow(/HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS must be an integer from 1 to 3600/);
+    }
+  });
+
   it('reports every problem at once', () => {
     try {
       loadConfig({ MCP_BRIDGE_TOKEN: 'short', HERALD_ADMIN_TOKEN: 'x'.repeat(42), PORT: 'eighty', DATABASE_URL: 'mysql://x', LOG_LEVEL: 'loud' });

@@ -82,8 +82,11 @@ export class GuildMembers {
   }
 }
 
-/** A message a user writes in a channel (the sandbox's stand-in for a person typing in Discord). */
-export function writeAsUser(state: SandboxState, author: SandboxUser, channelId: string, content: string): SandboxMessage {
+/**
+ * A message a user writes in a channel (the sandbox's stand-in for a person typing in Discord), or
+ * with another `type` a system message Discord shows under their name (7: they joined).
+ */
+export function writeAsUser(state: SandboxState, author: SandboxUser, channelId: string, content: string, type = 0): SandboxMessage {
   const message: SandboxMessage = {
     id: state.nextSnowflake(),
     channel_id: channelId,
@@ -93,7 +96,7 @@ export function writeAsUser(state: SandboxState, author: SandboxUser, channelId:
     components: [],
     timestamp: new Date().toISOString(),
     edited_timestamp: null,
-    type: 0,
+    type,
     edits: 0,
   };
   state.addMessage(message);
@@ -163,5 +166,5 @@ export function userMessageRoute(router: Router, state: SandboxState, dispatch: 
 }
 
 function publicMessage(m: SandboxMessage): Record<string, unknown> {
-  return { id: m.id, channel_id: m.channel_id, author: publicUser(m.author), content: m.content, timestamp: m.timestamp, edited_timestamp: null, type: 0, embeds: [], attachments: [], mentions: [], mention_roles: [], pinned: false, tts: false, mention_everyone: false };
+  return { id: m.id, channel_id: m.channel_id, author: publicUser(m.author), content: m.content, timestamp: m.timestamp, edited_timestamp: null, type: m.type, embeds: [], attachments: [], mentions: [], mention_roles: [], pinned: false, tts: false, mention_everyone: false };
 }

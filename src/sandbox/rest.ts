@@ -265,7 +265,7 @@ function listedMessage(m: SandboxMessage): Record<string, unknown> {
     components: m.components,
     timestamp: m.timestamp,
     edited_timestamp: m.edited_timestamp,
-    type: 0,
+    type: m.type,
     tts: false,
     mention_everyone: mentionsOf(m).everyone,
     mentions: mentionsOf(m).users.map((id) => ({ id, username: 'user', global_name: null, discriminator: '0', avatar: null })),

@@ -151,11 +151,14 @@ export class DiscordSandbox {
     this.state.addUser(user);
   }
 
-  /** A message written by a user (as if typed in Discord), e.g. the source message of a command. */
-  writeAsUser(userId: string, channelId: string, content: string): SandboxMessage {
+  /**
+   * A message written by a user (as if typed in Discord), e.g. the source message of a command;
+   * with `type`, a system message Discord shows under their name instead (7: they joined).
+   */
+  writeAsUser(userId: string, channelId: string, content: string, type = 0): SandboxMessage {
     const author = this.state.users.get(userId);
     if (author === undefined || !this.state.channels.has(channelId)) throw new SandboxError('unknown user or channel');
-    return writeAsUser(this.state, author, channelId, content);
+    return writeAsUser(this.state, author, channelId, content, type);
   }
 
   /** Make the next matching requests misbehave. */

@@ -39,7 +39,8 @@ export interface SandboxMessage {
   components: unknown[];
   timestamp: string;
   edited_timestamp: string | null;
-  type: 0;
+  /** Discord's message type: 0 a message someone wrote; others are system messages (7 a member joined, 6 a pin, …). */
+  type: number;
   /** Kept for inspection; Discord does not list it either (only the create response has it). */
   nonce?: string | number;
   allowed_mentions?: unknown;

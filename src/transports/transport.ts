@@ -257,6 +257,13 @@ export interface FetchedMessage {
   readonly channelId: string;
   readonly authorId: string;
   readonly authorIsBot: boolean;
+  /** When it was written, as the platform dates it (Discord: the time in its snowflake id). */
+  readonly createdAt: Date;
+  /**
+   * Whether its author wrote it: false for a system message the platform shows under their name
+   * (Discord: a member joined, a pin, a boost, a thread created), which asks for nothing.
+   */
+  readonly writtenByAuthor: boolean;
 }
 
 /**

@@ -4,20 +4,48 @@ import type { CommandRunResult, CommandRunRow } from './command-run.table.js';
 
 type Db = Kysely<Database>;
 
+/** What a claim found: the key and the source message are this execute's now, or one was taken. */
+export type Claim = 'claimed' | 'key_taken' | 'source_used';
+
+/** Thrown inside the claim's transaction to roll back the key's row when the source was taken. */
+class SourceUsed extends Error {}
+
 /**
- * Claim a key for a new execute: one INSERT … ON CONFLICT DO NOTHING, so of two replicas racing on
- * one key exactly one runs the command. False: the key is taken (see findCommandRun). A row past
- * its window is deleted first, so its key is free again.
+ * Claim a key and its source message for a new execute, in one transaction: the key with INSERT …
+ * ON CONFLICT DO NOTHING (of two replicas racing on one key exactly one runs the command; a row
+ * past its window is deleted first, so its key is free again), then the source message the same
+ * way, on its primary key: a message authorises one execute, so when another execute (another
+ * key) holds it the whole claim rolls back. A source claim is never freed early: only the prune
+ * removes it, once no freshness window could accept the message again (`keepUntil`).
  */
-export async function claimCommandRun(db: Db, key: string, invocationHash: string, now: Date, expiresAt: Date): Promise<boolean> {
-  await db.deleteFrom('command_runs').where('idempotency_key', '=', key).where('expires_at', '<=', now).execute();
-  const row = await db
-    .insertInto('command_runs')
-    .values({ idempotency_key: key, invocation_hash: invocationHash, status: 'running', result: null, created_at: now, expires_at: expiresAt })
-    .onConflict((oc) => oc.column('idempotency_key').doNothing())
-    .returning('idempotency_key')
-    .executeTakeFirst();
-  return row !== undefined;
+export async function claimCommandRun(
+  db: Db,
+  run: { key: string; invocationHash: string; now: Date; expiresAt: Date },
+  source: { messageId: string; keepUntil: Date },
+): Promise<Claim> {
+  try {
+    return await db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('command_runs').where('idempotency_key', '=', run.key).where('expires_at', '<=', run.now).execute();
+      const claimedKey = await trx
+        .insertInto('command_runs')
+        .values({ idempotency_key: run.key, invocation_hash: run.invocationHash, status: 'running', result: null, created_at: run.now, expires_at: run.expiresAt })
+        .onConflict((oc) => oc.column('idempotency_key').doNothing())
+        .returning('idempotency_key')
+        .executeTakeFirst();
+      if (claimedKey === undefined) return 'key_taken';
+      const claimedSource = await trx
+        .insertInto('command_sources')
+        .values({ source_message_id: source.messageId, idempotency_key: run.key, claimed_at: run.now, expires_at: source.keepUntil })
+        .onConflict((oc) => oc.column('source_message_id').doNothing())
+        .returning('source_message_id')
+        .executeTakeFirst();
+      if (claimedSource === undefined) throw new SourceUsed();
+      return 'claimed';
+    });
+  } catch (err) {
+    if (err instanceof SourceUsed) return 'source_used';
+    throw err;
+  }
 }
 
 export async function findCommandRun(db: Db, key: string): Promise<CommandRunRow | undefined> {
@@ -29,8 +57,9 @@ export async function finishCommandRun(db: Db, key: string, result: CommandRunRe
   await db.updateTable('command_runs').set({ status: 'done', result: JSON.stringify(result), expires_at: expiresAt }).where('idempotency_key', '=', key).execute();
 }
 
-/** Forget runs past their replay window (the outbox's hourly prune calls this too). */
+/** Forget runs past their replay window and source claims past every freshness window (the outbox's hourly prune calls this too). */
 export async function pruneCommandRuns(db: Db, now: Date): Promise<number> {
-  const r = await db.deleteFrom('command_runs').where('expires_at', '<=', now).executeTakeFirst();
-  return Number(r.numDeletedRows);
+  const runs = await db.deleteFrom('command_runs').where('expires_at', '<=', now).executeTakeFirst();
+  const sources = await db.deleteFrom('command_sources').where('expires_at', '<=', now).executeTakeFirst();
+  return Number(runs.numDeletedRows) + Number(sources.numDeletedRows);
 }

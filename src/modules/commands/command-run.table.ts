@@ -16,3 +16,16 @@ export interface CommandRunTable {
 }
 
 export type CommandRunRow = Selectable<CommandRunTable>;
+
+/**
+ * A source message that authorised an execute: a message is consent to one command, so the first
+ * execute naming it claims it and no other may. Kept until no freshness window could accept the
+ * message again.
+ */
+export interface CommandSourceTable {
+  source_message_id: string;
+  /** The execute it authorised (the same key replays from `command_runs`, never claims again). */
+  idempotency_key: string;
+  claimed_at: Date;
+  expires_at: Date;
+}

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import type { CommandLimits } from '../../config.js';
+import { COMMAND_SOURCE_MAX_AGE_LIMIT_SECONDS, type CommandLimits } from '../../config.js';
 import type { Clock } from '../../platform/clock.js';
 import { errorSummary } from '../../platform/errors.js';
 import type { Database } from '../../schema.js';
-import type { CommandInvocation, CommandInvoker, Invokers } from '../../transports/transport.js';
-import { claimCommandRun, finishCommandRun, findCommandRun } from './command-run.repository.js';
-import type { CommandRunResult } from './command-run.table.js';
+import type { CommandInvocation, CommandInvoker, FetchedMessage, Invokers } from '../../transports/transport.js';
+import { claimCommandRun, finishCommandRun, findCommandRun, type Claim } from './command-run.repository.js';
+import type { CommandRunResult, CommandRunRow } from './command-run.table.js';
 import type { Command, CommandRouter } from './command.js';
 import { registryFingerprint, registryManifest, type CommandManifest } from './manifest.js';
 import { parseCommand, type ParsedCommand } from './parse.js';
@@ -15,6 +15,16 @@ import { parseCommand, type ParsedCommand } from './parse.js';
 export type { CommandRunResult };
 type ErrorCategory = NonNullable<CommandRunResult['error']>['category'];
 type Output = CommandRunResult['outputs'][number];
+type Answer = (error: CommandRunResult['error'], rest?: Partial<CommandRunResult>) => CommandRunResult;
+
+/**
+ * How far ahead of Herald's clock a source message may be dated (two clocks never agree exactly);
+ * further ahead, Herald's clock is wrong and no age it measures can be trusted.
+ */
+const SOURCE_CLOCK_SKEW_MS = 60_000;
+
+/** What a connector gets in place of a secret reply (the reply itself stays with the user). */
+export const SECRET_WITHHELD = 'This reply is secret (a credential for the user alone), so Herald withholds it here and never posts it: the user sees it only in the reply to their own slash command.';
 
 /** `run_command`'s input, as the contract's CommandRunRequest. */
 export interface RunRequest {
@@ -124,6 +134,12 @@ export class CommandService<Deps> {
     };
     const command = this.router.command(parsed.command.name);
     if (command === undefined) return refuse('unknown_command', `no command ${parsed.command.name}`);
+    // Consent that only the user can give (pairing a connector, registering, revoking) is never
+    // given by a connector on their behalf, whatever the mode: only their own slash command runs it.
+    if (parsed.subcommand.slashCommandOnly) {
+      const slash = `/${[parsed.command.name, parsed.subcommand.name].filter((n) => n !== '').join(' ')}`;
+      return refuse('slash_command_only', `${slash} runs only from the user's own slash command in Discord (its reply is for them alone), never on their behalf: ask them to run ${slash} themselves`);
+    }
 
     if (mode === 'execute') {
       if (!this.limits.executionEnabled) return refuse('execution_disabled', 'executing commands is disabled on this Herald (HERALD_COMMAND_EXECUTION_ENABLED); validate only');
@@ -150,44 +166,58 @@ export class CommandService<Deps> {
     if (source === undefined) return refuse('source_message_invalid', 'sourceMessageId is not a message in channelId');
     if (source.authorIsBot) return refuse('bot_refused', 'the source message was written by a bot');
     if (source.authorId !== request.userId) return refuse('source_message_invalid', 'the source message was not written by userId');
-    return this.executeOnce(request, command, invocation, answer);
+    if (!source.writtenByAuthor) return refuse('source_message_invalid', 'the source message is a system message (a join, a pin, a boost), not words userId wrote');
+    return this.executeOnce(request, command, invocation, source, answer);
   }
 
-  private async executeOnce(
-    request: RunRequest,
-    command: Command<Deps>,
-    invocation: CommandInvocation,
-    answer: (error: CommandRunResult['error'], rest?: Partial<CommandRunResult>) => CommandRunResult,
-  ): Promise<CommandRunResult> {
+  /**
+   * Execute once per key, and once per source message: the message is the user's consent to one
+   * command, given just now. A stale message is refused (unless this key already ran: its replay);
+   * the key and the message are claimed together in the database, so no other key, in this process
+   * or another, can run a command on the same message.
+   */
+  private async executeOnce(request: RunRequest, command: Command<Deps>, invocation: CommandInvocation, source: FetchedMessage, answer: Answer): Promise<CommandRunResult> {
     const key = request.idempotencyKey ?? '';
     const hash = invocationHash(request);
     const now = this.clock.now();
     const keepMs = this.limits.idempotencyMinutes * 60_000;
+    const stale = this.staleness(source, now);
+    if (stale !== undefined) {
+      const earlier = await findCommandRun(this.db, key);
+      if (earlier !== undefined && earlier.expires_at > now) return this.earlierRun(earlier, hash, answer);
+      return answer({ category: 'source_message_stale', reason: stale });
+    }
     if (!this.slots.take()) return answer({ category: 'busy', reason: `${this.limits.concurrency} commands are running; try again shortly with the same key` });
-    let claimed: boolean;
+    let claim: Claim;
     try {
       // A running row outlives a process that died while it ran by the timeout, then frees its key.
-      claimed = await claimCommandRun(this.db, key, hash, now, new Date(now.getTime() + this.limits.timeoutMs + keepMs));
+      // The message's claim outlives every window that could still accept it, whatever the setting.
+      const keepUntil = new Date(Math.max(source.createdAt.getTime(), now.getTime()) + COMMAND_SOURCE_MAX_AGE_LIMIT_SECONDS * 1000 + SOURCE_CLOCK_SKEW_MS);
+      claim = await claimCommandRun(this.db, { key, invocationHash: hash, now, expiresAt: new Date(now.getTime() + this.limits.timeoutMs + keepMs) }, { messageId: source.id, keepUntil });
     } catch (err) {
       this.slots.release();
       throw err;
     }
-    if (!claimed) {
+    if (claim !== 'claimed') {
       this.slots.release();
+      if (claim === 'source_used') {
+        return answer({ category: 'source_message_used', reason: 'this source message already authorised an execute (one message, one command); the user must ask again in a new message' });
+      }
       const existing = await findCommandRun(this.db, key);
       if (existing === undefined) return answer({ category: 'in_progress', reason: 'this idempotencyKey was just released; try again' }, { sideEffectsMayHaveOccurred: true });
-      if (existing.invocation_hash !== hash) return answer({ category: 'idempotency_mismatch', reason: 'this idempotencyKey was used for a different invocation' });
-      if (existing.status === 'done' && existing.result !== null) return { ...existing.result, replayed: true };
-      return answer({ category: 'in_progress', reason: 'the command for this idempotencyKey is still running; ask again with the same key' }, { sideEffectsMayHaveOccurred: true });
+      return this.earlierRun(existing, hash, answer);
     }
 
     const effectful = !(command.subcommands[invocation.subcommand ?? '']?.effects ?? []).every((e) => e === 'read_only');
     const work = (async (): Promise<CommandRunResult> => {
       try {
         const { reply, refused } = await this.router.attempt(command, invocation);
-        const { outputs, truncated } = this.capture([{ type: 'message', content: reply, embeds: [] }]);
+        // A secret reply goes no further than this line: not returned, posted, stored or logged.
+        const output: Output = reply.secret === true ? { type: 'message', content: SECRET_WITHHELD, embeds: [], secret: true } : { type: 'message', content: reply.content, embeds: [] };
+        const { outputs, truncated } = this.capture([output]);
         if (request.responseMode === 'discord' && this.postReply !== undefined) {
           for (const [i, o] of outputs.entries()) {
+            if (o.secret === true) continue;
             const requestId = createHash('sha256').update(`command-reply\0${key}\0${i}`).digest('hex');
             await this.postReply(requestId, invocation.guildId ?? '', request.channelId, o.content);
             o.delivery = { request_id: requestId };
@@ -217,6 +247,24 @@ export class CommandService<Deps> {
       );
     }
     return first;
+  }
+
+  /** Why a source message is too old (or dated too far ahead) to authorise a command now; undefined when fresh. */
+  private staleness(source: FetchedMessage, now: Date): string | undefined {
+    const ageMs = now.getTime() - source.createdAt.getTime();
+    const maxS = this.limits.sourceMaxAgeSeconds;
+    if (ageMs > maxS * 1000) {
+      return `the source message is ${Math.floor(ageMs / 1000)} s old; an execute needs a message written in the last ${maxS} s (HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS): the user must ask again`;
+    }
+    if (-ageMs > SOURCE_CLOCK_SKEW_MS) return `the source message is dated ${Math.ceil(-ageMs / 1000)} s ahead of Herald's clock; Herald's clock must be wrong`;
+    return undefined;
+  }
+
+  /** The answer for a key that already ran (or runs): its result again, or why not. */
+  private earlierRun(existing: CommandRunRow, hash: string, answer: Answer): CommandRunResult {
+    if (existing.invocation_hash !== hash) return answer({ category: 'idempotency_mismatch', reason: 'this idempotencyKey was used for a different invocation' });
+    if (existing.status === 'done' && existing.result !== null) return { ...existing.result, replayed: true };
+    return answer({ category: 'in_progress', reason: 'the command for this idempotencyKey is still running; ask again with the same key' }, { sideEffectsMayHaveOccurred: true });
   }
 
   /** Outputs within the limits of count and bytes, in order. */

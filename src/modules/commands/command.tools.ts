@@ -14,7 +14,7 @@ export function commandTools(): McpTool<CommandToolDeps>[] {
     {
       name: 'list_commands',
       description:
-        "Herald's Discord commands: every visible command with its aliases, and per subcommand its usage, parameters (type, required, choices), preconditions (in_guild, manage_guild, registered), effects (read_only, changes_herald_data, sends_to_platform, revokes_credentials), and the registry fingerprint.",
+        "Herald's Discord commands: every visible command with its aliases, and per subcommand its usage, parameters (type, required, choices), preconditions (in_guild, manage_guild, registered), effects (read_only, changes_herald_data, sends_to_platform, revokes_credentials), whether it is slashCommandOnly (the identity commands: only the user runs them, in Discord), and the registry fingerprint.",
       inputSchema: object({}),
       async handler(_args, { bridge }) {
         const r = await bridge.listCommands();
@@ -34,7 +34,7 @@ export function commandTools(): McpTool<CommandToolDeps>[] {
     {
       name: 'run_command',
       description:
-        'Run one of Herald\'s commands as the Discord user userId would, in guildId/channelId, with that user\'s real permissions (Herald looks them up; a request cannot grant any). mode "validate" (the default) parses and checks preconditions and changes nothing. mode "execute" (only when the operator enabled it) needs sourceMessageId (the user\'s own message asking for it) and an idempotencyKey (16-128 characters, e.g. derived from that message): repeating the same call returns the stored result. Validate first; if sideEffectsMayHaveOccurred is true, never retry with a new key. Ids are decimal strings.',
+        'Run one of Herald\'s commands as the Discord user userId would, in guildId/channelId, with that user\'s real permissions (Herald looks them up; a request cannot grant any). mode "validate" (the default) parses and checks preconditions and changes nothing. mode "execute" (only when the operator enabled it) needs sourceMessageId (the user\'s own message asking for it, written in the last few minutes; one message authorises one executed command, so ask again for another) and an idempotencyKey (16-128 characters, e.g. derived from that message): repeating the same call returns the stored result. Validate first; if sideEffectsMayHaveOccurred is true, never retry with a new key. slashCommandOnly commands (agent register, pair, unregister) are refused: ask the user to run them in Discord. Ids are decimal strings.',
       inputSchema: { ...contractSchema('CommandRunRequest'), type: 'object' },
       async handler(args, { bridge }) {
         const r = await bridge.runCommand(args as unknown as CommandRunRequest);

@@ -25,9 +25,24 @@ export interface SubcommandEntry {
   readonly effects: readonly Effect[];
   /** Checked after the command's own preconditions. */
   readonly preconditions?: readonly Precondition[];
+  /**
+   * Only the user's own slash command runs it, never a connector over `run_command`: for a
+   * command that is itself the user's consent (registering, pairing a connector, revoking).
+   */
+  readonly slashCommandOnly?: boolean;
 }
 
-/** One command: its definition, aliases, preconditions, effects and what it does. Its reply is the returned text. */
+/**
+ * A command's reply, when plain text does not say enough. `secret`: a credential for the invoking
+ * user alone (a pairing code): shown only in their own ephemeral slash-command reply, never posted
+ * to a channel, returned to a connector, stored or logged.
+ */
+export interface CommandReply {
+  readonly content: string;
+  readonly secret?: boolean;
+}
+
+/** One command: its definition, aliases, preconditions, effects and what it does. Its reply is the returned text (or a CommandReply). */
 export interface Command<Deps> {
   /** The slash command, built with discord.js's builders: names, subcommands, parameters. */
   readonly definition: RESTPostAPIChatInputApplicationCommandsJSONBody;
@@ -40,7 +55,7 @@ export interface Command<Deps> {
   readonly subcommands: Readonly<Record<string, SubcommandEntry>>;
   /** How a failed precondition is explained, where the default words do not fit. */
   readonly refusals?: Partial<Record<Precondition, string>>;
-  execute(invocation: CommandInvocation, deps: Deps): Promise<string>;
+  execute(invocation: CommandInvocation, deps: Deps): Promise<string | CommandReply>;
 }
 
 const REFUSALS: Record<Precondition, string> = {
@@ -118,21 +133,22 @@ export class CommandRouter<Deps> {
   }
 
   /** Run a command whose preconditions hold: its reply, or a domain refusal in words (`refused`: nothing was changed). */
-  async attempt(command: Command<Deps>, invocation: CommandInvocation): Promise<{ reply: string; refused: boolean }> {
+  async attempt(command: Command<Deps>, invocation: CommandInvocation): Promise<{ reply: CommandReply; refused: boolean }> {
     try {
-      return { reply: await command.execute(invocation, this.deps), refused: false };
+      const reply = await command.execute(invocation, this.deps);
+      return { reply: typeof reply === 'string' ? { content: reply } : reply, refused: false };
     } catch (err) {
-      if (err instanceof DomainError) return { reply: `That did not work: ${err.reason}.`, refused: true };
+      if (err instanceof DomainError) return { reply: { content: `That did not work: ${err.reason}.` }, refused: true };
       throw err;
     }
   }
 
-  /** The reply to one invocation. */
+  /** The reply to one invocation through the platform's own command surface, which answers only the invoking user (ephemeral), so a secret reply may be shown there. */
   async run(invocation: CommandInvocation): Promise<string> {
     const command = this.byName.get(invocation.name);
     if (command === undefined) return `Unknown command /${invocation.name}.`;
     const refusal = await this.refusal(command, invocation);
     if (refusal !== undefined) return refusal.reason;
-    return (await this.attempt(command, invocation)).reply;
+    return (await this.attempt(command, invocation)).reply.content;
   }
 }

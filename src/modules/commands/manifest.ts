@@ -34,6 +34,8 @@ export interface SubcommandManifest {
   parameters: Parameter[];
   preconditions: Precondition[];
   effects: Effect[];
+  /** Only the user's own slash command runs it; `run_command` refuses it (slash_command_only). */
+  slashCommandOnly: boolean;
 }
 
 export interface CommandManifest {
@@ -87,7 +89,15 @@ export function manifestOf(command: Command<unknown>): CommandManifest {
       const entry = command.subcommands[e.name];
       if (entry === undefined) throw new Error(`/${d.name} ${e.name} has no effects in the registry`);
       const parameters = e.options.map(parameterOf);
-      return { name: e.name, description: e.description, usage: usageOf(d.name, e.name, parameters), parameters, preconditions: preconditionsOf(command, e.name), effects: [...entry.effects] };
+      return {
+        name: e.name,
+        description: e.description,
+        usage: usageOf(d.name, e.name, parameters),
+        parameters,
+        preconditions: preconditionsOf(command, e.name),
+        effects: [...entry.effects],
+        slashCommandOnly: entry.slashCommandOnly === true,
+      };
     }),
   };
 }
@@ -107,7 +117,7 @@ export function registryManifest(commands: readonly Command<unknown>[]): Command
 /**
  * The parity gate's canonical text: one line per command, subcommand, parameter and alias, in a
  * fixed order, with what can change what an agent may do (names, aliases, parameter shapes,
- * preconditions, effects) and without descriptions (rewording is not a change of behaviour).
+ * preconditions, effects, whether it is slash-command only) and without descriptions (rewording is not a change of behaviour).
  */
 export function canonicalRegistry(commands: readonly Command<unknown>[]): string {
   const lines: string[] = [];
@@ -115,7 +125,7 @@ export function canonicalRegistry(commands: readonly Command<unknown>[]): string
   for (const c of commands.map(manifestOf).sort((a, b) => a.name.localeCompare(b.name))) {
     lines.push(`command ${c.name}${hidden.has(c.name) ? ' hidden' : ''} aliases=${[...c.aliases].sort().join(',')}`);
     for (const s of [...c.subcommands].sort((a, b) => a.name.localeCompare(b.name))) {
-      lines.push(`  sub ${s.name || '-'} preconditions=${s.preconditions.join(',')} effects=${[...s.effects].sort().join(',')}`);
+      lines.push(`  sub ${s.name || '-'} preconditions=${s.preconditions.join(',')} effects=${[...s.effects].sort().join(',')}${s.slashCommandOnly ? ' slash_command_only' : ''}`);
       for (const p of s.parameters) {
         const bounds = [
           p.choices !== undefined ? `choices=${p.choices.join('|')}` : '',

@@ -13,10 +13,12 @@ export const agentCommand: Command<{ identity: IdentityService }> = {
     .toJSON(),
   aliases: ['agents'],
   preconditions: [],
+  // Pairing is the user's consent to a connector, so only the user gives it: no connector may run
+  // these on their behalf (run_command refuses them), and their replies are for the user alone.
   subcommands: {
-    register: { effects: ['changes_herald_data'] },
-    pair: { effects: ['changes_herald_data'], preconditions: ['registered'] },
-    unregister: { effects: ['changes_herald_data', 'revokes_credentials'] },
+    register: { effects: ['changes_herald_data'], slashCommandOnly: true },
+    pair: { effects: ['changes_herald_data'], preconditions: ['registered'], slashCommandOnly: true },
+    unregister: { effects: ['changes_herald_data', 'revokes_credentials'], slashCommandOnly: true },
   },
   async execute(i, { identity }) {
     // Replies name the command as it was invoked.
@@ -29,11 +31,14 @@ export const agentCommand: Command<{ identity: IdentityService }> = {
       case 'pair': {
         const result = await identity.pair(i.user.id);
         if (result === 'not registered') return `Run \`${cmd} register\` first.`;
-        return (
-          `Your pairing code: **${result.code}**\n\n` +
-          // docs/protocol.md §7: the first sentence and the code line are parsed by connectors; the rest names Herald's own places.
-          "Valid 10 minutes, single use. Enter it only in the `pair` tool of your agent's `herald mcp` or your connector's authorization page — never paste it anywhere else."
-        );
+        return {
+          content:
+            `Your pairing code: **${result.code}**\n\n` +
+            // docs/protocol.md §7: the first sentence and the code line are parsed by connectors; the rest names Herald's own places.
+            "Valid 10 minutes, single use. Enter it only in the `pair` tool of your agent's `herald mcp` or your connector's authorization page — never paste it anywhere else.",
+          // For the user's eyes only, wherever the reply would go.
+          secret: true,
+        };
       }
       case 'unregister':
         return (await identity.unregister(i.user.id)) ? "Unregistered: your agents' tokens and DMs are revoked." : "You weren't registered.";

@@ -1,4 +1,4 @@
-import { Client, DiscordAPIError, Options, PermissionFlagsBits, PermissionsBitField, Routes, type APIUser, type GuildBasedChannel } from 'discord.js';
+import { Client, DiscordAPIError, MessageType, Options, PermissionFlagsBits, PermissionsBitField, Routes, type APIUser, type GuildBasedChannel } from 'discord.js';
 import type { CommandInvoker, FetchedMessage, Invokers } from '../transport.js';
 
 /** Discord's codes for a guild, channel, member, user or message that is not there or not visible. */
@@ -88,7 +88,11 @@ export class DiscordInvokers implements Invokers {
       throw err;
     });
     if (message === undefined || message.channelId !== channelId) return undefined;
-    return { id: message.id, channelId, authorId: message.author.id, authorIsBot: message.author.bot };
+    // createdAt is discord.js's reading of the snowflake id: Discord's own clock, not the caller's word.
+    // Only a message typed (or a reply) is the author's words; a join, a pin or a boost is Discord's.
+    // https://discord.com/developers/docs/resources/message#message-object-message-types
+    const writtenByAuthor = message.type === MessageType.Default || message.type === MessageType.Reply;
+    return { id: message.id, channelId, authorId: message.author.id, authorIsBot: message.author.bot, createdAt: message.createdAt, writtenByAuthor };
   }
 
   destroy(): Promise<void> {
