@@ -4,9 +4,10 @@ import { createWriteStream } from 'node:fs';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { isIP, type LookupFunction } from 'node:net';
 import path from 'node:path';
 import { blobRelativePath } from './media.js';
+import { isPublicAddress } from './public-address.js';
 
 /** Where downloads may come from, and how much of them. */
 export interface DownloadPolicy {
@@ -34,23 +35,6 @@ export const DISCORD_MEDIA_HOSTS = ['cdn.discordapp.com', 'media.discordapp.net'
 function acceptableType(contentType: string): boolean {
   const type = contentType.split(';')[0]?.trim().toLowerCase() ?? '';
   return /^(image|video|audio)\/[a-z0-9.+-]+$/.test(type) || type === 'application/octet-stream' || type === 'application/pdf';
-}
-
-/** Loopback, private, link-local, CGNAT, multicast and reserved ranges: never fetched (no SSRF). */
-const PRIVATE = (() => {
-  const list = new BlockList();
-  for (const [net, prefix] of [
-    ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-    ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4],
-  ] as const) list.addSubnet(net, prefix, 'ipv4');
-  for (const [net, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['::ffff:0:0', 96], ['64:ff9b::', 96]] as const) list.addSubnet(net, prefix, 'ipv6');
-  return list;
-})();
-
-export function isPrivateAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 0) return true;
-  return PRIVATE.check(address, family === 4 ? 'ipv4' : 'ipv6');
 }
 
 class Refused extends Error {}
@@ -113,7 +97,7 @@ export class MediaDownloader {
     const lookup: LookupFunction = (hostname, options, callback) => {
       dnsLookup(hostname, { ...options, all: true }, (err, addresses: LookupAddress[]) => {
         if (err !== null) return callback(err, '', 4);
-        const usable = addresses.filter((a) => trusted || !isPrivateAddress(a.address));
+        const usable = addresses.filter((a) => trusted || isPublicAddress(a.address));
         if (usable.length === 0) return callback(new Refused(`${hostname} resolves to a private address`), '', 4);
         if ((options as { all?: boolean }).all === true) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, usable);
         const first = usable[0] as LookupAddress;
