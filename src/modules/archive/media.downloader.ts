@@ -6,6 +6,7 @@ import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { blobRelativePath } from './media.js';
 import { isPublicAddress } from './public-address.js';
 
@@ -23,10 +24,20 @@ export interface DownloadPolicy {
   timeoutMs: number;
 }
 
+/** Room for one file in storage, taken before it is written (see MediaService.storageBudget). */
+export interface StorageBudget {
+  /** Reserve up to `bytes`; `full`: storage is at its limit; `busy`: only other downloads in flight fill it. */
+  reserve(bytes: number): Promise<{ ok: true; reservation: string } | { ok: false; noRoom: 'full' | 'busy' }>;
+  release(reservation: string): Promise<void>;
+}
+
 export type DownloadOutcome =
-  | { ok: true; sha256: string; size: number; contentType: string }
-  /** `refused`: Herald would not fetch it (host, redirect, type, size); otherwise it could not be fetched. */
-  | { ok: false; refused: boolean; reason: string };
+  /** Stored under `path` (relative to the media folder); `reservation` is the caller's to commit or release. */
+  | { ok: true; sha256: string; size: number; contentType: string; path: string; reservation: string }
+  /** `refused`: Herald would not fetch it (host, address, redirect, type, size); otherwise it could not be fetched. */
+  | { ok: false; refused: boolean; reason: string }
+  /** No room for it in storage: nothing was written. */
+  | { ok: false; noRoom: 'full' | 'busy' };
 
 /** Discord's media hosts. */
 export const DISCORD_MEDIA_HOSTS = ['cdn.discordapp.com', 'media.discordapp.net'] as const;
@@ -43,7 +54,8 @@ class Refused extends Error {}
  * Fetches media files into the media folder, content-addressed by SHA-256: only from the
  * platform's media hosts (or the sandbox's origin), never following a redirect, never to a private
  * address (checked on the address actually connected to, so DNS cannot rebind around it), only
- * media content types, streamed to disk through the digest with a size cap.
+ * media content types, each file's room in storage reserved before it is written, streamed to disk
+ * through the digest with a size cap.
  */
 export class MediaDownloader {
   constructor(
@@ -67,7 +79,7 @@ export class MediaDownloader {
     return undefined;
   }
 
-  async download(raw: string, signal: AbortSignal): Promise<DownloadOutcome> {
+  async download(raw: string, signal: AbortSignal, budget: StorageBudget): Promise<DownloadOutcome> {
     const refusal = this.check(raw);
     if (refusal !== undefined) return { ok: false, refused: true, reason: refusal };
     const url = new URL(raw);
@@ -75,18 +87,31 @@ export class MediaDownloader {
     const tmpDir = path.join(this.mediaDir, 'tmp');
     await mkdir(tmpDir, { recursive: true });
     const tmp = path.join(tmpDir, randomUUID());
+    let reservation: string | undefined;
     try {
       const response = await this.get(url, trusted, signal);
-      const { sha256, size, contentType } = await this.save(response, tmp);
-      const final = path.join(this.mediaDir, blobRelativePath(sha256));
+      // Counted against the storage limit before a byte is written: the declared size, or the cap.
+      const length = Number(response.headers['content-length'] ?? NaN);
+      const declared = Number.isFinite(length) ? length : undefined;
+      const room = await budget.reserve(declared ?? this.policy.maxBytes);
+      if (!room.ok) {
+        response.destroy();
+        return { ok: false, noRoom: room.noRoom };
+      }
+      reservation = room.reservation;
+      const { sha256, size, contentType } = await this.save(response, tmp, declared ?? this.policy.maxBytes);
+      const relative = blobRelativePath(sha256);
+      const final = path.join(this.mediaDir, relative);
       await mkdir(path.dirname(final), { recursive: true });
       // A file seen before is already there: keep the one copy.
       const exists = await stat(final).then(() => true, () => false);
       if (exists) await rm(tmp, { force: true });
       else await rename(tmp, final);
-      return { ok: true, sha256, size, contentType };
+      return { ok: true, sha256, size, contentType, path: relative, reservation };
     } catch (err) {
       await rm(tmp, { force: true });
+      // Unused room goes back; if that fails, it ends with the step's lease anyway.
+      if (reservation !== undefined) await budget.release(reservation).catch(() => undefined);
       if (err instanceof Refused) return { ok: false, refused: true, reason: err.message };
       return { ok: false, refused: false, reason: err instanceof Error ? `${err.name}: ${(err as NodeJS.ErrnoException).code ?? err.message}`.slice(0, 200) : 'download failed' };
     }
@@ -132,37 +157,28 @@ export class MediaDownloader {
     });
   }
 
-  /** Stream to `tmp` through the digest, stopping at the size cap. */
-  private save(res: IncomingMessage, tmp: string): Promise<{ sha256: string; size: number; contentType: string }> {
+  /**
+   * Stream to `tmp` through the digest, stopping past `limit` (the room reserved for it). Read as a
+   * stream's own iteration, so a connection that closed while room was being reserved is an error
+   * here, not an 'aborted' event nobody was listening for yet.
+   */
+  private async save(res: IncomingMessage, tmp: string, limit: number): Promise<{ sha256: string; size: number; contentType: string }> {
     const contentType = (res.headers['content-type'] ?? 'application/octet-stream').split(';')[0]?.trim() ?? 'application/octet-stream';
     const hash = createHash('sha256');
-    const out = createWriteStream(tmp, { mode: 0o600 });
+    const maxBytes = this.policy.maxBytes;
     let size = 0;
-    return new Promise((resolve, reject) => {
-      let failed = false;
-      const fail = (err: Error): void => {
-        if (failed) return;
-        failed = true;
-        res.destroy();
-        out.destroy();
-        reject(err);
-      };
-      res.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > this.policy.maxBytes) return fail(new Refused(`file larger than ${this.policy.maxBytes} bytes`));
-        hash.update(chunk);
-        if (!out.write(chunk)) {
-          res.pause();
-          out.once('drain', () => res.resume());
+    await pipeline(
+      res,
+      async function* (source: AsyncIterable<Buffer>) {
+        for await (const chunk of source) {
+          size += chunk.length;
+          if (size > limit) throw new Refused(`file larger than ${maxBytes} bytes`);
+          hash.update(chunk);
+          yield chunk;
         }
-      });
-      res.on('error', fail);
-      res.on('aborted', () => fail(new Error('connection closed mid-file')));
-      out.on('error', fail);
-      res.on('end', () => {
-        if (failed) return;
-        out.end(() => resolve({ sha256: hash.digest('hex'), size, contentType }));
-      });
-    });
+      },
+      createWriteStream(tmp, { mode: 0o600 }),
+    );
+    return { sha256: hash.digest('hex'), size, contentType };
   }
 }
