@@ -1,5 +1,5 @@
 import pino from 'pino';
-import { MediaDownloader, type DownloadPolicy } from '../../src/modules/archive/media.downloader.js';
+import { MediaDownloader, type DownloadNetwork, type DownloadPolicy } from '../../src/modules/archive/media.downloader.js';
 import { MediaService, type Actor, type StorageLimits } from '../../src/modules/archive/media.service.js';
 import type { ScrapeJob } from '../../src/modules/archive/media.js';
 import { ScrapeJobs, scrapeQueue, type ScrapeStepJob } from '../../src/modules/archive/scrape.jobs.js';
@@ -16,9 +16,9 @@ export const GUILD = '234567890123456000';
 export const admin: Actor = { tier: 'admin', name: 'admin', via: 'http' };
 
 /**
- * The media archive on the memory platform, without HTTP: a service, a downloader and scrape
- * workers on a fresh database. Several workers are several processes' worth of concurrent steps
- * on one database.
+ * The media archive on the memory platform, without HTTP: a service, a downloader (its network
+ * injectable) and scrape workers on a fresh database. Several workers are several processes' worth
+ * of concurrent steps on one database.
  */
 export interface ArchiveHarness {
   db: TestDatabase;
@@ -34,7 +34,7 @@ export interface ArchiveHarness {
   close(): Promise<void>;
 }
 
-export async function archiveHarness(options: { limits: StorageLimits; policy: Omit<DownloadPolicy, 'timeoutMs'>; workers?: number; leaseMs?: number }): Promise<ArchiveHarness> {
+export async function archiveHarness(options: { limits: StorageLimits; policy: Omit<DownloadPolicy, 'timeoutMs'>; network?: DownloadNetwork; workers?: number; leaseMs?: number }): Promise<ArchiveHarness> {
   const db = await testDatabase();
   const store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
   await migrateToLatest(store.db);
@@ -51,7 +51,7 @@ export async function archiveHarness(options: { limits: StorageLimits; policy: O
     wake: () => workers.forEach((w) => w.wake()),
     log,
   });
-  const downloader = new MediaDownloader(db.dataDir, { ...options.policy, timeoutMs: 5_000 });
+  const downloader = new MediaDownloader(db.dataDir, { ...options.policy, timeoutMs: 5_000 }, options.network);
   for (let i = 0; i < (options.workers ?? 1); i++) {
     const worker = new OutboxWorker(scrapeQueue(store.db), clock, log, { leaseMs: options.leaseMs ?? 30_000, pollMs: 50, concurrency: 2, shutdownGraceMs: 5_000 });
     worker.register(new ScrapeJobs(store.db, memory.pages, downloader, media, clock, log, { maxAttempts: 3, retryBaseMs: 20 }).kind());

@@ -1,12 +1,13 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { lookup as dnsLookup } from 'node:dns/promises';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import http, { type IncomingMessage } from 'node:http';
-import https from 'node:https';
-import { isIP, type LookupFunction } from 'node:net';
+import net, { isIP } from 'node:net';
 import path from 'node:path';
+import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import tls from 'node:tls';
 import { blobRelativePath } from './media.js';
 import { isPublicAddress } from './public-address.js';
 
@@ -22,6 +23,38 @@ export interface DownloadPolicy {
   /** Largest file stored; a larger one is refused (by its Content-Length, or when the stream passes it). */
   maxBytes: number;
   timeoutMs: number;
+}
+
+/** One answer of the resolver. */
+export interface ResolvedAddress {
+  address: string;
+  family: 4 | 6;
+}
+
+/** The address a connection is opened to: one the policy checked, never a name resolved again. */
+export interface ConnectTarget extends ResolvedAddress {
+  port: number;
+  /** For https: the host name the server's certificate must be valid for (and SNI). */
+  servername: string | undefined;
+}
+
+/**
+ * How the downloader reaches the network: resolve a host name to every address, then connect to
+ * one checked address. The system's by default; a test injects its own resolver and routes the
+ * checked address to a local server.
+ */
+export interface DownloadNetwork {
+  resolve(hostname: string): Promise<ResolvedAddress[]>;
+  connect(target: ConnectTarget): Duplex;
+}
+
+/** The system's resolver and sockets; `tlsOptions` adds trust (a test's certificate authority). */
+export function systemNetwork(tlsOptions: Pick<tls.ConnectionOptions, 'ca'> = {}): DownloadNetwork {
+  return {
+    resolve: async (hostname) => (await dnsLookup(hostname, { all: true, verbatim: true })).map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 })),
+    // An address as the host: no lookup happens here, so DNS cannot rebind between check and connect.
+    connect: (t) => (t.servername !== undefined ? tls.connect({ ...tlsOptions, host: t.address, port: t.port, servername: t.servername }) : net.connect({ host: t.address, port: t.port })),
+  };
 }
 
 /** Room for one file in storage, taken before it is written (see MediaService.storageBudget). */
@@ -53,14 +86,15 @@ class Refused extends Error {}
 /**
  * Fetches media files into the media folder, content-addressed by SHA-256: only from the
  * platform's media hosts (or the sandbox's origin), never following a redirect, never to a private
- * address (checked on the address actually connected to, so DNS cannot rebind around it), only
- * media content types, each file's room in storage reserved before it is written, streamed to disk
- * through the digest with a size cap.
+ * address (every DNS answer checked, the connection opened to the checked address itself, so DNS
+ * cannot rebind around it), only media content types, each file's room in storage reserved before
+ * it is written, streamed to disk through the digest with a size cap.
  */
 export class MediaDownloader {
   constructor(
     private readonly mediaDir: string,
     private readonly policy: DownloadPolicy,
+    private readonly network: DownloadNetwork = systemNetwork(),
   ) {}
 
   /** Why a URL is refused before any request, or undefined when it may be fetched. */
@@ -89,7 +123,7 @@ export class MediaDownloader {
     const tmp = path.join(tmpDir, randomUUID());
     let reservation: string | undefined;
     try {
-      const response = await this.get(url, trusted, signal);
+      const response = await this.get(url, trusted, AbortSignal.any([signal, AbortSignal.timeout(this.policy.timeoutMs)]));
       // Counted against the storage limit before a byte is written: the declared size, or the cap.
       const length = Number(response.headers['content-length'] ?? NaN);
       const declared = Number.isFinite(length) ? length : undefined;
@@ -117,43 +151,58 @@ export class MediaDownloader {
     }
   }
 
-  private get(url: URL, trusted: boolean, signal: AbortSignal): Promise<IncomingMessage> {
-    // Resolve, then refuse a private address unless this is the trusted (sandbox) origin.
-    const lookup: LookupFunction = (hostname, options, callback) => {
-      dnsLookup(hostname, { ...options, all: true }, (err, addresses: LookupAddress[]) => {
-        if (err !== null) return callback(err, '', 4);
-        const usable = addresses.filter((a) => trusted || isPublicAddress(a.address));
-        if (usable.length === 0) return callback(new Refused(`${hostname} resolves to a private address`), '', 4);
-        if ((options as { all?: boolean }).all === true) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, usable);
-        const first = usable[0] as LookupAddress;
-        return callback(null, first.address, first.family);
-      });
-    };
-    const client = url.protocol === 'https:' ? https : http;
+  /** Resolve, check every answer, and connect to a checked address (the sandbox origin may be private). */
+  private async target(url: URL, trusted: boolean, signal: AbortSignal): Promise<ConnectTarget> {
+    const hostname = url.hostname.replace(/^\[|\]$/g, '');
+    const port = url.port !== '' ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
+    const servername = url.protocol === 'https:' ? hostname : undefined;
+    const literal = isIP(hostname);
+    const answers = literal !== 0 ? [{ address: hostname, family: literal as 4 | 6 }] : await abortable(this.network.resolve(hostname), signal);
+    const usable = trusted ? answers : answers.filter((a) => isPublicAddress(a.address));
+    const first = usable[0];
+    if (first === undefined) throw new Refused(`${hostname} resolves to a private address`);
+    return { address: first.address, family: first.family, port, servername };
+  }
+
+  private async get(url: URL, trusted: boolean, signal: AbortSignal): Promise<IncomingMessage> {
+    const target = await this.target(url, trusted, signal);
     return new Promise((resolve, reject) => {
-      const req = client.get(url, { lookup, signal: AbortSignal.any([signal, AbortSignal.timeout(this.policy.timeoutMs)]), headers: { 'user-agent': 'Herald media archive' } }, (res) => {
-        const status = res.statusCode ?? 0;
-        if (status >= 300 && status < 400) {
-          res.resume();
-          return reject(new Refused(`redirect (${status}) refused`));
-        }
-        if (status !== 200) {
-          res.resume();
-          return reject(new Error(`HTTP ${status}`));
-        }
-        const type = res.headers['content-type'] ?? '';
-        if (!acceptableType(type)) {
-          res.resume();
-          return reject(new Refused(`content type ${type || '(none)'} is not media`));
-        }
-        const length = Number(res.headers['content-length'] ?? NaN);
-        if (Number.isFinite(length) && length > this.policy.maxBytes) {
-          res.destroy();
-          return reject(new Refused(`file larger than ${this.policy.maxBytes} bytes`));
-        }
-        resolve(res);
-      });
+      const req = http.request(
+        {
+          method: 'GET',
+          host: target.address,
+          port: target.port,
+          path: `${url.pathname}${url.search}`,
+          headers: { host: url.host, 'user-agent': 'Herald media archive' },
+          signal,
+          // The socket is opened to the checked address; no agent, so no lookup of its own.
+          createConnection: () => this.network.connect(target),
+        },
+        (res) => {
+          const status = res.statusCode ?? 0;
+          if (status >= 300 && status < 400) {
+            res.resume();
+            return reject(new Refused(`redirect (${status}) refused`));
+          }
+          if (status !== 200) {
+            res.resume();
+            return reject(new Error(`HTTP ${status}`));
+          }
+          const type = res.headers['content-type'] ?? '';
+          if (!acceptableType(type)) {
+            res.resume();
+            return reject(new Refused(`content type ${type || '(none)'} is not media`));
+          }
+          const length = Number(res.headers['content-length'] ?? NaN);
+          if (Number.isFinite(length) && length > this.policy.maxBytes) {
+            res.destroy();
+            return reject(new Refused(`file larger than ${this.policy.maxBytes} bytes`));
+          }
+          resolve(res);
+        },
+      );
       req.on('error', reject);
+      req.end();
     });
   }
 
@@ -181,4 +230,23 @@ export class MediaDownloader {
     );
     return { sha256: hash.digest('hex'), size, contentType };
   }
+}
+
+/** `promise`, or the signal's reason once it aborts (a DNS lookup cannot be cancelled). */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
 }
