@@ -1,4 +1,4 @@
-import type { ArchiveActionTable, MediaBlobTable, MediaItemTable, MediaScrapeTable } from './modules/archive/archive.table.js';
+import type { ArchiveActionTable, MediaBlobTable, MediaItemTable, MediaReservationTable, MediaScrapeTable, MediaStorageTable } from './modules/archive/archive.table.js';
 import type { ChatSendTable } from './modules/chat/chat.table.js';
 import type { CommandRunTable, CommandSourceTable } from './modules/commands/command-run.table.js';
 import type { DeliveryTable, SentMessageTable } from './modules/deliveries/delivery.table.js';
@@ -24,6 +24,8 @@ export interface Database {
   media_scrapes: MediaScrapeTable;
   media_items: MediaItemTable;
   media_blobs: MediaBlobTable;
+  media_storage: MediaStorageTable;
+  media_reservations: MediaReservationTable;
   archive_actions: ArchiveActionTable;
   chat_sends: ChatSendTable;
   irc_lines: IrcLineTable;

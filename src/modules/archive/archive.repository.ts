@@ -138,12 +138,16 @@ export async function insertItems(db: Db, items: NewMediaItem[]): Promise<number
   return inserted.length;
 }
 
-/** A step's outcome, written only while its lease is held. A scrape stopped meanwhile stays stopped. */
+/**
+ * A step's outcome, written only while its lease is held. A scrape stopped meanwhile stays stopped.
+ * `pause` ends the step paused (storage full) with the cursor at the last message fully indexed.
+ * Stored files were counted (items and bytes) as each was committed, not here.
+ */
 export async function recordStep(
   db: Db,
   id: string,
   owner: string,
-  step: { cursor: string | null; messages: number; items: number; errors: number; lastError: string | null; done: boolean; nextAt: Date; now: Date; countBytes: boolean },
+  step: { cursor: string | null; messages: number; items: number; errors: number; lastError: string | null; done: boolean; pause?: string | undefined; nextAt: Date; now: Date },
 ): Promise<MediaScrapeRow | undefined> {
   return db
     .updateTable('media_scrapes')
@@ -153,10 +157,12 @@ export async function recordStep(
       items_found: eb('items_found', '+', step.items),
       errors: eb('errors', '+', step.errors),
       ...(step.lastError !== null ? { last_error: step.lastError } : {}),
-      ...(step.countBytes
-        ? { bytes: sql<number>`(select coalesce(sum(b.size_bytes), 0) from media_blobs b where b.sha256 in (select i.sha256 from media_items i where i.scrape_id = ${id} and i.sha256 is not null))` }
-        : {}),
-      state: step.done ? sql<'completed'>`case when state = 'running' then 'completed' else state end` : sql<'running'>`state`,
+      state: step.done
+        ? sql<'completed'>`case when state = 'running' then 'completed' else state end`
+        : step.pause !== undefined
+          ? sql<'paused'>`case when state = 'running' then 'paused' else state end`
+          : sql<'running'>`state`,
+      ...(step.pause !== undefined ? { pause_reason: sql<string | null>`case when state = 'running' then ${step.pause} else pause_reason end` } : {}),
       finished_at: step.done ? sql<Date>`case when state = 'running' then ${step.now}::timestamptz else finished_at end` : sql<Date | null>`finished_at`,
       next_step_at: step.nextAt,
       updated_at: step.now,
@@ -211,12 +217,108 @@ export async function blobForUrl(db: Db, url: string): Promise<{ sha256: string;
   return r === undefined ? undefined : { sha256: r.sha256, size: Number(r.size_bytes), contentType: r.content_type };
 }
 
-export async function insertBlob(db: Db, blob: { sha256: string; size: number; contentType: string; path: string; now: Date }): Promise<void> {
-  await db
-    .insertInto('media_blobs')
-    .values({ sha256: blob.sha256, size_bytes: blob.size, content_type: blob.contentType, path: blob.path, created_at: blob.now })
-    .onConflict((oc) => oc.column('sha256').doNothing())
-    .execute();
+/** The claim a scrape step runs under: its worker, and when the lease it took ends. */
+export interface StepLease {
+  owner: string;
+  expiresAt: Date;
+}
+
+/** Whether a step's room could be taken; when not, the bytes stored already. */
+export type StorageReservation = { reserved: true } | { reserved: false; usedBytes: number };
+
+/**
+ * Take room for a file of at most `bytes` before it is written, while stored bytes plus every live
+ * reservation are still under `threshold`: so the archive passes it by less than one file, however
+ * many steps and processes download at once. The storage row's lock makes check and insert one
+ * step; later statements see what an earlier holder of the lock committed.
+ */
+export async function reserveStorage(db: Db, r: { id: string; scrapeId: string; lease: StepLease; bytes: number; threshold: number; now: Date }): Promise<StorageReservation> {
+  return db.transaction().execute(async (trx) => {
+    const storage = await trx.selectFrom('media_storage').select('used_bytes').where('id', '=', 1).forUpdate().executeTakeFirstOrThrow();
+    const used = Number(storage.used_bytes);
+    // A reservation lives as long as its step's lease: one whose step ended, died or lost the scrape
+    // is dropped; the rest, with stored bytes, must leave room. One statement after the lock.
+    const taken = await sql<{ id: string }>`
+      with dead as (
+        delete from media_reservations r
+        where not exists (
+          select 1 from media_scrapes s
+          where s.id = r.scrape_id and s.lease_owner = r.lease_owner and s.lease_expires_at = r.lease_expires_at and s.lease_expires_at > ${r.now}::timestamptz)
+        returning r.id),
+      live as (select coalesce(sum(bytes), 0) as reserved from media_reservations where id not in (select id from dead))
+      insert into media_reservations (id, scrape_id, lease_owner, lease_expires_at, bytes, created_at)
+      select ${r.id}, ${r.scrapeId}, ${r.lease.owner}, ${r.lease.expiresAt}::timestamptz, ${r.bytes}, ${r.now}::timestamptz
+      from live where ${used}::bigint + live.reserved < ${r.threshold}::numeric
+      returning id`.execute(trx);
+    return taken.rows.length === 1 ? { reserved: true } : { reserved: false, usedBytes: used };
+  });
+}
+
+/** Give back room a download did not use (it failed, or was refused after its headers). */
+export async function releaseStorage(db: Db, id: string): Promise<void> {
+  await db.deleteFrom('media_reservations').where('id', '=', id).execute();
+}
+
+class StepLeaseLost extends Error {}
+
+/**
+ * A stored file's item, written the moment its file is in place, under the step's lease, in one
+ * transaction: the file's row (new content adds its size to storage; content stored before adds
+ * nothing), its reservation given back, the item, and the scrape's counters (a file counts once per
+ * scrape). So storage and every scrape's bytes agree at every instant, and no stored byte belongs
+ * to no scrape. `file` is absent when the content is already stored (a URL fetched before).
+ * Returns false when the step's lease (or its reservation) is gone: nothing is written.
+ */
+export async function commitStoredItem(
+  db: Db,
+  c: { scrapeId: string; owner: string; now: Date; item: NewMediaItem & { sha256: string }; file?: { size: number; contentType: string; path: string; reservation: string } | undefined },
+): Promise<boolean> {
+  const sha256 = c.item.sha256;
+  return db
+    .transaction()
+    .execute(async (trx) => {
+      if (c.file !== undefined) {
+        // Lock order, everywhere: the storage row, then the scrape.
+        await trx.selectFrom('media_storage').select('id').where('id', '=', 1).forUpdate().execute();
+        const released = await trx.deleteFrom('media_reservations').where('id', '=', c.file.reservation).returning('id').executeTakeFirst();
+        if (released === undefined) throw new StepLeaseLost();
+        await trx
+          .insertInto('media_blobs')
+          .values({ sha256, size_bytes: c.file.size, content_type: c.file.contentType, path: c.file.path, created_at: c.now })
+          .onConflict((oc) => oc.column('sha256').doNothing())
+          .execute();
+      }
+      const inserted = await trx
+        .insertInto('media_items')
+        .values(c.item)
+        .onConflict((oc) => oc.columns(['scrape_id', 'message_id', 'source_key']).doNothing())
+        .returning('id')
+        .executeTakeFirst();
+      // The file counts in the scrape's bytes when this item is the scrape's first with its content.
+      const counted = await trx
+        .updateTable('media_scrapes')
+        .set(
+          inserted === undefined
+            ? { updated_at: sql<Date>`updated_at` }
+            : {
+                items_found: sql<number>`items_found + 1`,
+                bytes: sql<number>`bytes + case
+                  when (select count(*) from media_items i where i.scrape_id = ${c.scrapeId} and i.sha256 = ${sha256}) = 1
+                  then (select b.size_bytes from media_blobs b where b.sha256 = ${sha256}) else 0 end`,
+              },
+        )
+        .where('id', '=', c.scrapeId)
+        .where('lease_owner', '=', c.owner)
+        .where('lease_expires_at', '>', c.now)
+        .returning('id')
+        .executeTakeFirst();
+      if (counted === undefined) throw new StepLeaseLost();
+      return true;
+    })
+    .catch((err: unknown) => {
+      if (err instanceof StepLeaseLost) return false;
+      throw err;
+    });
 }
 
 export function findBlob(db: Db, sha256: string): Promise<{ sha256: string; content_type: string; path: string } | undefined> {
@@ -229,6 +331,8 @@ export function findBlob(db: Db, sha256: string): Promise<{ sha256: string; cont
  */
 export async function deleteScrapeAndOrphans(db: Db, id: string): Promise<string[] | undefined> {
   return db.transaction().execute(async (trx) => {
+    // Lock order, everywhere: the storage row (deleting files changes it), then the scrape.
+    await trx.selectFrom('media_storage').select('id').where('id', '=', 1).forUpdate().execute();
     const shas = await trx.selectFrom('media_items').select('sha256').distinct().where('scrape_id', '=', id).where('sha256', 'is not', null).execute();
     const deleted = await trx.deleteFrom('media_scrapes').where('id', '=', id).returning('id').executeTakeFirst();
     if (deleted === undefined) return undefined;
@@ -244,9 +348,10 @@ export async function deleteScrapeAndOrphans(db: Db, id: string): Promise<string
   });
 }
 
+/** Bytes of every stored file (media_blobs' sum, kept by the database). */
 export async function usedBytes(db: Db): Promise<number> {
-  const r = await db.selectFrom('media_blobs').select((eb) => eb.fn.coalesce(eb.fn.sum<number>('size_bytes'), sql<number>`0`).as('used')).executeTakeFirstOrThrow();
-  return Number(r.used);
+  const r = await db.selectFrom('media_storage').select('used_bytes').where('id', '=', 1).executeTakeFirstOrThrow();
+  return Number(r.used_bytes);
 }
 
 /** Stored bytes by kind (a file counted once, under the kind of the first item that stored it). */

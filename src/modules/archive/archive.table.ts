@@ -43,6 +43,26 @@ export interface MediaBlobTable {
   created_at: Date;
 }
 
+/** The one row of storage accounting: bytes of every stored file (kept equal to media_blobs' sum by a trigger). */
+export interface MediaStorageTable {
+  id: number;
+  used_bytes: BigInt;
+}
+
+/**
+ * Room taken for one file before it is written, held under the scrape step's lease: a reservation
+ * whose step lost its lease (or whose process died) no longer counts.
+ */
+export interface MediaReservationTable {
+  id: string;
+  scrape_id: string;
+  lease_owner: string;
+  /** With the owner, the claim of the scrape the step runs under. */
+  lease_expires_at: Date;
+  bytes: BigInt;
+  created_at: Date;
+}
+
 /** One piece of media one message carried (an attachment, an embed's image, a link). */
 export interface MediaItemTable {
   id: Generated<string>;

@@ -1,12 +1,15 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { lookup as dnsLookup } from 'node:dns/promises';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import http, { type IncomingMessage } from 'node:http';
-import https from 'node:https';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
+import net, { isIP } from 'node:net';
 import path from 'node:path';
+import type { Duplex } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import tls from 'node:tls';
 import { blobRelativePath } from './media.js';
+import { isPublicAddress } from './public-address.js';
 
 /** Where downloads may come from, and how much of them. */
 export interface DownloadPolicy {
@@ -22,10 +25,52 @@ export interface DownloadPolicy {
   timeoutMs: number;
 }
 
+/** One answer of the resolver. */
+export interface ResolvedAddress {
+  address: string;
+  family: 4 | 6;
+}
+
+/** The address a connection is opened to: one the policy checked, never a name resolved again. */
+export interface ConnectTarget extends ResolvedAddress {
+  port: number;
+  /** For https: the host name the server's certificate must be valid for (and SNI). */
+  servername: string | undefined;
+}
+
+/**
+ * How the downloader reaches the network: resolve a host name to every address, then connect to
+ * one checked address. The system's by default; a test injects its own resolver and routes the
+ * checked address to a local server.
+ */
+export interface DownloadNetwork {
+  resolve(hostname: string): Promise<ResolvedAddress[]>;
+  connect(target: ConnectTarget): Duplex;
+}
+
+/** The system's resolver and sockets; `tlsOptions` adds trust (a test's certificate authority). */
+export function systemNetwork(tlsOptions: Pick<tls.ConnectionOptions, 'ca'> = {}): DownloadNetwork {
+  return {
+    resolve: async (hostname) => (await dnsLookup(hostname, { all: true, verbatim: true })).map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 })),
+    // An address as the host: no lookup happens here, so DNS cannot rebind between check and connect.
+    connect: (t) => (t.servername !== undefined ? tls.connect({ ...tlsOptions, host: t.address, port: t.port, servername: t.servername }) : net.connect({ host: t.address, port: t.port })),
+  };
+}
+
+/** Room for one file in storage, taken before it is written (see MediaService.storageBudget). */
+export interface StorageBudget {
+  /** Reserve up to `bytes`; `full`: storage is at its limit; `busy`: only other downloads in flight fill it. */
+  reserve(bytes: number): Promise<{ ok: true; reservation: string } | { ok: false; noRoom: 'full' | 'busy' }>;
+  release(reservation: string): Promise<void>;
+}
+
 export type DownloadOutcome =
-  | { ok: true; sha256: string; size: number; contentType: string }
-  /** `refused`: Herald would not fetch it (host, redirect, type, size); otherwise it could not be fetched. */
-  | { ok: false; refused: boolean; reason: string };
+  /** Stored under `path` (relative to the media folder); `reservation` is the caller's to commit or release. */
+  | { ok: true; sha256: string; size: number; contentType: string; path: string; reservation: string }
+  /** `refused`: Herald would not fetch it (host, address, redirect, type, size); otherwise it could not be fetched. */
+  | { ok: false; refused: boolean; reason: string }
+  /** No room for it in storage: nothing was written. */
+  | { ok: false; noRoom: 'full' | 'busy' };
 
 /** Discord's media hosts. */
 export const DISCORD_MEDIA_HOSTS = ['cdn.discordapp.com', 'media.discordapp.net'] as const;
@@ -36,35 +81,20 @@ function acceptableType(contentType: string): boolean {
   return /^(image|video|audio)\/[a-z0-9.+-]+$/.test(type) || type === 'application/octet-stream' || type === 'application/pdf';
 }
 
-/** Loopback, private, link-local, CGNAT, multicast and reserved ranges: never fetched (no SSRF). */
-const PRIVATE = (() => {
-  const list = new BlockList();
-  for (const [net, prefix] of [
-    ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-    ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4],
-  ] as const) list.addSubnet(net, prefix, 'ipv4');
-  for (const [net, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['::ffff:0:0', 96], ['64:ff9b::', 96]] as const) list.addSubnet(net, prefix, 'ipv6');
-  return list;
-})();
-
-export function isPrivateAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 0) return true;
-  return PRIVATE.check(address, family === 4 ? 'ipv4' : 'ipv6');
-}
-
 class Refused extends Error {}
 
 /**
  * Fetches media files into the media folder, content-addressed by SHA-256: only from the
  * platform's media hosts (or the sandbox's origin), never following a redirect, never to a private
- * address (checked on the address actually connected to, so DNS cannot rebind around it), only
- * media content types, streamed to disk through the digest with a size cap.
+ * address (every DNS answer checked, the connection opened to the checked address itself, so DNS
+ * cannot rebind around it), only media content types, each file's room in storage reserved before
+ * it is written, streamed to disk through the digest with a size cap.
  */
 export class MediaDownloader {
   constructor(
     private readonly mediaDir: string,
     private readonly policy: DownloadPolicy,
+    private readonly network: DownloadNetwork = systemNetwork(),
   ) {}
 
   /** Why a URL is refused before any request, or undefined when it may be fetched. */
@@ -83,7 +113,7 @@ export class MediaDownloader {
     return undefined;
   }
 
-  async download(raw: string, signal: AbortSignal): Promise<DownloadOutcome> {
+  async download(raw: string, signal: AbortSignal, budget: StorageBudget): Promise<DownloadOutcome> {
     const refusal = this.check(raw);
     if (refusal !== undefined) return { ok: false, refused: true, reason: refusal };
     const url = new URL(raw);
@@ -91,94 +121,132 @@ export class MediaDownloader {
     const tmpDir = path.join(this.mediaDir, 'tmp');
     await mkdir(tmpDir, { recursive: true });
     const tmp = path.join(tmpDir, randomUUID());
+    let reservation: string | undefined;
     try {
-      const response = await this.get(url, trusted, signal);
-      const { sha256, size, contentType } = await this.save(response, tmp);
-      const final = path.join(this.mediaDir, blobRelativePath(sha256));
+      const response = await this.get(url, trusted, AbortSignal.any([signal, AbortSignal.timeout(this.policy.timeoutMs)]));
+      // Counted against the storage limit before a byte is written: the declared size, or the cap.
+      const length = Number(response.headers['content-length'] ?? NaN);
+      const declared = Number.isFinite(length) ? length : undefined;
+      const room = await budget.reserve(declared ?? this.policy.maxBytes);
+      if (!room.ok) {
+        response.destroy();
+        return { ok: false, noRoom: room.noRoom };
+      }
+      reservation = room.reservation;
+      const { sha256, size, contentType } = await this.save(response, tmp, declared ?? this.policy.maxBytes);
+      const relative = blobRelativePath(sha256);
+      const final = path.join(this.mediaDir, relative);
       await mkdir(path.dirname(final), { recursive: true });
       // A file seen before is already there: keep the one copy.
       const exists = await stat(final).then(() => true, () => false);
       if (exists) await rm(tmp, { force: true });
       else await rename(tmp, final);
-      return { ok: true, sha256, size, contentType };
+      return { ok: true, sha256, size, contentType, path: relative, reservation };
     } catch (err) {
       await rm(tmp, { force: true });
+      // Unused room goes back; if that fails, it ends with the step's lease anyway.
+      if (reservation !== undefined) await budget.release(reservation).catch(() => undefined);
       if (err instanceof Refused) return { ok: false, refused: true, reason: err.message };
       return { ok: false, refused: false, reason: err instanceof Error ? `${err.name}: ${(err as NodeJS.ErrnoException).code ?? err.message}`.slice(0, 200) : 'download failed' };
     }
   }
 
-  private get(url: URL, trusted: boolean, signal: AbortSignal): Promise<IncomingMessage> {
-    // Resolve, then refuse a private address unless this is the trusted (sandbox) origin.
-    const lookup: LookupFunction = (hostname, options, callback) => {
-      dnsLookup(hostname, { ...options, all: true }, (err, addresses: LookupAddress[]) => {
-        if (err !== null) return callback(err, '', 4);
-        const usable = addresses.filter((a) => trusted || !isPrivateAddress(a.address));
-        if (usable.length === 0) return callback(new Refused(`${hostname} resolves to a private address`), '', 4);
-        if ((options as { all?: boolean }).all === true) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, usable);
-        const first = usable[0] as LookupAddress;
-        return callback(null, first.address, first.family);
-      });
-    };
-    const client = url.protocol === 'https:' ? https : http;
+  /** Resolve, check every answer, and connect to a checked address (the sandbox origin may be private). */
+  private async target(url: URL, trusted: boolean, signal: AbortSignal): Promise<ConnectTarget> {
+    const hostname = url.hostname.replace(/^\[|\]$/g, '');
+    const port = url.port !== '' ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
+    const servername = url.protocol === 'https:' ? hostname : undefined;
+    const literal = isIP(hostname);
+    const answers = literal !== 0 ? [{ address: hostname, family: literal as 4 | 6 }] : await abortable(this.network.resolve(hostname), signal);
+    const usable = trusted ? answers : answers.filter((a) => isPublicAddress(a.address));
+    const first = usable[0];
+    if (first === undefined) throw new Refused(`${hostname} resolves to a private address`);
+    return { address: first.address, family: first.family, port, servername };
+  }
+
+  private async get(url: URL, trusted: boolean, signal: AbortSignal): Promise<IncomingMessage> {
+    const target = await this.target(url, trusted, signal);
     return new Promise((resolve, reject) => {
-      const req = client.get(url, { lookup, signal: AbortSignal.any([signal, AbortSignal.timeout(this.policy.timeoutMs)]), headers: { 'user-agent': 'Herald media archive' } }, (res) => {
-        const status = res.statusCode ?? 0;
-        if (status >= 300 && status < 400) {
-          res.resume();
-          return reject(new Refused(`redirect (${status}) refused`));
-        }
-        if (status !== 200) {
-          res.resume();
-          return reject(new Error(`HTTP ${status}`));
-        }
-        const type = res.headers['content-type'] ?? '';
-        if (!acceptableType(type)) {
-          res.resume();
-          return reject(new Refused(`content type ${type || '(none)'} is not media`));
-        }
-        const length = Number(res.headers['content-length'] ?? NaN);
-        if (Number.isFinite(length) && length > this.policy.maxBytes) {
-          res.destroy();
-          return reject(new Refused(`file larger than ${this.policy.maxBytes} bytes`));
-        }
-        resolve(res);
-      });
+      const req = http.request(
+        {
+          method: 'GET',
+          host: target.address,
+          port: target.port,
+          path: `${url.pathname}${url.search}`,
+          headers: { host: url.host, 'user-agent': 'Herald media archive' },
+          signal,
+          // The socket is opened to the checked address; no agent, so no lookup of its own.
+          createConnection: () => this.network.connect(target),
+        },
+        (res) => {
+          const status = res.statusCode ?? 0;
+          if (status >= 300 && status < 400) {
+            res.resume();
+            return reject(new Refused(`redirect (${status}) refused`));
+          }
+          if (status !== 200) {
+            res.resume();
+            return reject(new Error(`HTTP ${status}`));
+          }
+          const type = res.headers['content-type'] ?? '';
+          if (!acceptableType(type)) {
+            res.resume();
+            return reject(new Refused(`content type ${type || '(none)'} is not media`));
+          }
+          const length = Number(res.headers['content-length'] ?? NaN);
+          if (Number.isFinite(length) && length > this.policy.maxBytes) {
+            res.destroy();
+            return reject(new Refused(`file larger than ${this.policy.maxBytes} bytes`));
+          }
+          resolve(res);
+        },
+      );
       req.on('error', reject);
+      req.end();
     });
   }
 
-  /** Stream to `tmp` through the digest, stopping at the size cap. */
-  private save(res: IncomingMessage, tmp: string): Promise<{ sha256: string; size: number; contentType: string }> {
+  /**
+   * Stream to `tmp` through the digest, stopping past `limit` (the room reserved for it). Read as a
+   * stream's own iteration, so a connection that closed while room was being reserved is an error
+   * here, not an 'aborted' event nobody was listening for yet.
+   */
+  private async save(res: IncomingMessage, tmp: string, limit: number): Promise<{ sha256: string; size: number; contentType: string }> {
     const contentType = (res.headers['content-type'] ?? 'application/octet-stream').split(';')[0]?.trim() ?? 'application/octet-stream';
     const hash = createHash('sha256');
-    const out = createWriteStream(tmp, { mode: 0o600 });
+    const maxBytes = this.policy.maxBytes;
     let size = 0;
-    return new Promise((resolve, reject) => {
-      let failed = false;
-      const fail = (err: Error): void => {
-        if (failed) return;
-        failed = true;
-        res.destroy();
-        out.destroy();
-        reject(err);
-      };
-      res.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > this.policy.maxBytes) return fail(new Refused(`file larger than ${this.policy.maxBytes} bytes`));
-        hash.update(chunk);
-        if (!out.write(chunk)) {
-          res.pause();
-          out.once('drain', () => res.resume());
+    await pipeline(
+      res,
+      async function* (source: AsyncIterable<Buffer>) {
+        for await (const chunk of source) {
+          size += chunk.length;
+          if (size > limit) throw new Refused(`file larger than ${maxBytes} bytes`);
+          hash.update(chunk);
+          yield chunk;
         }
-      });
-      res.on('error', fail);
-      res.on('aborted', () => fail(new Error('connection closed mid-file')));
-      out.on('error', fail);
-      res.on('end', () => {
-        if (failed) return;
-        out.end(() => resolve({ sha256: hash.digest('hex'), size, contentType }));
-      });
-    });
+      },
+      createWriteStream(tmp, { mode: 0o600 }),
+    );
+    return { sha256: hash.digest('hex'), size, contentType };
   }
+}
+
+/** `promise`, or the signal's reason once it aborts (a DNS lookup cannot be cancelled). */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
 }

@@ -19,14 +19,18 @@ import {
   listActions,
   listScrapes,
   queryItems,
+  releaseStorage,
+  reserveStorage,
   resumableScrape,
   resumeScrape,
   runningScrapeOf,
   setScrapeState,
   usedBytes,
   type MediaFilter,
+  type StepLease,
 } from './archive.repository.js';
 import type { ArchiveActionTable, ScrapeMode } from './archive.table.js';
+import type { StorageBudget } from './media.downloader.js';
 import { toArchiveAction, toMediaItem, toScrapeJob, type ArchiveAction, type MediaItem, type ScrapeJob, type StorageStatus } from './media.js';
 
 /** Who calls: the tier their token grants, their name in the action log, and how they came. */
@@ -242,11 +246,17 @@ export class MediaService {
     });
   }
 
-  /** Used bytes against the limit, by kind and by scrape: the same numbers for the limit check, the tools and the UI. */
+  /**
+   * Used bytes against the limit, by kind and by scrape: the same numbers for the limit check, the
+   * tools and the UI, read in one snapshot so the total and each scrape's bytes agree.
+   */
   async storageStatus(): Promise<StorageStatus> {
     const { limitBytes, warnPercent, overrunPercent } = this.options.limits;
-    const [used, byKind, scrapes] = await Promise.all([usedBytes(this.db), bytesByKind(this.db), listScrapes(this.db)]);
-    const level = used >= (limitBytes * overrunPercent) / 100 ? 'overrun' : used >= (limitBytes * warnPercent) / 100 ? 'warning' : 'ok';
+    const [used, byKind, scrapes] = await this.db
+      .transaction()
+      .setIsolationLevel('repeatable read')
+      .execute(async (trx) => [await usedBytes(trx), await bytesByKind(trx), await listScrapes(trx)] as const);
+    const level = used >= this.overrunBytes() ? 'overrun' : used >= (limitBytes * warnPercent) / 100 ? 'warning' : 'ok';
     return {
       usedBytes: used,
       limitBytes,
@@ -258,14 +268,36 @@ export class MediaService {
     };
   }
 
+  /** The level where downloads stop: stored bytes never pass it by a whole file. */
+  private overrunBytes(): number {
+    const { limitBytes, overrunPercent } = this.options.limits;
+    return (limitBytes * overrunPercent) / 100;
+  }
+
   async storage(actor: Actor): Promise<StorageStatus> {
     return this.audited(actor, 'get_storage', null, () => this.storageStatus());
   }
 
   /** Whether downloads must pause: storage at or past the overrun level. */
   async overrun(): Promise<boolean> {
-    const { limitBytes, overrunPercent } = this.options.limits;
-    return (await usedBytes(this.db)) >= (limitBytes * overrunPercent) / 100;
+    return (await usedBytes(this.db)) >= this.overrunBytes();
+  }
+
+  /**
+   * Room in storage for the files of one scrape step, held under the step's lease: every file is
+   * reserved before it is written, in the database, so concurrent steps and processes together
+   * pass the overrun level by less than one file.
+   */
+  storageBudget(scrapeId: string, lease: StepLease): StorageBudget {
+    return {
+      reserve: async (bytes) => {
+        const reservation = randomUUID();
+        const r = await reserveStorage(this.db, { id: reservation, scrapeId, lease, bytes, threshold: this.overrunBytes(), now: this.clock.now() });
+        if (r.reserved) return { ok: true, reservation };
+        return { ok: false, noRoom: r.usedBytes >= this.overrunBytes() ? 'full' : 'busy' };
+      },
+      release: (reservation) => releaseStorage(this.db, reservation),
+    };
   }
 
   /** A stored file, for the operator UI's thumbnails. */

@@ -5,10 +5,10 @@ import type { Clock } from '../../platform/clock.js';
 import { errorSummary } from '../../platform/errors.js';
 import type { Database } from '../../schema.js';
 import { TransportError, type HistoryPages } from '../../transports/transport.js';
-import { blobForUrl, claimScrapes, insertBlob, insertItems, pauseUnderLease, recordStep, recordStepFailure, releaseScrapes } from './archive.repository.js';
+import { blobForUrl, claimScrapes, commitStoredItem, insertItems, pauseUnderLease, recordStep, recordStepFailure, releaseScrapes } from './archive.repository.js';
 import type { ItemState, MediaScrapeRow, NewMediaItem } from './archive.table.js';
-import { blobRelativePath, mediaOf, toScrapeJob } from './media.js';
-import type { MediaDownloader } from './media.downloader.js';
+import { mediaOf, toScrapeJob } from './media.js';
+import type { MediaDownloader, StorageBudget } from './media.downloader.js';
 import type { MediaService } from './media.service.js';
 
 /** The scrape job kind on the outbox: one step reads one page of history. */
@@ -18,6 +18,12 @@ export const SCRAPE_KIND = 'media_scrape';
 export const SCRAPE_PAGE_SIZE = 100;
 
 class LeaseLost extends Error {}
+
+/** A URL's file for a step: stored (a new file to commit, or one stored before), refused or failed, or no room. */
+type Fetched =
+  | { ok: true; sha256: string; size: number; contentType: string; file: { size: number; contentType: string; path: string; reservation: string } | undefined }
+  | { ok: false; refused: boolean; reason: string }
+  | { ok: false; noRoom: 'full' | 'busy' };
 
 /** A scrape row is its own outbox job. */
 export interface ScrapeStepJob extends Job {
@@ -91,33 +97,24 @@ export class ScrapeJobs {
       return;
     }
     const items: NewMediaItem[] = [];
-    // A URL seen twice in one page is fetched once (its item is not indexed yet when the second comes).
-    const fetched = new Map<string, Awaited<ReturnType<ScrapeJobs['fetch']>>>();
+    // The claim's lease: rows are claimed with one, so a step always has it.
+    const budget = this.media.storageBudget(row.id, { owner: context.owner, expiresAt: row.lease_expires_at ?? this.clock.now() });
+    // A URL seen twice in one page is fetched once.
+    const fetched = new Map<string, Fetched>();
     let errors = 0;
     let lastError: string | null = null;
-    for (const message of messages) {
+    // Messages fully indexed. The step ends early, recording them, when storage has no room for the
+    // next file, or when its lease is about to end (a slow page is not a page of failed downloads).
+    let read = 0;
+    let cut: 'full' | 'busy' | 'lease' | undefined;
+    pageLoop: for (const message of messages) {
+      if (context.signal.aborted) {
+        cut = 'lease';
+        break;
+      }
+      const mine: NewMediaItem[] = [];
       for (const found of mediaOf(message)) {
-        let state: ItemState = 'linked';
-        let sha256: string | null = null;
-        let size = found.size;
-        let contentType = found.contentType;
-        let error: string | null = null;
-        if (row.mode === 'download') {
-          const stored = fetched.get(found.url) ?? (await this.fetch(found.url, context.signal));
-          fetched.set(found.url, stored);
-          if (stored.ok) {
-            state = 'stored';
-            sha256 = stored.sha256;
-            size = stored.size;
-            contentType = stored.contentType;
-          } else {
-            state = stored.refused ? 'refused' : 'failed';
-            error = stored.reason;
-            errors += 1;
-            lastError = `${found.url.slice(0, 200)}: ${stored.reason}`;
-          }
-        }
-        items.push({
+        const item: NewMediaItem = {
           scrape_id: row.id,
           channel_id: row.channel_id,
           guild_id: row.guild_id,
@@ -130,29 +127,64 @@ export class ScrapeJobs {
           source_key: found.sourceKey,
           url: found.url,
           filename: found.filename,
-          content_type: contentType,
-          size_bytes: size,
-          sha256,
-          state,
-          error,
+          content_type: found.contentType,
+          size_bytes: found.size,
+          sha256: null,
+          state: 'linked',
+          error: null,
           content: message.content,
-        });
+        };
+        if (row.mode === 'download') {
+          const got = fetched.get(found.url) ?? (await this.fetch(found.url, context.signal, budget));
+          if ('noRoom' in got) {
+            cut = got.noRoom;
+            break pageLoop;
+          }
+          if (!got.ok && context.signal.aborted) {
+            cut = 'lease';
+            break pageLoop;
+          }
+          if (got.ok) {
+            const stored = { ...item, state: 'stored' as ItemState, sha256: got.sha256, size_bytes: got.size, content_type: got.contentType };
+            // The file and its item are written together, under the lease: storage and the scrape's counters agree at every instant.
+            const committed = await commitStoredItem(this.db, { scrapeId: row.id, owner: context.owner, now: this.clock.now(), item: stored, file: got.file });
+            // Its file's row exists now: the same URL again (in this page) is a known file.
+            fetched.set(found.url, { ok: true, sha256: got.sha256, size: got.size, contentType: got.contentType, file: undefined });
+            if (!committed) {
+              if (got.file !== undefined) await budget.release(got.file.reservation).catch(() => undefined);
+              log.warn('scrape step lost its lease while storing files; the page is read again');
+              return;
+            }
+            mine.push(stored);
+          } else {
+            fetched.set(found.url, got);
+            errors += 1;
+            lastError = `${found.url.slice(0, 200)}: ${got.reason}`;
+            mine.push({ ...item, state: got.refused ? 'refused' : 'failed', error: got.reason });
+          }
+        } else {
+          mine.push(item);
+        }
       }
+      items.push(...mine);
+      read += 1;
     }
-    const oldest = messages[messages.length - 1];
+    const last = messages[read - 1];
     const now = this.clock.now();
+    const full = cut === 'full' ? 'storage limit reached: delete scrapes or raise HERALD_MEDIA_LIMIT_BYTES, then start again' : undefined;
     const updated = await this.db.transaction().execute(async (trx) => {
       const added = await insertItems(trx, items);
       const recorded = await recordStep(trx, row.id, context.owner, {
-        cursor: oldest?.id ?? row.cursor,
-        messages: messages.length,
+        cursor: last?.id ?? row.cursor,
+        messages: read,
         items: added,
         errors,
         lastError,
-        done: messages.length < pageSize,
-        nextAt: now,
+        done: cut === undefined && messages.length < pageSize,
+        pause: full,
+        // Room taken only by downloads in flight elsewhere: try again once they have settled.
+        nextAt: cut === 'busy' ? new Date(now.getTime() + this.options.retryBaseMs) : now,
         now,
-        countBytes: row.mode === 'download',
       });
       // The lease was lost (another worker took over): write nothing, the page is read again there.
       if (recorded === undefined) throw new LeaseLost();
@@ -165,17 +197,22 @@ export class ScrapeJobs {
       log.warn('scrape step finished after its lease was lost; the page is read again');
       return;
     }
+    if (full !== undefined) log.warn('scrape paused: no room left in media storage');
     this.announce(updated);
-    if (row.mode === 'download' && items.some((i) => i.sha256 !== null)) this.media.events.emit('storage', await this.media.storageStatus());
+    if (row.mode === 'download' && (cut === 'full' || items.some((i) => i.sha256 !== null))) this.media.events.emit('storage', await this.media.storageStatus());
   }
 
-  /** Fetch once per URL and once per content: a URL already fetched reuses its file. */
-  private async fetch(url: string, signal: AbortSignal): Promise<{ ok: true; sha256: string; size: number; contentType: string } | { ok: false; refused: boolean; reason: string }> {
+  /**
+   * Fetch once per URL and once per content: a URL already fetched reuses its file, a new one is
+   * downloaded against the step's room in storage. `file` is set when the download wrote a file
+   * (to be committed with its reservation).
+   */
+  private async fetch(url: string, signal: AbortSignal, budget: StorageBudget): Promise<Fetched> {
     const known = await blobForUrl(this.db, url);
-    if (known !== undefined) return { ok: true, ...known };
-    const got = await this.downloader.download(url, signal);
-    if (got.ok) await insertBlob(this.db, { sha256: got.sha256, size: got.size, contentType: got.contentType, path: blobRelativePath(got.sha256), now: this.clock.now() });
-    return got;
+    if (known !== undefined) return { ok: true, ...known, file: undefined };
+    const got = await this.downloader.download(url, signal, budget);
+    if (!got.ok) return got;
+    return { ok: true, sha256: got.sha256, size: got.size, contentType: got.contentType, file: { size: got.size, contentType: got.contentType, path: got.path, reservation: got.reservation } };
   }
 
   private announce(row: MediaScrapeRow): void {
