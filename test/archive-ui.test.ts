@@ -22,6 +22,14 @@ describe.skipIf(!haveChromium)('media archive web UI in a real browser', { timeo
   let browser: Browser;
   let page: Page;
   const apiCalls: string[] = [];
+  /** Every request a page of this test made anywhere but Herald (an archived item's own URL, above all). */
+  const elsewhere: string[] = [];
+  const watch = (p: Page): void => {
+    p.on('request', (r) => {
+      const u = r.url();
+      if (!u.startsWith(`${h.url}/`) && !u.startsWith('blob:') && !u.startsWith('data:')) elsewhere.push(u);
+    });
+  };
 
   beforeAll(async () => {
     // The page's bundle, built as `npm run build` builds it.
@@ -32,6 +40,7 @@ describe.skipIf(!haveChromium)('media archive web UI in a real browser', { timeo
     });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
     page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
+    watch(page);
     page.on('request', (r) => {
       const u = new URL(r.url());
       if (u.pathname.startsWith('/admin/archive/')) apiCalls.push(`${r.method()} ${u.pathname}`);
@@ -74,6 +83,23 @@ describe.skipIf(!haveChromium)('media archive web UI in a real browser', { timeo
     await poll(() => page.getByTestId('start-message').textContent()).toMatch(/^Started scrape /);
     await poll(() => page.locator('[data-testid=scrape][data-state=completed]').count(), { timeout: 45_000 }).toBe(2);
 
+    // What the download refused is a placeholder with the reason and the URL as text; the browser never fetched it.
+    await page.locator('[data-testid=scrape]').filter({ hasText: 'download' }).getByRole('button', { name: 'Media' }).click();
+    const refused = page.locator('[data-testid=media-item][data-state=refused]');
+    await poll(() => refused.count()).toBe(3);
+    const reasons = (await refused.getByTestId('reason').allTextContents()).sort();
+    expect(reasons).toEqual(['refused: file larger than 1048576 bytes', 'refused: host images.example.com is not a media host of the platform', 'refused: redirect (302) refused']);
+    expect(await refused.getByTestId('url').allTextContents()).toEqual(expect.arrayContaining(['https://images.example.com/picture.png', `${h.sandbox.url}/media-redirect/img-1.png`]));
+    expect(await refused.locator('img, a[href*="images.example.com"], a[href*="media-redirect"]').count()).toBe(0);
+    await poll(() => page.locator('[data-testid=media-item][data-state=stored] img').count()).toBeGreaterThan(5);
+    expect((await page.locator('[data-testid=media-grid] img').evaluateAll((els) => els.map((e) => e.getAttribute('src') ?? ''))).every((src) => src.startsWith('blob:'))).toBe(true);
+    // Links mode stores nothing: every item of that scrape is a placeholder, and no URL of it was fetched.
+    await page.locator('[data-testid=scrape]').filter({ hasText: 'links' }).getByRole('button', { name: 'Media' }).click();
+    await poll(() => page.locator('[data-testid=media-item][data-state=linked]').count()).toBeGreaterThan(30);
+    expect(await page.locator('[data-testid=media-item][data-state=linked] img').count()).toBe(0);
+    expect(await page.locator('[data-testid=media-item][data-state=linked]').first().getByTestId('reason').textContent()).toBe('not downloaded (links mode)');
+    await page.getByTestId('filter-scrapeId').fill('');
+
     // The grid, filtered; thumbnails of stored images come through the admin file route.
     await page.getByTestId('filter-kind').selectOption('video');
     await page.getByTestId('filter-apply').click();
@@ -98,6 +124,9 @@ describe.skipIf(!haveChromium)('media archive web UI in a real browser', { timeo
     // The action log shows what the page did.
     await poll(async () => page.locator('[data-testid=action][data-action=delete_scrape][data-result=ok]').count()).toBeGreaterThan(0);
     expect(await page.locator('[data-testid=actions]').textContent()).toContain('start_scrape:download');
+
+    // Nothing but Herald was asked for anything.
+    expect(elsewhere).toEqual([]);
 
     mkdirSync(SCREENSHOTS, { recursive: true });
     await page.getByTestId('filter-text').fill('');

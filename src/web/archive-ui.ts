@@ -16,6 +16,7 @@ const PAGE = `<!doctype html>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
 <title>Herald · media archive</title>
 <link rel="stylesheet" href="/ui/archive/archive.css">
 </head>
@@ -27,6 +28,24 @@ const PAGE = `<!doctype html>
 `;
 
 /**
+ * The page loads only from Herald: images and media only from Herald itself or as
+ * `blob:` URLs of files Herald stored and served to it. An archived item's original URL is never
+ * fetched by the operator's browser: it could point anywhere (a private address, Herald itself)
+ * and would tell its owner who looked.
+ */
+const CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' blob:",
+  "media-src 'self' blob:",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+/**
  * The operator web UI of the media archive: a static page and its bundle, which hold no data. The
  * page asks for the admin token and calls the admin API with it (the same MediaService as the
  * MCP tools), so serving the page itself needs no token.
@@ -36,7 +55,8 @@ export function archiveUiRoutes(): Router {
   const headers = {
     'cache-control': 'no-store',
     'x-content-type-options': 'nosniff',
-    'content-security-policy': "default-src 'self'; img-src 'self' blob: data: http: https:; style-src 'self'; connect-src 'self'; frame-ancestors 'none'",
+    'referrer-policy': 'no-referrer',
+    'content-security-policy': CSP,
   };
   router.get('/ui/archive', (ctx) => {
     ctx.set({ ...headers, 'content-type': 'text/html; charset=utf-8' });

@@ -28,10 +28,25 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
   return { status: res.status, body: (text === '' ? undefined : JSON.parse(text)) as T };
 }
 
-/** A stored file as a blob URL (the file route needs the token, which an <img src> cannot send). */
+/**
+ * Types the page previews: raster images, which a browser only draws. Anything else Herald stored
+ * (SVG above all: it can carry script) is never rendered, whatever type the item claims.
+ */
+const PREVIEWABLE = new Set(['image/png', 'image/apng', 'image/jpeg', 'image/gif', 'image/webp', 'image/avif', 'image/bmp']);
+
+/**
+ * A stored file as a blob URL for a thumbnail (the file route needs the token, which an <img src>
+ * cannot send), or undefined when it is not a raster image. Only files Herald stored are ever
+ * shown: an item's original URL is never fetched by this page.
+ */
 export async function fileUrl(sha256: string): Promise<string | undefined> {
   const res = await fetch(`/admin/archive/files/${sha256}`, { headers: { authorization: `Bearer ${token.get() ?? ''}` } });
-  return res.ok ? URL.createObjectURL(await res.blob()) : undefined;
+  const type = (res.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+  if (!res.ok || !PREVIEWABLE.has(type)) {
+    await res.body?.cancel();
+    return undefined;
+  }
+  return URL.createObjectURL(new Blob([await res.arrayBuffer()], { type }));
 }
 
 /**

@@ -118,24 +118,55 @@ function Scrapes({ scrapes, onChanged, onShow }: { scrapes: ScrapeJob[]; onChang
   </section>`;
 }
 
+/** Why an item shows no picture: it was never stored, or what it is can only be downloaded. */
+function reasonOf(item: MediaItem): string {
+  switch (item.state) {
+    case 'linked':
+      return 'not downloaded (links mode)';
+    case 'refused':
+      return `refused: ${item.error ?? 'no reason given'}`;
+    case 'failed':
+      return `failed: ${item.error ?? 'no reason given'}`;
+    default:
+      return `stored${item.contentType !== null ? ` (${item.contentType})` : ''}`;
+  }
+}
+
+/**
+ * A stored raster image, fetched from Herald with the token; anything else is a placeholder that
+ * says why, with the original URL as text: the page never makes the browser fetch it.
+ */
 function Thumb({ item }: { item: MediaItem }) {
   const [src, setSrc] = useState<string | undefined>(undefined);
+  const [loading, setLoading] = useState(item.kind === 'image' && item.sha256 !== null);
   useEffect(() => {
-    if (item.kind !== 'image') return undefined;
-    if (item.sha256 === null) {
-      setSrc(item.url);
-      return undefined;
-    }
+    setSrc(undefined);
+    setLoading(item.kind === 'image' && item.sha256 !== null);
+    if (item.kind !== 'image' || item.sha256 === null) return undefined;
     let url: string | undefined;
-    void fileUrl(item.sha256).then((u) => {
-      url = u;
-      setSrc(u);
-    });
+    let live = true;
+    void fileUrl(item.sha256)
+      .catch(() => undefined)
+      .then((u) => {
+        url = u;
+        if (!live) {
+          if (u !== undefined) URL.revokeObjectURL(u);
+          return;
+        }
+        setSrc(u);
+        setLoading(false);
+      });
     return () => {
+      live = false;
       if (url !== undefined) URL.revokeObjectURL(url);
     };
-  }, [item.id]);
-  return item.kind === 'image' && src !== undefined ? html`<img loading="lazy" alt=${item.filename ?? ''} src=${src} />` : html`<div class="kind">${item.kind}</div>`;
+  }, [item.id, item.sha256]);
+  if (src !== undefined) return html`<img loading="lazy" alt=${item.filename ?? ''} src=${src} />`;
+  return html`<div class="placeholder" data-testid="placeholder">
+    <span class="kind">${item.kind}</span>
+    <span class="why" data-testid="reason">${loading ? 'loading…' : reasonOf(item)}</span>
+    <code class="url" data-testid="url" title=${item.url}>${item.url}</code>
+  </div>`;
 }
 
 type FilterName = 'kind' | 'source' | 'scrapeId' | 'channelId' | 'guildId' | 'author' | 'after' | 'before' | 'text';
@@ -186,9 +217,9 @@ function MediaGrid({ filters, setFilters }: { filters: Filters; setFilters: (f: 
     ${error !== undefined && html`<p class="warning" data-testid="media-error">${error}</p>`}
     <div class="grid" data-testid="media-grid">
       ${items.map(
-        (i) => html`<figure data-testid="media-item" data-id=${i.id} data-kind=${i.kind}>
+        (i) => html`<figure key=${i.id} data-testid="media-item" data-id=${i.id} data-kind=${i.kind} data-state=${i.state}>
           <${Thumb} item=${i} />
-          <figcaption><a href=${i.messageUrl} target="_blank" rel="noreferrer">${i.authorName ?? i.authorId}</a> · ${i.postedAt.slice(0, 16).replace('T', ' ')}<br />${i.kind} · ${i.source} · ${i.state}</figcaption>
+          <figcaption><a href=${i.messageUrl} target="_blank" rel="noreferrer noopener">${i.authorName ?? i.authorId}</a> · ${i.postedAt.slice(0, 16).replace('T', ' ')}<br />${i.kind} · ${i.source} · ${i.state}</figcaption>
         </figure>`,
       )}
     </div>
