@@ -574,7 +574,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The action log (who, what, when, result), newest first. Admin tier. */
+        /**
+         * The action log (who, what, when, result), newest first. Admin tier.
+         * @description What changed the archive (start, stop, delete) and every call that was refused or failed;
+         *     successful reads are not logged. Entries are kept 8 days.
+         */
         get: operations["listArchiveActions"];
         put?: never;
         post?: never;

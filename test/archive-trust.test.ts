@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blobRelativePath } from '../src/modules/archive/media.js';
+import { SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js';
 import { startTestHerald, type TestHerald } from './support/herald.js';
 
 /** A CSP header as directive → its sources. */
@@ -16,12 +17,13 @@ function csp(header: string | null): Map<string, string[]> {
 
 /**
  * What the archive lets a browser do (issue 19): the operator's browser fetches only what Herald
- * stored, and a stored file never runs as a page of Herald's origin.
+ * stored, and a stored file never runs as a page of Herald's origin. And what its action log keeps:
+ * changes and refusals, for as long as Herald's other records.
  */
-describe('the media archive: what browsers are told', { timeout: 120_000 }, () => {
+describe('the media archive: what browsers are told, and what the action log keeps', { timeout: 120_000 }, () => {
   let h: TestHerald;
   beforeAll(async () => {
-    h = await startTestHerald({ sandbox: { mediaMessages: 0 } });
+    h = await startTestHerald({ sandbox: { mediaMessages: 60 }, env: { HERALD_MEDIA_MAX_FILE_BYTES: String(1024 * 1024) } });
   }, 120_000);
   afterAll(async () => h?.close());
 
@@ -72,5 +74,47 @@ describe('the media archive: what browsers are told', { timeout: 120_000 }, () =
       expect(csp(res.headers.get('content-security-policy')).has('sandbox'), type).toBe(true);
       await res.arrayBuffer();
     }
+  });
+
+  it('logs what changes the archive and every refusal, never a successful read', async () => {
+    const db = h.herald.store.db;
+    const count = async (): Promise<number> => Number((await db.selectFrom('archive_actions').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);
+    const before = await count();
+    // Reads, by both tiers, as the UI and an agent make them: nothing is written.
+    for (const client of [h.bridge, h.admin]) {
+      for (const via of ['ui', 'mcp', undefined]) {
+        const headers = via === undefined ? {} : { 'x-herald-client': via };
+        expect((await client.get('/admin/archive/scrapes', { headers })).status).toBe(200);
+        expect((await client.get('/admin/archive/storage', { headers })).status).toBe(200);
+        expect((await client.get('/admin/archive/media?limit=5', { headers })).status).toBe(200);
+        expect((await client.get('/admin/archive/media/1', { headers })).status).toBe(404);
+        expect((await client.get('/admin/archive/scrapes/0b6f3a52-5d0e-4c36-9f6f-1f2a3b4c5d6e', { headers })).status).toBe(404);
+      }
+    }
+    expect((await h.admin.get('/admin/archive/actions?limit=5')).status).toBe(200);
+    expect(await count()).toBe(before);
+
+    // A refused read is logged; so is a refused change, and a change.
+    expect((await h.bridge.get('/admin/archive/media?cursor=bm90LWEtY3Vyc29y')).status).toBe(400);
+    expect((await h.bridge.post('/admin/archive/scrapes', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'download' })).status).toBe(403);
+    const started = await h.bridge.post('/admin/archive/scrapes', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links' }, { headers: { 'x-herald-client': 'ui' } });
+    expect(started.status).toBe(201);
+    const log = (await h.admin.get('/admin/archive/actions?limit=3')).json as { actions: { action: string; result: string; actor: string; via: string }[] };
+    expect(log.actions).toMatchObject([
+      { action: 'start_scrape:links', result: 'ok', actor: 'bridge', via: 'ui' },
+      { action: 'start_scrape:download', result: 'refused', actor: 'bridge' },
+      { action: 'query_media', result: 'refused', actor: 'bridge' },
+    ]);
+    expect(await count()).toBe(before + 3);
+  });
+
+  it("prunes action log entries older than Herald's record retention (8 days), keeps younger ones", async () => {
+    const db = h.herald.store.db;
+    const day = 24 * 60 * 60 * 1000;
+    const entry = (daysAgo: number, target: string) => ({ at: new Date(Date.now() - daysAgo * day), actor: 'admin', via: 'http' as const, action: 'delete_scrape', target, result: 'ok' as const, detail: null });
+    await db.insertInto('archive_actions').values([entry(30, 'prune-30'), entry(8.1, 'prune-8.1'), entry(7.9, 'prune-7.9'), entry(0, 'prune-0')]).execute();
+    expect(await h.herald.media.pruneActions()).toBeGreaterThanOrEqual(2);
+    const left = await db.selectFrom('archive_actions').select('target').where('target', 'like', 'prune-%').execute();
+    expect(left.map((r) => r.target).sort()).toEqual(['prune-0', 'prune-7.9']);
   });
 });

@@ -286,6 +286,12 @@ export async function insertAction(db: Db, action: Omit<ArchiveActionTable, 'id'
   await db.insertInto('archive_actions').values(action).execute();
 }
 
+/** Forget log entries written before `cutoff`. */
+export async function pruneActions(db: Db, cutoff: Date): Promise<number> {
+  const r = await db.deleteFrom('archive_actions').where('at', '<', cutoff).executeTakeFirst();
+  return Number(r.numDeletedRows);
+}
+
 export function listActions(db: Db, before: string | undefined, limit: number): Promise<ArchiveActionRow[]> {
   let q = db.selectFrom('archive_actions').selectAll();
   if (before !== undefined) q = q.where('id', '<', before);
