@@ -11,6 +11,7 @@ import * as handoffs from './2026-11-30T09-10-00_handoffs.js';
 import * as media from './2026-11-30T09-20-00_media.js';
 import * as irc from './2026-11-30T09-00-00_irc.js';
 import * as archiveActionLog from './2026-12-01T09-00-00_archive-action-log.js';
+import * as archiveNames from './2026-12-01T09-10-00_archive-names.js';
 
 /** Every migration, by name; names sort in the order they apply. Add new ones here. */
 export const migrations: Record<string, Migration> = {
@@ -26,4 +27,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-30T09-20-00_media': media,
   '2026-11-30T09-00-00_irc': irc,
   '2026-12-01T09-00-00_archive-action-log': archiveActionLog,
+  '2026-12-01T09-10-00_archive-names': archiveNames,
 };

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blobRelativePath } from '../src/modules/archive/media.js';
 import { SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js';
 import { startTestHerald, type TestHerald } from './support/herald.js';
+import { waitFor } from './support/wait.js';
 
 /** A CSP header as directive → its sources. */
 function csp(header: string | null): Map<string, string[]> {
@@ -116,5 +117,26 @@ describe('the media archive: what browsers are told, and what the action log kee
     expect(await h.herald.media.pruneActions()).toBeGreaterThanOrEqual(2);
     const left = await db.selectFrom('archive_actions').select('target').where('target', 'like', 'prune-%').execute();
     expect(left.map((r) => r.target).sort()).toEqual(['prune-0', 'prune-7.9']);
+  });
+
+  it("a scrape carries its channel's name, and a scrape's refused and failed items are one query (state=refused,failed)", async () => {
+    // Finish the links scrape the log test started, then download: the newest three messages carry what a download refuses.
+    await waitFor(async () => ((await h.admin.get('/admin/archive/scrapes')).json as { scrapes: { state: string }[] }).scrapes.every((s) => s.state !== 'running'), 'the links scrape to end', 60_000);
+    const res = await h.admin.post('/admin/archive/scrapes', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'download' });
+    expect(res.status).toBe(201);
+    const scrape = res.json as { id: string; channelId: string; channelName: string | null };
+    expect(scrape).toMatchObject({ channelId: SANDBOX_MEDIA_CHANNEL, channelName: 'media' });
+    const done = await waitFor(async () => {
+      const s = (await h.admin.get(`/admin/archive/scrapes/${scrape.id}`)).json as { state: string; errors: number; channelName: string | null };
+      return s.state === 'completed' ? s : undefined;
+    }, 'the download scrape to complete', 60_000);
+    expect(done.channelName).toBe('media');
+    const problems = (await h.bridge.get(`/admin/archive/media?scrapeId=${scrape.id}&state=refused,failed&limit=50`)).json as { items: { state: string; error: string | null; url: string }[] };
+    expect(problems.items.length).toBe(done.errors);
+    expect(problems.items.map((i) => i.error).sort()).toEqual(['file larger than 1048576 bytes', 'host images.example.com is not a media host of the platform', 'redirect (302) refused']);
+    const stored = (await h.bridge.get(`/admin/archive/media?scrapeId=${scrape.id}&state=stored&limit=200`)).json as { items: { state: string }[] };
+    expect(stored.items.length).toBeGreaterThan(0);
+    expect(stored.items.every((i) => i.state === 'stored')).toBe(true);
+    expect((await h.bridge.get('/admin/archive/media?state=lost')).status).toBe(400);
   });
 });

@@ -5,7 +5,7 @@ import type { Context as KoaContext } from 'koa';
 import { InvalidRequestError } from '../../platform/errors.js';
 import type { OperationHandlers } from '../../platform/http/api.js';
 import { reply } from '../../platform/http/reply.js';
-import type { MediaKind } from './archive.table.js';
+import type { ItemState, MediaKind } from './archive.table.js';
 import {
   AdminTierRequiredError,
   ChannelNotFoundError,
@@ -28,6 +28,8 @@ export function actorOf(koa: KoaContext): Actor {
 }
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+/** A list parameter, as the router parsed it (`state=refused,failed`). */
+const strings = (v: unknown): string[] | undefined => (Array.isArray(v) ? v.map(String) : typeof v === 'string' ? [v] : undefined);
 
 /** The archive's operations, each one call of the MediaService. */
 export function archiveOperations(media: MediaService): OperationHandlers {
@@ -90,6 +92,7 @@ export function archiveOperations(media: MediaService): OperationHandlers {
           after: date(q['after'], 'after'),
           before: date(q['before'], 'before'),
           text: str(q['text']),
+          state: strings(q['state']) as ItemState[] | undefined,
           limit: limit === undefined ? undefined : Number(limit),
           cursor: str(q['cursor']),
         },

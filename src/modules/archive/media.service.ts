@@ -156,7 +156,7 @@ export class MediaService {
         }
         const channel = await this.channel(input.channelId);
         if (input.guildId !== undefined && channel.guildId !== input.guildId) throw new ChannelNotFoundError();
-        const row = await insertScrape(this.db, { id: randomUUID(), channelId: input.channelId, guildId: channel.guildId ?? null, mode: input.mode, now });
+        const row = await insertScrape(this.db, { id: randomUUID(), channelId: input.channelId, channelName: channel.name ?? null, guildId: channel.guildId ?? null, mode: input.mode, now });
         return this.started(toScrapeJob(row), false);
       } catch (err) {
         // The one-running-scrape index: another start won the race.
@@ -175,9 +175,9 @@ export class MediaService {
     return { scrape, resumed };
   }
 
-  private async channel(channelId: string): Promise<{ guildId: string | undefined }> {
+  private async channel(channelId: string): Promise<{ guildId: string | undefined; name: string | undefined }> {
     const channels = this.options.channels;
-    if (channels === undefined) return { guildId: undefined };
+    if (channels === undefined) return { guildId: undefined, name: undefined };
     let info;
     try {
       info = await channels.getChannel(channelId);
@@ -186,7 +186,7 @@ export class MediaService {
       throw new PlatformUnavailableError();
     }
     if (info === undefined || !info.isText) throw new ChannelNotFoundError();
-    return { guildId: info.guildId };
+    return { guildId: info.guildId, name: info.name };
   }
 
   async getScrape(id: string, actor: Actor): Promise<ScrapeJob | null> {
