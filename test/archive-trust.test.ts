@@ -46,6 +46,16 @@ describe('the media archive: what browsers are told, and what the action log kee
     }
   });
 
+  it('serves a favicon of its own, from this server', async () => {
+    const page = await (await fetch(`${h.url}/ui/archive`)).text();
+    const icon = /<link rel="icon"[^>]*href="([^"]+)"/.exec(page)?.[1];
+    expect(icon).toMatch(/^\/ui\/archive\//);
+    const res = await fetch(`${h.url}${icon ?? ''}`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('image/svg+xml');
+    expect(await res.text()).toMatch(/^<svg /);
+  });
+
   it('serves stored raster images, audio and video inline, and SVG, HTML and any other type as an attachment', async () => {
     const db = h.herald.store.db;
     const cases: [string, string, 'inline' | 'attachment'][] = [

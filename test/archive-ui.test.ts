@@ -27,10 +27,15 @@ describe.skipIf(!haveChromium)('media archive web UI in a real browser', { timeo
   const apiCalls: string[] = [];
   /** Every request a page of this test made anywhere but Herald (an archived item's own URL, above all). */
   const elsewhere: string[] = [];
+  /** Anything the page's strict CSP (default-src 'none') blocked: the page must need nothing it forbids. */
+  const violations: string[] = [];
   const watch = (p: Page): void => {
     p.on('request', (r) => {
       const u = r.url();
       if (!u.startsWith(`${h.url}/`) && !u.startsWith('blob:') && !u.startsWith('data:')) elsewhere.push(u);
+    });
+    p.on('console', (m) => {
+      if (m.type() === 'error' && /Content Security Policy/.test(m.text())) violations.push(m.text());
     });
   };
 
@@ -151,8 +156,10 @@ describe.skipIf(!haveChromium)('media archive web UI in a real browser', { timeo
     );
     expect(await page.locator('[data-testid=action][data-action="start_scrape:download"]').first().getByTestId('channel').textContent()).toBe('#media');
 
-    // Nothing but Herald was asked for anything.
+    // Nothing but Herald was asked for anything, and the page needed nothing its CSP forbids.
     expect(elsewhere).toEqual([]);
+    expect(violations).toEqual([]);
+    expect(await page.locator('link[rel=icon]').getAttribute('href')).toBe('/ui/archive/favicon.svg');
 
     mkdirSync(SCREENSHOTS, { recursive: true });
     await page.getByTestId('filter-text').fill('');

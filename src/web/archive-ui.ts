@@ -18,6 +18,7 @@ const PAGE = `<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>Herald · media archive</title>
+<link rel="icon" type="image/svg+xml" href="/ui/archive/favicon.svg">
 <link rel="stylesheet" href="/ui/archive/archive.css">
 </head>
 <body>
@@ -28,7 +29,7 @@ const PAGE = `<!doctype html>
 `;
 
 /**
- * The page loads only from Herald: images and media only from Herald itself or as
+ * The page loads only from Herald: images and media only from Herald itself (the favicon) or as
  * `blob:` URLs of files Herald stored and served to it. An archived item's original URL is never
  * fetched by the operator's browser: it could point anywhere (a private address, Herald itself)
  * and would tell its owner who looked.
@@ -69,6 +70,13 @@ export function archiveUiRoutes(): Router {
   router.get('/ui/archive/archive.css', async (ctx) => {
     ctx.set({ ...headers, 'content-type': 'text/css; charset=utf-8' });
     ctx.body = await readFile(path.join(ROOT, 'src', 'web', 'archive', 'archive.css'), 'utf8').catch(() => '');
+  });
+  // Herald's own icon (no CDN, and no request to /favicon.ico that would answer 404).
+  router.get('/ui/archive/favicon.svg', async (ctx) => {
+    const icon = await readFile(path.join(ROOT, 'src', 'web', 'archive', 'favicon.svg'), 'utf8').catch(() => undefined);
+    if (icon === undefined) return;
+    ctx.set({ ...headers, 'content-type': 'image/svg+xml', 'cache-control': 'public, max-age=86400' });
+    ctx.body = icon;
   });
   return router;
 }
