@@ -581,7 +581,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The action log (who, what, when, result), newest first. Admin tier. */
+        /**
+         * The action log (who, what, when, result), newest first. Admin tier.
+         * @description What changed the archive (start, stop, delete) and every call that was refused or failed;
+         *     successful reads are not logged. Entries are kept 8 days.
+         */
         get: operations["listArchiveActions"];
         put?: never;
         post?: never;
@@ -619,7 +623,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A stored file's bytes, for the operator UI's thumbnails. Admin tier. */
+        /**
+         * A stored file's bytes, for the operator UI's thumbnails. Admin tier.
+         * @description Raster images (PNG, JPEG, GIF, WebP, AVIF, BMP), audio and video are served inline; every
+         *     other type (SVG, HTML, PDF, …) as an attachment, so a stored file never runs as a page of
+         *     Herald's origin. Always with `X-Content-Type-Options: nosniff`, a sandboxing CSP and
+         *     `Referrer-Policy: no-referrer`.
+         */
         get: operations["getMediaFile"];
         put?: never;
         post?: never;
@@ -1106,6 +1116,8 @@ export interface components {
         ScrapeJob: {
             id: components["schemas"]["ScrapeId"];
             channelId: string;
+            /** @description The channel's name when the scrape started, for people (null where the platform gave none). */
+            channelName?: string | null;
             guildId: string | null;
             mode: components["schemas"]["ScrapeMode"];
             state: components["schemas"]["ScrapeState"];
@@ -1143,15 +1155,17 @@ export interface components {
             sha256: string | null;
             /** @description Where the bytes are on Herald's host (download mode). */
             localPath: string | null;
-            /**
-             * @description `linked`: metadata only; `stored`: bytes kept; `refused`: the download was refused (host, redirect, size, type); `failed`: it could not be fetched.
-             * @enum {string}
-             */
-            state: "linked" | "stored" | "refused" | "failed";
+            state: components["schemas"]["MediaItemState"];
+            /** @description Why a refused or failed item was not stored. */
             error: string | null;
             /** @description The message's text. */
             content: string;
         };
+        /**
+         * @description `linked`: metadata only; `stored`: bytes kept; `refused`: the download was refused (host, redirect, size, type); `failed`: it could not be fetched.
+         * @enum {string}
+         */
+        MediaItemState: "linked" | "stored" | "refused" | "failed";
         MediaPage: {
             items: components["schemas"]["MediaItem"][];
             nextCursor: string | null;
@@ -2888,6 +2902,8 @@ export interface operations {
                 before?: components["schemas"]["Instant"];
                 /** @description Words in the message's content, case-insensitive, as a search box takes them: all the words, "a phrase", or, -word. */
                 text?: string;
+                /** @description Items in any of these states, comma-separated (`refused,failed`: what went wrong). */
+                state?: components["schemas"]["MediaItemState"][];
                 limit?: number;
                 cursor?: string;
             };

@@ -10,6 +10,8 @@ import * as replyKind from './2026-11-30T08-30-00_reply-kind.js';
 import * as handoffs from './2026-11-30T09-10-00_handoffs.js';
 import * as media from './2026-11-30T09-20-00_media.js';
 import * as irc from './2026-11-30T09-00-00_irc.js';
+import * as archiveActionLog from './2026-12-01T09-00-00_archive-action-log.js';
+import * as archiveNames from './2026-12-01T09-10-00_archive-names.js';
 import * as commandSources from './2026-12-01T10-00-00_command-sources.js';
 import * as mediaStorage from './2026-12-01T22-30-00_media-storage.js';
 
@@ -26,6 +28,8 @@ export const migrations: Record<string, Migration> = {
   '2026-11-30T09-10-00_handoffs': handoffs,
   '2026-11-30T09-20-00_media': media,
   '2026-11-30T09-00-00_irc': irc,
+  '2026-12-01T09-00-00_archive-action-log': archiveActionLog,
+  '2026-12-01T09-10-00_archive-names': archiveNames,
   '2026-12-01T10-00-00_command-sources': commandSources,
   '2026-12-01T22-30-00_media-storage': mediaStorage,
 };

@@ -353,6 +353,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       const pruneRuns = setInterval(() => {
         pruneCommandRuns(store.db, clock.now()).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not prune command runs'));
         pruneInbox(store.db, new Date(clock.now().getTime() - HANDOFF_INBOX_RETENTION_MS)).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not prune the handoff inbox'));
+        media.pruneActions().catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not prune the archive action log'));
       }, PRUNE_EVERY_MS);
       pruneRuns.unref();
       cleanups.push(async () => clearInterval(pruneRuns));

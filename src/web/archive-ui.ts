@@ -16,7 +16,9 @@ const PAGE = `<!doctype html>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
 <title>Herald · media archive</title>
+<link rel="icon" type="image/svg+xml" href="/ui/archive/favicon.svg">
 <link rel="stylesheet" href="/ui/archive/archive.css">
 </head>
 <body>
@@ -25,6 +27,24 @@ const PAGE = `<!doctype html>
 </body>
 </html>
 `;
+
+/**
+ * The page loads only from Herald: images and media only from Herald itself (the favicon) or as
+ * `blob:` URLs of files Herald stored and served to it. An archived item's original URL is never
+ * fetched by the operator's browser: it could point anywhere (a private address, Herald itself)
+ * and would tell its owner who looked.
+ */
+const CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' blob:",
+  "media-src 'self' blob:",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
 
 /**
  * The operator web UI of the media archive: a static page and its bundle, which hold no data. The
@@ -36,7 +56,8 @@ export function archiveUiRoutes(): Router {
   const headers = {
     'cache-control': 'no-store',
     'x-content-type-options': 'nosniff',
-    'content-security-policy': "default-src 'self'; img-src 'self' blob: data: http: https:; style-src 'self'; connect-src 'self'; frame-ancestors 'none'",
+    'referrer-policy': 'no-referrer',
+    'content-security-policy': CSP,
   };
   router.get('/ui/archive', (ctx) => {
     ctx.set({ ...headers, 'content-type': 'text/html; charset=utf-8' });
@@ -49,6 +70,13 @@ export function archiveUiRoutes(): Router {
   router.get('/ui/archive/archive.css', async (ctx) => {
     ctx.set({ ...headers, 'content-type': 'text/css; charset=utf-8' });
     ctx.body = await readFile(path.join(ROOT, 'src', 'web', 'archive', 'archive.css'), 'utf8').catch(() => '');
+  });
+  // Herald's own icon (no CDN, and no request to /favicon.ico that would answer 404).
+  router.get('/ui/archive/favicon.svg', async (ctx) => {
+    const icon = await readFile(path.join(ROOT, 'src', 'web', 'archive', 'favicon.svg'), 'utf8').catch(() => undefined);
+    if (icon === undefined) return;
+    ctx.set({ ...headers, 'content-type': 'image/svg+xml', 'cache-control': 'public, max-age=86400' });
+    ctx.body = icon;
   });
   return router;
 }

@@ -5,7 +5,7 @@ import type { Context as KoaContext } from 'koa';
 import { InvalidRequestError } from '../../platform/errors.js';
 import type { OperationHandlers } from '../../platform/http/api.js';
 import { reply } from '../../platform/http/reply.js';
-import type { MediaKind } from './archive.table.js';
+import type { ItemState, MediaKind } from './archive.table.js';
 import {
   AdminTierRequiredError,
   ChannelNotFoundError,
@@ -28,6 +28,8 @@ export function actorOf(koa: KoaContext): Actor {
 }
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+/** A list parameter, as the router parsed it (`state=refused,failed`). */
+const strings = (v: unknown): string[] | undefined => (Array.isArray(v) ? v.map(String) : typeof v === 'string' ? [v] : undefined);
 
 /** The archive's operations, each one call of the MediaService. */
 export function archiveOperations(media: MediaService): OperationHandlers {
@@ -90,6 +92,7 @@ export function archiveOperations(media: MediaService): OperationHandlers {
           after: date(q['after'], 'after'),
           before: date(q['before'], 'before'),
           text: str(q['text']),
+          state: strings(q['state']) as ItemState[] | undefined,
           limit: limit === undefined ? undefined : Number(limit),
           cursor: str(q['cursor']),
         },
@@ -107,6 +110,18 @@ export function archiveOperations(media: MediaService): OperationHandlers {
       return reply('listArchiveActions', 200, await media.actions(limit === undefined ? 50 : Number(limit), str(c.request.query['cursor'])));
     },
   });
+}
+
+/** Raster image types a browser renders passively (no script, no links): the only images served inline. */
+const RASTER_IMAGES = new Set(['image/png', 'image/apng', 'image/jpeg', 'image/gif', 'image/webp', 'image/avif', 'image/bmp']);
+
+/**
+ * Whether a stored file may be shown by the browser (raster images, audio, video) rather than
+ * saved: SVG and every other type is active or unknown content, served as an attachment.
+ */
+export function servedInline(contentType: string): boolean {
+  const type = contentType.split(';')[0]?.trim().toLowerCase() ?? '';
+  return RASTER_IMAGES.has(type) || /^(audio|video)\/[a-z0-9.+-]+$/.test(type);
 }
 
 /** How often an idle event stream says it is alive (proxies close silent connections). */
@@ -133,7 +148,7 @@ export function archiveRoutes(media: MediaService): { router: Router; closeStrea
     ctx.status = 200;
     ctx.respond = false;
     const res = ctx.res;
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no', 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' });
     const send = (event: string, data: unknown): void => void res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     const onScrape = (s: unknown): void => send('scrape', s);
     const onStorage = (s: unknown): void => send('storage', s);
@@ -158,7 +173,15 @@ export function archiveRoutes(media: MediaService): { router: Router; closeStrea
       ctx.body = { error: 'file not found' };
       return;
     }
-    ctx.set({ 'content-type': file.contentType, 'cache-control': 'private, max-age=86400', 'x-content-type-options': 'nosniff', 'content-security-policy': "default-src 'none'; sandbox" });
+    ctx.set({
+      'content-type': file.contentType,
+      // Anything but a raster image, audio or video (SVG, HTML, PDF, …) is a download, never a page of this origin.
+      'content-disposition': servedInline(file.contentType) ? 'inline' : `attachment; filename="${sha}"`,
+      'cache-control': 'private, max-age=86400',
+      'x-content-type-options': 'nosniff',
+      'content-security-policy': "default-src 'none'; sandbox",
+      'referrer-policy': 'no-referrer',
+    });
     ctx.body = createReadStream(file.path);
   });
   return {

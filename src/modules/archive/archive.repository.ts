@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../schema.js';
-import type { ArchiveActionRow, ArchiveActionTable, MediaItemRow, MediaKind, MediaScrapeRow, NewMediaItem, ScrapeMode, ScrapeState } from './archive.table.js';
+import type { ArchiveActionRow, ArchiveActionTable, ItemState, MediaItemRow, MediaKind, MediaScrapeRow, NewMediaItem, ScrapeMode, ScrapeState } from './archive.table.js';
 
 type Db = Kysely<Database>;
 
@@ -15,6 +15,8 @@ export interface MediaFilter {
   after?: Date | undefined;
   before?: Date | undefined;
   text?: string | undefined;
+  /** Any of these states (e.g. refused and failed: what went wrong). */
+  state?: readonly ItemState[] | undefined;
 }
 
 /** Where a page ended: the last item's time and id (keyset, stable under inserts). */
@@ -23,12 +25,13 @@ export interface ItemKey {
   id: string;
 }
 
-export async function insertScrape(db: Db, row: { id: string; channelId: string; guildId: string | null; mode: ScrapeMode; now: Date }): Promise<MediaScrapeRow> {
+export async function insertScrape(db: Db, row: { id: string; channelId: string; channelName: string | null; guildId: string | null; mode: ScrapeMode; now: Date }): Promise<MediaScrapeRow> {
   return db
     .insertInto('media_scrapes')
     .values({
       id: row.id,
       channel_id: row.channelId,
+      channel_name: row.channelName,
       guild_id: row.guildId,
       mode: row.mode,
       state: 'running',
@@ -379,6 +382,7 @@ export function queryItems(db: Db, filter: MediaFilter, from: ItemKey | undefine
   if (filter.channelId !== undefined) q = q.where('channel_id', '=', filter.channelId);
   if (filter.guildId !== undefined) q = q.where('guild_id', '=', filter.guildId);
   if (filter.author !== undefined) q = q.where('author_id', '=', filter.author);
+  if (filter.state !== undefined && filter.state.length > 0) q = q.where('state', 'in', [...filter.state]);
   if (filter.after !== undefined) q = q.where('posted_at', '>', filter.after);
   if (filter.before !== undefined) q = q.where('posted_at', '<', filter.before);
   // Words, as a search box takes them ("a b" both, "a or b", -not, "a phrase"); the GIN index answers it.
@@ -389,6 +393,12 @@ export function queryItems(db: Db, filter: MediaFilter, from: ItemKey | undefine
 
 export async function insertAction(db: Db, action: Omit<ArchiveActionTable, 'id'>): Promise<void> {
   await db.insertInto('archive_actions').values(action).execute();
+}
+
+/** Forget log entries written before `cutoff`. */
+export async function pruneActions(db: Db, cutoff: Date): Promise<number> {
+  const r = await db.deleteFrom('archive_actions').where('at', '<', cutoff).executeTakeFirst();
+  return Number(r.numDeletedRows);
 }
 
 export function listActions(db: Db, before: string | undefined, limit: number): Promise<ArchiveActionRow[]> {

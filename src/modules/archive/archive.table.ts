@@ -13,6 +13,8 @@ export type ItemState = 'linked' | 'stored' | 'refused' | 'failed';
 export interface MediaScrapeTable {
   id: string;
   channel_id: string;
+  /** The channel's name when the scrape started, for people (null where the platform gave none). */
+  channel_name: string | null;
   guild_id: string | null;
   mode: ScrapeMode;
   state: ScrapeState;

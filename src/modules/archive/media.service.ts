@@ -18,6 +18,7 @@ import {
   insertScrape,
   listActions,
   listScrapes,
+  pruneActions,
   queryItems,
   releaseStorage,
   reserveStorage,
@@ -29,6 +30,7 @@ import {
   type MediaFilter,
   type StepLease,
 } from './archive.repository.js';
+import { RETENTION_MS } from '../deliveries/delivery.js';
 import type { ArchiveActionTable, ScrapeMode } from './archive.table.js';
 import type { StorageBudget } from './media.downloader.js';
 import { toArchiveAction, toMediaItem, toScrapeJob, type ArchiveAction, type MediaItem, type ScrapeJob, type StorageStatus } from './media.js';
@@ -112,7 +114,7 @@ const MAX_PAGE = 200;
 /**
  * The media archive's one service, built once and handed to the HTTP handlers (which the MCP tools
  * and the web UI call) and the Discord commands: scrapes on the job queue, the index, storage
- * against its limit, trust tiers, and the action log of every call.
+ * against its limit, trust tiers, and the action log of every change (and every refusal).
  */
 export class MediaService {
   /** Scrape progress and storage, pushed as the job queue records each step (the UI's live view). */
@@ -158,7 +160,7 @@ export class MediaService {
         }
         const channel = await this.channel(input.channelId);
         if (input.guildId !== undefined && channel.guildId !== input.guildId) throw new ChannelNotFoundError();
-        const row = await insertScrape(this.db, { id: randomUUID(), channelId: input.channelId, guildId: channel.guildId ?? null, mode: input.mode, now });
+        const row = await insertScrape(this.db, { id: randomUUID(), channelId: input.channelId, channelName: channel.name ?? null, guildId: channel.guildId ?? null, mode: input.mode, now });
         return this.started(toScrapeJob(row), false);
       } catch (err) {
         // The one-running-scrape index: another start won the race.
@@ -177,9 +179,9 @@ export class MediaService {
     return { scrape, resumed };
   }
 
-  private async channel(channelId: string): Promise<{ guildId: string | undefined }> {
+  private async channel(channelId: string): Promise<{ guildId: string | undefined; name: string | undefined }> {
     const channels = this.options.channels;
-    if (channels === undefined) return { guildId: undefined };
+    if (channels === undefined) return { guildId: undefined, name: undefined };
     let info;
     try {
       info = await channels.getChannel(channelId);
@@ -188,18 +190,18 @@ export class MediaService {
       throw new PlatformUnavailableError();
     }
     if (info === undefined || !info.isText) throw new ChannelNotFoundError();
-    return { guildId: info.guildId };
+    return { guildId: info.guildId, name: info.name };
   }
 
   async getScrape(id: string, actor: Actor): Promise<ScrapeJob | null> {
-    return this.audited(actor, 'get_scrape', id, async () => {
+    return this.read(actor, 'get_scrape', id, async () => {
       const row = await findScrape(this.db, id);
       return row === undefined ? null : toScrapeJob(row);
     });
   }
 
   async listScrapes(actor: Actor): Promise<ScrapeJob[]> {
-    return this.audited(actor, 'list_scrapes', null, async () => (await listScrapes(this.db)).map(toScrapeJob));
+    return this.read(actor, 'list_scrapes', null, async () => (await listScrapes(this.db)).map(toScrapeJob));
   }
 
   /** Stop a running or paused scrape; an ended one is answered as it is. */
@@ -226,7 +228,7 @@ export class MediaService {
   }
 
   async queryMedia(query: MediaQuery, actor: Actor): Promise<{ items: MediaItem[]; nextCursor: string | null }> {
-    return this.audited(actor, 'query_media', query.scrapeId ?? query.channelId ?? null, async () => {
+    return this.read(actor, 'query_media', query.scrapeId ?? query.channelId ?? null, async () => {
       const limit = Math.min(MAX_PAGE, Math.max(1, query.limit ?? DEFAULT_PAGE));
       const from = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
       const rows = await queryItems(this.db, query, from, limit + 1);
@@ -240,7 +242,7 @@ export class MediaService {
   }
 
   async getMediaItem(id: string, actor: Actor): Promise<MediaItem | null> {
-    return this.audited(actor, 'get_media_item', id, async () => {
+    return this.read(actor, 'get_media_item', id, async () => {
       const row = await findItem(this.db, id);
       return row === undefined ? null : toMediaItem(row, this.options.mediaDir, this.options.messageLinkBase);
     });
@@ -275,7 +277,7 @@ export class MediaService {
   }
 
   async storage(actor: Actor): Promise<StorageStatus> {
-    return this.audited(actor, 'get_storage', null, () => this.storageStatus());
+    return this.read(actor, 'get_storage', null, () => this.storageStatus());
   }
 
   /** Whether downloads must pause: storage at or past the overrun level. */
@@ -314,8 +316,21 @@ export class MediaService {
     return { actions: page.map(toArchiveAction), nextCursor: rows.length > limit && last !== undefined ? String(last.id) : null };
   }
 
-  /** Run one call and write who did what, when, and how it ended to the action log. */
-  private async audited<T>(actor: Actor, action: string, target: string | null, run: () => Promise<T>): Promise<T> {
+  /** Forget action log entries older than Herald's records are kept (8 days, as deliveries and chat sends). */
+  async pruneActions(): Promise<number> {
+    return pruneActions(this.db, new Date(this.clock.now().getTime() - RETENTION_MS));
+  }
+
+  /**
+   * A call that only reads: logged only when it was refused or failed. A read changes nothing, and
+   * the UI and agents read all the time (a page load is three reads): the log is for changes.
+   */
+  private read<T>(actor: Actor, action: string, target: string | null, run: () => Promise<T>): Promise<T> {
+    return this.audited(actor, action, target, run, { onlyIfNotOk: true });
+  }
+
+  /** Run one call and write who did what, when, and how it ended to the action log (a read: only when not ok). */
+  private async audited<T>(actor: Actor, action: string, target: string | null, run: () => Promise<T>, options: { onlyIfNotOk?: boolean } = {}): Promise<T> {
     let result: 'ok' | 'refused' | 'error' = 'ok';
     let detail: string | null = null;
     try {
@@ -325,9 +340,11 @@ export class MediaService {
       detail = err instanceof DomainError ? err.reason : 'internal error';
       throw err;
     } finally {
-      await insertAction(this.db, { at: this.clock.now(), actor: actor.name, via: actor.via, action, target, result, detail }).catch((err: unknown) =>
-        this.options.log.error({ err: errorSummary(err) }, 'could not write the archive action log'),
-      );
+      if (result !== 'ok' || options.onlyIfNotOk !== true) {
+        await insertAction(this.db, { at: this.clock.now(), actor: actor.name, via: actor.via, action, target, result, detail }).catch((err: unknown) =>
+          this.options.log.error({ err: errorSummary(err) }, 'could not write the archive action log'),
+        );
+      }
     }
   }
 }

@@ -92,6 +92,7 @@ export function toScrapeJob(row: MediaScrapeRow): ScrapeJob {
   return {
     id: row.id,
     channelId: row.channel_id,
+    channelName: row.channel_name,
     guildId: row.guild_id,
     mode: row.mode,
     state: row.state,

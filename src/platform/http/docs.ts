@@ -29,29 +29,59 @@ const PAGE = `<!doctype html>
 </html>
 `;
 
-const INIT = `window.ui = SwaggerUIBundle({
+// Tokens typed into Authorize live only as long as the page: never in localStorage, where any
+// script of this origin could read them. A token an earlier Herald let Swagger UI save is forgotten.
+// No online validator badge: nothing leaves for another origin.
+const INIT = `try { window.localStorage.removeItem('authorized'); } catch (e) {}
+window.ui = SwaggerUIBundle({
   url: '/openapi.yaml',
   dom_id: '#swagger-ui',
   deepLinking: true,
-  persistAuthorization: true,
+  persistAuthorization: false,
+  validatorUrl: null,
   presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
   layout: 'StandaloneLayout'
 });
 `;
+
+/**
+ * The one inline style Swagger UI renders: the `<style>` inside its top bar's logo (swagger-ui-dist
+ * 5.35.0). A new version with another logo shows it uncoloured, and test/docs-ui.test.ts says so.
+ */
+const LOGO_STYLE = "'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='";
+
+/**
+ * Swagger UI runs from this origin only (its scripts and styles from swagger-ui-dist, its icons as
+ * data: images, "Try it out" against this API) and is never framed.
+ */
+const CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  `style-src 'self' ${LOGO_STYLE}`,
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+const HEADERS = { 'content-security-policy': CSP, 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' };
 
 /** `/docs` (Swagger UI) and `/openapi.yaml` (the bundled contract, generated/openapi.yaml). */
 export function docsRouter(): Router {
   const router = new Router();
   const root = getAbsoluteFSPath();
   router.get('/openapi.yaml', (ctx) => {
+    ctx.set(HEADERS);
     ctx.type = 'application/yaml; charset=utf-8';
     ctx.body = loadSpecYaml();
   });
   router.get('/docs', (ctx) => {
+    ctx.set(HEADERS);
     ctx.type = 'html';
     ctx.body = PAGE;
   });
   router.get('/docs/init.js', (ctx) => {
+    ctx.set(HEADERS);
     ctx.type = 'text/javascript; charset=utf-8';
     ctx.body = INIT;
   });
@@ -59,6 +89,7 @@ export function docsRouter(): Router {
     const file = ctx.params['file'] ?? '';
     const type = ASSETS[file];
     if (type === undefined) return;
+    ctx.set(HEADERS);
     ctx.type = type;
     ctx.set('Cache-Control', 'public, max-age=3600');
     ctx.body = await readFile(path.join(root, file));

@@ -193,7 +193,8 @@ export class DiscordTransport implements Transport {
       const channel = (await call(() => this.rest.get(Routes.channel(channelId)))) as APIChannel;
       const guildId = 'guild_id' in channel && typeof channel.guild_id === 'string' ? channel.guild_id : undefined;
       const isText = channel.type === ChannelType.GuildText || channel.type === ChannelType.GuildAnnouncement;
-      return { id: channel.id, guildId, isText };
+      const name = 'name' in channel && typeof channel.name === 'string' ? channel.name : undefined;
+      return { id: channel.id, guildId, name, isText };
     } catch (err) {
       if (err instanceof TransportError && err.failure.kind === 'not_found') return undefined;
       throw err;

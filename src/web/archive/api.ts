@@ -8,6 +8,7 @@ export type ArchiveAction = components['schemas']['ArchiveAction'];
 
 const TOKEN_KEY = 'herald-admin-token';
 
+/** The admin token, kept in this tab only (sessionStorage): a reload keeps it, closing the tab or Sign out forgets it. */
 export const token = {
   get: (): string | null => sessionStorage.getItem(TOKEN_KEY),
   set: (t: string): void => sessionStorage.setItem(TOKEN_KEY, t),
@@ -28,10 +29,47 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
   return { status: res.status, body: (text === '' ? undefined : JSON.parse(text)) as T };
 }
 
-/** A stored file as a blob URL (the file route needs the token, which an <img src> cannot send). */
+/** What the server said of a token the operator pasted. */
+export type TokenVerdict = { ok: true } | { ok: false; reason: string };
+
+/**
+ * Try a token before keeping it, on the action log: a read only the admin token may make (the
+ * bridge token is refused too), and one the log does not record.
+ */
+export async function checkToken(candidate: string): Promise<TokenVerdict> {
+  let res: Response;
+  try {
+    res = await fetch('/admin/archive/actions?limit=1', { headers: { authorization: `Bearer ${candidate}`, 'x-herald-client': 'ui' } });
+  } catch {
+    return { ok: false, reason: 'Herald did not answer. Is it running?' };
+  }
+  await res.body?.cancel();
+  if (res.status === 200) return { ok: true };
+  if (res.status === 401) return { ok: false, reason: 'That token was refused: this page needs the admin token (HERALD_ADMIN_TOKEN), not the bridge token.' };
+  if (res.status === 429) return { ok: false, reason: `Too many refused tokens from this address: try again in ${res.headers.get('retry-after') ?? 'a few'} seconds.` };
+  if (res.status === 503) return { ok: false, reason: 'This Herald has no admin token configured (set HERALD_ADMIN_TOKEN and restart it).' };
+  return { ok: false, reason: `Herald answered ${res.status}.` };
+}
+
+/**
+ * Types the page previews: raster images, which a browser only draws. Anything else Herald stored
+ * (SVG above all: it can carry script) is never rendered, whatever type the item claims.
+ */
+const PREVIEWABLE = new Set(['image/png', 'image/apng', 'image/jpeg', 'image/gif', 'image/webp', 'image/avif', 'image/bmp']);
+
+/**
+ * A stored file as a blob URL for a thumbnail (the file route needs the token, which an <img src>
+ * cannot send), or undefined when it is not a raster image. Only files Herald stored are ever
+ * shown: an item's original URL is never fetched by this page.
+ */
 export async function fileUrl(sha256: string): Promise<string | undefined> {
   const res = await fetch(`/admin/archive/files/${sha256}`, { headers: { authorization: `Bearer ${token.get() ?? ''}` } });
-  return res.ok ? URL.createObjectURL(await res.blob()) : undefined;
+  const type = (res.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+  if (!res.ok || !PREVIEWABLE.has(type)) {
+    await res.body?.cancel();
+    return undefined;
+  }
+  return URL.createObjectURL(new Blob([await res.arrayBuffer()], { type }));
 }
 
 /**
