@@ -149,7 +149,7 @@ export interface paths {
          *     invocation returns the stored result; with a different invocation it is refused.
          *     A source message is the user's consent to one command: it must be fresh (written at most
          *     `HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS` ago by Discord's timestamp, measured on Herald's clock;
-         *     older: `source_message_stale`), and the first execute that names it claims it for good, in the
+         *     older, or dated more than a minute ahead of that clock: `source_message_stale`), and the first execute that names it claims it for good, in the
          *     database: another execute naming it, under another key or for another command, is refused
          *     (`source_message_used`), while the same key again still replays the stored result.
          *     A subcommand marked `slashCommandOnly` in the registry (the identity commands) is never run
