@@ -214,7 +214,7 @@ describe('a reservation lives only as long as its step', () => {
   it('room held by a live step is busy; a step whose process died (lease passed) or that ended holds none', async () => {
     const db = h.store.db;
     const now = new Date();
-    for (const id of ['a', 'b']) await insertScrape(db, { id, channelId: `34567890123456740${id === 'a' ? 1 : 2}`, guildId: null, mode: 'download', now });
+    for (const id of ['a', 'b']) await insertScrape(db, { id, channelId: `34567890123456740${id === 'a' ? 1 : 2}`, channelName: null, guildId: null, mode: 'download', now });
     const [a] = await claimScrapes(db, 'worker-a', now, 60_000, 1);
     const [b] = await claimScrapes(db, 'worker-b', now, 60_000, 1);
     if (a === undefined || b === undefined || a.lease_expires_at === null || b.lease_expires_at === null) throw new Error('not claimed');
