@@ -34,9 +34,10 @@ class FileServer {
 
   /**
    * A file of `size` bytes whose content is named by `content` (two URLs with one content serve
-   * the same bytes): `plain` declares its length, `chunked` does not, `cut` stops half way.
+   * the same bytes): `plain` declares its length, `chunked` does not, `cut` stops half way,
+   * `stall` answers nothing the first time it is asked (until the client gives up), then as `plain`.
    */
-  url(content: string, size: number, style: 'plain' | 'chunked' | 'cut' = 'plain', name = 'x'): string {
+  url(content: string, size: number, style: 'plain' | 'chunked' | 'cut' | 'stall' = 'plain', name = 'x'): string {
     return `${this.origin}/f/${content}/${size}/${style}/${name}.png`;
   }
 
@@ -56,6 +57,7 @@ class FileServer {
     this.inFlight += 1;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
     res.on('close', () => (this.inFlight -= 1));
+    if (style === 'stall' && this.requested.filter((c) => c === content).length === 1) return;
     await this.gates.get(content);
     if (this.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, this.latencyMs));
     const body = FileServer.bytes(content, Number(size));
@@ -245,5 +247,30 @@ describe('a reservation lives only as long as its step', () => {
     await db.deleteFrom('media_reservations').execute();
     await db.insertInto('media_blobs').values({ sha256: 'e'.repeat(64), size_bytes: 20_000, content_type: 'image/png', path: 'ee/ee/none', created_at: now }).execute();
     expect(await next.reserve(1)).toEqual({ ok: false, noRoom: 'full' });
+  });
+});
+
+describe('a download step whose lease ends mid-page', () => {
+  let files: FileServer;
+  let h: ArchiveHarness;
+  beforeAll(async () => {
+    files = await new FileServer().start();
+    // The worker aborts a step a second before its lease ends: 3 s into it.
+    h = await archiveHarness({ limits: { limitBytes: 10_000_000, warnPercent: 80, overrunPercent: 100 }, policy: { hosts: [], trustedOrigins: [files.origin], maxBytes: CAP }, leaseMs: 4_000 });
+    h.start();
+  }, 120_000);
+  afterAll(async () => {
+    await h?.close();
+    await files?.close();
+  });
+
+  it('records the messages it finished; the next step downloads the rest instead of failing them', async () => {
+    const channel = '345678901234567501';
+    // Newest first: s2 is stored, s1 stalls until the step gives up, s0 waits for the next step.
+    h.memory.archived.set(channel, [messageWith(channel, 0, files.url('s0', 1_000)), messageWith(channel, 1, files.url('s1', 1_100, 'stall')), messageWith(channel, 2, files.url('s2', 1_200))]);
+    const done = await h.settled(await h.download(channel));
+    expect(files.requested.filter((c) => c === 's1')).toHaveLength(2);
+    expect(done).toMatchObject({ state: 'completed', messagesSeen: 3, itemsFound: 3, errors: 0, bytes: 3_300 });
+    expect((await h.media.queryMedia({ scrapeId: done.id }, admin)).items.map((i) => i.state)).toEqual(['stored', 'stored', 'stored']);
   });
 });

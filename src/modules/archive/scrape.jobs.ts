@@ -103,12 +103,14 @@ export class ScrapeJobs {
     const fetched = new Map<string, Fetched>();
     let errors = 0;
     let lastError: string | null = null;
-    // Messages fully indexed. The step ends early, recording them, when storage has no room for the
-    // next file, or when its lease is about to end (a slow page is not a page of failed downloads).
+    // Messages fully indexed. A download step ends early, recording them, when storage has no room
+    // for the next file, or when its lease is about to end after some progress (the rest of a slow
+    // page is read again by the next step, not recorded as failed downloads).
     let read = 0;
     let cut: 'full' | 'busy' | 'lease' | undefined;
+    const leaseEnding = (): boolean => row.mode === 'download' && read > 0 && context.signal.aborted;
     pageLoop: for (const message of messages) {
-      if (context.signal.aborted) {
+      if (leaseEnding()) {
         cut = 'lease';
         break;
       }
@@ -140,7 +142,7 @@ export class ScrapeJobs {
             cut = got.noRoom;
             break pageLoop;
           }
-          if (!got.ok && context.signal.aborted) {
+          if (!got.ok && leaseEnding()) {
             cut = 'lease';
             break pageLoop;
           }
