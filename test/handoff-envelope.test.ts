@@ -71,6 +71,11 @@ describe('receiving: each check by itself, first failure wins', () => {
     expect(verdict.kind).toBe('valid');
   });
 
+  it('takes an event_id in any case, in its canonical lower-case form (what the replay check compares)', () => {
+    const verdict = validateHandoff(message(envelope({ event_id: '0F8FAD5B-D9CB-469F-A165-70867728950E' })), limits);
+    expect(verdict.kind === 'valid' ? verdict.envelope.event_id : verdict).toBe('0f8fad5b-d9cb-469f-a165-70867728950e');
+  });
+
   it('accepts a thread handoff whose thread is the channel it arrived in', () => {
     expect(validateHandoff(message(envelope({ origin_thread_id: CHANNEL })), limits).kind).toBe('valid');
   });

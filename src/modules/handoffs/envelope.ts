@@ -186,7 +186,8 @@ export function validateHandoff(message: ReceivedMessage, limits: ReceiveLimits)
       schema: HANDOFF_SCHEMA,
       source_bot_id: source,
       target_bot_id: limits.selfId,
-      event_id: eventId,
+      // A UUID names one event whatever its case (RFC 9562 §4): the replay check compares this canonical form.
+      event_id: eventId.toLowerCase(),
       origin_channel_id: message.channelId,
       origin_thread_id: thread as string | null,
       origin_message_id: e['origin_message_id'] as string | null,
