@@ -108,14 +108,20 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     notFound: () => ({ status: 404, body: { error: 'not found' } }),
     methodNotAllowed: () => errorReply<'MethodNotAllowed'>(405, { error: 'method not allowed' }),
   } satisfies Record<string, Handler>);
-  // The middleware below authenticates before routing (the protocol's order); the contract's
-  // security requirements then check which token that was.
-  api.registerSecurityHandler('bridgeToken', (_c, koa: KoaContext) => koa.state['authenticated'] === 'bridge');
-  api.registerSecurityHandler('adminToken', (_c, koa: KoaContext) => koa.state['authenticated'] === 'admin');
+  // The middleware below authenticates before routing (the protocol's order) and checks the
+  // operation's security before reading a body; openapi-backend checks the same again.
+  for (const [scheme, tier] of Object.entries(SCHEME_TIER)) api.registerSecurityHandler(scheme, (_c, koa: KoaContext) => koa.state['authenticated'] === tier);
   handlers['unauthorizedHandler'] = () => errorReply<'Unauthorized'>(401, { error: 'unauthorized' });
   for (const [id, handler] of Object.entries(handlers)) {
     api.register(id, (c: Context, koa: KoaContext, body: unknown) => runHandler(handler, c, body, deps.log, koa));
   }
+
+  /** Whether the operation's security (the contract's, or the document's default) takes a caller of this tier. */
+  const defaultSecurity = (api.definition.security ?? []) as Record<string, unknown>[];
+  const admits = (op: Operation, tier: Tier | undefined): boolean => {
+    const requirements = (op.security ?? defaultSecurity) as Record<string, unknown>[];
+    return requirements.length === 0 || requirements.some((r) => Object.keys(r).every((scheme) => SCHEME_TIER[scheme] !== undefined && SCHEME_TIER[scheme] === tier));
+  };
 
   const throttle = new FailureThrottle();
   const checks = {
@@ -153,6 +159,9 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     // Query parameters the operation does not declare are ignored, not refused.
     request.query = declaredQuery(operation, ctx.query);
     if (outside(operation) || (operation === undefined && area === undefined && !routing.knowsPath(request))) return next();
+    // A token the operation does not take (the bridge token on an admin-only write) is refused
+    // here, before the body is read: an unauthorised caller learns nothing from how it is parsed.
+    if (operation !== undefined && !admits(operation, ctx.state['authenticated'] as Tier | undefined)) return send(ctx, errorReply<'Unauthorized'>(401, { error: 'unauthorized' }));
     let body: unknown;
     if (operation?.requestBody !== undefined) {
       const parsed = await readJsonBody(ctx.req);
@@ -178,6 +187,11 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
   };
   return middleware;
 }
+
+/** Who the middleware authenticated: the bridge token's caller or the admin token's. */
+type Tier = 'bridge' | 'admin';
+/** The contract's security schemes, by the tier whose token satisfies them. */
+const SCHEME_TIER: Readonly<Record<string, Tier>> = { bridgeToken: 'bridge', adminToken: 'admin' };
 
 /**
  * The path with every `%` of a segment whose escapes do not decode (`%`, `%E0`) escaped itself:
