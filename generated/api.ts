@@ -880,6 +880,11 @@ export interface components {
             }[];
         };
         RedeemRequest: {
+            /**
+             * @description The code `/agent pair` showed: 27 characters, capital letters and digits 2-9
+             *     (`ABCDEFGHJKMNPQRSTVWXYZ23456789`). Any other shape is answered 400 `malformed request`,
+             *     the protocol's fixed reason (connectors match it), so it is said here instead.
+             */
             code: string;
         };
         Pairing: {
@@ -1685,7 +1690,11 @@ export interface operations {
                     "application/json": components["schemas"]["Pairing"];
                 };
             };
-            /** @description Not JSON, no string `code`, or `code` not matching `^[A-Z2-9]{27}$`. */
+            /**
+             * @description Not JSON, no string `code`, or `code` not matching `^[A-Z2-9]{27}$`: a pairing code is 27
+             *     characters, capital letters and digits 2-9, as `/agent pair` showed it. The reason is fixed
+             *     by the protocol (`malformed request`), whatever the fault.
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2192,7 +2201,7 @@ export interface operations {
                     "application/json": components["schemas"]["ChatSend"];
                 };
             };
-            /** @description Malformed body, unknown transport, bad channel or sender name. */
+            /** @description A field that is missing or not what the contract says (the reason names it), an unknown transport, a bad channel or sender name. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2320,7 +2329,7 @@ export interface operations {
                     "application/json": components["schemas"]["ChatChannel"];
                 };
             };
-            /** @description Malformed body, unknown transport, bad name. */
+            /** @description A field that is missing or not what the contract says (the reason names it), an unknown transport, a bad name. */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -4,7 +4,7 @@ import { OpenAPIBackend, type Context, type Document, type Operation, type Reque
 import type { Logger } from 'pino';
 import { withUtf16Lengths } from '../contract/ajv.js';
 import { isStoreUnavailable } from '../db/database.js';
-import { isPlainObject, SchemaReasons } from '../contract/reasons.js';
+import { describeSchema, isPlainObject, SchemaReasons } from '../contract/reasons.js';
 import { specDocument, type SchemaNode } from '../contract/spec.js';
 import { ConflictError, errorSummary, InvalidRequestError, NotFoundError, UpstreamError } from '../errors.js';
 import { bearerCheck, FailureThrottle } from './auth.js';
@@ -49,10 +49,7 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     strict: true,
     ignoreTrailingSlashes: false,
     customizeAjv: (ajv) => withUtf16Lengths(ajv),
-    // POST /mcp/deliveries is validated once, by the protocol's ordered checks over the same
-    // contract schemas (DeliveryRequestValidator): validating the whole body first would be work done twice.
-    // An operation with neither parameters nor a body (the probes, capabilities) has nothing to validate.
-    validate: (c) => c.operation !== undefined && c.operation.operationId !== 'createDelivery' && ((c.operation.parameters ?? []).length > 0 || c.operation.requestBody !== undefined),
+    validate: (c) => validates(c.operation),
   });
   await api.init();
   const routing = routeOnce(api.router);
@@ -66,7 +63,7 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     const schema = (op?.requestBody as { content?: Record<string, { schema?: SchemaNode }> } | undefined)?.content?.['application/json']?.schema;
     if (schema === undefined) return;
     if (invalid !== undefined) {
-      if (reasons.firstFailure(schema, body, invalid.error) !== undefined) throw new InvalidRequestError(invalid.error);
+      if (reasons.firstFailure(schema, body) !== undefined) throw new InvalidRequestError(invalid.error);
       return;
     }
     if (!isPlainObject(body)) throw new InvalidRequestError(schema['x-herald-reason'] ?? 'request body must be an object');
@@ -89,15 +86,25 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
   if (unbound.length > 0) throw new Error(`no handler for operation(s) ${unbound.join(', ')}`);
   Object.assign(handlers, {
     validationFail: (c, body) => {
+      const errors = c.validation.errors ?? [];
+      const parameters = (c.operation.parameters ?? []) as unknown as Parameter[];
       // Path parameters carry their own answer (a malformed id is "not found", like an unknown path).
-      for (const err of c.validation.errors ?? []) {
+      for (const err of errors) {
         const m = /^\/path\/([^/]+)/.exec(err.instancePath);
         if (m === null) continue;
-        const param = (c.operation.parameters as { name: string; in: string; 'x-herald-invalid'?: { status: number; error: string } }[] | undefined)?.find(
-          (p) => p.in === 'path' && p.name === m[1],
-        );
-        const invalid = param?.['x-herald-invalid'];
+        const invalid = parameters.find((p) => p.in === 'path' && p.name === m[1])?.['x-herald-invalid'];
         if (invalid !== undefined) return { status: invalid.status, body: { error: invalid.error } };
+      }
+      // Query parameters: the contract's reason, else one naming the parameter and what it must be.
+      for (const err of errors) {
+        const m = /^\/query(?:\/([^/]+))?$/.exec(err.instancePath);
+        if (m === null) continue;
+        const missing = m[1] === undefined ? (err.params as { missingProperty?: unknown }).missingProperty : undefined;
+        const param = parameters.find((p) => p.in === 'query' && p.name === (m[1] ?? missing));
+        if (param === undefined) continue;
+        const schema = param.schema ?? {};
+        const error = missing !== undefined ? `${param.name} is required: ${describeSchema(schema)}` : (schema['x-herald-reason'] ?? `${param.name} must be ${describeSchema(schema)}`);
+        return { status: 400, body: { error } };
       }
       // Bodies: the first failure in the schema's order, with the contract's reason.
       checkBody(c.operation.operationId ?? '', body);
@@ -186,6 +193,24 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     return send(ctx, result);
   };
   return middleware;
+}
+
+/** An operation's parameter as the dereferenced contract has it, with Herald's answer for an invalid value. */
+interface Parameter {
+  name: string;
+  in: string;
+  schema?: SchemaNode;
+  'x-herald-invalid'?: { status: number; error: string };
+}
+
+/**
+ * Whether the contract validates the operation's input. POST /mcp/deliveries is validated once, by
+ * the protocol's ordered checks over the same contract schemas (DeliveryRequestValidator):
+ * validating the whole body first would be work done twice. An operation with neither parameters
+ * nor a body (the probes, capabilities) has nothing to validate.
+ */
+function validates(operation: Operation | undefined): boolean {
+  return operation !== undefined && operation.operationId !== 'createDelivery' && ((operation.parameters ?? []).length > 0 || operation.requestBody !== undefined);
 }
 
 /** Who the middleware authenticated: the bridge token's caller or the admin token's. */
