@@ -61,6 +61,7 @@ describe('receiving: each check by itself, first failure wins', () => {
     ['an empty payload text', message(envelope({ payload: { text: '' } })), 'payload'],
     ['no payload text', message(envelope({ payload: {} })), 'payload'],
     ['a payload over 100,000 bytes', message(envelope({ payload: { text: 'é'.repeat(50_001) } })), 'payload'],
+    ['a payload holding U+0000 (the store cannot keep it)', message(envelope({ payload: { text: 'a\u0000b' } })), 'payload'],
   ];
   it.each(cases)('%s → %s', (_name, m, reason) => {
     expect(validateHandoff(m, limits)).toEqual({ kind: 'rejected', reason });

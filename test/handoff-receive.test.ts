@@ -115,6 +115,8 @@ describe('receiving handoffs into the inbox', () => {
     const m = handoff(clock);
     expect(await herald.receive({ ...m, authorId: OTHER_PEER })).toBe('source_mismatch');
     expect(await herald.receive({ ...m, authorIsBot: false })).toBe('not_candidate');
+    // A trusted peer's payload holding U+0000 is refused, not a failed insert.
+    expect(await herald.receive(handoff(clock, { text: 'a\u0000b' }))).toBe('payload');
     expect((await herald.list(undefined, 50)).items).toEqual([]);
   });
 

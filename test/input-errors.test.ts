@@ -2,14 +2,16 @@ import type { Operation } from 'openapi-backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SchemaNode } from '../src/platform/contract/spec.js';
 import { call, contractApi } from './support/client.js';
-import { IDS, startTestHerald, type TestHerald } from './support/herald.js';
+import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
 
 /**
  * Bad input is a 4xx that names the field, on every operation the contract has: one request per
  * field, built from the contract itself (its examples as the valid baseline), so an operation or a
- * field added later is covered too. Answers are checked against the contract (the client does),
- * so a 400 an operation does not declare fails as well. POST /mcp/deliveries keeps the protocol's
- * own checks (validation.test.ts); pair/redeem keeps the protocol's fixed `malformed request`.
+ * field added later is covered too. Two kinds of bad input: text holding U+0000 (which
+ * PostgreSQL's text refuses: it was a 500 `invalid byte sequence`), and a value the field's schema
+ * refuses. Answers are checked against the contract (the client does), so a 400 an operation does
+ * not declare fails as well. POST /mcp/deliveries keeps the protocol's own checks
+ * (validation.test.ts); pair/redeem keeps the protocol's fixed `malformed request`.
  */
 
 interface Parameter {
@@ -147,6 +149,14 @@ describe('every operation answers bad input with a 4xx that names the field', ()
     return found;
   };
 
+  it('text holding U+0000, in any query parameter or body field: 400 naming it (not a 500 from the store)', async () => {
+    const all = await cases('nul');
+    // The two the security review found, among the rest.
+    expect(all.map((c) => c.name)).toEqual(expect.arrayContaining(['sendChatMessage text', 'queryMedia ?text']));
+    expect(all.length).toBeGreaterThan(30);
+    expect(await problems(all)).toEqual([]);
+  });
+
   it('a value its schema refuses, in any query parameter or body field: 400 naming it', async () => {
     const all = await cases('refused');
     expect(all.length).toBeGreaterThan(40);
@@ -161,5 +171,28 @@ describe('every operation answers bad input with a 4xx that names the field', ()
     expect((unknown.json as { error: string }).error).toMatch(/^unknown field "sourceMessageID": the fields are command, userId, guildId, channelId, sourceMessageId, /);
     const missing = await h.bridge.get('/mcp/chat/messages');
     expect(missing.json).toEqual({ error: 'channel is required: a string of 1..100 characters' });
+  });
+
+  it('path parameters cannot carry U+0000 to the store: each has a pattern or a list, and answers as it says', async () => {
+    const api = await contractApi();
+    for (const op of api.getOperations()) {
+      if ((op as Record<string, unknown>)['x-herald-outside-api'] === true) continue;
+      for (const p of parameters(op).filter((p) => p.in === 'path')) {
+        expect(typeof p.schema?.['pattern'] === 'string' || Array.isArray(p.schema?.['enum']), `${op.operationId} {${p.name}}`).toBe(true);
+        const path = op.path.replace(`{${p.name}}`, '%00').replace(/\{([^}]+)\}/g, (_m, name: string) => encodeURIComponent(String(parameters(op).find((q) => q.name === name)?.example)));
+        const res = await call(h.url, op.method.toUpperCase(), path, { token: path.startsWith('/admin/') ? h.adminToken : h.bridgeToken, ...(op.requestBody !== undefined ? { body: bodyOf(op)?.example } : {}) });
+        const invalid = p['x-herald-invalid'];
+        expect([op.operationId, res.status, ...(invalid ? [res.json] : [])]).toEqual([op.operationId, invalid?.status ?? 400, ...(invalid ? [{ error: invalid.error }] : [])]);
+      }
+    }
+  });
+
+  it('the protocol keeps its answers: a delivery\'s content may hold U+0000 (202), a malformed pairing code is `malformed request`', async () => {
+    const res = await h.bridge.post('/mcp/deliveries', { request_id: newRequestId(), kind: 'post', target: { guild_id: IDS.guild, destination: 'alerts' }, body: { content: NUL } });
+    expect(res.status).toBe(202);
+    for (const code of [NUL, 'abcdefghjkmnpqrstvwxyz23456', 'A'.repeat(26), 42]) {
+      const redeem = await h.bridge.post('/mcp/pair/redeem', { code });
+      expect([redeem.status, redeem.text]).toEqual([400, '{"error":"malformed request"}']);
+    }
   });
 });

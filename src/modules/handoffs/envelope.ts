@@ -179,7 +179,8 @@ export function validateHandoff(message: ReceivedMessage, limits: ReceiveLimits)
   if (e['origin_channel_id'] !== message.channelId || (thread !== null && thread !== message.channelId)) return reject('provenance');
   const payload = e['payload'];
   const text = typeof payload === 'object' && payload !== null && !Array.isArray(payload) ? (payload as Record<string, unknown>)['text'] : undefined;
-  if (typeof text !== 'string' || text.length === 0 || Buffer.byteLength(text, 'utf8') > limits.maxPayloadBytes) return reject('payload');
+  // U+0000 cannot be stored (PostgreSQL's text refuses it): such a payload is refused, not a failed insert.
+  if (typeof text !== 'string' || text.length === 0 || text.includes('\u0000') || Buffer.byteLength(text, 'utf8') > limits.maxPayloadBytes) return reject('payload');
   return {
     kind: 'valid',
     envelope: {

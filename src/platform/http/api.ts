@@ -189,6 +189,13 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
       body = parsed.value;
       request.body = body;
     }
+    // Text Herald keeps goes to PostgreSQL, whose text cannot hold U+0000: refused here, on every
+    // operation the contract validates, naming the field (deliveries keep the protocol's own checks).
+    const nul = validates(operation) ? fieldWithNul(request.query, body) : undefined;
+    if (nul !== undefined) {
+      const invalidBody = (operation as Record<string, unknown>)['x-herald-invalid-body'] as { status: number; error: string } | undefined;
+      return send(ctx, { status: invalidBody?.status ?? 400, body: { error: invalidBody?.error ?? `${nul} must not contain NUL (U+0000)` } });
+    }
     const result = (await api.handleRequest(request, ctx, body)) as Reply;
     return send(ctx, result);
   };
@@ -211,6 +218,32 @@ interface Parameter {
  */
 function validates(operation: Operation | undefined): boolean {
   return operation !== undefined && operation.operationId !== 'createDelivery' && ((operation.parameters ?? []).length > 0 || operation.requestBody !== undefined);
+}
+
+/** The first query parameter or body field whose text holds U+0000 (`text`, `card.title`, `ids[]`), if any. */
+export function fieldWithNul(query: Readonly<Record<string, string | string[]>>, body: unknown): string | undefined {
+  for (const [name, value] of Object.entries(query)) if ((Array.isArray(value) ? value : [value]).some((v) => v.includes('\u0000'))) return shortName(name);
+  const walk = (value: unknown, field: string | undefined): string | undefined => {
+    if (typeof value === 'string') return value.includes('\u0000') ? shortName(field ?? 'request body') : undefined;
+    if (Array.isArray(value)) {
+      for (const item of value) {
+        const found = walk(item, `${field ?? 'request body'}[]`);
+        if (found !== undefined) return found;
+      }
+    } else if (isPlainObject(value)) {
+      for (const [key, item] of Object.entries(value)) {
+        const found = walk(item, field === undefined ? key : `${field}.${key}`);
+        if (found !== undefined) return found;
+      }
+    }
+    return undefined;
+  };
+  return walk(body, undefined);
+}
+
+/** A field name as the caller wrote it, cut to a length fit for an error message. */
+function shortName(name: string): string {
+  return name.length > 100 ? `${name.slice(0, 100)}…` : name;
 }
 
 /** Who the middleware authenticated: the bridge token's caller or the admin token's. */
