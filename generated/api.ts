@@ -656,28 +656,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/metrics": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Herald's metrics, in Prometheus' text exposition format.
-         * @description Counters, gauges and histograms for scraping by Prometheus (outbox depth and oldest due age,
-         *     deliveries by outcome, HTTP and Discord responses, 429s by scope, …). Served on the metrics
-         *     port (see `servers`), apart from the API: the API's own port answers 404 here.
-         */
-        get: operations["getMetrics"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -3106,32 +3084,6 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
-        };
-    };
-    getMetrics: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The metrics. */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example # HELP herald_post_unmapped_total Posts failed because their (guild, destination) has no channel
-                     *     # TYPE herald_post_unmapped_total counter
-                     *     herald_post_unmapped_total 1
-                     */
-                    "text/plain": string;
-                };
-            };
-            405: components["responses"]["MethodNotAllowed"];
         };
     };
 }

@@ -78,7 +78,7 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
       handlers[id] = handler;
     }
   }
-  // Operations marked `x-herald-outside-api` (e.g. /metrics, plain text) are documented here and served by a plain route.
+  // Operations marked `x-herald-outside-api` (the archive's event stream and files: not JSON) are documented here and served by a plain route.
   const outside = (op: Operation | undefined): boolean => (op as Record<string, unknown> | undefined)?.['x-herald-outside-api'] === true;
   const unbound = api
     .getOperations()
