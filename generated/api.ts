@@ -673,28 +673,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/metrics": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Herald's metrics, in Prometheus' text exposition format.
-         * @description Counters, gauges and histograms for scraping by Prometheus (outbox depth and oldest due age,
-         *     deliveries by outcome, HTTP and Discord responses, 429s by scope, …). Served on the metrics
-         *     port (see `servers`), apart from the API: the API's own port answers 404 here.
-         */
-        get: operations["getMetrics"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -897,6 +875,11 @@ export interface components {
             }[];
         };
         RedeemRequest: {
+            /**
+             * @description The code `/agent pair` showed: 27 characters, capital letters and digits 2-9
+             *     (`ABCDEFGHJKMNPQRSTVWXYZ23456789`). Any other shape is answered 400 `malformed request`,
+             *     the protocol's fixed reason (connectors match it), so it is said here instead.
+             */
             code: string;
         };
         Pairing: {
@@ -1729,7 +1712,11 @@ export interface operations {
                     "application/json": components["schemas"]["Pairing"];
                 };
             };
-            /** @description Not JSON, no string `code`, or `code` not matching `^[A-Z2-9]{27}$`. */
+            /**
+             * @description Not JSON, no string `code`, or `code` not matching `^[A-Z2-9]{27}$`: a pairing code is 27
+             *     characters, capital letters and digits 2-9, as `/agent pair` showed it. The reason is fixed
+             *     by the protocol (`malformed request`), whatever the fault.
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2236,7 +2223,7 @@ export interface operations {
                     "application/json": components["schemas"]["ChatSend"];
                 };
             };
-            /** @description Malformed body, unknown transport, bad channel or sender name. */
+            /** @description A field that is missing or not what the contract says (the reason names it), an unknown transport, a bad channel or sender name. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2364,7 +2351,7 @@ export interface operations {
                     "application/json": components["schemas"]["ChatChannel"];
                 };
             };
-            /** @description Malformed body, unknown transport, bad name. */
+            /** @description A field that is missing or not what the contract says (the reason names it), an unknown transport, a bad name. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3143,32 +3130,6 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
-        };
-    };
-    getMetrics: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The metrics. */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example # HELP herald_post_unmapped_total Posts failed because their (guild, destination) has no channel
-                     *     # TYPE herald_post_unmapped_total counter
-                     *     herald_post_unmapped_total 1
-                     */
-                    "text/plain": string;
-                };
-            };
-            405: components["responses"]["MethodNotAllowed"];
         };
     };
 }

@@ -61,6 +61,7 @@ describe('receiving: each check by itself, first failure wins', () => {
     ['an empty payload text', message(envelope({ payload: { text: '' } })), 'payload'],
     ['no payload text', message(envelope({ payload: {} })), 'payload'],
     ['a payload over 100,000 bytes', message(envelope({ payload: { text: 'é'.repeat(50_001) } })), 'payload'],
+    ['a payload holding U+0000 (the store cannot keep it)', message(envelope({ payload: { text: 'a\u0000b' } })), 'payload'],
   ];
   it.each(cases)('%s → %s', (_name, m, reason) => {
     expect(validateHandoff(m, limits)).toEqual({ kind: 'rejected', reason });
@@ -69,6 +70,11 @@ describe('receiving: each check by itself, first failure wins', () => {
   it('accepts a well-formed envelope from a trusted bot, expiring exactly an hour ahead', () => {
     const verdict = validateHandoff(message(envelope({ expires_at: NOW + 3600 })), limits);
     expect(verdict.kind).toBe('valid');
+  });
+
+  it('takes an event_id in any case, in its canonical lower-case form (what the replay check compares)', () => {
+    const verdict = validateHandoff(message(envelope({ event_id: '0F8FAD5B-D9CB-469F-A165-70867728950E' })), limits);
+    expect(verdict.kind === 'valid' ? verdict.envelope.event_id : verdict).toBe('0f8fad5b-d9cb-469f-a165-70867728950e');
   });
 
   it('accepts a thread handoff whose thread is the channel it arrived in', () => {

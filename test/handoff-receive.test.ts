@@ -115,6 +115,8 @@ describe('receiving handoffs into the inbox', () => {
     const m = handoff(clock);
     expect(await herald.receive({ ...m, authorId: OTHER_PEER })).toBe('source_mismatch');
     expect(await herald.receive({ ...m, authorIsBot: false })).toBe('not_candidate');
+    // A trusted peer's payload holding U+0000 is refused, not a failed insert.
+    expect(await herald.receive(handoff(clock, { text: 'a\u0000b' }))).toBe('payload');
     expect((await herald.list(undefined, 50)).items).toEqual([]);
   });
 
@@ -140,6 +142,20 @@ describe('replay, capacity and rate, in the database', () => {
     expect(await first.receive(handoff(clock, { eventId }))).toBe('replay');
     expect(await second.receive(handoff(clock, { eventId }))).toBe('replay');
     expect((await second.list(undefined, 50)).items).toHaveLength(1);
+  });
+
+  it('an event_id in another case is the same event: a replay, whichever case came first, on either receiver', async () => {
+    const clock = new TestClock();
+    const first = await receiver(clock);
+    const second = await secondReceiver(clock);
+    const lower = randomUUID();
+    expect(await first.receive(handoff(clock, { eventId: lower }))).toBe('accepted');
+    expect(await first.receive(handoff(clock, { eventId: lower.toUpperCase() }))).toBe('replay');
+    expect(await second.receive(handoff(clock, { eventId: `${lower.slice(0, 9)}${lower.slice(9).toUpperCase()}` }))).toBe('replay');
+    const upper = randomUUID().toUpperCase();
+    expect(await second.receive(handoff(clock, { eventId: upper }))).toBe('accepted');
+    expect(await first.receive(handoff(clock, { eventId: upper.toLowerCase() }))).toBe('replay');
+    expect((await first.list(undefined, 50)).items).toHaveLength(2);
   });
 
   it('two receivers taking the same message at once accept it once', async () => {

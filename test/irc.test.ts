@@ -207,6 +207,34 @@ describe.skipIf(skip !== undefined)('IRC beside Discord, on a real InspIRCd', ()
     expect(eve.lines.filter((l) => l.text === 'disk almost full')).toHaveLength(1);
   });
 
+  it('agent text reaches IRC without control characters: a CTCP request is refused at the send, formatting goes through, a protocol post is cleaned', async () => {
+    const ctcp = '\u0001DCC SEND evil.exe 2130706433 4444 1024\u0001';
+    const refused = await h.bridge.post('/mcp/chat/messages', { channel: '#agents', text: ctcp, sender: 'ada' });
+    expect(refused.status).toBe(400);
+    expect((refused.json as { error: string }).error).toMatch(/^text must not contain control characters other than IRC formatting .*: U\+0001 at character 1$/);
+    // Bell, a terminal escape, backspace, DEL, a C1 control: each refused, naming the character.
+    for (const [text, code] of [['ding\u0007', '0007'], ['\u001b[2Jcleared', '001B'], ['ab\bc', '0008'], ['x\u007f', '007F'], ['x\u0085y', '0085']]) {
+      const res = await h.bridge.post('/mcp/chat/messages', { channel: '#agents', text, sender: 'ada' });
+      const at = [...(text ?? '')].findIndex((c) => c.charCodeAt(0) === parseInt(code ?? '', 16)) + 1;
+      expect([res.status, (res.json as { error: string }).error.endsWith(`U+${code} at character ${at}`)]).toEqual([400, true]);
+    }
+    // IRC's formatting codes (and a tab) are text: they reach the channel byte for byte.
+    const styled = '\u0002bold\u0002 \u000304red\u0003 \u001ditalic\u001d \u001funder\u001f \u001estrike\u001e \u0011mono\u0011 \u0016rev\u0016 \u0004ff0000hex\u0004\u000f plain\tafter a tab';
+    const sent = await h.bridge.post('/mcp/chat/messages', { channel: '#agents', text: styled, sender: 'ada' });
+    expect(sent.status).toBe(202);
+    await waitFor(() => eve.lines.some((l) => l.text === styled && l.nick === 'ada'), 'eve to see the formatted line as sent');
+    // A protocol post is the protocol's to accept (on Discord \x01 is harmless); on an IRC
+    // destination its control characters are dropped on the way out, never sent as a CTCP request.
+    await eve.conn.join('#ctcp');
+    expect((await h.admin.put(`/admin/destinations/${IDS.guild}/deals`, { irc_channel: '#ctcp' })).status).toBe(200);
+    const requestId = newRequestId();
+    expect((await h.bridge.post('/mcp/deliveries', post(requestId, `${ctcp} \u0002deal\u0002 of the day`, 'deals'))).status).toBe(202);
+    await h.waitForState(requestId, 'delivered');
+    const clean = 'DCC SEND evil.exe 2130706433 4444 1024 \u0002deal\u0002 of the day';
+    await waitFor(() => eve.lines.some((l) => l.channel === '#ctcp' && l.text === clean), 'eve to see the post without \\x01');
+    expect(eve.lines.filter((l) => l.text.includes('\u0001'))).toEqual([]);
+  });
+
   it('/readyz and metrics cover the IRC link', async () => {
     const ready = await h.bridge.get('/readyz');
     expect((ready.json as { checks: Record<string, string> }).checks['irc']).toBe('ok');

@@ -219,6 +219,8 @@ export interface Chat {
   checkSender(sender: string): string | undefined;
   /** Whether `channel` can name a channel here, and why not. */
   checkChannel(channel: string): string | undefined;
+  /** Whether `text` can be sent here as it is, and why not (IRC: no control characters but formatting). */
+  checkText(text: string): string | undefined;
 }
 
 /**

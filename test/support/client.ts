@@ -62,7 +62,7 @@ export async function expectValidResponse(method: string, path: string, status: 
 export async function answerProblems(method: string, path: string, status: number, contentType: string | null, text: string): Promise<string[]> {
   if (method === 'HEAD' || status === 204) return text === '' ? [] : [`${method} ${path} ${status}: expected no body, got ${text.slice(0, 200)}`];
   if (!/^application\/json/.test(contentType ?? '')) {
-    // An answer the contract declares in another type (e.g. /metrics, text/plain) is that type.
+    // An answer the contract declares in another type (e.g. the archive's event stream) is that type.
     const operation = (await contractApi()).matchOperation({ method, path, headers: {} });
     const declared = Object.keys((operation?.responses?.[String(status)] as { content?: Record<string, unknown> } | undefined)?.content ?? {});
     if (declared.some((type) => type !== 'application/json' && (contentType ?? '').startsWith(type))) return [];

@@ -58,6 +58,9 @@ export class ChatService {
     const senderProblem = chat.checkSender(input.sender);
     if (senderProblem !== undefined) throw new InvalidRequestError(senderProblem);
     if (input.text.trim() === '') throw new InvalidRequestError('text must not be blank');
+    // Refused here, with the reason, rather than changed on the way out (IRC: a CTCP request, \x01).
+    const textProblem = chat.checkText(input.text);
+    if (textProblem !== undefined) throw new InvalidRequestError(textProblem);
     const now = this.clock.now();
     const { row, created } = await insertSend(this.db, {
       id: input.request_id ?? randomBytes(16).toString('hex'),

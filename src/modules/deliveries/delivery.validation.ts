@@ -16,17 +16,17 @@ export class DeliveryRequestValidator {
   validate(input: unknown): Delivery {
     const s = this.schemas;
     if (!isPlainObject(input)) throw new InvalidRequestError(reasonOf(s['DeliveryRequest']));
-    this.reasons.check(schema(s, 'RequestId'), input['request_id']);
-    this.reasons.check(schema(s, 'DeliveryKind'), input['kind']);
+    this.reasons.check(schema(s, 'RequestId'), input['request_id'], 'request_id');
+    this.reasons.check(schema(s, 'DeliveryKind'), input['kind'], 'kind');
     const kind = input['kind'] as Delivery['kind'];
-    this.reasons.check(schema(s, kind === 'edit' ? 'EditBody' : 'MessageBody'), input['body']);
+    this.reasons.check(schema(s, kind === 'edit' ? 'EditBody' : 'MessageBody'), input['body'], 'body');
     const card = (input['body'] as Record<string, unknown>)['card'] as Card | undefined;
     const cardSchema = schema(s, 'Card');
     if (card !== undefined && cardLength(card) > Number(cardSchema['x-herald-total-max'])) {
       throw new InvalidRequestError(cardSchema['x-herald-reasons']?.['total'] ?? reasonOf(cardSchema));
     }
     const targetSchema = { post: 'PostTarget', dm: 'DmTarget', edit: 'EditTarget' }[kind];
-    this.reasons.check(schema(s, targetSchema), input['target']);
+    this.reasons.check(schema(s, targetSchema), input['target'], 'target');
     return normalizeDelivery(input);
   }
 }

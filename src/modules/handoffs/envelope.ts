@@ -179,14 +179,16 @@ export function validateHandoff(message: ReceivedMessage, limits: ReceiveLimits)
   if (e['origin_channel_id'] !== message.channelId || (thread !== null && thread !== message.channelId)) return reject('provenance');
   const payload = e['payload'];
   const text = typeof payload === 'object' && payload !== null && !Array.isArray(payload) ? (payload as Record<string, unknown>)['text'] : undefined;
-  if (typeof text !== 'string' || text.length === 0 || Buffer.byteLength(text, 'utf8') > limits.maxPayloadBytes) return reject('payload');
+  // U+0000 cannot be stored (PostgreSQL's text refuses it): such a payload is refused, not a failed insert.
+  if (typeof text !== 'string' || text.length === 0 || text.includes('\u0000') || Buffer.byteLength(text, 'utf8') > limits.maxPayloadBytes) return reject('payload');
   return {
     kind: 'valid',
     envelope: {
       schema: HANDOFF_SCHEMA,
       source_bot_id: source,
       target_bot_id: limits.selfId,
-      event_id: eventId,
+      // A UUID names one event whatever its case (RFC 9562 §4): the replay check compares this canonical form.
+      event_id: eventId.toLowerCase(),
       origin_channel_id: message.channelId,
       origin_thread_id: thread as string | null,
       origin_message_id: e['origin_message_id'] as string | null,

@@ -4,48 +4,67 @@ import { withUtf16Lengths } from './ajv.js';
 import type { SchemaNode } from './spec.js';
 
 /**
- * Finds the protocol's reason for a value that fails a contract schema: the `x-herald-reason` of
- * the first failing schema, walking properties in the order the contract declares them (the
- * protocol's "first failure wins"). `x-herald-reasons` refines a reason by failing keyword.
+ * Finds the reason for a value that fails a contract schema, walking properties in the order the
+ * contract declares them (the protocol's "first failure wins"): the `x-herald-reason` of the first
+ * failing schema, refined by failing keyword with `x-herald-reasons`. Where the contract gives no
+ * reason, one is written from the schema itself, naming the field and what it must be
+ * (`limit must be an integer from 1 to 200`).
  */
 export class SchemaReasons {
   private readonly ajv = withUtf16Lengths(new Ajv({ strict: false, allErrors: false, validateSchema: false }));
   private readonly compiled = new WeakMap<SchemaNode, ValidateFunction>();
 
   /** Throws InvalidRequestError with the first failure's reason; returns quietly when valid. */
-  check(schema: SchemaNode, value: unknown): void {
-    const reason = this.firstFailure(schema, value, undefined);
+  check(schema: SchemaNode, value: unknown, field?: string): void {
+    const reason = this.firstFailure(schema, value, field);
     if (reason !== undefined) throw new InvalidRequestError(reason);
   }
 
-  firstFailure(schema: SchemaNode, value: unknown, inherited: string | undefined): string | undefined {
+  /**
+   * The first failure's reason, undefined when `value` is valid. `field` names the value (none:
+   * the request body); `inherited` is the reason of the array `value` is an item of, which speaks
+   * for its items too (`ids must be 1..100 inbox ids`). An object's reason does not speak for its
+   * properties: a property without one is named by a reason written from its schema.
+   */
+  firstFailure(schema: SchemaNode, value: unknown, field?: string, inherited?: string): string | undefined {
     const validate = this.validator(schema);
     if (validate(value)) return undefined;
-    const reason = schema['x-herald-reason'] ?? inherited;
+    const own = schema['x-herald-reason'] ?? inherited;
+    const name = field ?? 'request body';
     // A value of the wrong type fails the schema itself, whatever keyword Ajv reported last
     // (an edit body that is a string fails `anyOf` too, but it is not an object first).
-    if (!hasType(schema.type, value)) return reason ?? 'request is invalid';
+    if (!hasType(schema.type, value)) return own ?? `${name} must be ${describeSchema(schema)}`;
     const byKeyword = schema['x-herald-reasons'] ?? {};
     if (isPlainObject(value) && schema.properties !== undefined) {
       for (const [key, child] of Object.entries(schema.properties)) {
+        const childField = field === undefined ? key : `${field}.${key}`;
         if (value[key] === undefined) {
-          if (schema.required?.includes(key)) return child['x-herald-reason'] ?? reason;
+          if (schema.required?.includes(key)) return child['x-herald-reason'] ?? `${childField} is required: ${describeSchema(child)}`;
           continue;
         }
-        const found = this.firstFailure(child, value[key], reason);
+        const found = this.firstFailure(child, value[key], childField);
         if (found !== undefined) return found;
       }
     }
     const list: unknown = value;
     if (Array.isArray(list) && schema.items !== undefined) {
-      if (schema.maxItems !== undefined && list.length > schema.maxItems) return byKeyword['maxItems'] ?? reason;
+      if (schema.maxItems !== undefined && list.length > schema.maxItems) return byKeyword['maxItems'] ?? own ?? `${name} must be ${describeSchema(schema)}`;
       for (const item of list as unknown[]) {
-        const found = this.firstFailure(schema.items, item, reason);
+        const found = this.firstFailure(schema.items, item, `${name}[]`, own);
         if (found !== undefined) return found;
       }
     }
-    const keyword = validate.errors?.at(-1)?.keyword;
-    return (keyword !== undefined ? byKeyword[keyword] : undefined) ?? reason ?? 'request is invalid';
+    const error = validate.errors?.at(-1);
+    const keyword = error?.keyword;
+    const refined = keyword !== undefined ? byKeyword[keyword] : undefined;
+    if (refined !== undefined) return refined;
+    const unknown = keyword === 'additionalProperties' ? (error?.params as { additionalProperty?: unknown } | undefined)?.additionalProperty : undefined;
+    if (typeof unknown === 'string') {
+      const known = Object.keys(schema.properties ?? {});
+      const where = field === undefined ? '' : ` in ${field}`;
+      return `unknown field ${JSON.stringify(unknown.slice(0, 64))}${where}${known.length > 0 ? `: the fields are ${known.join(', ')}` : ''}`;
+    }
+    return own ?? `${name} must be ${describeSchema(schema)}`;
   }
 
   private validator(schema: SchemaNode): ValidateFunction {
@@ -56,6 +75,52 @@ export class SchemaReasons {
     }
     return v;
   }
+}
+
+/**
+ * What a value of `schema` must be, in words: `a string of 1..100 characters`, `one of irc,
+ * discord, memory`, `an integer from 1 to 200`, `a string matching ^[0-9]{17,20}$`.
+ */
+export function describeSchema(schema: SchemaNode): string {
+  if ('const' in schema) return JSON.stringify(schema['const']);
+  const choices = schema['enum'];
+  if (Array.isArray(choices)) return `one of ${choices.map((c) => (typeof c === 'string' ? c : JSON.stringify(c))).join(', ')}`;
+  const num = (k: string): number | undefined => (typeof schema[k] === 'number' ? (schema[k] as number) : undefined);
+  const range = (min: number | undefined, max: number | undefined, unit: string): string =>
+    min !== undefined && max !== undefined ? (min === max ? ` of ${min} ${unit}` : ` of ${min}..${max} ${unit}`) : max !== undefined ? ` of at most ${max} ${unit}` : min !== undefined ? ` of at least ${min} ${unit}` : '';
+  const types = Array.isArray(schema.type) ? (schema.type as string[]) : schema.type === undefined ? [] : [schema.type];
+  const type = types.find((t) => t !== 'null');
+  const orNull = types.includes('null') && type !== undefined ? ' or null' : '';
+  switch (type) {
+    case 'string': {
+      const pattern = typeof schema['pattern'] === 'string' ? ` matching ${schema['pattern']}` : '';
+      const format = schema['format'] === 'uuid' ? 'a UUID' : typeof schema['format'] === 'string' ? `a string in ${schema['format']} format` : 'a string';
+      return `${format}${range(num('minLength'), num('maxLength'), 'characters')}${pattern}${orNull}`;
+    }
+    case 'integer':
+    case 'number': {
+      const min = num('minimum');
+      const max = num('maximum');
+      const what = type === 'integer' ? 'an integer' : 'a number';
+      const bounds = min !== undefined && max !== undefined ? ` from ${min} to ${max}` : min !== undefined ? ` of at least ${min}` : max !== undefined ? ` of at most ${max}` : '';
+      return `${what}${bounds}${orNull}`;
+    }
+    case 'boolean':
+      return `true or false${orNull}`;
+    case 'array':
+      return `an array${range(num('minItems'), num('maxItems'), 'items')}${schema.items !== undefined ? ` of ${plural(describeSchema(schema.items))}` : ''}${orNull}`;
+    case 'object':
+      return `an object${orNull}`;
+    default:
+      return 'valid';
+  }
+}
+
+/** `a string …` → `strings …`, for an array's items. */
+function plural(description: string): string {
+  const m = /^(?:an?|one) (\w+)(.*)$/.exec(description);
+  if (m === null || description.startsWith('one of')) return `values that are ${description}`;
+  return `${m[1]}s${m[2]}`;
 }
 
 export function isPlainObject(value: unknown): value is Record<string, unknown> {

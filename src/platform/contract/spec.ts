@@ -51,7 +51,58 @@ export function loadSpecYaml(): string {
   return cachedYaml;
 }
 
-/** A fresh, mutable copy of the contract (openapi-backend dereferences in place). */
+/**
+ * A fresh, mutable copy of the contract with every `$ref` resolved, for openapi-backend (which
+ * works on it in place) and the checks built on it. Resolved here because openapi-backend's own
+ * dereferencing drops a `$ref`'s siblings, and with them what the contract says there, e.g.
+ * `sourceMessageId: { $ref: Snowflake, x-herald-reason: sourceMessageId must be … }`.
+ */
 export function specDocument(): Record<string, unknown> {
-  return structuredClone(loadSpec().document);
+  return dereferenced(structuredClone(loadSpec().document));
+}
+
+/** Keywords that only annotate a schema: a `$ref`'s siblings of these kinds are laid over its target. */
+const ANNOTATIONS = new Set(['description', 'title', 'example', 'examples', 'default', 'deprecated', 'readOnly', 'writeOnly', '$comment']);
+
+/**
+ * `document` with every local `$ref` (`#/...`) replaced by its target, as OpenAPI 3.1 reads one
+ * with siblings: the siblings apply too. Annotations and `x-*` extensions are laid over the target;
+ * a sibling that constrains (a keyword the target has too, with another value) keeps both through
+ * `allOf`. A `$ref` without siblings is the target itself, shared (as openapi-backend shares it),
+ * cycles included.
+ */
+export function dereferenced<T>(document: T): T {
+  const targets = new Map<string, unknown>();
+  const building = new Set<string>();
+  const target = (ref: string): unknown => {
+    const known = targets.get(ref);
+    if (known !== undefined) return known;
+    if (!ref.startsWith('#/')) throw new Error(`the contract's bundle has a $ref that is not local: ${ref}`);
+    let node: unknown = document;
+    for (const token of ref.slice(2).split('/')) {
+      const key = decodeURIComponent(token).replaceAll('~1', '/').replaceAll('~0', '~');
+      node = typeof node === 'object' && node !== null ? (node as Record<string, unknown>)[key] : undefined;
+    }
+    if (typeof node !== 'object' || node === null || Array.isArray(node)) throw new Error(`the contract's $ref ${ref} does not name an object`);
+    // Registered before it is filled, so a cycle resolves to this same object.
+    const resolved: Record<string, unknown> = {};
+    targets.set(ref, resolved);
+    building.add(ref);
+    Object.assign(resolved, resolve(node));
+    building.delete(ref);
+    return resolved;
+  };
+  const resolve = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(resolve);
+    if (typeof node !== 'object' || node === null) return node;
+    const { $ref, ...rest } = node as Record<string, unknown>;
+    const own = Object.fromEntries(Object.entries(rest).map(([k, v]) => [k, resolve(v)]));
+    if (typeof $ref !== 'string') return own;
+    const base = target($ref) as Record<string, unknown>;
+    if (Object.keys(own).length === 0) return base;
+    if (building.has($ref)) throw new Error(`the contract's $ref ${$ref} has siblings inside a cycle`);
+    const constrains = Object.entries(own).some(([k, v]) => !ANNOTATIONS.has(k) && !k.startsWith('x-') && k in base && JSON.stringify(base[k]) !== JSON.stringify(v));
+    return constrains ? { allOf: [base], ...own } : { ...base, ...own };
+  };
+  return resolve(document) as T;
 }

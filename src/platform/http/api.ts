@@ -4,7 +4,7 @@ import { OpenAPIBackend, type Context, type Document, type Operation, type Reque
 import type { Logger } from 'pino';
 import { withUtf16Lengths } from '../contract/ajv.js';
 import { isStoreUnavailable } from '../db/database.js';
-import { isPlainObject, SchemaReasons } from '../contract/reasons.js';
+import { describeSchema, isPlainObject, SchemaReasons } from '../contract/reasons.js';
 import { specDocument, type SchemaNode } from '../contract/spec.js';
 import { ConflictError, errorSummary, InvalidRequestError, NotFoundError, UpstreamError } from '../errors.js';
 import { bearerCheck, FailureThrottle } from './auth.js';
@@ -49,10 +49,7 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     strict: true,
     ignoreTrailingSlashes: false,
     customizeAjv: (ajv) => withUtf16Lengths(ajv),
-    // POST /mcp/deliveries is validated once, by the protocol's ordered checks over the same
-    // contract schemas (DeliveryRequestValidator): validating the whole body first would be work done twice.
-    // An operation with neither parameters nor a body (the probes, capabilities) has nothing to validate.
-    validate: (c) => c.operation !== undefined && c.operation.operationId !== 'createDelivery' && ((c.operation.parameters ?? []).length > 0 || c.operation.requestBody !== undefined),
+    validate: (c) => validates(c.operation),
   });
   await api.init();
   const routing = routeOnce(api.router);
@@ -66,7 +63,7 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     const schema = (op?.requestBody as { content?: Record<string, { schema?: SchemaNode }> } | undefined)?.content?.['application/json']?.schema;
     if (schema === undefined) return;
     if (invalid !== undefined) {
-      if (reasons.firstFailure(schema, body, invalid.error) !== undefined) throw new InvalidRequestError(invalid.error);
+      if (reasons.firstFailure(schema, body) !== undefined) throw new InvalidRequestError(invalid.error);
       return;
     }
     if (!isPlainObject(body)) throw new InvalidRequestError(schema['x-herald-reason'] ?? 'request body must be an object');
@@ -81,7 +78,7 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
       handlers[id] = handler;
     }
   }
-  // Operations marked `x-herald-outside-api` (e.g. /metrics, plain text) are documented here and served by a plain route.
+  // Operations marked `x-herald-outside-api` (the archive's event stream and files: not JSON) are documented here and served by a plain route.
   const outside = (op: Operation | undefined): boolean => (op as Record<string, unknown> | undefined)?.['x-herald-outside-api'] === true;
   const unbound = api
     .getOperations()
@@ -89,15 +86,25 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
   if (unbound.length > 0) throw new Error(`no handler for operation(s) ${unbound.join(', ')}`);
   Object.assign(handlers, {
     validationFail: (c, body) => {
+      const errors = c.validation.errors ?? [];
+      const parameters = (c.operation.parameters ?? []) as unknown as Parameter[];
       // Path parameters carry their own answer (a malformed id is "not found", like an unknown path).
-      for (const err of c.validation.errors ?? []) {
+      for (const err of errors) {
         const m = /^\/path\/([^/]+)/.exec(err.instancePath);
         if (m === null) continue;
-        const param = (c.operation.parameters as { name: string; in: string; 'x-herald-invalid'?: { status: number; error: string } }[] | undefined)?.find(
-          (p) => p.in === 'path' && p.name === m[1],
-        );
-        const invalid = param?.['x-herald-invalid'];
+        const invalid = parameters.find((p) => p.in === 'path' && p.name === m[1])?.['x-herald-invalid'];
         if (invalid !== undefined) return { status: invalid.status, body: { error: invalid.error } };
+      }
+      // Query parameters: the contract's reason, else one naming the parameter and what it must be.
+      for (const err of errors) {
+        const m = /^\/query(?:\/([^/]+))?$/.exec(err.instancePath);
+        if (m === null) continue;
+        const missing = m[1] === undefined ? (err.params as { missingProperty?: unknown }).missingProperty : undefined;
+        const param = parameters.find((p) => p.in === 'query' && p.name === (m[1] ?? missing));
+        if (param === undefined) continue;
+        const schema = param.schema ?? {};
+        const error = missing !== undefined ? `${param.name} is required: ${describeSchema(schema)}` : (schema['x-herald-reason'] ?? `${param.name} must be ${describeSchema(schema)}`);
+        return { status: 400, body: { error } };
       }
       // Bodies: the first failure in the schema's order, with the contract's reason.
       checkBody(c.operation.operationId ?? '', body);
@@ -108,14 +115,20 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     notFound: () => ({ status: 404, body: { error: 'not found' } }),
     methodNotAllowed: () => errorReply<'MethodNotAllowed'>(405, { error: 'method not allowed' }),
   } satisfies Record<string, Handler>);
-  // The middleware below authenticates before routing (the protocol's order); the contract's
-  // security requirements then check which token that was.
-  api.registerSecurityHandler('bridgeToken', (_c, koa: KoaContext) => koa.state['authenticated'] === 'bridge');
-  api.registerSecurityHandler('adminToken', (_c, koa: KoaContext) => koa.state['authenticated'] === 'admin');
+  // The middleware below authenticates before routing (the protocol's order) and checks the
+  // operation's security before reading a body; openapi-backend checks the same again.
+  for (const [scheme, tier] of Object.entries(SCHEME_TIER)) api.registerSecurityHandler(scheme, (_c, koa: KoaContext) => koa.state['authenticated'] === tier);
   handlers['unauthorizedHandler'] = () => errorReply<'Unauthorized'>(401, { error: 'unauthorized' });
   for (const [id, handler] of Object.entries(handlers)) {
     api.register(id, (c: Context, koa: KoaContext, body: unknown) => runHandler(handler, c, body, deps.log, koa));
   }
+
+  /** Whether the operation's security (the contract's, or the document's default) takes a caller of this tier. */
+  const defaultSecurity = (api.definition.security ?? []) as Record<string, unknown>[];
+  const admits = (op: Operation, tier: Tier | undefined): boolean => {
+    const requirements = (op.security ?? defaultSecurity) as Record<string, unknown>[];
+    return requirements.length === 0 || requirements.some((r) => Object.keys(r).every((scheme) => SCHEME_TIER[scheme] !== undefined && SCHEME_TIER[scheme] === tier));
+  };
 
   const throttle = new FailureThrottle();
   const checks = {
@@ -153,6 +166,9 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     // Query parameters the operation does not declare are ignored, not refused.
     request.query = declaredQuery(operation, ctx.query);
     if (outside(operation) || (operation === undefined && area === undefined && !routing.knowsPath(request))) return next();
+    // A token the operation does not take (the bridge token on an admin-only write) is refused
+    // here, before the body is read: an unauthorised caller learns nothing from how it is parsed.
+    if (operation !== undefined && !admits(operation, ctx.state['authenticated'] as Tier | undefined)) return send(ctx, errorReply<'Unauthorized'>(401, { error: 'unauthorized' }));
     let body: unknown;
     if (operation?.requestBody !== undefined) {
       const parsed = await readJsonBody(ctx.req);
@@ -173,11 +189,67 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
       body = parsed.value;
       request.body = body;
     }
+    // Text Herald keeps goes to PostgreSQL, whose text cannot hold U+0000: refused here, on every
+    // operation the contract validates, naming the field (deliveries keep the protocol's own checks).
+    const nul = validates(operation) ? fieldWithNul(request.query, body) : undefined;
+    if (nul !== undefined) {
+      const invalidBody = (operation as Record<string, unknown>)['x-herald-invalid-body'] as { status: number; error: string } | undefined;
+      return send(ctx, { status: invalidBody?.status ?? 400, body: { error: invalidBody?.error ?? `${nul} must not contain NUL (U+0000)` } });
+    }
     const result = (await api.handleRequest(request, ctx, body)) as Reply;
     return send(ctx, result);
   };
   return middleware;
 }
+
+/** An operation's parameter as the dereferenced contract has it, with Herald's answer for an invalid value. */
+interface Parameter {
+  name: string;
+  in: string;
+  schema?: SchemaNode;
+  'x-herald-invalid'?: { status: number; error: string };
+}
+
+/**
+ * Whether the contract validates the operation's input. POST /mcp/deliveries is validated once, by
+ * the protocol's ordered checks over the same contract schemas (DeliveryRequestValidator):
+ * validating the whole body first would be work done twice. An operation with neither parameters
+ * nor a body (the probes, capabilities) has nothing to validate.
+ */
+function validates(operation: Operation | undefined): boolean {
+  return operation !== undefined && operation.operationId !== 'createDelivery' && ((operation.parameters ?? []).length > 0 || operation.requestBody !== undefined);
+}
+
+/** The first query parameter or body field whose text holds U+0000 (`text`, `card.title`, `ids[]`), if any. */
+export function fieldWithNul(query: Readonly<Record<string, string | string[]>>, body: unknown): string | undefined {
+  for (const [name, value] of Object.entries(query)) if ((Array.isArray(value) ? value : [value]).some((v) => v.includes('\u0000'))) return shortName(name);
+  const walk = (value: unknown, field: string | undefined): string | undefined => {
+    if (typeof value === 'string') return value.includes('\u0000') ? shortName(field ?? 'request body') : undefined;
+    if (Array.isArray(value)) {
+      for (const item of value) {
+        const found = walk(item, `${field ?? 'request body'}[]`);
+        if (found !== undefined) return found;
+      }
+    } else if (isPlainObject(value)) {
+      for (const [key, item] of Object.entries(value)) {
+        const found = walk(item, field === undefined ? key : `${field}.${key}`);
+        if (found !== undefined) return found;
+      }
+    }
+    return undefined;
+  };
+  return walk(body, undefined);
+}
+
+/** A field name as the caller wrote it, cut to a length fit for an error message. */
+function shortName(name: string): string {
+  return name.length > 100 ? `${name.slice(0, 100)}…` : name;
+}
+
+/** Who the middleware authenticated: the bridge token's caller or the admin token's. */
+type Tier = 'bridge' | 'admin';
+/** The contract's security schemes, by the tier whose token satisfies them. */
+const SCHEME_TIER: Readonly<Record<string, Tier>> = { bridgeToken: 'bridge', adminToken: 'admin' };
 
 /**
  * The path with every `%` of a segment whose escapes do not decode (`%`, `%E0`) escaped itself:

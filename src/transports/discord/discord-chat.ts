@@ -39,6 +39,11 @@ export class DiscordChat implements Chat {
     return /^#?[^\s#]{1,100}$/.test(channel) ? undefined : 'channel must be a Discord channel name or id';
   }
 
+  /** Any text: Discord shows control characters as they are and acts on none of them. */
+  checkText(): string | undefined {
+    return undefined;
+  }
+
   private guildId(): Promise<string> {
     this.guild ??= (async () => {
       if (this.o.guildId !== undefined) return this.o.guildId;

@@ -18,7 +18,7 @@ import {
 import { DELIVERY_TAG, IrcConnection, type ChannelLine, type IrcServer } from './irc-connection.js';
 import { addChannel, linesBetween, linesTagged, listStoredChannels, pruneLines, readLines, storeLine } from './irc-line.repository.js';
 import type { Database } from '../../schema.js';
-import { splitForIrc } from './split.js';
+import { ircTextProblem, splitForIrc, withoutIrcControls } from './split.js';
 
 export interface IrcTransportOptions {
   server: IrcServer;
@@ -316,6 +316,7 @@ export class IrcTransport implements Transport {
       return undefined;
     },
     checkChannel: (channel) => (CHANNEL.test(ircChannel(channel)) ? undefined : 'channel must be an IRC channel name (#name: no spaces, commas or colons, at most 50 characters)'),
+    checkText: (text) => ircTextProblem(text),
     send: async (channel, text, sender, key, alreadySent, signal) => {
       const name = ircChannel(channel);
       // The observer is in the channel first, so the lines are read back (and kept) as they go out.
@@ -373,7 +374,11 @@ function parseTag(tag: string): { key: string; index: number; count: number } | 
   return m[1] === undefined || index >= count ? undefined : { key: m[1], index, count };
 }
 
-/** A protocol message as IRC text: content, then the card and links as plain lines. */
+/**
+ * A protocol message as IRC text: content, then the card and links as plain lines, without the
+ * control characters IRC text may not carry (the protocol accepts them; on IRC \x01 would be a CTCP
+ * request). As sent, so the history fingerprint matches the lines the observer reads back.
+ */
 export function renderForIrc(message: OutgoingMessage): string {
   const lines: string[] = [];
   if (message.content !== undefined) lines.push(message.content);
@@ -385,5 +390,5 @@ export function renderForIrc(message: OutgoingMessage): string {
     if (card.footer !== undefined) lines.push(card.footer);
   }
   for (const l of message.links ?? []) lines.push(`${l.label} <${l.url}>`);
-  return lines.join('\n');
+  return withoutIrcControls(lines.join('\n'));
 }

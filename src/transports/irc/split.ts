@@ -1,17 +1,59 @@
 const segmenter = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
 
+/**
+ * Control characters kept in text for IRC: its formatting codes (bold 02, colour 03, hex colour 04,
+ * reset 0F, monospace 11, reverse 16, italics 1D, strikethrough 1E, underline 1F) and whitespace
+ * (tab; CR and LF end a line).
+ */
+const KEPT_CONTROLS: ReadonlySet<number> = new Set([0x02, 0x03, 0x04, 0x0f, 0x11, 0x16, 0x1d, 0x1e, 0x1f, 0x09, 0x0a, 0x0d]);
+
+/**
+ * Whether a UTF-16 code unit is a control character an agent's text may not carry to IRC: every C0
+ * and C1 control and DEL but KEPT_CONTROLS. Among them 01, which frames a CTCP request (DCC SEND,
+ * ACTION, VERSION) that clients act on, NUL, and ESC, which drives the terminals many IRC clients
+ * run in.
+ */
+function isIrcControl(unit: number): boolean {
+  return (unit < 0x20 || (unit >= 0x7f && unit <= 0x9f)) && !KEPT_CONTROLS.has(unit);
+}
+
+/** Why `text` cannot be sent to IRC as it is (a control character other than formatting), or undefined. */
+export function ircTextProblem(text: string): string | undefined {
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (!isIrcControl(unit)) continue;
+    const code = unit.toString(16).toUpperCase().padStart(4, '0');
+    return `text must not contain control characters other than IRC formatting (bold, colour, italics, underline, strikethrough, monospace, reverse, reset): U+${code} at character ${i + 1}`;
+  }
+  return undefined;
+}
+
+/** `text` without the control characters IRC text may not carry (see isIrcControl); formatting stays. */
+export function withoutIrcControls(text: string): string {
+  let out = '';
+  let from = 0;
+  for (let i = 0; i < text.length; i++) {
+    if (!isIrcControl(text.charCodeAt(i))) continue;
+    out += text.slice(from, i);
+    from = i + 1;
+  }
+  return from === 0 ? text : out + text.slice(from);
+}
+
 const bytes = (s: string): number => Buffer.byteLength(s, 'utf8');
 
 /**
  * Split text into lines of at most `maxBytes` UTF-8 bytes each, never inside a grapheme (an emoji
  * with its modifiers, a letter with its accents) and, where a chunk has one, after its last space.
- * Nothing is dropped: concatenating the parts of one line gives it back exactly. Line breaks end a
- * part (IRC lines cannot hold them); empty lines are skipped (a server refuses an empty PRIVMSG).
+ * Nothing else is dropped: concatenating the parts of one line gives it back exactly. Line breaks
+ * end a part (IRC lines cannot hold them); empty lines are skipped (a server refuses an empty
+ * PRIVMSG). Control characters other than formatting are dropped here, the one place text becomes
+ * IRC lines, whatever route it came by (a chat send refuses them earlier, where it can say so).
  */
 export function splitForIrc(text: string, maxBytes: number): string[] {
   if (maxBytes < 4) throw new Error('maxBytes must leave room for one UTF-8 character');
   const parts: string[] = [];
-  for (const line of text.replace(/\r\n?/g, '\n').split('\n')) {
+  for (const line of withoutIrcControls(text.replace(/\r\n?/g, '\n')).split('\n')) {
     let current = '';
     let currentBytes = 0;
     // Where the current chunk could end after a space: [chars, bytes].

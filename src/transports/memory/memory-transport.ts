@@ -226,6 +226,7 @@ export class MemoryTransport implements Transport {
   readonly chat: Chat = {
     checkSender: (sender) => (/^\S{1,32}$/.test(sender) ? undefined : 'sender must be 1..32 characters without spaces'),
     checkChannel: (channel) => (/^#?\S{1,99}$/.test(channel) ? undefined : 'channel must be a name without spaces'),
+    checkText: () => undefined,
     send: async (channel, text, sender, key, alreadySent, signal) => {
       signal.throwIfAborted();
       const c = this.chatChannel(channel);

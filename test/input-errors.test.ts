@@ -1,0 +1,198 @@
+import type { Operation } from 'openapi-backend';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SchemaNode } from '../src/platform/contract/spec.js';
+import { call, contractApi } from './support/client.js';
+import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
+
+/**
+ * Bad input is a 4xx that names the field, on every operation the contract has: one request per
+ * field, built from the contract itself (its examples as the valid baseline), so an operation or a
+ * field added later is covered too. Two kinds of bad input: text holding U+0000 (which
+ * PostgreSQL's text refuses: it was a 500 `invalid byte sequence`), and a value the field's schema
+ * refuses. Answers are checked against the contract (the client does), so a 400 an operation does
+ * not declare fails as well. POST /mcp/deliveries keeps the protocol's own checks
+ * (validation.test.ts); pair/redeem keeps the protocol's fixed `malformed request`.
+ */
+
+interface Parameter {
+  name: string;
+  in: string;
+  required?: boolean;
+  schema?: SchemaNode;
+  example?: unknown;
+  'x-herald-invalid'?: { status: number; error: string };
+}
+
+interface Case {
+  name: string;
+  method: string;
+  path: string;
+  body?: unknown;
+  /** The field the answer must name (a query parameter, or a body field's top-level name). */
+  field: string;
+  /** The protocol's fixed answer for this operation's bad bodies, when it has one. */
+  fixed?: { status: number; error: string };
+}
+
+const NUL = 'a\u0000b';
+
+function parameters(op: Operation): Parameter[] {
+  return (op.parameters ?? []) as unknown as Parameter[];
+}
+
+function bodyOf(op: Operation): { schema: SchemaNode; example: Record<string, unknown> } | undefined {
+  const media = (op.requestBody as { content?: Record<string, { schema?: SchemaNode; example?: unknown; examples?: Record<string, { value: unknown }> }> } | undefined)?.content?.['application/json'];
+  if (media?.schema === undefined) return undefined;
+  const example = media.example ?? Object.values(media.examples ?? {})[0]?.value;
+  return { schema: media.schema, example: structuredClone(example) as Record<string, unknown> };
+}
+
+/** The operation's path with each path parameter's example, and its required query parameters' examples. */
+function baseline(op: Operation, query: Record<string, string> = {}): string {
+  let path = op.path;
+  for (const p of parameters(op).filter((p) => p.in === 'path')) path = path.replace(`{${p.name}}`, encodeURIComponent(String(p.example)));
+  const q = new URLSearchParams();
+  for (const p of parameters(op).filter((p) => p.in === 'query' && p.required === true && !(p.name in query))) q.set(p.name, String(p.example ?? 'x'));
+  for (const [k, v] of Object.entries(query)) q.set(k, v);
+  const s = q.toString();
+  return s === '' ? path : `${path}?${s}`;
+}
+
+/** A value `schema` refuses, of the right JSON type where the schema allows a stricter check. */
+function refused(schema: SchemaNode, asQuery: boolean): unknown {
+  const type = schema.type;
+  if (Array.isArray(schema['enum'])) return 'not-one-of-them';
+  if (type === 'integer' || type === 'number') return asQuery ? 'x' : 'x';
+  if (type === 'boolean') return asQuery ? 'maybe' : 'yes';
+  if (type === 'array') return asQuery ? '' : 'x';
+  if (type === 'object') return 'x';
+  if (typeof schema['pattern'] === 'string') return '!';
+  if (typeof schema['maxLength'] === 'number') return 'x'.repeat((schema['maxLength'] as number) + 1);
+  return asQuery ? undefined : 12345;
+}
+
+/** Every string a body's schema holds, with its place (`ids[]` for the strings of an array). */
+function stringFields(schema: SchemaNode, path: string[] = []): string[][] {
+  if (schema.type === 'string') return [path];
+  if (schema.type === 'array' && schema.items !== undefined) return stringFields(schema.items, [...path.slice(0, -1), `${path.at(-1) ?? ''}[]`]);
+  return Object.entries(schema.properties ?? {}).flatMap(([k, child]) => stringFields(child, [...path, k]));
+}
+
+/** `example` with the value at `path` (`['ids[]']`: the array's first item) replaced. */
+function withValue(example: Record<string, unknown>, path: string[], value: unknown): Record<string, unknown> {
+  const copy = structuredClone(example);
+  let node: Record<string, unknown> = copy;
+  for (const [i, key] of path.entries()) {
+    const last = i === path.length - 1;
+    if (key.endsWith('[]')) {
+      const name = key.slice(0, -2);
+      const list = Array.isArray(node[name]) ? (node[name] as unknown[]) : [];
+      node[name] = list;
+      if (last) list[0] = value;
+      else node = (list[0] ??= {}) as Record<string, unknown>;
+    } else if (last) node[key] = value;
+    else node = (node[key] ??= {}) as Record<string, unknown>;
+  }
+  return copy;
+}
+
+async function cases(kind: 'nul' | 'refused'): Promise<Case[]> {
+  const api = await contractApi();
+  const out: Case[] = [];
+  for (const op of api.getOperations()) {
+    if ((op as Record<string, unknown>)['x-herald-outside-api'] === true || op.operationId === 'createDelivery') continue;
+    const fixed = (op as Record<string, unknown>)['x-herald-invalid-body'] as Case['fixed'];
+    const method = op.method.toUpperCase();
+    for (const p of parameters(op).filter((p) => p.in === 'query')) {
+      const value = kind === 'nul' ? (p.schema?.type === 'string' ? NUL : undefined) : refused(p.schema ?? {}, true);
+      if (value === undefined) continue;
+      out.push({ name: `${op.operationId} ?${p.name}`, method, path: baseline(op, { [p.name]: String(value) }), field: p.name });
+    }
+    const body = bodyOf(op);
+    if (body === undefined) continue;
+    const fields =
+      kind === 'nul'
+        ? stringFields(body.schema)
+        : Object.keys(body.schema.properties ?? {}).map((k) => [k]);
+    for (const path of fields) {
+      const top = (path[0] ?? '').replace(/\[\]$/, '');
+      const value = kind === 'nul' ? NUL : refused(body.schema.properties?.[top] ?? {}, false);
+      out.push({ name: `${op.operationId} ${path.join('.')}`, method, path: baseline(op), body: withValue(body.example, path, value), field: top, ...(fixed ? { fixed } : {}) });
+    }
+  }
+  return out;
+}
+
+describe('every operation answers bad input with a 4xx that names the field', () => {
+  let h: TestHerald;
+  beforeAll(async () => {
+    h = await startTestHerald({ env: { HERALD_TRUSTED_BOT_IDS: '111111111111111112' } });
+  });
+  afterAll(() => h.close());
+
+  /** What is wrong with the answer to one case (none: undefined). Every answer is valid by the contract too (the client checks). */
+  const problem = async (c: Case): Promise<string | undefined> => {
+    const token = c.path.startsWith('/admin/') ? h.adminToken : h.bridgeToken;
+    const res = await call(h.url, c.method, c.path, { token, ...(c.body !== undefined ? { body: c.body } : {}) });
+    const error = String((res.json as { error?: unknown } | undefined)?.error);
+    const wrong = `${c.name}: ${res.status} ${res.text.slice(0, 160)}`;
+    if (c.fixed !== undefined) return res.status === c.fixed.status && error === c.fixed.error ? undefined : wrong;
+    return res.status === 400 && new RegExp(`(^|[^A-Za-z_])${c.field}([^A-Za-z_]|$)`).test(error) ? undefined : wrong;
+  };
+  const problems = async (all: Case[]): Promise<string[]> => {
+    const found: string[] = [];
+    for (const c of all) {
+      // An answer the contract does not allow (a 500) fails inside the client: listed like the rest.
+      const p = await problem(c).catch((err: unknown) => `${c.name}: ${JSON.stringify((err as { actual?: unknown }).actual ?? String(err))}`);
+      if (p !== undefined) found.push(p);
+    }
+    return found;
+  };
+
+  it('text holding U+0000, in any query parameter or body field: 400 naming it (not a 500 from the store)', async () => {
+    const all = await cases('nul');
+    // The two the security review found, among the rest.
+    expect(all.map((c) => c.name)).toEqual(expect.arrayContaining(['sendChatMessage text', 'queryMedia ?text']));
+    expect(all.length).toBeGreaterThan(30);
+    expect(await problems(all)).toEqual([]);
+  });
+
+  it('a value its schema refuses, in any query parameter or body field: 400 naming it', async () => {
+    const all = await cases('refused');
+    expect(all.length).toBeGreaterThan(40);
+    expect(await problems(all)).toEqual([]);
+  });
+
+  it('names the field the contract describes, not "unknown fields" (run_command with a short sourceMessageId)', async () => {
+    const res = await h.bridge.post('/mcp/commands/run', { command: 'destinations list', userId: IDS.user, guildId: IDS.guild, channelId: IDS.channels.alerts, sourceMessageId: '1' });
+    expect([res.status, res.json]).toEqual([400, { error: 'sourceMessageId must be a Discord id (decimal string)' }]);
+    const unknown = await h.bridge.post('/mcp/commands/run', { command: 'destinations list', userId: IDS.user, guildId: IDS.guild, channelId: IDS.channels.alerts, sourceMessageID: IDS.user });
+    expect(unknown.status).toBe(400);
+    expect((unknown.json as { error: string }).error).toMatch(/^unknown field "sourceMessageID": the fields are command, userId, guildId, channelId, sourceMessageId, /);
+    const missing = await h.bridge.get('/mcp/chat/messages');
+    expect(missing.json).toEqual({ error: 'channel is required: a string of 1..100 characters' });
+  });
+
+  it('path parameters cannot carry U+0000 to the store: each has a pattern or a list, and answers as it says', async () => {
+    const api = await contractApi();
+    for (const op of api.getOperations()) {
+      if ((op as Record<string, unknown>)['x-herald-outside-api'] === true) continue;
+      for (const p of parameters(op).filter((p) => p.in === 'path')) {
+        expect(typeof p.schema?.['pattern'] === 'string' || Array.isArray(p.schema?.['enum']), `${op.operationId} {${p.name}}`).toBe(true);
+        const path = op.path.replace(`{${p.name}}`, '%00').replace(/\{([^}]+)\}/g, (_m, name: string) => encodeURIComponent(String(parameters(op).find((q) => q.name === name)?.example)));
+        const res = await call(h.url, op.method.toUpperCase(), path, { token: path.startsWith('/admin/') ? h.adminToken : h.bridgeToken, ...(op.requestBody !== undefined ? { body: bodyOf(op)?.example } : {}) });
+        const invalid = p['x-herald-invalid'];
+        expect([op.operationId, res.status, ...(invalid ? [res.json] : [])]).toEqual([op.operationId, invalid?.status ?? 400, ...(invalid ? [{ error: invalid.error }] : [])]);
+      }
+    }
+  });
+
+  it('the protocol keeps its answers: a delivery\'s content may hold U+0000 (202), a malformed pairing code is `malformed request`', async () => {
+    const res = await h.bridge.post('/mcp/deliveries', { request_id: newRequestId(), kind: 'post', target: { guild_id: IDS.guild, destination: 'alerts' }, body: { content: NUL } });
+    expect(res.status).toBe(202);
+    for (const code of [NUL, 'abcdefghjkmnpqrstvwxyz23456', 'A'.repeat(26), 42]) {
+      const redeem = await h.bridge.post('/mcp/pair/redeem', { code });
+      expect([redeem.status, redeem.text]).toEqual([400, '{"error":"malformed request"}']);
+    }
+  });
+});
