@@ -73,7 +73,11 @@ async function main(argv: string[]): Promise<number> {
         const { url, server } = await startHttp(config, bridgeToken, config.mcpToken, log);
         console.error(`herald mcp: Streamable HTTP at ${url} (Authorization: Bearer $HERALD_MCP_TOKEN)`);
         await waitForSignal();
-        await new Promise<void>((resolve) => server.close(() => resolve()));
+        // Idle keep-alive connections of MCP clients would hold close() open.
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeIdleConnections();
+        });
         return 0;
       }
       await runStdio(config, bridgeToken, log);
@@ -223,10 +227,31 @@ function printBanner(config: Config, herald: Herald, supplied: { bridge: boolean
   console.log(`${lines.join('\n')}\n`);
 }
 
+/**
+ * Resolves on the first SIGTERM or SIGINT. The handlers stay installed until the process exits:
+ * a Ctrl-C under `npm start` reaches Herald twice (the terminal signals the whole process group,
+ * and npm relays what it got to its child), and with no handler left the second one would kill
+ * Herald halfway through its graceful stop. The stop is bounded (HERALD_SHUTDOWN_GRACE_MS), so a
+ * repeated signal does not cut it short either; SIGKILL does.
+ */
 function waitForSignal(): Promise<void> {
   return new Promise((resolve) => {
-    process.once('SIGTERM', () => resolve());
-    process.once('SIGINT', () => resolve());
+    let first: number | undefined;
+    let told = false;
+    const onSignal = (): void => {
+      if (first === undefined) {
+        first = Date.now();
+        resolve();
+        return;
+      }
+      // A relayed copy arrives within milliseconds; a person pressing Ctrl-C again is told once.
+      if (!told && Date.now() - first > 1_000) {
+        told = true;
+        console.error(`herald: already stopping (in-flight work gets up to HERALD_SHUTDOWN_GRACE_MS to finish); kill -9 ${process.pid} stops at once`);
+      }
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
   });
 }
 

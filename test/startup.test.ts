@@ -1,4 +1,4 @@
-import { copyFile, mkdir, mkdtemp, readFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -182,6 +182,45 @@ describe('npm start', () => {
     await sandbox?.close();
     await db?.drop();
   });
+
+  // A Ctrl-C in a terminal signals the whole process group: npm and Herald each get SIGINT, and
+  // npm relays its own to Herald as well. Sent to npm's pid alone, it reaches Herald only by the relay.
+  for (const [how, target] of [
+    ['Ctrl-C (SIGINT to the whole process group)', 'group'],
+    ['SIGINT to npm\'s pid alone', 'npm'],
+  ] as const) {
+    it(`finishes the graceful stop on ${how}`, async () => {
+      const env = heraldEnv({ sandbox, db, bridgeToken: newToken(), adminToken: newToken() }, { HERALD_GATEWAY: 'off', LOG_LEVEL: 'info' });
+      const npm = runCommand('npm', ['start'], env);
+      await waitFor(() => npm.output().includes('"msg":"herald started"'), 'npm start to start Herald', 120_000);
+      if (target === 'group') npm.kill('SIGINT');
+      else process.kill(npm.child.pid ?? 0, 'SIGINT');
+      expect(await npm.exited).toEqual({ code: 0, signal: null });
+      await npm.closed;
+      expect(npm.output()).toContain('"msg":"stopped"');
+    });
+  }
+
+  for (const [how, target] of [
+    ['Ctrl-C (SIGINT to the whole process group)', 'group'],
+    ['SIGINT to npm\'s pid alone', 'npm'],
+  ] as const) {
+    it(`stops \`npm run mcp -- --http\` on ${how}`, async () => {
+      const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-sigint-'));
+      try {
+        const token = newToken();
+        const npm = runCommand('npm', ['run', 'mcp', '--', '--http'], { MCP_BRIDGE_TOKEN: token, HERALD_MCP_TOKEN: token, HERALD_MCP_PORT: '0', HERALD_DATA_DIR: dataDir });
+        await waitFor(() => npm.output().includes('herald mcp: Streamable HTTP at'), 'the MCP server to listen', 60_000);
+        if (target === 'group') npm.kill('SIGINT');
+        else process.kill(npm.child.pid ?? 0, 'SIGINT');
+        expect(await npm.exited).toEqual({ code: 0, signal: null });
+        // Nothing left behind: every process of the group (npm, a shell, Herald) has exited.
+        await npm.closed;
+      } finally {
+        await rm(dataDir, { recursive: true, force: true });
+      }
+    });
+  }
 
   it('stops Herald when npm itself is sent SIGTERM (kill <pid of npm start>)', async () => {
     const env = heraldEnv({ sandbox, db, bridgeToken: newToken(), adminToken: newToken() }, { HERALD_GATEWAY: 'off', LOG_LEVEL: 'info' });
