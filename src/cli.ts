@@ -2,33 +2,29 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Herald } from './app.js';
+import { packageVersion, parseArgs } from './cli-help.js';
 import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, type Config } from './config.js';
 import { checkPortFree, discordTokenRejected, listenProblem, StartupError } from './platform/startup.js';
 
 // Each command imports only the modules it runs (dynamic imports below), so `herald --help` and
 // `herald mcp` start without loading discord.js, Koa or the database drivers.
 
-const USAGE = `usage: herald <command>
-
-commands:
-  serve      serve the API and dispatch deliveries (the default)
-  dispatch   dispatch deliveries only (run several against one DATABASE_URL to scale out)
-  migrate    apply database migrations and exit
-  mcp [--http]
-             the MCP server for agents: stdio by default, or Streamable HTTP at
-             http://HOST:HERALD_MCP_PORT/mcp (bearer HERALD_MCP_TOKEN)
-  commands register
-             register the slash commands (/agent, /destinations) with Discord
-             (serve also does this when it connects to the gateway)
-
-Configuration comes from the environment; see README.md.`;
-
 async function main(argv: string[]): Promise<number> {
-  const command = argv[0] ?? 'serve';
-  if (command === '--help' || command === '-h' || command === 'help') {
-    console.log(USAGE);
-    return 0;
+  const invocation = parseArgs(argv);
+  switch (invocation.kind) {
+    case 'help':
+      console.log(invocation.text);
+      return 0;
+    case 'version':
+      console.log(await packageVersion());
+      return 0;
+    case 'usage-error':
+      console.error(invocation.message);
+      return 2;
+    case 'run':
+      break;
   }
+  const { command } = invocation;
   let config: Config;
   try {
     config = loadConfig();
@@ -64,7 +60,7 @@ async function main(argv: string[]): Promise<number> {
         console.error('herald: MCP_BRIDGE_TOKEN is not set (and no sandbox token was found in HERALD_DATA_DIR)');
         return 2;
       }
-      if (argv[1] === '--http') {
+      if (invocation.http) {
         if (config.mcpToken === undefined) {
           console.error('herald: HERALD_MCP_TOKEN must be set for --http (at least 43 base64url characters)');
           return 2;
@@ -84,10 +80,6 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'commands': {
-      if (argv[1] !== 'register') {
-        console.error(`herald: usage: herald commands register`);
-        return 2;
-      }
       if (config.discordToken === undefined) {
         console.error('herald: DISCORD_TOKEN is not set (sandbox mode registers its commands itself at start-up)');
         return 2;
@@ -160,9 +152,6 @@ async function main(argv: string[]): Promise<number> {
       log.info('stopped');
       return 0;
     }
-    default:
-      console.error(`herald: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
-      return 2;
   }
 }
 

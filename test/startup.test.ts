@@ -1,4 +1,4 @@
-import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -29,7 +29,60 @@ describe('the compiled CLI (bin/herald.js runs dist/, built by npm ci)', () => {
   it('prints its usage', async () => {
     const proc = runHerald(['--help'], {}, { built: true });
     expect((await proc.exited).code).toBe(0);
-    expect(proc.output()).toContain('usage: herald <command>');
+    expect(proc.output()).toContain('usage: herald [command] [options]');
+  });
+
+  it('answers --help and -h for every command with its usage and options, and starts nothing', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-help-'));
+    try {
+      // An environment each command would start in: sandbox mode, PGlite in dataDir, tokens for mcp.
+      const token = newToken();
+      const env = { HERALD_DATA_DIR: dataDir, MCP_BRIDGE_TOKEN: token, HERALD_MCP_TOKEN: token, PORT: '0', HERALD_MCP_PORT: '0' };
+      const asks = [
+        ['serve'],
+        ['dispatch'],
+        ['migrate'],
+        ['mcp'],
+        ['mcp', '--http'],
+        ['commands'],
+        ['commands', 'register'],
+      ].flatMap((args) => [
+        [...args, '--help'],
+        [...args, '-h'],
+      ]);
+      const answers = await Promise.all(
+        asks.map(async (args) => {
+          const proc = runHerald(args, env, { built: true });
+          return { args, exit: await proc.exited, output: proc.output() };
+        }),
+      );
+      for (const { args, exit, output } of answers) {
+        const command = args[0] === 'commands' ? 'commands register' : args[0];
+        expect({ args, exit }).toEqual({ args, exit: { code: 0, signal: null } });
+        expect(output.startsWith(`usage: herald ${command}`), `${args.join(' ')}:\n${output}`).toBe(true);
+        expect(output).toContain('options:\n');
+        expect(output).toContain('-h, --help');
+        expect(output).not.toContain('"level"');
+      }
+      expect(answers.find((a) => a.args.join(' ') === 'mcp --help')?.output).toContain('--http');
+      // Nothing started: no database, no sandbox tokens, no lock in the data folder.
+      expect(await readdir(dataDir)).toEqual([]);
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('prints the package version for --version', async () => {
+    const { version } = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const proc = runHerald(['--version'], {}, { built: true });
+    expect((await proc.exited).code).toBe(0);
+    expect(proc.output()).toBe(`${version}\n`);
+  });
+
+  it('refuses an option a command does not take, saying where settings come from', async () => {
+    const proc = runHerald(['serve', '--port', '9000'], {}, { built: true });
+    expect((await proc.exited).code).toBe(2);
+    expect(proc.output()).toBe('herald serve: unexpected "--port": settings come from the environment (see herald serve --help)\n');
   });
 
   it('loads no Discord client, web framework or database driver for --help: the CLI imports those per command', async () => {
