@@ -4,7 +4,8 @@ import path from 'node:path';
 import type { Herald } from './app.js';
 import { packageVersion, parseArgs } from './cli-help.js';
 import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, type Config } from './config.js';
-import { checkPortFree, discordTokenRejected, listenProblem, StartupError } from './platform/startup.js';
+import { checkDataDir } from './platform/db/data-dir-lock.js';
+import { checkPortFree, checkPortsFree, discordTokenRejected, listenProblem, StartupError } from './platform/startup.js';
 
 // Each command imports only the modules it runs (dynamic imports below), so `herald --help` and
 // `herald mcp` start without loading discord.js, Koa or the database drivers.
@@ -103,9 +104,15 @@ async function main(argv: string[]): Promise<number> {
         console.error('herald: DISCORD_TOKEN is not set: `herald dispatch` needs the bot token (sandbox mode runs everything in one `herald serve`)');
         return 2;
       }
-      // A port in use stops start-up before anything else starts, naming the variable to change.
-      if (command === 'serve') await checkPortFree(config.host, config.port, 'PORT');
-      if (sandboxMode) await checkPortFree(config.host, config.sandboxPort, 'HERALD_SANDBOX_PORT');
+      // What the operator must fix stops start-up before anything slow starts (Discord, the store,
+      // the gateway), naming the variable to change: every port, then the data folder.
+      await checkPortsFree([
+        ...(command === 'serve' ? [{ host: config.host, port: config.port, variable: 'PORT' }] : []),
+        ...(sandboxMode ? [{ host: config.host, port: config.sandboxPort, variable: 'HERALD_SANDBOX_PORT' }] : []),
+        ...(config.metricsPort !== undefined ? [{ host: config.metricsHost, port: config.metricsPort, variable: 'HERALD_METRICS_PORT' }] : []),
+      ]);
+      // Sandbox mode keeps its tokens and its Discord there even beside PostgreSQL.
+      if (config.databaseUrl === undefined || sandboxMode) await checkDataDir(config.dataDir, config.databaseUrl === undefined);
       const { createLogger } = await import('./platform/log.js');
       const log = createLogger(config.logLevel);
       let sandboxDiscord: import('./sandbox/sandbox.js').DiscordSandbox | undefined;

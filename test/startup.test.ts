@@ -1,4 +1,4 @@
-import { copyFile, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -13,6 +13,7 @@ import { client } from './support/client.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
 import { heraldEnv, IDS, newToken } from './support/herald.js';
 import { runCommand, runHerald, startHeraldProcess } from './support/process.js';
+import { freePort } from './support/ports.js';
 import { waitFor } from './support/wait.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -156,6 +157,69 @@ describe('start-up fails fast, in plain words', () => {
     } finally {
       taken.server.close();
     }
+  });
+
+  it('exits 2 naming HERALD_METRICS_PORT when the metrics port is in use, before anything starts', async () => {
+    const taken = await occupy();
+    try {
+      const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-port-'));
+      const started = Date.now();
+      const proc = runHerald(['serve'], { PORT: '0', HERALD_METRICS_PORT: String(taken.port), HERALD_DATA_DIR: dataDir }, { built: true });
+      expect((await proc.exited).code).toBe(2);
+      const elapsedMs = Date.now() - started;
+      expect(proc.output()).toBe(`herald: port ${taken.port} on 127.0.0.1 is already in use: set HERALD_METRICS_PORT to a free port (or off), or stop what is using it\n`);
+      // Nothing started: no sandbox tokens, no store, no log line; it took a moment, not a start-up.
+      await expect(readFile(path.join(dataDir, 'sandbox-tokens.json'))).rejects.toThrow(/ENOENT/);
+      expect(elapsedMs).toBeLessThan(10_000);
+    } finally {
+      taken.server.close();
+    }
+  });
+
+  it('exits 2 when two variables name one port', async () => {
+    const port = await freePort();
+    const proc = runHerald(['serve'], { PORT: String(port), HERALD_METRICS_PORT: String(port), HERALD_DATA_DIR: path.join(tmpdir(), 'unused') }, { built: true });
+    expect((await proc.exited).code).toBe(2);
+    expect(proc.output()).toBe(`herald: PORT and HERALD_METRICS_PORT are both ${port}: give each its own port\n`);
+  });
+
+  it('exits 2 saying what to do when another process holds the data folder', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-locked-'));
+    try {
+      // A live process (this one) holds the lock, as a running Herald would.
+      await writeFile(path.join(dataDir, 'pglite.lock'), String(process.pid));
+      const expected = `herald: HERALD_DATA_DIR (${dataDir}) is in use by process ${process.pid}: embedded PGlite serves one process. Stop that process, set HERALD_DATA_DIR to another folder, or set DATABASE_URL to share one PostgreSQL database\n`;
+      for (const command of ['serve', 'migrate']) {
+        const proc = runHerald([command], { PORT: '0', HERALD_DATA_DIR: dataDir }, { built: true });
+        expect({ command, exit: await proc.exited }).toEqual({ command, exit: { code: 2, signal: null } });
+        expect(proc.output()).toBe(expected);
+      }
+      expect((await readdir(dataDir)).sort()).toEqual(['pglite.lock']);
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('exits 2 saying what to do when HERALD_DATA_DIR cannot be written', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'herald-notdir-'));
+    try {
+      await writeFile(path.join(dir, 'file'), '');
+      const dataDir = path.join(dir, 'file', 'data');
+      const proc = runHerald(['serve'], { PORT: '0', HERALD_DATA_DIR: dataDir }, { built: true });
+      expect((await proc.exited).code).toBe(2);
+      expect(proc.output()).toBe(`herald: cannot write to HERALD_DATA_DIR (${dataDir}): ENOTDIR: set HERALD_DATA_DIR to a folder Herald may write\n`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('exits 2 saying what to do when the database cannot be reached', async () => {
+    const url = `postgres://herald@127.0.0.1:${await freePort()}/herald`;
+    const proc = runHerald(['migrate'], { DATABASE_URL: url, HERALD_DB_STARTUP_TIMEOUT_MS: '0' }, { built: true });
+    expect((await proc.exited).code).toBe(2);
+    expect(proc.output()).toContain(`herald: cannot reach the database at DATABASE_URL (${url}): connect ECONNREFUSED`);
+    expect(proc.output()).toContain(': start PostgreSQL there, or set DATABASE_URL to where it runs\n');
+    expect(proc.output()).not.toMatch(STACK_LINE);
   });
 
   it('stops with "Discord rejected DISCORD_TOKEN (401)" when Discord refuses the token', async () => {

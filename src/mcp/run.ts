@@ -9,6 +9,7 @@ import { isAuthorized } from '../platform/http/auth.js';
 import { createMcpServer, type McpServerDeps } from './server.js';
 import { McpState } from './state.js';
 import { errorSummary } from '../platform/errors.js';
+import { listenProblem } from '../platform/startup.js';
 
 /** Labels this server's calls in the archive's action log. */
 const MCP_CLIENT = { 'x-herald-client': 'mcp' };
@@ -67,7 +68,7 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
       });
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err) => reject(listenProblem(err, config.host, config.mcpPort, 'HERALD_MCP_PORT') ?? err));
     server.listen(config.mcpPort, config.host, () => resolve());
   });
   const url = `http://${config.host}:${(server.address() as AddressInfo).port}/mcp`;
