@@ -3,7 +3,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Herald } from './app.js';
 import { packageVersion, parseArgs } from './cli-help.js';
-import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, type Config } from './config.js';
+import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, unknownVariables, type Config } from './config.js';
 import { checkDataDir } from './platform/db/data-dir-lock.js';
 import { checkPortFree, checkPortsFree, discordTokenRejected, listenProblem, StartupError } from './platform/startup.js';
 
@@ -26,6 +26,10 @@ async function main(argv: string[]): Promise<number> {
       break;
   }
   const { command } = invocation;
+  // A misspelled variable would otherwise be silently ignored (and its default used).
+  for (const { name, suggestion } of unknownVariables()) {
+    console.error(`herald: warning: ${name} is not a Herald variable and is ignored${suggestion !== undefined ? `: did you mean ${suggestion}?` : ' (README.md, Configuration, lists them all)'}`);
+  }
   let config: Config;
   try {
     config = loadConfig();
