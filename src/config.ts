@@ -82,7 +82,8 @@ export interface Config {
   readonly mcpStatePath: string;
   /**
    * `HERALD_MCP_WAIT_MS`: how long a sending tool waits for delivered/failed before answering with the
-   * request_id; `herald mcp` also retries an unreachable bridge this long (at least 30 s).
+   * request_id; `herald mcp` also rides out a restart of the bridge this long (at least 30 s). A
+   * bridge it has not reached yet, or found down last time, it reports after 2 s instead.
    */
   readonly mcpWaitMs: number;
   /** `HERALD_MCP_PORT`: port of `herald mcp --http` (Streamable HTTP). Default 8790. */
