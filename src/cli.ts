@@ -155,7 +155,7 @@ async function main(argv: string[]): Promise<number> {
         sandboxDiscord.destinations = async () => (await listDestinations(db)).map(({ guild_id, destination, channel_id }) => ({ guild_id, destination, channel_id }));
       }
       if (command === 'serve') printBanner(config, herald, supplied, sandbox);
-      log.info({ url: herald.url, sandbox: sandbox?.url, store: herald.store.kind, role: command }, 'herald started');
+      log.info({ url: herald.url, sandbox: sandbox?.url, metrics: herald.metricsUrl, store: herald.store.kind, role: command }, 'herald started');
       await waitForSignal();
       log.info('stopping: no new claims; finishing in-flight deliveries');
       await herald.close();
@@ -200,20 +200,29 @@ interface SandboxInfo {
   close(): Promise<void>;
 }
 
+/** The request_id of the banner's "Try it" post. */
+const BANNER_REQUEST_ID = 'f'.repeat(64);
+
 function printBanner(config: Config, herald: Herald, supplied: { bridge: boolean; admin: boolean }, sandbox: SandboxInfo | undefined): void {
   // Never echo a secret from the environment: it would end up in terminal scrollback and logs.
   const token = (name: string, value: string | undefined, fromEnvironment: boolean): string =>
     fromEnvironment ? `  ${name}: (from your environment)` : `  export ${name}=${value ?? ''}`;
+  // Every place an operator opens, one per line, the labels aligned.
+  const place = (label: string, where: string): string => `  ${`${label}:`.padEnd(17)}${where}`;
   const lines = [
     '',
     `Herald is running (${herald.store.kind === 'pglite' ? `embedded PGlite in ${config.dataDir}` : 'PostgreSQL'}).`,
-    `  API:            ${herald.url}/mcp/`,
-    `  API docs:       ${herald.url}/docs`,
+    place('API', `${herald.url}/mcp/`),
+    place('API docs', `${herald.url}/docs`),
+    place('Archive UI', `${herald.url}/ui/archive  (sign in with HERALD_ADMIN_TOKEN)`),
+    ...(herald.metricsUrl !== undefined
+      ? [place('Status page', `${herald.metricsUrl}/`), place('Metrics', `${herald.metricsUrl}/metrics  (Prometheus)`)]
+      : [place('Metrics', 'off (HERALD_METRICS_PORT=off)')]),
   ];
   if (sandbox !== undefined) {
     const SANDBOX_IDS = sandbox.ids;
     lines.push(
-      `  Discord sandbox: ${sandbox.url}/sandbox  (no DISCORD_TOKEN: messages go to this local Discord)`,
+      place('Discord sandbox', `${sandbox.url}/sandbox  (no DISCORD_TOKEN: messages go to this local Discord)`),
       '',
       `Tokens (sandbox mode; kept in ${path.join(config.dataDir, 'sandbox-tokens.json')}):`,
       token('MCP_BRIDGE_TOKEN', config.bridgeToken, supplied.bridge),
@@ -221,7 +230,9 @@ function printBanner(config: Config, herald: Herald, supplied: { bridge: boolean
       '',
       'Try it:',
       `  curl -X PUT -H "Authorization: Bearer $HERALD_ADMIN_TOKEN" -d '{"channel_id":"${SANDBOX_IDS.channels.alerts}"}' ${herald.url}/admin/destinations/${SANDBOX_IDS.guild}/alerts`,
-      `  curl -H "Authorization: Bearer $MCP_BRIDGE_TOKEN" -d '{"request_id":"${'a'.repeat(64)}","kind":"post","target":{"guild_id":"${SANDBOX_IDS.guild}","destination":"alerts"},"body":{"content":"hello"}}' ${herald.url}/mcp/deliveries`,
+      // An id no other example uses (README, Swagger): the same id with another body would be refused (422).
+      `  curl -H "Authorization: Bearer $MCP_BRIDGE_TOKEN" -d '{"request_id":"${BANNER_REQUEST_ID}","kind":"post","target":{"guild_id":"${SANDBOX_IDS.guild}","destination":"alerts"},"body":{"content":"hello"}}' ${herald.url}/mcp/deliveries`,
+      `  curl -H "Authorization: Bearer $MCP_BRIDGE_TOKEN" ${herald.url}/mcp/deliveries/${BANNER_REQUEST_ID}`,
     );
   }
   console.log(`${lines.join('\n')}\n`);
