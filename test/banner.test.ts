@@ -63,13 +63,15 @@ describe('the sandbox banner of `herald serve`', () => {
     }
   });
 
-  it('is the banner the README shows (ports, folder and tokens aside)', async () => {
+  it('is the banner the README shows (ports, folder, store and tokens aside)', async () => {
     const origin = (label: string): string => new URL(/^ {2}[A-Za-z ]+: +(http:\/\/\S+)/m.exec(banner.slice(banner.indexOf(`  ${label}:`)))?.[1] ?? '').origin;
     const normalized = banner
       .replaceAll(origin('API'), 'http://127.0.0.1:8787')
       .replaceAll(origin('Discord sandbox'), 'http://127.0.0.1:8788')
       .replaceAll(origin('Status page'), 'http://127.0.0.1:8789')
       .replaceAll(db.dataDir, '/path/to/herald/data')
+      // On PostgreSQL (TEST_DATABASE_URL) the first line names it; the README shows a new user's PGlite.
+      .replace('Herald is running (PostgreSQL).', 'Herald is running (embedded PGlite in /path/to/herald/data).')
       .replace(/(export [A-Z_]+=)\S+/g, '$1…')
       .replace('  MCP_BRIDGE_TOKEN: (from your environment)', '  export MCP_BRIDGE_TOKEN=…');
     const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
