@@ -2,32 +2,33 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Herald } from './app.js';
-import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, type Config } from './config.js';
-import { checkPortFree, discordTokenRejected, listenProblem, StartupError } from './platform/startup.js';
+import { packageVersion, parseArgs } from './cli-help.js';
+import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, unknownVariables, type Config } from './config.js';
+import { checkDataDir } from './platform/db/data-dir-lock.js';
+import { checkPortFree, checkPortsFree, discordTokenRejected, listenProblem, StartupError } from './platform/startup.js';
 
 // Each command imports only the modules it runs (dynamic imports below), so `herald --help` and
 // `herald mcp` start without loading discord.js, Koa or the database drivers.
 
-const USAGE = `usage: herald <command>
-
-commands:
-  serve      serve the API and dispatch deliveries (the default)
-  dispatch   dispatch deliveries only (run several against one DATABASE_URL to scale out)
-  migrate    apply database migrations and exit
-  mcp [--http]
-             the MCP server for agents: stdio by default, or Streamable HTTP at
-             http://HOST:HERALD_MCP_PORT/mcp (bearer HERALD_MCP_TOKEN)
-  commands register
-             register the slash commands (/agent, /destinations) with Discord
-             (serve also does this when it connects to the gateway)
-
-Configuration comes from the environment; see README.md.`;
-
 async function main(argv: string[]): Promise<number> {
-  const command = argv[0] ?? 'serve';
-  if (command === '--help' || command === '-h' || command === 'help') {
-    console.log(USAGE);
-    return 0;
+  const invocation = parseArgs(argv);
+  switch (invocation.kind) {
+    case 'help':
+      console.log(invocation.text);
+      return 0;
+    case 'version':
+      console.log(await packageVersion());
+      return 0;
+    case 'usage-error':
+      console.error(invocation.message);
+      return 2;
+    case 'run':
+      break;
+  }
+  const { command } = invocation;
+  // A misspelled variable would otherwise be silently ignored (and its default used).
+  for (const { name, suggestion } of unknownVariables()) {
+    console.error(`herald: warning: ${name} is not a Herald variable and is ignored${suggestion !== undefined ? `: did you mean ${suggestion}?` : ' (README.md, Configuration, lists them all)'}`);
   }
   let config: Config;
   try {
@@ -64,7 +65,7 @@ async function main(argv: string[]): Promise<number> {
         console.error('herald: MCP_BRIDGE_TOKEN is not set (and no sandbox token was found in HERALD_DATA_DIR)');
         return 2;
       }
-      if (argv[1] === '--http') {
+      if (invocation.http) {
         if (config.mcpToken === undefined) {
           console.error('herald: HERALD_MCP_TOKEN must be set for --http (at least 43 base64url characters)');
           return 2;
@@ -73,17 +74,17 @@ async function main(argv: string[]): Promise<number> {
         const { url, server } = await startHttp(config, bridgeToken, config.mcpToken, log);
         console.error(`herald mcp: Streamable HTTP at ${url} (Authorization: Bearer $HERALD_MCP_TOKEN)`);
         await waitForSignal();
-        await new Promise<void>((resolve) => server.close(() => resolve()));
+        // Idle keep-alive connections of MCP clients would hold close() open.
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeIdleConnections();
+        });
         return 0;
       }
       await runStdio(config, bridgeToken, log);
       return 0;
     }
     case 'commands': {
-      if (argv[1] !== 'register') {
-        console.error(`herald: usage: herald commands register`);
-        return 2;
-      }
       if (config.discordToken === undefined) {
         console.error('herald: DISCORD_TOKEN is not set (sandbox mode registers its commands itself at start-up)');
         return 2;
@@ -107,9 +108,15 @@ async function main(argv: string[]): Promise<number> {
         console.error('herald: DISCORD_TOKEN is not set: `herald dispatch` needs the bot token (sandbox mode runs everything in one `herald serve`)');
         return 2;
       }
-      // A port in use stops start-up before anything else starts, naming the variable to change.
-      if (command === 'serve') await checkPortFree(config.host, config.port, 'PORT');
-      if (sandboxMode) await checkPortFree(config.host, config.sandboxPort, 'HERALD_SANDBOX_PORT');
+      // What the operator must fix stops start-up before anything slow starts (Discord, the store,
+      // the gateway), naming the variable to change: every port, then the data folder.
+      await checkPortsFree([
+        ...(command === 'serve' ? [{ host: config.host, port: config.port, variable: 'PORT' }] : []),
+        ...(sandboxMode ? [{ host: config.host, port: config.sandboxPort, variable: 'HERALD_SANDBOX_PORT' }] : []),
+        ...(config.metricsPort !== undefined ? [{ host: config.metricsHost, port: config.metricsPort, variable: 'HERALD_METRICS_PORT' }] : []),
+      ]);
+      // Sandbox mode keeps its tokens and its Discord there even beside PostgreSQL.
+      if (config.databaseUrl === undefined || sandboxMode) await checkDataDir(config.dataDir, config.databaseUrl === undefined);
       const { createLogger } = await import('./platform/log.js');
       const log = createLogger(config.logLevel);
       let sandboxDiscord: import('./sandbox/sandbox.js').DiscordSandbox | undefined;
@@ -148,7 +155,7 @@ async function main(argv: string[]): Promise<number> {
         sandboxDiscord.destinations = async () => (await listDestinations(db)).map(({ guild_id, destination, channel_id }) => ({ guild_id, destination, channel_id }));
       }
       if (command === 'serve') printBanner(config, herald, supplied, sandbox);
-      log.info({ url: herald.url, sandbox: sandbox?.url, store: herald.store.kind, role: command }, 'herald started');
+      log.info({ url: herald.url, sandbox: sandbox?.url, metrics: herald.metricsUrl, store: herald.store.kind, role: command }, 'herald started');
       await waitForSignal();
       log.info('stopping: no new claims; finishing in-flight deliveries');
       await herald.close();
@@ -156,9 +163,6 @@ async function main(argv: string[]): Promise<number> {
       log.info('stopped');
       return 0;
     }
-    default:
-      console.error(`herald: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
-      return 2;
   }
 }
 
@@ -196,20 +200,29 @@ interface SandboxInfo {
   close(): Promise<void>;
 }
 
+/** The request_id of the banner's "Try it" post. */
+const BANNER_REQUEST_ID = 'f'.repeat(64);
+
 function printBanner(config: Config, herald: Herald, supplied: { bridge: boolean; admin: boolean }, sandbox: SandboxInfo | undefined): void {
   // Never echo a secret from the environment: it would end up in terminal scrollback and logs.
   const token = (name: string, value: string | undefined, fromEnvironment: boolean): string =>
     fromEnvironment ? `  ${name}: (from your environment)` : `  export ${name}=${value ?? ''}`;
+  // Every place an operator opens, one per line, the labels aligned.
+  const place = (label: string, where: string): string => `  ${`${label}:`.padEnd(17)}${where}`;
   const lines = [
     '',
     `Herald is running (${herald.store.kind === 'pglite' ? `embedded PGlite in ${config.dataDir}` : 'PostgreSQL'}).`,
-    `  API:            ${herald.url}/mcp/`,
-    `  API docs:       ${herald.url}/docs`,
+    place('API', `${herald.url}/mcp/`),
+    place('API docs', `${herald.url}/docs`),
+    place('Archive UI', `${herald.url}/ui/archive  (sign in with HERALD_ADMIN_TOKEN)`),
+    ...(herald.metricsUrl !== undefined
+      ? [place('Status page', `${herald.metricsUrl}/`), place('Metrics', `${herald.metricsUrl}/metrics  (Prometheus)`)]
+      : [place('Metrics', 'off (HERALD_METRICS_PORT=off)')]),
   ];
   if (sandbox !== undefined) {
     const SANDBOX_IDS = sandbox.ids;
     lines.push(
-      `  Discord sandbox: ${sandbox.url}/sandbox  (no DISCORD_TOKEN: messages go to this local Discord)`,
+      place('Discord sandbox', `${sandbox.url}/sandbox  (no DISCORD_TOKEN: messages go to this local Discord)`),
       '',
       `Tokens (sandbox mode; kept in ${path.join(config.dataDir, 'sandbox-tokens.json')}):`,
       token('MCP_BRIDGE_TOKEN', config.bridgeToken, supplied.bridge),
@@ -217,16 +230,39 @@ function printBanner(config: Config, herald: Herald, supplied: { bridge: boolean
       '',
       'Try it:',
       `  curl -X PUT -H "Authorization: Bearer $HERALD_ADMIN_TOKEN" -d '{"channel_id":"${SANDBOX_IDS.channels.alerts}"}' ${herald.url}/admin/destinations/${SANDBOX_IDS.guild}/alerts`,
-      `  curl -H "Authorization: Bearer $MCP_BRIDGE_TOKEN" -d '{"request_id":"${'a'.repeat(64)}","kind":"post","target":{"guild_id":"${SANDBOX_IDS.guild}","destination":"alerts"},"body":{"content":"hello"}}' ${herald.url}/mcp/deliveries`,
+      // An id no other example uses (README, Swagger): the same id with another body would be refused (422).
+      `  curl -H "Authorization: Bearer $MCP_BRIDGE_TOKEN" -d '{"request_id":"${BANNER_REQUEST_ID}","kind":"post","target":{"guild_id":"${SANDBOX_IDS.guild}","destination":"alerts"},"body":{"content":"hello"}}' ${herald.url}/mcp/deliveries`,
+      `  curl -H "Authorization: Bearer $MCP_BRIDGE_TOKEN" ${herald.url}/mcp/deliveries/${BANNER_REQUEST_ID}`,
     );
   }
   console.log(`${lines.join('\n')}\n`);
 }
 
+/**
+ * Resolves on the first SIGTERM or SIGINT. The handlers stay installed until the process exits:
+ * a Ctrl-C under `npm start` reaches Herald twice (the terminal signals the whole process group,
+ * and npm relays what it got to its child), and with no handler left the second one would kill
+ * Herald halfway through its graceful stop. The stop is bounded (HERALD_SHUTDOWN_GRACE_MS), so a
+ * repeated signal does not cut it short either; SIGKILL does.
+ */
 function waitForSignal(): Promise<void> {
   return new Promise((resolve) => {
-    process.once('SIGTERM', () => resolve());
-    process.once('SIGINT', () => resolve());
+    let first: number | undefined;
+    let told = false;
+    const onSignal = (): void => {
+      if (first === undefined) {
+        first = Date.now();
+        resolve();
+        return;
+      }
+      // A relayed copy arrives within milliseconds; a person pressing Ctrl-C again is told once.
+      if (!told && Date.now() - first > 1_000) {
+        told = true;
+        console.error(`herald: already stopping (in-flight work gets up to HERALD_SHUTDOWN_GRACE_MS to finish); kill -9 ${process.pid} stops at once`);
+      }
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
   });
 }
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // The package's own export (built by `npm run build`, which `npm ci` runs as prepare).
 import { createBridgeClient } from 'herald/client';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
+import { freePort } from './support/ports.js';
 
 describe('the generated bridge client (herald/client)', () => {
   let h: TestHerald;
@@ -46,8 +47,10 @@ describe('the generated bridge client (herald/client)', () => {
     expect(new Set(seen).size).toBe(1);
     expect(JSON.parse(seen[0] ?? '{}')).toMatchObject({ request_id: id });
 
-    const down = createBridgeClient({ baseUrl: 'http://127.0.0.1:9', token: h.bridgeToken, retries: 2, backoffMs: 1 });
-    expect(await down.capabilities()).toEqual({ ok: false, status: 0, error: 'bridge unreachable' });
+    const port = await freePort();
+    const down = createBridgeClient({ baseUrl: `http://127.0.0.1:${port}`, token: h.bridgeToken, retries: 2, backoffMs: 1 });
+    // Where it looked and what the network said, for the person who must start it or point elsewhere.
+    expect(await down.capabilities()).toEqual({ ok: false, status: 0, error: 'bridge unreachable', url: `http://127.0.0.1:${port}`, cause: `connect ECONNREFUSED 127.0.0.1:${port}` });
   });
 
   it('with retryForMs, keeps retrying an unreachable bridge for that long, whatever the jitter', async () => {
@@ -58,8 +61,35 @@ describe('the generated bridge client (herald/client)', () => {
     };
     const down = createBridgeClient({ baseUrl: 'http://127.0.0.1:9', token: h.bridgeToken, backoffMs: 1, retryForMs: 400, fetch: refused });
     const started = Date.now();
-    expect(await down.capabilities()).toEqual({ ok: false, status: 0, error: 'bridge unreachable' });
+    expect(await down.capabilities()).toMatchObject({ ok: false, status: 0, error: 'bridge unreachable' });
     expect(Date.now() - started).toBeGreaterThanOrEqual(400);
     expect(tries).toBeGreaterThan(5);
+  });
+
+  it('with unreachableRetryForMs, rides out only a bridge that was answering: one never reached, or down last time, is reported at once', async () => {
+    let up = false;
+    const bridgeFetch: typeof fetch = async (input, init) => {
+      if (!up) throw new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' }) });
+      return fetch(new Request(input, init));
+    };
+    const bridge = createBridgeClient({ baseUrl: h.url, token: h.bridgeToken, backoffMs: 1, retryForMs: 1_500, unreachableRetryForMs: 100, fetch: bridgeFetch });
+    const timed = async <T>(call: () => Promise<T>): Promise<{ result: T; ms: number }> => {
+      const started = Date.now();
+      const result = await call();
+      return { result, ms: Date.now() - started };
+    };
+    // Never reached: about unreachableRetryForMs.
+    const first = await timed(() => bridge.capabilities());
+    expect(first.result).toMatchObject({ ok: false, status: 0, cause: 'connect ECONNREFUSED 127.0.0.1:9' });
+    expect(first.ms).toBeLessThan(1_000);
+    // Answering, then gone: ridden out for retryForMs.
+    up = true;
+    expect((await bridge.capabilities()).ok).toBe(true);
+    up = false;
+    const gone = await timed(() => bridge.capabilities());
+    expect(gone.result).toMatchObject({ ok: false, status: 0 });
+    expect(gone.ms).toBeGreaterThanOrEqual(1_500);
+    // Found down last time: reported at once again.
+    expect((await timed(() => bridge.capabilities())).ms).toBeLessThan(1_000);
   });
 });

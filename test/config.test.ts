@@ -1,5 +1,9 @@
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { COMMAND_HELP, USAGE } from '../src/cli-help.js';
+import { ConfigError, knownVariables, loadConfig, unknownVariables } from '../src/config.js';
 import { FailureThrottle } from '../src/platform/http/auth.js';
 import { runHerald } from './support/process.js';
 
@@ -65,6 +69,74 @@ describe('configuration', () => {
     const { code } = await proc.exited;
     expect(code).toBe(2);
     expect(proc.output()).toMatch(/MCP_BRIDGE_TOKEN is too weak: it must be at least 43 base64url characters/);
+    expect(proc.output()).not.toContain(weak);
+  });
+});
+
+describe('variables Herald does not know', () => {
+  const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+  const NAME = /\b(?:(?:HERALD|DISCORD|MCP)_[A-Z0-9_]*[A-Z0-9]|PORT|HOST|DATABASE_URL|LOG_LEVEL)\b/g;
+
+  it('knows every variable config.ts documents, the README lists, the CLI help names, or the code and tests read', async () => {
+    const known = knownVariables();
+    const configSource = await readFile(path.join(ROOT, 'src/config.ts'), 'utf8');
+    const documented = [...configSource.matchAll(/\/\*\*\s*(?:\*\s*)?`([A-Z][A-Z0-9_]+)`:/g)].map((m) => m[1]);
+    expect(documented.length).toBeGreaterThan(50);
+    const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
+    const listed = [...readme.matchAll(/^\| `([A-Z][A-Z0-9_]+)` \|/gm)].map((m) => m[1]);
+    expect(listed.length).toBeGreaterThan(50);
+    const inHelp = [USAGE, ...Object.values(COMMAND_HELP)].flatMap((text) => text.match(NAME) ?? []);
+    // In the code and the tests: a quoted name with Herald's prefixes, or a read of process.env.
+    const quoted: string[] = [];
+    for (const dir of ['src', 'test', 'bin']) {
+      for (const file of await readdir(path.join(ROOT, dir), { recursive: true })) {
+        // This file misspells names on purpose.
+        if (!/\.(ts|js)$/.test(file) || file === 'config.test.ts') continue;
+        const code = await readFile(path.join(ROOT, dir, file), 'utf8');
+        for (const m of code.matchAll(/['"`]((?:HERALD|DISCORD|MCP)_[A-Z0-9_]+)['"`]|process\.env(?:\.|\[')([A-Z][A-Z0-9_]+)/g)) quoted.push(`${file}: ${m[1] ?? m[2]}`);
+      }
+    }
+    expect(quoted.length).toBeGreaterThan(50);
+    const elsewhere = ['TEST_DATABASE_URL', 'TEST_LOG_LEVEL', 'PG_BIN', 'CHROMIUM_PATH', 'BENCH_MODE', 'BENCH_POOL', 'PATH', 'HOME', 'TMPDIR'];
+    expect(quoted.filter((q) => { const name = q.split(': ')[1] ?? ''; return !known.includes(name) && !elsewhere.includes(name); })).toEqual([]);
+    expect([...documented, ...listed, ...inHelp].filter((name) => name === undefined || !known.includes(name))).toEqual([]);
+    // And the other way round: every variable Herald reads is documented in both places (but the test harness's own).
+    expect(known.filter((name) => !documented.includes(name) || !listed.includes(name))).toEqual(['HERALD_TEST_RUN_DIR']);
+  });
+
+  it('names each unknown HERALD_/DISCORD_/MCP_ variable, with the closest known name when one is close', () => {
+    expect(
+      unknownVariables({
+        HERALD_COMAND_EXECUTION_ENABLED: 'true',
+        HERALD_METRIC_PORT: '9100',
+        HERALD_IRC_CHANNEL: '#agents',
+        HERALD_DATABASE_URL: 'postgres://x',
+        HERALD_PORT: '9000',
+        DISCORD_BOT_TOKEN: 'secret',
+        MCP_TOKEN: 'secret',
+        HERALD_COMMAND_EXECUTION_ENABLED: 'true',
+        PATH: '/bin',
+        PORTS: '1',
+      }),
+    ).toEqual([
+      { name: 'DISCORD_BOT_TOKEN', suggestion: 'DISCORD_TOKEN' },
+      { name: 'HERALD_COMAND_EXECUTION_ENABLED', suggestion: 'HERALD_COMMAND_EXECUTION_ENABLED' },
+      { name: 'HERALD_DATABASE_URL', suggestion: 'DATABASE_URL' },
+      { name: 'HERALD_IRC_CHANNEL', suggestion: 'HERALD_IRC_CHANNELS' },
+      { name: 'HERALD_METRIC_PORT', suggestion: 'HERALD_METRICS_PORT' },
+      { name: 'HERALD_PORT', suggestion: 'PORT' },
+      { name: 'MCP_TOKEN', suggestion: undefined },
+    ]);
+    expect(unknownVariables({ HERALD_COMMAND_EXECUTION_ENABLED: 'true', DISCORD_TOKEN: 'x', MCP_BRIDGE_TOKEN: 'y' })).toEqual([]);
+  });
+
+  it('warns at start-up, naming the closest known variable and never a value, even beside a configuration error', async () => {
+    const weak = 'hunter2-is-my-password';
+    const proc = runHerald(['serve'], { HERALD_COMAND_EXECUTION_ENABLED: 'true', DISCORD_BOT_TOKEN: weak, MCP_BRIDGE_TOKEN: weak, PORT: '0' }, { built: true });
+    expect((await proc.exited).code).toBe(2);
+    expect(proc.output()).toContain('herald: warning: HERALD_COMAND_EXECUTION_ENABLED is not a Herald variable and is ignored: did you mean HERALD_COMMAND_EXECUTION_ENABLED?\n');
+    expect(proc.output()).toContain('herald: warning: DISCORD_BOT_TOKEN is not a Herald variable and is ignored: did you mean DISCORD_TOKEN?\n');
+    expect(proc.output()).toContain('MCP_BRIDGE_TOKEN is too weak');
     expect(proc.output()).not.toContain(weak);
   });
 });

@@ -197,6 +197,30 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   });
 });
 
+describe('herald mcp when Herald is not running', () => {
+  it('answers each call within a few seconds, naming the URL it tried and HERALD_URL', async () => {
+    const stateDir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-down-'));
+    onTestFinished(() => rm(stateDir, { recursive: true, force: true }));
+    const url = `http://127.0.0.1:${await freePort()}`;
+    const mcp = await stdioClient({ HERALD_URL: url, MCP_BRIDGE_TOKEN: newToken(), HERALD_MCP_STATE: path.join(stateDir, 's.json') });
+    onTestFinished(() => mcp.close());
+    for (const [name, args] of [
+      ['get_capabilities', {}],
+      ['post_message', { guild_id: IDS.guild, destination: 'alerts', content: 'nobody home' }],
+      ['get_delivery', { request_id: 'a'.repeat(64) }],
+    ] as const) {
+      const started = Date.now();
+      const result = (await mcp.callTool({ name, arguments: args })) as ToolResult;
+      const ms = Date.now() - started;
+      expect(result.isError, name).toBe(true);
+      expect(textOf(result)).toContain(`Herald could not be reached at ${url} (connect ECONNREFUSED 127.0.0.1:${new URL(url).port}). `);
+      expect(textOf(result)).toContain('set HERALD_URL for this MCP server to its address');
+      // The retry budget for a Herald never reached is 2 s; the rest is a busy machine's slack.
+      expect(ms, name).toBeLessThan(8_000);
+    }
+  });
+});
+
 describe('herald mcp when the bridge is killed during post_message', () => {
   // Three bridge start-ups and two recoveries: on a busy 2-core machine each start-up alone can take
   // tens of seconds, so every wait below is on a condition, with a budget that allows for that.

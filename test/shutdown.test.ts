@@ -35,6 +35,22 @@ describe('SIGTERM', () => {
     expect(p.output()).toContain('"state":"delivered"');
   });
 
+  it('finishes the same graceful stop on SIGINT when a second SIGINT arrives during it (npm relays the one a Ctrl-C sent the group)', async () => {
+    const p = await startHeraldProcess(['serve'], env(), 60_000, { built: true });
+    await client(p.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
+    const id = newRequestId();
+    sandbox.inject({ method: 'POST', path: '/messages$', action: 'delay', ms: 1_500 });
+    await client(p.url ?? '', bridgeToken).post('/mcp/deliveries', post(id, `interrupted ${id}`));
+    await waitFor(() => sandbox.requests.some((r) => r.method === 'POST' && r.status === 0), 'the send to be under way');
+    process.kill(p.child.pid ?? 0, 'SIGINT');
+    await waitFor(() => p.output().includes('"msg":"stopping: no new claims; finishing in-flight deliveries"'), 'the stop to begin');
+    // What npm's relay does when it lands after Herald took the first signal.
+    process.kill(p.child.pid ?? 0, 'SIGINT');
+    expect(await p.exited).toEqual({ code: 0, signal: null });
+    expect(p.output()).toContain('"msg":"stopped"');
+    expect(sandbox.allMessages().filter((m) => m.content === `interrupted ${id}`)).toHaveLength(1);
+  });
+
   it('releases what cannot finish within the grace period, for the next process to deliver once', async () => {
     const p = await startHeraldProcess(['serve'], env({ HERALD_SHUTDOWN_GRACE_MS: '300' }));
     const id = newRequestId();

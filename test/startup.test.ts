@@ -1,4 +1,4 @@
-import { copyFile, mkdir, mkdtemp, readFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -13,6 +13,7 @@ import { client } from './support/client.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
 import { heraldEnv, IDS, newToken } from './support/herald.js';
 import { runCommand, runHerald, startHeraldProcess } from './support/process.js';
+import { freePort } from './support/ports.js';
 import { waitFor } from './support/wait.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -29,7 +30,60 @@ describe('the compiled CLI (bin/herald.js runs dist/, built by npm ci)', () => {
   it('prints its usage', async () => {
     const proc = runHerald(['--help'], {}, { built: true });
     expect((await proc.exited).code).toBe(0);
-    expect(proc.output()).toContain('usage: herald <command>');
+    expect(proc.output()).toContain('usage: herald [command] [options]');
+  });
+
+  it('answers --help and -h for every command with its usage and options, and starts nothing', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-help-'));
+    try {
+      // An environment each command would start in: sandbox mode, PGlite in dataDir, tokens for mcp.
+      const token = newToken();
+      const env = { HERALD_DATA_DIR: dataDir, MCP_BRIDGE_TOKEN: token, HERALD_MCP_TOKEN: token, PORT: '0', HERALD_MCP_PORT: '0' };
+      const asks = [
+        ['serve'],
+        ['dispatch'],
+        ['migrate'],
+        ['mcp'],
+        ['mcp', '--http'],
+        ['commands'],
+        ['commands', 'register'],
+      ].flatMap((args) => [
+        [...args, '--help'],
+        [...args, '-h'],
+      ]);
+      const answers = await Promise.all(
+        asks.map(async (args) => {
+          const proc = runHerald(args, env, { built: true });
+          return { args, exit: await proc.exited, output: proc.output() };
+        }),
+      );
+      for (const { args, exit, output } of answers) {
+        const command = args[0] === 'commands' ? 'commands register' : args[0];
+        expect({ args, exit }).toEqual({ args, exit: { code: 0, signal: null } });
+        expect(output.startsWith(`usage: herald ${command}`), `${args.join(' ')}:\n${output}`).toBe(true);
+        expect(output).toContain('options:\n');
+        expect(output).toContain('-h, --help');
+        expect(output).not.toContain('"level"');
+      }
+      expect(answers.find((a) => a.args.join(' ') === 'mcp --help')?.output).toContain('--http');
+      // Nothing started: no database, no sandbox tokens, no lock in the data folder.
+      expect(await readdir(dataDir)).toEqual([]);
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('prints the package version for --version', async () => {
+    const { version } = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const proc = runHerald(['--version'], {}, { built: true });
+    expect((await proc.exited).code).toBe(0);
+    expect(proc.output()).toBe(`${version}\n`);
+  });
+
+  it('refuses an option a command does not take, saying where settings come from', async () => {
+    const proc = runHerald(['serve', '--port', '9000'], {}, { built: true });
+    expect((await proc.exited).code).toBe(2);
+    expect(proc.output()).toBe('herald serve: unexpected "--port": settings come from the environment (see herald serve --help)\n');
   });
 
   it('loads no Discord client, web framework or database driver for --help: the CLI imports those per command', async () => {
@@ -103,6 +157,69 @@ describe('start-up fails fast, in plain words', () => {
     } finally {
       taken.server.close();
     }
+  });
+
+  it('exits 2 naming HERALD_METRICS_PORT when the metrics port is in use, before anything starts', async () => {
+    const taken = await occupy();
+    try {
+      const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-port-'));
+      const started = Date.now();
+      const proc = runHerald(['serve'], { PORT: '0', HERALD_METRICS_PORT: String(taken.port), HERALD_DATA_DIR: dataDir }, { built: true });
+      expect((await proc.exited).code).toBe(2);
+      const elapsedMs = Date.now() - started;
+      expect(proc.output()).toBe(`herald: port ${taken.port} on 127.0.0.1 is already in use: set HERALD_METRICS_PORT to a free port (or off), or stop what is using it\n`);
+      // Nothing started: no sandbox tokens, no store, no log line; it took a moment, not a start-up.
+      await expect(readFile(path.join(dataDir, 'sandbox-tokens.json'))).rejects.toThrow(/ENOENT/);
+      expect(elapsedMs).toBeLessThan(10_000);
+    } finally {
+      taken.server.close();
+    }
+  });
+
+  it('exits 2 when two variables name one port', async () => {
+    const port = await freePort();
+    const proc = runHerald(['serve'], { PORT: String(port), HERALD_METRICS_PORT: String(port), HERALD_DATA_DIR: path.join(tmpdir(), 'unused') }, { built: true });
+    expect((await proc.exited).code).toBe(2);
+    expect(proc.output()).toBe(`herald: PORT and HERALD_METRICS_PORT are both ${port}: give each its own port\n`);
+  });
+
+  it('exits 2 saying what to do when another process holds the data folder', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-locked-'));
+    try {
+      // A live process (this one) holds the lock, as a running Herald would.
+      await writeFile(path.join(dataDir, 'pglite.lock'), String(process.pid));
+      const expected = `herald: HERALD_DATA_DIR (${dataDir}) is in use by process ${process.pid}: embedded PGlite serves one process. Stop that process, set HERALD_DATA_DIR to another folder, or set DATABASE_URL to share one PostgreSQL database\n`;
+      for (const command of ['serve', 'migrate']) {
+        const proc = runHerald([command], { PORT: '0', HERALD_DATA_DIR: dataDir }, { built: true });
+        expect({ command, exit: await proc.exited }).toEqual({ command, exit: { code: 2, signal: null } });
+        expect(proc.output()).toBe(expected);
+      }
+      expect((await readdir(dataDir)).sort()).toEqual(['pglite.lock']);
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('exits 2 saying what to do when HERALD_DATA_DIR cannot be written', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'herald-notdir-'));
+    try {
+      await writeFile(path.join(dir, 'file'), '');
+      const dataDir = path.join(dir, 'file', 'data');
+      const proc = runHerald(['serve'], { PORT: '0', HERALD_DATA_DIR: dataDir }, { built: true });
+      expect((await proc.exited).code).toBe(2);
+      expect(proc.output()).toBe(`herald: cannot write to HERALD_DATA_DIR (${dataDir}): ENOTDIR: set HERALD_DATA_DIR to a folder Herald may write\n`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('exits 2 saying what to do when the database cannot be reached', async () => {
+    const url = `postgres://herald@127.0.0.1:${await freePort()}/herald`;
+    const proc = runHerald(['migrate'], { DATABASE_URL: url, HERALD_DB_STARTUP_TIMEOUT_MS: '0' }, { built: true });
+    expect((await proc.exited).code).toBe(2);
+    expect(proc.output()).toContain(`herald: cannot reach the database at DATABASE_URL (${url}): connect ECONNREFUSED`);
+    expect(proc.output()).toContain(': start PostgreSQL there, or set DATABASE_URL to where it runs\n');
+    expect(proc.output()).not.toMatch(STACK_LINE);
   });
 
   it('stops with "Discord rejected DISCORD_TOKEN (401)" when Discord refuses the token', async () => {
@@ -182,6 +299,45 @@ describe('npm start', () => {
     await sandbox?.close();
     await db?.drop();
   });
+
+  // A Ctrl-C in a terminal signals the whole process group: npm and Herald each get SIGINT, and
+  // npm relays its own to Herald as well. Sent to npm's pid alone, it reaches Herald only by the relay.
+  for (const [how, target] of [
+    ['Ctrl-C (SIGINT to the whole process group)', 'group'],
+    ['SIGINT to npm\'s pid alone', 'npm'],
+  ] as const) {
+    it(`finishes the graceful stop on ${how}`, async () => {
+      const env = heraldEnv({ sandbox, db, bridgeToken: newToken(), adminToken: newToken() }, { HERALD_GATEWAY: 'off', LOG_LEVEL: 'info' });
+      const npm = runCommand('npm', ['start'], env);
+      await waitFor(() => npm.output().includes('"msg":"herald started"'), 'npm start to start Herald', 120_000);
+      if (target === 'group') npm.kill('SIGINT');
+      else process.kill(npm.child.pid ?? 0, 'SIGINT');
+      expect(await npm.exited).toEqual({ code: 0, signal: null });
+      await npm.closed;
+      expect(npm.output()).toContain('"msg":"stopped"');
+    });
+  }
+
+  for (const [how, target] of [
+    ['Ctrl-C (SIGINT to the whole process group)', 'group'],
+    ['SIGINT to npm\'s pid alone', 'npm'],
+  ] as const) {
+    it(`stops \`npm run mcp -- --http\` on ${how}`, async () => {
+      const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-sigint-'));
+      try {
+        const token = newToken();
+        const npm = runCommand('npm', ['run', 'mcp', '--', '--http'], { MCP_BRIDGE_TOKEN: token, HERALD_MCP_TOKEN: token, HERALD_MCP_PORT: '0', HERALD_DATA_DIR: dataDir });
+        await waitFor(() => npm.output().includes('herald mcp: Streamable HTTP at'), 'the MCP server to listen', 60_000);
+        if (target === 'group') npm.kill('SIGINT');
+        else process.kill(npm.child.pid ?? 0, 'SIGINT');
+        expect(await npm.exited).toEqual({ code: 0, signal: null });
+        // Nothing left behind: every process of the group (npm, a shell, Herald) has exited.
+        await npm.closed;
+      } finally {
+        await rm(dataDir, { recursive: true, force: true });
+      }
+    });
+  }
 
   it('stops Herald when npm itself is sent SIGTERM (kill <pid of npm start>)', async () => {
     const env = heraldEnv({ sandbox, db, bridgeToken: newToken(), adminToken: newToken() }, { HERALD_GATEWAY: 'off', LOG_LEVEL: 'info' });

@@ -17,7 +17,7 @@ describe('embedded PGlite: one process per data folder', () => {
 
   it('refuses a second store on a folder in use, and frees it on close', async () => {
     const first = await openStore({ databaseUrl: undefined, dataDir: dir });
-    await expect(openStore({ databaseUrl: undefined, dataDir: dir })).rejects.toThrow(/is in use by process \d+: embedded PGlite serves one process; set DATABASE_URL/);
+    await expect(openStore({ databaseUrl: undefined, dataDir: dir })).rejects.toThrow(/is in use by process \d+: embedded PGlite serves one process\. Stop that process, set HERALD_DATA_DIR to another folder, or set DATABASE_URL/);
     await first.close();
     const again = await openStore({ databaseUrl: undefined, dataDir: dir });
     await again.close();

@@ -36,9 +36,10 @@ export type ChatMembers = Schemas['ChatMembers'];
 
 /**
  * A call's outcome: the protocol's answer as data, never a thrown string. `status` 0 means the
- * bridge could not be reached (after the retries).
+ * bridge could not be reached (after the retries): `url` is where it was looked for, `cause` what
+ * the network said (e.g. `connect ECONNREFUSED 127.0.0.1:8787`).
  */
-export type BridgeResult<T> = { ok: true; status: number; data: T } | { ok: false; status: number; error: string; body?: unknown };
+export type BridgeResult<T> = { ok: true; status: number; data: T } | { ok: false; status: number; error: string; body?: unknown; url?: string; cause?: string };
 
 /** Longest wait between two tries when retrying for a time (retryForMs). */
 const MAX_TIMED_BACKOFF_MS = 2_000;
@@ -57,6 +58,13 @@ export interface BridgeClientOptions {
    * out a bridge restart does not depend on how the jitter fell.
    */
   retryForMs?: number;
+  /**
+   * With retryForMs: while this client has not reached the bridge yet, or its last try found it
+   * down, retry an unreachable bridge only this long, so a bridge that is not running is said at
+   * once rather than waited for. retryForMs still rides out a restart of a bridge that was
+   * answering. Default: retryForMs.
+   */
+  unreachableRetryForMs?: number;
   fetch?: typeof fetch;
   /** Extra headers on every request (e.g. `X-Herald-Client: mcp`, which labels the archive's action log). */
   headers?: Record<string, string>;
@@ -71,18 +79,24 @@ export function createBridgeClient(options: BridgeClientOptions) {
   const retries = options.retries ?? 4;
   const backoffMs = options.backoffMs ?? 250;
   const baseFetch = options.fetch ?? fetch;
-  const retryForMs = options.retryForMs;
+  // Whether the bridge answered the last time it was asked (anything, even a 5xx, is an answer).
+  let answering = false;
   const retryingFetch = async (request: Request): Promise<Response> => {
     const started = Date.now();
+    const retryForMs = answering ? options.retryForMs : (options.unreachableRetryForMs ?? options.retryForMs);
     for (let attempt = 0; ; attempt++) {
       const left = retryForMs === undefined ? Infinity : started + retryForMs - Date.now();
       const last = retryForMs === undefined ? attempt >= retries : left <= 0;
       const delay = retryForMs === undefined ? Math.random() * backoffMs * 2 ** attempt : Math.min(left, Math.random() * Math.min(MAX_TIMED_BACKOFF_MS, backoffMs * 2 ** attempt));
       try {
         const response = await baseFetch(request.clone());
+        answering = true;
         if (response.status < 500 || last) return response;
       } catch (err) {
-        if (last) throw err;
+        if (last) {
+          answering = false;
+          throw err;
+        }
       }
       await new Promise((r) => setTimeout(r, delay));
     }
@@ -97,8 +111,8 @@ export function createBridgeClient(options: BridgeClientOptions) {
       if (response.status === 204) return { ok: true, status: 204, data: undefined as T };
       const reason = typeof error === 'object' && error !== null && 'error' in error ? String((error as { error: unknown }).error) : `HTTP ${response.status}`;
       return { ok: false, status: response.status, error: reason, ...(keepBody && typeof error === 'object' && error !== null ? { body: error } : {}) };
-    } catch {
-      return { ok: false, status: 0, error: 'bridge unreachable' };
+    } catch (err) {
+      return { ok: false, status: 0, error: 'bridge unreachable', url: options.baseUrl, cause: networkCause(err) };
     }
   }
 
@@ -149,3 +163,14 @@ export function createBridgeClient(options: BridgeClientOptions) {
 }
 
 export type BridgeClient = ReturnType<typeof createBridgeClient>;
+
+/** What the network said, from fetch's "fetch failed" down to the socket's error (ECONNREFUSED, ENOTFOUND, …). */
+function networkCause(err: unknown): string {
+  let deepest = 'no answer';
+  for (let e: unknown = err, depth = 0; typeof e === 'object' && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const { message, code } = e as { message?: unknown; code?: unknown };
+    if (typeof message === 'string' && message !== '' && message !== 'fetch failed') deepest = message;
+    else if (typeof code === 'string') deepest = code;
+  }
+  return deepest;
+}

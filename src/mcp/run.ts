@@ -9,14 +9,26 @@ import { isAuthorized } from '../platform/http/auth.js';
 import { createMcpServer, type McpServerDeps } from './server.js';
 import { McpState } from './state.js';
 import { errorSummary } from '../platform/errors.js';
+import { listenProblem } from '../platform/startup.js';
+
+/** How long a call retries a bridge this server has not reached yet (or found down last time). */
+const UNREACHABLE_RETRY_MS = 2_000;
 
 /** Labels this server's calls in the archive's action log. */
 const MCP_CLIENT = { 'x-herald-client': 'mcp' };
 
 async function deps(config: Config, bridgeToken: string, log: Logger): Promise<McpServerDeps> {
   return {
-    // Retries ride out a bridge restart: for as long as a tool waits for its outcome, at least 30 s.
-    bridge: createBridgeClient({ baseUrl: config.heraldUrl, token: bridgeToken, backoffMs: 250, retryForMs: Math.max(30_000, config.mcpWaitMs), headers: MCP_CLIENT }),
+    // Retries ride out a restart of a bridge that was answering: for as long as a tool waits for its
+    // outcome, at least 30 s. A bridge not reached yet, or down at the last try, is said at once.
+    bridge: createBridgeClient({
+      baseUrl: config.heraldUrl,
+      token: bridgeToken,
+      backoffMs: 250,
+      retryForMs: Math.max(30_000, config.mcpWaitMs),
+      unreachableRetryForMs: UNREACHABLE_RETRY_MS,
+      headers: MCP_CLIENT,
+    }),
     // The media archive's admin tier, only when the operator gave this server the admin token too.
     admin: config.adminToken === undefined ? undefined : createBridgeClient({ baseUrl: config.heraldUrl, token: config.adminToken, headers: MCP_CLIENT }),
     state: await McpState.open(config.mcpStatePath),
@@ -67,7 +79,7 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
       });
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err) => reject(listenProblem(err, config.host, config.mcpPort, 'HERALD_MCP_PORT') ?? err));
     server.listen(config.mcpPort, config.host, () => resolve());
   });
   const url = `http://${config.host}:${(server.address() as AddressInfo).port}/mcp`;

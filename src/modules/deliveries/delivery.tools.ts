@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, DeliveryRequest, DeliveryState } from '../../client/bridge-client.js';
-import { bridgeError, contractSchema, object, text, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, contractSchema, object, text, unreachable, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
 
 /** What these tools need from `herald mcp`: the bridge, the agent's own records, how long to wait. */
 export interface DeliveryToolDeps {
@@ -136,7 +136,7 @@ async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'requ
   const accepted = await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest);
   if (!accepted.ok) {
     if (accepted.status === 0) {
-      return text(`Herald could not be reached. The message may or may not have been stored: check get_delivery with request_id ${requestId} before sending again.`, true);
+      return text(`${unreachable(accepted)} The message may or may not have been stored: check get_delivery with request_id ${requestId} before sending again.`, true);
     }
     return bridgeError(accepted);
   }

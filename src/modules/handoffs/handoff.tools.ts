@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, HandoffRequest, InboxHandoff, SentHandoff } from '../../client/bridge-client.js';
-import { bridgeError, contractSchema, object, text, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, contractSchema, object, text, unreachable, type McpTool } from '../../platform/mcp/tool.js';
 
 /** What these tools need from `herald mcp`: the bridge, and how long a send waits for its outcome. */
 export interface HandoffToolDeps {
@@ -37,7 +37,7 @@ export function handoffTools(): McpTool<HandoffToolDeps>[] {
         if (typeof args['origin_message_id'] === 'string') request.origin_message_id = args['origin_message_id'];
         const accepted = await bridge.sendHandoff(request);
         if (!accepted.ok) {
-          if (accepted.status === 0) return text(`Herald could not be reached. Call hand_off again with request_id ${requestId}: it never sends twice.`, true);
+          if (accepted.status === 0) return text(`${unreachable(accepted)} Then call hand_off again with request_id ${requestId}: it never sends twice.`, true);
           return bridgeError(accepted);
         }
         let latest: SentHandoff = accepted.data.handoff;

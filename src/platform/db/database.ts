@@ -1,8 +1,7 @@
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
+import { checkDataDir, lockDataDir } from './data-dir-lock.js';
 import { PGliteDialect } from './pglite-dialect.js';
 
 /**
@@ -199,7 +198,7 @@ const UNREACHABLE_MESSAGES = [
 ];
 
 async function openPGlite<DB>(dataDir: string): Promise<Store<DB>> {
-  await mkdir(dataDir, { recursive: true });
+  await checkDataDir(dataDir, false);
   const unlock = await lockDataDir(dataDir);
   let pglite: PGlite;
   try {
@@ -224,37 +223,6 @@ async function openPGlite<DB>(dataDir: string): Promise<Store<DB>> {
       await unlock();
     },
   };
-}
-
-/**
- * PGlite is one process's database: a second process on the same folder would corrupt it. A lock
- * file holding the owner's pid keeps it to one; a lock left by a dead process is taken over.
- */
-async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
-  const file = path.join(dataDir, 'pglite.lock');
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      await writeFile(file, String(process.pid), { flag: 'wx' });
-      return () => rm(file, { force: true });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const owner = Number(await readFile(file, 'utf8').catch(() => 'NaN'));
-      if (Number.isInteger(owner) && isAlive(owner)) {
-        throw new Error(`${dataDir} is in use by process ${owner}: embedded PGlite serves one process; set DATABASE_URL to share a PostgreSQL database`);
-      }
-      await rm(file, { force: true });
-    }
-  }
-  throw new Error(`cannot lock ${dataDir}`);
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /**

@@ -28,13 +28,17 @@ export async function migrateToLatest<DB>(db: Kysely<DB>, options: MigrateOption
     } catch (err) {
       // Each attempt runs in one transaction, so a failed one left nothing half done.
       if (isMissingDatabase(err)) throw missingDatabase(options.databaseUrl, err);
+      if (isRefusedLogin(err)) {
+        throw new StartupError(`PostgreSQL refused the login in DATABASE_URL (${redactUrl(options.databaseUrl)}): ${errorMessage(err)}: fix the user or password there`, { cause: err });
+      }
       if (!isStoreUnavailable(err)) throw err;
-      const message = err instanceof Error ? err.message : String(err);
+      const message = errorMessage(err);
       const left = deadline - Date.now();
       if (left <= 0) {
-        throw new Error(
+        throw new StartupError(
           `cannot reach the database at DATABASE_URL (${redactUrl(options.databaseUrl)})` +
-            `${timeoutMs > 0 ? ` within ${Math.round(timeoutMs / 1000)} s (HERALD_DB_STARTUP_TIMEOUT_MS)` : ''}: ${message}`,
+            `${timeoutMs > 0 ? ` within ${Math.round(timeoutMs / 1000)} s (HERALD_DB_STARTUP_TIMEOUT_MS)` : ''}: ${message}: ` +
+            'start PostgreSQL there, or set DATABASE_URL to where it runs',
           { cause: err },
         );
       }
@@ -54,6 +58,18 @@ async function migrateOnce<DB>(db: Kysely<DB>): Promise<MigrationResultSet> {
     throw result.error instanceof Error ? result.error : new Error(String(result.error));
   }
   return result;
+}
+
+function errorMessage(err: unknown): string {
+  // pg's AggregateError (every address refused) has an empty message: its parts say what happened.
+  if (err instanceof AggregateError && err.message === '') return err.errors.map((e: unknown) => errorMessage(e)).join('; ');
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** SQLSTATE class 28: the server is up and refused the user or its password. */
+function isRefusedLogin(err: unknown): boolean {
+  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
+  return code === '28P01' || code === '28000';
 }
 
 /** PostgreSQL's invalid_catalog_name: the server is up, the database named in the URL is not there. */

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { errorSummary } from '../errors.js';
+import { listenProblem } from '../startup.js';
 import { STATUS_PAGE_CSP, StatusPage, type ApiPage } from './status-page.js';
 
 export interface MetricsServer {
@@ -58,9 +59,7 @@ export async function serveMetrics(registry: Registry, host: string, port: numbe
     res.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found: /metrics or /\n');
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(err.code === 'EADDRINUSE' ? new Error(`HERALD_METRICS_PORT ${port} on ${host} is in use: give each process its own port, or set it to off`) : err),
-    );
+    server.once('error', (err) => reject(listenProblem(err, host, port, 'HERALD_METRICS_PORT') ?? err));
     server.listen(port, host, () => resolve());
   });
   page.start();

@@ -51,9 +51,20 @@ export function contractSchema(name: string, description?: string): JsonSchema {
   return description !== undefined ? { ...schema, description } : schema;
 }
 
+/**
+ * Herald not answering, in words the person setting the agent up can act on: where this MCP
+ * server looked, what the network said, and how to point it elsewhere.
+ */
+export function unreachable(r: BridgeResult<unknown> & { ok: false }): string {
+  return (
+    `Herald could not be reached at ${r.url ?? 'HERALD_URL'} (${r.cause ?? 'no answer'}). ` +
+    'If it is not running, start it (npm start in the Herald folder); if it runs elsewhere, set HERALD_URL for this MCP server to its address.'
+  );
+}
+
 /** A refusal from the bridge, in words an agent can act on. */
 export function bridgeError(r: BridgeResult<unknown> & { ok: false }): CallToolResult {
-  if (r.status === 0) return text('Herald could not be reached; try again later.', true);
+  if (r.status === 0) return text(unreachable(r), true);
   if (r.status === 401 || (r.status === 503 && r.error !== 'store unavailable')) {
     return text(`Herald refused this MCP server's credentials (${r.error}); the operator must set MCP_BRIDGE_TOKEN for both.`, true);
   }
