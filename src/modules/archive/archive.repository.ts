@@ -171,6 +171,9 @@ export async function recordStep(
       updated_at: step.now,
       lease_owner: null,
       lease_expires_at: null,
+      // Every claim counts an attempt; a step that read its page starts the count again, so only
+      // failures in a row (not a long scrape's many steps) can exhaust the retries.
+      attempts: 0,
     }))
     .where('id', '=', id)
     .where('lease_owner', '=', owner)
