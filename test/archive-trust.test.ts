@@ -3,18 +3,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blobRelativePath } from '../src/modules/archive/media.js';
 import { SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js';
+import { csp } from './support/csp.js';
 import { startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 
-/** A CSP header as directive → its sources. */
-function csp(header: string | null): Map<string, string[]> {
-  const out = new Map<string, string[]>();
-  for (const part of (header ?? '').split(';')) {
-    const [name, ...sources] = part.trim().split(/\s+/);
-    if (name !== undefined && name !== '') out.set(name, sources);
-  }
-  return out;
-}
 
 /**
  * What the archive lets a browser do (issue 19): the operator's browser fetches only what Herald

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { csp } from './support/csp.js';
 import { startTestHerald, type TestHerald } from './support/herald.js';
 
 /** Debian's chromium (`apt-get install chromium`); CHROMIUM_PATH elsewhere. */
@@ -10,15 +11,6 @@ const poll = <T>(fn: () => T | Promise<T>, options: { timeout?: number } = {}) =
 
 if (!haveChromium) console.warn(`/docs browser test skipped: no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)`);
 
-/** A CSP header as directive → its sources. */
-function csp(header: string | null): Map<string, string[]> {
-  const out = new Map<string, string[]>();
-  for (const part of (header ?? '').split(';')) {
-    const [name, ...sources] = part.trim().split(/\s+/);
-    if (name !== undefined && name !== '') out.set(name, sources);
-  }
-  return out;
-}
 
 let h: TestHerald;
 beforeAll(async () => {
