@@ -100,6 +100,10 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
       expect(props['destination']).toMatchObject({ enum: ['alerts', 'deals', 'digest', 'ops'] });
       expect(props['card']?.['properties']).toMatchObject({ title: { maxLength: 256 } });
       expect(JSON.stringify(post?.inputSchema)).not.toContain('x-herald');
+      // A field the contract describes beside its `$ref` keeps that description.
+      const run = tools.find((t) => t.name === 'run_command')?.inputSchema.properties as Record<string, Record<string, unknown>>;
+      expect(run['sourceMessageId']).toMatchObject({ type: 'string', pattern: '^[0-9]{17,20}$', description: expect.stringContaining('The user\'s real message') });
+      expect(JSON.stringify(run)).not.toContain('x-herald');
       for (const t of tools) expect(t.description?.length ?? 0).toBeGreaterThan(40);
     }
   });
@@ -135,7 +139,12 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   it('refuses bad arguments with a clear error, and reports failures with what they mean', async () => {
     const bad = (await stdio.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'general', content: 'x' } })) as ToolResult;
     expect(bad.isError).toBe(true);
-    expect(textOf(bad)).toMatch(/Invalid arguments: \/destination/);
+    expect(textOf(bad)).toMatch(/^Invalid arguments: destination must be one of alerts, deals, digest, ops \(destination: alerts: time-sensitive /);
+    // A pairing code in the wrong shape: what a code looks like (the bridge's answer is the protocol's fixed `malformed request`).
+    const code = (await stdio.callTool({ name: 'pair', arguments: { code: 'abc-123' } })) as ToolResult;
+    expect(textOf(code)).toBe('Invalid arguments: code must be a string matching ^[A-Z2-9]{27}$ (code: The pairing code, 27 characters A-Z and 2-9).');
+    const extra = (await stdio.callTool({ name: 'get_delivery', arguments: { request_id: 'a'.repeat(64), requestId: 'x' } })) as ToolResult;
+    expect(textOf(extra)).toBe('Invalid arguments: unknown field "requestId": the fields are request_id.');
     const unmapped = (await stdio.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'deals', content: 'nowhere' } })) as ToolResult;
     expect(unmapped.isError).toBe(true);
     expect(textOf(unmapped)).toContain(`Not delivered (UPSTREAM_UNAVAILABLE): no channel is mapped for the deals destination in server ${IDS.guild}. Do not retry`);

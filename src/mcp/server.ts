@@ -2,6 +2,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { withUtf16Lengths } from '../platform/contract/ajv.js';
+import { SchemaReasons } from '../platform/contract/reasons.js';
 import { text } from '../platform/mcp/tool.js';
 import type { McpServerDeps } from './deps.js';
 import { mcpTools } from './tools.js';
@@ -10,6 +11,8 @@ import { errorSummary } from '../platform/errors.js';
 export type { McpServerDeps };
 
 let compiled: Map<string, ValidateFunction> | undefined;
+/** Says which argument is wrong, and how, when a validator refuses the input. */
+const reasons = new SchemaReasons();
 
 /** Input validators, compiled once per process (Streamable HTTP builds a server per request). */
 function toolValidators(): Map<string, ValidateFunction> {
@@ -36,8 +39,12 @@ export function createMcpServer(deps: McpServerDeps): Server {
     const validate = validators.get(name);
     if (tool === undefined || validate === undefined) return text(`Unknown tool ${name}.`, true);
     if (!validate(args)) {
-      const e = validate.errors?.[0];
-      return text(`Invalid arguments: ${e?.instancePath || '(input)'} ${e?.message ?? 'is invalid'}.`, true);
+      // In the bridge's words: the field, what it must be, and what the tool says the field is.
+      const failure = reasons.failure(tool.inputSchema, args, undefined);
+      const key = failure?.field?.split(/[.[]/)[0];
+      const about = key === undefined ? undefined : ((tool.inputSchema['properties'] as Record<string, { description?: unknown }> | undefined)?.[key]?.description);
+      const reason = (failure?.reason ?? 'the input is invalid').replace(/^request body/, 'the input');
+      return text(`Invalid arguments: ${reason}${typeof about === 'string' ? ` (${key}: ${about.replace(/\.$/, '')})` : ''}.`, true);
     }
     try {
       return await tool.handler(args, deps);

@@ -20,51 +20,57 @@ export class SchemaReasons {
     if (reason !== undefined) throw new InvalidRequestError(reason);
   }
 
+  /** The first failure's reason, undefined when `value` is valid. `field` names the value (none: the request body). */
+  firstFailure(schema: SchemaNode, value: unknown, field?: string): string | undefined {
+    return this.failure(schema, value, field)?.reason;
+  }
+
   /**
-   * The first failure's reason, undefined when `value` is valid. `field` names the value (none:
-   * the request body); `inherited` is the reason of the array `value` is an item of, which speaks
-   * for its items too (`ids must be 1..100 inbox ids`). An object's reason does not speak for its
-   * properties: a property without one is named by a reason written from its schema.
+   * The first failure: its reason and the field it is about (`text`, `card.title`, `ids[]`;
+   * undefined for the value itself). `inherited` is the reason of the array `value` is an item of,
+   * which speaks for its items too (`ids must be 1..100 inbox ids`). An object's reason does not
+   * speak for its properties: a property without one is named by a reason written from its schema.
    */
-  firstFailure(schema: SchemaNode, value: unknown, field?: string, inherited?: string): string | undefined {
+  failure(schema: SchemaNode, value: unknown, field?: string, inherited?: string): { reason: string; field: string | undefined } | undefined {
     const validate = this.validator(schema);
     if (validate(value)) return undefined;
+    const here = (reason: string): { reason: string; field: string | undefined } => ({ reason, field });
     const own = schema['x-herald-reason'] ?? inherited;
     const name = field ?? 'request body';
     // A value of the wrong type fails the schema itself, whatever keyword Ajv reported last
     // (an edit body that is a string fails `anyOf` too, but it is not an object first).
-    if (!hasType(schema.type, value)) return own ?? `${name} must be ${describeSchema(schema)}`;
+    if (!hasType(schema.type, value)) return here(own ?? `${name} must be ${describeSchema(schema)}`);
     const byKeyword = schema['x-herald-reasons'] ?? {};
     if (isPlainObject(value) && schema.properties !== undefined) {
       for (const [key, child] of Object.entries(schema.properties)) {
         const childField = field === undefined ? key : `${field}.${key}`;
         if (value[key] === undefined) {
-          if (schema.required?.includes(key)) return child['x-herald-reason'] ?? `${childField} is required: ${describeSchema(child)}`;
+          if (schema.required?.includes(key)) return { reason: child['x-herald-reason'] ?? `${childField} is required: ${describeSchema(child)}`, field: childField };
           continue;
         }
-        const found = this.firstFailure(child, value[key], childField);
+        const found = this.failure(child, value[key], childField);
         if (found !== undefined) return found;
       }
     }
     const list: unknown = value;
     if (Array.isArray(list) && schema.items !== undefined) {
-      if (schema.maxItems !== undefined && list.length > schema.maxItems) return byKeyword['maxItems'] ?? own ?? `${name} must be ${describeSchema(schema)}`;
+      if (schema.maxItems !== undefined && list.length > schema.maxItems) return here(byKeyword['maxItems'] ?? own ?? `${name} must be ${describeSchema(schema)}`);
       for (const item of list as unknown[]) {
-        const found = this.firstFailure(schema.items, item, `${name}[]`, own);
+        const found = this.failure(schema.items, item, `${name}[]`, own);
         if (found !== undefined) return found;
       }
     }
     const error = validate.errors?.at(-1);
     const keyword = error?.keyword;
     const refined = keyword !== undefined ? byKeyword[keyword] : undefined;
-    if (refined !== undefined) return refined;
+    if (refined !== undefined) return here(refined);
     const unknown = keyword === 'additionalProperties' ? (error?.params as { additionalProperty?: unknown } | undefined)?.additionalProperty : undefined;
     if (typeof unknown === 'string') {
       const known = Object.keys(schema.properties ?? {});
       const where = field === undefined ? '' : ` in ${field}`;
-      return `unknown field ${JSON.stringify(unknown.slice(0, 64))}${where}${known.length > 0 ? `: the fields are ${known.join(', ')}` : ''}`;
+      return here(`unknown field ${JSON.stringify(unknown.slice(0, 64))}${where}${known.length > 0 ? `: the fields are ${known.join(', ')}` : ''}`);
     }
-    return own ?? `${name} must be ${describeSchema(schema)}`;
+    return here(own ?? `${name} must be ${describeSchema(schema)}`);
   }
 
   private validator(schema: SchemaNode): ValidateFunction {

@@ -1,6 +1,6 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeResult } from '../../client/bridge-client.js';
-import { loadSpec } from '../contract/spec.js';
+import { dereferenced, loadSpec } from '../contract/spec.js';
 
 /** A JSON Schema for a tool's input, built from the contract's own schemas. */
 export type JsonSchema = Record<string, unknown>;
@@ -27,26 +27,24 @@ export const object = (properties: Record<string, JsonSchema>, required: string[
   additionalProperties: false,
 });
 
+let schemas: Record<string, unknown> | undefined;
+
 /**
- * The contract's component schema `name`, with `$ref`s resolved and Herald's `x-` extensions
- * dropped: tool inputs take exactly the limits the bridge enforces, written once in openapi/.
+ * The contract's component schema `name`, with `$ref`s resolved (their siblings kept, as the API
+ * reads them: a field's own description) and Herald's `x-` extensions dropped: tool inputs take
+ * exactly the limits the bridge enforces, written once in openapi/.
  */
 export function contractSchema(name: string, description?: string): JsonSchema {
-  // Read-only walk of the parsed contract: resolve() builds new objects, never mutates it.
-  const doc = loadSpec().document as { components: { schemas: Record<string, unknown> } };
-  const resolve = (node: unknown): unknown => {
-    if (Array.isArray(node)) return node.map(resolve);
+  schemas ??= (dereferenced(loadSpec().document) as { components: { schemas: Record<string, unknown> } }).components.schemas;
+  // A copy without the extensions: the dereferenced document is shared, never changed.
+  const strip = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(strip);
     if (typeof node !== 'object' || node === null) return node;
-    const obj = node as Record<string, unknown>;
-    if (typeof obj['$ref'] === 'string') {
-      const target = obj['$ref'].replace('#/components/schemas/', '');
-      return resolve(doc.components.schemas[target]);
-    }
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(obj)) if (!k.startsWith('x-')) out[k] = resolve(v);
+    for (const [k, v] of Object.entries(node)) if (!k.startsWith('x-')) out[k] = strip(v);
     return out;
   };
-  const schema = resolve(doc.components.schemas[name]) as JsonSchema | undefined;
+  const schema = strip(schemas[name]) as JsonSchema | undefined;
   if (schema === undefined) throw new Error(`the contract has no schema ${name}`);
   return description !== undefined ? { ...schema, description } : schema;
 }
