@@ -157,6 +157,17 @@ describe('every operation answers bad input with a 4xx that names the field', ()
     expect(await problems(all)).toEqual([]);
   });
 
+  it('a body nested thousands deep is a 400, not a 500: the check walks it without recursion or ever longer names', async () => {
+    const bodies = ['['.repeat(30_000) + ']'.repeat(30_000), '{"a":'.repeat(10_000) + '"x\u0000"' + '}'.repeat(10_000)];
+    for (const [path, token] of [['/mcp/pair/redeem', h.bridgeToken], ['/mcp/chat/messages', h.bridgeToken], ['/admin/archive/scrapes', h.adminToken]] as const) {
+      for (const raw of bodies) {
+        const res = await call(h.url, 'POST', path, { token, raw, headers: { 'content-type': 'application/json' } });
+        expect([path, res.status]).toEqual([path, 400]);
+        expect(((res.json as { error: string }).error).length).toBeLessThan(200);
+      }
+    }
+  });
+
   it('a value its schema refuses, in any query parameter or body field: 400 naming it', async () => {
     const all = await cases('refused');
     expect(all.length).toBeGreaterThan(40);

@@ -220,30 +220,42 @@ function validates(operation: Operation | undefined): boolean {
   return operation !== undefined && operation.operationId !== 'createDelivery' && ((operation.parameters ?? []).length > 0 || operation.requestBody !== undefined);
 }
 
-/** The first query parameter or body field whose text holds U+0000 (`text`, `card.title`, `ids[]`), if any. */
-export function fieldWithNul(query: Readonly<Record<string, string | string[]>>, body: unknown): string | undefined {
+/**
+ * The first query parameter or body field whose text holds U+0000 (`text`, `card.title`, `ids[]`),
+ * if any. Walked with a stack of its own, in document order: a body may nest arrays thousands deep.
+ */
+function fieldWithNul(query: Readonly<Record<string, string | string[]>>, body: unknown): string | undefined {
   for (const [name, value] of Object.entries(query)) if ((Array.isArray(value) ? value : [value]).some((v) => v.includes('\u0000'))) return shortName(name);
-  const walk = (value: unknown, field: string | undefined): string | undefined => {
-    if (typeof value === 'string') return value.includes('\u0000') ? shortName(field ?? 'request body') : undefined;
-    if (Array.isArray(value)) {
-      for (const item of value) {
-        const found = walk(item, `${field ?? 'request body'}[]`);
-        if (found !== undefined) return found;
-      }
+  const pending: [unknown, string | undefined][] = [[body, undefined]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [value, field] = next;
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) return shortName(field ?? 'request body');
+    } else if (Array.isArray(value)) {
+      const items = within(`${field ?? 'request body'}[]`);
+      for (let i = value.length - 1; i >= 0; i--) pending.push([value[i], items]);
     } else if (isPlainObject(value)) {
-      for (const [key, item] of Object.entries(value)) {
-        const found = walk(item, field === undefined ? key : `${field}.${key}`);
-        if (found !== undefined) return found;
+      const entries = Object.entries(value);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, item] = entries[i] as [string, unknown];
+        pending.push([item, within(field === undefined ? key : `${field}.${key}`)]);
       }
     }
-    return undefined;
-  };
-  return walk(body, undefined);
+  }
+  return undefined;
+}
+
+/** The longest field name an error message repeats. */
+const FIELD_NAME_MAX = 100;
+
+/** A field's name while walking, kept just past FIELD_NAME_MAX (deep nesting must not build ever longer names). */
+function within(name: string): string {
+  return name.length > FIELD_NAME_MAX + 1 ? name.slice(0, FIELD_NAME_MAX + 1) : name;
 }
 
 /** A field name as the caller wrote it, cut to a length fit for an error message. */
 function shortName(name: string): string {
-  return name.length > 100 ? `${name.slice(0, 100)}…` : name;
+  return name.length > FIELD_NAME_MAX ? `${name.slice(0, FIELD_NAME_MAX)}…` : name;
 }
 
 /** Who the middleware authenticated: the bridge token's caller or the admin token's. */
