@@ -1,28 +1,14 @@
-import { randomBytes } from 'node:crypto';
 import { Client, Message, type IrcLine } from 'irc-framework';
 import type { Logger } from 'pino';
 import { TransportError } from '../transport.js';
+import { channelLineOf, type ChannelLine } from './channel-line.js';
+import { LabeledLines } from './labeled-lines.js';
+import { IrcQueries } from './irc-queries.js';
+import type { IrcServer } from './irc-server.js';
 
-/** Where the IRC server is, from `HERALD_IRC_URL` (`irc://host:port` or `ircs://host:port`). */
-export interface IrcServer {
-  host: string;
-  port: number;
-  /** ircs://: TLS, certificate verified against the host name. */
-  tls: boolean;
-}
-
-/** `irc://host[:6667]` or `ircs://host[:6697]`; anything else is undefined. */
-export function parseIrcUrl(url: string): IrcServer | undefined {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    return undefined;
-  }
-  if ((u.protocol !== 'irc:' && u.protocol !== 'ircs:') || u.hostname === '' || u.pathname.replace(/^\/+/, '') !== '') return undefined;
-  const tls = u.protocol === 'ircs:';
-  return { host: u.hostname.replace(/^\[|\]$/g, ''), port: u.port === '' ? (tls ? 6697 : 6667) : Number(u.port), tls };
-}
+// What the transport, the wiring and the tests import from here; each lives in the file named.
+export { DELIVERY_TAG, type ChannelLine } from './channel-line.js';
+export { parseIrcUrl, type IrcServer } from './irc-server.js';
 
 /** What the server confirmed it does for this connection (IRCv3 caps). */
 export interface IrcCaps {
@@ -30,18 +16,6 @@ export interface IrcCaps {
   confirmsLines: boolean;
   messageTags: boolean;
   serverTime: boolean;
-}
-
-/** A PRIVMSG in a channel, as the connection read it (live, echoed, or replayed on JOIN). */
-export interface ChannelLine {
-  channel: string;
-  nick: string;
-  text: string;
-  /** server-time when the server sent one, else when it arrived. */
-  time: Date;
-  msgid: string | undefined;
-  /** The client tag `+herald/delivery`, when a Herald sender wrote it. */
-  deliveryTag: string | undefined;
 }
 
 export interface IrcConnectionOptions {
@@ -61,24 +35,12 @@ export interface IrcConnectionOptions {
   onReconnect?: () => void;
 }
 
-/** The client tag carrying the delivery a line belongs to (tag keys are lowercased by parsers). */
-export const DELIVERY_TAG = '+herald/delivery';
 /** How many lines may go out back to back before the flood limit spaces them. */
 const BURST = 5;
 const RECONNECT_BASE_MS = 250;
 /** How many `_`-suffixed nicks the observer tries when its own is taken. */
 const MAX_ALT_NICKS = 3;
 const RECONNECT_CAP_MS = 30_000;
-/** Numerics that refuse a JOIN: no such channel, too many channels, full, invite only, banned, bad key, bad name. */
-const JOIN_REFUSALS = new Set(['403', '405', '471', '473', '474', '475', '476', '479']);
-/** Numerics that refuse a PRIVMSG: no such nick/channel, cannot send to channel, no recipient, no text. */
-const SEND_REFUSALS = new Set(['401', '403', '404', '411', '412']);
-
-interface Waiter {
-  resolve: (line: IrcLine | undefined) => void;
-  reject: (err: Error) => void;
-  timer: NodeJS.Timeout;
-}
 
 /**
  * One registered IRC connection on irc-framework, as a small typed facade: register (with the
@@ -92,12 +54,8 @@ interface Waiter {
 export class IrcConnection {
   readonly client: Client;
   private readonly joined = new Set<string>();
-  private readonly labels = new Map<string, Waiter>();
-  private readonly pendingJoins = new Map<string, { resolve: () => void; reject: (e: Error) => void; joined: boolean; token: string }>();
-  private readonly namesBuffers = new Map<string, string[]>();
-  private readonly namesWaiters = new Map<string, ((nicks: string[]) => void)[]>();
-  private listBuffer: string[] = [];
-  private listWaiters: ((channels: string[]) => void)[] = [];
+  private readonly labeled: LabeledLines;
+  private readonly queries: IrcQueries;
   private registeredOnce = false;
   private isRegistered = false;
   private closing = false;
@@ -112,6 +70,8 @@ export class IrcConnection {
     // Registration errors before the first success surface on `registered()`; later ones only in logs.
     this.registration.promise.catch(() => undefined);
     this.client = new Client();
+    this.labeled = new LabeledLines(options.echoTimeoutMs);
+    this.queries = new IrcQueries(this.client, options.nick);
     this.client.requestCap(['labeled-response', 'echo-message', 'message-tags', 'server-time', 'batch']);
     this.client.use((_client, raw) => raw.use((command, line, _raw, _c, next) => {
       try {
@@ -197,24 +157,7 @@ export class IrcConnection {
     await this.registered();
     const key = channel.toLowerCase();
     if (this.joined.has(key)) return;
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pendingJoins.delete(key);
-        reject(new TransportError({ kind: 'transient', detail: `no answer to JOIN ${channel}` }));
-      }, timeoutMs);
-      const token = `herald-join-${randomBytes(6).toString('hex')}`;
-      this.pendingJoins.set(key, {
-        joined: false,
-        token,
-        resolve: () => (clearTimeout(timer), resolve()),
-        reject: (e) => (clearTimeout(timer), reject(e)),
-      });
-      // Never labeled: a labeled JOIN wraps the history batch, and the replayed lines are lost.
-      this.client.raw('JOIN', channel);
-      // The server answers commands in order: its PONG comes after everything the JOIN caused
-      // (names, and the history replay, which InspIRCd sends after the names).
-      this.client.raw('PING', token);
-    });
+    await this.queries.join(channel, timeoutMs);
     this.joined.add(key);
   }
 
@@ -235,27 +178,10 @@ export class IrcConnection {
       this.client.raw(message);
       return { confirmed: false, msgid: undefined, time: undefined };
     }
-    const label = randomBytes(6).toString('base64url');
-    message.tags = { ...outTags, label };
-    const echo = await new Promise<IrcLine | undefined>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.labels.delete(label);
-        // The line went out and no echo came: it may have been taken.
-        reject(new TransportError({ kind: 'transient', detail: 'no labeled echo from the IRC server in time', mayHaveCreated: true }));
-      }, this.options.echoTimeoutMs);
-      const onAbort = (): void => {
-        clearTimeout(timer);
-        this.labels.delete(label);
-        reject(new TransportError({ kind: 'transient', detail: 'aborted while waiting for the echo', mayHaveCreated: true }));
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      this.labels.set(label, {
-        resolve: (l) => (signal.removeEventListener('abort', onAbort), resolve(l)),
-        reject: (e) => (signal.removeEventListener('abort', onAbort), reject(e)),
-        timer,
-      });
+    const echo = await this.labeled.confirm((label) => {
+      message.tags = { ...outTags, label };
       this.client.raw(message);
-    });
+    }, signal);
     const time = typeof echo?.tags['time'] === 'string' ? new Date(echo.tags['time']) : undefined;
     return { confirmed: echo !== undefined, msgid: typeof echo?.tags['msgid'] === 'string' ? echo.tags['msgid'] : undefined, time };
   }
@@ -263,33 +189,13 @@ export class IrcConnection {
   /** The nicks in a channel (NAMES), without mode prefixes. */
   async names(channel: string, timeoutMs = 10_000): Promise<string[]> {
     await this.registered();
-    const key = channel.toLowerCase();
-    return withTimeout(
-      new Promise<string[]>((resolve) => {
-        const list = this.namesWaiters.get(key) ?? [];
-        list.push(resolve);
-        this.namesWaiters.set(key, list);
-        if (list.length === 1) this.client.raw('NAMES', channel);
-      }),
-      timeoutMs,
-      `NAMES ${channel}`,
-    );
+    return this.queries.names(channel, timeoutMs);
   }
 
   /** The server's visible channels (LIST). */
   async list(timeoutMs = 10_000): Promise<string[]> {
     await this.registered();
-    return withTimeout(
-      new Promise<string[]>((resolve) => {
-        this.listWaiters.push(resolve);
-        if (this.listWaiters.length === 1) {
-          this.listBuffer = [];
-          this.client.raw('LIST');
-        }
-      }),
-      timeoutMs,
-      'LIST',
-    );
+    return this.queries.list(timeoutMs);
   }
 
   /** Quit and stop reconnecting. */
@@ -336,15 +242,8 @@ export class IrcConnection {
   private onClose(): void {
     const wasRegistered = this.isRegistered;
     this.isRegistered = false;
-    for (const [label, w] of this.labels) {
-      clearTimeout(w.timer);
-      this.labels.delete(label);
-      w.reject(new TransportError({ kind: 'transient', detail: 'the IRC link dropped before the echo', mayHaveCreated: true }));
-    }
-    for (const [key, j] of this.pendingJoins) {
-      this.pendingJoins.delete(key);
-      j.reject(new TransportError({ kind: 'transient', detail: 'the IRC link dropped during JOIN' }));
-    }
+    this.labeled.dropAll();
+    this.queries.dropJoins();
     if (this.closing) return;
     if (!this.registeredOnce && this.options.keepTrying !== true) {
       this.fail(new TransportError({ kind: 'transient', detail: `cannot reach the IRC server ${this.options.server.host}:${this.options.server.port}` }));
@@ -379,102 +278,16 @@ export class IrcConnection {
     });
   }
 
+  /** Every line the connection reads, before the library buffers or drops any. */
   private onRaw(command: string, line: IrcLine): void {
-    const label = typeof line.tags['label'] === 'string' ? line.tags['label'] : undefined;
-    const waiter = label === undefined ? undefined : this.labels.get(label);
-    if (waiter !== undefined && label !== undefined) {
-      if (command === 'PRIVMSG' || command === 'ACK' || command === 'BATCH') {
-        this.labels.delete(label);
-        clearTimeout(waiter.timer);
-        waiter.resolve(command === 'PRIVMSG' ? line : undefined);
-      } else if (SEND_REFUSALS.has(command) || command === 'FAIL') {
-        this.labels.delete(label);
-        clearTimeout(waiter.timer);
-        waiter.reject(new TransportError({ kind: 'rejected', detail: `the IRC server refused the line (${command} ${line.params.at(-1) ?? ''})` }));
-      }
-    }
-    const me = this.client.user.nick.toLowerCase();
-    switch (command) {
-      case 'PRIVMSG': {
-        const [target, text] = line.params;
-        if (target === undefined || text === undefined || !/^[#&]/.test(target)) return;
-        const time = typeof line.tags['time'] === 'string' ? new Date(line.tags['time']) : new Date();
-        const tag = line.tags[DELIVERY_TAG];
-        this.options.onLine?.({
-          channel: target.toLowerCase(),
-          nick: line.nick,
-          text,
-          time: Number.isNaN(time.getTime()) ? new Date() : time,
-          msgid: typeof line.tags['msgid'] === 'string' ? line.tags['msgid'] : undefined,
-          deliveryTag: typeof tag === 'string' ? tag : undefined,
-        });
-        return;
-      }
-      case 'JOIN': {
-        const channel = line.params[0]?.toLowerCase();
-        const pending = channel === undefined ? undefined : this.pendingJoins.get(channel);
-        if (pending !== undefined && line.nick.toLowerCase() === me) pending.joined = true;
-        return;
-      }
-      case 'PONG': {
-        const token = line.params.at(-1);
-        for (const [channel, pending] of this.pendingJoins) {
-          if (pending.token !== token) continue;
-          this.pendingJoins.delete(channel);
-          if (pending.joined) pending.resolve();
-          else pending.reject(new TransportError({ kind: 'rejected', detail: `the IRC server did not let ${this.options.nick} join ${channel}` }));
-        }
-        return;
-      }
-      case '366': {
-        // End of NAMES, for a NAMES query (or a JOIN, which the PONG after it settles).
-        const channel = line.params[1]?.toLowerCase();
-        if (channel === undefined) return;
-        const nicks = this.namesBuffers.get(channel) ?? [];
-        this.namesBuffers.delete(channel);
-        const waiters = this.namesWaiters.get(channel) ?? [];
-        this.namesWaiters.delete(channel);
-        for (const w of waiters) w(nicks);
-        return;
-      }
-      case '353': {
-        const channel = line.params[2]?.toLowerCase();
-        if (channel === undefined) return;
-        const nicks = (line.params[3] ?? '')
-          .split(' ')
-          .filter((n) => n !== '')
-          // multi-prefix and userhost-in-names: strip modes and the user@host part.
-          .map((n) => n.replace(/^[~&@%+]+/, '').split('!')[0] ?? n);
-        this.namesBuffers.set(channel, [...(this.namesBuffers.get(channel) ?? []), ...nicks]);
-        return;
-      }
-      case '322': {
-        if (line.params[1] !== undefined) this.listBuffer.push(line.params[1]);
-        return;
-      }
-      case '323': {
-        const waiters = this.listWaiters;
-        this.listWaiters = [];
-        for (const w of waiters) w([...this.listBuffer]);
-        return;
-      }
-      case 'KICK': {
-        if (line.params[1]?.toLowerCase() === me && line.params[0] !== undefined) {
-          // Kicked: join again (the channel stays in the set, so a reconnect rejoins too).
-          this.client.raw('JOIN', line.params[0]);
-        }
-        return;
-      }
-      default: {
-        if (JOIN_REFUSALS.has(command)) {
-          const channel = line.params[1]?.toLowerCase();
-          const pending = channel === undefined ? undefined : this.pendingJoins.get(channel);
-          if (pending !== undefined && channel !== undefined) {
-            this.pendingJoins.delete(channel);
-            pending.reject(new TransportError({ kind: 'rejected', detail: `the IRC server refused to join ${channel} (${command})` }));
-          }
-        }
-      }
+    this.labeled.read(command, line);
+    this.queries.read(command, line);
+    if (command === 'PRIVMSG') {
+      const channelLine = channelLineOf(line);
+      if (channelLine !== undefined) this.options.onLine?.(channelLine);
+    } else if (command === 'KICK' && line.params[1]?.toLowerCase() === this.client.user.nick.toLowerCase() && line.params[0] !== undefined) {
+      // Kicked: join again (the channel stays in the set, so a reconnect rejoins too).
+      this.client.raw('JOIN', line.params[0]);
     }
   }
 }
@@ -487,14 +300,4 @@ function deferred(): { promise: Promise<void>; resolve: () => void; reject: (e: 
     reject = rej;
   });
   return { promise, resolve, reject };
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise<T>((_, reject) => {
-      timer = setTimeout(() => reject(new TransportError({ kind: 'transient', detail: `no answer to ${what}` })), ms);
-    }),
-  ]);
 }

@@ -1,0 +1,19 @@
+import type { MediaItem } from './api.js';
+
+/** Sizes and times as the operator reads them. */
+export const bytes = (n: number): string => (n >= 1024 ** 3 ? `${(n / 1024 ** 3).toFixed(1)} GiB` : n >= 1024 ** 2 ? `${(n / 1024 ** 2).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
+export const when = (iso: string): string => iso.slice(0, 16).replace('T', ' ');
+
+/** Why an item shows no picture: it was never stored, or what it is can only be downloaded. */
+export function reasonOf(item: MediaItem): string {
+  switch (item.state) {
+    case 'linked':
+      return 'not downloaded (links mode)';
+    case 'refused':
+      return `refused: ${item.error ?? 'no reason given'}`;
+    case 'failed':
+      return `failed: ${item.error ?? 'no reason given'}`;
+    default:
+      return `stored${item.contentType !== null ? ` (${item.contentType})` : ''}`;
+  }
+}
