@@ -416,8 +416,11 @@ export interface paths {
         get?: never;
         /**
          * Map a destination of a guild to one channel (replacing any earlier mapping).
-         * @description Herald asks Discord for the channel first: it must exist, be visible to the bot, and belong
-         *     to that guild.
+         * @description Herald asks the channel's platform for it first. A Discord channel (`channel_id`, or
+         *     `transport: discord`) must exist, be visible to the bot, and belong to that guild. An IRC
+         *     channel only has to be a valid name: Herald's observer joins it on the first post. A channel
+         *     on another platform is checked as that platform says. The answer names the channel in its
+         *     platform's form (see DestinationMapping), whichever form the request used.
          */
         put: operations["setDestinationMapping"];
         post?: never;
@@ -849,7 +852,13 @@ export interface components {
             created_at: components["schemas"]["Timestamp"];
             /** @description A post's or DM's own request_id; for an edit, the original's. */
             message_ref: string;
-            /** @description The Discord message link; for a post to a destination mapped to an IRC channel, `irc://host:port/%23channel?msgid=…` (the server's msgid). */
+            /**
+             * @description Where a person opens the message, as the platform it went to gives it: the Discord message
+             *     link; for a post to a destination mapped to an IRC channel, `irc://host:port/%23channel?msgid=…`
+             *     (the server's msgid; `%26` for a `&channel`); for another platform, its absolute URL: a
+             *     scheme, a host (and port), and a path, in printable ASCII (no `javascript:`, `data:`,
+             *     `vbscript:` or `file:` URL, and no Discord or IRC URL but the forms above).
+             */
             url: string;
             /** @description Edits only. False when a higher seq had already been applied. */
             applied?: boolean;
@@ -893,17 +902,31 @@ export interface components {
         Generation: string;
         /** @description An IRC channel, when Herald speaks IRC (HERALD_IRC_URL). */
         IrcChannel: string;
-        /** @description A Discord channel (`channel_id`), or an IRC channel (`irc_channel`) when Herald speaks IRC. */
+        /**
+         * @description Where to send a destination, in one of three forms: a Discord channel (`channel_id`); an IRC
+         *     channel (`irc_channel`) when Herald speaks IRC; or a channel on any platform this Herald runs
+         *     (`transport` with `channel`, e.g. `{"transport": "irc", "channel": "#alerts"}`). Give one form:
+         *     `transport` without `channel` (or the reverse) is refused 400 `transport and channel go
+         *     together: give both`, two forms 400 too.
+         */
         DestinationChannel: {
             channel_id?: components["schemas"]["ChannelId"];
             irc_channel?: components["schemas"]["IrcChannel"];
-        } | unknown | unknown;
-        /** @description Where posts to a destination go. `channel_id` (Discord), or `irc_channel` (IRC). */
+            transport?: components["schemas"]["DestinationTransport"];
+            channel?: components["schemas"]["PlatformChannel"];
+        } | unknown | unknown | unknown | unknown;
+        /**
+         * @description Where posts to a destination go, in the form the mapping's platform has always been answered
+         *     in: `channel_id` for a channel of Herald's home platform (Discord), `irc_channel` for IRC,
+         *     and `transport` with `channel` for any other platform. Whichever form set it.
+         */
         DestinationMapping: {
             guild_id: components["schemas"]["GuildId"];
             destination: components["schemas"]["Destination"];
             channel_id?: components["schemas"]["ChannelId"];
             irc_channel?: components["schemas"]["IrcChannel"];
+            transport?: components["schemas"]["DestinationTransport"];
+            channel?: components["schemas"]["PlatformChannel"];
         };
         GuildDestinations: {
             guild_id: components["schemas"]["GuildId"];
@@ -915,6 +938,9 @@ export interface components {
                 mapped: boolean;
                 channel_id?: components["schemas"]["ChannelId"];
                 irc_channel?: components["schemas"]["IrcChannel"];
+                /** @description With `channel` */
+                transport?: components["schemas"]["DestinationTransport"];
+                channel?: components["schemas"]["PlatformChannel"];
             }[];
         };
         /** @description An operator's view of one delivery. Never the message body. */
@@ -1327,6 +1353,13 @@ export interface components {
                 request_id: string;
             };
         };
+        /** @description A platform this Herald runs, by its transport's name (`discord`, `irc`, …). */
+        DestinationTransport: string;
+        /**
+         * @description A channel on that platform, as the platform names it: a Discord channel id, an IRC channel
+         *     name such as `#alerts`. The platform checks it (an unknown one is refused 422).
+         */
+        PlatformChannel: string;
         ScrapeId: string;
         /**
          * @description `links` records metadata and the original URL; `download` also stores the bytes (content-addressed by SHA-256).
@@ -2546,7 +2579,10 @@ export interface operations {
                     "application/json": components["schemas"]["DestinationMapping"];
                 };
             };
-            /** @description Invalid path parameter or body. */
+            /**
+             * @description Invalid path parameter or body, naming the field: a malformed `channel_id`, `irc_channel`
+             *     or `channel`; a `transport` this Herald does not run; more than one form given.
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2557,7 +2593,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             413: components["responses"]["PayloadTooLarge"];
-            /** @description Discord does not show the bot that channel in that guild. */
+            /** @description The platform does not show the bot that channel (in that guild, on Discord). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2570,15 +2606,15 @@ export interface operations {
                 };
             };
             429: components["responses"]["TooManyFailedAttempts"];
-            /** @description Discord could not be asked. */
+            /** @description The channel's platform could not be asked (`discord unavailable` for Discord). */
             502: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        /** @constant */
-                        error: "discord unavailable";
+                        /** @example discord unavailable */
+                        error: string;
                     };
                 };
             };

@@ -44,7 +44,9 @@ import { serveMetrics } from './platform/http/metrics-server.js';
 import { probeOperations, type Readiness } from './platform/http/probes.js';
 import { createLogger } from './platform/log.js';
 import { createRegistry, type Registry } from './platform/metrics.js';
-import { discordTokenRejected, listenProblem } from './platform/startup.js';
+import { listenProblem } from './platform/startup.js';
+import { discordChannelIdProblem } from './transports/discord/discord-channels.js';
+import { discordTokenRejected } from './transports/discord/discord-token.js';
 import type { Database } from './schema.js';
 import { DiscordTokenRejectedError, DiscordTransport } from './transports/discord/discord-transport.js';
 import { LinkMetrics, PlatformMetrics } from './transports/discord/discord.metrics.js';
@@ -210,7 +212,14 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       // PGlite is one session: one statement at a time whatever we do.
       maxInFlight: store.kind === 'postgres' ? Math.max(1, Math.floor(config.dbPoolSize / 4)) : 1,
     });
-    const destinations = new DestinationService(store.db, { name: transport.name, channels: loggedChannels(transport.channels, log) }, clock, irc);
+    const destinations = new DestinationService(
+      store.db,
+      {
+        home: { name: transport.name, channels: loggedChannels(transport.channels, log), checkChannel: discordChannelIdProblem },
+        others: irc === undefined ? [] : [{ name: irc.name, channels: irc.channels, checkChannel: (channel) => irc.chat.checkChannel(channel) }],
+      },
+      clock,
+    );
     const identity = new IdentityService(store.db, clock);
     // Handoffs are sent as deliveries (kind handoff) and received from the gateway's Inbound facet.
     const selfIdOf = transport.history;

@@ -5,7 +5,8 @@ import type { Herald } from './app.js';
 import { packageVersion, parseArgs } from './cli-help.js';
 import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, unknownVariables, type Config } from './config.js';
 import { checkDataDir } from './platform/db/data-dir-lock.js';
-import { checkPortFree, checkPortsFree, discordTokenRejected, listenProblem, StartupError } from './platform/startup.js';
+import { checkPortFree, checkPortsFree, listenProblem, StartupError } from './platform/startup.js';
+import { discordTokenRejected } from './transports/discord/discord-token.js';
 
 // Each command imports only the modules it runs (dynamic imports below), so `herald --help` and
 // `herald mcp` start without loading discord.js, Koa or the database drivers.

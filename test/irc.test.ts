@@ -207,6 +207,26 @@ describe.skipIf(skip !== undefined)('IRC beside Discord, on a real InspIRCd', ()
     expect(eve.lines.filter((l) => l.text === 'disk almost full')).toHaveLength(1);
   });
 
+  it('a destination set as {transport: irc, channel}: answered as irc_channel, the name normalised; IRC says what a channel name is', async () => {
+    const put = await h.admin.put(`/admin/destinations/${IDS.guild}/digest`, { transport: 'irc', channel: '#Digest' });
+    expect([put.status, put.text]).toEqual([200, `{"guild_id":"${IDS.guild}","destination":"digest","irc_channel":"#digest"}`]);
+    const mappings = (await h.admin.get(`/admin/destinations/${IDS.guild}`)).json as { destinations: Record<string, unknown>[] };
+    expect(mappings.destinations.find((d) => d['destination'] === 'digest')).toMatchObject({ mapped: true, irc_channel: '#digest' });
+    // Discord's channels too, beside IRC: still answered as channel_id.
+    const discord = await h.admin.put(`/admin/destinations/${IDS.guild}/digest`, { transport: 'discord', channel: IDS.channels.digest });
+    expect(discord.json).toEqual({ guild_id: IDS.guild, destination: 'digest', channel_id: IDS.channels.digest });
+    for (const [body, reason] of [
+      [{ transport: 'irc', channel: '#a b' }, 'channel must be an IRC channel name (#name: no spaces, commas or colons, at most 50 characters)'],
+      [{ transport: 'memory', channel: '#digest' }, 'transport must be one of discord, irc (the platforms this Herald runs)'],
+      // The old field keeps its own reason, for what only IRC refuses (a control character).
+      [{ irc_channel: '#a\u0001b' }, 'irc_channel must be an IRC channel name such as #alerts'],
+      [{ irc_channel: '#digest', transport: 'irc', channel: '#digest' }, 'give one of channel_id, irc_channel, or transport with channel'],
+    ] as const) {
+      const res = await h.admin.put(`/admin/destinations/${IDS.guild}/digest`, body);
+      expect([res.status, res.json], JSON.stringify(body)).toEqual([400, { error: reason }]);
+    }
+  });
+
   it('agent text reaches IRC without control characters: a CTCP request is refused at the send, formatting goes through, a protocol post is cleaned', async () => {
     const ctcp = '\u0001DCC SEND evil.exe 2130706433 4444 1024\u0001';
     const refused = await h.bridge.post('/mcp/chat/messages', { channel: '#agents', text: ctcp, sender: 'ada' });

@@ -11,12 +11,12 @@ export class InvalidRequestError extends DomainError {}
 export class NotFoundError extends DomainError {}
 /** The request contradicts what is already stored. */
 export class ConflictError extends DomainError {}
-/** A dependency (Discord) refused or could not be reached. */
+/** A dependency (a platform Herald speaks to) refused or could not be reached. */
 export class UpstreamError extends DomainError {}
 
 /**
  * An error's kind and message, never request data: platform errors carry no content. An HTTP
- * error from a dependency (discord.js's DiscordAPIError) also names its status and code, which
+ * error from a dependency (a platform client's API error) also names its status and code, which
  * its message alone may not (e.g. "Missing Access").
  */
 export function errorSummary(err: unknown): string {

@@ -11,11 +11,6 @@ export class StartupError extends Error {
   }
 }
 
-/** Discord refused the bot token itself (401): nothing Herald would send can succeed. */
-export function discordTokenRejected(status: number, cause: unknown): StartupError {
-  return new StartupError(`Discord rejected DISCORD_TOKEN (${status}): check the bot token (Discord developer portal → your application → Bot → Reset Token)`, { cause });
-}
-
 /** Port variables that also take `off`. */
 const OFF_SWITCH = new Set(['HERALD_METRICS_PORT']);
 
@@ -59,8 +54,8 @@ export interface PortToCheck {
 }
 
 /**
- * Every port of a start-up, checked before anything slow starts (the store, Discord, the
- * gateway): two variables naming one port, then each port in turn. Reports the first problem.
+ * Every port of a start-up, checked before anything slow starts (the store, the platforms
+ * Herald connects to): two variables naming one port, then each port in turn. Reports the first problem.
  */
 export async function checkPortsFree(ports: readonly PortToCheck[]): Promise<void> {
   const wildcard = (host: string): boolean => host === '0.0.0.0' || host === '::';

@@ -62,7 +62,7 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
   const support: KindSupport = { post: can.send, dm: can.dm, edit: can.edit };
   const log = pino({ level: 'silent' });
   const deliveries = new DeliveryService(store.db, clock, support);
-  const destinations = new DestinationService(store.db, { name: transport.name, channels: memory.channels }, clock);
+  const destinations = new DestinationService(store.db, { home: { name: transport.name, channels: memory.channels }, others: [] }, clock);
   const identity = new IdentityService(store.db, clock);
   const jobs = new DeliveryJobs(store.db, transportsOf(transport), clock, log, new DeliveryMetrics(createRegistry()), {
     nonceWindowMs: options.nonceWindowMs ?? 120_000,

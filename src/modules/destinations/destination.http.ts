@@ -1,7 +1,7 @@
 import type { OperationHandlers } from '../../platform/http/api.js';
 import { InvalidRequestError } from '../../platform/errors.js';
 import { reply } from '../../platform/http/reply.js';
-import type { DestinationService } from './destination.service.js';
+import { NAMED_CHANNEL_FIELDS, type DestinationService, type PlatformChannel } from './destination.service.js';
 
 /** The admin API's destination mappings. */
 export function destinationOperations(destinations: DestinationService): OperationHandlers {
@@ -11,10 +11,8 @@ export function destinationOperations(destinations: DestinationService): Operati
     setDestinationMapping: async (c, body) => {
       kit.checkBody('setDestinationMapping', body);
       const { guild_id, destination } = c.request.params as { guild_id: string; destination: string };
-      const b = body as { channel_id?: string; irc_channel?: string };
-      if (b.channel_id !== undefined && b.irc_channel !== undefined) throw new InvalidRequestError('give channel_id or irc_channel, not both');
-      const mapping = b.irc_channel !== undefined ? await destinations.setIrc(guild_id, destination, b.irc_channel) : await destinations.set(guild_id, destination, b.channel_id ?? '');
-      return reply('setDestinationMapping', 200, mapping);
+      const to = requestedChannel(body as Record<string, string | undefined>, destinations);
+      return reply('setDestinationMapping', 200, await destinations.map(guild_id, destination, to.channel, to.invalid));
     },
     deleteDestinationMapping: async (c) => {
       const { guild_id, destination } = c.request.params as { guild_id: string; destination: string };
@@ -22,4 +20,28 @@ export function destinationOperations(destinations: DestinationService): Operati
       return { status: 204 };
     },
   });
+}
+
+/**
+ * The one channel a valid request body names: `channel_id` (the home platform), a field named for
+ * a platform (`irc_channel`), or `transport` with `channel`. The contract has checked each field's
+ * shape; which of them go together is checked here.
+ */
+function requestedChannel(body: Record<string, string | undefined>, destinations: DestinationService): { channel: PlatformChannel; invalid?: string } {
+  const { channel_id, transport, channel } = body;
+  if ((transport === undefined) !== (channel === undefined)) throw new InvalidRequestError('transport and channel go together: give both');
+  const named = Object.entries(NAMED_CHANNEL_FIELDS).flatMap(([platform, f]) => {
+    const value = body[f.field];
+    return value !== undefined ? [{ platform, ...f, value }] : [];
+  });
+  const given = [...(channel_id !== undefined ? ['channel_id'] : []), ...named.map((n) => n.field)];
+  if (given.length + (transport !== undefined ? 1 : 0) > 1) {
+    const fields = ['channel_id', ...Object.values(NAMED_CHANNEL_FIELDS).map((f) => f.field)].join(', ');
+    throw new InvalidRequestError(transport === undefined && given.length === 2 ? `give ${given.join(' or ')}, not both` : `give one of ${fields}, or transport with channel`);
+  }
+  if (transport !== undefined && channel !== undefined) return { channel: { transport, channel } };
+  const [first] = named;
+  if (first === undefined) return { channel: { transport: destinations.home, channel: channel_id ?? '' } };
+  if (!destinations.runs(first.platform)) throw new InvalidRequestError(first.missing);
+  return { channel: { transport: first.platform, channel: first.value }, invalid: first.invalid };
 }

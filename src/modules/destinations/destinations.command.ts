@@ -1,7 +1,7 @@
 import { ChannelType, PermissionFlagsBits, SlashCommandBuilder, type SlashCommandStringOption } from 'discord.js';
 import { requiredOption, type Command } from '../commands/command.js';
 import { DESTINATIONS } from '../deliveries/delivery.js';
-import type { DestinationService } from './destination.service.js';
+import type { DestinationMapping, DestinationService } from './destination.service.js';
 
 const destinationOption = (o: SlashCommandStringOption) =>
   o
@@ -54,10 +54,17 @@ export const destinationsCommand: Command<{ destinations: DestinationService }> 
       case 'list': {
         const mine = (await destinations.list()).filter((m) => m.guild_id === guildId);
         if (mine.length === 0) return 'No destinations are mapped in this server yet. Use `/destinations set`.';
-        return mine.map((m) => `**${m.destination}** → ${'channel_id' in m ? `<#${m.channel_id}>` : `IRC ${m.irc_channel}`}`).join('\n');
+        return mine.map((m) => `**${m.destination}** → ${where(m)}`).join('\n');
       }
       default:
         return 'Unknown subcommand. Use `/destinations set`, `/destinations clear` or `/destinations list`.';
     }
   },
 };
+
+/** A mapping's channel as the list shows it: a channel mention on the home platform, else the platform and the channel's name. */
+function where(m: DestinationMapping): string {
+  if (m.channel_id !== undefined) return `<#${m.channel_id}>`;
+  if (m.irc_channel !== undefined) return `IRC ${m.irc_channel}`;
+  return `${m.transport ?? ''} ${m.channel ?? ''}`;
+}

@@ -1,8 +1,9 @@
 import type { Ajv } from 'ajv';
 
 /**
- * The protocol (like JavaScript and Discord) counts string lengths in UTF-16 code units; Ajv 8
- * counts code points. Redefine minLength/maxLength on an Ajv instance to count code units.
+ * The protocol (like JavaScript, and the platforms it was written for) counts string lengths in
+ * UTF-16 code units; Ajv 8 counts code points. Redefine minLength/maxLength on an Ajv instance to
+ * count code units.
  */
 export function withUtf16Lengths<A extends Ajv>(ajv: A): A {
   ajv.removeKeyword('maxLength');

@@ -84,8 +84,8 @@ export class SchemaReasons {
 }
 
 /**
- * What a value of `schema` must be, in words: `a string of 1..100 characters`, `one of irc,
- * discord, memory`, `an integer from 1 to 200`, `a string matching ^[0-9]{17,20}$`.
+ * What a value of `schema` must be, in words: `a string of 1..100 characters`, `one of asc,
+ * desc`, `an integer from 1 to 200`, `a string matching ^[0-9]{17,20}$`.
  */
 export function describeSchema(schema: SchemaNode): string {
   if ('const' in schema) return JSON.stringify(schema['const']);

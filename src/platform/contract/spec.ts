@@ -55,7 +55,7 @@ export function loadSpecYaml(): string {
  * A fresh, mutable copy of the contract with every `$ref` resolved, for openapi-backend (which
  * works on it in place) and the checks built on it. Resolved here because openapi-backend's own
  * dereferencing drops a `$ref`'s siblings, and with them what the contract says there, e.g.
- * `sourceMessageId: { $ref: Snowflake, x-herald-reason: sourceMessageId must be … }`.
+ * `userId: { $ref: Id, x-herald-reason: userId must be … }`.
  */
 export function specDocument(): Record<string, unknown> {
   return dereferenced(structuredClone(loadSpec().document));

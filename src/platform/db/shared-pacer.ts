@@ -8,7 +8,7 @@ export interface Pacer {
 export interface PaceOptions {
   /** Requests per second to space to. */
   perSecond: number;
-  /** What the platform allows in any one-second window (Discord: 50); above `perSecond`. */
+  /** What the platform allows in any one-second window; above `perSecond`. */
   windowLimit: number;
 }
 

@@ -78,7 +78,7 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
       handlers[id] = handler;
     }
   }
-  // Operations marked `x-herald-outside-api` (the archive's event stream and files: not JSON) are documented here and served by a plain route.
+  // Operations marked `x-herald-outside-api` (an event stream, files: not JSON) are documented here and served by a plain route.
   const outside = (op: Operation | undefined): boolean => (op as Record<string, unknown> | undefined)?.['x-herald-outside-api'] === true;
   const unbound = api
     .getOperations()
@@ -190,7 +190,7 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
       request.body = body;
     }
     // Text Herald keeps goes to PostgreSQL, whose text cannot hold U+0000: refused here, on every
-    // operation the contract validates, naming the field (deliveries keep the protocol's own checks).
+    // operation validated here, naming the field (one whose handler validates is left to the handler).
     const nul = validates(operation) ? fieldWithNul(request.query, body) : undefined;
     if (nul !== undefined) {
       const invalidBody = (operation as Record<string, unknown>)['x-herald-invalid-body'] as { status: number; error: string } | undefined;
@@ -211,13 +211,14 @@ interface Parameter {
 }
 
 /**
- * Whether the contract validates the operation's input. POST /mcp/deliveries is validated once, by
- * the protocol's ordered checks over the same contract schemas (DeliveryRequestValidator):
- * validating the whole body first would be work done twice. An operation with neither parameters
- * nor a body (the probes, capabilities) has nothing to validate.
+ * Whether the contract validates the operation's input here. An operation marked
+ * `x-herald-handler-validates` has its handler check its input, in an order of its own over the
+ * same contract schemas: validating it here first would be the work done twice. An operation with
+ * neither parameters nor a body (the probes, capabilities) has nothing to validate.
  */
 function validates(operation: Operation | undefined): boolean {
-  return operation !== undefined && operation.operationId !== 'createDelivery' && ((operation.parameters ?? []).length > 0 || operation.requestBody !== undefined);
+  if (operation === undefined || (operation as Record<string, unknown>)['x-herald-handler-validates'] === true) return false;
+  return (operation.parameters ?? []).length > 0 || operation.requestBody !== undefined;
 }
 
 /**
