@@ -35,7 +35,7 @@ function walk(dir: string): string[] {
 /** The exported functions of a module's source, each with its text up to the next top-level export. */
 function exportedFunctions(source: string): { name: string; body: string }[] {
   const starts = [...source.matchAll(/^export (?:async )?function\*? ?(\w+)/gm)];
-  return starts.map((m, i) => {
+  return starts.map((m) => {
     const from = m.index ?? 0;
     const next = source.slice(from + 1).search(/^export /m);
     return { name: m[1] as string, body: next < 0 ? source.slice(from) : source.slice(from, from + 1 + next) };
@@ -86,7 +86,7 @@ export function classifyTestFiles(root = ROOT): TestFiles {
 
 if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const { storeDependent, storeIndependent, spawning } = classifyTestFiles();
-  console.log(`store-dependent (both passes, ${storeDependent.length}):\n  ${storeDependent.join('\n  ')}`);
-  console.log(`store-independent (PGlite pass only, ${storeIndependent.length}):\n  ${storeIndependent.join('\n  ')}`);
-  console.log(`starting other processes (longer timeouts, ${spawning.length}):\n  ${spawning.join('\n  ')}`);
+  process.stdout.write(`store-dependent (both passes, ${storeDependent.length}):\n  ${storeDependent.join('\n  ')}\n`);
+  process.stdout.write(`store-independent (PGlite pass only, ${storeIndependent.length}):\n  ${storeIndependent.join('\n  ')}\n`);
+  process.stdout.write(`starting other processes (longer timeouts, ${spawning.length}):\n  ${spawning.join('\n  ')}\n`);
 }
