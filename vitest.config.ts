@@ -1,12 +1,20 @@
 import { defineConfig } from 'vitest/config';
+import { classifyTestFiles } from './.ci/test-files.js';
+
+// HERALD_TEST_STORE_ONLY=1 (CI's PostgreSQL pass): only the files that open a store; the rest ran
+// on the PGlite pass already and would test the same thing again (see .ci/test-files.ts).
+const storeOnly = process.env['HERALD_TEST_STORE_ONLY'] === '1';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    include: storeOnly ? classifyTestFiles().storeDependent : ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
     setupFiles: ['test/support/setup.ts'],
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // A hang costs seconds. Files that start other processes (Herald, PostgreSQL, InspIRCd,
+    // Chromium) get PROCESS_TIMEOUT_MS instead (test/support/setup.ts); a test or hook that
+    // legitimately needs longer says so itself.
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
     // Crash tests spawn Herald processes; keep the 2-core machine from thrashing.
     maxWorkers: 2,
     reporters: ['default'],

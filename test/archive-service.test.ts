@@ -2,6 +2,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MediaDownloader } from '../src/modules/archive/media.downloader.js';
 import { MediaService, type Actor } from '../src/modules/archive/media.service.js';
+import type { MediaItem } from '../src/modules/archive/media.js';
 import { mediaOf } from '../src/modules/archive/media.js';
 import { ScrapeJobs, scrapeQueue, type ScrapeStepJob } from '../src/modules/archive/scrape.jobs.js';
 import { OutboxWorker } from '../src/outbox/worker.js';
@@ -75,11 +76,29 @@ describe('media archive on the memory platform (any transport with history pages
       const s = await media.getScrape(scrape.id, trusted);
       return s?.state === 'completed' ? s : undefined;
     }, 'the scrape to complete');
-    const expected = memory.archived.get(CHANNEL)?.reduce((n, m) => n + mediaOf(m).length, 0) ?? 0;
-    expect(done).toMatchObject({ messagesSeen: 1_050, itemsFound: expected, errors: 0 });
+    // Counted from message(): an attachment on every even message (525 of 1,050), an embed image
+    // on every fifth (210), a media link on every fourth (263; the example.com page is no media).
+    const attachments = 525;
+    const embeds = 210;
+    const links = 263;
+    expect(done).toMatchObject({ messagesSeen: 1_050, itemsFound: attachments + embeds + links, errors: 0 });
     expect(events).toEqual([0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1050]);
-    const page = await media.queryMedia({ scrapeId: scrape.id, source: 'embed', limit: 500 }, trusted);
-    expect(page.items.every((i) => i.url.startsWith('https://media.discordapp.net/'))).toBe(true);
+    const all = async (source: 'embed' | 'link'): Promise<MediaItem[]> => {
+      const items: MediaItem[] = [];
+      for (let cursor: string | undefined; ; ) {
+        const page = await media.queryMedia({ scrapeId: scrape.id, source, limit: 100, ...(cursor !== undefined ? { cursor } : {}) }, trusted);
+        items.push(...page.items);
+        if (page.nextCursor === null) return items;
+        cursor = page.nextCursor;
+      }
+    };
+    const embedded = await all('embed');
+    expect(embedded).toHaveLength(embeds);
+    // An embed's item is its thumbnail on the media proxy, not the link it shows.
+    expect(embedded.filter((i) => !i.url.startsWith('https://media.discordapp.net/')).map((i) => i.url)).toEqual([]);
+    const linked = await all('link');
+    expect(linked).toHaveLength(links);
+    expect(linked.filter((i) => !/^https:\/\/cdn\.discordapp\.com\/x\/\d+\.gif$/.test(i.url)).map((i) => i.url)).toEqual([]);
   });
 
   it('a download scrape refuses a host outside the allowlist before any request, and says why', async () => {

@@ -52,6 +52,32 @@ async function waitForScrape(h: TestHerald, id: string, state: string, timeoutMs
   }, `scrape ${id} to be ${state}`, timeoutMs);
 }
 
+/**
+ * Evidence that the stopped scrape `id` reads no more, without a quiet period: once it holds no
+ * lease (a step in flight at the stop records its page, then lets go), note the scrape and the
+ * platform reads of its channel; then start another scrape (of an empty channel) and wait until
+ * it completed: the scrape worker has claimed and run a step after the note. The stopped scrape
+ * must be as it was, still unleased, and its channel read no more. The other scrape is deleted.
+ */
+async function expectStoppedStill(h: TestHerald, id: string, channelId: string): Promise<Scrape> {
+  const get = async (): Promise<Scrape> => (await h.admin.get(`/admin/archive/scrapes/${id}`)).json as Scrape;
+  const lease = async (): Promise<string | null | undefined> => (await h.herald.store.db.selectFrom('media_scrapes').select('lease_owner').where('id', '=', id).executeTakeFirst())?.lease_owner;
+  const reads = (): number => h.sandbox.requests.filter((r) => r.method === 'GET' && r.path === `/channels/${channelId}/messages`).length;
+  await waitFor(async () => (await lease()) === null, 'the stopped scrape to hold no lease');
+  const before = await get();
+  const readsBefore = reads();
+  const other = await h.admin.post('/admin/archive/scrapes', { channelId: SANDBOX_IDS.channels.ops, mode: 'links' });
+  expect(other.status).toBe(201);
+  const otherId = (other.json as Scrape).id;
+  await waitForScrape(h, otherId, 'completed');
+  expect(await get()).toEqual(before);
+  expect(before.state).toBe('stopped');
+  expect(await lease()).toBeNull();
+  expect(reads()).toBe(readsBefore);
+  expect((await h.admin.delete(`/admin/archive/scrapes/${otherId}`)).status).toBe(204);
+  return before;
+}
+
 async function allItems(h: TestHerald, query: string): Promise<Item[]> {
   const items: Item[] = [];
   let cursor: string | null = null;
@@ -146,11 +172,7 @@ describe('media archive: a links scrape of the 20,000-message sandbox channel', 
     expect(second.items.map((i) => i.id)).toEqual(all.slice(100, 200).map((i) => i.id));
     await h.bridge.post(`/admin/archive/scrapes/${(again.json as Scrape).id}/stop`, undefined);
     // A step in flight when it stopped finishes its page; then nothing more is read.
-    await waitFor(async () => {
-      const n = h.sandbox.requests.length;
-      await new Promise((r) => setTimeout(r, 500));
-      return h.sandbox.requests.length === n;
-    }, 'the stopped scrape to read no more');
+    await expectStoppedStill(h, (again.json as Scrape).id, SANDBOX_MEDIA_CHANNEL);
   });
 
   it('answers one item with its message link; reads never call the platform', async () => {
@@ -182,13 +204,7 @@ describe('media archive: stop and resume', { timeout: 180_000 }, () => {
     expect(stop.status).toBe(200);
     expect((stop.json as Scrape).state).toBe('stopped');
     // A step in flight when it stopped still records its page, and then nothing moves.
-    const settled = await waitFor(async () => {
-      const a = (await h.bridge.get(`/admin/archive/scrapes/${id}`)).json as Scrape;
-      await new Promise((r) => setTimeout(r, 300));
-      const b = (await h.bridge.get(`/admin/archive/scrapes/${id}`)).json as Scrape;
-      return a.messagesSeen === b.messagesSeen ? b : undefined;
-    }, 'the stopped scrape to stay still');
-    expect(settled.state).toBe('stopped');
+    const settled = await expectStoppedStill(h, id, SANDBOX_MEDIA_CHANNEL);
     expect(settled.messagesSeen).toBeLessThan(5_000);
     expect(settled.cursor).not.toBeNull();
     const resumed = await h.bridge.post('/admin/archive/scrapes', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links' });

@@ -7,7 +7,8 @@ import { IDS, startTestHerald, type TestHerald } from './support/herald.js';
 describe('run_command: validate', () => {
   let h: TestHerald;
   beforeAll(async () => {
-    h = await startTestHerald();
+    // Execution on, so that the refusals below are the only thing between an agent and /agent pair.
+    h = await startTestHerald({ env: { HERALD_COMMAND_EXECUTION_ENABLED: 'true' } });
   });
   afterAll(() => h.close());
 
@@ -94,7 +95,7 @@ describe('run_command: validate', () => {
     expect(await run({ command: `destinations set alerts <#${IDS.channels.digest}>` })).toMatchObject({ ok: true });
   });
 
-  it('describes the identity commands as slash-command only, and refuses them even to validate (only the user pairs, in Discord)', async () => {
+  it('describes the identity commands as slash-command only, and refuses them to validate and to execute: no code issued, the registration unchanged', async () => {
     const agent = (await h.bridge.get('/mcp/commands/agent')).json as { subcommands: { name: string; slashCommandOnly: boolean; preconditions: string[] }[] };
     expect(agent.subcommands.map((s) => [s.name, s.slashCommandOnly])).toEqual([
       ['register', true],
@@ -103,14 +104,24 @@ describe('run_command: validate', () => {
     ]);
     const destinations = (await h.bridge.get('/mcp/commands/destinations')).json as { subcommands: { slashCommandOnly: boolean }[] };
     expect(destinations.subcommands.every((s) => !s.slashCommandOnly)).toBe(true);
-    await h.sandbox.invoke({ userId: SANDBOX_MEMBER_IDS.owner, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
+    const owner = SANDBOX_MEMBER_IDS.owner;
+    await h.sandbox.invoke({ userId: owner, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
+    const registration = await h.bridge.get(`/mcp/registration/${owner}`);
+    expect(registration.status).toBe(200);
+    let key = 0;
     for (const sub of ['register', 'pair', 'unregister']) {
-      const r = await run({ userId: SANDBOX_MEMBER_IDS.owner, command: `agents ${sub}` });
-      expect(r, sub).toMatchObject({ ok: false, command: { name: 'agent', subcommand: sub, alias: 'agents' }, error: { category: 'slash_command_only' }, outputs: [], sideEffectsMayHaveOccurred: false });
-      expect(r.error?.reason).toContain(`/agent ${sub} runs only from the user's own slash command`);
+      // Execute with everything execute needs: the owner's own fresh message and a key.
+      const execute = { mode: 'execute', sourceMessageId: h.sandbox.writeAsUser(owner, IDS.channels.alerts, `please ${sub} my agent`).id, idempotencyKey: `identity-refused-${++key}`.padEnd(16, '0') };
+      for (const [mode, extra] of [['validate', {}], ['execute', execute]] as const) {
+        const r = await run({ userId: owner, command: `agents ${sub}`, ...extra });
+        expect(r, `${mode} ${sub}`).toMatchObject({ ok: false, command: { name: 'agent', subcommand: sub, alias: 'agents' }, error: { category: 'slash_command_only' }, outputs: [], sideEffectsMayHaveOccurred: false });
+        expect(r.error?.reason).toContain(`/agent ${sub} runs only from the user's own slash command`);
+      }
+      // Nothing ran: no pairing code issued, the registration as it was (not unregistered, not re-registered).
+      expect(await h.herald.store.db.selectFrom('pairing_codes').select('user_id').where('user_id', '=', owner).execute(), sub).toEqual([]);
+      const after = await h.bridge.get(`/mcp/registration/${owner}`);
+      expect([after.status, after.json], sub).toEqual([200, registration.json]);
     }
-    // Still registered: nothing ran.
-    expect((await h.bridge.get(`/mcp/registration/${SANDBOX_MEMBER_IDS.owner}`)).status).toBe(200);
   });
 
   it('refuses bots, strangers, and channels of another guild', async () => {

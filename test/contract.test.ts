@@ -1,5 +1,6 @@
 import { readFileSync, readdirSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { OpenAPIBackend, type Operation } from 'openapi-backend';
+import { describe, expect, it, vi } from 'vitest';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parse } from 'yaml';
 import { withUtf16Lengths } from '../src/platform/contract/ajv.js';
@@ -22,6 +23,34 @@ function heraldExtensions(node: unknown): string[] {
     for (const [key, v] of Object.entries(value)) if (key.startsWith('x-herald-')) found.push(`${key}: ${JSON.stringify(v)}`);
   }
   return found.sort();
+}
+
+interface Example {
+  example?: unknown;
+  examples?: Record<string, { value: unknown }>;
+}
+
+/** A parameter's or body's example from the contract (every path parameter and body has one). */
+function exampleOf(node: Example | undefined): unknown {
+  return node?.example ?? Object.values(node?.examples ?? {})[0]?.value;
+}
+
+/**
+ * A request the contract calls valid for `op`: its path with every parameter's example, its
+ * required query parameters (and waitForHandoff's timeout_ms=0, not to wait), its body's example.
+ */
+function validRequest(op: Operation): { path: string; query: string; body: unknown } {
+  const parameters = (op.parameters ?? []) as (Example & { in: string; name: string; required?: boolean })[];
+  let path = op.path;
+  const query = new URLSearchParams();
+  for (const p of parameters) {
+    if (p.in === 'path') path = path.replace(`{${p.name}}`, encodeURIComponent(String(exampleOf(p))));
+    if (p.in === 'query' && p.required === true) query.set(p.name, String(exampleOf(p)));
+  }
+  if (op.operationId === 'waitForHandoff') query.set('timeout_ms', '0');
+  if (path.includes('{')) throw new Error(`${op.operationId}: no example for a parameter of ${path}`);
+  const content = (op.requestBody as { content?: Record<string, Example> } | undefined)?.content?.['application/json'];
+  return { path, query: query.size > 0 ? `?${query}` : '', body: content === undefined ? undefined : exampleOf(content) };
 }
 
 describe('the contract', () => {
@@ -88,24 +117,44 @@ describe('the contract', () => {
     expect(api.getOperations().map((o) => o.operationId).sort()).toEqual([...declared].sort());
   });
 
-  it('binds a handler to every operationId in the running app, each answering a status it declares', async () => {
-    const h = await startTestHerald();
+  it('binds a handler to every operationId in the running app: a valid request reaches it, and it answers a status it declares', { timeout: 120_000 }, async () => {
+    // Record which registered handler answers each request: the operation's own, or one of
+    // openapi-backend's fallbacks (validationFail, notFound, unauthorizedHandler, ...). A request
+    // that stops at validation or routing never reaches the operation's handler.
+    const reached: string[] = [];
+    const register = OpenAPIBackend.prototype.register as (this: OpenAPIBackend, id: string, handler: (...args: unknown[]) => unknown) => void;
+    const spy = vi.spyOn(OpenAPIBackend.prototype, 'register').mockImplementation(function (this: OpenAPIBackend, ...args: unknown[]) {
+      const [id, handler] = args as [string, (...a: unknown[]) => unknown];
+      return register.call(this, id, (...a: unknown[]) => {
+        reached.push(id);
+        return handler(...a);
+      });
+    });
+    const h = await startTestHerald().finally(() => spy.mockRestore());
     try {
       const api = await contractApi();
-      const undeclared: string[] = [];
-      for (const op of api.getOperations()) {
-        // Unauthenticated calls reach the auth check; authenticated ones reach a handler. Any
-        // operation without a handler would answer 501 from openapi-backend's notImplemented
-        // or throw (strict mode); one the API's port does not serve would answer 404 (what a
-        // fuzzer reading the contract found for /metrics): none may happen.
-        const path = op.path.replace('{request_id}', 'a'.repeat(64)).replace('{user_id}', '123456789012345678').replace('{guild_id}', '234567890123456789').replace('{destination}', 'alerts');
+      const problems: string[] = [];
+      const operations = api.getOperations();
+      expect(operations.length).toBeGreaterThanOrEqual(30);
+      for (const op of operations) {
+        const id = op.operationId ?? '';
+        const { path, query, body } = validRequest(op);
         const token = path.startsWith('/admin/') ? h.adminToken : h.bridgeToken;
-        const query = op.operationId === 'waitForHandoff' ? '?timeout_ms=0' : '';
-        const res = await fetch(`${h.url}${path}${query}`, { method: op.method.toUpperCase(), headers: { authorization: `Bearer ${token}` }, ...(op.requestBody ? { body: '{}' } : {}) });
-        await res.body?.cancel();
-        if (!Object.keys(op.responses ?? {}).includes(String(res.status))) undeclared.push(`${op.operationId} ${op.method.toUpperCase()} ${path}: ${res.status}`);
+        reached.length = 0;
+        const res = await fetch(`${h.url}${path}${query}`, { method: op.method.toUpperCase(), headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+        const what = `${id} ${op.method.toUpperCase()} ${path}${query}: ${res.status}`;
+        if (!Object.keys(op.responses ?? {}).includes(String(res.status))) problems.push(`${what}, a status it does not declare`);
+        if ((op as Record<string, unknown>)['x-herald-outside-api'] === true) {
+          // Served by a plain route (an event stream, a file): its own answer, not the API's 404.
+          const answer = id === 'streamArchiveEvents' ? res.headers.get('content-type') : await res.text();
+          const own = id === 'streamArchiveEvents' ? 'text/event-stream' : JSON.stringify({ error: 'file not found' });
+          if (answer !== own) problems.push(`${what}, not its route's answer (${String(answer)})`);
+        } else if (!reached.includes(id)) {
+          problems.push(`${what}, answered by ${reached.join(', ') || 'no handler'} instead of its own`);
+        }
+        if (!res.bodyUsed) await res.body?.cancel();
       }
-      expect(undeclared).toEqual([]);
+      expect(problems).toEqual([]);
     } finally {
       await h.close();
     }

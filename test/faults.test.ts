@@ -39,12 +39,16 @@ describe('delivering through a failing Discord', () => {
     expect(count(`timeout ${id}`)).toBe(1);
   });
 
-  it('waits out 429s (route and global) and delivers', async () => {
+  // An injected 429 carries no Retry-After and no scope: neither a route nor a global limit.
+  it('waits out a 429 (an injected one, without Retry-After), sends again and delivers once', async () => {
     const id = newRequestId();
     h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 429, code: 0, times: 1 });
+    const before = h.sandbox.requests.length;
     await h.bridge.post('/mcp/deliveries', post(id, `429 ${id}`));
     await h.waitForState(id, 'delivered');
     expect(count(`429 ${id}`)).toBe(1);
+    const posts = h.sandbox.requests.slice(before).filter((r) => r.method === 'POST' && r.path.endsWith('/messages'));
+    expect(posts.map((r) => r.status)).toEqual([429, 200]);
   });
 
   it('fails with UPSTREAM_UNAVAILABLE when Discord refuses for good (403 Missing Access), with no retry', async () => {

@@ -9,9 +9,11 @@
  * - drain of N deliveries over 100 channels through the sandbox with Discord's limits (50/s global,
  *   5 per 5 s per channel) with 1 and 3 dispatcher processes, vs the floor N/50 s; 429s by scope;
  * - 202 → sandbox receipt at low load, p50/p99;
- * - resident memory with 100,000 stored deliveries vs with none.
+ * - resident memory with 100,000 stored deliveries vs with none;
+ * - query_media over 100,000 archived items, each filter's median ms per page (archive-query.ts;
+ *   over 100 ms is reported).
  *
- * Options: --quick (short phases), --only=ingest,drain,latency,memory, --out=FILE.
+ * Options: --quick (short phases), --only=ingest,drain,latency,memory,archive, --out=FILE.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
 import { randomBytes } from 'node:crypto';
@@ -28,12 +30,13 @@ import { migrateToLatest } from '../../src/platform/db/migrate.js';
 import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
 import { startHeraldProcess, type HeraldProcess } from '../support/process.js';
+import { archiveQueryPhase, BENCH_ITEMS } from './archive-query.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
-const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? 'ingest,drain,latency,memory').split(','));
+const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? 'ingest,drain,latency,memory,archive').split(','));
 const outFile = argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ?? path.join(ROOT, 'data', 'bench', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
 const serverUrl = process.env['TEST_DATABASE_URL'] || 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -516,6 +519,7 @@ async function main(): Promise<void> {
         Object.assign(row, await drain(store, sandbox, 3));
       }
       if (only.has('memory')) Object.assign(row, await memory(store, sandbox));
+      if (only.has('archive')) Object.assign(row, await archiveQueryPhase(store.databaseUrl, store.dataDir, quick ? BENCH_ITEMS / 5 : BENCH_ITEMS));
     } finally {
       await store.close();
     }
