@@ -37,7 +37,15 @@ describe.skipIf(!haveChromium)('media archive web UI: actions', { timeout: 180_0
   let page: Page;
   /** One Herald after another on one URL, store, sandbox and tokens: a restart the page sees as a dropped stream. */
   let env: Record<string, string>;
-  const start = () => startTestHerald({ useSandbox: sandbox, useDb: db, env });
+  let running = false;
+  const start = async () => {
+    h = await startTestHerald({ useSandbox: sandbox, useDb: db, env });
+    running = true;
+  };
+  const stop = async () => {
+    running = false;
+    await h.close();
+  };
 
   beforeAll(async () => {
     execSync('npm run -s build:web', { stdio: 'inherit' });
@@ -49,7 +57,7 @@ describe.skipIf(!haveChromium)('media archive web UI: actions', { timeout: 180_0
       MCP_BRIDGE_TOKEN: newToken(),
       HERALD_MEDIA_MAX_FILE_BYTES: '1048576',
     };
-    h = await start();
+    await start();
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
     page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
   }, 180_000);
@@ -58,8 +66,10 @@ describe.skipIf(!haveChromium)('media archive web UI: actions', { timeout: 180_0
       mkdirSync(SCREENSHOTS, { recursive: true });
       await page.screenshot({ path: path.join(SCREENSHOTS, 'archive-ui-actions.png'), fullPage: true }).catch(() => undefined);
     }
-    await browser?.close();
-    await h?.close();
+    // Each step even when one before it failed (a test that timed out mid-restart left h closed).
+    sandbox?.clearFaults();
+    await browser?.close().catch(() => undefined);
+    if (running) await h?.close().catch(() => undefined);
     await sandbox?.close();
     await db?.drop();
   });
@@ -167,9 +177,9 @@ describe.skipIf(!haveChromium)('media archive web UI: actions', { timeout: 180_0
 
   it('shows the live stream dropping while Herald restarts, and following again once it is back', async () => {
     await poll(() => page.getByTestId('live').textContent()).toBe('live');
-    await h.close();
+    await stop();
     await poll(() => page.getByTestId('live').textContent()).toBe('connecting…');
-    h = await start();
+    await start();
     await poll(() => page.getByTestId('live').textContent()).toBe('live');
     // The new stream carries events: a scrape started behind the page's back appears without a reload.
     const started = await h.admin.post('/admin/archive/scrapes', { channelId: IDS.channels.deals, mode: 'links' });
