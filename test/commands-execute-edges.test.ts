@@ -57,10 +57,10 @@ describe('run_command execute: slots, keys still running, failures, Discord away
   const { said, call, run, slowCommandLookup, finished, mappings } = harness(() => h);
 
   it('answers in_progress (side effects may have occurred) for the same key while its command still runs, then its result', async () => {
-    slowCommandLookup(IDS.channels.deals, 4_000);
+    slowCommandLookup(IDS.channels.deals, 8_000);
     const invocation = { command: `destinations set deals <#${IDS.channels.deals}>`, sourceMessageId: said(), idempotencyKey: newKey() };
     expect(await run(invocation)).toMatchObject({ ok: false, error: { category: 'timed_out' }, sideEffectsMayHaveOccurred: true, replayed: false });
-    // The command still runs (its lookup is answered 4 s after it began): the key is taken.
+    // The command still runs (its lookup is answered 8 s after it began, room for a loaded machine): the key is taken.
     const again = await run(invocation);
     expect(again).toMatchObject({
       ok: false,
@@ -74,8 +74,8 @@ describe('run_command execute: slots, keys still running, failures, Discord away
   });
 
   it('answers busy when every slot runs a command, spending neither the key nor the message; the same key runs once a slot is free', async () => {
-    slowCommandLookup(IDS.channels.deals, 4_000);
-    slowCommandLookup(IDS.channels.ops, 4_000);
+    slowCommandLookup(IDS.channels.deals, 8_000);
+    slowCommandLookup(IDS.channels.ops, 8_000);
     const slow = [
       { command: `destinations set digest <#${IDS.channels.deals}>`, sourceMessageId: said(), idempotencyKey: newKey() },
       { command: `destinations set ops <#${IDS.channels.ops}>`, sourceMessageId: said(), idempotencyKey: newKey() },
