@@ -113,10 +113,9 @@ describe('run_command execute: slots, keys still running, failures, Discord away
     expect((await mappings()).map((m) => m.destination)).not.toContain('alerts');
   });
 
-  // Known defect: the bot_can_post precondition asks Discord outside the "Discord unavailable"
-  // wrapping of command.service.ts, so Discord failing there is an undeclared 500 {"error":"internal
-  // error"} instead of the contract's 503. `it.fails` until that is fixed; then make it `it`.
-  it.fails('answers 503 discord unavailable when Discord fails the bot_can_post check', async () => {
+  // The bot_can_post precondition asks Discord too: its failure is the contract's 503, not an
+  // undeclared 500 (it was, before command.service.ts wrapped the precondition check).
+  it('answers 503 discord unavailable when Discord fails the bot_can_post check', async () => {
     h.sandbox.inject({ method: 'GET', path: `^/channels/${IDS.channels.digest}$`, action: 'error', status: 503, times: 50 });
     let res: Awaited<ReturnType<typeof call>>;
     try {

@@ -187,11 +187,9 @@ describe('the Discord gateway dropping and reconnecting', { timeout: 120_000 }, 
     expect((await readiness()).body).toMatchObject({ status: 'ok', checks: { gateway: 'ok' } });
   });
 
-  // Known defect: /readyz's gateway check is discord.js's client.isReady(), which stays true once
-  // the client was first ready (its manager's status is not reset when its shard disconnects), so
-  // /readyz says gateway ok while the connection is gone. `it.fails` until that is fixed (the
-  // shard's own status, or the session seen by the sandbox, would say it); then make it `it`.
-  it.fails('says gateway unavailable in /readyz while the gateway is gone', async () => {
+  // discord.js's client.isReady() stays true once the client was first ready, so /readyz also reads
+  // the shards' status (gateway-client.ts): it says unavailable while the connection is gone.
+  it('says gateway unavailable in /readyz while the gateway is gone', async () => {
     await waitFor(() => sandbox.gatewaySessions === 1, 'a gateway session');
     proxy.down();
     try {

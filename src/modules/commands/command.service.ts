@@ -153,7 +153,8 @@ export class CommandService<Deps> {
     const { invoker } = found;
     if (invoker.user.bot) return refuse('bot_refused', 'bots cannot invoke commands');
     const invocation = invocationOf(invoker, parsed);
-    const refusal = await this.router.refusal(command, invocation);
+    // A precondition may ask Discord (bot_can_post): its failure is Discord unavailable, like the lookups above.
+    const refusal = await fromDiscord(this.router.refusal(command, invocation));
     if (refusal !== undefined) return refuse('unmet_precondition', refusal.reason, { precondition: refusal.precondition });
     // Replies posted to the channel need Herald's own permissions there, whatever the command.
     if (request.responseMode === 'discord' && (await fromDiscord(this.invokers.botCanPost(request.guildId, request.channelId))) !== true) {

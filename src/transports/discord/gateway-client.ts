@@ -9,6 +9,7 @@ import {
   PermissionFlagsBits,
   REST,
   Routes,
+  Status,
   type APIApplication,
   type ChatInputCommandInteraction,
   type RESTPostAPIChatInputApplicationCommandsJSONBody,
@@ -147,7 +148,8 @@ export async function connectGateway(options: {
   log.info({ commands: names }, 'gateway connected; slash commands registered');
   return {
     get ready() {
-      return client.isReady();
+      // isReady() stays true after the first READY; the shards say whether the connection is up now.
+      return client.isReady() && client.ws.shards.every((shard) => shard.status === Status.Ready);
     },
     close: () => client.destroy(),
   };
