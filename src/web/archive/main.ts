@@ -52,6 +52,15 @@ function TokenForm({ notice, onToken }: { notice: string | undefined; onToken: (
   </form>`;
 }
 
+/** The listed scrapes, each replaced by the copy already shown when that one was updated later. */
+function newest(listed: ScrapeJob[], shown: ScrapeJob[]): ScrapeJob[] {
+  const byId = new Map(shown.map((s) => [s.id, s]));
+  return listed.map((s) => {
+    const current = byId.get(s.id);
+    return current !== undefined && Date.parse(current.updatedAt) > Date.parse(s.updatedAt) ? current : s;
+  });
+}
+
 /** The page: the token form until signed in, then the panels, kept current by the live events. */
 function App() {
   const [authed, setAuthed] = useState(token.get() !== null);
@@ -73,7 +82,8 @@ function App() {
       signOut('The saved token was refused (has HERALD_ADMIN_TOKEN changed?): paste the admin token again.');
       return;
     }
-    setScrapes(list.body.scrapes);
+    // A live event may have arrived while the list was being read: keep whichever is newer.
+    setScrapes((old) => newest(list.body.scrapes, old));
     setStorage(store.body);
     setTick((t) => t + 1);
   }, []);
