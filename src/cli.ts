@@ -5,6 +5,7 @@ import type { Herald } from './app.js';
 import { packageVersion, parseArgs } from './cli-help.js';
 import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, unknownVariables, type Config } from './config.js';
 import { checkDataDir } from './platform/db/data-dir-lock.js';
+import type { DiscordConfig } from './transports/discord/index.js';
 import { checkPortFree, checkPortsFree, discordTokenRejected, listenProblem, StartupError } from './platform/startup.js';
 
 // Each command imports only the modules it runs (dynamic imports below), so `herald --help` and
@@ -85,13 +86,14 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'commands': {
-      if (config.discordToken === undefined) {
+      const discord = config.platforms['discord'] as DiscordConfig | undefined;
+      if (discord?.token === undefined) {
         console.error('herald: DISCORD_TOKEN is not set (sandbox mode registers its commands itself at start-up)');
         return 2;
       }
       const { registerCommands } = await import('./transports/discord/gateway-client.js');
-      const { COMMAND_DEFINITIONS } = await import('./modules/commands/registry.js');
-      const names = await registerCommands(config.discordToken, config.discordApiUrl, COMMAND_DEFINITIONS).catch((err: unknown) => {
+      const { COMMAND_DEFINITIONS } = await import('./modules/registry.js');
+      const names = await registerCommands(discord.token, discord.apiUrl, COMMAND_DEFINITIONS).catch((err: unknown) => {
         const status = typeof err === 'object' && err !== null ? (err as { status?: unknown }).status : undefined;
         throw status === 401 ? discordTokenRejected(status, err) : err;
       });
@@ -131,7 +133,9 @@ async function main(argv: string[]): Promise<number> {
         });
         sandbox = { url: fake.url, ids: SANDBOX_IDS, close: () => fake.close() };
         sandboxDiscord = fake;
-        config = Object.freeze({ ...config, discordToken: fake.botToken, discordApiUrl: fake.apiUrl, discordChatGuild: config.discordChatGuild ?? SANDBOX_IDS.guild });
+        const discord = config.platforms['discord'] as DiscordConfig;
+        const sandboxed: DiscordConfig = { ...discord, token: fake.botToken, apiUrl: fake.apiUrl, chatGuild: discord.chatGuild ?? SANDBOX_IDS.guild };
+        config = Object.freeze({ ...config, platforms: Object.freeze({ ...config.platforms, discord: Object.freeze(sandboxed) }) });
       } else if (command === 'serve') {
         // Sandbox mode makes both up; elsewhere an unset one turns a whole API surface off.
         const unset = [
@@ -150,7 +154,7 @@ async function main(argv: string[]): Promise<number> {
       }
       if (sandboxDiscord !== undefined) {
         // The sandbox page shows which destinations Herald has mapped, beside the channels.
-        const { listDestinations } = await import('./modules/destinations/destination.repository.js');
+        const { listDestinations } = await import('./modules/destinations/index.js');
         const db = herald.store.db;
         sandboxDiscord.destinations = async () => (await listDestinations(db)).map(({ guild_id, destination, channel_id }) => ({ guild_id, destination, channel_id }));
       }

@@ -3,7 +3,7 @@ import { SlashCommandBuilder } from 'discord.js';
 import { describe, expect, it } from 'vitest';
 import type { Command } from '../src/modules/commands/command.js';
 import { canonicalRegistry, parityProblem, registryFingerprint, registryManifest } from '../src/modules/commands/manifest.js';
-import { COMMAND_DEFINITIONS, COMMANDS } from '../src/modules/commands/registry.js';
+import { COMMAND_DEFINITIONS, COMMANDS } from '../src/modules/registry.js';
 
 const REVIEWED = readFileSync(new URL('../src/modules/commands/reviewed-commands.txt', import.meta.url), 'utf8');
 const all = COMMANDS as readonly Command<unknown>[];

@@ -167,13 +167,13 @@ describe('failed-auth throttle', () => {
 describe('IRC configuration', () => {
   it('is off without HERALD_IRC_URL; the chat tools then default to Discord', () => {
     const c = loadConfig({});
-    expect(c.irc).toBeUndefined();
+    expect(c.platforms['irc']).toBeUndefined();
     expect(c.chatTransport).toBe('discord');
   });
 
   it('has the documented defaults, and chat defaults to IRC when it is set', () => {
     const c = loadConfig({ HERALD_IRC_URL: 'ircs://irc.example.org:6697', HERALD_IRC_CHANNELS: '#agents, ops' });
-    expect(c.irc).toEqual({
+    expect(c.platforms['irc']).toEqual({
       url: 'ircs://irc.example.org:6697',
       nick: 'herald',
       password: undefined,

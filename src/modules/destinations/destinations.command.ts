@@ -1,5 +1,5 @@
 import { ChannelType, PermissionFlagsBits, SlashCommandBuilder, type SlashCommandStringOption } from 'discord.js';
-import { requiredOption, type Command } from '../commands/command.js';
+import { requiredOption, type Command } from '../contract.js';
 import { DESTINATIONS } from '../deliveries/delivery.js';
 import type { DestinationService } from './destination.service.js';
 
