@@ -60,9 +60,10 @@ export const discord = defineTransport<DiscordConfig>({
       chatGuild: env.text('HERALD_DISCORD_CHAT_GUILD'),
     };
     if (config.chatGuild !== undefined && !/^[0-9]{5,25}$/.test(config.chatGuild)) env.problem('HERALD_DISCORD_CHAT_GUILD must be a guild id (a snowflake)');
-    if (core.leaseMs <= config.timeoutMs) env.problem('HERALD_LEASE_MS must be longer than HERALD_DISCORD_TIMEOUT_MS, or a slow attempt could outlive its lease');
     // Discord is spoken where it is home (sandbox mode without a token) or where a token is given.
-    return core.home === 'discord' || token !== undefined ? Object.freeze(config) : undefined;
+    if (core.home !== 'discord' && token === undefined) return undefined;
+    if (core.leaseMs <= config.timeoutMs) env.problem('HERALD_LEASE_MS must be longer than HERALD_DISCORD_TIMEOUT_MS, or a slow attempt could outlive its lease');
+    return Object.freeze(config);
   },
 
   // A token Discord rejects stops start-up, before the store opens; Discord not answering does not
