@@ -5,7 +5,7 @@ import type { Config } from './config.js';
 import type { HeraldModule, Roles } from './modules/contract.js';
 import { ownMessageLedger } from './modules/deliveries/index.js';
 import { MODULES } from './modules/registry.js';
-import { doorbellOf, readinessOf, runJobs, schedulePrune, startModules, type JobRunner } from './modules/runner.js';
+import { defineMetrics, doorbellOf, readinessOf, reportQueues, runJobs, schedulePrune, startModules, type JobRunner } from './modules/runner.js';
 import { systemClock, type Clock } from './platform/clock.js';
 import { openStore, type Store } from './platform/db/database.js';
 import { migrateToLatest } from './platform/db/migrate.js';
@@ -65,6 +65,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
   const log = options.log ?? createLogger(config.logLevel);
   const roles = options.roles ?? { http: true, dispatcher: true };
   const registry = createRegistry();
+  const metrics = defineMetrics(MODULES, registry);
   const cleanups: (() => Promise<void>)[] = [];
   const close = async (): Promise<void> => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch((err: unknown) => log.error({ err: errorSummary(err) }, 'shutdown step failed'));
@@ -101,10 +102,12 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
 
     const doorbell = doorbellOf(store);
     const site = { messageLinkBase: options.messageLinkBase, mediaOrigins: options.mediaOrigins ?? [] };
-    const modules = await startModules(MODULES, { config, store, db: store.db, clock, log, registry, transports, doorbell, roles, site });
+    const modules = await startModules(MODULES, metrics, { config, store, db: store.db, clock, log, registry, transports, doorbell, roles, site });
     cleanups.push(() => modules.close());
     const parts = modules.parts;
-    const worker = roles.dispatcher ? await runJobs(parts.flatMap((p) => p.jobs ?? []), { config, store, clock, log, doorbell }) : undefined;
+    const jobs = parts.flatMap((p) => p.jobs ?? []);
+    reportQueues(jobs, registry, clock);
+    const worker = roles.dispatcher ? await runJobs(jobs, { config, store, clock, log, doorbell, registry }) : undefined;
     if (worker !== undefined) cleanups.push(() => worker.stop());
 
     // The platforms' own surfaces (Discord's gateway: slash commands, inbound messages) once the modules are up.

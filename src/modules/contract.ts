@@ -3,7 +3,6 @@ import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Job, JobKind, JobQueue } from '../outbox/worker.js';
-import type { WorkerMetrics } from '../outbox/outbox.metrics.js';
 import type { Clock } from '../platform/clock.js';
 import type { Store } from '../platform/db/database.js';
 import type { Doorbell } from '../platform/db/doorbell.js';
@@ -58,8 +57,11 @@ export interface JobsDeclaration<J extends Job = Job> {
   readonly concurrency?: number;
   /** Prune the queue's finished rows hourly (`queue.prune`). */
   readonly prune?: boolean;
-  /** The worker loop's own metrics (at most one queue reports them). */
-  readonly metrics?: WorkerMetrics;
+  /**
+   * Report this queue: its depth from every process (herald_outbox_*), and the worker's own metrics
+   * where it runs. At most one queue reports (the metrics are named once).
+   */
+  readonly report?: boolean;
   /** Wake on another process's NOTIFY (the doorbell's channel) as well as on this one's doorbell. */
   readonly listen?: boolean;
 }
@@ -104,7 +106,7 @@ export interface ModuleParts<G> {
 }
 
 /** One capability of Herald: declared in its folder's `index.ts`, listed in src/modules/registry.ts. */
-export interface HeraldModule<G = unknown> {
+export interface HeraldModule<G = unknown, M = unknown> {
   readonly name: string;
   /** The migrations (migrations/<name>.ts) that create and change this module's tables. */
   readonly migrations?: readonly string[];
@@ -112,10 +114,15 @@ export interface HeraldModule<G = unknown> {
   tools?(): readonly McpTool<never>[];
   /** Its commands (slash commands, `run_command`); they run against what `start` gives. */
   readonly commands?: readonly Command<G>[];
-  start(services: ModuleServices): Promise<ModuleParts<G>>;
+  /**
+   * Its metrics, defined on the registry before any platform starts (the status page shows its
+   * sections in the order they were defined); `start` is handed what this returns.
+   */
+  metrics?(registry: Registry): M;
+  start(services: ModuleServices, metrics: M): Promise<ModuleParts<G>>;
 }
 
 /** A module definition, typed where it is written. */
-export function defineModule<G>(module: HeraldModule<G>): HeraldModule<G> {
+export function defineModule<G, M = undefined>(module: HeraldModule<G, M>): HeraldModule<G, M> {
   return module;
 }

@@ -1,9 +1,11 @@
 import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
+import { registerOutboxHealth, WorkerMetrics } from '../outbox/outbox.metrics.js';
 import { OutboxWorker } from '../outbox/worker.js';
 import type { Clock } from '../platform/clock.js';
 import type { Store } from '../platform/db/database.js';
+import type { Registry } from '../platform/metrics.js';
 import { Doorbell } from '../platform/db/doorbell.js';
 import { errorSummary } from '../platform/errors.js';
 import type { Command, HeraldModule, JobsDeclaration, ModuleParts, ModuleServices, PruneTask } from './contract.js';
@@ -30,8 +32,13 @@ export function doorbellOf<DB>(store: Store<DB>): Doorbell {
   return new Doorbell(store.kind === 'postgres' ? async () => void (await sql`select pg_notify(${WAKE_CHANNEL}, '')`.execute(db)) : async () => undefined);
 }
 
+/** Each module's metrics, defined in the modules' order (before the platforms start theirs). */
+export function defineMetrics(modules: readonly HeraldModule[], registry: Registry): unknown[] {
+  return modules.map((m) => m.metrics?.(registry));
+}
+
 /** Start each module in order, giving it the shared services and what the modules above it give. */
-export async function startModules(modules: readonly HeraldModule[], base: Omit<ModuleServices, 'use' | 'commands'>): Promise<StartedModules> {
+export async function startModules(modules: readonly HeraldModule[], metrics: readonly unknown[], base: Omit<ModuleServices, 'use' | 'commands'>): Promise<StartedModules> {
   const gives = new Map<HeraldModule, unknown>();
   const started: ModuleParts<unknown>[] = [];
   const use = <G>(module: HeraldModule<G>): G => {
@@ -48,8 +55,8 @@ export async function startModules(modules: readonly HeraldModule[], base: Omit<
     }
   };
   try {
-    for (const module of modules) {
-      const parts = await module.start(services);
+    for (const [i, module] of modules.entries()) {
+      const parts = await module.start(services, metrics[i]);
       started.push(parts);
       gives.set(module, parts.gives);
     }
@@ -58,6 +65,13 @@ export async function startModules(modules: readonly HeraldModule[], base: Omit<
     throw err;
   }
   return { parts: started, use, close };
+}
+
+/** Every role reports the queues it shares (one database): dashboards take the max across processes. */
+export function reportQueues(declared: readonly JobsDeclaration[], registry: Registry, clock: Clock): void {
+  for (const d of declared) {
+    if (d.report === true && d.queue.depth !== undefined) registerOutboxHealth(registry, d.queue.depth, clock, { kinds: d.kinds.map((k) => k.kind) });
+  }
 }
 
 /** Every queue's jobs, run in this process. */
@@ -79,9 +93,9 @@ export interface JobRunner {
  */
 export async function runJobs<DB>(
   declared: readonly JobsDeclaration[],
-  services: { config: Config; store: Store<DB>; clock: Clock; log: Logger; doorbell: Doorbell },
+  services: { config: Config; store: Store<DB>; clock: Clock; log: Logger; doorbell: Doorbell; registry: Registry },
 ): Promise<JobRunner> {
-  const { config, store, clock, log, doorbell } = services;
+  const { config, store, clock, log, doorbell, registry } = services;
   const workers = declared.map((d) => {
     const worker = new OutboxWorker(d.queue, clock, log, {
       leaseMs: config.leaseMs,
@@ -89,7 +103,7 @@ export async function runJobs<DB>(
       concurrency: d.concurrency ?? config.dispatchConcurrency,
       shutdownGraceMs: config.shutdownGraceMs,
       ...(d.prune === true ? { pruneEveryMs: PRUNE_EVERY_MS } : {}),
-      ...(d.metrics !== undefined ? { metrics: d.metrics } : {}),
+      ...(d.report === true ? { metrics: new WorkerMetrics(registry) } : {}),
     });
     for (const kind of d.kinds) worker.register(kind);
     return worker;

@@ -10,7 +10,7 @@ import type { Delivery } from '../../src/modules/deliveries/delivery.js';
 import { destinationsModule, type DestinationService } from '../../src/modules/destinations/index.js';
 import { identityModule, type IdentityService } from '../../src/modules/identity/index.js';
 import { MODULES } from '../../src/modules/registry.js';
-import { doorbellOf, runJobs, startModules, type JobRunner } from '../../src/modules/runner.js';
+import { defineMetrics, doorbellOf, runJobs, startModules, type JobRunner } from '../../src/modules/runner.js';
 import type { Clock } from '../../src/platform/clock.js';
 import { openStore, type Store } from '../../src/platform/db/database.js';
 import { migrateToLatest } from '../../src/platform/db/migrate.js';
@@ -81,7 +81,7 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
   const transport: Transport = Object.assign(Object.create(chosen) as Transport, { invokers, channels: memory.channels });
   const log = pino({ level: 'silent' });
   const base = { config, store, db: store.db, clock, log, registry: createRegistry(), transports: transportsOf(transport), doorbell: doorbellOf(store) };
-  const modules = await startModules(MODULES, { ...base, roles: { http: false, dispatcher: true }, site: { messageLinkBase: undefined, mediaOrigins: [] } });
+  const modules = await startModules(MODULES, defineMetrics(MODULES, base.registry), { ...base, roles: { http: false, dispatcher: true }, site: { messageLinkBase: undefined, mediaOrigins: [] } });
   const worker = await runJobs(modules.parts.flatMap((p) => p.jobs ?? []), base);
   const { deliveries } = modules.use(deliveriesModule);
   const terminal = new Set(['delivered', 'failed', 'unknown']);

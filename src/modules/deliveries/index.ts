@@ -1,10 +1,9 @@
-import { registerOutboxHealth, WorkerMetrics } from '../../outbox/outbox.metrics.js';
 import { retryWhileUnreachable } from '../../platform/db/database.js';
 import { capabilitiesOf } from '../../transports/transport.js';
 import { defineModule } from '../contract.js';
 import { deliveryAdminOperations } from './delivery.admin.http.js';
 import { deliveryOperations } from './delivery.http.js';
-import { DELIVERY_KINDS, DeliveryJobs, deliveryQueue } from './delivery.jobs.js';
+import { DeliveryJobs, deliveryQueue } from './delivery.jobs.js';
 import { DeliveryMetrics } from './delivery.metrics.js';
 import { recordSentMessage } from './delivery.repository.js';
 import { DeliveryService, type KindSupport } from './delivery.service.js';
@@ -28,12 +27,12 @@ export interface Deliveries {
  * Posts, DMs, edits, command replies and handoffs: accepted into one outbox and sent exactly once
  * by the job runner.
  */
-export const deliveriesModule = defineModule<Deliveries>({
+export const deliveriesModule = defineModule<Deliveries, DeliveryMetrics>({
   name: 'deliveries',
   migrations: ['2026-11-29T19-30-00_bridge-core', '2026-11-30T04-00-00_in-doubt', '2026-11-30T05-00-00_addresses', '2026-11-30T06-30-00_outbox-health', '2026-11-30T08-30-00_reply-kind'],
   tools: deliveryTools,
-  async start({ config, store, db, clock, log, registry, transports, doorbell, site }) {
-    const metrics = new DeliveryMetrics(registry);
+  metrics: (registry) => new DeliveryMetrics(registry),
+  async start({ config, store, db, clock, log, transports, doorbell, site }, metrics) {
     // The protocol's capabilities (and the MCP tools, through them) come from what the home platform can do.
     const can = capabilitiesOf(transports.home);
     const capabilities: KindSupport = {
@@ -47,8 +46,6 @@ export const deliveriesModule = defineModule<Deliveries>({
       maxInFlight: store.kind === 'postgres' ? Math.max(1, Math.floor(config.dbPoolSize / 4)) : 1,
     });
     const queue = deliveryQueue(db, metrics);
-    // Every role reports the outbox it shares (one database): dashboards take the max across processes.
-    if (queue.depth !== undefined) registerOutboxHealth(registry, queue.depth, clock, { kinds: DELIVERY_KINDS });
     const jobs = new DeliveryJobs(db, transports, clock, log, metrics, {
       nonceWindowMs: config.nonceWindowMs,
       maxAttempts: config.maxAttempts,
@@ -58,7 +55,7 @@ export const deliveriesModule = defineModule<Deliveries>({
     return {
       gives: { deliveries, capabilities },
       operations: [deliveryOperations(deliveries, capabilities, metrics), deliveryAdminOperations(deliveries, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
-      jobs: [{ queue, kinds: jobs.kinds(), prune: true, metrics: new WorkerMetrics(registry), listen: true }],
+      jobs: [{ queue, kinds: jobs.kinds(), prune: true, report: true, listen: true }],
     };
   },
 });

@@ -1,6 +1,6 @@
 import type { Generated, Selectable } from 'kysely';
 import type { TransportName } from '../../transports/transport.js';
-import type { Destination } from '../deliveries/delivery.js';
+import type { Destination } from '../deliveries/index.js';
 
 export interface DestinationTable {
   guild_id: string;
