@@ -21,7 +21,7 @@ import type { Database } from './schema.js';
 import { LinkMetrics } from './transports/links.js';
 import type { RunningTransport, Surfaces } from './transports/plugin.js';
 import { TRANSPORTS } from './transports/registry.js';
-import { transportsOf, type Transports } from './transports/transport.js';
+import { transportsOf, type Transport, type Transports } from './transports/transport.js';
 
 export interface HeraldOptions {
   config: Config;
@@ -91,14 +91,12 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     const ownMessage = ownMessageLedger(store.db);
     const running: RunningTransport[] = [];
     for (const p of platforms) {
-      const link = (name: string, up: () => boolean): void => links.track(p.name, name, up);
-      const started = await p.start(config.platforms[p.name], { store, db: store.db as Kysely<unknown>, clock, log, registry, serving: roles.http, ownMessage, link });
+      const started = await p.start(config.platforms[p.name], { store, db: store.db as Kysely<unknown>, clock, log, registry, serving: roles.http, ownMessage, link: (name, up) => links.track(p.name, name, up) });
       cleanups.push(() => started.close());
       running.push(started);
     }
     const [home, ...others] = running.map((r) => r.facets);
-    if (home === undefined) throw new Error(`HERALD_TRANSPORT ${config.transport} is not configured`);
-    const transports = transportsOf(home, ...others);
+    const transports = transportsOf(home as Transport, ...others); // config.ts made sure HERALD_TRANSPORT is configured
 
     const doorbell = doorbellOf(store);
     const site = { messageLinkBase: options.messageLinkBase, mediaOrigins: options.mediaOrigins ?? [] };
@@ -118,11 +116,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     let api: { host: string; port: number; pages: { title: string; path: string }[] } | undefined;
     if (roles.http) {
       cleanups.push(async () => schedulePrune(parts.flatMap((p) => p.prune ?? []), clock, log)());
-      const readiness = readinessOf(store.db, [
-        ...(worker !== undefined ? [() => ({ dispatcher: worker.running ? 'ok' : 'stopped', listen: store.listening() ? 'ok' : 'unavailable' })] : []),
-        ...running.map((r) => () => r.readiness()),
-        ...parts.flatMap((p) => Object.entries(p.readiness ?? {}).map(([name, check]) => () => ({ [name]: check() }))),
-      ]);
+      const readiness = readinessOf(store, worker, [...running.map((r) => () => r.readiness()), ...parts.map((p) => p.readiness ?? {})]);
       const httpMetrics = new HttpMetrics(registry);
       const middleware = await createApi({
         bridgeToken: config.bridgeToken,

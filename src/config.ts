@@ -188,15 +188,17 @@ export function loadConfig(env: Env = process.env): Config {
   const port = int('PORT', 8787, 0, 65535);
   const leaseMs = int('HERALD_LEASE_MS', 60_000, 500, 3_600_000);
   const transport = text('HERALD_TRANSPORT') ?? 'discord';
-  if (!TRANSPORT_NAMES.includes(transport)) read.problem(`HERALD_TRANSPORT must be one of ${TRANSPORT_NAMES.join(', ')}`);
   const platforms: Record<string, unknown> = {};
   for (const t of TRANSPORTS) {
     const settings = t.config(read, { leaseMs, home: transport });
     if (settings !== undefined) platforms[t.name] = settings;
   }
   const chatTransport = text('HERALD_CHAT_TRANSPORT') ?? (platforms['irc'] !== undefined ? 'irc' : transport);
-  if (!TRANSPORT_NAMES.includes(chatTransport)) read.problem(`HERALD_CHAT_TRANSPORT must be one of ${TRANSPORT_NAMES.join(', ')}`);
-  else if (platforms[chatTransport] === undefined) read.problem(`HERALD_CHAT_TRANSPORT is ${chatTransport} but ${TRANSPORTS.find((t) => t.name === chatTransport)?.off ?? 'it is off'}`);
+  // Each names a platform of the registry that this environment configures.
+  for (const [variable, name] of [['HERALD_TRANSPORT', transport], ['HERALD_CHAT_TRANSPORT', chatTransport]] as const) {
+    if (!TRANSPORT_NAMES.includes(name)) read.problem(`${variable} must be one of ${TRANSPORT_NAMES.join(', ')}`);
+    else if (platforms[name] === undefined) read.problem(`${variable} is ${name} but ${TRANSPORTS.find((t) => t.name === name)?.off ?? 'it is off'}`);
+  }
   const config: Config = {
     port,
     host: text('HOST') ?? '127.0.0.1',

@@ -136,17 +136,29 @@ export function schedulePrune(tasks: readonly PruneTask[], clock: Clock, log: Lo
   return () => clearInterval(timer);
 }
 
-/** `/readyz`: the database, then every named check of the job runner, the platforms and the modules. */
-export function readinessOf<DB>(db: Kysely<DB>, checks: readonly (() => Record<string, string>)[]): () => Promise<Record<string, string>> {
+/** `/readyz`: the database, the job runner (and its LISTEN session), then every named check of the platforms and the modules. */
+export function readinessOf<DB>(
+  store: Store<DB>,
+  worker: JobRunner | undefined,
+  checks: readonly ((() => Record<string, string>) | Readonly<Record<string, () => string>>)[],
+): () => Promise<Record<string, string>> {
   return async () => {
     const answer: Record<string, string> = {};
     try {
-      await sql`select 1`.execute(db);
+      await sql`select 1`.execute(store.db);
       answer['database'] = 'ok';
     } catch {
       answer['database'] = 'unavailable';
     }
-    for (const check of checks) Object.assign(answer, check());
+    if (worker !== undefined) {
+      answer['dispatcher'] = worker.running ? 'ok' : 'stopped';
+      // While the LISTEN session reconnects, work from other processes waits for polling.
+      answer['listen'] = store.listening() ? 'ok' : 'unavailable';
+    }
+    for (const check of checks) {
+      if (typeof check === 'function') Object.assign(answer, check());
+      else for (const [name, named] of Object.entries(check)) answer[name] = named();
+    }
     return answer;
   };
 }
