@@ -79,8 +79,8 @@ describe('variables Herald does not know', () => {
 
   it('knows every variable config.ts documents, the README lists, the CLI help names, or the code and tests read', async () => {
     const known = knownVariables();
-    // config.ts documents Herald's own settings; each platform's folder (src/transports/<name>/index.ts) its own.
-    const transports = (await readdir(path.join(ROOT, 'src/transports'), { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => `src/transports/${d.name}/index.ts`);
+    // config.ts documents Herald's own settings; each platform's folder its own (src/transports/<name>/index.ts or settings.ts).
+    const transports = (await readdir(path.join(ROOT, 'src/transports'), { recursive: true })).filter((f) => /^[^/]+\/(index|settings)\.ts$/.test(f)).map((f) => `src/transports/${f}`);
     const configSource = (await Promise.all(['src/config.ts', ...transports].map((f) => readFile(path.join(ROOT, f), 'utf8')))).join('\n');
     const documented = [...configSource.matchAll(/\/\*\*\s*(?:\*\s*)?`([A-Z][A-Z0-9_]+)`:/g)].map((m) => m[1]);
     expect(documented.length).toBeGreaterThan(50);

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../schema.js';
 import type { Address } from '../../transports/transport.js';
-import type { Destination } from '../deliveries/index.js';
+import type { Destination } from '../deliveries/delivery.js';
 import type { DestinationRow } from './destination.table.js';
 
 type Db = Kysely<Database>;

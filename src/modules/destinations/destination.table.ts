@@ -1,6 +1,6 @@
 import type { Generated, Selectable } from 'kysely';
 import type { TransportName } from '../../transports/transport.js';
-import type { Destination } from '../deliveries/index.js';
+import type { Destination } from '../deliveries/delivery.js';
 
 export interface DestinationTable {
   guild_id: string;

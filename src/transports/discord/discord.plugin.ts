@@ -7,7 +7,7 @@ import type { RunningTransport, TransportServices } from '../plugin.js';
 import type { Channels, Inbound, Transport } from '../transport.js';
 import { DiscordTokenRejectedError, DiscordTransport } from './discord-transport.js';
 import { PlatformMetrics } from './discord.metrics.js';
-import type { DiscordConfig } from './index.js';
+import type { DiscordConfig } from './settings.js';
 import { connectGateway, GatewayInbound, type GatewayConnection } from './gateway-client.js';
 import { DiscordInvokers } from './invokers.js';
 

@@ -1,6 +1,5 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../../schema.js';
 import { defineTransport } from '../plugin.js';
+import type { IrcTransportOptions } from './irc-transport.js';
 
 /** IRC's settings. */
 export interface IrcConfig {
@@ -60,7 +59,8 @@ export const irc = defineTransport<IrcConfig>({
       nick: config.nick,
       saslPassword: config.password,
       channels: config.channels,
-      db: services.db as Kysely<Database>, // IRC keeps the lines it reads in tables of its own (src/transports/irc/irc-line.table.ts)
+      // IRC keeps the lines it reads in tables of its own (irc-line.table.ts).
+      db: services.db as unknown as IrcTransportOptions['db'],
       log: services.log.child({ transport: 'irc' }),
       metrics: new IrcMetrics(services.registry),
       linesPerSecond: config.linesPerSecond,
