@@ -65,7 +65,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
   const log = options.log ?? createLogger(config.logLevel);
   const roles = options.roles ?? { http: true, dispatcher: true };
   const registry = createRegistry();
-  const metrics = defineMetrics(MODULES, registry);
+  const metrics = await defineMetrics(MODULES, registry);
   const cleanups: (() => Promise<void>)[] = [];
   const close = async (): Promise<void> => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch((err: unknown) => log.error({ err: errorSummary(err) }, 'shutdown step failed'));

@@ -92,8 +92,8 @@ async function main(argv: string[]): Promise<number> {
         return 2;
       }
       const { registerCommands } = await import('./transports/discord/gateway-client.js');
-      const { COMMAND_DEFINITIONS } = await import('./modules/registry.js');
-      const names = await registerCommands(discord.token, discord.apiUrl, COMMAND_DEFINITIONS).catch((err: unknown) => {
+      const { allCommands } = await import('./modules/registry.js');
+      const names = await registerCommands(discord.token, discord.apiUrl, (await allCommands()).map((c) => c.definition)).catch((err: unknown) => {
         const status = typeof err === 'object' && err !== null ? (err as { status?: unknown }).status : undefined;
         throw status === 401 ? discordTokenRejected(status, err) : err;
       });
@@ -154,7 +154,7 @@ async function main(argv: string[]): Promise<number> {
       }
       if (sandboxDiscord !== undefined) {
         // The sandbox page shows which destinations Herald has mapped, beside the channels.
-        const { listDestinations } = await import('./modules/destinations/index.js');
+        const { listDestinations } = await import('./modules/destinations/destination.repository.js');
         const db = herald.store.db;
         sandboxDiscord.destinations = async () => (await listDestinations(db)).map(({ guild_id, destination, channel_id }) => ({ guild_id, destination, channel_id }));
       }

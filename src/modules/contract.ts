@@ -105,7 +105,11 @@ export interface ModuleParts<G> {
   close?(): Promise<void>;
 }
 
-/** One capability of Herald: declared in its folder's `index.ts`, listed in src/modules/registry.ts. */
+/**
+ * One capability of Herald: declared in its folder's `index.ts`, listed in src/modules/registry.ts.
+ * Only `name`, `migrations` and `tools` are loaded with the declaration: `herald mcp` reads the
+ * tools of every module, so the rest is imported (`import()`) when it is asked for.
+ */
 export interface HeraldModule<G = unknown, M = unknown> {
   readonly name: string;
   /** The migrations (migrations/<name>.ts) that create and change this module's tables. */
@@ -113,12 +117,12 @@ export interface HeraldModule<G = unknown, M = unknown> {
   /** Its MCP tools (served by `herald mcp`, which starts no module). */
   tools?(): readonly McpTool<never>[];
   /** Its commands (slash commands, `run_command`); they run against what `start` gives. */
-  readonly commands?: readonly Command<G>[];
+  commands?(): Promise<readonly Command<G>[]>;
   /**
    * Its metrics, defined on the registry before any platform starts (the status page shows its
    * sections in the order they were defined); `start` is handed what this returns.
    */
-  metrics?(registry: Registry): M;
+  metrics?(registry: Registry): Promise<M>;
   start(services: ModuleServices, metrics: M): Promise<ModuleParts<G>>;
 }
 

@@ -23,7 +23,6 @@ export const MODULES: readonly HeraldModule[] = [
 ];
 
 /** Every command, from the modules that declare them: slash-command registration and the MCP manifest are built from it. */
-export const COMMANDS: readonly Command<unknown>[] = MODULES.flatMap((m) => (m.commands ?? []) as readonly Command<unknown>[]);
-
-/** The slash commands Discord registers. */
-export const COMMAND_DEFINITIONS = COMMANDS.map((c) => c.definition);
+export async function allCommands(): Promise<Command<unknown>[]> {
+  return (await Promise.all(MODULES.map((m) => m.commands?.() ?? []))).flat() as Command<unknown>[];
+}

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { registerOutboxHealth, WorkerMetrics } from '../outbox/outbox.metrics.js';
@@ -33,8 +33,10 @@ export function doorbellOf<DB>(store: Store<DB>): Doorbell {
 }
 
 /** Each module's metrics, defined in the modules' order (before the platforms start theirs). */
-export function defineMetrics(modules: readonly HeraldModule[], registry: Registry): unknown[] {
-  return modules.map((m) => m.metrics?.(registry));
+export async function defineMetrics(modules: readonly HeraldModule[], registry: Registry): Promise<unknown[]> {
+  const made: unknown[] = [];
+  for (const m of modules) made.push(await m.metrics?.(registry));
+  return made;
 }
 
 /** Start each module in order, giving it the shared services and what the modules above it give. */
@@ -46,8 +48,9 @@ export async function startModules(modules: readonly HeraldModule[], metrics: re
     return gives.get(module as HeraldModule) as G;
   };
   // A command runs against what its own module gives, looked up when it runs.
+  const declared = await Promise.all(modules.map(async (m) => (await m.commands?.()) ?? []));
   const commands = (): Command<undefined>[] =>
-    modules.flatMap((m) => (m.commands ?? []).map((c): Command<undefined> => ({ ...c, execute: (invocation) => c.execute(invocation, use(m)) })));
+    modules.flatMap((m, i) => (declared[i] ?? []).map((c): Command<undefined> => ({ ...c, execute: (invocation) => c.execute(invocation, use(m)) })));
   const services: ModuleServices = { ...base, use, commands };
   const close = async (): Promise<void> => {
     for (const parts of started.splice(0).reverse()) {

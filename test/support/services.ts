@@ -81,7 +81,7 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
   const transport: Transport = Object.assign(Object.create(chosen) as Transport, { invokers, channels: memory.channels });
   const log = pino({ level: 'silent' });
   const base = { config, store, db: store.db, clock, log, registry: createRegistry(), transports: transportsOf(transport), doorbell: doorbellOf(store) };
-  const modules = await startModules(MODULES, defineMetrics(MODULES, base.registry), { ...base, roles: { http: false, dispatcher: true }, site: { messageLinkBase: undefined, mediaOrigins: [] } });
+  const modules = await startModules(MODULES, await defineMetrics(MODULES, base.registry), { ...base, roles: { http: false, dispatcher: true }, site: { messageLinkBase: undefined, mediaOrigins: [] } });
   const worker = await runJobs(modules.parts.flatMap((p) => p.jobs ?? []), base);
   const { deliveries } = modules.use(deliveriesModule);
   const terminal = new Set(['delivered', 'failed', 'unknown']);

@@ -1,7 +1,5 @@
 import { defineModule } from '../contract.js';
-import { destinationOperations } from './destination.http.js';
-import { DestinationService } from './destination.service.js';
-import { destinationsCommand } from './destinations.command.js';
+import type { DestinationService } from './destination.service.js';
 
 export type { DestinationService } from './destination.service.js';
 
@@ -13,8 +11,9 @@ export interface Destinations {
 /** Named destinations per server, mapped to a channel (`/destinations`, `/admin/destinations`). */
 export const destinationsModule = defineModule<Destinations>({
   name: 'destinations',
-  commands: [destinationsCommand],
+  commands: async () => [(await import('./destinations.command.js')).destinationsCommand],
   async start({ db, clock, transports }) {
+    const [{ DestinationService }, { destinationOperations }] = await Promise.all([import('./destination.service.js'), import('./destination.http.js')]);
     const home = transports.home;
     if (home.channels === undefined) throw new Error(`the ${home.name} transport cannot look up channels, which destinations need`);
     const irc = transports.get('irc')?.channels;
@@ -22,4 +21,3 @@ export const destinationsModule = defineModule<Destinations>({
     return { gives: { destinations }, operations: [destinationOperations(destinations)] };
   },
 });
-export { listDestinations } from './destination.repository.js';

@@ -1,14 +1,6 @@
-import { capabilitiesOf } from '../../transports/transport.js';
 import { defineModule } from '../contract.js';
-import { deliveriesModule } from '../deliveries/index.js';
-import { handoffOperations } from './handoff.http.js';
-import { HandoffMetrics } from './handoff.metrics.js';
-import { pruneInbox } from './handoff.repository.js';
-import { HandoffService } from './handoff.service.js';
+import type { HandoffService } from './handoff.service.js';
 import { handoffTools } from './handoff.tools.js';
-
-/** Acknowledged handoffs are kept this long, then pruned. */
-const INBOX_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 
 /**
  * Bot-to-bot handoffs: sent as deliveries (kind handoff), received from the home platform's
@@ -18,23 +10,5 @@ export const handoffsModule = defineModule<{ handoffs: HandoffService }>({
   name: 'handoffs',
   migrations: ['2026-11-30T09-10-00_handoffs'],
   tools: handoffTools,
-  async start({ config, db, clock, log, registry, transports, use }) {
-    const home = transports.home;
-    const can = capabilitiesOf(home);
-    const handoffs = new HandoffService(db, use(deliveriesModule).deliveries, clock, {
-      limits: config.handoffs,
-      selfId: () => (home.history !== undefined ? home.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot is`))),
-      canSend: can.send && can.channels,
-      log,
-      metrics: new HandoffMetrics(registry),
-    });
-    // Messages others write are listened to only while some bot is trusted.
-    const unlisten = handoffs.enabled ? home.inbound?.onMessage((m) => handoffs.take(m)) : undefined;
-    return {
-      gives: { handoffs },
-      operations: [handoffOperations(handoffs)],
-      prune: [{ what: 'the handoff inbox', run: (now) => pruneInbox(db, new Date(now.getTime() - INBOX_RETENTION_MS)) }],
-      close: async () => void unlisten?.(),
-    };
-  },
+  start: async (services) => (await import('./handoffs.module.js')).startHandoffs(services),
 });

@@ -1,8 +1,5 @@
 import { defineModule } from '../contract.js';
-import { agentCommand } from './agent.command.js';
-import { identityOperations } from './identity.http.js';
-import { IdentityMetrics } from './identity.metrics.js';
-import { IdentityService } from './identity.service.js';
+import type { IdentityService } from './identity.service.js';
 import { identityTools } from './identity.tools.js';
 
 export type { IdentityService } from './identity.service.js';
@@ -17,8 +14,9 @@ export const identityModule = defineModule<Identity>({
   name: 'identity',
   migrations: ['2026-11-29T20-00-00_identity'],
   tools: identityTools,
-  commands: [agentCommand],
+  commands: async () => [(await import('./agent.command.js')).agentCommand],
   async start({ db, clock, registry }) {
+    const [{ IdentityService }, { identityOperations }, { IdentityMetrics }] = await Promise.all([import('./identity.service.js'), import('./identity.http.js'), import('./identity.metrics.js')]);
     const identity = new IdentityService(db, clock);
     return { gives: { identity }, operations: [identityOperations(identity, new IdentityMetrics(registry))] };
   },
