@@ -5,7 +5,13 @@ import { deliveryOperations } from './delivery.http.js';
 import { DeliveryJobs, deliveryQueue } from './delivery.jobs.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import { DeliveryService, type KindSupport } from './delivery.service.js';
-import type { Deliveries } from './index.js';
+
+/** What the deliveries module gives the others. */
+export interface Deliveries {
+  readonly deliveries: DeliveryService;
+  /** Which kinds this bridge accepts (the protocol's capabilities). */
+  readonly capabilities: KindSupport;
+}
 
 /** Start the deliveries module (its declaration is index.ts). */
 export async function startDeliveries({ config, store, db, clock, log, transports, doorbell, site }: ModuleServices, metrics: DeliveryMetrics): Promise<ModuleParts<Deliveries>> {

@@ -1,21 +1,15 @@
 import { defineModule } from '../contract.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
-import type { DeliveryService, KindSupport } from './delivery.service.js';
+import type { Deliveries } from './deliveries.module.js';
 import { deliveryTools } from './delivery.tools.js';
 
 export { DESTINATIONS, RETENTION_MS, type Destination, type HandoffTarget } from './delivery.js';
 export type { DeliveryService, KindSupport } from './delivery.service.js';
+export type { Deliveries } from './deliveries.module.js';
 export type { DeliveryRow } from './delivery.table.js';
 
 /** How long a platform's report of its own message waits for an unreachable database before it is dropped. */
 const OWN_MESSAGE_RETRY_MS = 60_000;
-
-/** What the deliveries module gives the others. */
-export interface Deliveries {
-  readonly deliveries: DeliveryService;
-  /** Which kinds this bridge accepts (the protocol's capabilities). */
-  readonly capabilities: KindSupport;
-}
 
 /**
  * Posts, DMs, edits, command replies and handoffs: accepted into one outbox and sent exactly once
