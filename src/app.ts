@@ -97,7 +97,6 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     }
     const [home, ...others] = running.map((r) => r.facets);
     const transports = transportsOf(home as Transport, ...others); // config.ts made sure HERALD_TRANSPORT is configured
-
     const doorbell = doorbellOf(store);
     const site = { messageLinkBase: options.messageLinkBase, mediaOrigins: options.mediaOrigins ?? [] };
     const modules = await startModules(MODULES, metrics, { config, store, db: store.db, clock, log, registry, transports, doorbell, roles, site });
@@ -115,7 +114,8 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     let url: string | undefined;
     let api: { host: string; port: number; pages: { title: string; path: string }[] } | undefined;
     if (roles.http) {
-      cleanups.push(async () => schedulePrune(parts.flatMap((p) => p.prune ?? []), clock, log)());
+      const stopPruning = schedulePrune(parts.flatMap((p) => p.prune ?? []), clock, log);
+      cleanups.push(async () => stopPruning());
       const readiness = readinessOf(store, worker, [...running.map((r) => () => r.readiness()), ...parts.map((p) => p.readiness ?? {})]);
       const httpMetrics = new HttpMetrics(registry);
       const middleware = await createApi({
