@@ -7,6 +7,7 @@ import { ConfigError, isSandboxMode, loadConfig, STRONG_TOKEN, unknownVariables,
 import { checkDataDir } from './platform/db/data-dir-lock.js';
 import { checkPortFree, checkPortsFree, listenProblem, StartupError } from './platform/startup.js';
 import { discordTokenRejected } from './transports/discord/discord-token.js';
+import type { DiscordConfig } from './transports/discord/index.js';
 
 // Each command imports only the modules it runs (dynamic imports below), so `herald --help` and
 // `herald mcp` start without loading discord.js, Koa or the database drivers.
@@ -86,13 +87,14 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'commands': {
-      if (config.discordToken === undefined) {
+      const discord = config.platforms['discord'] as DiscordConfig | undefined;
+      if (discord?.token === undefined) {
         console.error('herald: DISCORD_TOKEN is not set (sandbox mode registers its commands itself at start-up)');
         return 2;
       }
       const { registerCommands } = await import('./transports/discord/gateway-client.js');
-      const { COMMAND_DEFINITIONS } = await import('./modules/commands/registry.js');
-      const names = await registerCommands(config.discordToken, config.discordApiUrl, COMMAND_DEFINITIONS).catch((err: unknown) => {
+      const { allCommands } = await import('./modules/registry.js');
+      const names = await registerCommands(discord.token, discord.apiUrl, (await allCommands()).map((c) => c.definition)).catch((err: unknown) => {
         const status = typeof err === 'object' && err !== null ? (err as { status?: unknown }).status : undefined;
         throw status === 401 ? discordTokenRejected(status, err) : err;
       });
@@ -132,7 +134,9 @@ async function main(argv: string[]): Promise<number> {
         });
         sandbox = { url: fake.url, ids: SANDBOX_IDS, close: () => fake.close() };
         sandboxDiscord = fake;
-        config = Object.freeze({ ...config, discordToken: fake.botToken, discordApiUrl: fake.apiUrl, discordChatGuild: config.discordChatGuild ?? SANDBOX_IDS.guild });
+        const discord = config.platforms['discord'] as DiscordConfig;
+        const sandboxed: DiscordConfig = { ...discord, token: fake.botToken, apiUrl: fake.apiUrl, chatGuild: discord.chatGuild ?? SANDBOX_IDS.guild };
+        config = Object.freeze({ ...config, platforms: Object.freeze({ ...config.platforms, discord: Object.freeze(sandboxed) }) });
       } else if (command === 'serve') {
         // Sandbox mode makes both up; elsewhere an unset one turns a whole API surface off.
         const unset = [

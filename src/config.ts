@@ -1,4 +1,8 @@
 import path from 'node:path';
+import { EnvReader, STRONG_TOKEN, type Env } from './platform/env.js';
+import { TRANSPORTS, TRANSPORT_NAMES } from './transports/registry.js';
+
+export { STRONG_TOKEN };
 
 /** Herald's configuration, parsed once at start-up from the environment. */
 export interface Config {
@@ -24,16 +28,6 @@ export interface Config {
    * statements through group commit, so few suffice). Default 16.
    */
   readonly dbPoolSize: number;
-  /** `DISCORD_TOKEN`: the bot token. Unset → Herald runs and uses its built-in Discord sandbox. */
-  readonly discordToken: string | undefined;
-  /** `DISCORD_API_URL`: base of Discord's REST API (without `/v10`). Default Discord's own, or the sandbox's. */
-  readonly discordApiUrl: string | undefined;
-  /**
-   * `HERALD_DISCORD_PER_SECOND`: Discord REST requests per second for this bot, shared by every
-   * process on one database (Discord's global limit, 50/s, is per bot). Default 48, at most 49:
-   * the margin lets a request start a little late without overflowing Discord's one-second window.
-   */
-  readonly discordPerSecond: number;
   /** `HERALD_SANDBOX_PORT`: port of the built-in sandbox in sandbox mode. Default PORT+1; 0 picks a free one. */
   readonly sandboxPort: number;
   /**
@@ -62,8 +56,6 @@ export interface Config {
   readonly retryBaseMs: number;
   /** `HERALD_DISPATCH_CONCURRENCY`: deliveries one process sends at once. */
   readonly dispatchConcurrency: number;
-  /** `HERALD_DISCORD_TIMEOUT_MS`: timeout of one Discord REST request. */
-  readonly discordTimeoutMs: number;
   /** `HERALD_SHUTDOWN_GRACE_MS`: on SIGTERM, how long in-flight deliveries may finish before they are released. */
   readonly shutdownGraceMs: number;
   /**
@@ -71,11 +63,6 @@ export interface Config {
    * report them false, and such requests fail CAPABILITY_UNAVAILABLE at once.
    */
   readonly disabledKinds: readonly ('dm' | 'edit')[];
-  /**
-   * `HERALD_GATEWAY`: `on` (default) connects to Discord's gateway to answer `/agent` and
-   * `/destinations`; `off` for extra `serve` replicas (only one process should answer commands).
-   */
-  readonly gateway: boolean;
   /** `HERALD_URL`: the bridge `herald mcp` talks to. Default http://127.0.0.1:PORT. */
   readonly heraldUrl: string;
   /** `HERALD_MCP_STATE`: where `herald mcp` keeps its pairing and edit counters. Default HERALD_DATA_DIR/mcp-state.json. */
@@ -96,18 +83,22 @@ export interface Config {
   readonly handoffs: HandoffLimits;
   /** The media archive's storage limit and download cap. */
   readonly media: MediaLimits;
-  /** The IRC transport; undefined when `HERALD_IRC_URL` is unset (Herald then speaks Discord only). */
-  readonly irc: IrcConfig | undefined;
   /**
-   * `HERALD_CHAT_TRANSPORT`: the platform the chat tools use when a call names none (`irc`,
-   * `discord`). Default irc when HERALD_IRC_URL is set, else discord.
+   * `HERALD_TRANSPORT`: the platform Herald is home on, where people's identities live and DMs
+   * go (a name of src/transports/registry.ts). Default discord; `memory` runs on a platform held
+   * in memory, for smoke tests with nothing outside the process.
    */
-  readonly chatTransport: 'irc' | 'discord';
+  readonly transport: string;
   /**
-   * `HERALD_DISCORD_CHAT_GUILD`: the Discord server the chat tools use on Discord (channels by
-   * name, members). Unset: the bot's only server (sandbox mode: the sandbox's guild).
+   * `HERALD_CHAT_TRANSPORT`: the platform the chat tools use when a call names none (a name of
+   * src/transports/registry.ts). Default irc when HERALD_IRC_URL is set, else HERALD_TRANSPORT.
    */
-  readonly discordChatGuild: string | undefined;
+  readonly chatTransport: string;
+  /**
+   * Each platform's own settings, read by its folder (src/transports/<name>/index.ts), by name;
+   * a platform that is not configured has none and is not started.
+   */
+  readonly platforms: Readonly<Record<string, unknown>>;
 }
 
 export interface HandoffLimits {
@@ -139,27 +130,6 @@ export interface MediaLimits {
   readonly overrunPercent: number;
   /** `HERALD_MEDIA_MAX_FILE_BYTES`: largest single file a download scrape stores. Default 50 MiB. */
   readonly maxFileBytes: number;
-}
-
-export interface IrcConfig {
-  /** `HERALD_IRC_URL`: `irc://host:port` or `ircs://host:port` (TLS, certificate verified). */
-  readonly url: string;
-  /** `HERALD_IRC_NICK`: the observer's nick, Herald's own name on the network. Default herald. */
-  readonly nick: string;
-  /** `HERALD_IRC_PASSWORD`: SASL PLAIN password of the account named like HERALD_IRC_NICK (optional). */
-  readonly password: string | undefined;
-  /** `HERALD_IRC_CHANNELS`: comma-separated channels the observer joins at start (besides those created through Herald). */
-  readonly channels: readonly string[];
-  /** `HERALD_IRC_LINES_PER_SECOND`: flood limit per connection, after a burst of 5. Default 4. */
-  readonly linesPerSecond: number;
-  /** `HERALD_IRC_ECHO_TIMEOUT_MS`: how long a line waits for the server's labeled echo. Default 10 s. */
-  readonly echoTimeoutMs: number;
-  /** `HERALD_IRC_SENDER_IDLE_MS`: an agent's connection unused this long is closed. Default 5 minutes. */
-  readonly senderIdleMs: number;
-  /** `HERALD_IRC_RETENTION_DAYS`: lines read are kept this long. Default 8. */
-  readonly retentionDays: number;
-  /** `HERALD_IRC_RETENTION_LINES`: and at most this many per channel. Default 10000. */
-  readonly retentionLines: number;
 }
 
 export interface CommandLimits {
@@ -196,134 +166,67 @@ export class ConfigError extends Error {
   }
 }
 
-/** At least 256 bits of base64url, so a token cannot be guessed or brute-forced. */
-export const STRONG_TOKEN = /^[A-Za-z0-9_-]{43,}$/;
-
-type Env = Readonly<Record<string, string | undefined>>;
-
-/** Parse the environment; reports every problem at once. */
+/** Parse the environment, each platform's variables by its own folder; reports every problem at once. */
 export function loadConfig(env: Env = process.env): Config {
-  const problems: string[] = [];
-  const text = (name: string): string | undefined => {
-    const v = env[name];
-    return v === undefined || v === '' ? undefined : v;
-  };
-  const int = (name: string, fallback: number, min: number, max: number): number => {
-    const raw = text(name);
-    if (raw === undefined) return fallback;
-    const n = Number(raw);
-    if (!/^[0-9]+$/.test(raw) || n < min || n > max) {
-      problems.push(`${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(raw)})`);
-      return fallback;
-    }
-    return n;
-  };
-  const token = (name: string): string | undefined => {
-    const v = text(name);
-    if (v !== undefined && !STRONG_TOKEN.test(v)) {
-      problems.push(
-        `${name} is too weak: it must be at least 43 base64url characters (256 bits), ` +
-          `e.g. the output of: node -e "console.log(require('crypto').randomBytes(32).toString('base64url'))"`,
-      );
-    }
-    return v;
-  };
-  const url = (name: string): string | undefined => {
-    const v = text(name);
-    if (v === undefined) return undefined;
-    try {
-      const u = new URL(v);
-      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
-    } catch {
-      problems.push(`${name} must be an http(s) URL`);
-    }
-    return v.replace(/\/+$/, '');
-  };
-  const kinds = (raw: string | undefined): ('dm' | 'edit')[] => {
-    const list = (raw ?? '').split(',').map((k) => k.trim()).filter((k) => k !== '');
+  const read = new EnvReader(env);
+  const text = (name: string): string | undefined => read.text(name);
+  const int = (name: string, fallback: number, min: number, max: number): number => read.int(name, fallback, min, max);
+  const kinds = (): ('dm' | 'edit')[] => {
+    const list = read.list('HERALD_DISABLED_KINDS');
     const bad = list.filter((k) => k !== 'dm' && k !== 'edit');
-    if (bad.length > 0) problems.push(`HERALD_DISABLED_KINDS may list only dm and edit (got ${bad.join(', ')})`);
+    if (bad.length > 0) read.problem(`HERALD_DISABLED_KINDS may list only dm and edit (got ${bad.join(', ')})`);
     return list.filter((k): k is 'dm' | 'edit' => k === 'dm' || k === 'edit');
   };
-  const onOff = (name: string, fallback: boolean): boolean => {
-    const raw = text(name);
-    if (raw === undefined) return fallback;
-    if (raw !== 'on' && raw !== 'off') problems.push(`${name} must be on or off`);
-    return raw === 'on';
-  };
-  const trueFalse = (name: string, fallback: boolean): boolean => {
-    const raw = text(name);
-    if (raw === undefined) return fallback;
-    if (raw !== 'true' && raw !== 'false') problems.push(`${name} must be true or false`);
-    return raw === 'true';
-  };
-  const botIds = (raw: string | undefined): string[] => {
-    const list = (raw ?? '').split(',').map((k) => k.trim()).filter((k) => k !== '');
+  const botIds = (): string[] => {
+    const list = read.list('HERALD_TRUSTED_BOT_IDS');
     const bad = list.filter((k) => !/^[1-9][0-9]{16,19}$/.test(k));
-    if (bad.length > 0) problems.push(`HERALD_TRUSTED_BOT_IDS must be comma-separated Discord user ids (got ${bad.join(', ')})`);
+    if (bad.length > 0) read.problem(`HERALD_TRUSTED_BOT_IDS must be comma-separated Discord user ids (got ${bad.join(', ')})`);
     return [...new Set(list.filter((k) => /^[1-9][0-9]{16,19}$/.test(k)))];
   };
   const databaseUrl = text('DATABASE_URL');
-  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
-  }
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) read.problem('DATABASE_URL must be a postgres:// or postgresql:// URL');
   const port = int('PORT', 8787, 0, 65535);
-  const ircUrl = text('HERALD_IRC_URL');
-  if (ircUrl !== undefined && !/^ircs?:\/\/[^/\s:]+(:[0-9]{1,5})?\/?$/.test(ircUrl)) problems.push('HERALD_IRC_URL must be irc://host:port or ircs://host:port');
-  const ircNick = text('HERALD_IRC_NICK') ?? 'herald';
-  if (!/^[A-Za-z[\]\\`_^{|}][A-Za-z0-9[\]\\`_^{|}-]{0,29}$/.test(ircNick)) problems.push('HERALD_IRC_NICK must be an IRC nick (a letter or []\\`_^{|} first, at most 30 characters)');
-  const ircChannels = (text('HERALD_IRC_CHANNELS') ?? '').split(',').map((c) => c.trim()).filter((c) => c !== '');
-  for (const c of ircChannels) if (!/^[#&]?[^\s,:]{1,49}$/.test(c)) problems.push(`HERALD_IRC_CHANNELS: ${JSON.stringify(c)} is not a channel name`);
-  const irc: IrcConfig | undefined =
-    ircUrl === undefined
-      ? undefined
-      : Object.freeze({
-          url: ircUrl,
-          nick: ircNick,
-          password: text('HERALD_IRC_PASSWORD'),
-          channels: Object.freeze(ircChannels),
-          linesPerSecond: int('HERALD_IRC_LINES_PER_SECOND', 4, 1, 1000),
-          echoTimeoutMs: int('HERALD_IRC_ECHO_TIMEOUT_MS', 10_000, 100, 600_000),
-          senderIdleMs: int('HERALD_IRC_SENDER_IDLE_MS', 300_000, 1_000, 86_400_000),
-          retentionDays: int('HERALD_IRC_RETENTION_DAYS', 8, 1, 3650),
-          retentionLines: int('HERALD_IRC_RETENTION_LINES', 10_000, 100, 10_000_000),
-        });
-  const chatTransport = text('HERALD_CHAT_TRANSPORT') ?? (irc !== undefined ? 'irc' : 'discord');
-  if (chatTransport !== 'irc' && chatTransport !== 'discord') problems.push('HERALD_CHAT_TRANSPORT must be irc or discord');
-  else if (chatTransport === 'irc' && irc === undefined) problems.push('HERALD_CHAT_TRANSPORT is irc but HERALD_IRC_URL is unset');
+  const leaseMs = int('HERALD_LEASE_MS', 60_000, 500, 3_600_000);
+  const transport = text('HERALD_TRANSPORT') ?? 'discord';
+  const platforms: Record<string, unknown> = {};
+  for (const t of TRANSPORTS) {
+    const settings = t.config(read, { leaseMs, home: transport });
+    if (settings !== undefined) platforms[t.name] = settings;
+  }
+  const chatTransport = text('HERALD_CHAT_TRANSPORT') ?? (platforms['irc'] !== undefined ? 'irc' : transport);
+  // Each names a platform of the registry that this environment configures.
+  for (const [variable, name] of [['HERALD_TRANSPORT', transport], ['HERALD_CHAT_TRANSPORT', chatTransport]] as const) {
+    if (!TRANSPORT_NAMES.includes(name)) read.problem(`${variable} must be one of ${TRANSPORT_NAMES.join(', ')}`);
+    else if (platforms[name] === undefined) read.problem(`${variable} is ${name} but ${TRANSPORTS.find((t) => t.name === name)?.off ?? 'it is off'}`);
+  }
   const config: Config = {
     port,
     host: text('HOST') ?? '127.0.0.1',
-    bridgeToken: token('MCP_BRIDGE_TOKEN'),
-    adminToken: token('HERALD_ADMIN_TOKEN'),
+    bridgeToken: read.token('MCP_BRIDGE_TOKEN'),
+    adminToken: read.token('HERALD_ADMIN_TOKEN'),
     databaseUrl,
     dataDir: path.resolve(text('HERALD_DATA_DIR') ?? './data'),
     dbStartupTimeoutMs: int('HERALD_DB_STARTUP_TIMEOUT_MS', 60_000, 0, 3_600_000),
     dbPoolSize: int('HERALD_DB_POOL_SIZE', 16, 2, 500),
-    discordPerSecond: int('HERALD_DISCORD_PER_SECOND', 48, 1, 49),
-    discordToken: text('DISCORD_TOKEN'),
-    discordApiUrl: url('DISCORD_API_URL'),
     sandboxPort: int('HERALD_SANDBOX_PORT', port === 0 ? 0 : port + 1, 0, 65535),
     metricsPort: text('HERALD_METRICS_PORT') === 'off' ? undefined : int('HERALD_METRICS_PORT', port === 0 ? 0 : Math.min(port + 2, 65535), 0, 65535),
     metricsHost: text('HERALD_METRICS_HOST') ?? '127.0.0.1',
     logLevel: text('LOG_LEVEL') ?? 'info',
-    leaseMs: int('HERALD_LEASE_MS', 60_000, 500, 3_600_000),
+    leaseMs,
     pollMs: int('HERALD_POLL_MS', 1_000, 10, 60_000),
     nonceWindowMs: int('HERALD_NONCE_WINDOW_MS', 120_000, 0, 600_000),
     maxAttempts: int('HERALD_MAX_ATTEMPTS', 10, 1, 1_000),
     retryBaseMs: int('HERALD_RETRY_BASE_MS', 1_000, 1, 600_000),
     dispatchConcurrency: int('HERALD_DISPATCH_CONCURRENCY', 8, 1, 256),
-    discordTimeoutMs: int('HERALD_DISCORD_TIMEOUT_MS', 15_000, 100, 600_000),
     shutdownGraceMs: int('HERALD_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
-    disabledKinds: kinds(text('HERALD_DISABLED_KINDS')),
-    gateway: onOff('HERALD_GATEWAY', true),
-    heraldUrl: url('HERALD_URL') ?? `http://127.0.0.1:${port === 0 ? 8787 : port}`,
+    disabledKinds: kinds(),
+    heraldUrl: read.url('HERALD_URL') ?? `http://127.0.0.1:${port === 0 ? 8787 : port}`,
     mcpStatePath: path.resolve(text('HERALD_MCP_STATE') ?? path.join(text('HERALD_DATA_DIR') ?? './data', 'mcp-state.json')),
     mcpWaitMs: int('HERALD_MCP_WAIT_MS', 15_000, 0, 600_000),
     mcpPort: int('HERALD_MCP_PORT', 8790, 0, 65535),
-    mcpToken: token('HERALD_MCP_TOKEN'),
+    mcpToken: read.token('HERALD_MCP_TOKEN'),
     commands: Object.freeze({
-      executionEnabled: trueFalse('HERALD_COMMAND_EXECUTION_ENABLED', false),
+      executionEnabled: read.trueFalse('HERALD_COMMAND_EXECUTION_ENABLED', false),
       timeoutMs: int('HERALD_COMMAND_TIMEOUT_MS', 45_000, 100, 3_600_000),
       concurrency: int('HERALD_COMMAND_CONCURRENCY', 4, 1, 256),
       maxLength: int('HERALD_COMMAND_MAX_LENGTH', 2_000, 1, 4_000),
@@ -333,7 +236,7 @@ export function loadConfig(env: Env = process.env): Config {
       sourceMaxAgeSeconds: int('HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS', 300, 1, COMMAND_SOURCE_MAX_AGE_LIMIT_SECONDS),
     }),
     handoffs: Object.freeze({
-      trustedBotIds: Object.freeze(botIds(text('HERALD_TRUSTED_BOT_IDS'))),
+      trustedBotIds: Object.freeze(botIds()),
       ttlSeconds: int('HERALD_HANDOFF_TTL_SECONDS', 300, 1, 3_600),
       maxExpirySeconds: int('HERALD_HANDOFF_MAX_EXPIRY_SECONDS', 3_600, 1, 86_400),
       maxPayloadBytes: int('HERALD_HANDOFF_MAX_PAYLOAD_BYTES', 100_000, 1, 10_000_000),
@@ -347,24 +250,21 @@ export function loadConfig(env: Env = process.env): Config {
       overrunPercent: int('HERALD_MEDIA_OVERRUN_PERCENT', 100, 1, 200),
       maxFileBytes: int('HERALD_MEDIA_MAX_FILE_BYTES', 50 * 1024 ** 2, 1, Number.MAX_SAFE_INTEGER),
     }),
-    irc,
-    chatTransport: chatTransport === 'irc' ? 'irc' : 'discord',
-    discordChatGuild: text('HERALD_DISCORD_CHAT_GUILD'),
+    transport,
+    chatTransport,
+    platforms: Object.freeze(platforms),
   };
-  if (config.discordChatGuild !== undefined && !/^[0-9]{5,25}$/.test(config.discordChatGuild)) problems.push('HERALD_DISCORD_CHAT_GUILD must be a guild id (a snowflake)');
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-  if (!levels.includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of ${levels.join(', ')}`);
-  if (config.leaseMs <= config.discordTimeoutMs) {
-    problems.push('HERALD_LEASE_MS must be longer than HERALD_DISCORD_TIMEOUT_MS, or a slow attempt could outlive its lease');
-  }
-  if (config.media.warnPercent > config.media.overrunPercent) problems.push('HERALD_MEDIA_WARN_PERCENT must not be above HERALD_MEDIA_OVERRUN_PERCENT');
-  if (problems.length > 0) throw new ConfigError(problems);
+  if (!levels.includes(config.logLevel)) read.problem(`LOG_LEVEL must be one of ${levels.join(', ')}`);
+  if (config.media.warnPercent > config.media.overrunPercent) read.problem('HERALD_MEDIA_WARN_PERCENT must not be above HERALD_MEDIA_OVERRUN_PERCENT');
+  if (read.problems.length > 0) throw new ConfigError(read.problems);
   return Object.freeze(config);
 }
 
 /** True when Herald uses its built-in Discord sandbox instead of a real bot. */
 export function isSandboxMode(config: Config): boolean {
-  return config.discordToken === undefined;
+  const discord = config.platforms['discord'] as { token?: string } | undefined;
+  return config.transport === 'discord' && discord?.token === undefined;
 }
 
 /** Variables Herald reads outside loadConfig: the test harness's run folder (test/support/run-dir.ts). */
@@ -382,7 +282,8 @@ let known: readonly string[] | undefined;
 export function knownVariables(): readonly string[] {
   if (known === undefined) {
     const read = new Set<string>(READ_ELSEWHERE);
-    const probe: Env = { HERALD_IRC_URL: 'irc://probe.invalid:6667' };
+    // Each platform reads all of its variables, configured or not.
+    const probe: Env = {};
     loadConfig(
       new Proxy(probe, {
         get(target, name) {

@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { archiveModule } from '../src/modules/archive/index.js';
 import { blobRelativePath } from '../src/modules/archive/media.js';
 import { SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js';
 import { csp } from './support/csp.js';
@@ -66,8 +67,8 @@ describe('the media archive: what browsers are told, and what the action log kee
     for (const [type, digit, disposition] of cases) {
       const sha256 = digit.repeat(64);
       const rel = blobRelativePath(sha256);
-      mkdirSync(path.dirname(path.join(h.herald.media.mediaDir, rel)), { recursive: true });
-      writeFileSync(path.join(h.herald.media.mediaDir, rel), type === 'image/svg+xml' ? '<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>' : 'bytes');
+      mkdirSync(path.dirname(path.join(h.herald.use(archiveModule).media.mediaDir, rel)), { recursive: true });
+      writeFileSync(path.join(h.herald.use(archiveModule).media.mediaDir, rel), type === 'image/svg+xml' ? '<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>' : 'bytes');
       await db.insertInto('media_blobs').values({ sha256, size_bytes: 5, content_type: type, path: rel, created_at: new Date() }).execute();
       const res = await fetch(`${h.url}/admin/archive/files/${sha256}`, { headers: { authorization: `Bearer ${h.adminToken}` } });
       expect(res.status, type).toBe(200);
@@ -116,7 +117,7 @@ describe('the media archive: what browsers are told, and what the action log kee
     const day = 24 * 60 * 60 * 1000;
     const entry = (daysAgo: number, target: string) => ({ at: new Date(Date.now() - daysAgo * day), actor: 'admin', via: 'http' as const, action: 'delete_scrape', target, result: 'ok' as const, detail: null });
     await db.insertInto('archive_actions').values([entry(30, 'prune-30'), entry(8.1, 'prune-8.1'), entry(7.9, 'prune-7.9'), entry(0, 'prune-0')]).execute();
-    expect(await h.herald.media.pruneActions()).toBeGreaterThanOrEqual(2);
+    expect(await h.herald.use(archiveModule).media.pruneActions()).toBeGreaterThanOrEqual(2);
     const left = await db.selectFrom('archive_actions').select('target').where('target', 'like', 'prune-%').execute();
     expect(left.map((r) => r.target).sort()).toEqual(['prune-0', 'prune-7.9']);
   });

@@ -3,7 +3,11 @@ import { SlashCommandBuilder } from 'discord.js';
 import { describe, expect, it } from 'vitest';
 import type { Command } from '../src/modules/commands/command.js';
 import { canonicalRegistry, parityProblem, registryFingerprint, registryManifest } from '../src/modules/commands/manifest.js';
-import { COMMAND_DEFINITIONS, COMMANDS } from '../src/modules/commands/registry.js';
+import { allCommands } from '../src/modules/registry.js';
+
+// Every command, from the modules that declare them (loaded on demand).
+const COMMANDS = await allCommands();
+const COMMAND_DEFINITIONS = COMMANDS.map((c) => c.definition);
 
 const REVIEWED = readFileSync(new URL('../src/modules/commands/reviewed-commands.txt', import.meta.url), 'utf8');
 const all = COMMANDS as readonly Command<unknown>[];

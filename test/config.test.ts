@@ -79,7 +79,9 @@ describe('variables Herald does not know', () => {
 
   it('knows every variable config.ts documents, the README lists, the CLI help names, or the code and tests read', async () => {
     const known = knownVariables();
-    const configSource = await readFile(path.join(ROOT, 'src/config.ts'), 'utf8');
+    // config.ts documents Herald's own settings; each platform's folder its own (src/transports/<name>/index.ts or settings.ts).
+    const transports = (await readdir(path.join(ROOT, 'src/transports'), { recursive: true })).filter((f) => /^[^/]+\/(index|settings)\.ts$/.test(f)).map((f) => `src/transports/${f}`);
+    const configSource = (await Promise.all(['src/config.ts', ...transports].map((f) => readFile(path.join(ROOT, f), 'utf8')))).join('\n');
     const documented = [...configSource.matchAll(/\/\*\*\s*(?:\*\s*)?`([A-Z][A-Z0-9_]+)`:/g)].map((m) => m[1]);
     expect(documented.length).toBeGreaterThan(50);
     const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
@@ -167,13 +169,13 @@ describe('failed-auth throttle', () => {
 describe('IRC configuration', () => {
   it('is off without HERALD_IRC_URL; the chat tools then default to Discord', () => {
     const c = loadConfig({});
-    expect(c.irc).toBeUndefined();
+    expect(c.platforms['irc']).toBeUndefined();
     expect(c.chatTransport).toBe('discord');
   });
 
   it('has the documented defaults, and chat defaults to IRC when it is set', () => {
     const c = loadConfig({ HERALD_IRC_URL: 'ircs://irc.example.org:6697', HERALD_IRC_CHANNELS: '#agents, ops' });
-    expect(c.irc).toEqual({
+    expect(c.platforms['irc']).toEqual({
       url: 'ircs://irc.example.org:6697',
       nick: 'herald',
       password: undefined,

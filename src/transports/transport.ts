@@ -163,6 +163,8 @@ export interface HistoryPages {
 export interface Channels {
   /** Undefined when the channel does not exist or the bot cannot see it. */
   getChannel(channelId: string): Promise<ChannelInfo | undefined>;
+  /** Why `channel` cannot name a channel here (a sentence for a 400), before any lookup; absent: no check. */
+  check?(channel: string): string | undefined;
 }
 
 export interface Members {
@@ -310,13 +312,16 @@ export interface Transport {
 /** The platforms this process speaks, by name. `home` holds users' identities: DMs go there. */
 export interface Transports {
   readonly home: Transport;
+  /** Every platform, home first. */
+  readonly all: readonly Transport[];
   get(name: TransportName): Transport | undefined;
 }
 
 /** Several platforms; the first is home. */
 export function transportsOf(home: Transport, ...others: Transport[]): Transports {
-  const byName = new Map([home, ...others].map((t) => [t.name, t]));
-  return { home, get: (name) => byName.get(name) };
+  const all = [home, ...others];
+  const byName = new Map(all.map((t) => [t.name, t]));
+  return { home, all, get: (name) => byName.get(name) };
 }
 
 /** What a transport can do, from which facets it has: the one record capabilities are computed from. */

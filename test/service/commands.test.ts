@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CommandLimits } from '../../src/config.js';
 import { CommandRouter, type Command } from '../../src/modules/commands/command.js';
 import { CommandService, type ReplyPoster } from '../../src/modules/commands/command.service.js';
-import type { CommandDeps } from '../../src/modules/commands/registry.js';
+import type { CommandDeps } from '../support/services.js';
 import { agentCommand } from '../../src/modules/identity/agent.command.js';
 import type { Invokers } from '../../src/transports/transport.js';
 import { CHANNEL, GUILD, startServices, USER, type Services } from '../support/services.js';

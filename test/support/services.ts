@@ -2,30 +2,35 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
-import { commandRouter } from '../../src/modules/commands/registry.js';
-import { DeliveryJobs, deliveryQueue, type DeliveryJob } from '../../src/modules/deliveries/delivery.jobs.js';
+import { loadConfig } from '../../src/config.js';
+import type { CommandRouter } from '../../src/modules/commands/command.js';
+import { commandsModule } from '../../src/modules/commands/index.js';
+import { deliveriesModule, type DeliveryService } from '../../src/modules/deliveries/index.js';
 import type { Delivery } from '../../src/modules/deliveries/delivery.js';
-import { DeliveryService, type KindSupport } from '../../src/modules/deliveries/delivery.service.js';
-import { DestinationService } from '../../src/modules/destinations/destination.service.js';
-import { IdentityService } from '../../src/modules/identity/identity.service.js';
-import { OutboxWorker } from '../../src/outbox/worker.js';
+import { destinationsModule, type DestinationService } from '../../src/modules/destinations/index.js';
+import { identityModule, type IdentityService } from '../../src/modules/identity/index.js';
+import { MODULES } from '../../src/modules/registry.js';
+import { defineMetrics, doorbellOf, runJobs, startModules, type JobRunner } from '../../src/modules/runner.js';
 import type { Clock } from '../../src/platform/clock.js';
 import { openStore, type Store } from '../../src/platform/db/database.js';
 import { migrateToLatest } from '../../src/platform/db/migrate.js';
-import { DeliveryMetrics } from '../../src/modules/deliveries/delivery.metrics.js';
 import { createRegistry } from '../../src/platform/metrics.js';
 import type { Database } from '../../src/schema.js';
 import { MemoryTransport } from '../../src/transports/memory/memory-transport.js';
-import { capabilitiesOf, transportsOf, type Transport } from '../../src/transports/transport.js';
+import { transportsOf, type Invokers, type Transport } from '../../src/transports/transport.js';
 import { waitFor } from './wait.js';
 
 export const GUILD = '234567890123456789';
 export const CHANNEL = '345678901234567890';
 export const USER = '123456789012345678';
 
+/** What the command router's preconditions see in tests: commands refer to identity and destinations. */
+export type CommandDeps = { identity: IdentityService; destinations: DestinationService };
+
 /**
- * Herald's services and outbox worker on embedded PGlite and the in-memory transport: no HTTP, no
- * sandbox, no database server. The fast layer for module logic.
+ * Herald's modules (src/modules/registry.ts, started as src/app.ts starts them) and its job runner
+ * on embedded PGlite and the in-memory transport: no HTTP, no sandbox, no database server. The
+ * fast layer for module logic.
  */
 export interface Services {
   store: Store<Database>;
@@ -33,8 +38,8 @@ export interface Services {
   deliveries: DeliveryService;
   destinations: DestinationService;
   identity: IdentityService;
-  worker: OutboxWorker<DeliveryJob>;
-  commands: ReturnType<typeof commandRouter>;
+  worker: JobRunner;
+  commands: CommandRouter<undefined>;
   /** Channels where Herald may not post (the bot_can_post precondition's answer). */
   botBlockedIn: Set<string>;
   /** Accept, then wait for a terminal (or the given) state. */
@@ -54,36 +59,41 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
   const dir = await mkdtemp(path.join(tmpdir(), 'herald-svc-'));
   const store = await openStore<Database>({ databaseUrl: undefined, dataDir: dir });
   await migrateToLatest(store.db);
+  const config = loadConfig({
+    HERALD_TRANSPORT: 'memory',
+    HERALD_DATA_DIR: dir,
+    HERALD_NONCE_WINDOW_MS: String(options.nonceWindowMs ?? 120_000),
+    HERALD_MAX_ATTEMPTS: String(options.maxAttempts ?? 4),
+    HERALD_RETRY_BASE_MS: '10',
+    HERALD_LEASE_MS: '10000',
+    HERALD_POLL_MS: '20',
+    HERALD_DISPATCH_CONCURRENCY: '8',
+    HERALD_SHUTDOWN_GRACE_MS: '1000',
+  });
   const clock = options.clock ?? { now: () => new Date() };
   const memory = new MemoryTransport({ now: () => clock.now() });
   memory.addUser(USER, 'Ada').addChannel(CHANNEL, { guildId: GUILD, name: 'alerts', members: [USER] });
-  const transport = options.transport?.(memory) ?? memory;
-  const can = capabilitiesOf(transport);
-  const support: KindSupport = { post: can.send, dm: can.dm, edit: can.edit };
-  const log = pino({ level: 'silent' });
-  const deliveries = new DeliveryService(store.db, clock, support);
-  const destinations = new DestinationService(store.db, { home: { name: transport.name, channels: memory.channels }, others: [] }, clock);
-  const identity = new IdentityService(store.db, clock);
-  const jobs = new DeliveryJobs(store.db, transportsOf(transport), clock, log, new DeliveryMetrics(createRegistry()), {
-    nonceWindowMs: options.nonceWindowMs ?? 120_000,
-    maxAttempts: options.maxAttempts ?? 4,
-    retryBaseMs: 10,
-    leaseMs: 10_000,
-  });
   const botBlockedIn = new Set<string>();
-  const worker = new OutboxWorker(deliveryQueue(store.db), clock, log, { leaseMs: 10_000, pollMs: 20, concurrency: 8, shutdownGraceMs: 1_000 });
-  for (const kind of jobs.kinds()) worker.register(kind);
-  worker.start();
+  // Herald's own permissions, as a platform would compute them: blocked where a test says so.
+  const invokers: Invokers = { resolve: async () => ({ notFound: 'guild' }), message: async () => undefined, botCanPost: async (_guildId, channelId) => !botBlockedIn.has(channelId) };
+  const chosen = options.transport?.(memory) ?? memory;
+  // Destinations look channels up on the memory platform, whatever facets the test's transport keeps.
+  const transport: Transport = Object.assign(Object.create(chosen) as Transport, { invokers, channels: memory.channels });
+  const log = pino({ level: 'silent' });
+  const base = { config, store, db: store.db, clock, log, registry: createRegistry(), transports: transportsOf(transport), doorbell: doorbellOf(store) };
+  const modules = await startModules(MODULES, await defineMetrics(MODULES, base.registry), { ...base, roles: { http: false, dispatcher: true }, site: { messageLinkBase: undefined, mediaOrigins: [] } });
+  const worker = await runJobs(modules.parts.flatMap((p) => p.jobs ?? []), base);
+  const { deliveries } = modules.use(deliveriesModule);
   const terminal = new Set(['delivered', 'failed', 'unknown']);
   return {
     store,
     memory,
     deliveries,
-    destinations,
-    identity,
+    destinations: modules.use(destinationsModule).destinations,
+    identity: modules.use(identityModule).identity,
     worker,
     botBlockedIn,
-    commands: commandRouter({ identity, destinations }, async (_guildId, channelId) => !botBlockedIn.has(channelId)),
+    commands: modules.use(commandsModule).router,
     async deliver(d, until) {
       await deliveries.accept(d);
       worker.wake();
@@ -94,6 +104,7 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
     },
     async close() {
       await worker.stop();
+      await modules.close();
       await store.close();
       await rm(dir, { recursive: true, force: true });
     },

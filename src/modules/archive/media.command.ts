@@ -1,5 +1,5 @@
 import { ChannelType, PermissionFlagsBits, SlashCommandBuilder } from 'discord.js';
-import { requiredOption, type Command } from '../commands/command.js';
+import { requiredOption, type Command } from '../contract.js';
 import { DomainError } from '../../platform/errors.js';
 import { ConfirmRequiredError, ScrapeRunningError, type Actor, type MediaService } from './media.service.js';
 

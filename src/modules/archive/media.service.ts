@@ -30,7 +30,7 @@ import {
   type MediaFilter,
   type StepLease,
 } from './archive.repository.js';
-import { RETENTION_MS } from '../deliveries/delivery.js';
+import { RETENTION_MS } from '../deliveries/index.js';
 import type { ArchiveActionTable, ScrapeMode } from './archive.table.js';
 import type { StorageBudget } from './media.downloader.js';
 import { toArchiveAction, toMediaItem, toScrapeJob, type ArchiveAction, type MediaItem, type ScrapeJob, type StorageStatus } from './media.js';

@@ -5,7 +5,7 @@ import type { Clock } from '../../platform/clock.js';
 import { retryWhileUnreachable } from '../../platform/db/database.js';
 import { errorSummary } from '../../platform/errors.js';
 import { TransportError, type Transports } from '../../transports/transport.js';
-import { RETENTION_MS } from '../deliveries/delivery.js';
+import { RETENTION_MS } from '../deliveries/index.js';
 import { claimDueSends, finishSend, pruneSends, releaseSends } from './chat.repository.js';
 import type { Database } from '../../schema.js';
 import type { ChatSendRow, ChatSendUpdate } from './chat.table.js';

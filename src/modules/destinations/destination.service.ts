@@ -3,7 +3,7 @@ import type { components } from '../../../generated/api.js';
 import { TransportError, type Channels, type TransportName } from '../../transports/transport.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Database } from '../../schema.js';
-import { DESTINATIONS, type Destination } from '../deliveries/delivery.js';
+import { DESTINATIONS, type Destination } from '../deliveries/index.js';
 import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../platform/errors.js';
 import { deleteDestination, listDestinations, listGuildDestinations, upsertDestination } from './destination.repository.js';
 

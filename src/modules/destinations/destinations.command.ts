@@ -1,6 +1,6 @@
 import { ChannelType, PermissionFlagsBits, SlashCommandBuilder, type SlashCommandStringOption } from 'discord.js';
-import { requiredOption, type Command } from '../commands/command.js';
-import { DESTINATIONS } from '../deliveries/delivery.js';
+import { requiredOption, type Command } from '../contract.js';
+import { DESTINATIONS } from '../deliveries/index.js';
 import type { DestinationMapping, DestinationService } from './destination.service.js';
 
 const destinationOption = (o: SlashCommandStringOption) =>

@@ -1,5 +1,5 @@
 import { SlashCommandBuilder } from 'discord.js';
-import type { Command } from '../commands/command.js';
+import type { Command } from '../contract.js';
 import type { IdentityService } from './identity.service.js';
 
 /** `/agent register | pair | unregister`: the user's agent identity (docs/protocol.md §7). */

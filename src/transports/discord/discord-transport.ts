@@ -17,6 +17,7 @@ import {
   type RESTPatchAPIChannelMessageJSONBody,
   type RESTPostAPIChannelMessageJSONBody,
 } from 'discord.js';
+import { discordChannelIdProblem } from './discord-channels.js';
 import { DiscordChat } from './discord-chat.js';
 import { TransportError, type ArchivedMessage, type ChannelInfo, type Channels, type Chat, type DirectMessages, type Editor, type History, type HistoryPages, type Mentions, type OutgoingMessage, type SeenMessage, type Sender, type SentMessage, type Transport } from '../transport.js';
 import type { PlatformMetrics } from './discord.metrics.js';
@@ -59,7 +60,7 @@ export class DiscordTransport implements Transport {
     fingerprint: (message) => this.fingerprint(message),
     listBetween: (channelId, from, until, max, signal) => this.listMessagesBetween(channelId, from, until, max, signal),
   };
-  readonly channels: Channels = { getChannel: (channelId) => this.getChannel(channelId) };
+  readonly channels: Channels = { getChannel: (channelId) => this.getChannel(channelId), check: discordChannelIdProblem };
   readonly pages: HistoryPages = { pageBefore: (channelId, beforeId, limit, signal) => this.pageBefore(channelId, beforeId, limit, signal) };
   readonly chat: Chat;
   private readonly rest: REST;

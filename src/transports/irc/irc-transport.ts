@@ -303,6 +303,7 @@ export class IrcTransport implements Transport {
       const channel = ircChannel(channelId);
       return { id: channel, guildId: undefined, name: channel, isText: true };
     },
+    check: (channel: string): string | undefined => this.chat.checkChannel(channel),
   };
 
   readonly members = {

@@ -1,0 +1,132 @@
+import type Router from '@koa/router';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import type { Job, JobKind, JobQueue } from '../outbox/worker.js';
+import type { Clock } from '../platform/clock.js';
+import type { Store } from '../platform/db/database.js';
+import type { Doorbell } from '../platform/db/doorbell.js';
+import type { OperationHandlers } from '../platform/http/api.js';
+import type { McpTool } from '../platform/mcp/tool.js';
+import type { Registry } from '../platform/metrics.js';
+import type { Database } from '../schema.js';
+import type { Surfaces } from '../transports/plugin.js';
+import type { Transports } from '../transports/transport.js';
+import type { Command } from './commands/command.js';
+
+// What a capability of Herald (a module) declares, and what it is given to run. The wiring
+// (src/app.ts) starts the modules of src/modules/registry.ts in order and runs what they declare:
+// one HTTP API, one job runner, one prune scheduler, one readiness answer.
+
+// Commands are part of the contract: a module that declares commands writes them with these.
+export { requiredOption, type Command, type CommandReply } from './commands/command.js';
+
+/** What a process does: serve HTTP (and the platform's command surfaces), dispatch jobs, or both. */
+export interface Roles {
+  readonly http: boolean;
+  readonly dispatcher: boolean;
+}
+
+/** What every module is given. */
+export interface ModuleServices {
+  readonly config: Config;
+  readonly store: Store<Database>;
+  readonly db: Kysely<Database>;
+  readonly clock: Clock;
+  readonly log: Logger;
+  /** Every metric this process exports: a module defines its own on it. */
+  readonly registry: Registry;
+  /** The platforms this process speaks (src/transports/registry.ts). */
+  readonly transports: Transports;
+  /** Ring after committing due work: wakes the job runner here, and other processes' through NOTIFY. */
+  readonly doorbell: Doorbell;
+  readonly roles: Roles;
+  /** Where people open what Herald sent, and the private origins media may come from (sandbox mode). */
+  readonly site: { readonly messageLinkBase: string | undefined; readonly mediaOrigins: readonly string[] };
+  /** What an earlier module of the list gives (its `start` answer's `gives`). */
+  use<G>(module: HeraldModule<G>): G;
+  /** Every module's commands, bound to what their module gives (for the command router). */
+  commands(): readonly Command<undefined>[];
+}
+
+/** A queue of jobs a module owns, with the kinds that run from it and how many at once. */
+export interface JobsDeclaration<J extends Job = Job> {
+  readonly queue: JobQueue<J>;
+  readonly kinds: readonly JobKind<J>[];
+  /** Jobs of this queue one process runs at once (default HERALD_DISPATCH_CONCURRENCY). */
+  readonly concurrency?: number;
+  /** Prune the queue's finished rows hourly (`queue.prune`). */
+  readonly prune?: boolean;
+  /**
+   * Report this queue: its depth from every process (herald_outbox_*), and the worker's own metrics
+   * where it runs. At most one queue reports (the metrics are named once).
+   */
+  readonly report?: boolean;
+  /** Wake on another process's NOTIFY (the doorbell's channel) as well as on this one's doorbell. */
+  readonly listen?: boolean;
+}
+
+/** Periodic upkeep: deletes what is past its retention. `what` names it in the log when it fails. */
+export interface PruneTask {
+  readonly what: string;
+  run(now: Date): Promise<unknown>;
+}
+
+/** Routes outside the contract; `close` ends what would hold the server open (event streams) as it stops. */
+export interface Routes {
+  readonly router: Router;
+  close?(): void;
+}
+
+/** A page of the HTTP API an operator opens, linked from the status page. */
+export interface ApiPage {
+  readonly title: string;
+  readonly path: string;
+}
+
+/** What a started module adds to the running process. Every part is optional. */
+export interface ModuleParts<G> {
+  /** What other modules may `use` (services, ports). */
+  readonly gives: G;
+  /** Handlers of the contract's operations (openapi/), by operationId. */
+  readonly operations?: readonly OperationHandlers[];
+  /** Routes outside the contract (a web UI, an event stream). */
+  readonly routes?: readonly Routes[];
+  readonly pages?: readonly ApiPage[];
+  /** Run only where this process dispatches. */
+  readonly jobs?: readonly JobsDeclaration[];
+  /** Run hourly where this process serves HTTP. */
+  readonly prune?: readonly PruneTask[];
+  /** Named checks of `/readyz`: 'ok' or what is wrong. */
+  readonly readiness?: Readonly<Record<string, () => string>>;
+  /** What the platforms' own surfaces offer (Discord's gateway answers slash commands with it). */
+  readonly surfaces?: Partial<Surfaces>;
+  /** Undo `start` (after the HTTP API and the jobs stopped). */
+  close?(): Promise<void>;
+}
+
+/**
+ * One capability of Herald: declared in its folder's `index.ts`, listed in src/modules/registry.ts.
+ * Only `name`, `migrations` and `tools` are loaded with the declaration: `herald mcp` reads the
+ * tools of every module, so the rest is imported (`import()`) when it is asked for.
+ */
+export interface HeraldModule<G = unknown, M = unknown> {
+  readonly name: string;
+  /** The migrations (migrations/<name>.ts) that create and change this module's tables. */
+  readonly migrations?: readonly string[];
+  /** Its MCP tools (served by `herald mcp`, which starts no module). */
+  tools?(): readonly McpTool<never>[];
+  /** Its commands (slash commands, `run_command`); they run against what `start` gives. */
+  commands?(): Promise<readonly Command<G>[]>;
+  /**
+   * Its metrics, defined on the registry before any platform starts (the status page shows its
+   * sections in the order they were defined); `start` is handed what this returns.
+   */
+  metrics?(registry: Registry): Promise<M>;
+  start(services: ModuleServices, metrics: M): Promise<ModuleParts<G>>;
+}
+
+/** A module definition, typed where it is written. */
+export function defineModule<G, M = undefined>(module: HeraldModule<G, M>): HeraldModule<G, M> {
+  return module;
+}

@@ -1,0 +1,42 @@
+import type { ModuleParts, ModuleServices } from '../contract.js';
+import { capabilitiesOf } from '../../transports/transport.js';
+import { deliveryAdminOperations } from './delivery.admin.http.js';
+import { deliveryOperations } from './delivery.http.js';
+import { DeliveryJobs, deliveryQueue } from './delivery.jobs.js';
+import type { DeliveryMetrics } from './delivery.metrics.js';
+import { DeliveryService, type KindSupport } from './delivery.service.js';
+
+/** What the deliveries module gives the others. */
+export interface Deliveries {
+  readonly deliveries: DeliveryService;
+  /** Which kinds this bridge accepts (the protocol's capabilities). */
+  readonly capabilities: KindSupport;
+}
+
+/** Start the deliveries module (its declaration is index.ts). */
+export async function startDeliveries({ config, store, db, clock, log, transports, doorbell, site }: ModuleServices, metrics: DeliveryMetrics): Promise<ModuleParts<Deliveries>> {
+  // The protocol's capabilities (and the MCP tools, through them) come from what the home platform can do.
+  const can = capabilitiesOf(transports.home);
+  const capabilities: KindSupport = {
+    post: can.send,
+    dm: can.dm && !config.disabledKinds.includes('dm'),
+    edit: can.edit && !config.disabledKinds.includes('edit'),
+  };
+  const deliveries = new DeliveryService(db, clock, capabilities, {
+    announce: () => doorbell.ring(),
+    // PGlite is one session: one statement at a time whatever we do.
+    maxInFlight: store.kind === 'postgres' ? Math.max(1, Math.floor(config.dbPoolSize / 4)) : 1,
+  });
+  const queue = deliveryQueue(db, metrics);
+  const jobs = new DeliveryJobs(db, transports, clock, log, metrics, {
+    nonceWindowMs: config.nonceWindowMs,
+    maxAttempts: config.maxAttempts,
+    retryBaseMs: config.retryBaseMs,
+    leaseMs: config.leaseMs,
+  });
+  return {
+    gives: { deliveries, capabilities },
+    operations: [deliveryOperations(deliveries, capabilities, metrics), deliveryAdminOperations(deliveries, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
+    jobs: [{ queue, kinds: jobs.kinds(), prune: true, report: true, listen: true }],
+  };
+}

@@ -1,0 +1,26 @@
+import type { Channels, TransportName } from '../../transports/transport.js';
+import { defineModule } from '../contract.js';
+import type { DestinationService } from './destination.service.js';
+
+export type { DestinationService } from './destination.service.js';
+
+/** What the destinations module gives the others. */
+export interface Destinations {
+  readonly destinations: DestinationService;
+}
+
+/** Named destinations per server, mapped to a channel (`/destinations`, `/admin/destinations`). */
+export const destinationsModule = defineModule<Destinations>({
+  name: 'destinations',
+  commands: async () => [(await import('./destinations.command.js')).destinationsCommand],
+  async start({ db, clock, transports }) {
+    const [{ DestinationService }, { destinationOperations }] = await Promise.all([import('./destination.service.js'), import('./destination.http.js')]);
+    const home = transports.home;
+    if (home.channels === undefined) throw new Error(`the ${home.name} transport cannot look up channels, which destinations need`);
+    // Every platform that can look channels up can hold a destination; each checks its own names.
+    const platform = (name: TransportName, channels: Channels) => ({ name, channels, ...(channels.check !== undefined ? { checkChannel: channels.check } : {}) });
+    const others = transports.all.filter((t) => t !== home && t.channels !== undefined).map((t) => platform(t.name, t.channels as Channels));
+    const destinations = new DestinationService(db, { home: platform(home.name, home.channels), others }, clock);
+    return { gives: { destinations }, operations: [destinationOperations(destinations)] };
+  },
+});

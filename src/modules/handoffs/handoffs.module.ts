@@ -1,0 +1,31 @@
+import { capabilitiesOf } from '../../transports/transport.js';
+import type { ModuleParts, ModuleServices } from '../contract.js';
+import { deliveriesModule } from '../deliveries/index.js';
+import { handoffOperations } from './handoff.http.js';
+import { HandoffMetrics } from './handoff.metrics.js';
+import { pruneInbox } from './handoff.repository.js';
+import { HandoffService } from './handoff.service.js';
+
+/** Acknowledged handoffs are kept this long, then pruned. */
+const INBOX_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** Start the handoffs module (its declaration is index.ts). */
+export async function startHandoffs({ config, db, clock, log, registry, transports, use }: ModuleServices): Promise<ModuleParts<{ handoffs: HandoffService }>> {
+  const home = transports.home;
+  const can = capabilitiesOf(home);
+  const handoffs = new HandoffService(db, use(deliveriesModule).deliveries, clock, {
+    limits: config.handoffs,
+    selfId: () => (home.history !== undefined ? home.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot is`))),
+    canSend: can.send && can.channels,
+    log,
+    metrics: new HandoffMetrics(registry),
+  });
+  // Messages others write are listened to only while some bot is trusted.
+  const unlisten = handoffs.enabled ? home.inbound?.onMessage((m) => handoffs.take(m)) : undefined;
+  return {
+    gives: { handoffs },
+    operations: [handoffOperations(handoffs)],
+    prune: [{ what: 'the handoff inbox', run: (now) => pruneInbox(db, new Date(now.getTime() - INBOX_RETENTION_MS)) }],
+    close: async () => void unlisten?.(),
+  };
+}

@@ -1,0 +1,14 @@
+import { defineModule } from '../contract.js';
+import type { HandoffService } from './handoff.service.js';
+import { handoffTools } from './handoff.tools.js';
+
+/**
+ * Bot-to-bot handoffs: sent as deliveries (kind handoff), received from the home platform's
+ * inbound messages while some bot is trusted.
+ */
+export const handoffsModule = defineModule<{ handoffs: HandoffService }>({
+  name: 'handoffs',
+  migrations: ['2026-11-30T09-10-00_handoffs'],
+  tools: handoffTools,
+  start: async (services) => (await import('./handoffs.module.js')).startHandoffs(services),
+});

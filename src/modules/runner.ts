@@ -1,0 +1,167 @@
+import { sql } from 'kysely';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { registerOutboxHealth, WorkerMetrics } from '../outbox/outbox.metrics.js';
+import { OutboxWorker } from '../outbox/worker.js';
+import type { Clock } from '../platform/clock.js';
+import type { Store } from '../platform/db/database.js';
+import type { Registry } from '../platform/metrics.js';
+import { Doorbell } from '../platform/db/doorbell.js';
+import { errorSummary } from '../platform/errors.js';
+import type { Command, HeraldModule, JobsDeclaration, ModuleParts, ModuleServices, PruneTask } from './contract.js';
+
+// Runs what the modules declare (src/modules/contract.ts): their start in order, their jobs, their
+// upkeep and their readiness checks. The wiring (src/app.ts) calls these once per process.
+
+/** How often queues and modules prune what is past its retention. */
+export const PRUNE_EVERY_MS = 60 * 60 * 1000;
+/** The NOTIFY channel that wakes job runners in other processes (its name predates the other queues). */
+export const WAKE_CHANNEL = 'herald_deliveries';
+
+/** The modules, started. */
+export interface StartedModules {
+  readonly parts: readonly ModuleParts<unknown>[];
+  use<G>(module: HeraldModule<G>): G;
+  /** Undo every start, the last one first. */
+  close(): Promise<void>;
+}
+
+/** The doorbell of one store: on PostgreSQL a ring also NOTIFYs the other processes (PGlite has none). */
+export function doorbellOf<DB>(store: Store<DB>): Doorbell {
+  const db = store.db;
+  return new Doorbell(store.kind === 'postgres' ? async () => void (await sql`select pg_notify(${WAKE_CHANNEL}, '')`.execute(db)) : async () => undefined);
+}
+
+/** Each module's metrics, defined in the modules' order (before the platforms start theirs). */
+export async function defineMetrics(modules: readonly HeraldModule[], registry: Registry): Promise<unknown[]> {
+  const made: unknown[] = [];
+  for (const m of modules) made.push(await m.metrics?.(registry));
+  return made;
+}
+
+/** Start each module in order, giving it the shared services and what the modules above it give. */
+export async function startModules(modules: readonly HeraldModule[], metrics: readonly unknown[], base: Omit<ModuleServices, 'use' | 'commands'>): Promise<StartedModules> {
+  const gives = new Map<HeraldModule, unknown>();
+  const started: ModuleParts<unknown>[] = [];
+  const use = <G>(module: HeraldModule<G>): G => {
+    if (!gives.has(module as HeraldModule)) throw new Error(`module ${module.name} is used before it started (see the order in src/modules/registry.ts)`);
+    return gives.get(module as HeraldModule) as G;
+  };
+  // A command runs against what its own module gives, looked up when it runs.
+  const declared = await Promise.all(modules.map(async (m) => (await m.commands?.()) ?? []));
+  const commands = (): Command<undefined>[] =>
+    modules.flatMap((m, i) => (declared[i] ?? []).map((c): Command<undefined> => ({ ...c, execute: (invocation) => c.execute(invocation, use(m)) })));
+  const services: ModuleServices = { ...base, use, commands };
+  const close = async (): Promise<void> => {
+    for (const parts of started.splice(0).reverse()) {
+      await parts.close?.().catch((err: unknown) => base.log.error({ err: errorSummary(err) }, 'a module failed to stop'));
+    }
+  };
+  try {
+    for (const [i, module] of modules.entries()) {
+      const parts = await module.start(services, metrics[i]);
+      started.push(parts);
+      gives.set(module, parts.gives);
+    }
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { parts: started, use, close };
+}
+
+/** Every role reports the queues it shares (one database): dashboards take the max across processes. */
+export function reportQueues(declared: readonly JobsDeclaration[], registry: Registry, clock: Clock): void {
+  for (const d of declared) {
+    if (d.report === true && d.queue.depth !== undefined) registerOutboxHealth(registry, d.queue.depth, clock, { kinds: d.kinds.map((k) => k.kind) });
+  }
+}
+
+/** Every queue's jobs, run in this process. */
+export interface JobRunner {
+  readonly running: boolean;
+  /** Look for due work now. */
+  wake(): void;
+  /** Run every queue's upkeep now; how many rows it removed. */
+  prune(): Promise<number>;
+  /** Stop claiming; let in-flight jobs finish within the grace period, then release the rest. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Run the declared jobs: one worker per queue, each woken by the doorbell, and the queues that ask
+ * for it by other processes' NOTIFY too.
+ * The one place that builds workers: when OutboxWorker runs several queues in one loop, this body
+ * becomes one worker over all `declared` queues.
+ */
+export async function runJobs<DB>(
+  declared: readonly JobsDeclaration[],
+  services: { config: Config; store: Store<DB>; clock: Clock; log: Logger; doorbell: Doorbell; registry: Registry },
+): Promise<JobRunner> {
+  const { config, store, clock, log, doorbell, registry } = services;
+  const workers = declared.map((d) => {
+    const worker = new OutboxWorker(d.queue, clock, log, {
+      leaseMs: config.leaseMs,
+      pollMs: config.pollMs,
+      concurrency: d.concurrency ?? config.dispatchConcurrency,
+      shutdownGraceMs: config.shutdownGraceMs,
+      ...(d.prune === true ? { pruneEveryMs: PRUNE_EVERY_MS } : {}),
+      ...(d.report === true ? { metrics: new WorkerMetrics(registry) } : {}),
+    });
+    for (const kind of d.kinds) worker.register(kind);
+    return worker;
+  });
+  const listening = workers.filter((_, i) => declared[i]?.listen === true);
+  const unring = doorbell.onRing(() => workers.forEach((w) => w.wake()));
+  // LISTEN heals itself after a lost connection; polling covers any gap.
+  const unlisten = listening.length > 0 ? await store.listen(WAKE_CHANNEL, () => listening.forEach((w) => w.wake())) : undefined;
+  for (const w of workers) w.start();
+  return {
+    get running() {
+      return workers.every((w) => w.running);
+    },
+    wake: () => workers.forEach((w) => w.wake()),
+    prune: async () => (await Promise.all(workers.map((w) => w.prune()))).reduce((a, b) => a + b, 0),
+    async stop() {
+      unring();
+      await unlisten?.();
+      await Promise.all(workers.map((w) => w.stop()));
+    },
+  };
+}
+
+/** Run every module's upkeep hourly (a failure is logged; the next hour tries again). Returns the stop. */
+export function schedulePrune(tasks: readonly PruneTask[], clock: Clock, log: Logger): () => void {
+  const timer = setInterval(() => {
+    for (const task of tasks) task.run(clock.now()).catch((err: unknown) => log.warn({ err: errorSummary(err) }, `could not prune ${task.what}`));
+  }, PRUNE_EVERY_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/** `/readyz`: the database, the job runner (and its LISTEN session), then every named check of the platforms and the modules. */
+export function readinessOf<DB>(
+  store: Store<DB>,
+  worker: JobRunner | undefined,
+  checks: readonly ((() => Record<string, string>) | Readonly<Record<string, () => string>>)[],
+): () => Promise<Record<string, string>> {
+  return async () => {
+    const answer: Record<string, string> = {};
+    try {
+      await sql`select 1`.execute(store.db);
+      answer['database'] = 'ok';
+    } catch {
+      answer['database'] = 'unavailable';
+    }
+    if (worker !== undefined) {
+      answer['dispatcher'] = worker.running ? 'ok' : 'stopped';
+      // While the LISTEN session reconnects, work from other processes waits for polling.
+      answer['listen'] = store.listening() ? 'ok' : 'unavailable';
+    }
+    for (const check of checks) {
+      if (typeof check === 'function') Object.assign(answer, check());
+      else for (const [name, named] of Object.entries(check)) answer[name] = named();
+    }
+    return answer;
+  };
+}

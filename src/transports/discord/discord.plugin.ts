@@ -1,0 +1,126 @@
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import { pacerFor, type Pacer } from '../../platform/db/shared-pacer.js';
+import { errorSummary } from '../../platform/errors.js';
+import { discordTokenRejected } from './discord-token.js';
+import type { RunningTransport, TransportServices } from '../plugin.js';
+import type { Channels, Inbound, Transport } from '../transport.js';
+import { DiscordTokenRejectedError, DiscordTransport } from './discord-transport.js';
+import { PlatformMetrics } from './discord.metrics.js';
+import type { DiscordConfig } from './settings.js';
+import { connectGateway, GatewayInbound, type GatewayConnection } from './gateway-client.js';
+import { DiscordInvokers } from './invokers.js';
+
+/** Discord's global rate limit: requests per second per bot. */
+const DISCORD_GLOBAL_LIMIT = 50;
+/** At most this long to ask Discord whether it accepts the token before starting anyway. */
+const TOKEN_CHECK_MS = 10_000;
+
+  // A token Discord rejects stops start-up, before the store opens; Discord not answering does not
+  // (deliveries wait for it), so that is only logged.
+export async function checkToken(config: DiscordConfig, log: Logger): Promise<void> {
+  const transport = new DiscordTransport({ token: tokenOf(config), apiUrl: config.apiUrl, timeoutMs: config.timeoutMs });
+  try {
+    await transport.verifyToken(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS)));
+  } catch (err) {
+    if (err instanceof DiscordTokenRejectedError) {
+      log.error({ status: err.status, code: err.code }, 'Discord rejected DISCORD_TOKEN');
+      throw discordTokenRejected(err.status, err);
+    }
+    log.warn({ err: errorSummary(err) }, 'could not check DISCORD_TOKEN with Discord; starting anyway');
+  }
+}
+
+/** Start Discord: REST facets paced by the bot's shared budget, and the gateway once the modules are up. */
+export async function startDiscord(config: DiscordConfig, services: TransportServices): Promise<RunningTransport> {
+  const token = tokenOf(config);
+  const { store, log } = services;
+  // Discord's global rate limit belongs to the bot, so every process sending as it shares one budget.
+  const pacer: Pacer = pacerFor({ kind: store.kind, db: services.db }, `discord:${createHash('sha256').update(token).digest('hex').slice(0, 16)}`, {
+    perSecond: config.perSecond,
+    windowLimit: DISCORD_GLOBAL_LIMIT,
+  });
+  const rest = new DiscordTransport({
+    token,
+    apiUrl: config.apiUrl,
+    timeoutMs: config.timeoutMs,
+    pace: async (signal) => pacer.acquire(signal),
+    metrics: new PlatformMetrics(services.registry),
+    chatGuildId: config.chatGuild,
+  });
+  // Who invokes a command and what Herald itself may do in a channel, through Herald's own session.
+  const invokers = new DiscordInvokers({ token, apiUrl: config.apiUrl, timeoutMs: config.timeoutMs });
+  // Messages others write reach the gateway's listeners; the gateway asks for them only while some module listens.
+  const gatewayInbound = new GatewayInbound();
+  let listened = false;
+  const inbound: Inbound = {
+    onMessage: (listener) => {
+      listened = true;
+      return gatewayInbound.onMessage(listener);
+    },
+  };
+  const facets: Transport = {
+    name: 'discord',
+    idempotentSend: rest.idempotentSend,
+    sender: rest.sender,
+    dms: rest.dms,
+    editor: rest.editor,
+    history: rest.history,
+    pages: rest.pages,
+    channels: loggedChannels(rest.channels, log),
+    chat: rest.chat,
+    invokers,
+    inbound,
+  };
+  const watchGateway = services.serving && config.gateway;
+  let gateway: GatewayConnection | undefined;
+  if (watchGateway) services.link('gateway', () => gateway?.ready === true);
+  return {
+    facets,
+    readiness: (): Record<string, string> => (watchGateway ? { gateway: gateway?.ready === true ? 'ok' : 'unavailable' } : {}),
+    async serve(surfaces) {
+      if (!watchGateway) return;
+      try {
+        log.info('connecting to the Discord gateway');
+        gateway = await connectGateway({
+          ...(listened ? { inbound: gatewayInbound } : {}),
+          token,
+          apiUrl: config.apiUrl,
+          commands: surfaces.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` },
+          log,
+          onOwnMessage: (m) => services.ownMessage(m.nonce, m.channelId, m.messageId, m.createdAt),
+        });
+      } catch (err) {
+        // Deliveries do not need the gateway: keep serving, and say so in /readyz.
+        log.error({ err: errorSummary(err) }, 'gateway unavailable; slash commands will not be answered');
+      }
+    },
+    async close() {
+      await gateway?.close();
+      await invokers.destroy();
+    },
+  };
+}
+
+function tokenOf(config: DiscordConfig): string {
+  if (config.token === undefined) throw new Error('DISCORD_TOKEN is not set (herald serve starts the built-in sandbox when it is unset)');
+  return config.token;
+}
+
+/**
+ * Lookups answer a failed channel lookup in their own words ("channel not found or not visible to
+ * the bot", "discord unavailable"): log what Discord said (status and code) first.
+ */
+function loggedChannels(channels: Channels, log: Logger): Channels {
+  return {
+    getChannel: async (channelId) => {
+      try {
+        return await channels.getChannel(channelId);
+      } catch (err) {
+        log.warn({ channel_id: channelId, err: errorSummary(err) }, 'channel lookup failed at Discord');
+        throw err;
+      }
+    },
+    ...(channels.check !== undefined ? { check: channels.check } : {}),
+  };
+}

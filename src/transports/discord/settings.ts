@@ -1,0 +1,25 @@
+/** Discord's settings. */
+export interface DiscordConfig {
+  /** `DISCORD_TOKEN`: the bot token. Unset → Herald runs and uses its built-in Discord sandbox. */
+  readonly token: string | undefined;
+  /** `DISCORD_API_URL`: base of Discord's REST API (without `/v10`). Default Discord's own, or the sandbox's. */
+  readonly apiUrl: string | undefined;
+  /**
+   * `HERALD_DISCORD_PER_SECOND`: Discord REST requests per second for this bot, shared by every
+   * process on one database (Discord's global limit, 50/s, is per bot). Default 48, at most 49:
+   * the margin lets a request start a little late without overflowing Discord's one-second window.
+   */
+  readonly perSecond: number;
+  /** `HERALD_DISCORD_TIMEOUT_MS`: timeout of one Discord REST request. */
+  readonly timeoutMs: number;
+  /**
+   * `HERALD_GATEWAY`: `on` (default) connects to Discord's gateway to answer `/agent` and
+   * `/destinations`; `off` for extra `serve` replicas (only one process should answer commands).
+   */
+  readonly gateway: boolean;
+  /**
+   * `HERALD_DISCORD_CHAT_GUILD`: the Discord server the chat tools use on Discord (channels by
+   * name, members). Unset: the bot's only server (sandbox mode: the sandbox's guild).
+   */
+  readonly chatGuild: string | undefined;
+}

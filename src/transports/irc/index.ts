@@ -1,0 +1,87 @@
+import { defineTransport } from '../plugin.js';
+import type { IrcTransportOptions } from './irc-transport.js';
+
+/** IRC's settings. */
+export interface IrcConfig {
+  /** `HERALD_IRC_URL`: `irc://host:port` or `ircs://host:port` (TLS, certificate verified). */
+  readonly url: string;
+  /** `HERALD_IRC_NICK`: the observer's nick, Herald's own name on the network. Default herald. */
+  readonly nick: string;
+  /** `HERALD_IRC_PASSWORD`: SASL PLAIN password of the account named like HERALD_IRC_NICK (optional). */
+  readonly password: string | undefined;
+  /** `HERALD_IRC_CHANNELS`: comma-separated channels the observer joins at start (besides those created through Herald). */
+  readonly channels: readonly string[];
+  /** `HERALD_IRC_LINES_PER_SECOND`: flood limit per connection, after a burst of 5. Default 4. */
+  readonly linesPerSecond: number;
+  /** `HERALD_IRC_ECHO_TIMEOUT_MS`: how long a line waits for the server's labeled echo. Default 10 s. */
+  readonly echoTimeoutMs: number;
+  /** `HERALD_IRC_SENDER_IDLE_MS`: an agent's connection unused this long is closed. Default 5 minutes. */
+  readonly senderIdleMs: number;
+  /** `HERALD_IRC_RETENTION_DAYS`: lines read are kept this long. Default 8. */
+  readonly retentionDays: number;
+  /** `HERALD_IRC_RETENTION_LINES`: and at most this many per channel. Default 10000. */
+  readonly retentionLines: number;
+}
+
+/** IRC beside (or instead of) Discord, when HERALD_IRC_URL is set: its observer reads its channels into the store. */
+export const irc = defineTransport<IrcConfig>({
+  name: 'irc',
+  off: 'HERALD_IRC_URL is unset',
+  config(env) {
+    const url = env.text('HERALD_IRC_URL');
+    if (url !== undefined && !/^ircs?:\/\/[^/\s:]+(:[0-9]{1,5})?\/?$/.test(url)) env.problem('HERALD_IRC_URL must be irc://host:port or ircs://host:port');
+    const nick = env.text('HERALD_IRC_NICK') ?? 'herald';
+    if (!/^[A-Za-z[\]\\`_^{|}][A-Za-z0-9[\]\\`_^{|}-]{0,29}$/.test(nick)) env.problem('HERALD_IRC_NICK must be an IRC nick (a letter or []\\`_^{|} first, at most 30 characters)');
+    const channels = env.list('HERALD_IRC_CHANNELS');
+    for (const c of channels) if (!/^[#&]?[^\s,:]{1,49}$/.test(c)) env.problem(`HERALD_IRC_CHANNELS: ${JSON.stringify(c)} is not a channel name`);
+    // Every variable is read (and checked) even when IRC is off: then a typo in one is still reported.
+    const settings = {
+      nick,
+      password: env.text('HERALD_IRC_PASSWORD'),
+      channels: Object.freeze(channels),
+      linesPerSecond: env.int('HERALD_IRC_LINES_PER_SECOND', 4, 1, 1000),
+      echoTimeoutMs: env.int('HERALD_IRC_ECHO_TIMEOUT_MS', 10_000, 100, 600_000),
+      senderIdleMs: env.int('HERALD_IRC_SENDER_IDLE_MS', 300_000, 1_000, 86_400_000),
+      retentionDays: env.int('HERALD_IRC_RETENTION_DAYS', 8, 1, 3650),
+      retentionLines: env.int('HERALD_IRC_RETENTION_LINES', 10_000, 100, 10_000_000),
+    };
+    return url === undefined ? undefined : Object.freeze({ url, ...settings });
+  },
+
+  async start(config, services) {
+    // Loaded only when configured: irc-framework stays out of a start-up without IRC.
+    const { parseIrcUrl } = await import('./irc-connection.js');
+    const { IrcMetrics, IrcTransport } = await import('./irc-transport.js');
+    const server = parseIrcUrl(config.url);
+    if (server === undefined) throw new Error('HERALD_IRC_URL must be irc://host:port or ircs://host:port');
+    const transport = new IrcTransport({
+      server,
+      nick: config.nick,
+      saslPassword: config.password,
+      channels: config.channels,
+      // IRC keeps the lines it reads in tables of its own (irc-line.table.ts).
+      db: services.db as unknown as IrcTransportOptions['db'],
+      log: services.log.child({ transport: 'irc' }),
+      metrics: new IrcMetrics(services.registry),
+      linesPerSecond: config.linesPerSecond,
+      echoTimeoutMs: config.echoTimeoutMs,
+      senderIdleMs: config.senderIdleMs,
+      retention: { maxAgeMs: config.retentionDays * 24 * 60 * 60 * 1000, perChannel: config.retentionLines },
+      // Like Discord's gateway nonces: which line a send's key created, for reconciliation.
+      onOwnLine: (key, channel, msgid, at) => services.ownMessage(key, channel, msgid, at),
+    });
+    services.link('observer', () => transport.up);
+    services.log.info({ host: server.host, port: server.port, tls: server.tls, nick: config.nick }, 'connecting to IRC');
+    try {
+      await transport.start();
+    } catch (err) {
+      await transport.close();
+      throw err;
+    }
+    return {
+      facets: transport,
+      readiness: () => ({ irc: transport.up ? 'ok' : 'unavailable' }),
+      close: () => transport.close(),
+    };
+  },
+});

@@ -1,0 +1,77 @@
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Clock } from '../platform/clock.js';
+import type { Store } from '../platform/db/database.js';
+import type { EnvReader } from '../platform/env.js';
+import type { Registry } from '../platform/metrics.js';
+import type { CommandHandler, Transport } from './transport.js';
+import type { RESTPostAPIChatInputApplicationCommandsJSONBody } from 'discord.js';
+
+// What a platform folder (src/transports/<name>/index.ts) exports, and what it is given. The one
+// list of platforms is src/transports/registry.ts; the wiring (src/app.ts) starts the configured ones.
+
+/** The settings every platform may read besides its own. */
+export interface CoreSettings {
+  /** HERALD_LEASE_MS: a platform request must end well inside a job's lease. */
+  readonly leaseMs: number;
+  /** HERALD_TRANSPORT: the platform people's identities live on (DMs go there). */
+  readonly home: string;
+}
+
+/** What a started platform is given. */
+export interface TransportServices {
+  /** Which store holds Herald's tables (`db`): a budget shared between processes needs PostgreSQL. */
+  readonly store: Pick<Store, 'kind'>;
+  readonly db: Kysely<unknown>;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly registry: Registry;
+  /** Whether this process serves HTTP (and so the platform's command surface, if it has one). */
+  readonly serving: boolean;
+  /** Where the platform reports which message a send key created, for reconciliation after a lost answer. */
+  ownMessage(key: string, channelId: string, messageId: string, at: Date): Promise<void>;
+  /** Report a link this process holds (a connection), shown in metrics and on the status page. */
+  link(name: string, up: () => boolean): void;
+}
+
+/** A platform's slash commands: what to register, and who answers an invocation. */
+export interface CommandSurface {
+  readonly definitions: readonly RESTPostAPIChatInputApplicationCommandsJSONBody[];
+  readonly run: CommandHandler;
+}
+
+/** What the modules offer a platform's own surfaces once they are all up. */
+export interface Surfaces {
+  readonly commands: CommandSurface;
+}
+
+/** A platform this process speaks, started. */
+export interface RunningTransport {
+  /** What the platform can do, as facets (src/transports/transport.ts). */
+  readonly facets: Transport;
+  /** Named checks of `/readyz`: 'ok' or what is wrong. */
+  readiness(): Record<string, string>;
+  /** Connect the platform's own surfaces (a gateway with slash commands), once the modules are up. */
+  serve?(surfaces: Partial<Surfaces>): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A platform, as its folder's `index.ts` exports it. `C` is its own settings. */
+export interface TransportPlugin<C = unknown> {
+  readonly name: string;
+  /** Why the platform is off when its settings are absent, e.g. `HERALD_IRC_URL is unset`. */
+  readonly off: string;
+  /**
+   * Read and check this platform's variables (problems go to `env`); undefined when the platform
+   * is not configured in this environment.
+   */
+  config(env: EnvReader, core: CoreSettings): C | undefined;
+  /** Checks that must pass before the store opens (a token the platform rejects stops start-up). */
+  check?(config: C, log: Logger): Promise<void>;
+  start(config: C, services: TransportServices): Promise<RunningTransport>;
+}
+
+/** A platform definition, typed where it is written. */
+export function defineTransport<C>(plugin: TransportPlugin<C>): TransportPlugin<C> {
+  return plugin;
+}
