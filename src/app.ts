@@ -22,7 +22,7 @@ import { deliveryAdminOperations } from './modules/deliveries/delivery.admin.htt
 import { deliveryOperations } from './modules/deliveries/delivery.http.js';
 import { DELIVERY_KINDS, DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
 import { DeliveryMetrics } from './modules/deliveries/delivery.metrics.js';
-import { DELIVERY_CHANNEL, notifyDue, recordSentMessage } from './modules/deliveries/delivery.repository.js';
+import { DELIVERY_CHANNEL, nonceLedger, notifyDue, recordSentMessage } from './modules/deliveries/delivery.repository.js';
 import { Doorbell } from './platform/db/doorbell.js';
 import { pacerFor, type Pacer } from './platform/db/shared-pacer.js';
 import { DeliveryService, type KindSupport } from './modules/deliveries/delivery.service.js';
@@ -163,6 +163,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       perSecond: config.discordPerSecond,
       windowLimit: DISCORD_GLOBAL_LIMIT,
     });
+    discord.useNonceLedger(nonceLedger(store.db));
     const transport: Transport = discord;
     // IRC beside Discord, when configured: its observer reads its channels into the store.
     let irc: IrcTransport | undefined;
@@ -282,7 +283,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         scrapeWorker = sw;
       }
       // The chat tools' sends: their own table and worker, on the same outbox machinery.
-      const chatJobs = new ChatJobs(store.db, transports, clock, log, { maxAttempts: config.maxAttempts, retryBaseMs: config.retryBaseMs });
+      const chatJobs = new ChatJobs(store.db, transports, clock, log, { maxAttempts: config.maxAttempts, retryBaseMs: config.retryBaseMs, nonceWindowMs: config.nonceWindowMs });
       const cw = new OutboxWorker<ChatJob>(chatQueue(store.db), clock, log, {
         leaseMs: config.leaseMs,
         pollMs: config.pollMs,

@@ -72,6 +72,8 @@ export type TransportFailure =
        * connection, a timeout after the request went out). False or absent: it certainly did not.
        */
       mayHaveCreated?: boolean;
+      /** The request was abandoned before it left, past its `SendDeadline`. */
+      departedLate?: boolean;
     }
   | { kind: 'recipient_unreachable'; detail: string }
   | { kind: 'not_found'; detail: string }
@@ -92,12 +94,28 @@ export interface Mentions {
   users: readonly string[];
 }
 
+/**
+ * How late a create may leave. A request that repeats an earlier one relies on the platform's dedup
+ * window (Discord's nonce), which counts from the earlier request: it must leave by `notAfter`. The
+ * check is made just before the request leaves (after any rate budget and client queue); a request
+ * that would leave later is abandoned with a transient failure carrying `departedLate` (and
+ * `mayHaveCreated` only if an earlier try of this same call went out).
+ */
+export interface SendDeadline {
+  notAfter: Date;
+  /**
+   * True: even the call's first try repeats an earlier attempt's create (a resend in doubt). False:
+   * only the transport's own repeats of this call (a retried lost answer) are held to `notAfter`.
+   */
+  resend: boolean;
+}
+
 export interface Sender {
   /**
    * Create a message. Every call for one job passes the same `idempotencyKey`; where the platform
    * honours one (`capabilities.idempotentSend`), a repeat within its window returns the first message.
    */
-  send(channelId: string, message: OutgoingMessage, idempotencyKey: string, signal: AbortSignal, mentions?: Mentions): Promise<SentMessage>;
+  send(channelId: string, message: OutgoingMessage, idempotencyKey: string, signal: AbortSignal, mentions?: Mentions, deadline?: SendDeadline): Promise<SentMessage>;
 }
 
 export interface DirectMessages {
@@ -192,6 +210,24 @@ export interface ChatSent {
   confirmed: boolean;
 }
 
+/** What a chat send shows, for finding it again on the platform. */
+export interface ChatSendProof {
+  text: string;
+  sender: string;
+  /** No part of it was created before this time. */
+  since: Date;
+  /**
+   * Message ids other sends are known to have created (their own proof), never counted as this
+   * send's even when they show the same text.
+   */
+  taken(messageIds: readonly string[]): Promise<Set<string>>;
+  /**
+   * Whether another unsettled send shows the same text in the same channel: a matching message
+   * may be its, so a match is no proof.
+   */
+  twins(): Promise<boolean>;
+}
+
 /**
  * The five chat tools of seed 003 on one platform: send under a sender's name, read, create and
  * list channels, list members. A channel is named as people know it (`#ops` on IRC, `ops` on Discord).
@@ -202,12 +238,14 @@ export interface Chat {
    * same on every attempt; `alreadySent` holds the parts an earlier attempt got out (by index),
    * which are not sent again.
    */
-  send(channel: string, text: string, sender: string, key: string, alreadySent: ReadonlyMap<number, string>, signal: AbortSignal): Promise<ChatSent>;
+  send(channel: string, text: string, sender: string, key: string, alreadySent: ReadonlyMap<number, string>, signal: AbortSignal, deadline?: SendDeadline): Promise<ChatSent>;
   /**
-   * The parts of send `key` already in the channel (index → message id), for a re-drive after a
-   * crash; undefined when the platform cannot tell.
+   * The proof half of the chat facet: the parts of send `key` already in the channel (index →
+   * message id), for a retry or a re-drive after a crash; undefined when the platform cannot tell.
+   * `sent` says what the send shows and since when it may have been created (a platform that
+   * proves by its history looks for it there).
    */
-  sentParts(channel: string, key: string, signal: AbortSignal): Promise<Map<number, string> | undefined>;
+  sentParts(channel: string, key: string, signal: AbortSignal, sent: ChatSendProof): Promise<Map<number, string> | undefined>;
   /** Newest first; `since` exclusive. */
   read(channel: string, since: Date | undefined, limit: number): Promise<ChatLine[]>;
   /** Create (or join) a channel; returns its name as the platform shows it. */

@@ -6,11 +6,18 @@ import { retryWhileUnreachable } from '../../platform/db/database.js';
 import { errorSummary } from '../../platform/errors.js';
 import { TransportError, type Transports } from '../../transports/transport.js';
 import { RETENTION_MS } from '../deliveries/delivery.js';
-import { claimDueSends, finishSend, pruneSends, releaseSends } from './chat.repository.js';
+import { claimDueSends, finishSend, hasUnsettledTwin, pruneSends, releaseSends, takenMessageIds } from './chat.repository.js';
 import type { Database } from '../../schema.js';
 import type { ChatSendRow, ChatSendUpdate } from './chat.table.js';
 
 export const CHAT_SEND_KIND = 'chat_send';
+/**
+ * How long after a create that may have happened the next attempt waits before asking the
+ * platform for proof: clock skew and a request the platform finished after Herald stopped waiting.
+ */
+const PROOF_SETTLE_MS = 11_000;
+/** The nonce window when none is configured (`HERALD_NONCE_WINDOW_MS`'s default). */
+const DEFAULT_NONCE_WINDOW_MS = 60_000;
 
 export interface ChatJob extends Job {
   readonly row: ChatSendRow;
@@ -37,7 +44,7 @@ export class ChatJobs {
     private readonly transports: Transports,
     private readonly clock: Clock,
     private readonly log: Logger,
-    private readonly options: { maxAttempts: number; retryBaseMs: number },
+    private readonly options: { maxAttempts: number; retryBaseMs: number; nonceWindowMs?: number },
   ) {}
 
   kinds(): JobKind<ChatJob>[] {
@@ -56,7 +63,12 @@ export class ChatJobs {
       } else if (row.attempts >= context.retry.maxAttempts) {
         outcome = { status: 'failed', reason: `attempts exhausted (${failure.detail})` };
       } else {
-        outcome = { status: 'pending', next_attempt_at: context.retryAt(failure.retryAfterMs), reason: failure.detail };
+        // A line that may have been created is looked for on the next attempt: not before a create
+        // still under way at the platform has surely landed, so "absent" is a verdict.
+        const retryAt = context.retryAt(failure.retryAfterMs);
+        const settled = this.clock.now().getTime() + PROOF_SETTLE_MS;
+        const next = failure.mayHaveCreated === true && retryAt.getTime() < settled ? new Date(settled) : retryAt;
+        outcome = { status: 'pending', next_attempt_at: next, reason: failure.detail };
         log.info({ detail: failure.detail }, 'chat send will be retried');
       }
     }
@@ -69,10 +81,18 @@ export class ChatJobs {
   private async deliver(row: ChatSendRow, signal: AbortSignal, log: Logger): Promise<ChatSendUpdate> {
     const chat = this.transports.get(row.transport)?.chat;
     if (chat === undefined) return { status: 'failed', reason: `transport ${row.transport} is not configured for chat` };
+    const started = this.clock.now();
     let already = new Map<number, string>();
     if (row.attempts > 1) {
-      // An earlier attempt may have got some lines out: the channel says which.
-      const seen = await chat.sentParts(row.channel, row.id, signal);
+      // An earlier attempt may have got some lines out: the platform's proof says which.
+      const proof = {
+        text: row.text,
+        sender: row.sender,
+        since: row.created_at,
+        taken: (ids: readonly string[]) => takenMessageIds(this.db, row, ids),
+        twins: () => hasUnsettledTwin(this.db, row),
+      };
+      const seen = await chat.sentParts(row.channel, row.id, signal, proof);
       if (seen === undefined) {
         log.warn('an earlier attempt may have sent this and the platform cannot tell; not sending again');
         return { status: 'unconfirmed', reason: 'an earlier attempt may have sent it, and the platform cannot tell whether it did' };
@@ -80,7 +100,9 @@ export class ChatJobs {
       already = seen;
       if (seen.size > 0) log.info({ parts_found: seen.size }, 'lines of an earlier attempt found in the channel; sending only the rest');
     }
-    const sent = await chat.send(row.channel, row.text, row.sender, row.id, already, signal);
+    // discord.js's own repeat of a lost create relies on the nonce: it must leave inside the window.
+    const deadline = { notAfter: new Date(started.getTime() + (this.options.nonceWindowMs ?? DEFAULT_NONCE_WINDOW_MS)), resend: false };
+    const sent = await chat.send(row.channel, row.text, row.sender, row.id, already, signal, deadline);
     if (!sent.confirmed) {
       return { status: 'unconfirmed', message_ids: JSON.stringify(sent.messageIds), reason: 'the platform gives no proof of delivery (the IRC server lacks labeled-response or echo-message)' };
     }

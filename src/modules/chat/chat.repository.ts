@@ -67,3 +67,41 @@ export async function pruneSends(db: Db, cutoff: Date): Promise<number> {
   const r = await db.deleteFrom('chat_sends').where('created_at', '<', cutoff).executeTakeFirst();
   return Number(r.numDeletedRows);
 }
+
+/** How far back another send may have created a message this one's proof could mistake for its own. */
+const TWIN_LOOKBACK_MS = 10 * 60_000;
+
+/** Of `messageIds`, those another chat send in the same channel recorded as its own. */
+export async function takenMessageIds(db: Db, row: ChatSendRow, messageIds: readonly string[]): Promise<Set<string>> {
+  if (messageIds.length === 0) return new Set();
+  const others = await db
+    .selectFrom('chat_sends')
+    .select('message_ids')
+    .where('transport', '=', row.transport)
+    .where('channel', '=', row.channel)
+    .where('id', '!=', row.id)
+    .where('message_ids', 'is not', null)
+    .where('created_at', '>=', new Date(row.created_at.getTime() - TWIN_LOOKBACK_MS))
+    .execute();
+  const wanted = new Set(messageIds);
+  const taken = new Set<string>();
+  for (const o of others) for (const id of JSON.parse(o.message_ids ?? '[]') as string[]) if (wanted.has(id)) taken.add(id);
+  return taken;
+}
+
+/** Whether another send of the same text, by the same sender to the same channel, is not settled with its ids. */
+export async function hasUnsettledTwin(db: Db, row: ChatSendRow): Promise<boolean> {
+  const twin = await db
+    .selectFrom('chat_sends')
+    .select('id')
+    .where('transport', '=', row.transport)
+    .where('channel', '=', row.channel)
+    .where('sender', '=', row.sender)
+    .where('text', '=', row.text)
+    .where('id', '!=', row.id)
+    .where('message_ids', 'is', null)
+    .where('status', 'in', ['pending', 'in_flight', 'unconfirmed'])
+    .where('created_at', '>=', new Date(row.created_at.getTime() - TWIN_LOOKBACK_MS))
+    .executeTakeFirst();
+  return twin !== undefined;
+}

@@ -359,7 +359,10 @@ export class DeliveryJobs {
     if (finalCheck) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: 'attempts exhausted; channel history shows no message was created' };
     at.creatingIn = channelId;
     const attemptFrom = this.clock.now();
-    const sent = await facet(transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal, mentions);
+    // A resend in doubt relies on the nonce from the doubtful create on; a fresh create only for the
+    // transport's own repeats. Either must leave inside the window, checked when it actually leaves.
+    const deadline = transport.idempotentSend ? { notAfter: new Date((at.doubt?.from ?? attemptFrom).getTime() + this.options.nonceWindowMs), resend: at.doubt !== undefined } : undefined;
+    const sent = await facet(transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal, mentions, deadline);
     if (sent.confirmed === false) {
       // Written, with no proof the platform took it (an IRC server without labeled-response or
       // echo-message): never claimed delivered. Kept in doubt, so a re-POST looks in the channel first.

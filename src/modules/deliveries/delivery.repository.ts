@@ -254,6 +254,17 @@ export async function sentMessageNonces(db: Db, messageIds: readonly string[]): 
   return new Map(rows.map((r) => [r.message_id, r.nonce]));
 }
 
+/** The gateway's nonce reports as a transport reads them (which message a nonce created). */
+export function nonceLedger(db: Db): { find(nonce: string): Promise<{ channelId: string; messageId: string } | undefined>; noncesOf(messageIds: readonly string[]): Promise<Map<string, string>> } {
+  return {
+    find: async (nonce) => {
+      const row = await findSentMessage(db, nonce);
+      return row === undefined ? undefined : { channelId: row.channel_id, messageId: row.message_id };
+    },
+    noncesOf: (messageIds) => sentMessageNonces(db, messageIds),
+  };
+}
+
 /** Deliveries waiting or being attempted, per kind and status, and since when the oldest is due. */
 export interface OutboxDepthRow {
   kind: DeliveryKind;
