@@ -20,8 +20,6 @@ export interface ChatSendInput {
   request_id?: string | undefined;
 }
 
-/** The platforms the chat tools may name. */
-const CHAT_TRANSPORTS: readonly TransportName[] = ['irc', 'discord', 'memory'];
 const DEFAULT_LIMIT = 50;
 
 /**
@@ -40,7 +38,8 @@ export class ChatService {
 
   private platform(name: TransportName | undefined): { name: TransportName; chat: Chat } {
     const chosen = name ?? this.defaultTransport;
-    const chat = CHAT_TRANSPORTS.includes(chosen) ? this.transports.get(chosen)?.chat : undefined;
+    // Any configured platform with a chat facet.
+    const chat = this.transports.get(chosen)?.chat;
     if (chat === undefined) throw new InvalidRequestError(`transport ${chosen} is not configured for chat`);
     return { name: chosen, chat };
   }
