@@ -283,7 +283,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         scrapeWorker = sw;
       }
       // The chat tools' sends: their own table and worker, on the same outbox machinery.
-      const chatJobs = new ChatJobs(store.db, transports, clock, log, { maxAttempts: config.maxAttempts, retryBaseMs: config.retryBaseMs, nonceWindowMs: config.nonceWindowMs });
+      const chatJobs = new ChatJobs(store.db, transports, clock, log, { maxAttempts: config.maxAttempts, retryBaseMs: config.retryBaseMs });
       const cw = new OutboxWorker<ChatJob>(chatQueue(store.db), clock, log, {
         leaseMs: config.leaseMs,
         pollMs: config.pollMs,

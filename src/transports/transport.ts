@@ -95,19 +95,14 @@ export interface Mentions {
 }
 
 /**
- * How late a create may leave. A request that repeats an earlier one relies on the platform's dedup
- * window (Discord's nonce), which counts from the earlier request: it must leave by `notAfter`. The
- * check is made just before the request leaves (after any rate budget and client queue); a request
- * that would leave later is abandoned with a transient failure carrying `departedLate` (and
- * `mayHaveCreated` only if an earlier try of this same call went out).
+ * How late a create may leave. A resend of a create that may have happened relies on the
+ * platform's dedup window (Discord's nonce), which counts from the earlier request: it must leave
+ * by `notAfter`. The check is made just before each try leaves (after any rate budget and client
+ * queue); a try that would leave later is abandoned with a transient failure carrying
+ * `departedLate` (and `mayHaveCreated` only if an earlier try of this same call went out).
  */
 export interface SendDeadline {
   notAfter: Date;
-  /**
-   * True: even the call's first try repeats an earlier attempt's create (a resend in doubt). False:
-   * only the transport's own repeats of this call (a retried lost answer) are held to `notAfter`.
-   */
-  resend: boolean;
 }
 
 export interface Sender {

@@ -5,7 +5,7 @@ import type { Clock } from '../../platform/clock.js';
 import { errorSummary } from '../../platform/errors.js';
 import type { Database } from '../../schema.js';
 import { TransportError, type HistoryPages } from '../../transports/transport.js';
-import { blobForUrl, claimScrapes, commitStoredItem, insertItems, pauseUnderLease, recordStep, recordStepFailure, releaseScrapes } from './archive.repository.js';
+import { blobForUrl, commitStoredItem, insertItems, pauseUnderLease, recordStep, recordStepFailure, scrapesTable } from './archive.repository.js';
 import type { ItemState, MediaScrapeRow, NewMediaItem } from './archive.table.js';
 import { mediaOf, toScrapeJob } from './media.js';
 import type { MediaDownloader, StorageBudget } from './media.downloader.js';
@@ -32,9 +32,10 @@ export interface ScrapeStepJob extends Job {
 
 /** The outbox's view of the scrapes table. */
 export function scrapeQueue(db: Kysely<Database>): JobQueue<ScrapeStepJob> {
+  const table = scrapesTable(db);
   return {
-    claim: async (owner, now, leaseMs, _kinds, limit) => (await claimScrapes(db, owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: SCRAPE_KIND, attempts: row.attempts, row })),
-    release: (owner, now) => releaseScrapes(db, owner, now),
+    claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: SCRAPE_KIND, attempts: row.attempts, row })),
+    release: (owner, now) => table.release(owner, now),
   };
 }
 

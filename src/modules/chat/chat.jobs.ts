@@ -6,7 +6,7 @@ import { retryWhileUnreachable } from '../../platform/db/database.js';
 import { errorSummary } from '../../platform/errors.js';
 import { TransportError, type Transports } from '../../transports/transport.js';
 import { RETENTION_MS } from '../deliveries/delivery.js';
-import { claimDueSends, finishSend, hasUnsettledTwin, pruneSends, releaseSends, takenMessageIds } from './chat.repository.js';
+import { chatSendsTable, hasUnsettledTwin, takenMessageIds } from './chat.repository.js';
 import type { Database } from '../../schema.js';
 import type { ChatSendRow, ChatSendUpdate } from './chat.table.js';
 
@@ -16,8 +16,7 @@ export const CHAT_SEND_KIND = 'chat_send';
  * platform for proof: clock skew and a request the platform finished after Herald stopped waiting.
  */
 const PROOF_SETTLE_MS = 11_000;
-/** The nonce window when none is configured (`HERALD_NONCE_WINDOW_MS`'s default). */
-const DEFAULT_NONCE_WINDOW_MS = 60_000;
+
 
 export interface ChatJob extends Job {
   readonly row: ChatSendRow;
@@ -25,10 +24,11 @@ export interface ChatJob extends Job {
 
 /** The outbox's view of the chat_sends table. */
 export function chatQueue(db: Kysely<Database>): JobQueue<ChatJob> {
+  const table = chatSendsTable(db);
   return {
-    claim: async (owner, now, leaseMs, _kinds, limit) => (await claimDueSends(db, owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: CHAT_SEND_KIND, attempts: row.attempts, row })),
-    release: (owner, now) => releaseSends(db, owner, now),
-    prune: (now) => pruneSends(db, new Date(now.getTime() - RETENTION_MS)),
+    claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: CHAT_SEND_KIND, attempts: row.attempts, row })),
+    release: (owner, now) => table.release(owner, now),
+    prune: (now) => table.prune(new Date(now.getTime() - RETENTION_MS)),
   };
 }
 
@@ -44,7 +44,7 @@ export class ChatJobs {
     private readonly transports: Transports,
     private readonly clock: Clock,
     private readonly log: Logger,
-    private readonly options: { maxAttempts: number; retryBaseMs: number; nonceWindowMs?: number },
+    private readonly options: { maxAttempts: number; retryBaseMs: number },
   ) {}
 
   kinds(): JobKind<ChatJob>[] {
@@ -73,7 +73,7 @@ export class ChatJobs {
       }
     }
     const leaseEnds = (row.lease_expires_at?.getTime() ?? 0) - this.clock.now().getTime();
-    const recorded = await retryWhileUnreachable(() => finishSend(this.db, row.id, context.owner, outcome), leaseEnds);
+    const recorded = await retryWhileUnreachable(() => chatSendsTable(this.db).finish(row.id, context.owner, outcome), leaseEnds);
     if (!recorded) log.warn('lease lost before the chat send was recorded; the new holder re-drives it');
     else if (outcome.status !== 'pending') log.info({ state: outcome.status, reason: outcome.reason ?? undefined }, 'chat send finished');
   }
@@ -81,7 +81,6 @@ export class ChatJobs {
   private async deliver(row: ChatSendRow, signal: AbortSignal, log: Logger): Promise<ChatSendUpdate> {
     const chat = this.transports.get(row.transport)?.chat;
     if (chat === undefined) return { status: 'failed', reason: `transport ${row.transport} is not configured for chat` };
-    const started = this.clock.now();
     let already = new Map<number, string>();
     if (row.attempts > 1) {
       // An earlier attempt may have got some lines out: the platform's proof says which.
@@ -100,9 +99,8 @@ export class ChatJobs {
       already = seen;
       if (seen.size > 0) log.info({ parts_found: seen.size }, 'lines of an earlier attempt found in the channel; sending only the rest');
     }
-    // discord.js's own repeat of a lost create relies on the nonce: it must leave inside the window.
-    const deadline = { notAfter: new Date(started.getTime() + (this.options.nonceWindowMs ?? DEFAULT_NONCE_WINDOW_MS)), resend: false };
-    const sent = await chat.send(row.channel, row.text, row.sender, row.id, already, signal, deadline);
+    // Parts the proof did not find are sent fresh: nothing relies on a nonce window here.
+    const sent = await chat.send(row.channel, row.text, row.sender, row.id, already, signal);
     if (!sent.confirmed) {
       return { status: 'unconfirmed', message_ids: JSON.stringify(sent.messageIds), reason: 'the platform gives no proof of delivery (the IRC server lacks labeled-response or echo-message)' };
     }

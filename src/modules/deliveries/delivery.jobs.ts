@@ -322,9 +322,9 @@ export class DeliveryJobs {
     if (finalCheck) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: 'attempts exhausted; channel history shows no message was created' };
     at.creatingIn = channelId;
     const attemptFrom = this.clock.now();
-    // A resend in doubt relies on the nonce from the doubtful create on; a fresh create only for the
-    // transport's own repeats. Either must leave inside the window, checked when it actually leaves.
-    const deadline = transport.idempotentSend ? { notAfter: new Date((at.doubt?.from ?? attemptFrom).getTime() + this.options.nonceWindowMs), resend: at.doubt !== undefined } : undefined;
+    // A resend in doubt relies on the nonce, counted from the doubtful create: it must leave inside
+    // the window, checked when it actually leaves (after the rate budget and the client's queue).
+    const deadline = transport.idempotentSend && at.doubt !== undefined ? { notAfter: new Date(at.doubt.from.getTime() + this.options.nonceWindowMs) } : undefined;
     const sent = await facet(transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal, mentions, deadline);
     if (sent.confirmed === false) {
       // Written, with no proof the platform took it (an IRC server without labeled-response or

@@ -86,7 +86,7 @@ export class DiscordTransport implements Transport {
             // The last moment before the request leaves (after the shared budget and discord.js's
             // queue): a repeat past its nonce deadline would create a second message, so it stays home.
             const { deadline } = create;
-            if (deadline !== undefined && (deadline.resend || create.tries > 0) && Date.now() > deadline.notAfter.getTime()) throw new DepartedLateError();
+            if (deadline !== undefined && Date.now() > deadline.notAfter.getTime()) throw new DepartedLateError();
             create.tries += 1;
           }
         }
