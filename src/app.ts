@@ -20,6 +20,7 @@ import { CommandService, type ReplyPoster } from './modules/commands/command.ser
 import { commandRouter, COMMAND_DEFINITIONS } from './modules/commands/registry.js';
 import { deliveryAdminOperations } from './modules/deliveries/delivery.admin.http.js';
 import { deliveryOperations } from './modules/deliveries/delivery.http.js';
+import { declareSendKinds, deliveryPorts } from './send-wiring.js';
 import { DELIVERY_KINDS, DeliveryJobs, deliveryQueue, type DeliveryJob } from './modules/deliveries/delivery.jobs.js';
 import { DeliveryMetrics } from './modules/deliveries/delivery.metrics.js';
 import { DELIVERY_CHANNEL, nonceLedger, notifyDue, recordSentMessage } from './modules/deliveries/delivery.repository.js';
@@ -249,7 +250,8 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         maxAttempts: config.maxAttempts,
         retryBaseMs: config.retryBaseMs,
         leaseMs: config.leaseMs,
-      });
+      }, deliveryPorts(store.db));
+      declareSendKinds(jobs);
       const w = new OutboxWorker(queue, clock, log, {
         leaseMs: config.leaseMs,
         pollMs: config.pollMs,

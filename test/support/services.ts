@@ -4,6 +4,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { commandRouter } from '../../src/modules/commands/registry.js';
 import { DeliveryJobs, deliveryQueue, type DeliveryJob } from '../../src/modules/deliveries/delivery.jobs.js';
+import { declareSendKinds, deliveryPorts } from '../../src/send-wiring.js';
 import type { Delivery } from '../../src/modules/deliveries/delivery.js';
 import { DeliveryService, type KindSupport } from '../../src/modules/deliveries/delivery.service.js';
 import { DestinationService } from '../../src/modules/destinations/destination.service.js';
@@ -69,7 +70,8 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
     maxAttempts: options.maxAttempts ?? 4,
     retryBaseMs: 10,
     leaseMs: 10_000,
-  });
+  }, deliveryPorts(store.db));
+  declareSendKinds(jobs);
   const botBlockedIn = new Set<string>();
   const worker = new OutboxWorker(deliveryQueue(store.db), clock, log, { leaseMs: 10_000, pollMs: 20, concurrency: 8, shutdownGraceMs: 1_000 });
   for (const kind of jobs.kinds()) worker.register(kind);

@@ -6,11 +6,11 @@ import { retryWhileUnreachable } from '../../platform/db/database.js';
 import { errorSummary } from '../../platform/errors.js';
 import { TransportError, type Address, type Mentions, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
 import type { Database } from '../../schema.js';
-import { findDestinationAddress } from '../destinations/destination.repository.js';
-import { findRegistration } from '../identity/identity.repository.js';
-import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DmTarget, type EditTarget, type HandoffTarget, type PostTarget, type ReplyTarget, type StoredKind } from './delivery.js';
+import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DmTarget, type EditTarget, type StoredKind } from './delivery.js';
 import { acquireEditLock, claimDue, findDelivery, finishAttempt, outboxDepth, pruneDeliveries, recordAppliedSeq, releaseEditLock, releaseLeases, renewEditLock } from './delivery.repository.js';
 import { reconcile, RECONCILE_SETTLE_MS, TWIN_WAIT_MS, type Doubt } from './delivery.reconcile.js';
+import { DESTINATION_UNMAPPED, dmKind, postKind } from './delivery.kinds.js';
+import { facet, type DeliveryPorts, type SendKind } from './send-kind.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { DeliveryRow, DeliveryUpdate } from './delivery.table.js';
 
@@ -88,7 +88,15 @@ export class DeliveryJobs {
     private readonly log: Logger,
     private readonly metrics: DeliveryMetrics,
     private readonly options: DeliveryJobOptions,
+    /** What the engine asks other modules (destinations, identity). */
+    private readonly ports: DeliveryPorts,
   ) {}
+
+  /** Send kinds by name: post and dm are this module's; others are declared by their owners. */
+  private readonly sendKinds = new Map<string, SendKind<unknown>>([
+    [postKind.kind, postKind as SendKind<unknown>],
+    [dmKind.kind, dmKind as SendKind<unknown>],
+  ]);
 
   /** A platform by name; one this process does not speak is a refusal for good. */
   private transport(name: TransportName): Transport {
@@ -176,37 +184,23 @@ export class DeliveryJobs {
     return retryWhileUnreachable(() => finishAttempt(this.db, row.request_id, owner, update), leaseEnds - this.clock.now().getTime());
   }
 
+  /** Declare a send kind (its owner's module does, through the wiring); replaces a declared one. */
+  declare<T>(kind: SendKind<T>): this {
+    this.sendKinds.set(kind.kind, kind as SendKind<unknown>);
+    return this;
+  }
+
   private async deliver(at: Attempt): Promise<Outcome> {
     const { row } = at;
-    switch (row.kind) {
-      case 'post':
-        return this.deliverPost(at, row.target as PostTarget);
-      case 'dm':
-        return this.deliverDm(at, row.target as DmTarget);
-      case 'edit':
-        return this.deliverEdit(at, row.target as EditTarget);
-      case 'reply':
-        return this.deliverReply(at, row.target as ReplyTarget);
-      case 'handoff':
-        return this.deliverHandoff(at, row.target as HandoffTarget);
+    if (row.kind === 'edit') return this.deliverEdit(at, row.target as EditTarget);
+    const kind = this.sendKinds.get(row.kind);
+    if (kind === undefined) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: `no send kind ${row.kind} is declared in this process` };
+    const resolved = await kind.resolve(row.target, { transports: this.transports, ports: this.ports, signal: at.signal, log: at.log });
+    if ('refused' in resolved) {
+      if (row.kind === 'post' && resolved.refused.reason === DESTINATION_UNMAPPED) this.metrics.postUnmapped();
+      return { status: 'failed', failure_code: resolved.refused.code, reason: resolved.refused.reason };
     }
-  }
-
-  /** A command's reply, to the channel the command was invoked in, on the home platform. */
-  private async deliverReply(at: Attempt, target: ReplyTarget): Promise<Outcome> {
-    return this.sendOnce(at, { transport: this.transports.home.name, channelId: target.channel_id }, target.guild_id);
-  }
-
-  /** To a registered user only, checked now (at send time), through their DM channel. */
-  private async deliverDm(at: Attempt, target: DmTarget): Promise<Outcome> {
-    if ((await findRegistration(this.db, target.user_id)) === undefined) {
-      at.log.info({ reason: 'recipient_unregistered' }, 'dm recipient is not registered');
-      return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' };
-    }
-    // Users are the home platform's: that is where their DM channel is.
-    const home = this.transports.home;
-    const channelId = await facet(home.dms, 'direct messages').openDm(target.user_id, at.signal);
-    return this.sendOnce(at, { transport: home.name, channelId }, '@me');
+    return this.sendOnce(at, resolved.address, resolved.scope, resolved.mentions);
   }
 
   /**
@@ -220,7 +214,7 @@ export class DeliveryJobs {
     if (original === undefined || original.status !== 'delivered' || original.kind === 'edit' || original.kind === 'handoff' || original.channel_id === null || original.message_id === null) {
       return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'original not found or not delivered' };
     }
-    if (original.kind === 'dm' && (await findRegistration(this.db, (original.target as DmTarget).user_id)) === undefined) {
+    if (original.kind === 'dm' && !(await this.ports.isRegistered((original.target as DmTarget).user_id))) {
       return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' };
     }
     const holder = `${at.owner}:${row.request_id}`;
@@ -259,28 +253,6 @@ export class DeliveryJobs {
       clearInterval(renewal);
       await releaseEditLock(this.db, original.request_id, holder).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'edit lock release failed; it expires in seconds'));
     }
-  }
-
-  /**
-   * A bot-to-bot handoff message (built and validated by the handoffs module): sent once like a
-   * post, to the channel it names, mentioning its target bot and no one else.
-   */
-  private async deliverHandoff(at: Attempt, target: HandoffTarget): Promise<Outcome> {
-    const home = this.transports.home;
-    // The url names the channel's guild; a channel Herald cannot see is refused for good.
-    const channel = await facet(home.channels, 'channel lookups').getChannel(target.channel_id);
-    if (channel === undefined) return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'channel not found or not visible to the bot' };
-    return this.sendOnce(at, { transport: home.name, channelId: target.channel_id }, channel.guildId ?? '@me', { users: [target.target_bot_id] });
-  }
-
-  private async deliverPost(at: Attempt, target: PostTarget): Promise<Outcome> {
-    const address = await findDestinationAddress(this.db, target.guild_id, target.destination);
-    if (address === undefined) {
-      at.log.warn({ guild_id: target.guild_id, destination: target.destination, reason: 'destination_unmapped' }, 'no channel mapped for this destination');
-      this.metrics.postUnmapped();
-      return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: 'destination not mapped' };
-    }
-    return this.sendOnce(at, address, target.guild_id);
   }
 
   /**
@@ -335,10 +307,4 @@ export class DeliveryJobs {
     }
     return delivered(sent);
   }
-}
-
-/** A facet the transport lacks: refused for good (the accept path already refuses such kinds). */
-function facet<T>(present: T | undefined, what: string): T {
-  if (present === undefined) throw new TransportError({ kind: 'rejected', detail: `the transport has no ${what}` });
-  return present;
 }
