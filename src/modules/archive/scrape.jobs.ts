@@ -1,10 +1,10 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
+import { afterFailure } from '../../outbox/failure-rule.js';
 import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js';
 import type { Clock } from '../../platform/clock.js';
-import { errorSummary } from '../../platform/errors.js';
 import type { Database } from '../../schema.js';
-import { TransportError, type HistoryPages } from '../../transports/transport.js';
+import type { HistoryPages } from '../../transports/transport.js';
 import { blobForUrl, commitStoredItem, insertItems, pauseUnderLease, recordStep, recordStepFailure, scrapesTable } from './archive.repository.js';
 import type { ItemState, MediaScrapeRow, NewMediaItem } from './archive.table.js';
 import { mediaOf, toScrapeJob } from './media.js';
@@ -84,8 +84,9 @@ export class ScrapeJobs {
     try {
       messages = await this.pages.pageBefore(row.channel_id, row.cursor ?? undefined, pageSize, context.signal);
     } catch (err) {
-      const failure = err instanceof TransportError ? err.failure : { kind: 'transient' as const, detail: errorSummary(err) };
-      const permanent = failure.kind !== 'transient' || row.attempts >= context.retry.maxAttempts;
+      const verdict = afterFailure(err, row.attempts, context.retry.maxAttempts);
+      const { failure } = verdict;
+      const permanent = verdict.next !== 'retry';
       log.warn({ err: failure.detail, permanent }, 'scrape page read failed');
       const now = this.clock.now();
       const updated = await recordStepFailure(this.db, row.id, context.owner, {

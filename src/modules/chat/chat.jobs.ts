@@ -1,10 +1,10 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
+import { afterFailure } from '../../outbox/failure-rule.js';
 import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js';
 import type { Clock } from '../../platform/clock.js';
 import { retryWhileUnreachable } from '../../platform/db/database.js';
-import { errorSummary } from '../../platform/errors.js';
-import { TransportError, type Transports } from '../../transports/transport.js';
+import type { Transports } from '../../transports/transport.js';
 import { RETENTION_MS } from '../deliveries/delivery.js';
 import { chatSendsTable, hasUnsettledTwin, takenMessageIds } from './chat.repository.js';
 import type { Database } from '../../schema.js';
@@ -57,12 +57,9 @@ export class ChatJobs {
     try {
       outcome = await this.deliver(row, context.signal, log);
     } catch (err) {
-      const failure = err instanceof TransportError ? err.failure : { kind: 'transient' as const, detail: errorSummary(err) };
-      if (failure.kind !== 'transient') {
-        outcome = { status: 'failed', reason: failure.detail };
-      } else if (row.attempts >= context.retry.maxAttempts) {
-        outcome = { status: 'failed', reason: `attempts exhausted (${failure.detail})` };
-      } else {
+      const verdict = afterFailure(err, row.attempts, context.retry.maxAttempts);
+      const { failure } = verdict;
+      if (verdict.next === 'retry' && failure.kind === 'transient') {
         // A line that may have been created is looked for on the next attempt: not before a create
         // still under way at the platform has surely landed, so "absent" is a verdict.
         const retryAt = context.retryAt(failure.retryAfterMs);
@@ -70,6 +67,8 @@ export class ChatJobs {
         const next = failure.mayHaveCreated === true && retryAt.getTime() < settled ? new Date(settled) : retryAt;
         outcome = { status: 'pending', next_attempt_at: next, reason: failure.detail };
         log.info({ detail: failure.detail }, 'chat send will be retried');
+      } else {
+        outcome = { status: 'failed', reason: verdict.next === 'failed' && !verdict.exhausted ? failure.detail : `attempts exhausted (${failure.detail})` };
       }
     }
     const leaseEnds = (row.lease_expires_at?.getTime() ?? 0) - this.clock.now().getTime();

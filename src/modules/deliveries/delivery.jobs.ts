@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
+import { afterFailure, failureOf } from '../../outbox/failure-rule.js';
 import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js';
 import type { Clock } from '../../platform/clock.js';
 import { retryWhileUnreachable } from '../../platform/db/database.js';
@@ -121,19 +122,25 @@ export class DeliveryJobs {
     try {
       outcome = await this.deliver(at);
     } catch (err) {
-      const failure = err instanceof TransportError ? err.failure : { kind: 'transient' as const, detail: errorSummary(err) };
+      const failure = failureOf(err);
       if (failure.kind === 'transient' && failure.mayHaveCreated === true && at.creatingIn !== undefined) {
         // The create may have happened: from this attempt's start until now, in that channel.
         at.doubt = { from: at.doubt?.from ?? started, until: this.clock.now(), channelId: at.creatingIn };
         log.warn({ detail: failure.detail }, 'create may have reached discord unanswered; the delivery is in doubt');
       }
-      if (failure.kind !== 'transient') {
+      const verdict = afterFailure(err, row.attempts, context.retry.maxAttempts, at.doubt !== undefined);
+      if (verdict.next === 'failed' && !verdict.exhausted) {
         outcome = { status: 'failed', failure_code: failure.kind === 'recipient_unreachable' ? 'RECIPIENT_UNREACHABLE' : 'UPSTREAM_UNAVAILABLE', reason: failure.detail };
         log.warn({ detail: failure.detail }, 'delivery rejected by discord');
-      } else if (row.attempts >= context.retry.maxAttempts) {
-        if (at.doubt === undefined) {
+      } else if (verdict.next === 'retry') {
+        const next = context.retryAt(failure.kind === 'transient' ? failure.retryAfterMs : undefined);
+        outcome = { status: 'pending', next_attempt_at: next };
+        log.info({ detail: failure.detail, retry_in_ms: next.getTime() - this.clock.now().getTime() }, 'delivery will be retried');
+        this.metrics.retry(row.kind);
+      } else {
+        if (verdict.next === 'failed') {
           outcome = { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: `attempts exhausted (${failure.detail})` };
-        } else if (row.attempts === context.retry.maxAttempts) {
+        } else if (verdict.next === 'final_check' && at.doubt !== undefined) {
           // Out of attempts, but a create may have happened: one more claim only looks (never sends),
           // once the doubt window has settled, and fails only if the channel shows nothing was created.
           outcome = { status: 'pending', next_attempt_at: new Date(at.doubt.until.getTime() + RECONCILE_SETTLE_MS), reason: 'final check of an in-doubt delivery' };
@@ -141,11 +148,6 @@ export class DeliveryJobs {
           outcome = { status: 'unknown', reason: `unconfirmed: a create may have reached Discord and channel history could not be read (${failure.detail})` };
         }
         log.warn({ detail: failure.detail, state: outcome.status }, 'delivery gave up after its last attempt');
-      } else {
-        const next = context.retryAt(failure.retryAfterMs);
-        outcome = { status: 'pending', next_attempt_at: next };
-        log.info({ detail: failure.detail, retry_in_ms: next.getTime() - this.clock.now().getTime() }, 'delivery will be retried');
-        this.metrics.retry(row.kind);
       }
     }
     if (outcome.status === 'failed' && at.doubt !== undefined) {
