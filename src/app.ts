@@ -88,10 +88,10 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     log.info({ store: store.kind }, 'store ready');
 
     const links = new LinkMetrics(registry);
-    const ownMessage = ownMessageLedger(store.db);
+    const ledger = ownMessageLedger(store.db);
     const running: RunningTransport[] = [];
     for (const p of platforms) {
-      const started = await p.start(config.platforms[p.name], { store, db: store.db as Kysely<unknown>, clock, log, registry, serving: roles.http, ownMessage, link: (name, up) => links.track(p.name, name, up) });
+      const started = await p.start(config.platforms[p.name], { store, db: store.db as Kysely<unknown>, clock, log, registry, serving: roles.http, ownMessage: ledger.record, ledger, link: (name, up) => links.track(p.name, name, up) });
       cleanups.push(() => started.close());
       running.push(started);
     }

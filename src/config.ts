@@ -47,7 +47,8 @@ export interface Config {
   /**
    * `HERALD_NONCE_WINDOW_MS`: how long after an attempt began Herald trusts Discord's nonce to
    * deduplicate a resend; older in-doubt deliveries are reconciled against channel history first.
-   * Discord documents "a few minutes"; the default, 2 minutes, stays well inside that.
+   * Discord documents only "the past few minutes"; the default, 1 minute, leaves a wide margin.
+   * A resend relying on it is held to it when the request leaves, not when the attempt starts.
    */
   readonly nonceWindowMs: number;
   /** `HERALD_MAX_ATTEMPTS`: attempts before a delivery that keeps failing transiently fails UPSTREAM_UNAVAILABLE. */
@@ -214,7 +215,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: text('LOG_LEVEL') ?? 'info',
     leaseMs,
     pollMs: int('HERALD_POLL_MS', 1_000, 10, 60_000),
-    nonceWindowMs: int('HERALD_NONCE_WINDOW_MS', 120_000, 0, 600_000),
+    nonceWindowMs: int('HERALD_NONCE_WINDOW_MS', 60_000, 0, 600_000),
     maxAttempts: int('HERALD_MAX_ATTEMPTS', 10, 1, 1_000),
     retryBaseMs: int('HERALD_RETRY_BASE_MS', 1_000, 1, 600_000),
     dispatchConcurrency: int('HERALD_DISPATCH_CONCURRENCY', 8, 1, 256),

@@ -75,6 +75,30 @@ describe('the outbox worker', () => {
     }
   });
 
+  it('runs the kinds of several queues in one loop, each claimed from its own queue, and releases and prunes them all', async () => {
+    const deliveries = new FakeQueue();
+    const scrapes = new FakeQueue();
+    deliveries.add('post', 6);
+    scrapes.add('scrape', 6);
+    const ran: string[] = [];
+    const finishIn = (queue: FakeQueue) => async (job: FakeJob) => {
+      ran.push(job.id);
+      queue.finish(job.id);
+    };
+    const worker = new OutboxWorker<FakeJob>(undefined, clock, log, options).register(kind('post', finishIn(deliveries)), deliveries).register(kind('scrape', finishIn(scrapes)), scrapes);
+    worker.start();
+    try {
+      await waitFor(() => ran.length === 12, 'every job of both queues', 3_000);
+      expect(deliveries.claims.every((c) => c.kinds.join() === 'post')).toBe(true);
+      expect(scrapes.claims.every((c) => c.kinds.join() === 'scrape')).toBe(true);
+      await worker.prune();
+      expect([deliveries.prunes, scrapes.prunes]).toEqual([1, 1]);
+    } finally {
+      await worker.stop();
+    }
+    expect(deliveries.jobs.every((j) => j.done) && scrapes.jobs.every((j) => j.done)).toBe(true);
+  });
+
   it('keeps a kind within its own concurrency, apart from the shared pool', async () => {
     const queue = new FakeQueue();
     queue.add('serial', 5);

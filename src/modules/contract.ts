@@ -53,13 +53,13 @@ export interface ModuleServices {
 export interface JobsDeclaration<J extends Job = Job> {
   readonly queue: JobQueue<J>;
   readonly kinds: readonly JobKind<J>[];
-  /** Jobs of this queue one process runs at once (default HERALD_DISPATCH_CONCURRENCY). */
+  /** Jobs of each of these kinds one process runs at once, within the worker's shared pool (HERALD_DISPATCH_CONCURRENCY). */
   readonly concurrency?: number;
   /** Prune the queue's finished rows hourly (`queue.prune`). */
   readonly prune?: boolean;
   /**
-   * Report this queue: its depth from every process (herald_outbox_*), and the worker's own metrics
-   * where it runs. At most one queue reports (the metrics are named once).
+   * Report this queue's depth from every process (herald_outbox_jobs, herald_outbox_oldest_due_age_seconds).
+   * At most one queue reports (the metrics are named once); the worker's own metrics cover every kind.
    */
   readonly report?: boolean;
   /** Wake on another process's NOTIFY (the doorbell's channel) as well as on this one's doorbell. */

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { registerOutboxHealth, WorkerMetrics } from '../outbox/outbox.metrics.js';
-import { OutboxWorker } from '../outbox/worker.js';
+import { OutboxWorker, type Job, type JobQueue } from '../outbox/worker.js';
 import type { Clock } from '../platform/clock.js';
 import type { Store } from '../platform/db/database.js';
 import type { Registry } from '../platform/metrics.js';
@@ -89,43 +89,42 @@ export interface JobRunner {
 }
 
 /**
- * Run the declared jobs: one worker per queue, each woken by the doorbell, and the queues that ask
- * for it by other processes' NOTIFY too.
- * The one place that builds workers: when OutboxWorker runs several queues in one loop, this body
- * becomes one worker over all `declared` queues.
+ * Run the declared jobs: one worker loop over every declared queue's kinds, sharing one pool (a
+ * kind's own concurrency caps it within the pool), woken by the doorbell and, where a queue asks for
+ * it, by other processes' NOTIFY. A queue is pruned by the worker only where its declaration says so.
  */
 export async function runJobs<DB>(
   declared: readonly JobsDeclaration[],
   services: { config: Config; store: Store<DB>; clock: Clock; log: Logger; doorbell: Doorbell; registry: Registry },
 ): Promise<JobRunner> {
   const { config, store, clock, log, doorbell, registry } = services;
-  const workers = declared.map((d) => {
-    const worker = new OutboxWorker(d.queue, clock, log, {
-      leaseMs: config.leaseMs,
-      pollMs: config.pollMs,
-      concurrency: d.concurrency ?? config.dispatchConcurrency,
-      shutdownGraceMs: config.shutdownGraceMs,
-      ...(d.prune === true ? { pruneEveryMs: PRUNE_EVERY_MS } : {}),
-      ...(d.report === true ? { metrics: new WorkerMetrics(registry) } : {}),
-    });
-    for (const kind of d.kinds) worker.register(kind);
-    return worker;
+  const worker = new OutboxWorker<Job>(undefined, clock, log, {
+    leaseMs: config.leaseMs,
+    pollMs: config.pollMs,
+    concurrency: config.dispatchConcurrency,
+    shutdownGraceMs: config.shutdownGraceMs,
+    pruneEveryMs: PRUNE_EVERY_MS,
+    metrics: new WorkerMetrics(registry),
   });
-  const listening = workers.filter((_, i) => declared[i]?.listen === true);
-  const unring = doorbell.onRing(() => workers.forEach((w) => w.wake()));
+  for (const d of declared) {
+    const { prune, ...rest } = d.queue;
+    const queue: JobQueue<Job> = d.prune === true && prune !== undefined ? { ...rest, prune } : rest;
+    for (const kind of d.kinds) worker.register(d.concurrency !== undefined && kind.concurrency === undefined ? { ...kind, concurrency: d.concurrency } : kind, queue);
+  }
+  const unring = doorbell.onRing(() => worker.wake());
   // LISTEN heals itself after a lost connection; polling covers any gap.
-  const unlisten = listening.length > 0 ? await store.listen(WAKE_CHANNEL, () => listening.forEach((w) => w.wake())) : undefined;
-  for (const w of workers) w.start();
+  const unlisten = declared.some((d) => d.listen === true) ? await store.listen(WAKE_CHANNEL, () => worker.wake()) : undefined;
+  worker.start();
   return {
     get running() {
-      return workers.every((w) => w.running);
+      return worker.running;
     },
-    wake: () => workers.forEach((w) => w.wake()),
-    prune: async () => (await Promise.all(workers.map((w) => w.prune()))).reduce((a, b) => a + b, 0),
+    wake: () => worker.wake(),
+    prune: () => worker.prune(),
     async stop() {
       unring();
       await unlisten?.();
-      await Promise.all(workers.map((w) => w.stop()));
+      await worker.stop();
     },
   };
 }

@@ -89,6 +89,8 @@ export function backoffMs(policy: RetryPolicy, attempts: number, retryAfterMs?: 
 export class OutboxWorker<J extends Job> {
   readonly owner = `worker-${randomUUID()}`;
   private readonly kinds = new Map<string, JobKind<J>>();
+  /** Which queue each kind's jobs wait in: the worker's own unless the kind was registered with another. */
+  private readonly queueOf = new Map<string, JobQueue<J>>();
   private readonly inFlight = new Map<string, { kind: string; done: Promise<void>; abort: AbortController }>();
   private stopping = false;
   private loopDone: Promise<void> | undefined;
@@ -96,20 +98,35 @@ export class OutboxWorker<J extends Job> {
   /** A wake-up that came while the loop was busy: it looks again instead of sleeping. */
   private woken = false;
   private lastPrune = 0;
+  private turn = 0;
 
+  /** `queue`: where kinds registered without a queue of their own wait (absent: every kind brings one). */
   constructor(
-    private readonly queue: JobQueue<J>,
+    private readonly queue: JobQueue<J> | undefined,
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly options: WorkerOptions,
   ) {}
 
-  register(kind: JobKind<J>): this {
+  /**
+   * Run jobs of `kind`, waiting in `queue` (default: the worker's own). One worker loop can so run
+   * the kinds of several queues (deliveries, chat sends, archive scrapes), sharing one pool.
+   */
+  register<K extends J>(kind: JobKind<K>, queue?: JobQueue<K>): this {
     if (this.loopDone !== undefined) throw new Error('register job kinds before start()');
     if (this.kinds.has(kind.kind)) throw new Error(`job kind ${kind.kind} is registered twice`);
-    this.kinds.set(kind.kind, kind);
+    const q = (queue as JobQueue<J> | undefined) ?? this.queue;
+    if (q === undefined) throw new Error(`job kind ${kind.kind} needs a queue`);
+    // A kind handles only the jobs its own queue claims for it, so widening K to J is safe.
+    this.kinds.set(kind.kind, kind as unknown as JobKind<J>);
+    this.queueOf.set(kind.kind, q);
     this.options.metrics?.register(kind.kind);
     return this;
+  }
+
+  /** Every queue some registered kind waits in, once each. */
+  private queues(): JobQueue<J>[] {
+    return [...new Set([...this.queueOf.values(), ...(this.queue !== undefined ? [this.queue] : [])])];
   }
 
   get running(): boolean {
@@ -144,13 +161,15 @@ export class OutboxWorker<J extends Job> {
       for (const a of this.inFlight.values()) a.abort.abort();
       await all;
     }
-    const released = await this.queue.release(this.owner, this.clock.now());
+    let released = 0;
+    for (const q of this.queues()) released += await q.release(this.owner, this.clock.now());
     if (released > 0) this.log.info({ released }, 'released in-flight jobs');
   }
 
   /** Run the queue's upkeep now. */
   async prune(): Promise<number> {
-    const removed = (await this.queue.prune?.(this.clock.now())) ?? 0;
+    let removed = 0;
+    for (const q of this.queues()) removed += (await q.prune?.(this.clock.now())) ?? 0;
     if (removed > 0) this.log.info({ removed }, 'pruned old jobs');
     return removed;
   }
@@ -207,9 +226,19 @@ export class OutboxWorker<J extends Job> {
   }
 
   private async claimAndLaunch(kinds: readonly string[], limit: number): Promise<void> {
-    const jobs = await this.queue.claim(this.owner, this.clock.now(), this.options.leaseMs, kinds, limit);
-    // A full batch may leave more due: each finished job wakes the loop, so it looks again.
-    for (const job of jobs) this.launch(job);
+    // Each queue is asked for its own kinds; the room left shrinks as jobs are launched.
+    let room = limit;
+    // The queue asked first changes every claim, so one busy queue cannot starve the others.
+    const all = this.queues();
+    const first = this.turn++ % Math.max(1, all.length);
+    for (const q of [...all.slice(first), ...all.slice(0, first)]) {
+      const mine = kinds.filter((k) => this.queueOf.get(k) === q);
+      if (mine.length === 0 || room <= 0) continue;
+      const jobs = await q.claim(this.owner, this.clock.now(), this.options.leaseMs, mine, room);
+      room -= jobs.length;
+      // A full batch may leave more due: each finished job wakes the loop, so it looks again.
+      for (const job of jobs) this.launch(job);
+    }
   }
 
   private launch(job: J): void {

@@ -4,7 +4,7 @@ import type { Clock } from '../platform/clock.js';
 import type { Store } from '../platform/db/database.js';
 import type { EnvReader } from '../platform/env.js';
 import type { Registry } from '../platform/metrics.js';
-import type { CommandHandler, Transport } from './transport.js';
+import type { CommandHandler, NonceLedger, Transport } from './transport.js';
 import type { RESTPostAPIChatInputApplicationCommandsJSONBody } from 'discord.js';
 
 // What a platform folder (src/transports/<name>/index.ts) exports, and what it is given. The one
@@ -30,6 +30,8 @@ export interface TransportServices {
   readonly serving: boolean;
   /** Where the platform reports which message a send key created, for reconciliation after a lost answer. */
   ownMessage(key: string, channelId: string, messageId: string, at: Date): Promise<void>;
+  /** What those reports say: which message a key created, and which key created a message. */
+  readonly ledger: NonceLedger;
   /** Report a link this process holds (a connection), shown in metrics and on the status page. */
   link(name: string, up: () => boolean): void;
 }

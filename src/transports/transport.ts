@@ -7,7 +7,8 @@ import type { components } from '../../generated/api.js';
  * (IRC has no edits; a platform without history cannot be reconciled against), and everything
  * Herald offers on it (the protocol's capabilities, the MCP tools) is computed from which are present.
  */
-export type TransportName = 'discord' | 'memory' | 'irc';
+/** A platform's name, as its folder registers it (src/transports/registry.ts). */
+export type TransportName = string;
 
 /** A message as a platform is asked to show it: the contract's message body (content, card, links). */
 export type OutgoingMessage = components['schemas']['WireBody'];
@@ -72,6 +73,8 @@ export type TransportFailure =
        * connection, a timeout after the request went out). False or absent: it certainly did not.
        */
       mayHaveCreated?: boolean;
+      /** The request was abandoned before it left, past its `SendDeadline`. */
+      departedLate?: boolean;
     }
   | { kind: 'recipient_unreachable'; detail: string }
   | { kind: 'not_found'; detail: string }
@@ -92,12 +95,23 @@ export interface Mentions {
   users: readonly string[];
 }
 
+/**
+ * How late a create may leave. A resend of a create that may have happened relies on the
+ * platform's dedup window (Discord's nonce), which counts from the earlier request: it must leave
+ * by `notAfter`. The check is made just before each try leaves (after any rate budget and client
+ * queue); a try that would leave later is abandoned with a transient failure carrying
+ * `departedLate` (and `mayHaveCreated` only if an earlier try of this same call went out).
+ */
+export interface SendDeadline {
+  notAfter: Date;
+}
+
 export interface Sender {
   /**
    * Create a message. Every call for one job passes the same `idempotencyKey`; where the platform
    * honours one (`capabilities.idempotentSend`), a repeat within its window returns the first message.
    */
-  send(channelId: string, message: OutgoingMessage, idempotencyKey: string, signal: AbortSignal, mentions?: Mentions): Promise<SentMessage>;
+  send(channelId: string, message: OutgoingMessage, idempotencyKey: string, signal: AbortSignal, mentions?: Mentions, deadline?: SendDeadline): Promise<SentMessage>;
 }
 
 export interface DirectMessages {
@@ -160,6 +174,17 @@ export interface HistoryPages {
   pageBefore(channelId: string, beforeId: string | undefined, limit: number, signal: AbortSignal): Promise<ArchivedMessage[]>;
 }
 
+/**
+ * What platforms reported of Herald's own sends (Discord's gateway nonces, IRC's labeled echoes):
+ * which message a send key created, and which key created a message.
+ */
+export interface NonceLedger {
+  /** Undefined: not reported. */
+  find(key: string): Promise<SentMessage | undefined>;
+  /** The keys reported for these messages (message id → key). */
+  noncesOf(messageIds: readonly string[]): Promise<Map<string, string>>;
+}
+
 export interface Channels {
   /** Undefined when the channel does not exist or the bot cannot see it. */
   getChannel(channelId: string): Promise<ChannelInfo | undefined>;
@@ -194,6 +219,24 @@ export interface ChatSent {
   confirmed: boolean;
 }
 
+/** What a chat send shows, for finding it again on the platform. */
+export interface ChatSendProof {
+  text: string;
+  sender: string;
+  /** No part of it was created before this time. */
+  since: Date;
+  /**
+   * Message ids other sends are known to have created (their own proof), never counted as this
+   * send's even when they show the same text.
+   */
+  taken(messageIds: readonly string[]): Promise<Set<string>>;
+  /**
+   * Whether another unsettled send shows the same text in the same channel: a matching message
+   * may be its, so a match is no proof.
+   */
+  twins(): Promise<boolean>;
+}
+
 /**
  * The five chat tools of seed 003 on one platform: send under a sender's name, read, create and
  * list channels, list members. A channel is named as people know it (`#ops` on IRC, `ops` on Discord).
@@ -204,12 +247,14 @@ export interface Chat {
    * same on every attempt; `alreadySent` holds the parts an earlier attempt got out (by index),
    * which are not sent again.
    */
-  send(channel: string, text: string, sender: string, key: string, alreadySent: ReadonlyMap<number, string>, signal: AbortSignal): Promise<ChatSent>;
+  send(channel: string, text: string, sender: string, key: string, alreadySent: ReadonlyMap<number, string>, signal: AbortSignal, deadline?: SendDeadline): Promise<ChatSent>;
   /**
-   * The parts of send `key` already in the channel (index → message id), for a re-drive after a
-   * crash; undefined when the platform cannot tell.
+   * The proof half of the chat facet: the parts of send `key` already in the channel (index →
+   * message id), for a retry or a re-drive after a crash; undefined when the platform cannot tell.
+   * `sent` says what the send shows and since when it may have been created (a platform that
+   * proves by its history looks for it there).
    */
-  sentParts(channel: string, key: string, signal: AbortSignal): Promise<Map<number, string> | undefined>;
+  sentParts(channel: string, key: string, signal: AbortSignal, sent: ChatSendProof): Promise<Map<number, string> | undefined>;
   /** Newest first; `since` exclusive. */
   read(channel: string, since: Date | undefined, limit: number): Promise<ChatLine[]>;
   /** Create (or join) a channel; returns its name as the platform shows it. */

@@ -101,33 +101,7 @@ export function setScrapeState(db: Db, id: string, from: readonly ScrapeState[],
     .executeTakeFirst();
 }
 
-/** Lease due running scrapes (one step each); an expired lease means its worker died. */
-export function claimScrapes(db: Db, owner: string, now: Date, leaseMs: number, limit: number): Promise<MediaScrapeRow[]> {
-  return db
-    .with('due', (qb) =>
-      qb
-        .selectFrom('media_scrapes')
-        .select('id')
-        .where('state', '=', 'running')
-        .where('next_step_at', '<=', now)
-        .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]))
-        .orderBy('next_step_at')
-        .limit(limit)
-        .forUpdate()
-        .skipLocked(),
-    )
-    .updateTable('media_scrapes')
-    .from('due')
-    .whereRef('media_scrapes.id', '=', 'due.id')
-    .set((eb) => ({ lease_owner: owner, lease_expires_at: new Date(now.getTime() + leaseMs), attempts: eb('media_scrapes.attempts', '+', 1) }))
-    .returningAll('media_scrapes')
-    .execute();
-}
-
-export async function releaseScrapes(db: Db, owner: string, now: Date): Promise<number> {
-  const r = await db.updateTable('media_scrapes').set({ lease_owner: null, lease_expires_at: null, next_step_at: now }).where('lease_owner', '=', owner).executeTakeFirst();
-  return Number(r.numUpdatedRows);
-}
+export { claimScrapes, scrapesTable } from './scrape.queue.js';
 
 /** Index a page's items; a page read again (after a crash) adds nothing twice. Returns how many were new. */
 export async function insertItems(db: Db, items: NewMediaItem[]): Promise<number> {

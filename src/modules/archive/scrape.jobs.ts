@@ -1,11 +1,11 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
+import { afterFailure } from '../../outbox/failure-rule.js';
 import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js';
 import type { Clock } from '../../platform/clock.js';
-import { errorSummary } from '../../platform/errors.js';
 import type { Database } from '../../schema.js';
-import { TransportError, type HistoryPages } from '../../transports/transport.js';
-import { blobForUrl, claimScrapes, commitStoredItem, insertItems, pauseUnderLease, recordStep, recordStepFailure, releaseScrapes } from './archive.repository.js';
+import type { HistoryPages } from '../../transports/transport.js';
+import { blobForUrl, commitStoredItem, insertItems, pauseUnderLease, recordStep, recordStepFailure, scrapesTable } from './archive.repository.js';
 import type { ItemState, MediaScrapeRow, NewMediaItem } from './archive.table.js';
 import { mediaOf, toScrapeJob } from './media.js';
 import type { MediaDownloader, StorageBudget } from './media.downloader.js';
@@ -32,9 +32,10 @@ export interface ScrapeStepJob extends Job {
 
 /** The outbox's view of the scrapes table. */
 export function scrapeQueue(db: Kysely<Database>): JobQueue<ScrapeStepJob> {
+  const table = scrapesTable(db);
   return {
-    claim: async (owner, now, leaseMs, _kinds, limit) => (await claimScrapes(db, owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: SCRAPE_KIND, attempts: row.attempts, row })),
-    release: (owner, now) => releaseScrapes(db, owner, now),
+    claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: SCRAPE_KIND, attempts: row.attempts, row })),
+    release: (owner, now) => table.release(owner, now),
   };
 }
 
@@ -83,8 +84,9 @@ export class ScrapeJobs {
     try {
       messages = await this.pages.pageBefore(row.channel_id, row.cursor ?? undefined, pageSize, context.signal);
     } catch (err) {
-      const failure = err instanceof TransportError ? err.failure : { kind: 'transient' as const, detail: errorSummary(err) };
-      const permanent = failure.kind !== 'transient' || row.attempts >= context.retry.maxAttempts;
+      const verdict = afterFailure(err, row.attempts, context.retry.maxAttempts);
+      const { failure } = verdict;
+      const permanent = verdict.next !== 'retry';
       log.warn({ err: failure.detail, permanent }, 'scrape page read failed');
       const now = this.clock.now();
       const updated = await recordStepFailure(this.db, row.id, context.owner, {

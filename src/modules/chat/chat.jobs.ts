@@ -1,16 +1,22 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
+import { afterFailure } from '../../outbox/failure-rule.js';
 import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js';
 import type { Clock } from '../../platform/clock.js';
 import { retryWhileUnreachable } from '../../platform/db/database.js';
-import { errorSummary } from '../../platform/errors.js';
-import { TransportError, type Transports } from '../../transports/transport.js';
+import type { Transports } from '../../transports/transport.js';
 import { RETENTION_MS } from '../deliveries/index.js';
-import { claimDueSends, finishSend, pruneSends, releaseSends } from './chat.repository.js';
+import { chatSendsTable, hasUnsettledTwin, takenMessageIds } from './chat.repository.js';
 import type { Database } from '../../schema.js';
 import type { ChatSendRow, ChatSendUpdate } from './chat.table.js';
 
 export const CHAT_SEND_KIND = 'chat_send';
+/**
+ * How long after a create that may have happened the next attempt waits before asking the
+ * platform for proof: clock skew and a request the platform finished after Herald stopped waiting.
+ */
+const PROOF_SETTLE_MS = 11_000;
+
 
 export interface ChatJob extends Job {
   readonly row: ChatSendRow;
@@ -18,10 +24,11 @@ export interface ChatJob extends Job {
 
 /** The outbox's view of the chat_sends table. */
 export function chatQueue(db: Kysely<Database>): JobQueue<ChatJob> {
+  const table = chatSendsTable(db);
   return {
-    claim: async (owner, now, leaseMs, _kinds, limit) => (await claimDueSends(db, owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: CHAT_SEND_KIND, attempts: row.attempts, row })),
-    release: (owner, now) => releaseSends(db, owner, now),
-    prune: (now) => pruneSends(db, new Date(now.getTime() - RETENTION_MS)),
+    claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: CHAT_SEND_KIND, attempts: row.attempts, row })),
+    release: (owner, now) => table.release(owner, now),
+    prune: (now) => table.prune(new Date(now.getTime() - RETENTION_MS)),
   };
 }
 
@@ -50,18 +57,22 @@ export class ChatJobs {
     try {
       outcome = await this.deliver(row, context.signal, log);
     } catch (err) {
-      const failure = err instanceof TransportError ? err.failure : { kind: 'transient' as const, detail: errorSummary(err) };
-      if (failure.kind !== 'transient') {
-        outcome = { status: 'failed', reason: failure.detail };
-      } else if (row.attempts >= context.retry.maxAttempts) {
-        outcome = { status: 'failed', reason: `attempts exhausted (${failure.detail})` };
-      } else {
-        outcome = { status: 'pending', next_attempt_at: context.retryAt(failure.retryAfterMs), reason: failure.detail };
+      const verdict = afterFailure(err, row.attempts, context.retry.maxAttempts);
+      const { failure } = verdict;
+      if (verdict.next === 'retry' && failure.kind === 'transient') {
+        // A line that may have been created is looked for on the next attempt: not before a create
+        // still under way at the platform has surely landed, so "absent" is a verdict.
+        const retryAt = context.retryAt(failure.retryAfterMs);
+        const settled = this.clock.now().getTime() + PROOF_SETTLE_MS;
+        const next = failure.mayHaveCreated === true && retryAt.getTime() < settled ? new Date(settled) : retryAt;
+        outcome = { status: 'pending', next_attempt_at: next, reason: failure.detail };
         log.info({ detail: failure.detail }, 'chat send will be retried');
+      } else {
+        outcome = { status: 'failed', reason: verdict.next === 'failed' && !verdict.exhausted ? failure.detail : `attempts exhausted (${failure.detail})` };
       }
     }
     const leaseEnds = (row.lease_expires_at?.getTime() ?? 0) - this.clock.now().getTime();
-    const recorded = await retryWhileUnreachable(() => finishSend(this.db, row.id, context.owner, outcome), leaseEnds);
+    const recorded = await retryWhileUnreachable(() => chatSendsTable(this.db).finish(row.id, context.owner, outcome), leaseEnds);
     if (!recorded) log.warn('lease lost before the chat send was recorded; the new holder re-drives it');
     else if (outcome.status !== 'pending') log.info({ state: outcome.status, reason: outcome.reason ?? undefined }, 'chat send finished');
   }
@@ -71,8 +82,15 @@ export class ChatJobs {
     if (chat === undefined) return { status: 'failed', reason: `transport ${row.transport} is not configured for chat` };
     let already = new Map<number, string>();
     if (row.attempts > 1) {
-      // An earlier attempt may have got some lines out: the channel says which.
-      const seen = await chat.sentParts(row.channel, row.id, signal);
+      // An earlier attempt may have got some lines out: the platform's proof says which.
+      const proof = {
+        text: row.text,
+        sender: row.sender,
+        since: row.created_at,
+        taken: (ids: readonly string[]) => takenMessageIds(this.db, row, ids),
+        twins: () => hasUnsettledTwin(this.db, row),
+      };
+      const seen = await chat.sentParts(row.channel, row.id, signal, proof);
       if (seen === undefined) {
         log.warn('an earlier attempt may have sent this and the platform cannot tell; not sending again');
         return { status: 'unconfirmed', reason: 'an earlier attempt may have sent it, and the platform cannot tell whether it did' };
@@ -80,6 +98,7 @@ export class ChatJobs {
       already = seen;
       if (seen.size > 0) log.info({ parts_found: seen.size }, 'lines of an earlier attempt found in the channel; sending only the rest');
     }
+    // Parts the proof did not find are sent fresh: nothing relies on a nonce window here.
     const sent = await chat.send(row.channel, row.text, row.sender, row.id, already, signal);
     if (!sent.confirmed) {
       return { status: 'unconfirmed', message_ids: JSON.stringify(sent.messageIds), reason: 'the platform gives no proof of delivery (the IRC server lacks labeled-response or echo-message)' };

@@ -11,6 +11,8 @@ import type { ChatSendRow } from './chat.table.js';
 type Schemas = components['schemas'];
 export type ChatSendView = Schemas['ChatSend'];
 export type ChatMessagesView = Schemas['ChatMessages'];
+/** A platform as the contract names it in chat answers: its enum lists the registry's platforms (test/transport-registry.test.ts). */
+type ChatPlatform = ChatSendView['transport'];
 
 export interface ChatSendInput {
   channel: string;
@@ -20,8 +22,6 @@ export interface ChatSendInput {
   request_id?: string | undefined;
 }
 
-/** The platforms the chat tools may name. */
-const CHAT_TRANSPORTS: readonly TransportName[] = ['irc', 'discord', 'memory'];
 const DEFAULT_LIMIT = 50;
 
 /**
@@ -38,11 +38,12 @@ export class ChatService {
     private readonly options: { announce?: () => void } = {},
   ) {}
 
-  private platform(name: TransportName | undefined): { name: TransportName; chat: Chat } {
+  private platform(name: TransportName | undefined): { name: ChatPlatform; chat: Chat } {
     const chosen = name ?? this.defaultTransport;
-    const chat = CHAT_TRANSPORTS.includes(chosen) ? this.transports.get(chosen)?.chat : undefined;
+    // Any configured platform with a chat facet.
+    const chat = this.transports.get(chosen)?.chat;
     if (chat === undefined) throw new InvalidRequestError(`transport ${chosen} is not configured for chat`);
-    return { name: chosen, chat };
+    return { name: chosen as ChatPlatform, chat };
   }
 
   private channelOf(chat: Chat, channel: string): string {
@@ -102,18 +103,18 @@ export class ChatService {
     return { transport: name, channel, messages: lines.map((l) => ({ at: l.at.toISOString(), nick: l.nick, text: l.text })) };
   }
 
-  async createChannel(channelName: string, transport?: TransportName): Promise<{ transport: TransportName; channel: string }> {
+  async createChannel(channelName: string, transport?: TransportName): Promise<{ transport: ChatPlatform; channel: string }> {
     const { name, chat } = this.platform(transport);
     this.channelOf(chat, channelName);
     return { transport: name, channel: await platformCall(() => chat.createChannel(channelName)) };
   }
 
-  async listChannels(transport?: TransportName): Promise<{ transport: TransportName; channels: string[] }> {
+  async listChannels(transport?: TransportName): Promise<{ transport: ChatPlatform; channels: string[] }> {
     const { name, chat } = this.platform(transport);
     return { transport: name, channels: await platformCall(() => chat.listChannels()) };
   }
 
-  async members(channel: string, transport?: TransportName): Promise<{ transport: TransportName; channel: string; members: string[] }> {
+  async members(channel: string, transport?: TransportName): Promise<{ transport: ChatPlatform; channel: string; members: string[] }> {
     const { name, chat } = this.platform(transport);
     this.channelOf(chat, channel);
     return { transport: name, channel, members: await platformCall(() => chat.members(channel)) };
@@ -134,7 +135,7 @@ async function platformCall<T>(call: () => Promise<T>): Promise<T> {
 
 function view(row: ChatSendRow): ChatSendView {
   const state = row.status === 'in_flight' ? 'pending' : row.status;
-  const out: ChatSendView = { id: row.id, transport: row.transport, channel: row.channel, sender: row.sender, state };
+  const out: ChatSendView = { id: row.id, transport: row.transport as ChatPlatform, channel: row.channel, sender: row.sender, state };
   if (row.message_ids !== null) out.message_ids = JSON.parse(row.message_ids) as string[];
   if (row.reason !== null && (state === 'failed' || state === 'unconfirmed')) out.reason = row.reason;
   return out;

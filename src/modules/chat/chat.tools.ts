@@ -1,5 +1,6 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, ChatSend, ChatTransport } from '../../client/bridge-client.js';
+import { TRANSPORT_NAMES } from '../../transports/registry.js';
 import { bridgeError, object, text, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
 
 /** What these tools need from `herald mcp`: the bridge, and how long a send waits for its outcome. */
@@ -10,7 +11,8 @@ export interface ChatToolDeps {
 
 const transport: JsonSchema = {
   type: 'string',
-  enum: ['irc', 'discord', 'memory'],
+  // Every platform Herald can speak (the registry); one not configured here is refused by the bridge.
+  enum: [...TRANSPORT_NAMES],
   description: 'The chat platform; leave it out for the one Herald is configured with (HERALD_CHAT_TRANSPORT).',
 };
 const channel: JsonSchema = { type: 'string', minLength: 1, maxLength: 100, description: 'The channel: #name on IRC (the # may be left out), a channel name or id on Discord.' };

@@ -6,12 +6,14 @@ import type { CommandRouter } from './command.js';
 import { commandOperations } from './command.http.js';
 import { CommandService, type ReplyPoster } from './command.service.js';
 import { commandRouter, NO_INVOKERS } from './registry.js';
+import { replySendKind } from './reply.kind.js';
 
 /** Start the command registry (its declaration is index.ts). */
 export async function startCommands({ config, db, clock, log, transports, use, commands: all }: ModuleServices): Promise<ModuleParts<{ commands: CommandService<undefined>; router: CommandRouter<undefined> }>> {
   const invokers = transports.home.invokers ?? NO_INVOKERS;
   const router = commandRouter(all(), use(identityModule).identity, (guildId, channelId) => invokers.botCanPost(guildId, channelId));
-  const { deliveries } = use(deliveriesModule);
+  const { deliveries, declare } = use(deliveriesModule);
+  declare(replySendKind);
   // responseMode discord: each reply is queued in the outbox under an id derived from the
   // idempotency key, so a repeat (a retry, a re-run after a crash) is the same delivery, sent once.
   const postReply: ReplyPoster = async (requestId, guildId, channelId, content) =>

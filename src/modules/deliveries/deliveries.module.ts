@@ -4,6 +4,7 @@ import { deliveryAdminOperations } from './delivery.admin.http.js';
 import { deliveryOperations } from './delivery.http.js';
 import { DeliveryJobs, deliveryQueue } from './delivery.jobs.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
+import type { DeliveryPorts, SendKind } from './send-kind.js';
 import { DeliveryService, type KindSupport } from './delivery.service.js';
 
 /** What the deliveries module gives the others. */
@@ -11,6 +12,10 @@ export interface Deliveries {
   readonly deliveries: DeliveryService;
   /** Which kinds this bridge accepts (the protocol's capabilities). */
   readonly capabilities: KindSupport;
+  /** A module that owns a send kind (a command's reply, a handoff) declares it here. */
+  declare<T>(kind: SendKind<T>): void;
+  /** A module answers what the engine asks of it (where a destination maps, who is registered). */
+  answer(ports: Partial<DeliveryPorts>): void;
 }
 
 /** Start the deliveries module (its declaration is index.ts). */
@@ -28,14 +33,30 @@ export async function startDeliveries({ config, store, db, clock, log, transport
     maxInFlight: store.kind === 'postgres' ? Math.max(1, Math.floor(config.dbPoolSize / 4)) : 1,
   });
   const queue = deliveryQueue(db, metrics);
+  // What the engine asks other modules: each answers its own question when it starts (see `answer`).
+  const answers: Partial<DeliveryPorts> = {};
+  const asked = <K extends keyof DeliveryPorts>(port: K): DeliveryPorts[K] => {
+    const answer = answers[port];
+    if (answer === undefined) throw new Error(`no module answers ${port}`);
+    return answer;
+  };
+  const ports: DeliveryPorts = {
+    resolveDestination: (guildId, destination) => asked('resolveDestination')(guildId, destination),
+    isRegistered: (userId) => asked('isRegistered')(userId),
+  };
   const jobs = new DeliveryJobs(db, transports, clock, log, metrics, {
     nonceWindowMs: config.nonceWindowMs,
     maxAttempts: config.maxAttempts,
     retryBaseMs: config.retryBaseMs,
     leaseMs: config.leaseMs,
-  });
+  }, ports);
   return {
-    gives: { deliveries, capabilities },
+    gives: {
+      deliveries,
+      capabilities,
+      declare: (kind) => void jobs.declare(kind),
+      answer: (given) => void Object.assign(answers, given),
+    },
     operations: [deliveryOperations(deliveries, capabilities, metrics), deliveryAdminOperations(deliveries, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
     jobs: [{ queue, kinds: jobs.kinds(), prune: true, report: true, listen: true }],
   };

@@ -1,30 +1,17 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
+import { afterFailure, failureOf } from '../../outbox/failure-rule.js';
 import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js';
 import type { Clock } from '../../platform/clock.js';
 import { retryWhileUnreachable } from '../../platform/db/database.js';
 import { errorSummary } from '../../platform/errors.js';
 import { TransportError, type Address, type Mentions, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
 import type { Database } from '../../schema.js';
-import { findDestinationAddress } from '../destinations/destination.repository.js';
-import { findRegistration } from '../identity/identity.repository.js';
-import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DmTarget, type EditTarget, type HandoffTarget, type PostTarget, type ReplyTarget, type StoredKind } from './delivery.js';
-import {
-  acquireEditLock,
-  claimDue,
-  findDelivery,
-  findSentMessage,
-  findUnresolvedTwins,
-  finishAttempt,
-  outboxDepth,
-  pruneDeliveries,
-  recordAppliedSeq,
-  recordedMessages,
-  releaseEditLock,
-  releaseLeases,
-  renewEditLock,
-  sentMessageNonces,
-} from './delivery.repository.js';
+import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DmTarget, type EditTarget, type StoredKind } from './delivery.js';
+import { acquireEditLock, claimDue, findDelivery, finishAttempt, outboxDepth, pruneDeliveries, recordAppliedSeq, releaseEditLock, releaseLeases, renewEditLock } from './delivery.repository.js';
+import { reconcile, RECONCILE_SETTLE_MS, TWIN_WAIT_MS, type Doubt } from './delivery.reconcile.js';
+import { DESTINATION_UNMAPPED, dmKind, postKind } from './delivery.kinds.js';
+import { facet, type DeliveryPorts, type SendKind } from './send-kind.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { DeliveryRow, DeliveryUpdate } from './delivery.table.js';
 
@@ -63,21 +50,6 @@ export function deliveryQueue(db: Kysely<Database>, metrics?: DeliveryMetrics): 
   };
 }
 
-/**
- * How far around an in-doubt window reconciliation looks: clock skew between Herald and Discord,
- * and a request Discord finished processing after Herald stopped waiting for it.
- */
-const RECONCILE_SKEW_MS = 10 * 1000;
-/**
- * Reconciliation reads history only once the widened window has closed: a message Discord created
- * late (up to the skew after the doubt window) must already be there, or "absent" would be wrong.
- */
-const RECONCILE_SETTLE_MS = RECONCILE_SKEW_MS + 1_000;
-/** How soon reconciliation looks again when a twin that may own the match is being attempted. */
-const TWIN_WAIT_MS = 1_000;
-/** How many channel messages in the doubt window reconciliation reads at most. */
-const RECONCILE_MAX_MESSAGES = 1000;
-
 type Outcome = Pick<DeliveryUpdate, 'transport' | 'status' | 'failure_code' | 'channel_id' | 'message_id' | 'url' | 'next_attempt_at' | 'applied' | 'attempts' | 'reason'>;
 
 /** How soon an edit retries when another edit of the same message is being applied. */
@@ -87,14 +59,6 @@ const EDIT_BUSY_RETRY_MS = 100;
  * an edit left by a killed process blocks the next one for seconds, not a whole delivery lease.
  */
 const EDIT_LOCK_TTL_MS = 5_000;
-
-/** When and where a create may have happened without Herald learning its result. */
-interface Doubt {
-  from: Date;
-  until: Date;
-  /** Null: the channel the target maps to (a process died before saying which). */
-  channelId: string | null;
-}
 
 /** One attempt at one delivery; `doubt` is what the attempt knows, written back with its outcome. */
 interface Attempt {
@@ -125,7 +89,15 @@ export class DeliveryJobs {
     private readonly log: Logger,
     private readonly metrics: DeliveryMetrics,
     private readonly options: DeliveryJobOptions,
+    /** What the engine asks other modules (destinations, identity). */
+    private readonly ports: DeliveryPorts,
   ) {}
+
+  /** Send kinds by name: post and dm are this module's; others are declared by their owners. */
+  private readonly sendKinds = new Map<string, SendKind<unknown>>([
+    [postKind.kind, postKind as SendKind<unknown>],
+    [dmKind.kind, dmKind as SendKind<unknown>],
+  ]);
 
   /** A platform by name; one this process does not speak is a refusal for good. */
   private transport(name: TransportName): Transport {
@@ -150,19 +122,25 @@ export class DeliveryJobs {
     try {
       outcome = await this.deliver(at);
     } catch (err) {
-      const failure = err instanceof TransportError ? err.failure : { kind: 'transient' as const, detail: errorSummary(err) };
+      const failure = failureOf(err);
       if (failure.kind === 'transient' && failure.mayHaveCreated === true && at.creatingIn !== undefined) {
         // The create may have happened: from this attempt's start until now, in that channel.
         at.doubt = { from: at.doubt?.from ?? started, until: this.clock.now(), channelId: at.creatingIn };
         log.warn({ detail: failure.detail }, 'create may have reached discord unanswered; the delivery is in doubt');
       }
-      if (failure.kind !== 'transient') {
+      const verdict = afterFailure(err, row.attempts, context.retry.maxAttempts, at.doubt !== undefined);
+      if (verdict.next === 'failed' && !verdict.exhausted) {
         outcome = { status: 'failed', failure_code: failure.kind === 'recipient_unreachable' ? 'RECIPIENT_UNREACHABLE' : 'UPSTREAM_UNAVAILABLE', reason: failure.detail };
         log.warn({ detail: failure.detail }, 'delivery rejected by discord');
-      } else if (row.attempts >= context.retry.maxAttempts) {
-        if (at.doubt === undefined) {
+      } else if (verdict.next === 'retry') {
+        const next = context.retryAt(failure.kind === 'transient' ? failure.retryAfterMs : undefined);
+        outcome = { status: 'pending', next_attempt_at: next };
+        log.info({ detail: failure.detail, retry_in_ms: next.getTime() - this.clock.now().getTime() }, 'delivery will be retried');
+        this.metrics.retry(row.kind);
+      } else {
+        if (verdict.next === 'failed') {
           outcome = { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: `attempts exhausted (${failure.detail})` };
-        } else if (row.attempts === context.retry.maxAttempts) {
+        } else if (verdict.next === 'final_check' && at.doubt !== undefined) {
           // Out of attempts, but a create may have happened: one more claim only looks (never sends),
           // once the doubt window has settled, and fails only if the channel shows nothing was created.
           outcome = { status: 'pending', next_attempt_at: new Date(at.doubt.until.getTime() + RECONCILE_SETTLE_MS), reason: 'final check of an in-doubt delivery' };
@@ -170,11 +148,6 @@ export class DeliveryJobs {
           outcome = { status: 'unknown', reason: `unconfirmed: a create may have reached Discord and channel history could not be read (${failure.detail})` };
         }
         log.warn({ detail: failure.detail, state: outcome.status }, 'delivery gave up after its last attempt');
-      } else {
-        const next = context.retryAt(failure.retryAfterMs);
-        outcome = { status: 'pending', next_attempt_at: next };
-        log.info({ detail: failure.detail, retry_in_ms: next.getTime() - this.clock.now().getTime() }, 'delivery will be retried');
-        this.metrics.retry(row.kind);
       }
     }
     if (outcome.status === 'failed' && at.doubt !== undefined) {
@@ -213,37 +186,23 @@ export class DeliveryJobs {
     return retryWhileUnreachable(() => finishAttempt(this.db, row.request_id, owner, update), leaseEnds - this.clock.now().getTime());
   }
 
+  /** Declare a send kind (its owner's module does, through the wiring); replaces a declared one. */
+  declare<T>(kind: SendKind<T>): this {
+    this.sendKinds.set(kind.kind, kind as SendKind<unknown>);
+    return this;
+  }
+
   private async deliver(at: Attempt): Promise<Outcome> {
     const { row } = at;
-    switch (row.kind) {
-      case 'post':
-        return this.deliverPost(at, row.target as PostTarget);
-      case 'dm':
-        return this.deliverDm(at, row.target as DmTarget);
-      case 'edit':
-        return this.deliverEdit(at, row.target as EditTarget);
-      case 'reply':
-        return this.deliverReply(at, row.target as ReplyTarget);
-      case 'handoff':
-        return this.deliverHandoff(at, row.target as HandoffTarget);
+    if (row.kind === 'edit') return this.deliverEdit(at, row.target as EditTarget);
+    const kind = this.sendKinds.get(row.kind);
+    if (kind === undefined) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: `no send kind ${row.kind} is declared in this process` };
+    const resolved = await kind.resolve(row.target, { transports: this.transports, ports: this.ports, signal: at.signal, log: at.log });
+    if ('refused' in resolved) {
+      if (row.kind === 'post' && resolved.refused.reason === DESTINATION_UNMAPPED) this.metrics.postUnmapped();
+      return { status: 'failed', failure_code: resolved.refused.code, reason: resolved.refused.reason };
     }
-  }
-
-  /** A command's reply, to the channel the command was invoked in, on the home platform. */
-  private async deliverReply(at: Attempt, target: ReplyTarget): Promise<Outcome> {
-    return this.sendOnce(at, { transport: this.transports.home.name, channelId: target.channel_id }, target.guild_id);
-  }
-
-  /** To a registered user only, checked now (at send time), through their DM channel. */
-  private async deliverDm(at: Attempt, target: DmTarget): Promise<Outcome> {
-    if ((await findRegistration(this.db, target.user_id)) === undefined) {
-      at.log.info({ reason: 'recipient_unregistered' }, 'dm recipient is not registered');
-      return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' };
-    }
-    // Users are the home platform's: that is where their DM channel is.
-    const home = this.transports.home;
-    const channelId = await facet(home.dms, 'direct messages').openDm(target.user_id, at.signal);
-    return this.sendOnce(at, { transport: home.name, channelId }, '@me');
+    return this.sendOnce(at, resolved.address, resolved.scope, resolved.mentions);
   }
 
   /**
@@ -257,7 +216,7 @@ export class DeliveryJobs {
     if (original === undefined || original.status !== 'delivered' || original.kind === 'edit' || original.kind === 'handoff' || original.channel_id === null || original.message_id === null) {
       return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'original not found or not delivered' };
     }
-    if (original.kind === 'dm' && (await findRegistration(this.db, (original.target as DmTarget).user_id)) === undefined) {
+    if (original.kind === 'dm' && !(await this.ports.isRegistered((original.target as DmTarget).user_id))) {
       return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' };
     }
     const holder = `${at.owner}:${row.request_id}`;
@@ -299,28 +258,6 @@ export class DeliveryJobs {
   }
 
   /**
-   * A bot-to-bot handoff message (built and validated by the handoffs module): sent once like a
-   * post, to the channel it names, mentioning its target bot and no one else.
-   */
-  private async deliverHandoff(at: Attempt, target: HandoffTarget): Promise<Outcome> {
-    const home = this.transports.home;
-    // The url names the channel's guild; a channel Herald cannot see is refused for good.
-    const channel = await facet(home.channels, 'channel lookups').getChannel(target.channel_id);
-    if (channel === undefined) return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'channel not found or not visible to the bot' };
-    return this.sendOnce(at, { transport: home.name, channelId: target.channel_id }, channel.guildId ?? '@me', { users: [target.target_bot_id] });
-  }
-
-  private async deliverPost(at: Attempt, target: PostTarget): Promise<Outcome> {
-    const address = await findDestinationAddress(this.db, target.guild_id, target.destination);
-    if (address === undefined) {
-      at.log.warn({ guild_id: target.guild_id, destination: target.destination, reason: 'destination_unmapped' }, 'no channel mapped for this destination');
-      this.metrics.postUnmapped();
-      return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: 'destination not mapped' };
-    }
-    return this.sendOnce(at, address, target.guild_id);
-  }
-
-  /**
    * Create the message unless an earlier attempt already did, always with the delivery's own
    * nonce. `scope` is the url's guild part: the guild id, or `@me` for a DM. A delivery in doubt
    * goes to the channel (and platform) its doubtful create went to, whatever the target maps to now.
@@ -345,7 +282,7 @@ export class DeliveryJobs {
     if (at.doubt !== undefined && (finalCheck || nowMs - at.doubt.from.getTime() > trustedWindowMs)) {
       const settled = at.doubt.until.getTime() + RECONCILE_SETTLE_MS;
       if (nowMs < settled) return { status: 'pending', next_attempt_at: new Date(settled), attempts: at.row.attempts - 1 };
-      const verdict = await this.reconcile(at, transport, at.doubt, channelId);
+      const verdict = await reconcile(this.db, this.clock, at.row, at.signal, transport, at.doubt, channelId);
       this.metrics.reconciled(at.row.kind, verdict.kind);
       if (verdict.kind === 'found') return delivered(verdict.message);
       if (verdict.kind === 'wait') return { status: 'pending', next_attempt_at: new Date(nowMs + TWIN_WAIT_MS), attempts: at.row.attempts - 1 };
@@ -359,7 +296,10 @@ export class DeliveryJobs {
     if (finalCheck) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: 'attempts exhausted; channel history shows no message was created' };
     at.creatingIn = channelId;
     const attemptFrom = this.clock.now();
-    const sent = await facet(transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal, mentions);
+    // A resend in doubt relies on the nonce, counted from the doubtful create: it must leave inside
+    // the window, checked when it actually leaves (after the rate budget and the client's queue).
+    const deadline = transport.idempotentSend && at.doubt !== undefined ? { notAfter: new Date(at.doubt.from.getTime() + this.options.nonceWindowMs) } : undefined;
+    const sent = await facet(transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal, mentions, deadline);
     if (sent.confirmed === false) {
       // Written, with no proof the platform took it (an IRC server without labeled-response or
       // echo-message): never claimed delivered. Kept in doubt, so a re-POST looks in the channel first.
@@ -369,56 +309,4 @@ export class DeliveryJobs {
     }
     return delivered(sent);
   }
-
-  /**
-   * Past the nonce window: if the gateway reported which message this delivery's nonce created,
-   * that is it. Otherwise look for the in-doubt create's message in the channel: by this bot,
-   * showing this body, created within the doubt window (widened by the skew). A message another
-   * delivery recorded, or the gateway reported under another nonce, is not ours. While another unresolved delivery with the same body may have
-   * created a message in that window, a match cannot be told apart from it: undecided, never a guess.
-   */
-  private async reconcile(at: Attempt, transport: Transport, doubt: Doubt, channelId: string): Promise<{ kind: 'found'; message: SentMessage } | { kind: 'absent' } | { kind: 'wait' } | { kind: 'undecided'; reason: string }> {
-    const { row, signal } = at;
-    const nonce = deliveryNonce(row.request_id);
-    // The gateway told us which message this nonce created: that settles it exactly.
-    const reported = await findSentMessage(this.db, nonce);
-    if (reported !== undefined) return { kind: 'found', message: { channelId: reported.channel_id, messageId: reported.message_id } };
-    const from = new Date(doubt.from.getTime() - RECONCILE_SKEW_MS);
-    const until = new Date(doubt.until.getTime() + RECONCILE_SKEW_MS);
-    const history = transport.history;
-    if (history === undefined) return { kind: 'undecided', reason: `${transport.name} keeps no history to look the message up in` };
-    const self = await history.selfId();
-    const fingerprint = history.fingerprint(row.body);
-    const seen = await history.listBetween(channelId, from, until, RECONCILE_MAX_MESSAGES, signal);
-    if (!seen.complete) return { kind: 'undecided', reason: `more than ${RECONCILE_MAX_MESSAGES} messages in the channel during the doubt window` };
-    const alike = seen.messages.filter((m) => m.authorId === self && m.fingerprint === fingerprint);
-    if (alike.length === 0) return { kind: 'absent' };
-    // Look for a twin before reading what is recorded: a twin recording its message in between
-    // is then still counted as a twin (undecided), never missed.
-    const twins = await findUnresolvedTwins(this.db, row.request_id, from, until);
-    const ids = alike.map((m) => m.messageId);
-    const taken = await recordedMessages(this.db, ids, row.request_id);
-    // A message the gateway reported under another nonce is another delivery's, recorded or not.
-    const nonces = await sentMessageNonces(this.db, ids);
-    const ours = alike.filter((m) => !taken.has(m.messageId) && (nonces.get(m.messageId) ?? nonce) === nonce);
-    if (ours.length === 0) return { kind: 'absent' };
-    if (twins.length > 0) {
-      // A twin sending right now, with no doubt of its own, records its message (or its doubt)
-      // within its lease: look again then. Twins in doubt, like this one, would wait on each other
-      // forever: they leave it undecided.
-      const nowMs = this.clock.now().getTime();
-      const live = twins.every((t) => t.status === 'in_flight' && t.doubt_from === null && (t.lease_expires_at?.getTime() ?? 0) > nowMs);
-      if (live) return { kind: 'wait' };
-      return { kind: 'undecided', reason: 'another unresolved delivery with the same content may own the matching message' };
-    }
-    if (ours.length > 1) return { kind: 'undecided', reason: `${ours.length} unrecorded messages with the same content in the doubt window` };
-    const [message] = ours;
-    return message === undefined ? { kind: 'absent' } : { kind: 'found', message };
-  }
-}
-
-/** A facet the transport lacks: refused for good (the accept path already refuses such kinds). */
-function facet<T>(present: T | undefined, what: string): T {
-  if (present === undefined) throw new TransportError({ kind: 'rejected', detail: `the transport has no ${what}` });
-  return present;
 }

@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { LeasedTable } from '../../outbox/leased-table.js';
 import type { Database } from '../../schema.js';
 import type { StoredKind as DeliveryKind } from './delivery.js';
 import type { DeliveryRow, DeliveryStatus, DeliveryUpdate, NewDeliveryRow } from './delivery.table.js';
@@ -78,80 +79,47 @@ export async function resetToPending(db: Db, requestId: string, now: Date): Prom
 }
 
 /**
- * Lease up to `limit` due deliveries: pending ones whose time has come, and in-flight ones whose
- * lease expired (their dispatcher died: they read as `unknown` until re-driven here).
+ * The deliveries queue: due are pending deliveries whose time has come, and in-flight ones whose
+ * lease expired (their dispatcher died: they read as `unknown` until re-driven). A claim records
+ * when the attempt started and widens the doubt of an abandoned attempt; so does a release.
  */
-export async function claimDue(
-  db: Db,
-  owner: string,
-  now: Date,
-  leaseMs: number,
-  kinds: readonly DeliveryKind[],
-  limit: number,
-): Promise<(DeliveryRow & { claimed_from: DeliveryStatus })[]> {
-  return db
-    .with('due', (qb) =>
-      qb
-        .selectFrom('deliveries')
-        // The status before the claim: in_flight means an expired lease (metrics count those).
-        .select(['request_id', 'status as claimed_from'])
-        .where((eb) =>
-          eb.or([
-            eb.and([eb('status', '=', 'pending'), eb('next_attempt_at', '<=', now)]),
-            eb.and([eb('status', '=', 'in_flight'), eb('lease_expires_at', '<=', now)]),
-          ]),
-        )
-        .where('kind', 'in', kinds)
-        .orderBy('next_attempt_at')
-        .limit(limit)
-        .forUpdate()
-        .skipLocked(),
-    )
-    .updateTable('deliveries')
-    .from('due')
-    .whereRef('deliveries.request_id', '=', 'due.request_id')
-    .set((eb) => ({
-      status: 'in_flight',
-      lease_owner: owner,
-      lease_expires_at: new Date(now.getTime() + leaseMs),
-      attempts: eb('deliveries.attempts', '+', 1),
-      attempt_started_at: now,
-      // A re-claimed expired lease: its owner died mid-attempt, perhaps after Discord created the message.
-      ...abandonedAttemptDoubt,
-    }))
-    .returningAll('deliveries')
-    .returning('due.claimed_from')
-    .execute();
+function deliveriesTable(db: Db): LeasedTable<DeliveryRow> {
+  return new LeasedTable<DeliveryRow>(db as unknown as Kysely<unknown>, {
+    table: 'deliveries',
+    key: 'request_id',
+    orderBy: 'next_attempt_at',
+    due: (now) => sql`(status = 'pending' and next_attempt_at <= ${now}) or (status = 'in_flight' and lease_expires_at <= ${now})`,
+    // The status before the claim: in_flight means an expired lease (metrics count those).
+    claimedFrom: 'status',
+    // A re-claimed expired lease: its owner died mid-attempt, perhaps after Discord created the message.
+    onClaim: (now) => ({ ...abandonedAttemptDoubt, status: sql`'in_flight'`, attempt_started_at: sql`${now}` }),
+    held: sql`status = 'in_flight'`,
+    onRelease: (now) => ({ ...abandonedAttemptDoubt, status: sql`'pending'`, next_attempt_at: sql`${now}` }),
+  });
+}
+
+/** Lease up to `limit` due deliveries of these kinds. */
+export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number, kinds: readonly DeliveryKind[], limit: number): Promise<(DeliveryRow & { claimed_from: DeliveryStatus })[]> {
+  if (kinds.length === 0) return [];
+  const rows = await deliveriesTable(db).claim(owner, now, leaseMs, limit, sql`kind in (${sql.join(kinds)})`);
+  return rows.map((r) => ({ ...r, claimed_from: r.claimed_from as DeliveryStatus }));
 }
 
 /** Finish an attempt, only if this dispatcher still holds the lease. Returns false if it lost it. */
-export async function finishAttempt(db: Db, requestId: string, owner: string, update: DeliveryUpdate): Promise<boolean> {
-  const result = await db
-    .updateTable('deliveries')
-    .set({ ...update, lease_owner: null, lease_expires_at: null })
-    .where('request_id', '=', requestId)
-    .where('status', '=', 'in_flight')
-    .where('lease_owner', '=', owner)
-    .executeTakeFirst();
-  return result.numUpdatedRows > 0n;
+export function finishAttempt(db: Db, requestId: string, owner: string, update: DeliveryUpdate): Promise<boolean> {
+  return deliveriesTable(db).finish(requestId, owner, update);
 }
 
 /** On shutdown: hand this process's in-flight deliveries back, due now. */
-export async function releaseLeases(db: Db, owner: string, now: Date): Promise<number> {
-  const result = await db
-    .updateTable('deliveries')
-    .set({ ...abandonedAttemptDoubt, status: 'pending', lease_owner: null, lease_expires_at: null, next_attempt_at: now })
-    .where('status', '=', 'in_flight')
-    .where('lease_owner', '=', owner)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
+export function releaseLeases(db: Db, owner: string, now: Date): Promise<number> {
+  return deliveriesTable(db).release(owner, now);
 }
 
 /** Drop records created before `cutoff` (the protocol keeps them 8 days). */
 export async function pruneDeliveries(db: Db, cutoff: Date): Promise<number> {
-  const result = await db.deleteFrom('deliveries').where('created_at', '<', cutoff).executeTakeFirst();
+  const removed = await deliveriesTable(db).prune(cutoff);
   await db.deleteFrom('sent_messages').where('created_at', '<', cutoff).execute();
-  return Number(result.numDeletedRows);
+  return removed;
 }
 
 /** Which of these platform messages other deliveries already recorded as their own. */
@@ -252,6 +220,17 @@ export async function sentMessageNonces(db: Db, messageIds: readonly string[]): 
   if (messageIds.length === 0) return new Map();
   const rows = await db.selectFrom('sent_messages').select(['message_id', 'nonce']).where('message_id', 'in', messageIds).execute();
   return new Map(rows.map((r) => [r.message_id, r.nonce]));
+}
+
+/** The gateway's nonce reports as a transport reads them (which message a nonce created). */
+export function nonceLedger(db: Db): { find(nonce: string): Promise<{ channelId: string; messageId: string } | undefined>; noncesOf(messageIds: readonly string[]): Promise<Map<string, string>> } {
+  return {
+    find: async (nonce) => {
+      const row = await findSentMessage(db, nonce);
+      return row === undefined ? undefined : { channelId: row.channel_id, messageId: row.message_id };
+    },
+    noncesOf: (messageIds) => sentMessageNonces(db, messageIds),
+  };
 }
 
 /** Deliveries waiting or being attempted, per kind and status, and since when the oldest is due. */

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../../platform/clock.js';
 import type { Database } from '../../schema.js';
 import { ConflictError, NotFoundError } from '../../platform/errors.js';
-import { payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState, type MessageBody, type Reply, type StoredKind, type Target } from './delivery.js';
+import { isLeaseExpired, payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState, type MessageBody, type Reply, type StoredKind, type Target } from './delivery.js';
 import { GroupCommit } from '../../platform/db/group-commit.js';
 import { isStoreUnavailable } from '../../platform/db/database.js';
 import { findDelivery, insertDeliveries, lockDelivery, resetToPending } from './delivery.repository.js';
@@ -178,19 +178,9 @@ export function toDeliveryDetail(row: DeliveryRow, now: Date): DeliveryDetail {
   return detail;
 }
 
-/** The row's state in the protocol's words (pending, unknown, delivered, failed), whatever its kind. */
-export function wireStatus(row: DeliveryRow, now: Date): 'pending' | 'unknown' | 'delivered' | 'failed' {
-  if (row.status === 'in_flight') return isLeaseExpired(row, now) ? 'unknown' : 'pending';
-  return row.status;
-}
-
 /** Failed, unknown, or in flight under a lease that expired (its dispatcher died). */
 function needsReset(row: DeliveryRow, now: Date): boolean {
   return row.status === 'failed' || row.status === 'unknown' || (row.status === 'in_flight' && isLeaseExpired(row, now));
-}
-
-function isLeaseExpired(row: DeliveryRow, now: Date): boolean {
-  return row.lease_expires_at !== null && row.lease_expires_at.getTime() <= now.getTime();
 }
 
 /** The wire view of a stored delivery (docs/protocol.md §5), keys in the protocol's order. */

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { components } from '../../../generated/api.js';
+import type { DeliveryRow } from './delivery.table.js';
 
 type Schemas = components['schemas'];
 export type DeliveryKind = Schemas['DeliveryKind'];
@@ -121,4 +122,15 @@ export function deliveryNonce(requestId: string): string {
 
 export function discordMessageUrl(scope: string, channelId: string, messageId: string): string {
   return `https://discord.com/channels/${scope}/${channelId}/${messageId}`;
+}
+
+/** The row's state in the protocol's words (pending, unknown, delivered, failed), whatever its kind. */
+export function wireStatus(row: DeliveryRow, now: Date): 'pending' | 'unknown' | 'delivered' | 'failed' {
+  if (row.status === 'in_flight') return isLeaseExpired(row, now) ? 'unknown' : 'pending';
+  return row.status;
+}
+
+/** In flight under a lease that expired (its dispatcher died, or is about to lose it). */
+export function isLeaseExpired(row: DeliveryRow, now: Date): boolean {
+  return row.lease_expires_at !== null && row.lease_expires_at.getTime() <= now.getTime();
 }

@@ -1,12 +1,15 @@
+import type { NonceLedger } from '../../transports/transport.js';
 import { defineModule } from '../contract.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { Deliveries } from './deliveries.module.js';
 import { deliveryTools } from './delivery.tools.js';
 
-export { DESTINATIONS, RETENTION_MS, type Destination, type HandoffTarget } from './delivery.js';
+export { DESTINATIONS, RETENTION_MS, wireStatus, type Destination, type HandoffTarget } from './delivery.js';
 export type { DeliveryService, KindSupport } from './delivery.service.js';
 export type { Deliveries } from './deliveries.module.js';
 export type { DeliveryRow } from './delivery.table.js';
+export { facet, type DeliveryPorts, type SendKind } from './send-kind.js';
+export type { ReplyTarget } from './delivery.js';
 
 /** How long a platform's report of its own message waits for an unreachable database before it is dropped. */
 const OWN_MESSAGE_RETRY_MS = 60_000;
@@ -27,9 +30,14 @@ export const deliveriesModule = defineModule<Deliveries, DeliveryMetrics>({
  * The ledger of what each send key created, as the platforms report it (Discord's gateway nonces,
  * IRC's labeled echoes): reconciliation reads it when an answer was lost.
  */
-export function ownMessageLedger(db: import('kysely').Kysely<import('../../schema.js').Database>): (key: string, channelId: string, messageId: string, at: Date) => Promise<void> {
-  return async (key, channelId, messageId, at) => {
-    const [{ recordSentMessage }, { retryWhileUnreachable }] = await Promise.all([import('./delivery.repository.js'), import('../../platform/db/database.js')]);
-    await retryWhileUnreachable(() => recordSentMessage(db, key, channelId, messageId, at), OWN_MESSAGE_RETRY_MS);
+export function ownMessageLedger(db: import('kysely').Kysely<import('../../schema.js').Database>): NonceLedger & { record(key: string, channelId: string, messageId: string, at: Date): Promise<void> } {
+  const repository = import('./delivery.repository.js');
+  return {
+    record: async (key, channelId, messageId, at) => {
+      const [{ recordSentMessage }, { retryWhileUnreachable }] = await Promise.all([repository, import('../../platform/db/database.js')]);
+      await retryWhileUnreachable(() => recordSentMessage(db, key, channelId, messageId, at), OWN_MESSAGE_RETRY_MS);
+    },
+    find: async (key) => (await repository).nonceLedger(db).find(key),
+    noncesOf: async (messageIds) => (await repository).nonceLedger(db).noncesOf(messageIds),
   };
 }

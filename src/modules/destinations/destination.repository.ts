@@ -1,8 +1,11 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../schema.js';
 import type { Address } from '../../transports/transport.js';
-import type { Destination } from '../deliveries/delivery.js';
+import type { components } from '../../../generated/api.js';
 import type { DestinationRow } from './destination.table.js';
+
+/** A named destination, as the contract lists them. */
+type Destination = components['schemas']['Destination'];
 
 type Db = Kysely<Database>;
 

@@ -1,6 +1,9 @@
 import type { Generated, Selectable } from 'kysely';
 import type { TransportName } from '../../transports/transport.js';
-import type { Destination } from '../deliveries/delivery.js';
+import type { components } from '../../../generated/api.js';
+
+/** A named destination, as the contract lists them. */
+type Destination = components['schemas']['Destination'];
 
 export interface DestinationTable {
   guild_id: string;

@@ -1,5 +1,6 @@
 import type { Channels, TransportName } from '../../transports/transport.js';
 import { defineModule } from '../contract.js';
+import { deliveriesModule } from '../deliveries/index.js';
 import type { DestinationService } from './destination.service.js';
 
 export type { DestinationService } from './destination.service.js';
@@ -13,8 +14,14 @@ export interface Destinations {
 export const destinationsModule = defineModule<Destinations>({
   name: 'destinations',
   commands: async () => [(await import('./destinations.command.js')).destinationsCommand],
-  async start({ db, clock, transports }) {
-    const [{ DestinationService }, { destinationOperations }] = await Promise.all([import('./destination.service.js'), import('./destination.http.js')]);
+  async start({ db, clock, transports, use }) {
+    const [{ DestinationService }, { destinationOperations }, { findDestinationAddress }] = await Promise.all([
+      import('./destination.service.js'),
+      import('./destination.http.js'),
+      import('./destination.repository.js'),
+    ]);
+    // A post goes where its destination maps at send time.
+    use(deliveriesModule).answer({ resolveDestination: (guildId, destination) => findDestinationAddress(db, guildId, destination) });
     const home = transports.home;
     if (home.channels === undefined) throw new Error(`the ${home.name} transport cannot look up channels, which destinations need`);
     // Every platform that can look channels up can hold a destination; each checks its own names.

@@ -10,7 +10,7 @@ import type { Database } from '../../schema.js';
 import type { InboundMessage } from '../../transports/transport.js';
 import type { HandoffTarget } from '../deliveries/index.js';
 import type { DeliveryService } from '../deliveries/index.js';
-import { wireStatus } from '../deliveries/delivery.service.js';
+import { wireStatus } from '../deliveries/index.js';
 import type { DeliveryRow } from '../deliveries/index.js';
 import { HANDOFF_SCHEMA, handoffContent, MAX_MESSAGE_UNITS, parseHandoffContent, validateHandoff, type RejectReason } from './envelope.js';
 import { acknowledge, listInbox, recordReceipt } from './handoff.repository.js';

@@ -2,6 +2,7 @@ import { capabilitiesOf } from '../../transports/transport.js';
 import type { ModuleParts, ModuleServices } from '../contract.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import { handoffOperations } from './handoff.http.js';
+import { handoffSendKind } from './handoff.kind.js';
 import { HandoffMetrics } from './handoff.metrics.js';
 import { pruneInbox } from './handoff.repository.js';
 import { HandoffService } from './handoff.service.js';
@@ -13,7 +14,9 @@ const INBOX_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 export async function startHandoffs({ config, db, clock, log, registry, transports, use }: ModuleServices): Promise<ModuleParts<{ handoffs: HandoffService }>> {
   const home = transports.home;
   const can = capabilitiesOf(home);
-  const handoffs = new HandoffService(db, use(deliveriesModule).deliveries, clock, {
+  const { deliveries, declare } = use(deliveriesModule);
+  declare(handoffSendKind);
+  const handoffs = new HandoffService(db, deliveries, clock, {
     limits: config.handoffs,
     selfId: () => (home.history !== undefined ? home.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot is`))),
     canSend: can.send && can.channels,

@@ -1,4 +1,5 @@
 import { defineModule } from '../contract.js';
+import { deliveriesModule } from '../deliveries/index.js';
 import type { IdentityService } from './identity.service.js';
 import { identityTools } from './identity.tools.js';
 
@@ -15,9 +16,16 @@ export const identityModule = defineModule<Identity>({
   migrations: ['2026-11-29T20-00-00_identity'],
   tools: identityTools,
   commands: async () => [(await import('./agent.command.js')).agentCommand],
-  async start({ db, clock, registry }) {
-    const [{ IdentityService }, { identityOperations }, { IdentityMetrics }] = await Promise.all([import('./identity.service.js'), import('./identity.http.js'), import('./identity.metrics.js')]);
+  async start({ db, clock, registry, use }) {
+    const [{ IdentityService }, { identityOperations }, { IdentityMetrics }, { findRegistration }] = await Promise.all([
+      import('./identity.service.js'),
+      import('./identity.http.js'),
+      import('./identity.metrics.js'),
+      import('./identity.repository.js'),
+    ]);
     const identity = new IdentityService(db, clock);
+    // DMs (and edits of DMs) go only to people registered at send time.
+    use(deliveriesModule).answer({ isRegistered: async (userId) => (await findRegistration(db, userId)) !== undefined });
     return { gives: { identity }, operations: [identityOperations(identity, new IdentityMetrics(registry))] };
   },
 });

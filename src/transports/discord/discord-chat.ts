@@ -1,13 +1,18 @@
 import { createHash } from 'node:crypto';
 import { ChannelType, Routes, type APIChannel, type APIGuildMember, type APIMessage, type REST } from 'discord.js';
 import { splitForIrc } from '../irc/split.js';
-import { TransportError, type Chat, type ChatLine, type SentMessage } from '../transport.js';
+import { TransportError, type Chat, type ChatLine, type ChatSendProof, type History, type NonceLedger, type SendDeadline, type SentMessage } from '../transport.js';
 import { snowflakeAt } from './snowflake.js';
 
 /** Discord's limit is 2000 characters; the `**sender**: ` prefix takes some of it. */
 const PART_BYTES = 1_800;
 /** How an agent's line shows on Discord, and how reading finds the agent again. */
 const SIGNED = /^\*\*([^*\n]{1,32})\*\*: ([\s\S]*)$/;
+/** How far before a send's start its parts are looked for: clock skew between Herald and Discord. */
+const PROOF_SKEW_MS = 10_000;
+/** How many channel messages a proof reads at most. */
+const PROOF_MAX_MESSAGES = 1000;
+
 
 export interface DiscordChatOptions {
   rest: REST;
@@ -15,7 +20,11 @@ export interface DiscordChatOptions {
   guildId: string | undefined;
   selfId(): Promise<string>;
   /** Create a message with a nonce (`enforce_nonce`): the transport's own sender. */
-  send(channelId: string, content: string, nonce: string, signal: AbortSignal): Promise<SentMessage>;
+  send(channelId: string, content: string, nonce: string, signal: AbortSignal, deadline?: SendDeadline): Promise<SentMessage>;
+  /** The channel's history, where a part is found again past the nonce window. */
+  history: History;
+  /** The gateway's nonce reports; undefined (none yet): history alone proves. */
+  ledger(): NonceLedger | undefined;
   call<T>(fn: () => Promise<T>): Promise<T>;
 }
 
@@ -69,9 +78,9 @@ export class DiscordChat implements Chat {
     return found.id;
   }
 
-  async send(channel: string, text: string, sender: string, key: string, alreadySent: ReadonlyMap<number, string>, signal: AbortSignal): Promise<{ messageIds: string[]; confirmed: boolean }> {
+  async send(channel: string, text: string, sender: string, key: string, alreadySent: ReadonlyMap<number, string>, signal: AbortSignal, deadline?: SendDeadline): Promise<{ messageIds: string[]; confirmed: boolean }> {
     const channelId = await this.channelId(channel);
-    const parts = splitForIrc(text, PART_BYTES);
+    const parts = partsOf(text, sender);
     const ids: string[] = [];
     for (const [i, part] of parts.entries()) {
       const earlier = alreadySent.get(i);
@@ -79,15 +88,51 @@ export class DiscordChat implements Chat {
         ids.push(earlier);
         continue;
       }
-      const nonce = createHash('sha256').update(`herald-chat:${key}:${i}`).digest('base64url').slice(0, 25);
-      ids.push((await this.o.send(channelId, `**${sender}**: ${part}`, nonce, signal)).messageId);
+      ids.push((await this.o.send(channelId, part, partNonce(key, i), signal, deadline)).messageId);
     }
     return { messageIds: ids, confirmed: true };
   }
 
-  /** Resends carry the same nonces, which Discord answers with the message already created. */
-  async sentParts(): Promise<Map<number, string>> {
-    return new Map();
+  /**
+   * The parts of an earlier attempt already in the channel, as a post is proven: the nonce the
+   * gateway reported for a part settles it; otherwise the channel's history since the send began,
+   * by the bot, showing the part's text, and neither reported under another nonce nor known as
+   * another send's. Two candidates for one part cannot be told apart: undefined, never a guess.
+   */
+  async sentParts(channel: string, key: string, signal: AbortSignal, sent: ChatSendProof): Promise<Map<number, string> | undefined> {
+    const channelId = await this.channelId(channel);
+    const parts = partsOf(sent.text, sent.sender);
+    const found = new Map<number, string>();
+    const missing: number[] = [];
+    for (const i of parts.keys()) {
+      const reported = await this.o.ledger()?.find(partNonce(key, i));
+      if (reported !== undefined) found.set(i, reported.messageId);
+      else missing.push(i);
+    }
+    if (missing.length === 0) return found;
+    const self = await this.o.history.selfId();
+    const seen = await this.o.history.listBetween(channelId, new Date(sent.since.getTime() - PROOF_SKEW_MS), new Date(Date.now() + PROOF_SKEW_MS), PROOF_MAX_MESSAGES, signal);
+    if (!seen.complete) return undefined;
+    const mine = seen.messages.filter((m) => m.authorId === self && !new Set(found.values()).has(m.messageId));
+    const ids = mine.map((m) => m.messageId);
+    const taken = await sent.taken(ids);
+    const nonces = (await this.o.ledger()?.noncesOf(ids)) ?? new Map<string, string>();
+    // Looked up after what is recorded, so a twin recording in between still counts as a twin.
+    const twins = await sent.twins();
+    for (const i of missing) {
+      const part = parts[i] ?? '';
+      const fingerprint = this.o.history.fingerprint({ content: part });
+      const nonce = partNonce(key, i);
+      const candidates = mine.filter((m) => m.fingerprint === fingerprint && !taken.has(m.messageId) && (nonces.get(m.messageId) ?? nonce) === nonce);
+      // The same text twice in one send: parts go out in order, so the oldest candidates are the
+      // earliest such parts. More candidates than parts cannot be told apart.
+      const alike = missing.filter((j) => parts[j] === part);
+      if (candidates.length > alike.length || (candidates.length > 0 && twins)) return undefined;
+      const rank = alike.indexOf(i);
+      const match = candidates[rank];
+      if (match !== undefined) found.set(i, match.messageId);
+    }
+    return found;
   }
 
   async read(channel: string, since: Date | undefined, limit: number): Promise<ChatLine[]> {
@@ -132,4 +177,14 @@ export class DiscordChat implements Chat {
     const self = await this.o.selfId();
     return all.flatMap((m) => (m.user.id === self ? [] : [m.nick ?? m.user.global_name ?? m.user.username])).sort((a, b) => a.localeCompare(b));
   }
+}
+
+/** The messages a chat text becomes on Discord: each part signed `**sender**: `. */
+function partsOf(text: string, sender: string): string[] {
+  return splitForIrc(text, PART_BYTES).map((part) => `**${sender}**: ${part}`);
+}
+
+/** Part `i` of send `key`'s nonce (Discord allows 25 characters). */
+function partNonce(key: string, i: number): string {
+  return createHash('sha256').update(`herald-chat:${key}:${i}`).digest('base64url').slice(0, 25);
 }

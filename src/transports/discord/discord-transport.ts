@@ -19,7 +19,7 @@ import {
 } from 'discord.js';
 import { discordChannelIdProblem } from './discord-channels.js';
 import { DiscordChat } from './discord-chat.js';
-import { TransportError, type ArchivedMessage, type ChannelInfo, type Channels, type Chat, type DirectMessages, type Editor, type History, type HistoryPages, type Mentions, type OutgoingMessage, type SeenMessage, type Sender, type SentMessage, type Transport } from '../transport.js';
+import { TransportError, type ArchivedMessage, type ChannelInfo, type Channels, type Chat, type DirectMessages, type Editor, type History, type HistoryPages, type Mentions, type NonceLedger, type OutgoingMessage, type SeenMessage, type SendDeadline, type Sender, type SentMessage, type Transport } from '../transport.js';
 import type { PlatformMetrics } from './discord.metrics.js';
 import { snowflakeAt, snowflakeTime } from './snowflake.js';
 
@@ -42,6 +42,7 @@ export interface DiscordTransportOptions {
   metrics?: PlatformMetrics;
   /** The guild the chat tools use (`HERALD_DISCORD_CHAT_GUILD`); undefined: the bot's only one. */
   chatGuildId?: string | undefined;
+
 }
 
 /**
@@ -52,7 +53,7 @@ export interface DiscordTransportOptions {
 export class DiscordTransport implements Transport {
   readonly name = 'discord' as const;
   readonly idempotentSend = true;
-  readonly sender: Sender = { send: (channelId, message, nonce, signal, mentions) => this.createMessage(channelId, message, nonce, signal, mentions) };
+  readonly sender: Sender = { send: (channelId, message, nonce, signal, mentions, deadline) => this.createMessage(channelId, message, nonce, signal, mentions, deadline) };
   readonly dms: DirectMessages = { openDm: (userId, signal) => this.openDm(userId, signal) };
   readonly editor: Editor = { edit: (channelId, messageId, message, signal) => this.editMessage(channelId, messageId, message, signal) };
   readonly history: History = {
@@ -65,11 +66,13 @@ export class DiscordTransport implements Transport {
   readonly chat: Chat;
   private readonly rest: REST;
   private self: Promise<string> | undefined;
+  /** The gateway's nonce reports, once the store is open (see `useNonceLedger`). */
+  private ledger: NonceLedger | undefined;
   /**
    * Creates under way, by nonce: marked once discord.js hands the request to the network. A create
    * that failed before that (aborted in discord.js's queue, refused by a rate limit) created nothing.
    */
-  private readonly creates = new Map<string, { tries: number }>();
+  private readonly creates = new Map<string, { tries: number; deadline: SendDeadline | undefined }>();
 
   constructor(options: DiscordTransportOptions) {
     this.rest = new REST({
@@ -80,7 +83,13 @@ export class DiscordTransport implements Transport {
         if (init.method === 'POST' && typeof init.body === 'string' && this.creates.size > 0) {
           const nonce = (JSON.parse(init.body) as { nonce?: unknown }).nonce;
           const create = typeof nonce === 'string' ? this.creates.get(nonce) : undefined;
-          if (create !== undefined) create.tries += 1;
+          if (create !== undefined) {
+            // The last moment before the request leaves (after the shared budget and discord.js's
+            // queue): a repeat past its nonce deadline would create a second message, so it stays home.
+            const { deadline } = create;
+            if (deadline !== undefined && Date.now() > deadline.notAfter.getTime()) throw new DepartedLateError();
+            create.tries += 1;
+          }
         }
         return measured(options.metrics, init.method ?? 'GET', () => DefaultRestOptions.makeRequest(url, init));
       },
@@ -94,13 +103,23 @@ export class DiscordTransport implements Transport {
       rest: this.rest,
       guildId: options.chatGuildId,
       selfId: () => this.selfId(),
-      send: (channelId, content, nonce, signal) => this.createMessage(channelId, { content }, nonce, signal),
+      send: (channelId, content, nonce, signal, deadline) => this.createMessage(channelId, { content }, nonce, signal, undefined, deadline),
+      history: this.history,
+      ledger: () => this.ledger,
       call,
     });
   }
 
+  /**
+   * Which message a nonce created, as the gateway reported it (the ledger `onOwnMessage` fills):
+   * part of how a chat send is proven past the nonce window. Set once the store is open.
+   */
+  useNonceLedger(ledger: NonceLedger): void {
+    this.ledger = ledger;
+  }
+
   /** https://discord.com/developers/docs/resources/message#create-message */
-  private async createMessage(channelId: string, message: OutgoingMessage, nonce: string, signal: AbortSignal, mentions?: Mentions): Promise<SentMessage> {
+  private async createMessage(channelId: string, message: OutgoingMessage, nonce: string, signal: AbortSignal, mentions?: Mentions, deadline?: SendDeadline): Promise<SentMessage> {
     const body: RESTPostAPIChannelMessageJSONBody = {
       ...toDiscordMessage(message),
       nonce,
@@ -109,12 +128,16 @@ export class DiscordTransport implements Transport {
       allowed_mentions: mentions !== undefined && mentions.users.length > 0 ? { parse: [], users: [...mentions.users] } : { parse: [] },
     };
     // One create per nonce at a time in this process: the dispatcher holds the delivery's lease.
-    const create = { tries: 0 };
+    const create = { tries: 0, deadline };
     this.creates.set(nonce, create);
     try {
       const sent = (await this.rest.post(Routes.channelMessages(channelId), { body, signal })) as APIMessage;
       return { channelId: sent.channel_id, messageId: sent.id };
     } catch (err) {
+      if (err instanceof DepartedLateError) {
+        // Nothing left this time; an earlier try of this call may have created the message.
+        throw new TransportError({ kind: 'transient', detail: err.message, departedLate: true, ...(create.tries > 0 ? { mayHaveCreated: true } : {}) });
+      }
       const failure = toTransportError(err).failure;
       // Discord refuses before creating anything when it answers 4xx (429 included). discord.js
       // retries a 5xx or a lost answer itself, so with more than one try an earlier one may have
@@ -227,6 +250,17 @@ export class DiscordTransport implements Transport {
   private fingerprint(message: OutgoingMessage): string {
     const m = toDiscordMessage(message);
     return fingerprintOf(m.content ?? '', m.embeds ?? [], m.components ?? []);
+  }
+}
+
+/**
+ * A create held back past its nonce deadline, thrown before the request leaves. discord.js does
+ * not retry it (its name is not AbortError and it has no network code).
+ */
+class DepartedLateError extends Error {
+  constructor() {
+    super('create abandoned before it left: past the nonce window of the earlier attempt');
+    this.name = 'DepartedLateError';
   }
 }
 

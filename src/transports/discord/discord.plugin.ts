@@ -48,6 +48,8 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
     metrics: new PlatformMetrics(services.registry),
     chatGuildId: config.chatGuild,
   });
+  // A chat line past the nonce window is found again by what the gateway reported of its nonce.
+  rest.useNonceLedger(services.ledger);
   // Who invokes a command and what Herald itself may do in a channel, through Herald's own session.
   const invokers = new DiscordInvokers({ token, apiUrl: config.apiUrl, timeoutMs: config.timeoutMs });
   // Messages others write reach the gateway's listeners; the gateway asks for them only while some module listens.
