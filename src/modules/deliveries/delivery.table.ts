@@ -1,13 +1,13 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 import type { TransportName } from '../../transports/transport.js';
-import type { FailureCode, MessageBody, StoredKind, Target } from './delivery.js';
+import type { DeliveryStatus, FailureCode, MessageBody, StoredKind, Target } from './delivery.js';
 
 /**
  * `pending` → `in_flight` (leased) → `delivered` | `failed` | `unknown`. An expired lease also reads
  * as `unknown` (and is re-driven); a stored `unknown` means Herald could not tell whether the platform
  * created the message (see `reason`), and waits for the connector to re-POST.
  */
-export type DeliveryStatus = 'pending' | 'in_flight' | 'delivered' | 'failed' | 'unknown';
+export type { DeliveryStatus } from './delivery.js';
 
 export interface DeliveryTable {
   request_id: string;
