@@ -93,13 +93,25 @@ describe('posts, exactly once', () => {
     const id = newRequestId();
     // Hold Discord's answer so the delivery stays pending.
     h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'delay', ms: 1_500 });
+    const before = h.sandbox.requests.length;
+    const creates = () => h.sandbox.requests.slice(before).filter((r) => r.method === 'POST' && r.path === `/channels/${IDS.channels.alerts}/messages`);
     await h.bridge.post('/mcp/deliveries', post(id, `slow ${id}`));
+    // The retry comes while the first attempt's create is held at Discord.
+    await waitFor(() => creates().length === 1, 'the first create to reach Discord');
     const again = await h.bridge.post('/mcp/deliveries', post(id, `slow ${id}`));
     expect(again.status).toBe(202);
     expect((again.json as { existing: boolean; state: { state: string } }).existing).toBe(true);
     expect((again.json as { state: { state: string } }).state.state).toBe('pending');
     await h.waitForState(id, 'delivered');
     expect(h.sandbox.allMessages().filter((m) => m.content === `slow ${id}`)).toHaveLength(1);
+    // One create reached Discord: a second attempt would be hidden from the message count by the
+    // nonce (Discord answers it with the first message), so the request log is what shows it. A
+    // later post to the same channel is sent after any create already queued there (discord.js sends
+    // one channel's creates in order): once it is delivered, a second attempt would have shown.
+    const marker = newRequestId();
+    await h.bridge.post('/mcp/deliveries', post(marker, `marker ${marker}`));
+    await h.waitForState(marker, 'delivered');
+    expect(creates()).toHaveLength(2);
   });
 
   it('refuses a reused request_id with a different payload with 422 and changes nothing', async () => {

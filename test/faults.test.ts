@@ -83,10 +83,16 @@ describe('delivering under Discord rate limits', () => {
   });
   afterAll(() => h.close());
 
-  it('delivers 15 posts through 3-per-500ms route and 8-per-500ms global limits, each exactly once', async () => {
+  it('delivers 15 posts under 3-per-500ms route and 8-per-500ms global limits, each created exactly once', async () => {
     const ids = Array.from({ length: 15 }, () => newRequestId());
+    const before = h.sandbox.requests.length;
     await Promise.all(ids.map((id) => h.bridge.post('/mcp/deliveries', post(id, `limited ${id}`))));
     for (const id of ids) await h.waitForState(id, 'delivered', 30_000);
     for (const id of ids) expect(h.sandbox.allMessages().filter((m) => m.content === `limited ${id}`)).toHaveLength(1);
+    // Exactly 15 creates were taken (a resend, hidden from the message count by the nonce, would
+    // show here), none refused beyond a 429.
+    const creates = h.sandbox.requests.slice(before).filter((r) => r.method === 'POST' && r.path.endsWith('/messages'));
+    expect(creates.filter((r) => r.status === 200)).toHaveLength(15);
+    expect(creates.every((r) => r.status === 200 || r.status === 429)).toBe(true);
   });
 });

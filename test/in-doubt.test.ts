@@ -91,14 +91,20 @@ describe('deliveries in doubt', () => {
     expect(h.sandbox.requests.slice(before).filter((r) => r.method === 'GET' && r.path.endsWith('/messages'))).toEqual([]);
   });
 
-  it('out of attempts after 5xx answers that created nothing: one look at the channel, then failed UPSTREAM_UNAVAILABLE', async () => {
+  it('out of attempts after 5xx answers that created nothing: a look at the channel before the resend, one after the last create, then failed UPSTREAM_UNAVAILABLE', async () => {
     const id = newRequestId();
     const content = `never ${id}`;
     h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 503, times: 1_000 });
+    const before = h.sandbox.requests.length;
     await h.bridge.post('/mcp/deliveries', post(id, content));
     const state = await h.waitForState(id, 'failed', 40_000);
     expect(state['code']).toBe('UPSTREAM_UNAVAILABLE');
     expect(withContent(content)).toHaveLength(0);
+    // Two attempts, each a create with discord.js's own two retries. No nonce is trusted, so the
+    // channel is read before the resend, and the last claim only looks: one read after the last create.
+    const creates = 'POST 503,POST 503,POST 503';
+    const seen = h.sandbox.requests.slice(before).filter((r) => r.path.endsWith('/messages'));
+    expect(seen.map((r) => `${r.method} ${r.status}`).join(',')).toBe(`${creates},GET 200,${creates},GET 200`);
   });
 });
 

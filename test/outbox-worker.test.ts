@@ -185,9 +185,10 @@ describe('the outbox worker', () => {
   it('logs a failing handler and keeps working', async () => {
     const queue = new FakeQueue();
     queue.add('bad');
-    queue.add('good');
+    const lines: { msg?: string; job?: string }[] = [];
+    const seen = pino({ level: 'error' }, { write: (line: string) => void lines.push(JSON.parse(line) as { msg?: string; job?: string }) });
     const ran: string[] = [];
-    const worker = new OutboxWorker(queue, clock, log, options)
+    const worker = new OutboxWorker(queue, clock, seen, options)
       .register(
         kind('bad', async (job) => {
           queue.finish(job.id);
@@ -197,7 +198,15 @@ describe('the outbox worker', () => {
       .register(kind('good', async (job) => void (ran.push(job.id), queue.finish(job.id))));
     worker.start();
     try {
-      await waitFor(() => ran.length === 1, 'the good job', 3_000);
+      // The failure is logged, naming the job.
+      await waitFor(() => lines.some((l) => l.job === 'bad-0'), 'the failure logged', 3_000);
+      expect(lines.find((l) => l.job === 'bad-0')?.msg).toBe('job bookkeeping failed');
+      // A job enqueued only after the failure (and a notification, as the store sends) still runs.
+      queue.add('good');
+      worker.wake();
+      await waitFor(() => ran.length === 1, 'the job enqueued after the failure', 3_000);
+      expect(ran).toEqual(['good-1']);
+      expect(worker.running).toBe(true);
     } finally {
       await worker.stop();
     }

@@ -9,6 +9,13 @@ import { SANDBOX_IDS } from './ids.js';
  * links), and the files they point at, served by the sandbox like Discord's CDN: the media archive
  * runs offline against it. Nothing is stored: message `i` and every file are computed when asked
  * for, so the sandbox starts as fast with 20,000 messages as with none.
+ *
+ * Shortcut: its files are served from the sandbox's own address (loopback in tests), which the
+ * downloader refuses unless Herald is started with that origin trusted (`mediaOrigins`, given by
+ * sandbox mode and the test Herald). A trusted origin skips the check real CDN downloads go through
+ * (a Discord media host, resolved once to a public address, connected to that address, certificate
+ * checked). That real path is tested without this shortcut in test/archive-download.test.ts and
+ * test/public-address.test.ts.
  */
 
 /** The media channel of the sandbox guild. */

@@ -28,7 +28,13 @@ export type { Fault, InteractionReply, Invocation, MappedDestination, RateLimitR
 
 export interface SandboxOptions {
   botToken?: string;
-  /** Window of `enforce_nonce` deduplication. Discord documents "a few minutes". */
+  /**
+   * Window of `enforce_nonce` deduplication. Discord documents "a few minutes". Shortcut: the
+   * default (5 minutes) outlasts every test, so a resend in a test is deduped unless the test sets
+   * a short window. Past its window a resend creates a second message, as on Discord
+   * (test/sandbox-nonce-window.test.ts); tests that set a short one exercise Herald's reconciling by
+   * channel history (test/in-doubt.test.ts, test/send-proof.test.ts).
+   */
   nonceWindowMs?: number;
   /** Per route and major parameter (channel). Default 50 per second. */
   routeLimit?: RateLimitRule;

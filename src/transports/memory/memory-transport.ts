@@ -44,7 +44,13 @@ export interface MemoryFault {
 
 export interface MemoryTransportOptions {
   selfId?: string;
-  /** How long a repeated idempotency key returns the first message (Discord's nonce window). */
+  /**
+   * How long a repeated idempotency key returns the first message (Discord's nonce window).
+   * Shortcut: the window is measured on the `now` clock when the resend arrives, with no queue or
+   * rate limit between the send and the platform; on Discord a resend may leave later than it
+   * was decided (a held request past the window is a second message). The real path is tested in
+   * test/send-proof.test.ts and test/in-doubt.test.ts against the sandbox.
+   */
   idempotencyWindowMs?: number;
   now?: () => Date;
 }
@@ -238,6 +244,10 @@ export class MemoryTransport implements Transport {
       if (fault !== undefined) throw new TransportError(fault.failure);
       return { messageIds: [stored.id], confirmed: true };
     },
+    // Shortcut: the key is stored on the message itself, so every part ever sent is found,
+    // exactly and forever. Discord keeps no such key: its chat proof reads channel history and
+    // the gateway's reported nonces, bounded in time and count (src/transports/discord/discord-chat.ts),
+    // tested past the nonce window by a restarted Herald in test/send-proof.test.ts.
     sentParts: async (channel, key) => {
       const c = this.chatChannel(channel);
       const found = this.messagesIn(c.id).find((m) => m.idempotencyKey === key);
