@@ -14,7 +14,8 @@ export default defineConfig({
     // Chromium) get PROCESS_TIMEOUT_MS instead (test/support/setup.ts); a test or hook that
     // legitimately needs longer says so itself.
     testTimeout: 30_000,
-    hookTimeout: 30_000,
+    // A hook starting a test Herald (migrating a fresh store) was seen near 30 s on a loaded machine.
+    hookTimeout: 60_000,
     // Crash tests spawn Herald processes; keep the 2-core machine from thrashing.
     maxWorkers: 2,
     reporters: ['default'],
