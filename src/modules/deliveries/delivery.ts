@@ -18,12 +18,19 @@ export interface HandoffTarget {
   channel_id: string;
   target_bot_id: string;
 }
-export type Target = PostTarget | DmTarget | EditTarget | ReplyTarget | HandoffTarget;
+/** A chat send's target (the chat module): the platform, channel and sender its lines go as. */
+export interface ChatTarget {
+  transport: string;
+  channel: string;
+  sender: string;
+}
+export type Target = PostTarget | DmTarget | EditTarget | ReplyTarget | HandoffTarget | ChatTarget;
 /**
  * Every kind the outbox stores: the protocol's, `reply` (a command's reply to its channel) and
- * `handoff` (a bot-to-bot handoff message; never on the deliveries wire).
+ * `handoff` (a bot-to-bot handoff message) and `chat` (a chat tool's send, split into lines); the
+ * last two never on the deliveries wire.
  */
-export type StoredKind = DeliveryKind | 'reply' | 'handoff';
+export type StoredKind = DeliveryKind | 'reply' | 'handoff' | 'chat';
 /** A body as stored and echoed: only the keys present, content, card, links. */
 export type MessageBody = Schemas['WireBody'];
 export type Card = Schemas['Card'];
@@ -108,7 +115,7 @@ export function cardLength(card: Card): number {
 }
 
 /** Canonical hash of what a request asks for; a reused request_id must match it. */
-export function payloadHash(d: Pick<Delivery | Reply, 'kind' | 'target' | 'body'>): string {
+export function payloadHash(d: { kind: StoredKind; target: Target; body: MessageBody }): string {
   return createHash('sha256').update(JSON.stringify([d.kind, d.target, d.body])).digest('hex');
 }
 
@@ -127,6 +134,8 @@ export function discordMessageUrl(scope: string, channelId: string, messageId: s
 /** The row's state in the protocol's words (pending, unknown, delivered, failed), whatever its kind. */
 export function wireStatus(row: DeliveryRow, now: Date): 'pending' | 'unknown' | 'delivered' | 'failed' {
   if (row.status === 'in_flight') return isLeaseExpired(row, now) ? 'unknown' : 'pending';
+  // Only chat sends are ever unconfirmed: to the others' words it is unknown.
+  if (row.status === 'unconfirmed') return 'unknown';
   return row.status;
 }
 
