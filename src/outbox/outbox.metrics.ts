@@ -1,7 +1,16 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { Clock } from '../platform/clock.js';
 import { addStatusPanels, LATENCY_BUCKETS, ScrapeRead } from '../platform/metrics.js';
-import type { QueueDepth } from './worker.js';
+
+/** How many jobs of a queue wait, by kind and state (a queue's `depth`). */
+export interface QueueDepth {
+  kind: string;
+  /** The queue's own words, e.g. pending, in_flight. */
+  state: string;
+  jobs: number;
+  /** Since when the oldest job of this kind and state has been due; null when none is due yet. */
+  oldestDueAt: Date | null;
+}
 
 /** The outbox worker's metrics, per job kind (each module's kinds: post, dm, edit, ...). */
 export class WorkerMetrics {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../platform/clock.js';
 import { errorSummary } from '../platform/errors.js';
-import type { WorkerMetrics } from './outbox.metrics.js';
+import type { QueueDepth, WorkerMetrics } from './outbox.metrics.js';
 
 /** What the worker needs of a job; the job's own table holds the rest. */
 export interface Job {
@@ -27,14 +27,7 @@ export interface JobQueue<J extends Job> {
   depth?(now: Date, timeoutMs: number): Promise<QueueDepth[]>;
 }
 
-export interface QueueDepth {
-  kind: string;
-  /** The queue's own words, e.g. pending, in_flight. */
-  state: string;
-  jobs: number;
-  /** Since when the oldest job of this kind and state has been due; null when none is due yet. */
-  oldestDueAt: Date | null;
-}
+export type { QueueDepth } from './outbox.metrics.js';
 
 /** Retry timing of a job kind: full-jitter exponential backoff, capped. */
 export interface RetryPolicy {

@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import { readJsonBody } from '../platform/http/body.js';
 import type { GuildMembers } from './guild-members.js';
-import { discordError } from './rest.js';
+import { discordError } from './errors.js';
 import { publicUser, type SandboxState } from './state.js';
 
 /**

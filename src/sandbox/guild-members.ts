@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import { PermissionFlagsBits } from 'discord.js';
 import { readJsonBody } from '../platform/http/body.js';
 import { SANDBOX_IDS } from './ids.js';
-import { discordError } from './rest.js';
+import { discordError } from './errors.js';
 import { publicUser, type SandboxMessage, type SandboxState, type SandboxUser } from './state.js';
 
 /**
@@ -21,13 +21,7 @@ export interface SandboxRole {
   permissions: string;
   position: number;
 }
-export interface SandboxOverwrite {
-  id: string;
-  /** 0 role, 1 member. */
-  type: 0 | 1;
-  allow: string;
-  deny: string;
-}
+export type { SandboxOverwrite } from './state.js';
 
 /** The seeded world's people beyond the first user: one who manages the server, and another bot. */
 export const SANDBOX_MEMBER_IDS = {

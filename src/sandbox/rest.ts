@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { readJsonBody } from '../platform/http/body.js';
+import { discordError } from './errors.js';
 import type { InteractionReply } from './control.js';
 import type { Fault, Faults, RateLimits } from './faults.js';
 import { guildChannelRoutes } from './guild-channels.js';
@@ -280,11 +281,6 @@ function createdMessage(m: SandboxMessage): Record<string, unknown> {
   return { ...listedMessage(m), ...(m.nonce !== undefined ? { nonce: m.nonce } : {}) };
 }
 
-/** Discord's JSON error answer. */
-export function discordError(ctx: Context, status: number, code: number, message: string): void {
-  ctx.status = status;
-  ctx.body = { message, code };
-}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

@@ -9,7 +9,8 @@ import { SandboxGateway, threadChannel } from './gateway.js';
 import { GuildMembers, SANDBOX_MEMBER_IDS, userMessageRoute, writeAsUser } from './guild-members.js';
 import { SANDBOX_IDS } from './ids.js';
 import { MediaHistory, mediaRoutes, SANDBOX_MEDIA_CHANNEL, SANDBOX_MEDIA_MESSAGES } from './media-history.js';
-import { discordError, restRoutes, type RequestLogEntry } from './rest.js';
+import { discordError } from './errors.js';
+import { restRoutes, type RequestLogEntry } from './rest.js';
 import { mentionsOf, publicUser, SandboxState, THREAD_TYPE, type RegisteredCommand, type SandboxChannel, type SandboxGuild, type SandboxMessage, type SandboxUser } from './state.js';
 
 export { SANDBOX_IDS, SANDBOX_MEDIA_CHANNEL, SANDBOX_MEMBER_IDS, SandboxError };

@@ -1,4 +1,3 @@
-import type { SandboxOverwrite } from './guild-members.js';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { SnowflakeGenerator } from '../transports/discord/snowflake.js';
@@ -10,6 +9,15 @@ import { SANDBOX_IDS } from './ids.js';
  * them, the nonces of recent messages, the application's registered commands, and the snowflake
  * ids all of them get. The REST routes, the gateway and the control API read and change it.
  */
+
+/** A channel's permission overwrite, as Discord shapes it. */
+export interface SandboxOverwrite {
+  id: string;
+  /** 0 role, 1 member. */
+  type: 0 | 1;
+  allow: string;
+  deny: string;
+}
 
 export interface SandboxUser {
   id: string;

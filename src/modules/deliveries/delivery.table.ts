@@ -1,6 +1,6 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 import type { TransportName } from '../../transports/transport.js';
-import type { FailureCode, MessageBody, StoredKind, Target } from './delivery.js';
+import type { DeliveryStatus, FailureCode, MessageBody, StoredKind, Target } from './delivery.js';
 
 /**
  * `pending` → `in_flight` (leased) → `delivered` | `failed` | `unknown`. An expired lease also reads
@@ -8,7 +8,7 @@ import type { FailureCode, MessageBody, StoredKind, Target } from './delivery.js
  * created the message (see `reason`), and waits for the connector to re-POST. `unconfirmed` (chat
  * sends only): written, but the platform gives no proof; never sent again.
  */
-export type DeliveryStatus = 'pending' | 'in_flight' | 'delivered' | 'failed' | 'unknown' | 'unconfirmed';
+export type { DeliveryStatus } from './delivery.js';
 
 export interface DeliveryTable {
   request_id: string;

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import type { components } from '../../../generated/api.js';
-import type { DeliveryRow } from './delivery.table.js';
 
 type Schemas = components['schemas'];
 export type DeliveryKind = Schemas['DeliveryKind'];
@@ -131,8 +130,17 @@ export function discordMessageUrl(scope: string, channelId: string, messageId: s
   return `https://discord.com/channels/${scope}/${channelId}/${messageId}`;
 }
 
+/** Where a stored delivery is in its lifecycle; `unconfirmed` only for a chat send written without the platform's proof. */
+export type DeliveryStatus = 'pending' | 'in_flight' | 'delivered' | 'failed' | 'unknown' | 'unconfirmed';
+
+/** What the state of a stored delivery is read from. */
+interface LeasedRow {
+  readonly status: DeliveryStatus;
+  readonly lease_expires_at: Date | null;
+}
+
 /** The row's state in the protocol's words (pending, unknown, delivered, failed), whatever its kind. */
-export function wireStatus(row: DeliveryRow, now: Date): 'pending' | 'unknown' | 'delivered' | 'failed' {
+export function wireStatus(row: LeasedRow, now: Date): 'pending' | 'unknown' | 'delivered' | 'failed' {
   if (row.status === 'in_flight') return isLeaseExpired(row, now) ? 'unknown' : 'pending';
   // Only chat sends are ever unconfirmed: to the others' words it is unknown.
   if (row.status === 'unconfirmed') return 'unknown';
@@ -140,6 +148,6 @@ export function wireStatus(row: DeliveryRow, now: Date): 'pending' | 'unknown' |
 }
 
 /** In flight under a lease that expired (its dispatcher died, or is about to lose it). */
-export function isLeaseExpired(row: DeliveryRow, now: Date): boolean {
+export function isLeaseExpired(row: LeasedRow, now: Date): boolean {
   return row.lease_expires_at !== null && row.lease_expires_at.getTime() <= now.getTime();
 }
