@@ -1,5 +1,4 @@
 import type { ArchiveActionTable, MediaBlobTable, MediaItemTable, MediaReservationTable, MediaScrapeTable, MediaStorageTable } from './modules/archive/archive.table.js';
-import type { ChatSendTable } from './modules/chat/chat.table.js';
 import type { CommandRunTable, CommandSourceTable } from './modules/commands/command-run.table.js';
 import type { DeliveryTable, SentMessageTable } from './modules/deliveries/delivery.table.js';
 import type { DestinationTable } from './modules/destinations/destination.table.js';
@@ -27,7 +26,6 @@ export interface Database {
   media_storage: MediaStorageTable;
   media_reservations: MediaReservationTable;
   archive_actions: ArchiveActionTable;
-  chat_sends: ChatSendTable;
   irc_lines: IrcLineTable;
   irc_channels: IrcChannelTable;
 }

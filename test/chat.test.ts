@@ -1,7 +1,11 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChatJobs, chatQueue, type ChatJob } from '../src/modules/chat/chat.jobs.js';
+import { Registry } from 'prom-client';
+import { chatSendKind } from '../src/modules/chat/chat.kind.js';
 import { ChatService } from '../src/modules/chat/chat.service.js';
+import { DeliveryJobs, deliveryQueue, type DeliveryJob } from '../src/modules/deliveries/delivery.jobs.js';
+import { DeliveryMetrics } from '../src/modules/deliveries/delivery.metrics.js';
+import { DeliveryService } from '../src/modules/deliveries/delivery.service.js';
 import { OutboxWorker } from '../src/outbox/worker.js';
 import { openStore, type Store } from '../src/platform/db/database.js';
 import { ConflictError, InvalidRequestError } from '../src/platform/errors.js';
@@ -19,7 +23,7 @@ describe('chat tools on the memory transport', () => {
   let store: Store<Database>;
   let memory: MemoryTransport;
   let chat: ChatService;
-  let worker: OutboxWorker<ChatJob>;
+  let worker: OutboxWorker<DeliveryJob>;
 
   beforeAll(async () => {
     db = await testDatabase();
@@ -30,10 +34,15 @@ describe('chat tools on the memory transport', () => {
     const transports = transportsOf(memory);
     const log = pino({ level: 'silent' });
     const clock = { now: () => new Date() };
-    worker = new OutboxWorker(chatQueue(store.db), clock, log, { leaseMs: 10_000, pollMs: 20, concurrency: 4, shutdownGraceMs: 1_000 });
-    for (const k of new ChatJobs(store.db, transports, clock, log, { maxAttempts: 4, retryBaseMs: 10 }).kinds()) worker.register(k);
+    // A chat send is a row of the deliveries outbox, kind `chat`, which the chat module declares.
+    const ports = { resolveDestination: async () => undefined, isRegistered: async () => false };
+    const jobs = new DeliveryJobs(store.db, transports, clock, log, new DeliveryMetrics(new Registry()), { nonceWindowMs: 60_000, maxAttempts: 4, retryBaseMs: 10, leaseMs: 10_000 }, ports);
+    jobs.declare(chatSendKind(transports));
+    worker = new OutboxWorker(deliveryQueue(store.db), clock, log, { leaseMs: 10_000, pollMs: 20, concurrency: 4, shutdownGraceMs: 1_000 });
+    for (const k of jobs.kinds()) worker.register(k);
     worker.start();
-    chat = new ChatService(store.db, transports, 'memory', clock, { announce: () => worker.wake() });
+    const deliveries = new DeliveryService(store.db, clock, { post: true, dm: true, edit: true }, { announce: () => worker.wake() });
+    chat = new ChatService(deliveries, transports, 'memory', clock);
   });
   afterAll(async () => {
     await worker?.stop();

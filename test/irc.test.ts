@@ -15,6 +15,7 @@ import { createLogger } from '../src/platform/log.js';
 import { DELIVERY_TAG, IrcConnection, type ChannelLine } from '../src/transports/irc/irc-connection.js';
 import { ircLineBudget } from '../src/transports/irc/irc-transport.js';
 import { splitForIrc } from '../src/transports/irc/split.js';
+import { payloadHash } from '../src/modules/deliveries/delivery.js';
 import { expectValidResponse } from './support/client.js';
 import { ircSkipReason, startIrcd, type Ircd } from './support/inspircd.js';
 import { IDS, newRequestId, newToken, post, startTestHerald, type TestHerald } from './support/herald.js';
@@ -301,8 +302,11 @@ describe.skipIf(skip !== undefined)('IRC beside Discord, on a real InspIRCd', ()
     const store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
     try {
       const past = new Date(Date.now() - 60_000);
-      await sql`insert into chat_sends (id, transport, channel, sender, text, status, attempts, created_at, next_attempt_at, lease_owner, lease_expires_at)
-                values (${id}, 'irc', '#agents', 'ada2', ${text}, 'in_flight', 1, ${past}, ${past}, 'dead-worker', ${past})`.execute(store.db);
+      // A chat send is a row of the deliveries outbox (kind chat, request_id chat:<id>).
+      const target = { transport: 'irc', channel: '#agents', sender: 'ada2' };
+      const body = { content: text };
+      await sql`insert into deliveries (request_id, kind, target, body, payload_hash, status, attempts, created_at, next_attempt_at, attempt_started_at, lease_owner, lease_expires_at)
+                values (${`chat:${id}`}, 'chat', ${JSON.stringify(target)}, ${JSON.stringify(body)}, ${payloadHash({ kind: 'chat', target, body })}, 'in_flight', 1, ${past}, ${past}, ${past}, 'dead-worker', ${past})`.execute(store.db);
       await sql`delete from irc_lines where starts_with(delivery_tag, ${id})`.execute(store.db);
     } finally {
       await store.close();

@@ -1,12 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import type { Kysely } from 'kysely';
 import type { components } from '../../../generated/api.js';
 import type { Clock } from '../../platform/clock.js';
 import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../platform/errors.js';
 import { TransportError, type Chat, type TransportName, type Transports } from '../../transports/transport.js';
-import { findSend, insertSend } from './chat.repository.js';
-import type { Database } from '../../schema.js';
-import type { ChatSendRow } from './chat.table.js';
+import { payloadHash, type ChatTarget, type DeliveryRow, type DeliveryService } from '../deliveries/index.js';
+import { chatIdOf, chatRequestId } from './chat.kind.js';
 
 type Schemas = components['schemas'];
 export type ChatSendView = Schemas['ChatSend'];
@@ -25,17 +23,17 @@ export interface ChatSendInput {
 const DEFAULT_LIMIT = 50;
 
 /**
- * The five chat tools of seed 003 over any transport with a chat facet: a send is stored as its
- * own outbox entry (sent exactly once by ChatJobs); reads, channels and members ask the platform.
+ * The five chat tools of seed 003 over any transport with a chat facet: a send is a row of the
+ * deliveries outbox, kind `chat` (sent exactly once by its send kind, chat.kind.ts); reads,
+ * channels and members ask the platform.
  */
 export class ChatService {
   constructor(
-    private readonly db: Kysely<Database>,
+    private readonly deliveries: DeliveryService,
     private readonly transports: Transports,
     /** `HERALD_CHAT_TRANSPORT`: the platform a call without `transport` means. */
     private readonly defaultTransport: TransportName,
     private readonly clock: Clock,
-    private readonly options: { announce?: () => void } = {},
   ) {}
 
   private platform(name: TransportName | undefined): { name: ChatPlatform; chat: Chat } {
@@ -62,31 +60,25 @@ export class ChatService {
     // Refused here, with the reason, rather than changed on the way out (IRC: a CTCP request, \x01).
     const textProblem = chat.checkText(input.text);
     if (textProblem !== undefined) throw new InvalidRequestError(textProblem);
-    const now = this.clock.now();
-    const { row, created } = await insertSend(this.db, {
-      id: input.request_id ?? randomBytes(16).toString('hex'),
-      transport: name,
-      channel: input.channel,
-      sender: input.sender,
-      text: input.text,
-      status: 'pending',
-      reason: null,
-      message_ids: null,
-      created_at: now,
-      next_attempt_at: now,
-      lease_owner: null,
-      lease_expires_at: null,
-    });
-    if (!created && (row.transport !== name || row.channel !== input.channel || row.sender !== input.sender || row.text !== input.text)) {
-      throw new ConflictError('request_id reused with a different payload');
+    const id = input.request_id ?? randomBytes(16).toString('hex');
+    const target: ChatTarget = { transport: name, channel: input.channel, sender: input.sender };
+    const body = { content: input.text };
+    const prepared = { request_id: chatRequestId(id), kind: 'chat' as const, target, body };
+    let stored;
+    try {
+      // A repeat answers the send as it is: a failed chat send is not sent again by a re-POST.
+      stored = await this.deliveries.store({ ...prepared, hash: payloadHash(prepared), supported: true, redrive: false });
+    } catch (err) {
+      if (err instanceof ConflictError) throw new ConflictError('request_id reused with a different payload');
+      throw err;
     }
-    if (created) this.options.announce?.();
-    return view(row);
+    if (stored.existing) return view(stored.row);
+    return { id, transport: name, channel: input.channel, sender: input.sender, state: 'pending' };
   }
 
   async get(id: string): Promise<ChatSendView> {
-    const row = await findSend(this.db, id);
-    if (row === undefined) throw new NotFoundError('not found');
+    const row = await this.deliveries.find(chatRequestId(id));
+    if (row === undefined || row.kind !== 'chat') throw new NotFoundError('not found');
     return view(row);
   }
 
@@ -133,9 +125,11 @@ async function platformCall<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
-function view(row: ChatSendRow): ChatSendView {
-  const state = row.status === 'in_flight' ? 'pending' : row.status;
-  const out: ChatSendView = { id: row.id, transport: row.transport as ChatPlatform, channel: row.channel, sender: row.sender, state };
+/** A chat send's wire view from its outbox row; the states a chat send can reach are its own words. */
+function view(row: DeliveryRow): ChatSendView {
+  const state = row.status === 'in_flight' || row.status === 'unknown' ? 'pending' : row.status;
+  const target = row.target as ChatTarget;
+  const out: ChatSendView = { id: chatIdOf(row.request_id), transport: target.transport as ChatPlatform, channel: target.channel, sender: target.sender, state };
   if (row.message_ids !== null) out.message_ids = JSON.parse(row.message_ids) as string[];
   if (row.reason !== null && (state === 'failed' || state === 'unconfirmed')) out.reason = row.reason;
   return out;

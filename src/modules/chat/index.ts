@@ -1,22 +1,26 @@
 import type { TransportName } from '../../transports/transport.js';
 import { defineModule } from '../contract.js';
+import { deliveriesModule } from '../deliveries/index.js';
 import type { ChatService } from './chat.service.js';
 import { chatTools } from './chat.tools.js';
 
-/** The chat tools (send, read, channels, members) on any platform with a chat facet. */
+/**
+ * The chat tools (send, read, channels, members) on any platform with a chat facet. A send is a
+ * row of the deliveries outbox, kind `chat`, which this module declares (chat.kind.ts).
+ */
 export const chatModule = defineModule<{ chat: ChatService }>({
   name: 'chat',
-  migrations: ['2026-11-30T09-00-00_irc'],
+  migrations: ['2026-11-30T09-00-00_irc', '2026-12-02T03-00-00_chat-kind'],
   tools: chatTools,
-  async start({ config, db, clock, log, transports, doorbell }) {
-    const [{ ChatService }, { ChatJobs, chatQueue }, { chatOperations }] = await Promise.all([import('./chat.service.js'), import('./chat.jobs.js'), import('./chat.http.js')]);
+  async start({ config, clock, transports, use }) {
+    const [{ ChatService }, { chatSendKind }, { chatOperations }] = await Promise.all([import('./chat.service.js'), import('./chat.kind.js'), import('./chat.http.js')]);
+    const { deliveries, declare } = use(deliveriesModule);
+    declare(chatSendKind(transports));
     // HERALD_CHAT_TRANSPORT names a platform of the registry (config.ts checked it).
-    const chat = new ChatService(db, transports, config.chatTransport as TransportName, clock, { announce: () => doorbell.ring() });
-    const jobs = new ChatJobs(db, transports, clock, log, { maxAttempts: config.maxAttempts, retryBaseMs: config.retryBaseMs });
+    const chat = new ChatService(deliveries, transports, config.chatTransport as TransportName, clock);
     return {
       gives: { chat },
       operations: [chatOperations(chat)],
-      jobs: [{ queue: chatQueue(db), kinds: jobs.kinds(), prune: true }],
     };
   },
 });

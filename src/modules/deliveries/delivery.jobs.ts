@@ -8,10 +8,10 @@ import { errorSummary } from '../../platform/errors.js';
 import { TransportError, type Address, type Mentions, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
 import type { Database } from '../../schema.js';
 import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DmTarget, type EditTarget, type StoredKind } from './delivery.js';
-import { acquireEditLock, claimDue, findDelivery, finishAttempt, outboxDepth, pruneDeliveries, recordAppliedSeq, releaseEditLock, releaseLeases, renewEditLock } from './delivery.repository.js';
+import { acquireEditLock, claimDue, findDelivery, findRecentOfKind, finishAttempt, outboxDepth, pruneDeliveries, recordAppliedSeq, releaseEditLock, releaseLeases, renewEditLock } from './delivery.repository.js';
 import { reconcile, RECONCILE_SETTLE_MS, TWIN_WAIT_MS, type Doubt } from './delivery.reconcile.js';
 import { DESTINATION_UNMAPPED, dmKind, postKind } from './delivery.kinds.js';
-import { facet, type DeliveryPorts, type SendKind } from './send-kind.js';
+import { facet, type DeliveryPorts, type SelfSendingKind, type SendKind } from './send-kind.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { DeliveryRow, DeliveryUpdate } from './delivery.table.js';
 
@@ -25,9 +25,9 @@ export interface DeliveryJobOptions {
 /**
  * The job kinds of the deliveries table: one per delivery kind, `reply` (a command's reply), and
  * `handoff` (a bot-to-bot handoff message, which the handoffs module stores here to share the
- * nonce and in-doubt machinery).
+ * nonce and in-doubt machinery), and `chat` (a chat tool's send, declared by the chat module).
  */
-export const DELIVERY_KINDS: readonly StoredKind[] = ['post', 'dm', 'edit', 'reply', 'handoff'];
+export const DELIVERY_KINDS: readonly StoredKind[] = ['post', 'dm', 'edit', 'reply', 'handoff', 'chat'];
 
 /** A delivery row is its own outbox job. */
 export interface DeliveryJob extends Job {
@@ -50,7 +50,7 @@ export function deliveryQueue(db: Kysely<Database>, metrics?: DeliveryMetrics): 
   };
 }
 
-type Outcome = Pick<DeliveryUpdate, 'transport' | 'status' | 'failure_code' | 'channel_id' | 'message_id' | 'url' | 'next_attempt_at' | 'applied' | 'attempts' | 'reason'>;
+type Outcome = Pick<DeliveryUpdate, 'transport' | 'status' | 'failure_code' | 'channel_id' | 'message_id' | 'message_ids' | 'url' | 'next_attempt_at' | 'applied' | 'attempts' | 'reason'>;
 
 /** How soon an edit retries when another edit of the same message is being applied. */
 const EDIT_BUSY_RETRY_MS = 100;
@@ -116,7 +116,11 @@ export class DeliveryJobs {
     const { signal } = context;
     const log = this.log.child({ request_id: row.request_id, kind: row.kind, attempt: row.attempts });
     const started = row.attempt_started_at ?? this.clock.now();
-    const doubt = row.doubt_from !== null ? { from: row.doubt_from, until: row.doubt_until ?? row.doubt_from, channelId: row.doubt_channel_id } : undefined;
+    // A self-sending kind proves an earlier attempt's sends by itself (its own doubt rule).
+    const declared = this.sendKinds.get(row.kind);
+    const selfSending = declared !== undefined && 'send' in declared ? declared : undefined;
+    const ownProof = selfSending !== undefined;
+    const doubt = !ownProof && row.doubt_from !== null ? { from: row.doubt_from, until: row.doubt_until ?? row.doubt_from, channelId: row.doubt_channel_id } : undefined;
     const at: Attempt = { row, signal, log, doubt, owner: context.owner, doubtTransport: row.transport };
     let outcome: Outcome;
     try {
@@ -133,8 +137,11 @@ export class DeliveryJobs {
         outcome = { status: 'failed', failure_code: failure.kind === 'recipient_unreachable' ? 'RECIPIENT_UNREACHABLE' : 'UPSTREAM_UNAVAILABLE', reason: failure.detail };
         log.warn({ detail: failure.detail }, 'delivery rejected by discord');
       } else if (verdict.next === 'retry') {
-        const next = context.retryAt(failure.kind === 'transient' ? failure.retryAfterMs : undefined);
-        outcome = { status: 'pending', next_attempt_at: next };
+        let next = context.retryAt(failure.kind === 'transient' ? failure.retryAfterMs : undefined);
+        // What may have been created is looked for next time: not before a create still under way has surely landed.
+        const settleMs = ownProof && failure.kind === 'transient' && failure.mayHaveCreated === true ? (selfSending?.proofSettleMs ?? 0) : 0;
+        if (next.getTime() < this.clock.now().getTime() + settleMs) next = new Date(this.clock.now().getTime() + settleMs);
+        outcome = { status: 'pending', next_attempt_at: next, ...(ownProof ? { reason: failure.detail } : {}) };
         log.info({ detail: failure.detail, retry_in_ms: next.getTime() - this.clock.now().getTime() }, 'delivery will be retried');
         this.metrics.retry(row.kind);
       } else {
@@ -168,7 +175,7 @@ export class DeliveryJobs {
       log.warn('lease lost before the outcome was recorded; the new holder re-drives it');
       return;
     }
-    if (outcome.status === 'delivered' || outcome.status === 'failed' || outcome.status === 'unknown') {
+    if (outcome.status === 'delivered' || outcome.status === 'failed' || outcome.status === 'unknown' || outcome.status === 'unconfirmed') {
       this.metrics.finish(row.kind, outcome.status, outcome.failure_code);
       if (outcome.status === 'delivered') this.metrics.sent(row.kind, row.created_at, started, this.clock.now());
       // The reason holds Discord's status and code or Herald's own words, never content.
@@ -197,12 +204,29 @@ export class DeliveryJobs {
     if (row.kind === 'edit') return this.deliverEdit(at, row.target as EditTarget);
     const kind = this.sendKinds.get(row.kind);
     if (kind === undefined) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: `no send kind ${row.kind} is declared in this process` };
+    if ('send' in kind) return this.selfSend(at, kind);
     const resolved = await kind.resolve(row.target, { transports: this.transports, ports: this.ports, signal: at.signal, log: at.log });
     if ('refused' in resolved) {
       if (row.kind === 'post' && resolved.refused.reason === DESTINATION_UNMAPPED) this.metrics.postUnmapped();
       return { status: 'failed', failure_code: resolved.refused.code, reason: resolved.refused.reason };
     }
     return this.sendOnce(at, resolved.address, resolved.scope, resolved.mentions);
+  }
+
+  /** A kind that sends (and proves an earlier attempt's sends) by itself: its outcome, recorded here. */
+  private async selfSend(at: Attempt, kind: SelfSendingKind<unknown>): Promise<Outcome> {
+    const { row } = at;
+    const context = { transports: this.transports, ports: this.ports, signal: at.signal, log: at.log, row, siblings: (since: Date) => findRecentOfKind(this.db, row.kind, row.request_id, since) };
+    const sent = await kind.send(row.target, row.body, context);
+    const target = row.target as { transport?: string; channel?: string };
+    return {
+      status: sent.status,
+      failure_code: sent.status === 'failed' ? 'UPSTREAM_UNAVAILABLE' : null,
+      reason: sent.reason ?? null,
+      ...(sent.messageIds !== undefined ? { message_ids: JSON.stringify(sent.messageIds) } : {}),
+      ...(target.transport !== undefined ? { transport: target.transport } : {}),
+      ...(target.channel !== undefined ? { channel_id: target.channel } : {}),
+    };
   }
 
   /**

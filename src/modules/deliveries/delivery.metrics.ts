@@ -82,7 +82,7 @@ export class DeliveryMetrics {
     this.accepted.inc({ kind });
   }
 
-  finish(kind: DeliveryKind, outcome: 'delivered' | 'failed' | 'unknown', code: FailureCode | null | undefined): void {
+  finish(kind: DeliveryKind, outcome: 'delivered' | 'failed' | 'unknown' | 'unconfirmed', code: FailureCode | null | undefined): void {
     this.finished.inc({ kind, outcome, code: code ?? 'none' });
   }
 

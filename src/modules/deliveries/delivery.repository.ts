@@ -134,6 +134,11 @@ export async function recordedMessages(db: Db, messageIds: readonly string[], ex
   return new Set(rows.map((r) => r.message_id ?? ''));
 }
 
+/** Rows of one kind, other than `requestId`, created since `since` (a chat send's proof reads its siblings). */
+export async function findRecentOfKind(db: Db, kind: DeliveryKind, requestId: string, since: Date): Promise<DeliveryRow[]> {
+  return db.selectFrom('deliveries').selectAll().where('kind', '=', kind).where('request_id', '<>', requestId).where('created_at', '>=', since).execute();
+}
+
 /**
  * Other unresolved deliveries with the same body that may have created a message between `from`
  * and `until` (in flight since before `until`, or in doubt over an overlapping window). While one

@@ -31,6 +31,8 @@ export interface PreparedDelivery {
   hash: string;
   /** False: stored failed CAPABILITY_UNAVAILABLE at once, never attempted. */
   supported: boolean;
+  /** False: a repeat answers the stored row as it is, never making a failed one due again (chat sends). */
+  redrive?: boolean;
 }
 
 /** A new row (created now), or the one already stored under that request_id (reset when it needed a retry). */
@@ -112,7 +114,7 @@ export class DeliveryService {
       // Pruned between the INSERT and the read: it is new again.
       if (row === undefined) continue;
       if (row.payload_hash !== hash) throw new ConflictError(REUSED_ID);
-      if (!(supported && needsReset(row, now))) return { existing: true, row, redriven: false };
+      if (!(supported && prepared.redrive !== false && needsReset(row, now))) return { existing: true, row, redriven: false };
       return this.resetForRetry(prepared.request_id, hash, supported, now);
     }
   }
@@ -142,15 +144,16 @@ export class DeliveryService {
   async get(requestId: string): Promise<DeliveryState> {
     const row = await findDelivery(this.db, requestId);
     // Herald's own kinds (a command's reply, a handoff) are not the protocol's deliveries.
-    if (row === undefined || row.kind === 'reply' || row.kind === 'handoff') throw new NotFoundError('unknown request_id');
+    if (row === undefined || row.kind === 'reply' || row.kind === 'handoff' || row.kind === 'chat') throw new NotFoundError('unknown request_id');
     return toDeliveryState(row, this.clock.now());
   }
 
   /** An operator's view of one delivery: state, code, reason, attempts, where it went; never its body. */
   async detail(requestId: string): Promise<DeliveryDetail> {
     const row = await findDelivery(this.db, requestId);
-    // Operators see replies here; a handoff's state is the handoffs module's (GET /mcp/handoffs/{id}).
-    if (row === undefined || row.kind === 'handoff') throw new NotFoundError('unknown request_id');
+    // Operators see replies here; a handoff's state is the handoffs module's (GET /mcp/handoffs/{id}),
+    // a chat send's the chat module's (GET /mcp/chat/messages/{id}).
+    if (row === undefined || row.kind === 'handoff' || row.kind === 'chat') throw new NotFoundError('unknown request_id');
     return toDeliveryDetail(row, this.clock.now());
   }
 }
@@ -198,6 +201,7 @@ export function toDeliveryState(row: DeliveryRow, now: Date): DeliveryState {
     case 'in_flight':
       return isLeaseExpired(row, now) ? { state: 'unknown', ...common } : { state: 'pending', ...common };
     case 'unknown':
+    case 'unconfirmed':
       return { state: 'unknown', ...common };
     case 'failed':
       return { state: 'failed', ...common, code: row.failure_code ?? 'UPSTREAM_UNAVAILABLE' };

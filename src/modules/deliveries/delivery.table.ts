@@ -5,7 +5,8 @@ import type { DeliveryStatus, FailureCode, MessageBody, StoredKind, Target } fro
 /**
  * `pending` → `in_flight` (leased) → `delivered` | `failed` | `unknown`. An expired lease also reads
  * as `unknown` (and is re-driven); a stored `unknown` means Herald could not tell whether the platform
- * created the message (see `reason`), and waits for the connector to re-POST.
+ * created the message (see `reason`), and waits for the connector to re-POST. `unconfirmed` (chat
+ * sends only): written, but the platform gives no proof; never sent again.
  */
 export type { DeliveryStatus } from './delivery.js';
 
@@ -37,6 +38,8 @@ export interface DeliveryTable {
   lease_expires_at: Date | null;
   channel_id: string | null;
   message_id: string | null;
+  /** A chat send's platform message ids, one per line in order (a JSON array). */
+  message_ids: string | null;
   url: string | null;
   applied: boolean | null;
   last_applied_seq: number | null;

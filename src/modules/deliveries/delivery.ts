@@ -17,12 +17,19 @@ export interface HandoffTarget {
   channel_id: string;
   target_bot_id: string;
 }
-export type Target = PostTarget | DmTarget | EditTarget | ReplyTarget | HandoffTarget;
+/** A chat send's target (the chat module): the platform, channel and sender its lines go as. */
+export interface ChatTarget {
+  transport: string;
+  channel: string;
+  sender: string;
+}
+export type Target = PostTarget | DmTarget | EditTarget | ReplyTarget | HandoffTarget | ChatTarget;
 /**
  * Every kind the outbox stores: the protocol's, `reply` (a command's reply to its channel) and
- * `handoff` (a bot-to-bot handoff message; never on the deliveries wire).
+ * `handoff` (a bot-to-bot handoff message) and `chat` (a chat tool's send, split into lines); the
+ * last two never on the deliveries wire.
  */
-export type StoredKind = DeliveryKind | 'reply' | 'handoff';
+export type StoredKind = DeliveryKind | 'reply' | 'handoff' | 'chat';
 /** A body as stored and echoed: only the keys present, content, card, links. */
 export type MessageBody = Schemas['WireBody'];
 export type Card = Schemas['Card'];
@@ -107,7 +114,7 @@ export function cardLength(card: Card): number {
 }
 
 /** Canonical hash of what a request asks for; a reused request_id must match it. */
-export function payloadHash(d: Pick<Delivery | Reply, 'kind' | 'target' | 'body'>): string {
+export function payloadHash(d: { kind: StoredKind; target: Target; body: MessageBody }): string {
   return createHash('sha256').update(JSON.stringify([d.kind, d.target, d.body])).digest('hex');
 }
 
@@ -123,8 +130,8 @@ export function discordMessageUrl(scope: string, channelId: string, messageId: s
   return `https://discord.com/channels/${scope}/${channelId}/${messageId}`;
 }
 
-/** Where a stored delivery is in its lifecycle. */
-export type DeliveryStatus = 'pending' | 'in_flight' | 'delivered' | 'failed' | 'unknown';
+/** Where a stored delivery is in its lifecycle; `unconfirmed` only for a chat send written without the platform's proof. */
+export type DeliveryStatus = 'pending' | 'in_flight' | 'delivered' | 'failed' | 'unknown' | 'unconfirmed';
 
 /** What the state of a stored delivery is read from. */
 interface LeasedRow {
@@ -135,6 +142,8 @@ interface LeasedRow {
 /** The row's state in the protocol's words (pending, unknown, delivered, failed), whatever its kind. */
 export function wireStatus(row: LeasedRow, now: Date): 'pending' | 'unknown' | 'delivered' | 'failed' {
   if (row.status === 'in_flight') return isLeaseExpired(row, now) ? 'unknown' : 'pending';
+  // Only chat sends are ever unconfirmed: to the others' words it is unknown.
+  if (row.status === 'unconfirmed') return 'unknown';
   return row.status;
 }
 

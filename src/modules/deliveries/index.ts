@@ -8,14 +8,14 @@ export { DESTINATIONS, RETENTION_MS, wireStatus, type Destination, type HandoffT
 export type { DeliveryService, KindSupport } from './delivery.service.js';
 export type { Deliveries } from './deliveries.module.js';
 export type { DeliveryRow } from './delivery.table.js';
-export { facet, type DeliveryPorts, type SendKind } from './send-kind.js';
-export type { ReplyTarget } from './delivery.js';
+export { facet, type DeliveryPorts, type SelfSendContext, type SelfSendingKind, type SelfSentOutcome, type SendKind } from './send-kind.js';
+export { payloadHash, type ChatTarget, type ReplyTarget } from './delivery.js';
 
 /** How long a platform's report of its own message waits for an unreachable database before it is dropped. */
 const OWN_MESSAGE_RETRY_MS = 60_000;
 
 /**
- * Posts, DMs, edits, command replies and handoffs: accepted into one outbox and sent exactly once
+ * Posts, DMs, edits, command replies, handoffs and chat sends: accepted into one outbox and sent exactly once
  * by the job runner.
  */
 export const deliveriesModule = defineModule<Deliveries, DeliveryMetrics>({

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { TransportError, type Address, type Mentions, type Transports } from '../../transports/transport.js';
 import type { Destination, FailureCode, StoredKind } from './delivery.js';
+import type { DeliveryRow } from './delivery.table.js';
 
 /**
  * What the send engine asks other modules, instead of reading their tables: given to it by the
@@ -38,9 +39,41 @@ export interface SendKindContext {
  * scope and mentions, with its preconditions checked at send time. The engine then sends it once
  * with the same lifecycle and in-doubt rule as every other kind.
  */
-export interface SendKind<T = unknown> {
+export type SendKind<T = unknown> = ResolvedSendKind<T> | SelfSendingKind<T>;
+
+/** A kind sent as one message with the row's nonce: it only says where. */
+export interface ResolvedSendKind<T = unknown> {
   readonly kind: StoredKind;
   resolve(target: T, context: SendKindContext): Promise<SendResolution>;
+}
+
+/** How a self-sending kind's attempt ended (a failure is thrown, and the failure rule decides). */
+export interface SelfSentOutcome {
+  status: 'delivered' | 'unconfirmed' | 'failed';
+  /** The platform's message ids, in order. */
+  messageIds?: readonly string[];
+  /** Herald's words for the caller (failed, unconfirmed), never content. */
+  reason?: string;
+}
+
+/** What a self-sending kind's attempt is given besides the resolver's context. */
+export interface SelfSendContext extends SendKindContext {
+  /** The row being attempted (its attempts count, created_at, request_id). */
+  readonly row: DeliveryRow;
+  /** Other rows of the same kind created since then (a proof tells their messages from this one's). */
+  siblings(since: Date): Promise<DeliveryRow[]>;
+}
+
+/**
+ * A kind whose send is not one message (a chat send: several lines, proven per platform by
+ * `Chat.sentParts`): it sends, and proves what an earlier attempt sent, by itself; the engine keeps
+ * the lease, the failure rule, retries and recording.
+ */
+export interface SelfSendingKind<T = unknown> {
+  readonly kind: StoredKind;
+  send(target: T, body: DeliveryRow['body'], context: SelfSendContext): Promise<SelfSentOutcome>;
+  /** After a failure that may have created something, the next attempt waits at least this long (so "absent" is a verdict). */
+  readonly proofSettleMs?: number;
 }
 
 /** A facet the transport lacks: refused for good (the accept path already refuses such kinds). */
