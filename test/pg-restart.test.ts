@@ -11,7 +11,7 @@ import type { TestDatabase } from './support/db.js';
 import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
 import { startPgCluster, type PgCluster } from './support/pg-cluster.js';
 import { runHerald, startHeraldProcess, type HeraldProcess } from './support/process.js';
-import { waitFor } from './support/wait.js';
+import { waitFor, waitForDelivery } from './support/wait.js';
 
 /**
  * PostgreSQL restarting under a running Herald, and Herald starting before PostgreSQL: real
@@ -138,17 +138,10 @@ describe('PostgreSQL restarts under herald serve', () => {
     // agent's retry (the protocol's answer to unknown) re-drives it under the same nonce.
     const api = client(url, bridgeToken);
     for (const id of accepted) {
-      let last: unknown;
-      const state = await waitFor(async () => {
-        last = (await api.get(`/mcp/deliveries/${id}`)).json;
-        const s = (last as { state: string }).state;
-        return s === 'delivered' || s === 'unknown' ? s : undefined;
-      }, `${id.slice(0, 8)}… delivered or unknown`, 30_000).catch((err: unknown) => {
-        throw new Error(`${String(err)}; last seen ${JSON.stringify(last)}`);
-      });
+      const { state } = await waitForDelivery(api, id, ['delivered', 'unknown'], `${id.slice(0, 8)}… delivered or unknown`, 30_000);
       if (state === 'unknown') {
         expect((await api.post('/mcp/deliveries', post(id, `restart ${id}`))).status).toBe(202);
-        await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'delivered', `${id.slice(0, 8)}… delivered after its retry`, 30_000);
+        await waitForDelivery(api, id, 'delivered', `${id.slice(0, 8)}… delivered after its retry`, 30_000);
       }
       expect(messages(`restart ${id}`)).toHaveLength(1);
     }
