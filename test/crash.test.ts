@@ -6,7 +6,7 @@ import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
 import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
-import { startHeraldProcess, type HeraldProcess } from './support/process.js';
+import { processHarness } from './support/process.js';
 import { waitFor, waitForDelivery, waitForStateAt } from './support/wait.js';
 
 /**
@@ -16,7 +16,7 @@ import { waitFor, waitForDelivery, waitForStateAt } from './support/wait.js';
 describe('a dispatcher killed between Discord accepting and the commit', () => {
   let sandbox: DiscordSandbox;
   let db: TestDatabase;
-  const procs: HeraldProcess[] = [];
+  const procs = processHarness();
   const bridgeToken = newToken();
   const adminToken = newToken();
 
@@ -25,12 +25,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
   });
   afterAll(() => sandbox.close());
   afterEach(async (ctx) => {
-    // A failed test shows what its Herald processes said.
-    if (ctx.task.result?.state === 'fail') for (const p of procs) console.error(`--- herald output ---\n${p.output()}`);
-    for (const p of procs.splice(0)) {
-      p.kill('SIGKILL');
-      await p.exited;
-    }
+    await procs.stopAll(ctx);
     sandbox.clearFaults();
     await db?.drop();
   });
@@ -38,9 +33,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
   const env = (extra: Record<string, string> = {}): Record<string, string> =>
     heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500', ...extra });
   const start = async (args: string[], extra: Record<string, string> = {}) => {
-    const p = await startHeraldProcess(args, env(extra));
-    procs.push(p);
-    return p;
+    return procs.start(args, env(extra));
   };
   const messages = (content: string) => sandbox.allMessages().filter((m) => m.content === content);
 
