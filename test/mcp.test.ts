@@ -16,7 +16,6 @@ import { mcpOverHttp, mcpOverStdio, toolText, type ToolResult } from './support/
 import { freePort } from './support/ports.js';
 import { waitFor } from './support/wait.js';
 
-
 describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   let h: TestHerald;
   let stateDir: string;
