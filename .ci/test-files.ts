@@ -49,7 +49,7 @@ function opensStore(text: string, openers: Set<string>): boolean {
 }
 
 /** Helpers and calls that start another process: a Herald, PostgreSQL, InspIRCd, Chromium, a CLI. */
-const SPAWNS = /\b(?:startHeraldProcess|runHerald|runCommand|startPgCluster|startIrcd|runCampaign|runFuzz|spawn|spawnSync|execSync|execFile|execFileSync)\(|chromium\.launch/;
+const SPAWNS = /\b(?:startHeraldProcess|processHarness|runHerald|mcpOverStdio|runCommand|startPgCluster|startIrcd|runCampaign|runFuzz|spawn|spawnSync|execSync|execFile|execFileSync)\(|chromium\.launch/;
 
 /** True when the test file at `file` (absolute) starts another process. */
 export function startsProcesses(file: string): boolean {

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBridgeClient } from '../src/client/bridge-client.js';
@@ -10,9 +10,8 @@ import { McpState } from '../src/mcp/state.js';
 import { createLogger } from '../src/platform/log.js';
 import { SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js';
 import { startTestHerald, type TestHerald } from './support/herald.js';
+import { callTool, mcpClient } from './support/mcp.js';
 import { waitFor } from './support/wait.js';
-
-type ToolResult = { content: { type: string; text: string }[]; isError?: boolean };
 
 /**
  * The archive's MCP tools against a running Herald: an operator starts a scrape (as the web UI
@@ -35,22 +34,10 @@ describe('media archive over MCP', { timeout: 180_000 }, () => {
     });
     const [a, b] = InMemoryTransport.createLinkedPair();
     await server.connect(a);
-    const client = new Client({ name: 'archive-test', version: '1.0.0' });
-    await client.connect(b);
+    const client = await mcpClient('archive-test', b);
     clients.push(client);
     return client;
   }
-  const call = async (c: Client, name: string, args: Record<string, unknown> = {}): Promise<{ json: unknown; text: string; isError: boolean }> => {
-    const r = (await c.callTool({ name, arguments: args })) as ToolResult;
-    const text = r.content.map((x) => x.text).join('\n');
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = undefined;
-    }
-    return { json, text, isError: r.isError === true };
-  };
 
   beforeAll(async () => {
     h = await startTestHerald({ sandbox: { mediaMessages: 2_000 }, env: { HERALD_MEDIA_MAX_FILE_BYTES: '1048576' } });
@@ -67,48 +54,48 @@ describe('media archive over MCP', { timeout: 180_000 }, () => {
     const id = (started.json as { id: string }).id;
     const bot = await agent(false);
     const done = await waitFor(async () => {
-      const r = await call(bot, 'get_media_scrape', { scrapeId: id });
+      const r = await callTool(bot, 'get_media_scrape', { scrapeId: id });
       return (r.json as { state: string }).state === 'completed' ? (r.json as { itemsFound: number }) : undefined;
     }, 'the scrape to complete');
     expect(done.itemsFound).toBeGreaterThan(1_000);
     const viaHttp = (await h.admin.get(`/admin/archive/media?scrapeId=${id}&kind=image&limit=100`)).json;
-    const viaMcp = await call(bot, 'query_media', { scrapeId: id, kind: 'image', limit: 100 });
+    const viaMcp = await callTool(bot, 'query_media', { scrapeId: id, kind: 'image', limit: 100 });
     expect(viaMcp.isError).toBe(false);
     expect(viaMcp.json).toEqual(viaHttp);
-    const next = await call(bot, 'query_media', { scrapeId: id, kind: 'image', limit: 100, cursor: (viaHttp as { nextCursor: string }).nextCursor });
+    const next = await callTool(bot, 'query_media', { scrapeId: id, kind: 'image', limit: 100, cursor: (viaHttp as { nextCursor: string }).nextCursor });
     expect(next.json).toEqual((await h.admin.get(`/admin/archive/media?scrapeId=${id}&kind=image&limit=100&cursor=${(viaHttp as { nextCursor: string }).nextCursor}`)).json);
     const first = (viaHttp as { items: { id: string }[] }).items[0];
-    expect((await call(bot, 'get_media_item', { itemId: first?.id })).json).toEqual((await h.admin.get(`/admin/archive/media/${first?.id ?? ''}`)).json);
-    expect((await call(bot, 'list_media_scrapes')).json).toEqual((await h.admin.get('/admin/archive/scrapes')).json);
-    expect((await call(bot, 'get_media_storage')).json).toMatchObject({ usedBytes: 0, level: 'ok' });
-    expect((await call(bot, 'get_media_item', { itemId: '999999' })).text).toContain('media item not found');
-    expect((await call(bot, 'query_media', { after: 'not a time' })).isError).toBe(true);
+    expect((await callTool(bot, 'get_media_item', { itemId: first?.id })).json).toEqual((await h.admin.get(`/admin/archive/media/${first?.id ?? ''}`)).json);
+    expect((await callTool(bot, 'list_media_scrapes')).json).toEqual((await h.admin.get('/admin/archive/scrapes')).json);
+    expect((await callTool(bot, 'get_media_storage')).json).toMatchObject({ usedBytes: 0, level: 'ok' });
+    expect((await callTool(bot, 'get_media_item', { itemId: '999999' })).text).toContain('media item not found');
+    expect((await callTool(bot, 'query_media', { after: 'not a time' })).isError).toBe(true);
   });
 
   it('download and delete need the admin tier, for the agent as for anyone; then they work and are logged', async () => {
     const trusted = await agent(false);
-    const refused = await call(trusted, 'scrape_media', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'download' });
+    const refused = await callTool(trusted, 'scrape_media', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'download' });
     expect(refused.isError).toBe(true);
     expect(refused.text).toContain('admin tier');
-    const scrapes = (await call(trusted, 'list_media_scrapes')).json as { scrapes: { id: string }[] };
+    const scrapes = (await callTool(trusted, 'list_media_scrapes')).json as { scrapes: { id: string }[] };
     const links = scrapes.scrapes[0]?.id ?? '';
-    expect((await call(trusted, 'delete_media_scrape', { scrapeId: links })).text).toContain('admin tier');
+    expect((await callTool(trusted, 'delete_media_scrape', { scrapeId: links })).text).toContain('admin tier');
 
     const admin = await agent(true);
-    const download = await call(admin, 'scrape_media', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'download' });
+    const download = await callTool(admin, 'scrape_media', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'download' });
     expect(download.isError).toBe(false);
     const id = (download.json as { id: string; mode: string }).id;
     expect((download.json as { mode: string }).mode).toBe('download');
-    expect((await call(trusted, 'scrape_media', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links' })).text).toContain('already running');
-    const stopped = await call(trusted, 'stop_media_scrape', { scrapeId: id });
+    expect((await callTool(trusted, 'scrape_media', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links' })).text).toContain('already running');
+    const stopped = await callTool(trusted, 'stop_media_scrape', { scrapeId: id });
     expect((stopped.json as { state: string }).state).toBe('stopped');
     // Stored items carry a local path and never their bytes.
     const stored = await waitFor(async () => {
-      const r = (await call(trusted, 'query_media', { scrapeId: id, limit: 5 })).json as { items: { state: string; localPath: string | null }[] };
+      const r = (await callTool(trusted, 'query_media', { scrapeId: id, limit: 5 })).json as { items: { state: string; localPath: string | null }[] };
       return r.items.some((i) => i.state === 'stored') ? r.items : undefined;
     }, 'stored items');
     expect(stored.find((i) => i.state === 'stored')?.localPath).toMatch(/\/media\/[0-9a-f]{2}\/[0-9a-f]{2}\/[0-9a-f]{64}$/);
-    expect((await call(admin, 'delete_media_scrape', { scrapeId: id })).text).toContain('Deleted scrape');
+    expect((await callTool(admin, 'delete_media_scrape', { scrapeId: id })).text).toContain('Deleted scrape');
 
     const log = (await h.admin.get('/admin/archive/actions?limit=200')).json as { actions: { actor: string; via: string; action: string; result: string }[] };
     expect(log.actions).toEqual(
@@ -125,12 +112,12 @@ describe('media archive over MCP', { timeout: 180_000 }, () => {
   it('near the storage limit the agent gets the warning and starts only when it confirms', async () => {
     const bot = await agent(false);
     await h.herald.store.db.insertInto('media_blobs').values({ sha256: 'e'.repeat(64), size_bytes: 9 * 1024 ** 3, content_type: 'image/png', path: 'ee/ee/none', created_at: new Date() }).execute();
-    const warned = await call(bot, 'scrape_media', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links' });
+    const warned = await callTool(bot, 'scrape_media', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links' });
     expect(warned.isError).toBe(true);
     expect(warned.text).toContain('confirm: true');
-    const confirmed = await call(bot, 'scrape_media', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links', confirm: true });
+    const confirmed = await callTool(bot, 'scrape_media', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links', confirm: true });
     expect(confirmed.isError).toBe(false);
-    await call(bot, 'stop_media_scrape', { scrapeId: (confirmed.json as { id: string }).id });
+    await callTool(bot, 'stop_media_scrape', { scrapeId: (confirmed.json as { id: string }).id });
     await h.herald.store.db.deleteFrom('media_blobs').where('sha256', '=', 'e'.repeat(64)).execute();
   });
 });

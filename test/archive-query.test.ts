@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MediaService } from '../src/modules/archive/media.service.js';
 import type { MediaItem } from '../src/modules/archive/media.js';
-import { openStore, type Store } from '../src/platform/db/database.js';
-import { migrateToLatest } from '../src/platform/db/migrate.js';
+import type { Store } from '../src/platform/db/database.js';
 import type { Database } from '../src/schema.js';
 import { MEDIA_QUERIES, mediaService, operator, seedMediaItems, type MediaQuery } from './bench/archive-query.js';
-import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
+import { migratedStore, onPostgres, type MigratedStore, type TestDatabase } from './support/db.js';
 
 /** Enough rows for every filter to answer more than one page; the timing is `npm run bench`'s. */
 const ITEMS = 20_000;
@@ -28,20 +27,19 @@ function matches(item: MediaItem, query: MediaQuery): boolean {
 
 /** query_media over 20,000 indexed items: every filter answers what it asks for, page after page. */
 describe(`query_media over ${ITEMS} items (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
+  let fixture: MigratedStore | undefined;
   let db: TestDatabase;
   let store: Store<Database>;
   let media: MediaService;
 
   beforeAll(async () => {
-    db = await testDatabase();
-    store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
-    await migrateToLatest(store.db);
+    fixture = await migratedStore();
+    ({ db, store } = fixture);
     await seedMediaItems(store.db, ITEMS);
     media = mediaService(store.db, db.dataDir);
   }, 180_000);
   afterAll(async () => {
-    await store?.close();
-    await db?.drop();
+    await fixture?.close();
   });
 
   it.each(MEDIA_QUERIES)('%s: two pages of only matching items, newest first, none twice', async (_name, query) => {

@@ -3,7 +3,7 @@ import { DiscordSandbox, SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js
 import { client } from './support/client.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { heraldEnv, newToken } from './support/herald.js';
-import { startHeraldProcess, type HeraldProcess } from './support/process.js';
+import { processHarness, type HeraldProcess } from './support/process.js';
 import { waitFor } from './support/wait.js';
 
 /**
@@ -13,7 +13,7 @@ import { waitFor } from './support/wait.js';
 describe('a scrape survives a Herald killed mid-scrape', () => {
   let sandbox: DiscordSandbox;
   let db: TestDatabase;
-  const procs: HeraldProcess[] = [];
+  const procs = processHarness();
   const bridgeToken = newToken();
   const adminToken = newToken();
 
@@ -26,18 +26,10 @@ describe('a scrape survives a Herald killed mid-scrape', () => {
     await db.drop();
   });
   afterEach(async (ctx) => {
-    if (ctx.task.result?.state === 'fail') for (const p of procs) console.error(`--- herald output ---\n${p.output()}`);
-    for (const p of procs.splice(0)) {
-      p.kill('SIGKILL');
-      await p.exited;
-    }
+    await procs.stopAll(ctx);
   });
 
-  const start = async (): Promise<HeraldProcess> => {
-    const p = await startHeraldProcess(['serve'], heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500', HERALD_GATEWAY: 'off' }));
-    procs.push(p);
-    return p;
-  };
+  const start = (): Promise<HeraldProcess> => procs.start(['serve'], heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500', HERALD_GATEWAY: 'off' }));
 
   it('resumes from its cursor after a restart, every message read once, every item indexed once', async () => {
     const first = await start();

@@ -6,12 +6,11 @@ import type { MediaItem } from '../src/modules/archive/media.js';
 import { mediaOf } from '../src/modules/archive/media.js';
 import { ScrapeJobs, scrapeQueue, type ScrapeStepJob } from '../src/modules/archive/scrape.jobs.js';
 import { OutboxWorker } from '../src/outbox/worker.js';
-import { openStore, type Store } from '../src/platform/db/database.js';
-import { migrateToLatest } from '../src/platform/db/migrate.js';
+import type { Store } from '../src/platform/db/database.js';
 import type { Database } from '../src/schema.js';
 import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
 import type { ArchivedMessage } from '../src/transports/transport.js';
-import { testDatabase, type TestDatabase } from './support/db.js';
+import { migratedStore, type MigratedStore, type TestDatabase } from './support/db.js';
 import { waitFor } from './support/wait.js';
 
 const CHANNEL = '345678901234567000';
@@ -33,6 +32,7 @@ function message(i: number): ArchivedMessage {
 }
 
 describe('media archive on the memory platform (any transport with history pages)', () => {
+  let fixture: MigratedStore | undefined;
   let db: TestDatabase;
   let store: Store<Database>;
   let worker: OutboxWorker<ScrapeStepJob>;
@@ -40,9 +40,8 @@ describe('media archive on the memory platform (any transport with history pages
   const memory = new MemoryTransport();
 
   beforeAll(async () => {
-    db = await testDatabase();
-    store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
-    await migrateToLatest(store.db);
+    fixture = await migratedStore();
+    ({ db, store } = fixture);
     memory.addChannel(CHANNEL, { guildId: GUILD, name: 'pics' });
     memory.archived.set(CHANNEL, Array.from({ length: 1_050 }, (_, i) => message(i)));
     const log = pino({ level: 'silent' });
@@ -54,8 +53,7 @@ describe('media archive on the memory platform (any transport with history pages
   }, 180_000);
   afterAll(async () => {
     await worker?.stop();
-    await store?.close();
-    await db?.drop();
+    await fixture?.close();
   });
 
   it('finds attachments, embed parts and media links (once per URL in a message), not other links', () => {

@@ -5,7 +5,7 @@ import { client } from './support/client.js';
 import { onPostgres } from './support/db.js';
 import { heraldEnv, IDS, startTestHerald, TestClock, type TestHerald } from './support/herald.js';
 import { startHeraldProcess } from './support/process.js';
-import { waitFor } from './support/wait.js';
+import { waitFor, waitForStateAt } from './support/wait.js';
 
 type Result = {
   ok: boolean;
@@ -117,10 +117,7 @@ describe('run_command: execute', () => {
     expect(requestId).toMatch(/^[0-9a-f]{64}$/);
     expect(await run(invocation)).toMatchObject({ replayed: true });
     // Operators follow the reply as a delivery of kind reply; it is not one of the protocol's.
-    const detail = await waitFor(async () => {
-      const d = (await h.admin.get(`/admin/deliveries/${requestId}`)).json as { state: string };
-      return d.state === 'delivered' ? d : undefined;
-    }, 'the reply to be delivered');
+    const detail = await waitForStateAt(h.admin, `/admin/deliveries/${requestId}`, 'delivered', 'the reply to be delivered');
     expect(detail).toMatchObject({ kind: 'reply', target: { guild_id: IDS.guild, channel_id: IDS.channels.alerts } });
     expect(posts().slice(postsBefore).map((q) => q.status)).toEqual([500, 200]);
     expect((await h.bridge.get(`/mcp/deliveries/${requestId}`)).status).toBe(404);

@@ -6,8 +6,8 @@ import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
 import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
-import { startHeraldProcess, type HeraldProcess } from './support/process.js';
-import { waitFor } from './support/wait.js';
+import { processHarness } from './support/process.js';
+import { waitFor, waitForDelivery, waitForStateAt } from './support/wait.js';
 
 /**
  * Crash safety with real processes: SIGKILL a Herald after Discord created the message and
@@ -16,7 +16,7 @@ import { waitFor } from './support/wait.js';
 describe('a dispatcher killed between Discord accepting and the commit', () => {
   let sandbox: DiscordSandbox;
   let db: TestDatabase;
-  const procs: HeraldProcess[] = [];
+  const procs = processHarness();
   const bridgeToken = newToken();
   const adminToken = newToken();
 
@@ -25,12 +25,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
   });
   afterAll(() => sandbox.close());
   afterEach(async (ctx) => {
-    // A failed test shows what its Herald processes said.
-    if (ctx.task.result?.state === 'fail') for (const p of procs) console.error(`--- herald output ---\n${p.output()}`);
-    for (const p of procs.splice(0)) {
-      p.kill('SIGKILL');
-      await p.exited;
-    }
+    await procs.stopAll(ctx);
     sandbox.clearFaults();
     await db?.drop();
   });
@@ -38,9 +33,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
   const env = (extra: Record<string, string> = {}): Record<string, string> =>
     heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500', ...extra });
   const start = async (args: string[], extra: Record<string, string> = {}) => {
-    const p = await startHeraldProcess(args, env(extra));
-    procs.push(p);
-    return p;
+    return procs.start(args, env(extra));
   };
   const messages = (content: string) => sandbox.allMessages().filter((m) => m.content === content);
 
@@ -65,10 +58,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     await postAndKillAfterDiscordAccepted(id, content);
     const second = await start(['serve']);
     const api = client(second.url ?? '', bridgeToken);
-    const state = await waitFor(async () => {
-      const s = (await api.get(`/mcp/deliveries/${id}`)).json as Record<string, unknown>;
-      return s['state'] === 'delivered' ? s : undefined;
-    }, 'the re-driven delivery');
+    const state = await waitForDelivery(api, id, 'delivered', 'the re-driven delivery');
     const sent = messages(content);
     expect(sent).toHaveLength(1);
     expect(state['url']).toBe(`https://discord.com/channels/${IDS.guild}/${IDS.channels.alerts}/${sent[0]?.id}`);
@@ -87,7 +77,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
       await postAndKillAfterDiscordAccepted(id, content, pastWindow, forgetful);
       const second = await start(['serve'], pastWindow);
       const api = client(second.url ?? '', bridgeToken);
-      await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'delivered', 'the reconciled delivery').catch((e: unknown) => { throw new Error(`${String(e)}\n${second.output()}`); });
+      await waitForDelivery(api, id, 'delivered', 'the reconciled delivery').catch((e: unknown) => { throw new Error(`${String(e)}\n${second.output()}`); });
       expect(forgetful.allMessages().filter((m) => m.content === content)).toHaveLength(1);
       const listed = forgetful.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/messages'));
       expect(listed.length).toBeGreaterThan(0);
@@ -106,7 +96,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     const apiOnly = await startHerald({ config, log: createLogger('silent'), roles: { http: true, dispatcher: false } });
     try {
       const api = client(apiOnly.url ?? '', bridgeToken);
-      await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'unknown', 'the lease to expire', 10_000);
+      await waitForDelivery(api, id, 'unknown', 'the lease to expire', 10_000);
       const retry = await api.post('/mcp/deliveries', post(id, content));
       expect(retry.json).toMatchObject({ existing: true, state: { state: 'pending' } });
     } finally {
@@ -114,7 +104,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     }
     const second = await start(['serve']);
     const api = client(second.url ?? '', bridgeToken);
-    await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'delivered', 'the delivery');
+    await waitForDelivery(api, id, 'delivered', 'the delivery');
     expect(messages(content)).toHaveLength(1);
   });
 
@@ -132,17 +122,14 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
       const apiOnly = await startHerald({ config, log: createLogger('silent'), roles: { http: true, dispatcher: false } });
       try {
         const api = client(apiOnly.url ?? '', bridgeToken);
-        await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'unknown', 'the lease to expire', 10_000);
+        await waitForDelivery(api, id, 'unknown', 'the lease to expire', 10_000);
         expect((await api.post('/mcp/deliveries', post(id, content))).json).toMatchObject({ existing: true, state: { state: 'pending' } });
       } finally {
         await apiOnly.close();
       }
       const second = await start(['serve'], pastWindow);
       const api = client(second.url ?? '', bridgeToken);
-      const state = await waitFor(async () => {
-        const s = (await api.get(`/mcp/deliveries/${id}`)).json as Record<string, unknown>;
-        return s['state'] === 'delivered' ? s : undefined;
-      }, 'the reconciled delivery');
+      const state = await waitForDelivery(api, id, 'delivered', 'the reconciled delivery');
       const sent = forgetful.allMessages().filter((m) => m.content === content);
       expect(sent).toHaveLength(1);
       expect(state['url']).toBe(`https://discord.com/channels/${IDS.guild}/${IDS.channels.alerts}/${sent[0]?.id}`);
@@ -160,7 +147,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
     const original = newRequestId();
     await api.post('/mcp/deliveries', post(original, `edit-crash ${original}`));
-    await waitFor(async () => ((await api.get(`/mcp/deliveries/${original}`)).json as { state: string }).state === 'delivered', 'the original');
+    await waitForDelivery(api, original, 'delivered', 'the original');
     const message = messages(`edit-crash ${original}`)[0];
     // Discord holds the first edit; its process dies while applying it.
     sandbox.inject({ method: 'PATCH', path: '/messages/[0-9]+$', action: 'delay', ms: 60_000 });
@@ -177,10 +164,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     const next = newRequestId();
     const accepted = Date.now();
     await api2.post('/mcp/deliveries', edit(next, 2, 'v2'));
-    const state = await waitFor(async () => {
-      const s = (await api2.get(`/mcp/deliveries/${next}`)).json as Record<string, unknown>;
-      return s['state'] === 'delivered' ? s : undefined;
-    }, 'the next edit', 20_000);
+    const state = await waitForDelivery(api2, next, 'delivered', 'the next edit', 20_000);
     expect(state['applied']).toBe(true);
     expect(Date.now() - accepted).toBeLessThan(15_000);
     expect(sandbox.channelMessages(IDS.channels.alerts).find((m) => m.id === message?.id)?.content).toBe('v2');
@@ -204,7 +188,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     const restarted = await start(['serve']);
     const api2 = client(restarted.url ?? '', bridgeToken);
     for (const id of ids) {
-      await waitFor(async () => ((await api2.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'delivered', `delivery ${id.slice(0, 6)}`, 30_000);
+      await waitForDelivery(api2, id, 'delivered', `delivery ${id.slice(0, 6)}`, 30_000);
     }
     for (const id of ids) expect(messages(`many ${id}`), id).toHaveLength(1);
   });
@@ -232,10 +216,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
       discord.clearFaults();
       const second = await start(['serve'], trusted);
       const api = client(second.url ?? '', bridgeToken);
-      const state = await waitFor(async () => {
-        const s = (await api.get(`/mcp/handoffs/${requestId}`)).json as Record<string, unknown>;
-        return s['state'] === 'delivered' ? s : undefined;
-      }, 'the re-driven handoff');
+      const state = await waitForStateAt(api, `/mcp/handoffs/${requestId}`, 'delivered', 'the re-driven handoff');
       const sent = ours();
       expect(sent).toHaveLength(1);
       expect(state['url']).toBe(`https://discord.com/channels/${IDS.guild}/${IDS.channels.ops}/${sent[0]?.id}`);

@@ -5,14 +5,13 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { destinationOperations } from '../src/modules/destinations/destination.http.js';
 import { DestinationService } from '../src/modules/destinations/destination.service.js';
-import { openStore, type Store } from '../src/platform/db/database.js';
-import { migrateToLatest } from '../src/platform/db/migrate.js';
+import type { Store } from '../src/platform/db/database.js';
 import { createApi } from '../src/platform/http/api.js';
 import type { Database } from '../src/schema.js';
 import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
 import type { TransportName } from '../src/transports/transport.js';
 import { call, contractApi } from './support/client.js';
-import { testDatabase, type TestDatabase } from './support/db.js';
+import { migratedStore, type MigratedStore } from './support/db.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 
 const PUT = (guild: string, destination: string) => `/admin/destinations/${guild}/${destination}`;
@@ -79,7 +78,7 @@ describe('destinations as {transport, channel}, on Herald with Discord as its ho
  * contract is bound to a stub: the API refuses to start with an operation unbound.)
  */
 describe('destinations on a third platform', () => {
-  let db: TestDatabase;
+  let fixture: MigratedStore | undefined;
   let store: Store<Database>;
   let server: Server;
   let url: string;
@@ -92,9 +91,8 @@ describe('destinations on a third platform', () => {
   const matrix = 'matrix' as TransportName;
 
   beforeAll(async () => {
-    db = await testDatabase();
-    store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
-    await migrateToLatest(store.db);
+    fixture = await migratedStore();
+    ({ store } = fixture);
     const destinations = new DestinationService(
       store.db,
       {
@@ -120,8 +118,7 @@ describe('destinations on a third platform', () => {
 
   afterAll(async () => {
     await new Promise((resolve) => server?.close(resolve));
-    await store?.close();
-    await db?.drop();
+    await fixture?.close();
   });
 
   const admin = (method: string, path: string, body?: unknown) => call(url, method, path, { token: adminToken, body });

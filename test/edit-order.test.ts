@@ -7,7 +7,7 @@ import { client } from './support/client.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
 import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
 import { startHeraldProcess, type HeraldProcess } from './support/process.js';
-import { waitFor } from './support/wait.js';
+import { waitFor, waitForDelivery } from './support/wait.js';
 
 /** Edits of one message apply one at a time, in order, across processes and restarts (docs/protocol.md §6). */
 describe('edit ordering', () => {
@@ -42,8 +42,7 @@ describe('edit ordering', () => {
     return herald;
   };
   const edit = (id: string, ref: string, seq: number, content: string) => ({ request_id: id, kind: 'edit', target: { message_ref: ref, seq }, body: { content } });
-  const stateOf = async (url: string, id: string) => (await client(url, bridgeToken).get(`/mcp/deliveries/${id}`)).json as Record<string, unknown>;
-  const waitDelivered = (url: string, id: string) => waitFor(async () => ((await stateOf(url, id))['state'] === 'delivered' ? stateOf(url, id) : undefined), `edit ${id.slice(0, 6)}`);
+  const waitDelivered = (url: string, id: string, what = `edit ${id.slice(0, 6)}`) => waitForDelivery(client(url, bridgeToken), id, 'delivered', what);
 
   it('remembers the last applied seq across a restart: a lower seq afterwards is not applied', async () => {
     db = await testDatabase();
@@ -52,7 +51,7 @@ describe('edit ordering', () => {
     const original = newRequestId();
     const api = () => client(herald.url ?? '', bridgeToken);
     await api().post('/mcp/deliveries', post(original, `restart v1 ${original}`));
-    await waitFor(async () => (await stateOf(herald.url ?? '', original))['state'] === 'delivered', 'the original');
+    await waitDelivered(herald.url ?? '', original, 'the original');
     const e5 = newRequestId();
     await api().post('/mcp/deliveries', edit(e5, original, 5, `restart v5 ${original}`));
     expect(await waitDelivered(herald.url ?? '', e5)).toMatchObject({ applied: true });
@@ -82,7 +81,7 @@ describe('edit ordering', () => {
     const bridge = client(api.url ?? '', bridgeToken);
     const original = newRequestId();
     await bridge.post('/mcp/deliveries', post(original, `multi v1 ${original}`));
-    await waitFor(async () => (await stateOf(api.url ?? '', original))['state'] === 'delivered', 'the original');
+    await waitDelivered(api.url ?? '', original, 'the original');
     sandbox.inject({ method: 'PATCH', action: 'delay', ms: 2_000 });
     const e1 = newRequestId();
     await bridge.post('/mcp/deliveries', edit(e1, original, 1, `multi v2 ${original}`));

@@ -6,11 +6,10 @@ import { loadConfig } from '../src/config.js';
 import { DeliveryService } from '../src/modules/deliveries/delivery.service.js';
 import { HANDOFF_SCHEMA, handoffContent } from '../src/modules/handoffs/envelope.js';
 import { HandoffService } from '../src/modules/handoffs/handoff.service.js';
-import { openStore, type Store } from '../src/platform/db/database.js';
-import { migrateToLatest } from '../src/platform/db/migrate.js';
+import type { Store } from '../src/platform/db/database.js';
 import type { Database } from '../src/schema.js';
 import type { InboundMessage } from '../src/transports/transport.js';
-import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
+import { onPostgres, openMigratedStore, testDatabase, type TestDatabase } from './support/db.js';
 import { TestClock } from './support/herald.js';
 
 /**
@@ -34,9 +33,8 @@ afterEach(async () => {
 
 async function receiver(clock: TestClock, env: Record<string, string> = {}): Promise<HandoffService> {
   db ??= await testDatabase();
-  const store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
+  const store = await openMigratedStore(db);
   stores.push(store);
-  await migrateToLatest(store.db);
   const config = loadConfig({ HERALD_TRUSTED_BOT_IDS: `${PEER},${OTHER_PEER}`, ...env });
   const deliveries = new DeliveryService(store.db, clock, { post: true, dm: true, edit: true }, { maxInFlight: 1 });
   return new HandoffService(store.db, deliveries, clock, { limits: config.handoffs, selfId: async () => SELF, canSend: true, log: silent });

@@ -5,7 +5,7 @@ import { handoffTools } from '../src/modules/handoffs/handoff.tools.js';
 import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { mentionsOf } from '../src/sandbox/state.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
-import { waitFor } from './support/wait.js';
+import { waitFor, waitForStateAt } from './support/wait.js';
 
 /**
  * Two Herald bots in one sandbox Discord hand tasks to each other over the bridge: black-box HTTP,
@@ -38,12 +38,7 @@ describe('bot-to-bot handoffs between two Herald instances', () => {
 
   const handoffMessages = () => sandbox.allMessages().filter((m) => m.content.startsWith('<@') && m.content.includes('openab.multibot.handoff.v1'));
   const send = (from: TestHerald, body: Record<string, unknown>) => from.bridge.post('/mcp/handoffs', body);
-  const delivered = (from: TestHerald, requestId: string) =>
-    waitFor(async () => {
-      const res = await from.bridge.get(`/mcp/handoffs/${requestId}`);
-      const json = res.json as Record<string, unknown>;
-      return json['state'] === 'delivered' ? json : undefined;
-    }, 'the handoff to be delivered');
+  const delivered = (from: TestHerald, requestId: string) => waitForStateAt(from.bridge, `/mcp/handoffs/${requestId}`, 'delivered', 'the handoff to be delivered');
 
   it('A hands a task to B: one message mentioning only B, in B inbox with source and origin, raw text kept', async () => {
     const requestId = newRequestId();

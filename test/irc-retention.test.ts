@@ -1,23 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStore, type Store } from '../src/platform/db/database.js';
-import { migrateToLatest } from '../src/platform/db/migrate.js';
+import type { Store } from '../src/platform/db/database.js';
 import type { Database } from '../src/schema.js';
 import { linesTagged, pruneLines, readLines, storeLine } from '../src/transports/irc/irc-line.repository.js';
-import { testDatabase, type TestDatabase } from './support/db.js';
+import { migratedStore, type MigratedStore } from './support/db.js';
 
 /** What the IRC observer keeps: one row per msgid, bounded by age and by count per channel. */
 describe('IRC lines in the store', () => {
-  let db: TestDatabase;
+  let fixture: MigratedStore | undefined;
   let store: Store<Database>;
 
   beforeAll(async () => {
-    db = await testDatabase();
-    store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
-    await migrateToLatest(store.db);
+    fixture = await migratedStore();
+    ({ store } = fixture);
   });
   afterAll(async () => {
-    await store?.close();
-    await db?.drop();
+    await fixture?.close();
   });
 
   const line = (channel: string, n: number, at: Date, tag?: string) => ({ channel, nick: 'ada', text: `line ${n}`, time: at, msgid: `${channel}~${n}`, deliveryTag: tag });

@@ -1,9 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Server as HttpServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { loadConfig } from '../src/config.js';
@@ -14,24 +12,9 @@ import { testDatabase } from './support/db.js';
 import { SANDBOX_MEMBER_IDS } from '../src/sandbox/sandbox.js';
 import { heraldEnv, IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { startHeraldProcess } from './support/process.js';
+import { mcpOverHttp, mcpOverStdio, toolText, type ToolResult } from './support/mcp.js';
 import { freePort } from './support/ports.js';
 import { waitFor } from './support/wait.js';
-
-type ToolResult = { content: { type: string; text: string }[]; isError?: boolean };
-const textOf = (r: unknown) => (r as ToolResult).content.map((c) => c.text).join('\n');
-
-/** `herald mcp` over stdio, as a desktop MCP client starts it. */
-async function stdioClient(env: Record<string, string>): Promise<Client> {
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: ['--import', 'tsx', 'src/cli.ts', 'mcp'],
-    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', LOG_LEVEL: 'warn', ...env },
-    stderr: 'pipe',
-  });
-  const client = new Client({ name: 'herald-test', version: '1.0.0' });
-  await client.connect(transport);
-  return client;
-}
 
 describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   let h: TestHerald;
@@ -48,11 +31,10 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
     await h.mapDestination();
     stateDir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-'));
     const env = { HERALD_URL: h.url, MCP_BRIDGE_TOKEN: h.bridgeToken, HERALD_MCP_STATE: path.join(stateDir, 'stdio.json'), HERALD_MCP_WAIT_MS: '15000' };
-    stdio = await stdioClient(env);
+    stdio = await mcpOverStdio('herald-test', env);
     const config = loadConfig({ ...env, HERALD_MCP_STATE: path.join(stateDir, 'http.json'), HERALD_MCP_PORT: '0', HERALD_MCP_TOKEN: mcpToken });
     ({ url: httpUrl, server: httpServer } = await startHttp(config, h.bridgeToken, mcpToken, createLogger('silent')));
-    http = new Client({ name: 'herald-test-http', version: '1.0.0' });
-    await http.connect(new StreamableHTTPClientTransport(new URL(httpUrl), { requestInit: { headers: { authorization: `Bearer ${mcpToken}` } } }));
+    http = await mcpOverHttp('herald-test-http', httpUrl, mcpToken);
   });
   afterAll(async () => {
     await stdio?.close();
@@ -109,13 +91,13 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   });
 
   it('get_capabilities describes what the bridge does', async () => {
-    const text = textOf(await stdio.callTool({ name: 'get_capabilities', arguments: {} }));
+    const text = toolText(await stdio.callTool({ name: 'get_capabilities', arguments: {} }));
     expect(text).toContain('Posts: yes. DMs: yes. Edits: yes.');
     expect(text).toContain('- alerts: Time-sensitive findings and warnings');
   });
 
   it('get_capabilities with a guild_id says which destinations that server has mapped', async () => {
-    const text = textOf(await stdio.callTool({ name: 'get_capabilities', arguments: { guild_id: IDS.guild } }));
+    const text = toolText(await stdio.callTool({ name: 'get_capabilities', arguments: { guild_id: IDS.guild } }));
     expect(text).toContain(`Destinations in server ${IDS.guild}:`);
     expect(text).toContain('- alerts: Time-sensitive findings and warnings — mapped');
     expect(text).toContain('- deals: Notable deals or opportunities — NOT mapped: a post here fails until the operator maps a channel');
@@ -130,61 +112,61 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
       const result = await client.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content } });
       const sent = h.sandbox.allMessages().filter((m) => m.content === content);
       expect(sent).toHaveLength(1);
-      expect(textOf(result)).toContain(`Posted: https://discord.com/channels/${IDS.guild}/${IDS.channels.alerts}/${sent[0]?.id}`);
-      const requestId = /request_id: ([0-9a-f]{64})/.exec(textOf(result))?.[1] ?? '';
-      expect(textOf(await client.callTool({ name: 'get_delivery', arguments: { request_id: requestId } }))).toContain('Posted: https://');
+      expect(toolText(result)).toContain(`Posted: https://discord.com/channels/${IDS.guild}/${IDS.channels.alerts}/${sent[0]?.id}`);
+      const requestId = /request_id: ([0-9a-f]{64})/.exec(toolText(result))?.[1] ?? '';
+      expect(toolText(await client.callTool({ name: 'get_delivery', arguments: { request_id: requestId } }))).toContain('Posted: https://');
     }
   });
 
   it('refuses bad arguments with a clear error, and reports failures with what they mean', async () => {
     const bad = (await stdio.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'general', content: 'x' } })) as ToolResult;
     expect(bad.isError).toBe(true);
-    expect(textOf(bad)).toMatch(/^Invalid arguments: destination must be one of alerts, deals, digest, ops \(destination: alerts: time-sensitive /);
+    expect(toolText(bad)).toMatch(/^Invalid arguments: destination must be one of alerts, deals, digest, ops \(destination: alerts: time-sensitive /);
     // A pairing code in the wrong shape: what a code looks like (the bridge's answer is the protocol's fixed `malformed request`).
     const code = (await stdio.callTool({ name: 'pair', arguments: { code: 'abc-123' } })) as ToolResult;
-    expect(textOf(code)).toBe('Invalid arguments: code must be a string matching ^[A-Z2-9]{27}$ (code: The pairing code, 27 characters A-Z and 2-9).');
+    expect(toolText(code)).toBe('Invalid arguments: code must be a string matching ^[A-Z2-9]{27}$ (code: The pairing code, 27 characters A-Z and 2-9).');
     const extra = (await stdio.callTool({ name: 'get_delivery', arguments: { request_id: 'a'.repeat(64), requestId: 'x' } })) as ToolResult;
-    expect(textOf(extra)).toBe('Invalid arguments: unknown field "requestId": the fields are request_id.');
+    expect(toolText(extra)).toBe('Invalid arguments: unknown field "requestId": the fields are request_id.');
     const unmapped = (await stdio.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'deals', content: 'nowhere' } })) as ToolResult;
     expect(unmapped.isError).toBe(true);
-    expect(textOf(unmapped)).toContain(`Not delivered (UPSTREAM_UNAVAILABLE): no channel is mapped for the deals destination in server ${IDS.guild}. Do not retry`);
-    const requestId = /request_id: ([0-9a-f]{64})/.exec(textOf(unmapped))?.[1] ?? '';
-    expect(textOf(await stdio.callTool({ name: 'get_delivery', arguments: { request_id: requestId } }))).toContain('no channel is mapped for the deals destination');
+    expect(toolText(unmapped)).toContain(`Not delivered (UPSTREAM_UNAVAILABLE): no channel is mapped for the deals destination in server ${IDS.guild}. Do not retry`);
+    const requestId = /request_id: ([0-9a-f]{64})/.exec(toolText(unmapped))?.[1] ?? '';
+    expect(toolText(await stdio.callTool({ name: 'get_delivery', arguments: { request_id: requestId } }))).toContain('no channel is mapped for the deals destination');
   });
 
   it('pairs, DMs the paired user, edits that DM, and lists recipients', async () => {
-    expect(textOf(await stdio.callTool({ name: 'send_dm', arguments: { content: 'too early' } }))).toContain('Not paired with anyone yet');
+    expect(toolText(await stdio.callTool({ name: 'send_dm', arguments: { content: 'too early' } }))).toContain('Not paired with anyone yet');
     await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
     const pairReply = await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'pair' });
     const code = /\*\*([A-Z2-9]{27})\*\*/.exec(pairReply.data?.content ?? '')?.[1] ?? '';
-    expect(textOf(await stdio.callTool({ name: 'pair', arguments: { code } }))).toBe(`Paired with Discord user ${IDS.user}. send_dm now reaches them.`);
-    expect(textOf(await stdio.callTool({ name: 'pair', arguments: { code } }))).toContain('invalid, expired or already used');
+    expect(toolText(await stdio.callTool({ name: 'pair', arguments: { code } }))).toBe(`Paired with Discord user ${IDS.user}. send_dm now reaches them.`);
+    expect(toolText(await stdio.callTool({ name: 'pair', arguments: { code } }))).toContain('invalid, expired or already used');
 
     const dm = await stdio.callTool({ name: 'send_dm', arguments: { content: 'mcp dm v1' } });
-    expect(textOf(dm)).toMatch(/^DM sent: https:\/\/discord\.com\/channels\/@me\//);
-    const ref = /request_id: ([0-9a-f]{64})/.exec(textOf(dm))?.[1] ?? '';
+    expect(toolText(dm)).toMatch(/^DM sent: https:\/\/discord\.com\/channels\/@me\//);
+    const ref = /request_id: ([0-9a-f]{64})/.exec(toolText(dm))?.[1] ?? '';
     const edited = await stdio.callTool({ name: 'edit_message', arguments: { message_ref: ref, content: 'mcp dm v2' } });
-    expect(textOf(edited)).toMatch(/^Edited: https:\/\/discord\.com\/channels\/@me\//);
+    expect(toolText(edited)).toMatch(/^Edited: https:\/\/discord\.com\/channels\/@me\//);
     const message = h.sandbox.allMessages().find((m) => m.content === 'mcp dm v2');
     expect(message?.edits).toBe(1);
     expect(h.sandbox.allMessages().filter((m) => m.content.startsWith('mcp dm v'))).toHaveLength(1);
     // Only its own messages: the HTTP server (its own state) did not send this one.
-    expect(textOf(await http.callTool({ name: 'edit_message', arguments: { message_ref: ref, content: 'hijack' } }))).toContain('did not send a message with that request_id');
-    expect(textOf(await stdio.callTool({ name: 'list_recipients', arguments: {} }))).toContain(`Roshne (${IDS.user})`);
+    expect(toolText(await http.callTool({ name: 'edit_message', arguments: { message_ref: ref, content: 'hijack' } }))).toContain('did not send a message with that request_id');
+    expect(toolText(await stdio.callTool({ name: 'list_recipients', arguments: {} }))).toContain(`Roshne (${IDS.user})`);
   });
 
   it('refuses to DM after the user revoked and registered again, until paired again', async () => {
     await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'unregister' });
-    expect(textOf(await stdio.callTool({ name: 'send_dm', arguments: { content: 'after unregister' } }))).toContain('has unregistered');
+    expect(toolText(await stdio.callTool({ name: 'send_dm', arguments: { content: 'after unregister' } }))).toContain('has unregistered');
     await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
     const refused = (await stdio.callTool({ name: 'send_dm', arguments: { content: 'after re-register' } })) as ToolResult;
     expect(refused.isError).toBe(true);
-    expect(textOf(refused)).toContain('Refusing to DM until you pair again');
+    expect(toolText(refused)).toContain('Refusing to DM until you pair again');
     expect(h.sandbox.allMessages().filter((m) => m.content.startsWith('after '))).toHaveLength(0);
     const pairReply = await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'pair' });
     const code = /\*\*([A-Z2-9]{27})\*\*/.exec(pairReply.data?.content ?? '')?.[1] ?? '';
     await stdio.callTool({ name: 'pair', arguments: { code } });
-    expect(textOf(await stdio.callTool({ name: 'send_dm', arguments: { content: 'after pairing again' } }))).toMatch(/^DM sent:/);
+    expect(toolText(await stdio.callTool({ name: 'send_dm', arguments: { content: 'after pairing again' } }))).toMatch(/^DM sent:/);
   });
 
   it('answers 401 to a Streamable HTTP client without the token', async () => {
@@ -193,16 +175,16 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   });
 
   it('lists, describes (by alias) and validates commands as a Discord user, with that user permissions from Discord', async () => {
-    const list = JSON.parse(textOf(await stdio.callTool({ name: 'list_commands', arguments: {} }))) as { fingerprint: string; commands: { name: string }[] };
+    const list = JSON.parse(toolText(await stdio.callTool({ name: 'list_commands', arguments: {} }))) as { fingerprint: string; commands: { name: string }[] };
     expect(list.commands.map((c) => c.name)).toEqual(['agent', 'destinations', 'media']);
-    expect(JSON.parse(textOf(await http.callTool({ name: 'describe_command', arguments: { name: 'dest' } })))).toMatchObject({ name: 'destinations', aliases: ['dest', 'destination'] });
+    expect(JSON.parse(toolText(await http.callTool({ name: 'describe_command', arguments: { name: 'dest' } })))).toMatchObject({ name: 'destinations', aliases: ['dest', 'destination'] });
     const invocation = { command: `destinations set alerts <#${IDS.channels.ops}>`, guildId: IDS.guild, channelId: IDS.channels.alerts };
     const allowed = (await stdio.callTool({ name: 'run_command', arguments: { ...invocation, userId: SANDBOX_MEMBER_IDS.manager } })) as ToolResult;
     expect(allowed.isError).toBeUndefined();
-    expect(JSON.parse(textOf(allowed))).toMatchObject({ ok: true, mode: 'validate', sideEffectsMayHaveOccurred: false });
+    expect(JSON.parse(toolText(allowed))).toMatchObject({ ok: true, mode: 'validate', sideEffectsMayHaveOccurred: false });
     const refused = (await stdio.callTool({ name: 'run_command', arguments: { ...invocation, userId: IDS.user } })) as ToolResult;
     expect(refused.isError).toBe(true);
-    expect(JSON.parse(textOf(refused))).toMatchObject({ ok: false, error: { category: 'unmet_precondition', precondition: 'manage_guild' } });
+    expect(JSON.parse(toolText(refused))).toMatchObject({ ok: false, error: { category: 'unmet_precondition', precondition: 'manage_guild' } });
   });
 });
 
@@ -211,7 +193,7 @@ describe('herald mcp when Herald is not running', () => {
     const stateDir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-down-'));
     onTestFinished(() => rm(stateDir, { recursive: true, force: true }));
     const url = `http://127.0.0.1:${await freePort()}`;
-    const mcp = await stdioClient({ HERALD_URL: url, MCP_BRIDGE_TOKEN: newToken(), HERALD_MCP_STATE: path.join(stateDir, 's.json') });
+    const mcp = await mcpOverStdio('herald-test', { HERALD_URL: url, MCP_BRIDGE_TOKEN: newToken(), HERALD_MCP_STATE: path.join(stateDir, 's.json') });
     onTestFinished(() => mcp.close());
     for (const [name, args] of [
       ['get_capabilities', {}],
@@ -222,8 +204,8 @@ describe('herald mcp when Herald is not running', () => {
       const result = (await mcp.callTool({ name, arguments: args })) as ToolResult;
       const ms = Date.now() - started;
       expect(result.isError, name).toBe(true);
-      expect(textOf(result)).toContain(`Herald could not be reached at ${url} (connect ECONNREFUSED 127.0.0.1:${new URL(url).port}). `);
-      expect(textOf(result)).toContain('set HERALD_URL for this MCP server to its address');
+      expect(toolText(result)).toContain(`Herald could not be reached at ${url} (connect ECONNREFUSED 127.0.0.1:${new URL(url).port}). `);
+      expect(toolText(result)).toContain('set HERALD_URL for this MCP server to its address');
       // The retry budget for a Herald never reached is 2 s; the rest is a busy machine's slack.
       expect(ms, name).toBeLessThan(8_000);
     }
@@ -259,7 +241,7 @@ describe('herald mcp when the bridge is killed during post_message', () => {
       await bridge.closed;
     });
     // The tool waits (and retries the bridge) longer than a bridge start-up can take here.
-    const mcp = await stdioClient({ HERALD_URL: `http://127.0.0.1:${port}`, MCP_BRIDGE_TOKEN: bridgeToken, HERALD_MCP_STATE: path.join(stateDir, 's.json'), HERALD_MCP_WAIT_MS: String(2 * START_MS) });
+    const mcp = await mcpOverStdio('herald-test', { HERALD_URL: `http://127.0.0.1:${port}`, MCP_BRIDGE_TOKEN: bridgeToken, HERALD_MCP_STATE: path.join(stateDir, 's.json'), HERALD_MCP_WAIT_MS: String(2 * START_MS) });
     cleanups.push(() => mcp.close());
     await fetch(`http://127.0.0.1:${port}/admin/destinations/${IDS.guild}/alerts`, { method: 'PUT', headers: { authorization: `Bearer ${adminToken}` }, body: JSON.stringify({ channel_id: IDS.channels.alerts }) });
     // Discord creates the message but holds its answer; the bridge dies before recording it.
@@ -272,7 +254,7 @@ describe('herald mcp when the bridge is killed during post_message', () => {
     sandbox.clearFaults();
     bridge = await startHeraldProcess(['serve'], env, START_MS);
     const result = await call;
-    expect(textOf(result)).toMatch(/^Posted: https:\/\/discord\.com\/channels\//);
+    expect(toolText(result)).toMatch(/^Posted: https:\/\/discord\.com\/channels\//);
     expect(sandbox.allMessages().filter((m) => m.content === content)).toHaveLength(1);
 
     // The bridge down when the tool is called: its POST is retried until the bridge is back.
@@ -281,7 +263,7 @@ describe('herald mcp when the bridge is killed during post_message', () => {
     const later = `sent while down ${Date.now()}`;
     const pending = mcp.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: later } }, undefined, { timeout: 3 * START_MS });
     bridge = await startHeraldProcess(['serve'], env, START_MS);
-    expect(textOf(await pending)).toMatch(/^Posted: /);
+    expect(toolText(await pending)).toMatch(/^Posted: /);
     expect(sandbox.allMessages().filter((m) => m.content === later)).toHaveLength(1);
   });
 });

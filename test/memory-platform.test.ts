@@ -4,7 +4,7 @@ import { client } from './support/client.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { newRequestId, newToken } from './support/herald.js';
 import { startHeraldProcess, type HeraldProcess } from './support/process.js';
-import { waitFor } from './support/wait.js';
+import { waitForDelivery } from './support/wait.js';
 
 /** `herald serve` on the memory platform (HERALD_TRANSPORT=memory): a smoke test with no Discord at all. */
 describe('herald serve on the memory platform', () => {
@@ -43,11 +43,7 @@ describe('herald serve on the memory platform', () => {
     const requestId = newRequestId();
     const accepted = await bridge.post('/mcp/deliveries', { request_id: requestId, kind: 'post', target: { guild_id: MEMORY_IDS.guild, destination: 'alerts' }, body: { content: 'hello' } });
     expect(accepted.status, accepted.text).toBe(202);
-    await waitFor(async () => {
-      const res = await bridge.get(`/mcp/deliveries/${requestId}`);
-      const json = res.json as Record<string, unknown>;
-      return json['state'] === 'delivered' ? json : undefined;
-    }, 'the post to be delivered', 20_000);
+    await waitForDelivery(bridge, requestId, 'delivered', 'the post to be delivered', 20_000);
     // A channel the memory platform does not have cannot be mapped: the destination is looked up there.
     const missing = await admin.put(`/admin/destinations/${MEMORY_IDS.guild}/ops`, { channel_id: '299999999999999999' });
     expect(missing.status).toBe(422);

@@ -10,8 +10,8 @@ import { client } from './support/client.js';
 import type { TestDatabase } from './support/db.js';
 import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
 import { startPgCluster, type PgCluster } from './support/pg-cluster.js';
-import { runHerald, startHeraldProcess, type HeraldProcess } from './support/process.js';
-import { waitFor } from './support/wait.js';
+import { processHarness, runHerald, type HeraldProcess } from './support/process.js';
+import { waitFor, waitForDelivery } from './support/wait.js';
 
 /**
  * PostgreSQL restarting under a running Herald, and Herald starting before PostgreSQL: real
@@ -21,7 +21,7 @@ describe('PostgreSQL restarts under herald serve', () => {
   let cluster: PgCluster;
   let sandbox: DiscordSandbox;
   let db: TestDatabase | undefined;
-  const procs: HeraldProcess[] = [];
+  const procs = processHarness();
   const bridgeToken = newToken();
   const adminToken = newToken();
 
@@ -33,11 +33,7 @@ describe('PostgreSQL restarts under herald serve', () => {
     await cluster?.destroy();
   });
   afterEach(async (ctx) => {
-    if (ctx.task.result?.state === 'fail') for (const p of procs) console.error(`--- herald output ---\n${p.output()}`);
-    for (const p of procs.splice(0)) {
-      if (p.child.exitCode === null && p.child.signalCode === null) p.kill('SIGKILL');
-      await p.exited;
-    }
+    await procs.stopAll(ctx);
     sandbox.clearFaults();
     if (cluster.port !== 0) await cluster.start().catch(() => undefined);
     await db?.drop();
@@ -87,8 +83,7 @@ describe('PostgreSQL restarts under herald serve', () => {
 
   it('survives an immediate restart with requests in flight: 503 while down, accepts and delivers after', async () => {
     db = await freshDatabase();
-    const proc = await startHeraldProcess(['serve'], env(db));
-    procs.push(proc);
+    const proc = await procs.start(['serve'], env(db));
     const url = proc.url ?? '';
     expect((await client(url, adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts })).status).toBe(200);
     const before = newRequestId();
@@ -138,17 +133,10 @@ describe('PostgreSQL restarts under herald serve', () => {
     // agent's retry (the protocol's answer to unknown) re-drives it under the same nonce.
     const api = client(url, bridgeToken);
     for (const id of accepted) {
-      let last: unknown;
-      const state = await waitFor(async () => {
-        last = (await api.get(`/mcp/deliveries/${id}`)).json;
-        const s = (last as { state: string }).state;
-        return s === 'delivered' || s === 'unknown' ? s : undefined;
-      }, `${id.slice(0, 8)}… delivered or unknown`, 30_000).catch((err: unknown) => {
-        throw new Error(`${String(err)}; last seen ${JSON.stringify(last)}`);
-      });
+      const { state } = await waitForDelivery(api, id, ['delivered', 'unknown'], `${id.slice(0, 8)}… delivered or unknown`, 30_000);
       if (state === 'unknown') {
         expect((await api.post('/mcp/deliveries', post(id, `restart ${id}`))).status).toBe(202);
-        await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'delivered', `${id.slice(0, 8)}… delivered after its retry`, 30_000);
+        await waitForDelivery(api, id, 'delivered', `${id.slice(0, 8)}… delivered after its retry`, 30_000);
       }
       expect(messages(`restart ${id}`)).toHaveLength(1);
     }
@@ -160,8 +148,7 @@ describe('PostgreSQL restarts under herald serve', () => {
   it('re-establishes LISTEN after a restart: a new delivery wakes the dispatcher at once, not at the next poll', async () => {
     db = await freshDatabase();
     // Polling once a minute: only NOTIFY can deliver within the waits below.
-    const proc = await startHeraldProcess(['serve'], env(db, { HERALD_POLL_MS: '60000' }));
-    procs.push(proc);
+    const proc = await procs.start(['serve'], env(db, { HERALD_POLL_MS: '60000' }));
     const url = proc.url ?? '';
     const api = client(url, bridgeToken);
     expect((await client(url, adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts })).status).toBe(200);
@@ -198,8 +185,7 @@ describe('PostgreSQL restarts under herald serve', () => {
     await cluster.stop('fast');
     // A server that answers every connection the way PostgreSQL does during start-up or recovery.
     const starting = await fakeStartingUpServer(cluster.port);
-    const proc = runHerald(['serve'], env(db, { HERALD_DB_STARTUP_TIMEOUT_MS: '60000' }));
-    procs.push(proc);
+    const proc = procs.track(runHerald(['serve'], env(db, { HERALD_DB_STARTUP_TIMEOUT_MS: '60000' })));
     await waitFor(() => proc.output().includes('the database system is starting up'), 'Herald to wait for a server starting up');
     expect(proc.output()).toContain('"msg":"database not reachable yet; waiting for it"');
     await new Promise<void>((resolve) => starting.close(() => resolve()));
@@ -218,8 +204,7 @@ describe('PostgreSQL restarts under herald serve', () => {
   it('gives up after HERALD_DB_STARTUP_TIMEOUT_MS with a message naming DATABASE_URL', async () => {
     db = await freshDatabase();
     await cluster.stop('fast');
-    const proc = runHerald(['serve'], env(db, { HERALD_DB_STARTUP_TIMEOUT_MS: '1500' }));
-    procs.push(proc);
+    const proc = procs.track(runHerald(['serve'], env(db, { HERALD_DB_STARTUP_TIMEOUT_MS: '1500' })));
     const exit = await proc.exited;
     // The operator fixes this (start PostgreSQL, or point DATABASE_URL at it): exit 2, like a configuration error.
     expect(exit.code).toBe(2);

@@ -9,7 +9,7 @@ import { client } from './support/client.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { newRequestId, post } from './support/herald.js';
 import { startHeraldProcess, type HeraldProcess } from './support/process.js';
-import { waitFor } from './support/wait.js';
+import { waitForDelivery } from './support/wait.js';
 
 type Node = { t: string; v?: string; href?: string; c?: Node[] };
 const parseMarkdown = new Function(`${MARKDOWN_JS}; return parseMarkdown;`)() as (text: string, inline: boolean) => Node[];
@@ -59,10 +59,7 @@ describe('sandbox mode keeps its Discord in the data folder, and links open its 
     expect((await admin.put(`/admin/destinations/${SANDBOX_IDS.guild}/alerts`, { channel_id: SANDBOX_IDS.channels.alerts })).status).toBe(200);
     const requestId = newRequestId();
     await bridge.post('/mcp/deliveries', post(requestId, 'kept across restarts'));
-    const delivered = await waitFor(async () => {
-      const r = await bridge.get(`/mcp/deliveries/${requestId}`);
-      return (r.json as { state: string }).state === 'delivered' ? (r.json as { url: string }) : undefined;
-    }, 'delivered');
+    const delivered = (await waitForDelivery(bridge, requestId, 'delivered', 'delivered')) as { url: string };
     const before = (await sandboxState(urls.sandbox)).messages.filter((m) => m.content === 'kept across restarts');
     expect(before).toHaveLength(1);
     await stop();

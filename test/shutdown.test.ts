@@ -4,7 +4,7 @@ import { client } from './support/client.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
 import { startHeraldProcess } from './support/process.js';
-import { waitFor } from './support/wait.js';
+import { waitFor, waitForDelivery } from './support/wait.js';
 
 describe('SIGTERM', () => {
   let sandbox: DiscordSandbox;
@@ -63,7 +63,7 @@ describe('SIGTERM', () => {
     const next = await startHeraldProcess(['serve'], env());
     try {
       const api = client(next.url ?? '', bridgeToken);
-      await waitFor(async () => ((await api.get(`/mcp/deliveries/${id}`)).json as { state: string }).state === 'delivered', 'the released delivery');
+      await waitForDelivery(api, id, 'delivered', 'the released delivery');
       expect(sandbox.allMessages().filter((m) => m.content === `released ${id}`)).toHaveLength(1);
     } finally {
       next.kill('SIGKILL');

@@ -4,12 +4,11 @@ import { MediaService, type Actor, type StorageLimits } from '../../src/modules/
 import type { ScrapeJob } from '../../src/modules/archive/media.js';
 import { ScrapeJobs, scrapeQueue, type ScrapeStepJob } from '../../src/modules/archive/scrape.jobs.js';
 import { OutboxWorker } from '../../src/outbox/worker.js';
-import { openStore, type Store } from '../../src/platform/db/database.js';
-import { migrateToLatest } from '../../src/platform/db/migrate.js';
+import type { Store } from '../../src/platform/db/database.js';
 import type { Database } from '../../src/schema.js';
 import { MemoryTransport } from '../../src/transports/memory/memory-transport.js';
 import type { ArchivedAttachment, ArchivedMessage } from '../../src/transports/transport.js';
-import { testDatabase, type TestDatabase } from './db.js';
+import { migratedStore, type TestDatabase } from './db.js';
 import { waitFor } from './wait.js';
 
 export const GUILD = '234567890123456000';
@@ -35,9 +34,8 @@ export interface ArchiveHarness {
 }
 
 export async function archiveHarness(options: { limits: StorageLimits; policy: Omit<DownloadPolicy, 'timeoutMs'>; network?: DownloadNetwork; workers?: number; leaseMs?: number }): Promise<ArchiveHarness> {
-  const db = await testDatabase();
-  const store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
-  await migrateToLatest(store.db);
+  const fixture = await migratedStore();
+  const { db, store } = fixture;
   const memory = new MemoryTransport();
   const log = pino({ level: 'silent' });
   const clock = { now: () => new Date() };
@@ -75,8 +73,7 @@ export async function archiveHarness(options: { limits: StorageLimits; policy: O
       }, `scrape ${id} to settle`, timeoutMs),
     async close() {
       await Promise.all(workers.map((w) => w.stop()));
-      await store.close();
-      await db.drop();
+      await fixture.close();
     },
   };
 }

@@ -4,6 +4,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { inject } from 'vitest';
+import { openStore, type Store } from '../../src/platform/db/database.js';
+import { migrateToLatest } from '../../src/platform/db/migrate.js';
+import type { Database } from '../../src/schema.js';
 import { testDatabasePrefix, withDatabase } from './global-setup.js';
 
 export interface TestDatabase {
@@ -48,6 +51,49 @@ export async function testDatabase(): Promise<TestDatabase> {
       await c.connect();
       await c.query(`drop database if exists ${name} with (force)`).finally(() => c.end());
       await removeDir();
+    },
+  };
+}
+
+/** A test database with a store open on it, migrated to the latest schema. */
+export interface MigratedStore {
+  db: TestDatabase;
+  store: Store<Database>;
+  /** Close the store, then drop the database (and its data folder). */
+  close(): Promise<void>;
+}
+
+/** Open a store on `db` and migrate it; the store is closed again if the migration fails. */
+export async function openMigratedStore(db: TestDatabase): Promise<Store<Database>> {
+  const store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
+  try {
+    await migrateToLatest(store.db);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  return store;
+}
+
+/** A fresh database with a migrated store on it; nothing is left behind if opening fails halfway. */
+export async function migratedStore(): Promise<MigratedStore> {
+  const db = await testDatabase();
+  let store: Store<Database>;
+  try {
+    store = await openMigratedStore(db);
+  } catch (err) {
+    await db.drop();
+    throw err;
+  }
+  return {
+    db,
+    store,
+    async close() {
+      try {
+        await store.close();
+      } finally {
+        await db.drop();
+      }
     },
   };
 }

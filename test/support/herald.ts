@@ -6,7 +6,7 @@ import { createLogger } from '../../src/platform/log.js';
 import { DiscordSandbox, SANDBOX_IDS, type SandboxOptions } from '../../src/sandbox/sandbox.js';
 import { client, type Client } from './client.js';
 import { testDatabase, type TestDatabase } from './db.js';
-import { waitFor } from './wait.js';
+import { waitForDelivery } from './wait.js';
 
 export const IDS = SANDBOX_IDS;
 export const REQ_A = 'a'.repeat(64);
@@ -94,13 +94,7 @@ export async function startTestHerald(options: TestHeraldOptions = {}): Promise<
       const res = await admin.put(`/admin/destinations/${IDS.guild}/${destination}`, { channel_id: channelId });
       if (res.status !== 200) throw new Error(`mapping failed: ${res.status} ${res.text}`);
     },
-    async waitForState(requestId, state, timeoutMs = 20_000) {
-      return waitFor(async () => {
-        const res = await bridge.get(`/mcp/deliveries/${requestId}`);
-        const json = res.json as Record<string, unknown>;
-        return json['state'] === state ? json : undefined;
-      }, `${requestId.slice(0, 8)}… to be ${state}`, timeoutMs);
-    },
+    waitForState: (requestId, state, timeoutMs = 20_000) => waitForDelivery(bridge, requestId, state, undefined, timeoutMs),
     async close() {
       await herald.close();
       if (options.useSandbox === undefined) await sandbox.close();

@@ -100,3 +100,40 @@ export async function startHeraldProcess(args: string[], env: Record<string, str
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/** What an `afterEach` hook's context says about the test that just ran. */
+export interface FinishedTest {
+  task: { result?: { state?: string } | undefined };
+}
+
+/**
+ * The Herald processes of one describe block's tests (crash and restart tests): call `stopAll`
+ * from `afterEach`. Each test's processes are then stopped, SIGKILL to the whole group and their
+ * exit awaited, so the next test starts clean; a failed test prints what they said first.
+ */
+export interface ProcessHarness {
+  /** Start `herald <args>` (startHeraldProcess) and keep it. */
+  start(args: string[], env: Record<string, string>, timeoutMs?: number, options?: RunOptions): Promise<HeraldProcess>;
+  /** Keep a process started otherwise (e.g. runHerald, for a Herald that is not expected to start). */
+  track(proc: HeraldProcess): HeraldProcess;
+  stopAll(test: FinishedTest): Promise<void>;
+}
+
+export function processHarness(): ProcessHarness {
+  const procs: HeraldProcess[] = [];
+  const track = (proc: HeraldProcess): HeraldProcess => {
+    procs.push(proc);
+    return proc;
+  };
+  return {
+    track,
+    start: async (args, env, timeoutMs, options) => track(await startHeraldProcess(args, env, timeoutMs, options)),
+    async stopAll(test) {
+      if (test.task.result?.state === 'fail') for (const p of procs) console.error(`--- herald output ---\n${p.output()}`);
+      for (const p of procs.splice(0)) {
+        if (p.child.exitCode === null && p.child.signalCode === null) p.kill('SIGKILL');
+        await p.exited;
+      }
+    },
+  };
+}
