@@ -33,6 +33,35 @@ describe('chat tools on Discord', () => {
     expect((read.json as { messages: unknown[] }).messages).toEqual([{ at: expect.any(String), nick: 'ada', text: 'hello from ada' }]);
   });
 
+  it('read_messages with since gives only the lines after it, newest first; a bad since is a 400 naming it', async () => {
+    const sendAndSettle = async (text: string): Promise<void> => {
+      const id = ((await h.bridge.post('/mcp/chat/messages', { channel: '#deals', text, sender: 'bob' })).json as { id: string }).id;
+      await waitFor(async () => ((await h.bridge.get(`/mcp/chat/messages/${id}`)).json as { state: string }).state === 'delivered', `${text} to be delivered`);
+    };
+    await sendAndSettle('first line');
+    const before = (await h.bridge.get('/mcp/chat/messages?channel=deals&limit=1')).json as { messages: { at: string; text: string }[] };
+    expect(before.messages.map((m) => m.text)).toEqual(['first line']);
+    const firstAt = before.messages[0]?.at ?? '';
+    await sendAndSettle('second line');
+    await sendAndSettle('third line');
+    // Since the first line's own time (a millisecond after it): the two later lines only.
+    const since = new Date(Date.parse(firstAt) + 1).toISOString();
+    const after = await h.bridge.get(`/mcp/chat/messages?channel=deals&since=${encodeURIComponent(since)}`);
+    await expectValidResponse('GET', '/mcp/chat/messages', 200, after.json);
+    expect((after.json as { messages: { nick: string; text: string }[] }).messages.map((m) => [m.nick, m.text])).toEqual([
+      ['bob', 'third line'],
+      ['bob', 'second line'],
+    ]);
+    // Since a time before the first line: all three; since now: none.
+    const all = (await h.bridge.get(`/mcp/chat/messages?channel=deals&since=${encodeURIComponent(new Date(Date.parse(firstAt) - 1).toISOString())}`)).json as { messages: { text: string }[] };
+    expect(all.messages.map((m) => m.text)).toEqual(['third line', 'second line', 'first line']);
+    const none = (await h.bridge.get(`/mcp/chat/messages?channel=deals&since=${encodeURIComponent(new Date(Date.now() + 60_000).toISOString())}`)).json as { messages: unknown[] };
+    expect(none.messages).toEqual([]);
+    const bad = await h.bridge.get('/mcp/chat/messages?channel=deals&since=yesterday');
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.json)).toContain('since');
+  });
+
   it('channels are the guild\'s text channels; create_channel makes one; members never include the bot', async () => {
     const listed = await h.bridge.get('/mcp/chat/channels');
     await expectValidResponse('GET', '/mcp/chat/channels', 200, listed.json);
