@@ -107,8 +107,7 @@ export async function runJobs<DB>(
     metrics: new WorkerMetrics(registry),
   });
   for (const d of declared) {
-    const { prune, ...rest } = d.queue;
-    const queue: JobQueue<Job> = d.prune === true && prune !== undefined ? { ...rest, prune } : rest;
+    const queue: JobQueue<Job> = d.prune === true ? d.queue : withoutPrune(d.queue);
     for (const kind of d.kinds) worker.register(d.concurrency !== undefined && kind.concurrency === undefined ? { ...kind, concurrency: d.concurrency } : kind, queue);
   }
   const unring = doorbell.onRing(() => worker.wake());
@@ -127,6 +126,12 @@ export async function runJobs<DB>(
       await worker.stop();
     },
   };
+}
+
+/** The queue with its methods bound, less its upkeep (a queue whose declaration does not ask to be pruned). */
+function withoutPrune<J extends Job>(q: JobQueue<J>): JobQueue<J> {
+  const depth = q.depth?.bind(q);
+  return { claim: q.claim.bind(q), release: q.release.bind(q), ...(depth !== undefined ? { depth } : {}) };
 }
 
 /** Run every module's upkeep hourly (a failure is logged; the next hour tries again). Returns the stop. */
