@@ -185,6 +185,20 @@ export interface NonceLedger {
   noncesOf(messageIds: readonly string[]): Promise<Map<string, string>>;
 }
 
+/**
+ * Proof of a send by its key, where the platform keeps the key with the message (Slack's message
+ * metadata): "find what this key created", exactly, at any age, with no content matching.
+ */
+export interface KeyedHistory {
+  /**
+   * The message `key` created in `channelId` between `from` and `until`: found; absent only after
+   * a complete read of that span; undecided (with Herald's words why) when the platform cannot say.
+   */
+  findByKey(channelId: string, key: string, from: Date, until: Date, signal: AbortSignal): Promise<KeyedFind>;
+}
+
+export type KeyedFind = { found: SentMessage } | { absent: true } | { undecided: string };
+
 export interface Channels {
   /** Undefined when the channel does not exist or the bot cannot see it. */
   getChannel(channelId: string): Promise<ChannelInfo | undefined>;
@@ -341,6 +355,8 @@ export interface Transport {
   readonly dms?: DirectMessages;
   readonly editor?: Editor;
   readonly history?: History;
+  /** Finding a send by its key in the channel (preferred over `history` when present). */
+  readonly keyed?: KeyedHistory;
   /** History with its media, page by page (the media archive). */
   readonly pages?: HistoryPages;
   readonly channels?: Channels;
@@ -388,7 +404,7 @@ export function capabilitiesOf(t: Transport): TransportCapabilities {
     idempotentSend: t.sender !== undefined && t.idempotentSend,
     dm: t.sender !== undefined && t.dms !== undefined,
     edit: t.editor !== undefined,
-    history: t.history !== undefined,
+    history: t.history !== undefined || t.keyed !== undefined,
     channels: t.channels !== undefined,
     members: t.members !== undefined,
     inbound: t.inbound !== undefined,

@@ -47,6 +47,13 @@ export async function reconcile(db: Kysely<Database>, clock: Clock, row: Deliver
   if (reported !== undefined) return { kind: 'found', message: { channelId: reported.channel_id, messageId: reported.message_id } };
   const from = new Date(doubt.from.getTime() - RECONCILE_SKEW_MS);
   const until = new Date(doubt.until.getTime() + RECONCILE_SKEW_MS);
+  if (transport.keyed !== undefined) {
+    // The platform keeps the key with the message: an exact answer, with no content matching.
+    const found = await transport.keyed.findByKey(channelId, nonce, from, until, signal);
+    if ('found' in found) return { kind: 'found', message: found.found };
+    if ('absent' in found) return { kind: 'absent' };
+    return { kind: 'undecided', reason: found.undecided };
+  }
   const history = transport.history;
   if (history === undefined) return { kind: 'undecided', reason: `${transport.name} keeps no history to look the message up in` };
   const self = await history.selfId();
