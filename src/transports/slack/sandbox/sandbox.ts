@@ -5,6 +5,7 @@ import Koa from 'koa';
 import { chatMethods } from './chat.js';
 import { workspaceMethods } from './conversations.js';
 import { FaultQueue, RateLimits, type SlackFaults } from './limits.js';
+import { pageRoutes } from './page.js';
 import { SocketMode } from './socket-mode.js';
 import { SLACK_SANDBOX_IDS, SlackWorkspace, type SlackConversation, type SlackMessage, type SlackMetadata } from './state.js';
 import { messageObject, webApiRoutes } from './web-api.js';
@@ -141,7 +142,7 @@ export class SlackSandbox {
       methods,
       openConnection: () => this.mode().open(),
     });
-    app.use(api.routes());
+    app.use(api.routes()).use(pageRoutes(this.workspace).routes());
     const server = createServer(app.callback());
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
