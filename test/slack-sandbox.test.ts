@@ -1,31 +1,11 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { SocketModeClient } from '@slack/socket-mode';
-import { ErrorCode, LogLevel, WebClient, type WebAPICallResult } from '@slack/web-api';
+import { ErrorCode, LogLevel, type WebAPICallResult, type WebClient } from '@slack/web-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SLACK_SANDBOX_IDS, SlackSandbox } from '../src/transports/slack/sandbox/sandbox.js';
+import { failure, herald, webClient } from './support/slack-sandbox.js';
 import { waitFor } from './support/wait.js';
 
 const { channels, users, bot } = SLACK_SANDBOX_IDS;
-
-/** Slack's own Web API client against the sandbox, never retrying (as Herald's creates must not be). */
-function webClient(sandbox: SlackSandbox, token = sandbox.botToken): WebClient {
-  return new WebClient(token, { slackApiUrl: sandbox.apiUrl, retryConfig: { retries: 0 }, rejectRateLimitedCalls: true, logLevel: LogLevel.ERROR });
-}
-
-/** The Slack error code a call failed with (a platform error's `error`), or the client's error code. */
-async function failure(call: Promise<WebAPICallResult>): Promise<{ code: string; error?: string; retryAfter?: number; statusCode?: number }> {
-  try {
-    await call;
-  } catch (err) {
-    const e = err as { code: string; data?: { error?: string }; retryAfter?: number; statusCode?: number };
-    return { code: e.code, ...(e.data?.error === undefined ? {} : { error: e.data.error }), ...(e.retryAfter === undefined ? {} : { retryAfter: e.retryAfter }), ...(e.statusCode === undefined ? {} : { statusCode: e.statusCode }) };
-  }
-  throw new Error('the call succeeded');
-}
-
-const herald = (key: string) => ({ event_type: 'herald_delivery', event_payload: { id: key } });
 
 describe('Slack sandbox: the Web API as @slack/web-api sees it', () => {
   const sandbox = new SlackSandbox({ postsPerSecondPerChannel: 1_000, tierScale: 100 });
@@ -275,77 +255,5 @@ describe('Slack sandbox: Socket Mode as @slack/socket-mode sees it', () => {
     expect(sandbox.connected()).toBe(false);
     const tcp = (): string[] => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap' || r === 'TCPServerWrap');
     await waitFor(() => tcp().length === 0, `no open TCP sockets (still: ${tcp().join(', ')})`, 5_000);
-  });
-});
-
-describe('Slack sandbox: the page and the state file', () => {
-  let folder: string;
-  const sandboxes: SlackSandbox[] = [];
-  const started = async (stateFile: string): Promise<SlackSandbox> => {
-    const sandbox = new SlackSandbox({ stateFile, postsPerSecondPerChannel: 1_000 });
-    sandboxes.push(sandbox);
-    await sandbox.start();
-    return sandbox;
-  };
-  beforeAll(async () => {
-    folder = await mkdtemp(path.join(tmpdir(), 'slack-sandbox-'));
-  });
-  afterAll(async () => {
-    for (const sandbox of sandboxes) await sandbox.close();
-    await rm(folder, { recursive: true, force: true });
-  });
-
-  it('shows channels and DMs with their messages, newest last, who sent them and under which username; a permalink opens one', async () => {
-    const sandbox = await started(path.join(folder, 'page.json'));
-    const slack = webClient(sandbox);
-    sandbox.say(users.ada, channels.general, 'first, from Ada');
-    const posted = await slack.chat.postMessage({ channel: channels.general, text: 'second <script>alert(1)</script> &amp; <https://example.com/x|a link>', username: 'Deploy Bot' });
-    const dm = await slack.conversations.open({ users: users.bob });
-    await slack.chat.postMessage({ channel: dm.channel?.id ?? '', text: 'just for Bob' });
-
-    const page = await fetch(`${sandbox.url}/`);
-    expect(page.status).toBe(200);
-    expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
-    const html = await page.text();
-    expect(html).not.toContain('<script');
-    expect(html).toContain('#general');
-    expect(html).toContain('#alerts');
-    expect(html).toContain('DM with Bob Builder');
-    expect(html).toContain('just for Bob');
-    const first = html.indexOf('first, from Ada');
-    const second = html.indexOf('second &lt;script&gt;alert(1)&lt;/script&gt; &amp; <a href="https://example.com/x" rel="noopener noreferrer">a link</a>');
-    expect(first).toBeGreaterThan(0);
-    expect(second).toBeGreaterThan(first);
-    expect(html).toContain('Ada Lovelace');
-    expect(html).toContain('Herald</span> <span class="as">as “Deploy Bot”</span>');
-
-    const { permalink } = await slack.chat.getPermalink({ channel: channels.general, message_ts: posted.ts ?? '' });
-    const one = await fetch(permalink ?? '');
-    expect(one.status).toBe(200);
-    const oneHtml = await one.text();
-    expect(oneHtml).toContain('Deploy Bot');
-    expect(oneHtml).not.toContain('first, from Ada');
-    expect((await fetch(`${sandbox.url}/archives/${channels.general}/p1000000000000001`)).status).toBe(404);
-  });
-
-  it('keeps the workspace in the state file across restarts', async () => {
-    const file = path.join(folder, 'kept.json');
-    const before = await started(file);
-    const slack = webClient(before);
-    const created = await slack.conversations.create({ name: 'kept' });
-    const id = created.channel?.id ?? '';
-    const posted = await slack.chat.postMessage({ channel: id, text: 'remember me', metadata: herald('k-kept') });
-    await slack.conversations.join({ channel: channels.alerts });
-    await before.close();
-
-    const after = await started(file);
-    const again = webClient(after);
-    expect(after.messages(id)).toEqual([expect.objectContaining({ ts: posted.ts, text: 'remember me', metadata: herald('k-kept') })]);
-    expect((await again.conversations.info({ channel: channels.alerts })).channel?.is_member).toBe(true);
-    expect(await failure(again.conversations.create({ name: 'kept' }))).toMatchObject({ error: 'name_taken' });
-    const later = await again.chat.postMessage({ channel: id, text: 'and me' });
-    expect(Number(later.ts)).toBeGreaterThan(Number(posted.ts));
-    const created2 = await again.conversations.create({ name: 'kept-two' });
-    expect(created2.channel?.id).not.toBe(id);
   });
 });

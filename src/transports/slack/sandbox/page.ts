@@ -29,16 +29,21 @@ const STYLE = `
   .as { color: #1264a3; }
   .text { white-space: pre-wrap; word-break: break-word; }
   .empty { color: #616061; font-style: italic; }
+  form { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; padding: 10px 20px; background: #fff; border-bottom: 1px solid #ddd; }
+  input, select, button { font: inherit; padding: 3px 8px; }
+  input[type=text] { min-width: 320px; }
 `;
 
-const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 export function pageRoutes(workspace: SlackWorkspace): Router {
   const router = new Router();
   router.get('/', (ctx) => {
     const conversations = [...workspace.conversations.values()].sort((a, b) => order(a) - order(b) || label(workspace, a).localeCompare(label(workspace, b)));
     const sections = conversations.map((c) => conversationSection(workspace, c)).join('\n');
-    html(ctx, 'Herald — Slack sandbox', `<header><h1>Herald — Slack sandbox</h1><div>Workspace ${escape(SLACK_SANDBOX_IDS.domain)} (${SLACK_SANDBOX_IDS.team}): channels and DMs, newest message last. <a href="/">Refresh</a></div></header>\n<main>\n${sections}\n</main>`, true);
+    const watching = ctx.query['refresh'] !== undefined;
+    const refresh = watching ? '<a href="/">stop refreshing</a>' : '<a href="/?refresh">refresh every 5 seconds</a>';
+    html(ctx, 'Herald — Slack sandbox', `<header><h1>Herald — Slack sandbox</h1><div>Workspace ${escape(SLACK_SANDBOX_IDS.domain)} (${SLACK_SANDBOX_IDS.team}): channels and DMs, newest message last · ${refresh}</div></header>\n${watching ? '' : forms(workspace)}\n<main>\n${sections}\n</main>`, watching);
   });
   router.get('/archives/:channel/:p', (ctx) => {
     const conversation = workspace.conversations.get(ctx.params['channel'] ?? '');
@@ -46,22 +51,34 @@ export function pageRoutes(workspace: SlackWorkspace): Router {
     const message = conversation === undefined || ts === undefined ? undefined : workspace.message(conversation.id, `${ts.slice(0, -6)}.${ts.slice(-6)}`);
     if (conversation === undefined || message === undefined) {
       ctx.status = 404;
-      html(ctx, 'No such message', '<header><h1>No such message in this Slack sandbox</h1><div><a href="/">The workspace</a></div></header>', false);
+      html(ctx, 'No such message', '<header><h1>No such message in this Slack sandbox</h1><div><a href="/">The workspace</a></div></header>');
       return;
     }
     const where = label(workspace, conversation);
-    html(ctx, `${where} — Slack sandbox`, `<header><h1>${escape(where)}</h1><div><a href="/#${anchor(conversation, message)}">See it in the workspace</a></div></header>\n<main><section>${messageBlock(workspace, conversation, message, true)}</section></main>`, false);
+    html(ctx, `${where} — Slack sandbox`, `<header><h1>${escape(where)}</h1><div><a href="/#${anchor(conversation, message)}">See it in the workspace</a></div></header>\n<main><section>${messageBlock(workspace, conversation, message, true)}</section></main>`);
   });
   return router;
 }
 
-function html(ctx: Context, title: string, body: string, refresh: boolean): void {
+/** A page of the sandbox, with the headers that keep it self-contained; `refresh` reloads it every 5 seconds. */
+export function html(ctx: Context, title: string, body: string, refresh = false): void {
   ctx.set('Content-Security-Policy', CSP);
   ctx.set('X-Content-Type-Options', 'nosniff');
   ctx.set('Referrer-Policy', 'no-referrer');
   ctx.type = 'text/html; charset=utf-8';
-  // The workspace page reloads itself every 5 seconds, so new messages show up without a script.
   ctx.body = `<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n${refresh ? '<meta http-equiv="refresh" content="5">\n' : ''}<title>${escape(title)}</title>\n<style>${STYLE}</style>\n</head>\n<body>\n${body}\n</body>\n</html>\n`;
+}
+
+/** The forms a person acts with: write a message, run a slash command (people.ts answers them). */
+function forms(workspace: SlackWorkspace): string {
+  const people = [...workspace.users.values()].filter((u) => !u.is_bot);
+  const who = `<select name="user" aria-label="as">${people.map((u) => `<option value="${escape(u.id)}">${escape(u.real_name)}</option>`).join('')}</select>`;
+  const channels = [...workspace.conversations.values()].filter((c) => c.kind === 'public' || c.kind === 'private');
+  const where = `<select name="channel" aria-label="in">${channels.map((c) => `<option value="${escape(c.id)}">${escape(label(workspace, c))}</option>`).join('')}<option value="${SLACK_SANDBOX_IDS.bot.user}">DM with Herald</option></select>`;
+  return [
+    `<form method="post" action="/sandbox/say"><label>as ${who}</label><label>in ${where}</label><input type="text" name="text" aria-label="message" required placeholder="a message"><button type="submit">Send</button></form>`,
+    `<form method="post" action="/sandbox/slash"><label>as ${who}</label><label>in ${where}</label><input type="text" name="command" aria-label="command" required value="/agent pair "><button type="submit">Run command</button></form>`,
+  ].join('\n');
 }
 
 /** Channels first, then group DMs, then DMs. */
@@ -123,6 +140,6 @@ function slackText(workspace: SlackWorkspace, text: string): string {
     .join('');
 }
 
-function escape(text: string): string {
+export function escape(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
 }
