@@ -1,26 +1,11 @@
-import { ErrorCode, LogLevel, WebClient, type WebAPICallResult } from '@slack/web-api';
+import { SocketModeClient } from '@slack/socket-mode';
+import { ErrorCode, LogLevel, type WebAPICallResult, type WebClient } from '@slack/web-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SLACK_SANDBOX_IDS, SlackSandbox } from '../src/transports/slack/sandbox/sandbox.js';
+import { failure, herald, webClient } from './support/slack-sandbox.js';
+import { waitFor } from './support/wait.js';
 
 const { channels, users, bot } = SLACK_SANDBOX_IDS;
-
-/** Slack's own Web API client against the sandbox, never retrying (as Herald's creates must not be). */
-function webClient(sandbox: SlackSandbox, token = sandbox.botToken): WebClient {
-  return new WebClient(token, { slackApiUrl: sandbox.apiUrl, retryConfig: { retries: 0 }, rejectRateLimitedCalls: true, logLevel: LogLevel.ERROR });
-}
-
-/** The Slack error code a call failed with (a platform error's `error`), or the client's error code. */
-async function failure(call: Promise<WebAPICallResult>): Promise<{ code: string; error?: string; retryAfter?: number; statusCode?: number }> {
-  try {
-    await call;
-  } catch (err) {
-    const e = err as { code: string; data?: { error?: string }; retryAfter?: number; statusCode?: number };
-    return { code: e.code, ...(e.data?.error === undefined ? {} : { error: e.data.error }), ...(e.retryAfter === undefined ? {} : { retryAfter: e.retryAfter }), ...(e.statusCode === undefined ? {} : { statusCode: e.statusCode }) };
-  }
-  throw new Error('the call succeeded');
-}
-
-const herald = (key: string) => ({ event_type: 'herald_delivery', event_payload: { id: key } });
 
 describe('Slack sandbox: the Web API as @slack/web-api sees it', () => {
   const sandbox = new SlackSandbox({ postsPerSecondPerChannel: 1_000, tierScale: 100 });
@@ -196,5 +181,79 @@ describe('Slack sandbox: faults and rate limits', () => {
     expect(over.code).toBe(ErrorCode.RateLimitedError);
     expect(over.retryAfter).toBeGreaterThan(1);
     expect(over.retryAfter).toBeLessThanOrEqual(60);
+  });
+});
+
+describe('Slack sandbox: Socket Mode as @slack/socket-mode sees it', () => {
+  const sandbox = new SlackSandbox({ postsPerSecondPerChannel: 1_000 });
+  const clients: SocketModeClient[] = [];
+  /** Slack's own Socket Mode client, given the sandbox's Web API url for apps.connections.open. */
+  const socketClient = (autoReconnectEnabled = true): SocketModeClient => {
+    const client = new SocketModeClient({ appToken: sandbox.appToken, clientOptions: { slackApiUrl: sandbox.apiUrl }, logLevel: LogLevel.ERROR, autoReconnectEnabled });
+    clients.push(client);
+    return client;
+  };
+  beforeAll(() => sandbox.start());
+  afterAll(async () => {
+    for (const client of clients) await client.disconnect();
+    await sandbox.close();
+  });
+
+  it('a slash command is acknowledged with an ephemeral reply; people\'s and the bot\'s messages arrive as message events', async () => {
+    const client = socketClient();
+    const commands: Record<string, unknown>[] = [];
+    client.on('slash_commands', async ({ ack, body }: { ack: (r: unknown) => Promise<void>; body: Record<string, unknown> }) => {
+      commands.push(body);
+      await ack({ response_type: 'ephemeral', text: `paired: ${String(body['text'])}` });
+    });
+    const events: Record<string, unknown>[] = [];
+    client.on('message', async ({ ack, event }: { ack: () => Promise<void>; event: Record<string, unknown> }) => {
+      await ack();
+      events.push(event);
+    });
+    expect(sandbox.connected()).toBe(false);
+    await expect(sandbox.slash(users.ada, channels.general, '/agent', 'pair 1')).rejects.toThrow(/no app is connected/);
+    await client.start();
+    expect(sandbox.connected()).toBe(true);
+    expect(sandbox.calls('apps.connections.open')).toBe(1);
+
+    const reply = await sandbox.slash(users.ada, channels.general, '/agent', 'pair 123456');
+    expect(reply).toEqual({ response_type: 'ephemeral', text: 'paired: pair 123456' });
+    expect(commands[0]).toMatchObject({ command: '/agent', text: 'pair 123456', user_id: users.ada, user_name: 'ada', channel_id: channels.general, channel_name: 'general', team_id: SLACK_SANDBOX_IDS.team, api_app_id: SLACK_SANDBOX_IDS.appId });
+
+    // #alerts is not the bot's: nothing arrives from it; #general's message does, in order after it.
+    sandbox.say(users.bob, channels.alerts, 'not for the bot');
+    const ts = sandbox.say(users.bob, channels.general, 'hi herald');
+    await waitFor(() => events.some((e) => e['ts'] === ts), 'the message event');
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ type: 'message', channel: channels.general, channel_type: 'channel', user: users.bob, text: 'hi herald', ts });
+    const posted = await webClient(sandbox).chat.postMessage({ channel: channels.general, text: 'from the bot' });
+    await waitFor(() => events.some((e) => e['ts'] === posted.ts), 'the bot\'s own message event');
+    expect(events.find((e) => e['ts'] === posted.ts)).toMatchObject({ user: bot.user, bot_id: bot.id });
+    await client.disconnect();
+    await waitFor(() => !sandbox.connected(), 'the sandbox to see the app go');
+  });
+
+  it('a slash command no one acknowledges fails after 3 seconds', async () => {
+    const client = socketClient();
+    client.on('slash_commands', () => undefined);
+    await client.start();
+    const started = Date.now();
+    await expect(sandbox.slash(users.ada, channels.general, '/agent', 'status')).rejects.toThrow(/did not acknowledge/);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2_900);
+    await client.disconnect();
+  });
+
+  it('on close, the app is told to go and no socket stays open', async () => {
+    const client = socketClient(false);
+    const told: string[] = [];
+    client.on('disconnected', () => told.push('disconnected'));
+    await client.start();
+    await webClient(sandbox).auth.test();
+    await sandbox.close();
+    await waitFor(() => told.length > 0, 'the client to be disconnected');
+    expect(sandbox.connected()).toBe(false);
+    const tcp = (): string[] => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap' || r === 'TCPServerWrap');
+    await waitFor(() => tcp().length === 0, `no open TCP sockets (still: ${tcp().join(', ')})`, 5_000);
   });
 });
