@@ -12,8 +12,8 @@ export const SLACK_PART_CHARS = 4_000;
 /**
  * Split text into parts of at most `max` characters: at the last line break of a chunk, else at
  * its last whitespace (in its second half), else at the last whole grapheme (never inside an emoji
- * or a letter with its accents). The break a part ends at is dropped (the message boundary shows
- * it); blank parts are dropped (Slack refuses an empty message). The same text always gives the
+ * or a letter with its accents). The break a part ends at, and line breaks at either end of a
+ * part, are dropped (the message boundary shows them); blank parts are dropped (Slack refuses an empty message). The same text always gives the
  * same parts, so a part's index names it on every attempt.
  */
 export function splitForSlack(text: string, max = SLACK_PART_CHARS): string[] {
@@ -37,7 +37,8 @@ export function splitForSlack(text: string, max = SLACK_PART_CHARS): string[] {
     rest = rest.slice(cut + skip);
   }
   parts.push(rest);
-  return parts.filter((p) => p.trim() !== '');
+  // Line breaks at either end of a part show as nothing in Slack.
+  return parts.map((p) => p.replace(/^\n+|\n+$/g, '')).filter((p) => p.trim() !== '');
 }
 
 function lastWhitespace(s: string): number {

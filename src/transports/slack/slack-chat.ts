@@ -199,7 +199,8 @@ export class SlackChat implements Chat {
 
   async read(channel: string, since: Date | undefined, limit: number): Promise<ChatLine[]> {
     const channelId = await this.channelId(channel);
-    const oldest = since === undefined ? undefined : tsOf(since);
+    // Lines are dated to the millisecond: `since` excludes every message of its own millisecond.
+    const oldest = since === undefined ? undefined : `${tsOf(since).slice(0, -3)}999`;
     const lines: ChatLine[] = [];
     let cursor: string | undefined;
     do {
