@@ -110,6 +110,35 @@ describe('SlackChat against the Slack sandbox', () => {
     expect(sent.messageIds).toEqual(stored.map((m) => m.ts));
   });
 
+  it('sentParts reads every page of the history: a part older than 200 later messages is still found', async () => {
+    const since = new Date();
+    const sent = await chat.send('general', 'buried part', 'digger', 'key-buried', new Map(), never);
+    for (let i = 0; i < 210; i++) await client.chat.postMessage({ channel: channels.general, text: `filler ${i}` });
+    const before = sandbox.calls('conversations.history');
+    const found = await chat.sentParts('general', 'key-buried', never, proofSince(since, 'buried part', 'digger'));
+    expect(found).toEqual(new Map([[0, sent.messageIds[0]]]));
+    expect(sandbox.calls('conversations.history') - before).toBeGreaterThan(1);
+  });
+
+  it('a rate-limited part is waited out and posted once; a 5xx may have created it; a late part never leaves', async () => {
+    sandbox.faults.rateLimitNext('chat.postMessage', 1);
+    const limited = await chat.send('general', 'after the limit', 'waiter', 'key-429', new Map(), never);
+    expect(sandbox.messages(channels.general).filter((m) => m.metadata?.event_payload['id'] === 'key-429').map((m) => m.ts)).toEqual(limited.messageIds);
+    sandbox.faults.failNext('chat.postMessage', 503);
+    const failed = await chat.send('general', 'into a 503', 'waiter', 'key-503', new Map(), never).catch((err: unknown) => err);
+    expect((failed as TransportError).failure).toMatchObject({ kind: 'transient', mayHaveCreated: true });
+    const before = sandbox.calls('chat.postMessage');
+    const late = await chat.send('general', 'too late', 'waiter', 'key-late', new Map(), never, { notAfter: new Date(Date.now() - 1) }).catch((err: unknown) => err);
+    expect((late as TransportError).failure).toMatchObject({ kind: 'transient', departedLate: true });
+    expect(sandbox.calls('chat.postMessage')).toBe(before);
+  });
+
+  it('sentParts throws a passing failure (to be tried again) rather than answering', async () => {
+    sandbox.faults.failNext('conversations.history', 500);
+    const failure = await chat.sentParts('general', 'key-any', never, proofSince(new Date())).catch((err: unknown) => err);
+    expect((failure as TransportError).failure.kind).toBe('transient');
+  });
+
   it('sentParts is undefined when the channel cannot be read, never a guess', async () => {
     expect(await chat.sentParts('C0NOSUCH001', 'key-any', never, proofSince(new Date()))).toBeUndefined();
   });
