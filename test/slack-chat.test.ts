@@ -1,22 +1,46 @@
-import { WebClient } from '@slack/web-api';
+import { LogLevel, WebClient, type Logger as SlackLogger } from '@slack/web-api';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SLACK_SANDBOX_IDS, SlackSandbox } from '../src/transports/slack/sandbox/sandbox.js';
 import { SlackChat } from '../src/transports/slack/slack-chat.js';
+import type { SlackCaller } from '../src/transports/slack/slack-chat-errors.js';
 import { splitForSlack } from '../src/transports/slack/slack-chat-split.js';
 import { TransportError, type ChatSendProof } from '../src/transports/transport.js';
 import { waitFor } from './support/wait.js';
 
 const { channels, users, bot } = SLACK_SANDBOX_IDS;
 const never = new AbortController().signal;
+/** Slack's client quiet: the failures it would warn about are the point of some tests. */
+const SILENT: SlackLogger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined, setLevel: () => undefined, getLevel: () => LogLevel.ERROR, setName: () => undefined };
 
 /** What a proof needs besides `since`: nothing else is known as another send's, and there are no twins. */
 function proofSince(since: Date, text = '', sender = ''): ChatSendProof {
   return { text, sender, since, taken: () => Promise.resolve(new Set()), twins: () => Promise.resolve(false) };
 }
 
-/** The chat facet on Slack, against the Slack sandbox through Slack's own WebClient. */
-describe('SlackChat against the Slack sandbox', () => {
+/**
+ * A caller shaped like the transport's own (failures already TransportErrors naming Slack's error
+ * code in their detail; a create past its deadline held back), over a WebClient.
+ */
+function callerOver(web: WebClient): SlackCaller {
+  return {
+    async call(method, args, options) {
+      // The transport's caller holds a create back past its deadline, after its rate budget.
+      if (options?.deadline !== undefined && Date.now() > options.deadline.notAfter.getTime()) throw new TransportError({ kind: 'transient', detail: 'create abandoned before it left', departedLate: true });
+      try {
+        return await web.apiCall(method, args);
+      } catch (err) {
+        const { data, retryAfter } = err as { data?: { error?: string }; retryAfter?: number };
+        if (retryAfter !== undefined) throw new TransportError({ kind: 'transient', retryAfterMs: retryAfter * 1000, detail: `slack rate limited on ${method}` });
+        if (data?.error !== undefined) throw new TransportError({ kind: data.error === 'channel_not_found' ? 'not_found' : 'rejected', detail: `slack ${data.error} on ${method}` });
+        throw new TransportError({ kind: 'transient', mayHaveCreated: true, detail: `slack unreachable on ${method}` });
+      }
+    },
+  };
+}
+
+/** The chat facet on Slack, against the Slack sandbox through Slack's own WebClient, plain or wrapped as the transport's caller. */
+describe.each([['a WebClient'], ['the transport caller']])('SlackChat against the Slack sandbox, through %s', (kind) => {
   let sandbox: SlackSandbox;
   let client: WebClient;
   let chat: SlackChat;
@@ -26,8 +50,8 @@ describe('SlackChat against the Slack sandbox', () => {
     sandbox = new SlackSandbox({ postsPerSecondPerChannel: 1000, tierScale: 100 });
     await sandbox.start();
     // As Herald's wiring builds it: a create is never retried by the client itself.
-    client = new WebClient(sandbox.botToken, { slackApiUrl: sandbox.apiUrl, retryConfig: { retries: 0 }, rejectRateLimitedCalls: true });
-    chat = new SlackChat({ client, log: pino({ level: 'silent' }), selfId: () => Promise.resolve(bot.user) });
+    client = new WebClient(sandbox.botToken, { slackApiUrl: sandbox.apiUrl, retryConfig: { retries: 0 }, rejectRateLimitedCalls: true, logger: SILENT });
+    chat = new SlackChat({ client: kind === 'a WebClient' ? client : callerOver(client), log: pino({ level: 'silent' }), selfId: () => Promise.resolve(bot.user) });
   });
   afterAll(async () => {
     await sandbox?.close();
@@ -53,20 +77,6 @@ describe('SlackChat against the Slack sandbox', () => {
     expect(stored.map((m) => m.text)).toEqual(paragraphs);
     expect(stored.map((m) => m.metadata?.event_payload['part'])).toEqual([0, 1, 2]);
     expect(stored.map((m) => m.ts)).toEqual(sent.messageIds);
-  });
-
-  it('splits a line without breaks at whitespace or, failing that, between graphemes, losing nothing', () => {
-    const words = Array.from({ length: 1500 }, (_, i) => `word${i}`).join(' ');
-    const parts = splitForSlack(words);
-    expect(parts.length).toBeGreaterThan(1);
-    expect(parts.every((p) => p.length <= 4000)).toBe(true);
-    expect(parts.join(' ')).toBe(words);
-    // An emoji with a skin tone is two UTF-16 pairs: never cut between them.
-    const emoji = '👍🏽'.repeat(3000);
-    const cut = splitForSlack(emoji);
-    expect(cut.join('')).toBe(emoji);
-    expect(cut.every((p) => p.length <= 4000 && p.length % 4 === 0)).toBe(true);
-    expect(splitForSlack('one\n\n\ntwo', 4)).toEqual(['one', 'two']);
   });
 
   it('a retry sends only the parts not in alreadySent, and keeps the ids it was given', async () => {
@@ -188,6 +198,25 @@ describe('SlackChat against the Slack sandbox', () => {
     const missing = await chat.members('no-such-channel').catch((err: unknown) => err);
     expect(missing).toBeInstanceOf(TransportError);
     expect((missing as TransportError).failure.kind).toBe('not_found');
+  });
+});
+
+/** What needs no Slack: splitting, and the names Slack accepts. */
+describe('SlackChat without Slack', () => {
+  const chat = new SlackChat({ client: { call: () => Promise.reject(new Error('no Slack here')) }, log: pino({ level: 'silent' }), selfId: () => Promise.resolve(bot.user) });
+
+  it('splits a line without breaks at whitespace or, failing that, between graphemes, losing nothing', () => {
+    const words = Array.from({ length: 1500 }, (_, i) => `word${i}`).join(' ');
+    const parts = splitForSlack(words);
+    expect(parts.length).toBeGreaterThan(1);
+    expect(parts.every((p) => p.length <= 4000)).toBe(true);
+    expect(parts.join(' ')).toBe(words);
+    // An emoji with a skin tone is two UTF-16 pairs: never cut between them.
+    const emoji = '👍🏽'.repeat(3000);
+    const cut = splitForSlack(emoji);
+    expect(cut.join('')).toBe(emoji);
+    expect(cut.every((p) => p.length <= 4000 && p.length % 4 === 0)).toBe(true);
+    expect(splitForSlack('one\n\n\ntwo', 4)).toEqual(['one', 'two']);
   });
 
   it('checks names as Slack has them', () => {

@@ -1,5 +1,5 @@
-import { ErrorCode, type WebAPICallError } from '@slack/web-api';
-import { TransportError, type TransportFailure } from '../transport.js';
+import { ErrorCode, type WebAPICallError, type WebAPICallResult, type WebClient } from '@slack/web-api';
+import { TransportError, type SendDeadline, type TransportFailure } from '../transport.js';
 
 /** Slack's error codes for a channel or user that does not exist or cannot be seen. */
 const NOT_FOUND = new Set(['channel_not_found', 'user_not_found', 'message_not_found', 'users_not_found']);
@@ -55,4 +55,47 @@ export async function slackCall<T>(method: string, fn: () => Promise<T>, create 
     if (failure === undefined) throw err;
     throw new TransportError(failure);
   }
+}
+
+/** One call's options: its abort signal, and for a create the deadline it may not leave after. */
+export interface SlackCallOptions {
+  signal?: AbortSignal | undefined;
+  deadline?: SendDeadline | undefined;
+}
+
+/**
+ * A Web API caller whose failures are TransportErrors already, naming Slack's error code in their
+ * detail (the transport's own paced client: `call(method, args, { signal, deadline })`).
+ */
+export interface SlackCaller {
+  call(method: string, args: Record<string, unknown>, options?: SlackCallOptions): Promise<WebAPICallResult>;
+}
+
+/** What the chat facet and Socket Mode call Slack with: a plain WebClient, or a SlackCaller. */
+export type SlackClient = WebClient | SlackCaller;
+
+/** Call a Web API method through either kind of client, failures as TransportErrors. */
+export type SlackCall = <T extends WebAPICallResult>(method: string, args: Record<string, unknown>, options?: SlackCallOptions) => Promise<T>;
+
+export function slackCallerOf(client: SlackClient): SlackCall {
+  if ('apiCall' in client) {
+    // A WebClient takes no signal or deadline per call: both are checked just before it is called.
+    return async <T extends WebAPICallResult>(method: string, args: Record<string, unknown>, options: SlackCallOptions = {}) => {
+      options.signal?.throwIfAborted();
+      if (options.deadline !== undefined && Date.now() > options.deadline.notAfter.getTime()) {
+        throw new TransportError({ kind: 'transient', detail: `${method} would leave after its deadline`, departedLate: true });
+      }
+      return (await slackCall(method, () => client.apiCall(method, args), CREATES.has(method))) as T;
+    };
+  }
+  return async <T extends WebAPICallResult>(method: string, args: Record<string, unknown>, options: SlackCallOptions = {}) => (await client.call(method, args, options)) as T;
+}
+
+/** The methods Herald calls that create something Slack has no idempotency key for. */
+const CREATES = new Set(['chat.postMessage']);
+
+/** Whether a failure is Slack's error `code` (an `ok:false` answer), from either kind of client. */
+export function isSlackCode(err: unknown, code: string): boolean {
+  if (err instanceof TransportError) return new RegExp(`(^|[^a-z_])${code}([^a-z_]|$)`).test(err.failure.detail);
+  return slackErrorCode(err) === code;
 }

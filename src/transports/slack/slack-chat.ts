@@ -1,8 +1,8 @@
-import type { WebClient } from '@slack/web-api';
+import type { ChatPostMessageResponse, ConversationsCreateResponse, ConversationsHistoryResponse, ConversationsListResponse, ConversationsMembersResponse, UsersInfoResponse } from '@slack/web-api';
 import type { Logger } from 'pino';
 import { errorSummary } from '../../platform/errors.js';
 import { TransportError, type Chat, type ChatLine, type ChatSendProof, type ChatSent, type SendDeadline } from '../transport.js';
-import { slackCall, slackErrorCode, slackFailure } from './slack-chat-errors.js';
+import { isSlackCode, slackCallerOf, slackFailure, type SlackCall, type SlackClient } from './slack-chat-errors.js';
 import { escapeSlack, plainSlack, splitForSlack } from './slack-chat-split.js';
 
 /** The metadata event type every chat part carries, with the send's key and the part's index. */
@@ -23,8 +23,11 @@ const MAX_INLINE_WAIT_MS = 5_000;
 const CHAT_SUBTYPES = new Set([undefined, 'bot_message', 'me_message', 'thread_broadcast', 'file_share']);
 
 export interface SlackChatOptions {
-  /** A WebClient on the bot token (xoxb-…). */
-  client: WebClient;
+  /**
+   * The Web API on the bot token (xoxb-…): the transport's own paced caller, or a WebClient
+   * (which must not retry by itself: `retryConfig: { retries: 0 }`).
+   */
+  client: SlackClient;
   log: Logger;
   /** Herald's own bot user (auth.test's user_id): never listed among members. */
   selfId: () => Promise<string>;
@@ -52,8 +55,11 @@ interface SlackMessage {
 export class SlackChat implements Chat {
   private channelList: { at: number; byName: Map<string, string> } | undefined;
   private readonly users = new Map<string, { at: number; name: string }>();
+  private readonly call: SlackCall;
 
-  constructor(private readonly o: SlackChatOptions) {}
+  constructor(private readonly o: SlackChatOptions) {
+    this.call = slackCallerOf(o.client);
+  }
 
   checkSender(sender: string): string | undefined {
     // Slack shows a custom username of up to 80 characters.
@@ -86,9 +92,7 @@ export class SlackChat implements Chat {
     const byName = new Map<string, string>();
     let cursor: string | undefined;
     do {
-      const page = await slackCall('conversations.list', () =>
-        this.o.client.conversations.list({ types: 'public_channel,private_channel', exclude_archived: true, limit: 200, ...(cursor ? { cursor } : {}) }),
-      );
+      const page = await this.call<ConversationsListResponse>('conversations.list', { types: 'public_channel,private_channel', exclude_archived: true, limit: 200, ...(cursor ? { cursor } : {}) });
       for (const c of page.channels ?? []) if (c.id !== undefined && c.name !== undefined) byName.set(c.name, c.id);
       cursor = page.response_metadata?.next_cursor || undefined;
     } while (cursor !== undefined);
@@ -125,26 +129,26 @@ export class SlackChat implements Chat {
   private async postPart(channelId: string, text: string, sender: string, key: string, part: number, signal: AbortSignal, deadline: SendDeadline | undefined): Promise<string> {
     let joined = false;
     for (;;) {
-      signal.throwIfAborted();
-      if (deadline !== undefined && Date.now() > deadline.notAfter.getTime()) {
-        throw new TransportError({ kind: 'transient', detail: 'the send would leave after its deadline', departedLate: true });
-      }
       try {
-        const posted = await this.o.client.chat.postMessage({
-          channel: channelId,
-          text,
-          username: sender,
-          // Escaped text, and nothing turned into a mention or a link: no one is notified.
-          parse: 'none',
-          link_names: false,
-          metadata: { event_type: HERALD_DELIVERY_EVENT, event_payload: { id: key, part } },
-        });
+        const posted = await this.call<ChatPostMessageResponse>(
+          'chat.postMessage',
+          {
+            channel: channelId,
+            text,
+            username: sender,
+            // Escaped text, and nothing turned into a mention or a link: no one is notified.
+            parse: 'none',
+            link_names: false,
+            metadata: { event_type: HERALD_DELIVERY_EVENT, event_payload: { id: key, part } },
+          },
+          { signal, deadline },
+        );
         if (posted.ts === undefined) throw new TransportError({ kind: 'transient', detail: 'Slack answered chat.postMessage without a ts', mayHaveCreated: true });
         return posted.ts;
       } catch (err) {
-        if (!joined && slackErrorCode(err) === 'not_in_channel') {
+        if (!joined && isSlackCode(err, 'not_in_channel')) {
           joined = true;
-          await slackCall('conversations.join', () => this.o.client.conversations.join({ channel: channelId }));
+          await this.call('conversations.join', { channel: channelId }, { signal });
           continue;
         }
         const failure = slackFailure(err, 'chat.postMessage', true);
@@ -174,9 +178,7 @@ export class SlackChat implements Chat {
       let cursor: string | undefined;
       do {
         signal.throwIfAborted();
-        const page = await slackCall('conversations.history', () =>
-          this.o.client.conversations.history({ channel: channelId, oldest, include_all_metadata: true, limit: 200, ...(cursor ? { cursor } : {}) }),
-        );
+        const page = await this.call<ConversationsHistoryResponse>('conversations.history', { channel: channelId, oldest, include_all_metadata: true, limit: 200, ...(cursor ? { cursor } : {}) }, { signal });
         for (const m of (page.messages ?? []) as SlackMessage[]) {
           const meta = m.metadata;
           if (meta?.event_type !== HERALD_DELIVERY_EVENT || meta.event_payload?.['id'] !== key || m.ts === undefined) continue;
@@ -204,9 +206,12 @@ export class SlackChat implements Chat {
     const lines: ChatLine[] = [];
     let cursor: string | undefined;
     do {
-      const page = await slackCall('conversations.history', () =>
-        this.o.client.conversations.history({ channel: channelId, limit: Math.min(200, limit - lines.length + 10), ...(oldest ? { oldest, inclusive: false } : {}), ...(cursor ? { cursor } : {}) }),
-      );
+      const page = await this.call<ConversationsHistoryResponse>('conversations.history', {
+        channel: channelId,
+        limit: Math.min(200, limit - lines.length + 10),
+        ...(oldest ? { oldest, inclusive: false } : {}),
+        ...(cursor ? { cursor } : {}),
+      });
       for (const m of (page.messages ?? []) as SlackMessage[]) {
         if (m.ts === undefined || !CHAT_SUBTYPES.has(m.subtype) || (oldest !== undefined && Number(m.ts) <= Number(oldest))) continue;
         if (lines.length >= limit) break;
@@ -230,7 +235,7 @@ export class SlackChat implements Chat {
     if (cached !== undefined && Date.now() - cached.at < USERS_TTL_MS) return cached.name;
     let name = userId;
     try {
-      const { user } = await slackCall('users.info', () => this.o.client.users.info({ user: userId }));
+      const { user } = await this.call<UsersInfoResponse>('users.info', { user: userId });
       name = user?.profile?.display_name || user?.profile?.real_name || user?.real_name || user?.name || userId;
     } catch (err) {
       // A user Slack no longer knows is shown by id; anything else is the caller's failure.
@@ -244,20 +249,21 @@ export class SlackChat implements Chat {
   async createChannel(name: string): Promise<string> {
     const bare = name.replace(/^#/, '').toLowerCase();
     try {
-      const created = await this.o.client.conversations.create({ name: bare });
+      const created = await this.call<ConversationsCreateResponse>('conversations.create', { name: bare });
       this.channelList = undefined;
       return created.channel?.name ?? bare;
     } catch (err) {
-      if (slackErrorCode(err) !== 'name_taken') {
-        const failure = slackFailure(err, 'conversations.create', false);
-        if (failure === undefined) throw err;
-        throw new TransportError(failure.kind === 'rejected' ? { kind: 'rejected', detail: `Slack refused to create the channel (the app needs channels:manage): ${failure.detail}` } : failure);
+      if (!isSlackCode(err, 'name_taken')) {
+        if (err instanceof TransportError && err.failure.kind === 'rejected') {
+          throw new TransportError({ kind: 'rejected', detail: `Slack refused to create the channel (the app needs channels:manage): ${err.failure.detail}` });
+        }
+        throw err;
       }
     }
     this.channelList = undefined;
     const id = await this.channelId(bare);
     try {
-      await slackCall('conversations.join', () => this.o.client.conversations.join({ channel: id }));
+      await this.call('conversations.join', { channel: id });
     } catch (err) {
       // A private channel of that name cannot be joined; it exists all the same.
       if (!(err instanceof TransportError && err.failure.kind !== 'transient')) throw err;
@@ -276,7 +282,7 @@ export class SlackChat implements Chat {
     const ids: string[] = [];
     let cursor: string | undefined;
     do {
-      const page = await slackCall('conversations.members', () => this.o.client.conversations.members({ channel: channelId, limit: 200, ...(cursor ? { cursor } : {}) }));
+      const page = await this.call<ConversationsMembersResponse>('conversations.members', { channel: channelId, limit: 200, ...(cursor ? { cursor } : {}) });
       ids.push(...(page.members ?? []));
       cursor = page.response_metadata?.next_cursor || undefined;
     } while (cursor !== undefined);

@@ -1,10 +1,11 @@
 import { LogLevel, SocketModeClient, type Logger as SlackLogger } from '@slack/socket-mode';
-import type { WebClient } from '@slack/web-api';
+import type { AuthTestResponse, UsersInfoResponse } from '@slack/web-api';
 import type { Logger } from 'pino';
 import { errorSummary } from '../../platform/errors.js';
 import type { CommandSurface } from '../plugin.js';
 import type { Inbound, InboundMessage } from '../transport.js';
 import { dateOf } from './slack-chat.js';
+import { slackCallerOf, type SlackCall, type SlackClient } from './slack-chat-errors.js';
 import { invocationOf, type SlashPayload } from './slack-socket-commands.js';
 
 /**
@@ -26,11 +27,11 @@ export interface SlackSocketOptions {
   apiUrl?: string | undefined;
   log: Logger;
   /**
-   * A WebClient on the bot token: who Herald is (its own messages are not inbound), and whether
-   * an invoker is a workspace admin or owner (users.info). Without it no invoker manages the
-   * workspace, and Herald's own messages are told apart by nothing.
+   * The Web API on the bot token (the transport's caller or a WebClient): who Herald is (its own
+   * messages are not inbound), and whether an invoker is a workspace admin or owner (users.info).
+   * Without it no invoker manages the workspace, and Herald's own messages are told apart by nothing.
    */
-  client?: WebClient | undefined;
+  client?: SlackClient | undefined;
 }
 
 /** What @slack/socket-mode hands its `slack_event` listeners: one envelope and its ack. */
@@ -64,8 +65,10 @@ export class SlackSocket implements Inbound {
   private connected = false;
   private starting: Promise<void> | undefined;
   private self: Promise<{ user?: string | undefined; bot?: string | undefined }> | undefined;
+  private readonly call: SlackCall | undefined;
 
   constructor(private readonly o: SlackSocketOptions) {
+    this.call = o.client === undefined ? undefined : slackCallerOf(o.client);
     this.socket = new SocketModeClient({
       appToken: o.appToken,
       logger: slackLogger(o.log),
@@ -149,9 +152,9 @@ export class SlackSocket implements Inbound {
 
   /** Herald's own bot user and bot id (auth.test), to leave its own messages out. */
   private selfIds(): Promise<{ user?: string | undefined; bot?: string | undefined }> {
-    const client = this.o.client;
-    if (client === undefined) return Promise.resolve({});
-    this.self ??= client.auth.test().then((r) => ({ user: r.user_id, bot: r.bot_id }));
+    const call = this.call;
+    if (call === undefined) return Promise.resolve({});
+    this.self ??= call<AuthTestResponse>('auth.test', {}).then((r) => ({ user: r.user_id, bot: r.bot_id }));
     this.self.catch(() => (this.self = undefined));
     return this.self;
   }
@@ -202,9 +205,9 @@ export class SlackSocket implements Inbound {
 
   /** Whether Slack calls the user a workspace admin or owner: Herald's "manages the server". */
   private async canManage(userId: string | undefined): Promise<boolean> {
-    if (this.o.client === undefined || userId === undefined) return false;
+    if (this.call === undefined || userId === undefined) return false;
     try {
-      const { user } = await this.o.client.users.info({ user: userId });
+      const { user } = await this.call<UsersInfoResponse>('users.info', { user: userId });
       return user?.is_admin === true || user?.is_owner === true;
     } catch (err) {
       this.o.log.warn({ err: errorSummary(err) }, 'could not look up a command invoker on Slack; treated as not an admin');
