@@ -127,4 +127,19 @@ describe('SlackSocket against the Slack sandbox', () => {
     await waitFor(() => !sandbox.connected(), 'the sandbox to see the app gone');
     await expect(sandbox.slash(users.ada, channels.general, '/agent', 'pair 1')).rejects.toThrow();
   });
+
+  it('a slash command before the commands are served is told to come back; a refused app token fails start at once', async () => {
+    const early = new SlackSocket({ appToken: sandbox.appToken, apiUrl: sandbox.apiUrl, log: pino({ level: 'silent' }) });
+    try {
+      await early.start();
+      expect(await sandbox.slash(users.bob, channels.general, '/agent', 'register')).toEqual({ response_type: 'ephemeral', text: 'Herald is starting; try again in a moment.' });
+    } finally {
+      await early.close();
+    }
+    const refused = new SlackSocket({ appToken: 'xapp-1-not-this-one', apiUrl: sandbox.apiUrl, log: pino({ level: 'silent' }) });
+    await expect(refused.start()).rejects.toThrow(/invalid_auth/);
+    expect(refused.up).toBe(false);
+    await refused.close();
+    await waitFor(() => !sandbox.connected(), 'no app connected');
+  });
 });

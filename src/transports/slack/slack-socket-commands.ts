@@ -62,3 +62,14 @@ function idOf(word: string): string {
   const ref = /^<[#@]([A-Z0-9]+)(?:\|[^>]*)?>$/.exec(word);
   return ref?.[1] ?? word;
 }
+
+/**
+ * How a slash command is named in Herald's log: the command, and its subcommand when the
+ * definitions list one by that name (any other word of the text may be a value, a code).
+ */
+export function commandLabel(payload: SlashPayload, definitions: readonly CommandDefinition[]): string {
+  const name = (payload.command ?? '').replace(/^\//, '');
+  const first = (payload.text ?? '').trim().split(/\s+/)[0]?.toLowerCase() ?? '';
+  const known = definitions.find((d) => d.name === name)?.options?.some((o) => o.type === SUBCOMMAND && o.name === first) ?? false;
+  return known ? `${name} ${first}` : name;
+}

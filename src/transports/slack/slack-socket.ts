@@ -6,7 +6,7 @@ import type { CommandSurface } from '../plugin.js';
 import type { Inbound, InboundMessage } from '../transport.js';
 import { dateOf } from './slack-chat.js';
 import { slackCallerOf, type SlackCall, type SlackClient } from './slack-chat-errors.js';
-import { invocationOf, type SlashPayload } from './slack-socket-commands.js';
+import { commandLabel, invocationOf, type SlashPayload } from './slack-socket-commands.js';
 
 /**
  * Slack wants every envelope acked within 3 seconds; a slash command's answer rides on its ack.
@@ -174,7 +174,7 @@ export class SlackSocket implements Inbound {
     const answer = (async () => commands.run(invocationOf(payload, commands.definitions, await this.canManage(payload.user_id))))().then(
       (text) => ({ text, ok: true }),
       (err: unknown) => {
-        this.o.log.error({ command: payload.command, err: errorSummary(err) }, 'command failed');
+        this.o.log.error({ command: commandLabel(payload, commands.definitions), err: errorSummary(err) }, 'command failed');
         return { text: FAILED_TEXT, ok: false };
       },
     );
@@ -182,7 +182,7 @@ export class SlackSocket implements Inbound {
     const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ANSWER_IN_ACK_MS)));
     const inTime = await Promise.race([answer, late]);
     clearTimeout(timer);
-    const command = `${payload.command ?? ''} ${(payload.text ?? '').trim().split(/\s+/)[0] ?? ''}`.trim();
+    const command = commandLabel(payload, commands.definitions);
     if (inTime !== undefined) {
       await envelope.ack({ response_type: 'ephemeral', text: inTime.text });
       if (inTime.ok) this.o.log.info({ command, ms: Date.now() - started }, 'command answered');
