@@ -1,28 +1,11 @@
 import { SocketModeClient } from '@slack/socket-mode';
-import { ErrorCode, LogLevel, WebClient, type WebAPICallResult } from '@slack/web-api';
+import { ErrorCode, LogLevel, type WebAPICallResult, type WebClient } from '@slack/web-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SLACK_SANDBOX_IDS, SlackSandbox } from '../src/transports/slack/sandbox/sandbox.js';
+import { failure, herald, webClient } from './support/slack-sandbox.js';
 import { waitFor } from './support/wait.js';
 
 const { channels, users, bot } = SLACK_SANDBOX_IDS;
-
-/** Slack's own Web API client against the sandbox, never retrying (as Herald's creates must not be). */
-function webClient(sandbox: SlackSandbox, token = sandbox.botToken): WebClient {
-  return new WebClient(token, { slackApiUrl: sandbox.apiUrl, retryConfig: { retries: 0 }, rejectRateLimitedCalls: true, logLevel: LogLevel.ERROR });
-}
-
-/** The Slack error code a call failed with (a platform error's `error`), or the client's error code. */
-async function failure(call: Promise<WebAPICallResult>): Promise<{ code: string; error?: string; retryAfter?: number; statusCode?: number }> {
-  try {
-    await call;
-  } catch (err) {
-    const e = err as { code: string; data?: { error?: string }; retryAfter?: number; statusCode?: number };
-    return { code: e.code, ...(e.data?.error === undefined ? {} : { error: e.data.error }), ...(e.retryAfter === undefined ? {} : { retryAfter: e.retryAfter }), ...(e.statusCode === undefined ? {} : { statusCode: e.statusCode }) };
-  }
-  throw new Error('the call succeeded');
-}
-
-const herald = (key: string) => ({ event_type: 'herald_delivery', event_payload: { id: key } });
 
 describe('Slack sandbox: the Web API as @slack/web-api sees it', () => {
   const sandbox = new SlackSandbox({ postsPerSecondPerChannel: 1_000, tierScale: 100 });

@@ -33,8 +33,8 @@ export function chatMethods({ workspace, faults, workspaceUrl, posted }: ChatOpt
       const text = checkedText(params);
       const metadata = metadataOf(params);
       const threadTs = params.str('thread_ts');
+      // Slack has no error for a thread_ts that names no message; here such a post is an ordinary one.
       const parent = threadTs === undefined || threadTs === '' ? undefined : workspace.message(conversation.id, threadTs);
-      if (threadTs !== undefined && threadTs !== '' && parent === undefined) throw new SlackApiError('thread_not_found');
       const username = params.str('username');
       const iconUrl = params.str('icon_url');
       const message: SlackMessage = {
@@ -95,11 +95,11 @@ function checkedText(params: Params): string {
   return text;
 }
 
-/** Message metadata: `{"event_type": "…", "event_payload": {…}}`. */
+/** Message metadata: `{"event_type": "…", "event_payload": {…}}`; not a JSON object: invalid_metadata_format; not that shape: invalid_metadata_schema. */
 function metadataOf(params: Params): SlackMetadata | undefined {
-  const value = params.object('metadata');
+  const value = params.object('metadata', 'invalid_metadata_format');
   if (value === undefined) return undefined;
   const { event_type: type, event_payload: payload } = value;
-  if (typeof type !== 'string' || !/^[a-z0-9_]{1,255}$/.test(type) || typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw new SlackApiError('invalid_metadata_format');
+  if (typeof type !== 'string' || !/^[a-z0-9_]{1,255}$/.test(type) || typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw new SlackApiError('invalid_metadata_schema');
   return { event_type: type, event_payload: payload as Record<string, unknown> };
 }

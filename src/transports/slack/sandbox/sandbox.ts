@@ -5,12 +5,14 @@ import Koa from 'koa';
 import { chatMethods } from './chat.js';
 import { workspaceMethods } from './conversations.js';
 import { FaultQueue, RateLimits, type SlackFaults } from './limits.js';
+import { pageRoutes } from './page.js';
+import { People, type CommandReply } from './people.js';
 import { SocketMode } from './socket-mode.js';
 import { SLACK_SANDBOX_IDS, SlackWorkspace, type SlackConversation, type SlackMessage, type SlackMetadata } from './state.js';
 import { messageObject, webApiRoutes } from './web-api.js';
 
 export { SLACK_SANDBOX_IDS };
-export type { SlackFaults, SlackMessage, SlackMetadata };
+export type { CommandReply, SlackFaults, SlackMessage, SlackMetadata };
 
 /**
  * A local Slack workspace for Herald's Slack transport, reached by Slack's own clients
@@ -46,12 +48,14 @@ export class SlackSandbox {
   private readonly counts = { calls: new Map<string, number>(), ratelimited: 0 };
   private server: Server | undefined;
   private socketMode: SocketMode | undefined;
+  private readonly people: People;
 
   constructor(options: SlackSandboxOptions = {}) {
     this.workspace = new SlackWorkspace(options.now ?? Date.now, options.stateFile);
     // Rate windows run on the real clock, whatever clock messages use.
     this.limits = new RateLimits(Date.now, options.postsPerSecondPerChannel ?? 1, options.tierScale ?? 1);
     this.faults = this.faultQueue;
+    this.people = new People({ workspace: this.workspace, socketMode: () => this.mode(), url: () => this.url, posted: (c, m) => this.sendMessageEvent(c, m) });
   }
 
   /** The base URL for @slack/web-api's `slackApiUrl`. */
@@ -85,43 +89,31 @@ export class SlackSandbox {
   }
 
   /**
-   * A person invokes a slash command in a channel: sent to the connected app over Socket Mode;
-   * resolves with its acknowledgement's payload (the reply the person sees), rejects after 3 s
-   * without one or when no app is connected.
+   * A person invokes a slash command in a channel (or, with the bot's user id as the channel, in
+   * their DM with the bot): sent to the connected app over Socket Mode; resolves with its
+   * acknowledgement's payload (the reply the person sees), rejects after 3 s without one or when
+   * no app is connected.
    */
-  async slash(user: string, channel: string, command: string, text: string): Promise<{ response_type?: string; text?: string }> {
-    const person = this.workspace.users.get(user);
-    const conversation = this.workspace.find(channel);
-    if (person === undefined || conversation === undefined) throw new Error('slash: unknown user or channel');
-    const { team, domain, appId } = SLACK_SANDBOX_IDS;
-    const ack = await this.mode().deliver('slash_commands', {
-      token: 'sandbox-verification-token',
-      team_id: team,
-      team_domain: domain,
-      channel_id: conversation.id,
-      channel_name: conversation.kind === 'im' ? 'directmessage' : (conversation.name ?? conversation.id),
-      user_id: person.id,
-      user_name: person.name,
-      command,
-      text,
-      api_app_id: appId,
-      is_enterprise_install: 'false',
-      response_url: `${this.url}/commands/${team}/${randomBytes(6).toString('hex')}`,
-      trigger_id: `${Date.now()}.${randomBytes(6).toString('hex')}`,
-    });
-    const reply: { response_type?: string; text?: string } = {};
-    if (typeof ack['response_type'] === 'string') reply.response_type = ack['response_type'];
-    if (typeof ack['text'] === 'string') reply.text = ack['text'];
-    return reply;
+  slash(user: string, channel: string, command: string, text: string): Promise<{ response_type?: string; text?: string }> {
+    return this.people.slash(user, channel, command, text);
   }
 
-  /** A person writes in a channel: stored, and sent to the app as a message event if the bot is in that channel. */
+  /**
+   * A person writes in a channel (or, with the bot's user id as the channel, in their DM with the
+   * bot): stored, and sent to the app as a message event if the bot is in that conversation.
+   */
   say(user: string, channel: string, text: string): string {
-    const conversation = this.workspace.find(channel);
-    if (!this.workspace.users.has(user) || conversation === undefined) throw new Error('say: unknown user or channel');
-    const message = this.workspace.append(conversation.id, { ts: this.workspace.nextTs(), user, text });
-    this.sendMessageEvent(conversation, message);
-    return message.ts;
+    return this.people.say(user, channel, text);
+  }
+
+  /** Every reply to a slash command: acknowledgements with text, and posts to a response_url. */
+  commandReplies(): CommandReply[] {
+    return structuredClone(this.people.replies);
+  }
+
+  /** Ask every connected app to reconnect (`disconnect`, refresh_requested), as Slack does now and then. */
+  refreshConnections(): void {
+    this.socketMode?.refresh();
   }
 
   async start(port = 0, host = '127.0.0.1'): Promise<void> {
@@ -141,7 +133,7 @@ export class SlackSandbox {
       methods,
       openConnection: () => this.mode().open(),
     });
-    app.use(api.routes());
+    app.use(api.routes()).use(pageRoutes(this.workspace).routes()).use(this.people.routes().routes());
     const server = createServer(app.callback());
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -156,7 +148,11 @@ export class SlackSandbox {
     this.url = `http://${host}:${address.port}`;
   }
 
-  /** Tell connected apps to go, close every connection, stop listening. */
+  /**
+   * Tell connected apps to go, close every connection, stop listening. A SocketModeClient that
+   * reconnects by itself would then retry apps.connections.open against a closed port: disconnect
+   * it first (`client.disconnect()`), or build it with `autoReconnectEnabled: false`.
+   */
   async close(): Promise<void> {
     const server = this.server;
     if (server === undefined) return;

@@ -16,6 +16,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 const ACK_TIMEOUT_MS = 3_000;
 const PING_EVERY_MS = 10_000;
 const CLOSE_WAIT_MS = 1_000;
+const DISCONNECT = { type: 'disconnect', reason: 'refresh_requested', debug_info: { host: 'applink-sandbox' } };
 
 interface Pending {
   resolve: (payload: Record<string, unknown>) => void;
@@ -73,6 +74,11 @@ export class SocketMode {
     });
   }
 
+  /** Ask every app to reconnect: `disconnect` (refresh_requested); the app closes and opens a new connection. */
+  refresh(): void {
+    for (const ws of this.sockets) ws.send(JSON.stringify(DISCONNECT));
+  }
+
   /** Tell every app to go (`disconnect`, refresh_requested) and close the connections. */
   async close(): Promise<void> {
     clearInterval(this.pinger);
@@ -92,7 +98,7 @@ export class SocketMode {
               clearTimeout(timer);
               resolve();
             });
-            ws.send(JSON.stringify({ type: 'disconnect', reason: 'refresh_requested', debug_info: { host: 'applink-sandbox' } }));
+            ws.send(JSON.stringify(DISCONNECT));
             ws.close(1001, 'going away');
           }),
       ),

@@ -47,8 +47,8 @@ export class Params {
     const v = Number(this.str(name));
     return Number.isFinite(v) && this.has(name) ? Math.trunc(v) : fallback;
   }
-  /** An object parameter: sent as JSON text (form) or as an object (JSON body); `invalid_arguments` otherwise. */
-  object(name: string): Record<string, unknown> | undefined {
+  /** An object parameter: sent as JSON text (form) or as an object (JSON body); `error` otherwise. */
+  object(name: string, error: string): Record<string, unknown> | undefined {
     const v = this.values[name];
     if (v === undefined || v === null || v === '') return undefined;
     let value: unknown = v;
@@ -56,10 +56,10 @@ export class Params {
       try {
         value = JSON.parse(v) as unknown;
       } catch {
-        throw new SlackApiError('invalid_arguments');
+        throw new SlackApiError(error);
       }
     }
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new SlackApiError('invalid_arguments');
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new SlackApiError(error);
     return value as Record<string, unknown>;
   }
 }
