@@ -82,13 +82,15 @@ describe('SlackSocket against the Slack sandbox', () => {
     expect(invocations.at(-1)).toMatchObject({ subcommand: 'register', canManageGuild: false, user: { id: users.bob } });
   });
 
-  it('a handler slower than the ack window is acked at once with a holding line', async () => {
+  it('a handler slower than the ack window is acked at once with a holding line, and its answer follows through response_url', async () => {
     slow = true;
     try {
       const ack = await sandbox.slash(users.ada, channels.general, '/agent', 'pair 654321');
       expect(ack).toEqual({ response_type: 'ephemeral', text: 'Working on it…' });
-      // The handler still runs to its end (its answer goes to the command's response_url).
-      await waitFor(() => slowAnswered === 1, 'the slow handler to finish');
+      // The handler's answer follows through the command's response_url, privately too.
+      const late = await waitFor(() => sandbox.commandReplies().find((r) => r.text === 'pair: 654321'), 'the late answer through response_url', 10_000);
+      expect(late).toMatchObject({ user: users.ada, channel: channels.general, response_type: 'ephemeral' });
+      expect(slowAnswered).toBe(1);
     } finally {
       slow = false;
     }
@@ -104,6 +106,13 @@ describe('SlackSocket against the Slack sandbox', () => {
     expect(ping.option('target')).toBe('bob');
     const bare = invocationOf({ command: '/agent', text: '' }, definitions, false);
     expect(bare.subcommand).toBeNull();
+  });
+
+  it('reconnects when Slack asks it to, and answers commands again', async () => {
+    const opened = sandbox.calls('apps.connections.open');
+    sandbox.refreshConnections();
+    await waitFor(() => sandbox.calls('apps.connections.open') > opened && socket.up && sandbox.connected(), 'a new connection', 15_000);
+    expect(await sandbox.slash(users.bob, channels.general, '/agent', 'pair 42')).toEqual({ response_type: 'ephemeral', text: 'pair: 42' });
   });
 
   it("a person's message reaches onMessage; Herald's own posts do not", async () => {
