@@ -63,6 +63,7 @@ export class People {
     if (conversation === undefined || person === undefined) throw new Error('slash: unknown user or channel');
     const { team, domain, appId } = SLACK_SANDBOX_IDS;
     const id = randomBytes(12).toString('hex');
+    for (const [key, entry] of this.responseUrls) if (entry.until < Date.now() || entry.uses <= 0) this.responseUrls.delete(key);
     this.responseUrls.set(id, { user, channel: conversation.id, command, uses: RESPONSE_URL_USES, until: Date.now() + RESPONSE_URL_MS });
     const ack = await this.options.socketMode().deliver('slash_commands', {
       token: 'sandbox-verification-token',

@@ -148,7 +148,11 @@ export class SlackSandbox {
     this.url = `http://${host}:${address.port}`;
   }
 
-  /** Tell connected apps to go, close every connection, stop listening. */
+  /**
+   * Tell connected apps to go, close every connection, stop listening. A SocketModeClient that
+   * reconnects by itself would then retry apps.connections.open against a closed port: disconnect
+   * it first (`client.disconnect()`), or build it with `autoReconnectEnabled: false`.
+   */
   async close(): Promise<void> {
     const server = this.server;
     if (server === undefined) return;
