@@ -147,6 +147,19 @@ describe('sending to Slack', () => {
     expect(line.map((m) => m.username)).toEqual(['ada']);
   });
 
+  it('a public channel the bot is not in is joined, then posted to once', async () => {
+    const mapped = await h.admin.put(`/admin/destinations/${IDS.guild}/deals`, { transport: 'slack', channel: SLACK.channels.alerts });
+    expect(mapped.status, mapped.text).toBe(200);
+    const id = newRequestId();
+    const joins = slack.calls('conversations.join');
+    await h.bridge.post('/mcp/deliveries', { request_id: id, kind: 'post', target: { guild_id: IDS.guild, destination: 'deals' }, body: { content: `joined ${id.slice(0, 8)}` } });
+    const state = await h.waitForState(id, 'delivered');
+    const sent = slack.messages(SLACK.channels.alerts).filter((m) => m.metadata?.event_payload['id'] === deliveryNonce(id));
+    expect(sent).toHaveLength(1);
+    expect(state['url']).toBe(permalink(SLACK.channels.alerts, sent[0]?.ts ?? ''));
+    expect(slack.calls('conversations.join') - joins).toBe(1);
+  });
+
   it('a post to a channel the bot cannot see fails at once, not found', async () => {
     const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
     await expect(transport.sender?.send('C0NOSUCH001', { content: 'nowhere' }, 'k'.repeat(32), AbortSignal.timeout(5_000))).rejects.toMatchObject({ failure: { kind: 'not_found' } });
