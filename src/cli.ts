@@ -156,7 +156,8 @@ async function main(argv: string[]): Promise<number> {
       if (sandboxDiscord !== undefined) {
         // The sandbox page shows which destinations Herald has mapped, beside the channels.
         const { listDestinations } = await import('./modules/destinations/destination.repository.js');
-        const db = herald.store.db;
+        const { tablesOf } = await import('./platform/db/database.js');
+        const db = tablesOf<import('./modules/destinations/destination.table.js').DestinationsDb>(herald.store.db);
         sandboxDiscord.destinations = async () => (await listDestinations(db)).map(({ guild_id, destination, channel_id }) => ({ guild_id, destination, channel_id }));
       }
       if (command === 'serve') printBanner(config, herald, supplied, sandbox);
