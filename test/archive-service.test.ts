@@ -12,7 +12,7 @@ import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
 import type { ArchivedMessage } from '../src/transports/transport.js';
 import { migratedStore, type MigratedStore, type TestDatabase } from './support/db.js';
 import { waitFor } from './support/wait.js';
-import { tablesOf } from '../src/platform/db/database.js';
+import { tablesOf } from '../src/platform/db/tables.js';
 import type { ArchiveDb } from '../src/modules/archive/archive.table.js';
 
 const CHANNEL = '345678901234567000';

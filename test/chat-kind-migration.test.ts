@@ -9,7 +9,7 @@ import type { Database } from '../src/schema.js';
 import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
 import { transportsOf } from '../src/transports/transport.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
-import { tablesOf } from '../src/platform/db/database.js';
+import { tablesOf } from '../src/platform/db/tables.js';
 import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 
 /** Chat sends stored before they were rows of the deliveries outbox read back the same after the migration. */

@@ -16,7 +16,7 @@ import { transportsOf } from '../src/transports/transport.js';
 import { splitForIrc } from '../src/transports/irc/split.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { waitFor } from './support/wait.js';
-import { tablesOf } from '../src/platform/db/database.js';
+import { tablesOf } from '../src/platform/db/tables.js';
 import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 
 /** The five chat tools' service on the memory transport: the fast layer, on PGlite or PostgreSQL. */

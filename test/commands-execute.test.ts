@@ -6,7 +6,7 @@ import { onPostgres } from './support/db.js';
 import { heraldEnv, IDS, startTestHerald, TestClock, type TestHerald } from './support/herald.js';
 import { startHeraldProcess } from './support/process.js';
 import { waitFor, waitForStateAt } from './support/wait.js';
-import { tablesOf } from '../src/platform/db/database.js';
+import { tablesOf } from '../src/platform/db/tables.js';
 import type { CommandsDb } from '../src/modules/commands/command-run.table.js';
 
 type Result = {

@@ -13,7 +13,7 @@ import type { TransportName } from '../src/transports/transport.js';
 import { call, contractApi } from './support/client.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
-import { tablesOf } from '../src/platform/db/database.js';
+import { tablesOf } from '../src/platform/db/tables.js';
 import type { DestinationsDb } from '../src/modules/destinations/destination.table.js';
 
 const PUT = (guild: string, destination: string) => `/admin/destinations/${guild}/${destination}`;

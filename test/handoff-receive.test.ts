@@ -11,7 +11,7 @@ import type { Database } from '../src/schema.js';
 import type { InboundMessage } from '../src/transports/transport.js';
 import { onPostgres, openMigratedStore, testDatabase, type TestDatabase } from './support/db.js';
 import { TestClock } from './support/herald.js';
-import { tablesOf } from '../src/platform/db/database.js';
+import { tablesOf } from '../src/platform/db/tables.js';
 import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 import type { HandoffsDb } from '../src/modules/handoffs/handoff.table.js';
 

@@ -3,7 +3,7 @@ import type { Store } from '../src/platform/db/database.js';
 import type { Database } from '../src/schema.js';
 import { linesTagged, pruneLines, readLines, storeLine } from '../src/transports/irc/irc-line.repository.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
-import { tablesOf } from '../src/platform/db/database.js';
+import { tablesOf } from '../src/platform/db/tables.js';
 import type { IrcDb } from '../src/transports/irc/irc-line.table.js';
 
 /** What the IRC observer keeps: one row per msgid, bounded by age and by count per channel. */

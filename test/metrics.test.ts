@@ -6,7 +6,7 @@ import { ScrapeRead } from '../src/platform/metrics.js';
 import { client } from './support/client.js';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
-import { tablesOf } from '../src/platform/db/database.js';
+import { tablesOf } from '../src/platform/db/tables.js';
 import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 
 const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;

@@ -7,7 +7,7 @@ import type { CommandDeps } from '../support/services.js';
 import { agentCommand } from '../../src/modules/identity/agent.command.js';
 import type { Invokers } from '../../src/transports/transport.js';
 import { CHANNEL, GUILD, startServices, USER, type Services } from '../support/services.js';
-import { tablesOf } from '../../src/platform/db/database.js';
+import { tablesOf } from '../../src/platform/db/tables.js';
 import type { CommandsDb } from '../../src/modules/commands/command-run.table.js';
 
 /** A pairing code as /agent pair issues it (docs/protocol.md §7). */

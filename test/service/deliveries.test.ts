@@ -5,7 +5,7 @@ import type { Transport } from '../../src/transports/transport.js';
 import { upsertDestination } from '../../src/modules/destinations/destination.repository.js';
 import { newRequestId } from '../support/herald.js';
 import { CHANNEL, GUILD, startServices, USER, type Services } from '../support/services.js';
-import { tablesOf } from '../../src/platform/db/database.js';
+import { tablesOf } from '../../src/platform/db/tables.js';
 import type { DestinationsDb } from '../../src/modules/destinations/destination.table.js';
 
 const post = (content: string, destination: 'alerts' | 'ops' = 'alerts'): Delivery => ({ request_id: newRequestId(), kind: 'post', target: { guild_id: GUILD, destination }, body: { content } });

@@ -10,7 +10,7 @@ import { MemoryTransport } from '../../src/transports/memory/memory-transport.js
 import type { ArchivedAttachment, ArchivedMessage } from '../../src/transports/transport.js';
 import { migratedStore, type TestDatabase } from './db.js';
 import { waitFor } from './wait.js';
-import { tablesOf } from '../../src/platform/db/database.js';
+import { tablesOf } from '../../src/platform/db/tables.js';
 import type { ArchiveDb } from '../../src/modules/archive/archive.table.js';
 
 export const GUILD = '234567890123456000';

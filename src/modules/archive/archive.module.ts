@@ -7,7 +7,7 @@ import { archiveTotals } from './archive.repository.js';
 import { DISCORD_MEDIA_HOSTS, MediaDownloader } from './media.downloader.js';
 import { MediaService } from './media.service.js';
 import { ScrapeJobs, scrapeQueue } from './scrape.jobs.js';
-import { tablesOf } from '../../platform/db/database.js';
+import { tablesOf } from '../../platform/db/tables.js';
 import type { ArchiveDb } from './archive.table.js';
 
 /** How long one media download may take, unless the platform sets its own request timeout. */

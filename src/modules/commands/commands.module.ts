@@ -7,7 +7,7 @@ import { commandOperations } from './command.http.js';
 import { CommandService, type ReplyPoster } from './command.service.js';
 import { commandRouter, NO_INVOKERS } from './registry.js';
 import { replySendKind } from './reply.kind.js';
-import { tablesOf } from '../../platform/db/database.js';
+import { tablesOf } from '../../platform/db/tables.js';
 import type { CommandsDb } from './command-run.table.js';
 
 /** Start the command registry (its declaration is index.ts). */

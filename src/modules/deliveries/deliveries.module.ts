@@ -6,7 +6,7 @@ import { DeliveryJobs, deliveryQueue } from './delivery.jobs.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { DeliveryPorts, SendKind } from './send-kind.js';
 import { DeliveryService, type KindSupport } from './delivery.service.js';
-import { tablesOf } from '../../platform/db/database.js';
+import { tablesOf } from '../../platform/db/tables.js';
 import type { DeliveriesDb } from './delivery.table.js';
 
 /** What the deliveries module gives the others. */

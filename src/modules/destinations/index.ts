@@ -2,7 +2,7 @@ import type { Channels, TransportName } from '../../transports/transport.js';
 import { defineModule } from '../contract.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import type { DestinationService } from './destination.service.js';
-import { tablesOf } from '../../platform/db/database.js';
+import { tablesOf } from '../../platform/db/tables.js';
 import type { DestinationsDb } from './destination.table.js';
 
 export type { DestinationService } from './destination.service.js';

@@ -6,7 +6,7 @@ import { handoffSendKind } from './handoff.kind.js';
 import { HandoffMetrics } from './handoff.metrics.js';
 import { pruneInbox } from './handoff.repository.js';
 import { HandoffService } from './handoff.service.js';
-import { tablesOf } from '../../platform/db/database.js';
+import { tablesOf } from '../../platform/db/tables.js';
 import type { HandoffsDb } from './handoff.table.js';
 
 /** Acknowledged handoffs are kept this long, then pruned. */

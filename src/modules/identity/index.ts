@@ -2,7 +2,7 @@ import { defineModule } from '../contract.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import type { IdentityService } from './identity.service.js';
 import { identityTools } from './identity.tools.js';
-import { tablesOf } from '../../platform/db/database.js';
+import { tablesOf } from '../../platform/db/tables.js';
 import type { IdentityDb } from './identity.table.js';
 
 export type { IdentityService } from './identity.service.js';

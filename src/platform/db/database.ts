@@ -23,14 +23,6 @@ export interface Store<DB = unknown> {
   close(): Promise<void>;
 }
 
-/**
- * The store holds every part's tables; each part (a module, a platform) sees only its own, typed by
- * `T`. Kysely's types are invariant in the schema, so the narrowing is this one cast.
- */
-export function tablesOf<T>(db: Pick<Kysely<unknown>, 'destroy' | 'isTransaction'>): Kysely<T> {
-  return db as Kysely<T>;
-}
-
 /** What the store says about its connections (pino's shape). */
 export interface StoreLog {
   info(obj: object, msg: string): void;

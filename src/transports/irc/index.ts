@@ -1,5 +1,5 @@
 import { defineTransport } from '../plugin.js';
-import { tablesOf } from '../../platform/db/database.js';
+import { tablesOf } from '../../platform/db/tables.js';
 import type { IrcDb } from './irc-line.table.js';
 
 /** IRC's settings. */
