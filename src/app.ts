@@ -8,6 +8,7 @@ import { MODULES } from './modules/registry.js';
 import { defineMetrics, doorbellOf, readinessOf, reportQueues, runJobs, schedulePrune, startModules, type JobRunner } from './modules/runner.js';
 import { systemClock, type Clock } from './platform/clock.js';
 import { openStore, type Store } from './platform/db/database.js';
+import { tablesOf } from './platform/db/tables.js';
 import { migrateToLatest } from './platform/db/migrate.js';
 import { errorSummary } from './platform/errors.js';
 import { createApi } from './platform/http/api.js';
@@ -88,7 +89,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     log.info({ store: store.kind }, 'store ready');
 
     const links = new LinkMetrics(registry);
-    const ledger = ownMessageLedger(store.db);
+    const ledger = ownMessageLedger(tablesOf(store.db));
     const running: RunningTransport[] = [];
     for (const p of platforms) {
       const started = await p.start(config.platforms[p.name], { store, db: store.db as Kysely<unknown>, clock, log, registry, serving: roles.http, ownMessage: ledger.record, ledger, link: (name, up) => links.track(p.name, name, up) });
@@ -99,7 +100,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     const transports = transportsOf(home as Transport, ...others); // config.ts made sure HERALD_TRANSPORT is configured
     const doorbell = doorbellOf(store);
     const site = { messageLinkBase: options.messageLinkBase, mediaOrigins: options.mediaOrigins ?? [] };
-    const modules = await startModules(MODULES, metrics, { config, store, db: store.db, clock, log, registry, transports, doorbell, roles, site });
+    const modules = await startModules(MODULES, metrics, { config, store: store as Store, db: store.db as Kysely<unknown>, clock, log, registry, transports, doorbell, roles, site });
     cleanups.push(() => modules.close());
     const parts = modules.parts;
     const jobs = parts.flatMap((p) => p.jobs ?? []);

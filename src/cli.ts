@@ -137,6 +137,13 @@ async function main(argv: string[]): Promise<number> {
         const discord = config.platforms['discord'] as DiscordConfig;
         const sandboxed: DiscordConfig = { ...discord, token: fake.botToken, apiUrl: fake.apiUrl, chatGuild: discord.chatGuild ?? SANDBOX_IDS.guild };
         config = Object.freeze({ ...config, platforms: Object.freeze({ ...config.platforms, discord: Object.freeze(sandboxed) }) });
+        // Every other platform with a sandbox and no settings gets its own, on the ports after Discord's.
+        const started = await startPlatformSandboxes(config).catch(async (err: unknown) => {
+          await fake.close();
+          throw err;
+        });
+        config = Object.freeze({ ...config, platforms: Object.freeze({ ...config.platforms, ...started.platforms }) });
+        sandbox = { ...sandbox, others: started.sandboxes, close: async () => void (await Promise.all([fake.close(), ...started.sandboxes.map((o) => o.close())])) };
       } else if (command === 'serve') {
         // Sandbox mode makes both up; elsewhere an unset one turns a whole API surface off.
         const unset = [
@@ -156,7 +163,8 @@ async function main(argv: string[]): Promise<number> {
       if (sandboxDiscord !== undefined) {
         // The sandbox page shows which destinations Herald has mapped, beside the channels.
         const { listDestinations } = await import('./modules/destinations/destination.repository.js');
-        const db = herald.store.db;
+        const { tablesOf } = await import('./platform/db/tables.js');
+        const db = tablesOf<import('./modules/destinations/destination.table.js').DestinationsDb>(herald.store.db);
         sandboxDiscord.destinations = async () => (await listDestinations(db)).map(({ guild_id, destination, channel_id }) => ({ guild_id, destination, channel_id }));
       }
       if (command === 'serve') printBanner(config, herald, supplied, sandbox);
@@ -202,7 +210,39 @@ async function withSandboxTokens(config: Config): Promise<Config> {
 interface SandboxInfo {
   url: string;
   ids: { guild: string; channels: { alerts: string } };
+  /** The other platforms' sandboxes (src/transports/plugin.ts), by platform name. */
+  others?: readonly OtherSandbox[];
   close(): Promise<void>;
+}
+
+interface OtherSandbox {
+  name: string;
+  url: string;
+  notes: readonly string[];
+  close(): Promise<void>;
+}
+
+/** Start the sandbox of every platform sandbox mode runs locally (`config.sandboxed`), in registry order. */
+async function startPlatformSandboxes(config: Config): Promise<{ platforms: Record<string, unknown>; sandboxes: OtherSandbox[] }> {
+  const { TRANSPORTS } = await import('./transports/registry.js');
+  const platforms: Record<string, unknown> = {};
+  const sandboxes: OtherSandbox[] = [];
+  try {
+    for (const [i, name] of config.sandboxed.entries()) {
+      const plugin = TRANSPORTS.find((t) => t.name === name);
+      if (plugin?.sandbox === undefined) continue;
+      const port = config.sandboxPort === 0 ? 0 : config.sandboxPort + 1 + i;
+      const started = await plugin.sandbox({ dataDir: config.dataDir, host: config.host, port, core: { leaseMs: config.leaseMs, home: config.transport } }).catch((err: unknown) => {
+        throw listenProblem(err, config.host, port, 'HERALD_SANDBOX_PORT') ?? err;
+      });
+      platforms[name] = started.config;
+      sandboxes.push({ name, url: started.url, notes: started.notes ?? [], close: () => started.close() });
+    }
+  } catch (err) {
+    await Promise.all(sandboxes.map((o) => o.close()));
+    throw err;
+  }
+  return { platforms, sandboxes };
 }
 
 /** The request_id of the banner's "Try it" post. */
@@ -228,6 +268,7 @@ function printBanner(config: Config, herald: Herald, supplied: { bridge: boolean
     const SANDBOX_IDS = sandbox.ids;
     lines.push(
       place('Discord sandbox', `${sandbox.url}/sandbox  (no DISCORD_TOKEN: messages go to this local Discord)`),
+      ...(sandbox.others ?? []).flatMap((o) => [place(`${o.name[0]?.toUpperCase() ?? ''}${o.name.slice(1)} sandbox`, o.url), ...o.notes.map((n) => `${' '.repeat(19)}${n}`)]),
       '',
       `Tokens (sandbox mode; kept in ${path.join(config.dataDir, 'sandbox-tokens.json')}):`,
       token('MCP_BRIDGE_TOKEN', config.bridgeToken, supplied.bridge),

@@ -100,6 +100,11 @@ export interface Config {
    * a platform that is not configured has none and is not started.
    */
   readonly platforms: Readonly<Record<string, unknown>>;
+  /**
+   * Sandbox mode (no DISCORD_TOKEN): the platforms without settings of their own that have a
+   * sandbox (src/transports/plugin.ts), started locally beside the Discord one.
+   */
+  readonly sandboxed: readonly string[];
 }
 
 export interface HandoffLimits {
@@ -195,10 +200,13 @@ export function loadConfig(env: Env = process.env): Config {
     if (settings !== undefined) platforms[t.name] = settings;
   }
   const chatTransport = text('HERALD_CHAT_TRANSPORT') ?? (platforms['irc'] !== undefined ? 'irc' : transport);
+  // Without a Discord token Herald runs on sandboxes: every platform that has one and no settings.
+  const noDiscordToken = (platforms['discord'] as { token?: string } | undefined)?.token === undefined;
+  const sandboxed = noDiscordToken ? TRANSPORTS.filter((t) => t.sandbox !== undefined && platforms[t.name] === undefined).map((t) => t.name) : [];
   // Each names a platform of the registry that this environment configures.
   for (const [variable, name] of [['HERALD_TRANSPORT', transport], ['HERALD_CHAT_TRANSPORT', chatTransport]] as const) {
     if (!TRANSPORT_NAMES.includes(name)) read.problem(`${variable} must be one of ${TRANSPORT_NAMES.join(', ')}`);
-    else if (platforms[name] === undefined) read.problem(`${variable} is ${name} but ${TRANSPORTS.find((t) => t.name === name)?.off ?? 'it is off'}`);
+    else if (platforms[name] === undefined && !sandboxed.includes(name)) read.problem(`${variable} is ${name} but ${TRANSPORTS.find((t) => t.name === name)?.off ?? 'it is off'}`);
   }
   const config: Config = {
     port,
@@ -254,6 +262,7 @@ export function loadConfig(env: Env = process.env): Config {
     transport,
     chatTransport,
     platforms: Object.freeze(platforms),
+    sandboxed: Object.freeze(sandboxed),
   };
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
   if (!levels.includes(config.logLevel)) read.problem(`LOG_LEVEL must be one of ${levels.join(', ')}`);
@@ -265,7 +274,7 @@ export function loadConfig(env: Env = process.env): Config {
 /** True when Herald uses its built-in Discord sandbox instead of a real bot. */
 export function isSandboxMode(config: Config): boolean {
   const discord = config.platforms['discord'] as { token?: string } | undefined;
-  return config.transport === 'discord' && discord?.token === undefined;
+  return discord?.token === undefined && (config.transport === 'discord' || config.sandboxed.includes(config.transport));
 }
 
 /** Variables Herald reads outside loadConfig: the test harness's run folder (test/support/run-dir.ts). */

@@ -1,31 +1,14 @@
-import type { ArchiveActionTable, MediaBlobTable, MediaItemTable, MediaReservationTable, MediaScrapeTable, MediaStorageTable } from './modules/archive/archive.table.js';
-import type { CommandRunTable, CommandSourceTable } from './modules/commands/command-run.table.js';
-import type { DeliveryTable, SentMessageTable } from './modules/deliveries/delivery.table.js';
-import type { DestinationTable } from './modules/destinations/destination.table.js';
-import type { HandoffEventTable, HandoffInboxTable } from './modules/handoffs/handoff.table.js';
-import type { PairingCodeTable, RegistrationTable } from './modules/identity/identity.table.js';
-import type { IrcChannelTable, IrcLineTable } from './transports/irc/irc-line.table.js';
+import type { ArchiveDb } from './modules/archive/archive.table.js';
+import type { CommandsDb } from './modules/commands/command-run.table.js';
+import type { DeliveriesDb } from './modules/deliveries/delivery.table.js';
+import type { DestinationsDb } from './modules/destinations/destination.table.js';
+import type { HandoffsDb } from './modules/handoffs/handoff.table.js';
+import type { IdentityDb } from './modules/identity/identity.table.js';
+import type { IrcDb } from './transports/irc/irc-line.table.js';
 
 /**
- * Herald's database: every module's tables, assembled here at the wiring level so the platform's
- * store knows no tables and each module owns its own (migrations in migrations/).
+ * Herald's whole database, assembled at the wiring level from each part's own tables (each
+ * module and platform sees only its own, through `tablesOf`; migrations in migrations/). Tests and
+ * the wiring read it whole.
  */
-export interface Database {
-  deliveries: DeliveryTable;
-  sent_messages: SentMessageTable;
-  destinations: DestinationTable;
-  registrations: RegistrationTable;
-  pairing_codes: PairingCodeTable;
-  command_runs: CommandRunTable;
-  command_sources: CommandSourceTable;
-  handoff_events: HandoffEventTable;
-  handoff_inbox: HandoffInboxTable;
-  media_scrapes: MediaScrapeTable;
-  media_items: MediaItemTable;
-  media_blobs: MediaBlobTable;
-  media_storage: MediaStorageTable;
-  media_reservations: MediaReservationTable;
-  archive_actions: ArchiveActionTable;
-  irc_lines: IrcLineTable;
-  irc_channels: IrcChannelTable;
-}
+export type Database = DeliveriesDb & DestinationsDb & IdentityDb & CommandsDb & HandoffsDb & ArchiveDb & IrcDb;

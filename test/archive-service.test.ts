@@ -12,6 +12,8 @@ import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
 import type { ArchivedMessage } from '../src/transports/transport.js';
 import { migratedStore, type MigratedStore, type TestDatabase } from './support/db.js';
 import { waitFor } from './support/wait.js';
+import { tablesOf } from '../src/platform/db/tables.js';
+import type { ArchiveDb } from '../src/modules/archive/archive.table.js';
 
 const CHANNEL = '345678901234567000';
 const GUILD = '234567890123456000';
@@ -46,9 +48,9 @@ describe('media archive on the memory platform (any transport with history pages
     memory.archived.set(CHANNEL, Array.from({ length: 1_050 }, (_, i) => message(i)));
     const log = pino({ level: 'silent' });
     const clock = { now: () => new Date() };
-    media = new MediaService(store.db, clock, { mediaDir: db.dataDir, limits: { limitBytes: 1_000, warnPercent: 80, overrunPercent: 100 }, messageLinkBase: 'https://discord.com', channels: memory.channels, canScrape: true, wake: () => worker.wake(), log });
-    worker = new OutboxWorker(scrapeQueue(store.db), clock, log, { leaseMs: 5_000, pollMs: 50, concurrency: 2, shutdownGraceMs: 1_000 });
-    worker.register(new ScrapeJobs(store.db, memory.pages, new MediaDownloader(db.dataDir, { hosts: [], trustedOrigins: [], maxBytes: 1, timeoutMs: 1_000 }), media, clock, log, { maxAttempts: 3, retryBaseMs: 10 }).kind());
+    media = new MediaService(tablesOf<ArchiveDb>(store.db), clock, { mediaDir: db.dataDir, limits: { limitBytes: 1_000, warnPercent: 80, overrunPercent: 100 }, messageLinkBase: 'https://discord.com', channels: memory.channels, canScrape: true, wake: () => worker.wake(), log });
+    worker = new OutboxWorker(scrapeQueue(tablesOf<ArchiveDb>(store.db)), clock, log, { leaseMs: 5_000, pollMs: 50, concurrency: 2, shutdownGraceMs: 1_000 });
+    worker.register(new ScrapeJobs(tablesOf<ArchiveDb>(store.db), memory.pages, new MediaDownloader(db.dataDir, { hosts: [], trustedOrigins: [], maxBytes: 1, timeoutMs: 1_000 }), media, clock, log, { maxAttempts: 3, retryBaseMs: 10 }).kind());
     worker.start();
   }, 180_000);
   afterAll(async () => {

@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimScrapes, insertScrape } from '../src/modules/archive/archive.repository.js';
 import { admin, archiveHarness, messageWith, type ArchiveHarness } from './support/archive.js';
 import { waitFor } from './support/wait.js';
+import { tablesOf } from '../src/platform/db/tables.js';
+import type { ArchiveDb } from '../src/modules/archive/archive.table.js';
 
 /**
  * The storage limit counts every file before it is written, in the database: concurrent steps of
@@ -216,9 +218,9 @@ describe('a reservation lives only as long as its step', () => {
   it('room held by a live step is busy; a step whose process died (lease passed) or that ended holds none', async () => {
     const db = h.store.db;
     const now = new Date();
-    for (const id of ['a', 'b']) await insertScrape(db, { id, channelId: `34567890123456740${id === 'a' ? 1 : 2}`, channelName: null, guildId: null, mode: 'download', now });
-    const [a] = await claimScrapes(db, 'worker-a', now, 60_000, 1);
-    const [b] = await claimScrapes(db, 'worker-b', now, 60_000, 1);
+    for (const id of ['a', 'b']) await insertScrape(tablesOf<ArchiveDb>(db), { id, channelId: `34567890123456740${id === 'a' ? 1 : 2}`, channelName: null, guildId: null, mode: 'download', now });
+    const [a] = await claimScrapes(tablesOf<ArchiveDb>(db), 'worker-a', now, 60_000, 1);
+    const [b] = await claimScrapes(tablesOf<ArchiveDb>(db), 'worker-b', now, 60_000, 1);
     if (a === undefined || b === undefined || a.lease_expires_at === null || b.lease_expires_at === null) throw new Error('not claimed');
     const stepA = h.media.storageBudget(a.id, { owner: 'worker-a', expiresAt: a.lease_expires_at });
     const stepB = h.media.storageBudget(b.id, { owner: 'worker-b', expiresAt: b.lease_expires_at });
@@ -238,7 +240,7 @@ describe('a reservation lives only as long as its step', () => {
     // The same worker claiming the scrape again is another step: the old step's room is not revived.
     const later = new Date(Date.now() + 1_000);
     await db.updateTable('media_scrapes').set({ lease_owner: null, lease_expires_at: null }).where('id', '=', b.id).execute();
-    const again = (await claimScrapes(db, 'worker-b', later, 60_000, 2)).find((s) => s.id === b.id);
+    const again = (await claimScrapes(tablesOf<ArchiveDb>(db), 'worker-b', later, 60_000, 2)).find((s) => s.id === b.id);
     if (again === undefined || again.lease_expires_at === null) throw new Error('not claimed again');
     const next = h.media.storageBudget(again.id, { owner: 'worker-b', expiresAt: again.lease_expires_at });
     expect(await next.reserve(20_000)).toMatchObject({ ok: true });

@@ -9,6 +9,8 @@ import type { Database } from '../src/schema.js';
 import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
 import { transportsOf } from '../src/transports/transport.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
+import { tablesOf } from '../src/platform/db/tables.js';
+import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 
 /** Chat sends stored before they were rows of the deliveries outbox read back the same after the migration. */
 describe('migration 2026-12-02T03-00-00_chat-kind', () => {
@@ -35,7 +37,7 @@ describe('migration 2026-12-02T03-00-00_chat-kind', () => {
 
   it('copies every chat send into deliveries (kind chat, request_id chat:<id>) and drops chat_sends', async () => {
     const clock = { now: () => new Date() };
-    const chat = new ChatService(new DeliveryService(store.db, clock, { post: true, dm: true, edit: true }), transportsOf(new MemoryTransport()), 'memory', clock);
+    const chat = new ChatService(new DeliveryService(tablesOf<DeliveriesDb>(store.db), clock, { post: true, dm: true, edit: true }), transportsOf(new MemoryTransport()), 'memory', clock);
     expect(await chat.get('a1')).toEqual({ id: 'a1', transport: 'memory', channel: 'general', sender: 'ada', state: 'delivered', message_ids: ['m1', 'm2'] });
     expect(await chat.get('b2')).toEqual({ id: 'b2', transport: 'irc', channel: '#agents', sender: 'bob', state: 'unconfirmed', message_ids: ['x'], reason: 'no echo' });
     expect(await chat.get('c3')).toEqual({ id: 'c3', transport: 'memory', channel: 'general', sender: 'ada', state: 'failed', reason: 'memory: refused' });

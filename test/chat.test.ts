@@ -16,6 +16,8 @@ import { transportsOf } from '../src/transports/transport.js';
 import { splitForIrc } from '../src/transports/irc/split.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { waitFor } from './support/wait.js';
+import { tablesOf } from '../src/platform/db/tables.js';
+import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 
 /** The five chat tools' service on the memory transport: the fast layer, on PGlite or PostgreSQL. */
 describe('chat tools on the memory transport', () => {
@@ -36,12 +38,12 @@ describe('chat tools on the memory transport', () => {
     const clock = { now: () => new Date() };
     // A chat send is a row of the deliveries outbox, kind `chat`, which the chat module declares.
     const ports = { resolveDestination: async () => undefined, isRegistered: async () => false };
-    const jobs = new DeliveryJobs(store.db, transports, clock, log, new DeliveryMetrics(new Registry()), { nonceWindowMs: 60_000, maxAttempts: 4, retryBaseMs: 10, leaseMs: 10_000 }, ports);
+    const jobs = new DeliveryJobs(tablesOf<DeliveriesDb>(store.db), transports, clock, log, new DeliveryMetrics(new Registry()), { nonceWindowMs: 60_000, maxAttempts: 4, retryBaseMs: 10, leaseMs: 10_000 }, ports);
     jobs.declare(chatSendKind(transports));
-    worker = new OutboxWorker(deliveryQueue(store.db), clock, log, { leaseMs: 10_000, pollMs: 20, concurrency: 4, shutdownGraceMs: 1_000 });
+    worker = new OutboxWorker(deliveryQueue(tablesOf<DeliveriesDb>(store.db)), clock, log, { leaseMs: 10_000, pollMs: 20, concurrency: 4, shutdownGraceMs: 1_000 });
     for (const k of jobs.kinds()) worker.register(k);
     worker.start();
-    const deliveries = new DeliveryService(store.db, clock, { post: true, dm: true, edit: true }, { announce: () => worker.wake() });
+    const deliveries = new DeliveryService(tablesOf<DeliveriesDb>(store.db), clock, { post: true, dm: true, edit: true }, { announce: () => worker.wake() });
     chat = new ChatService(deliveries, transports, 'memory', clock);
   });
   afterAll(async () => {

@@ -6,6 +6,8 @@ import { onPostgres } from './support/db.js';
 import { heraldEnv, IDS, startTestHerald, TestClock, type TestHerald } from './support/herald.js';
 import { startHeraldProcess } from './support/process.js';
 import { waitFor, waitForStateAt } from './support/wait.js';
+import { tablesOf } from '../src/platform/db/tables.js';
+import type { CommandsDb } from '../src/modules/commands/command-run.table.js';
 
 type Result = {
   ok: boolean;
@@ -148,13 +150,13 @@ describe('run_command: execute', () => {
     const at = (ms: number) => new Date(t0.getTime() + ms);
     const run = (invocationHash: string, now: number, expires: number) => ({ key: 'window-key-000000', invocationHash, now: at(now), expiresAt: at(expires) });
     const source = (messageId: string) => ({ messageId, keepUntil: at(60_000) });
-    expect(await claimCommandRun(db, run('hash-a', 0, 60_000), source('900000000000000001'))).toBe('claimed');
-    expect(await claimCommandRun(db, run('hash-b', 30_000, 90_000), source('900000000000000002'))).toBe('key_taken');
+    expect(await claimCommandRun(tablesOf<CommandsDb>(db), run('hash-a', 0, 60_000), source('900000000000000001'))).toBe('claimed');
+    expect(await claimCommandRun(tablesOf<CommandsDb>(db), run('hash-b', 30_000, 90_000), source('900000000000000002'))).toBe('key_taken');
     // Past its window the key may be claimed again, even for another invocation (with another message).
-    expect(await claimCommandRun(db, run('hash-b', 60_000, 120_000), source('900000000000000002'))).toBe('claimed');
-    expect((await findCommandRun(db, 'window-key-000000'))?.invocation_hash).toBe('hash-b');
-    expect(await pruneCommandRuns(db, at(120_000))).toBeGreaterThanOrEqual(1);
-    expect(await findCommandRun(db, 'window-key-000000')).toBeUndefined();
+    expect(await claimCommandRun(tablesOf<CommandsDb>(db), run('hash-b', 60_000, 120_000), source('900000000000000002'))).toBe('claimed');
+    expect((await findCommandRun(tablesOf<CommandsDb>(db), 'window-key-000000'))?.invocation_hash).toBe('hash-b');
+    expect(await pruneCommandRuns(tablesOf<CommandsDb>(db), at(120_000))).toBeGreaterThanOrEqual(1);
+    expect(await findCommandRun(tablesOf<CommandsDb>(db), 'window-key-000000')).toBeUndefined();
   });
 
   it('claims a source message once, race-safe in the database: of many keys naming one message, one runs; the losers leave no row', async () => {
@@ -162,14 +164,14 @@ describe('run_command: execute', () => {
     const now = new Date();
     const keepUntil = new Date(now.getTime() + 3_600_000);
     const keys = Array.from({ length: 10 }, (_, i) => `race-key-${Date.now()}-${i}`.padEnd(16, '0'));
-    const claims = await Promise.all(keys.map((key) => claimCommandRun(db, { key, invocationHash: `hash-${key}`, now, expiresAt: keepUntil }, { messageId: '900000000000000010', keepUntil })));
+    const claims = await Promise.all(keys.map((key) => claimCommandRun(tablesOf<CommandsDb>(db), { key, invocationHash: `hash-${key}`, now, expiresAt: keepUntil }, { messageId: '900000000000000010', keepUntil })));
     expect(claims.filter((c) => c === 'claimed')).toHaveLength(1);
     expect(claims.filter((c) => c === 'source_used')).toHaveLength(9);
-    const rows = await Promise.all(keys.map((key) => findCommandRun(db, key)));
+    const rows = await Promise.all(keys.map((key) => findCommandRun(tablesOf<CommandsDb>(db), key)));
     expect(rows.filter((r) => r !== undefined)).toHaveLength(1);
     // The claim outlives the key's own row: once that is pruned, the message is still spent.
-    await pruneCommandRuns(db, new Date(now.getTime() + 60_000));
-    expect(await claimCommandRun(db, { key: 'race-key-late-00000', invocationHash: 'h', now, expiresAt: keepUntil }, { messageId: '900000000000000010', keepUntil })).toBe('source_used');
+    await pruneCommandRuns(tablesOf<CommandsDb>(db), new Date(now.getTime() + 60_000));
+    expect(await claimCommandRun(tablesOf<CommandsDb>(db), { key: 'race-key-late-00000', invocationHash: 'h', now, expiresAt: keepUntil }, { messageId: '900000000000000010', keepUntil })).toBe('source_used');
   });
 
   it('takes a source message as consent to one command: another command or key naming it is refused, the same key still replays', async () => {

@@ -1,12 +1,10 @@
 import { readFileSync } from 'node:fs';
-import type { Kysely } from 'kysely';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { discordMessageUrl } from '../src/modules/deliveries/delivery.js';
 import { SPEC_PATH } from '../src/platform/contract/spec.js';
 import { createRegistry } from '../src/platform/metrics.js';
-import type { Database } from '../src/schema.js';
-import { IrcMetrics, IrcTransport } from '../src/transports/irc/irc-transport.js';
+import { IrcMetrics, IrcTransport, type IrcTransportOptions } from '../src/transports/irc/irc-transport.js';
 import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
 import type { Transport } from '../src/transports/transport.js';
 
@@ -23,7 +21,7 @@ function irc(host: string, tls: boolean): IrcTransport {
     server: { host, port: 6697, tls },
     nick: 'herald',
     channels: [],
-    db: undefined as unknown as Kysely<Database>,
+    db: undefined as unknown as IrcTransportOptions['db'],
     log: pino({ level: 'silent' }),
     metrics: new IrcMetrics(createRegistry()),
     linesPerSecond: 1,

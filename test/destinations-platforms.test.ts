@@ -13,6 +13,8 @@ import type { TransportName } from '../src/transports/transport.js';
 import { call, contractApi } from './support/client.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
+import { tablesOf } from '../src/platform/db/tables.js';
+import type { DestinationsDb } from '../src/modules/destinations/destination.table.js';
 
 const PUT = (guild: string, destination: string) => `/admin/destinations/${guild}/${destination}`;
 
@@ -94,7 +96,7 @@ describe('destinations on a third platform', () => {
     fixture = await migratedStore();
     ({ store } = fixture);
     const destinations = new DestinationService(
-      store.db,
+      tablesOf<DestinationsDb>(store.db),
       {
         home: { name: home.name, channels: home.channels },
         others: [{ name: matrix, channels: rooms.channels, checkChannel: (c) => (/^![^\s:]+:\S+$/.test(c) ? undefined : 'channel must be a room id such as !ops:example.org') }],

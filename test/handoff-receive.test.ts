@@ -11,6 +11,9 @@ import type { Database } from '../src/schema.js';
 import type { InboundMessage } from '../src/transports/transport.js';
 import { onPostgres, openMigratedStore, testDatabase, type TestDatabase } from './support/db.js';
 import { TestClock } from './support/herald.js';
+import { tablesOf } from '../src/platform/db/tables.js';
+import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
+import type { HandoffsDb } from '../src/modules/handoffs/handoff.table.js';
 
 /**
  * Receiving handoffs against the database (PGlite, or PostgreSQL with TEST_DATABASE_URL): replay,
@@ -36,8 +39,8 @@ async function receiver(clock: TestClock, env: Record<string, string> = {}): Pro
   const store = await openMigratedStore(db);
   stores.push(store);
   const config = loadConfig({ HERALD_TRUSTED_BOT_IDS: `${PEER},${OTHER_PEER}`, ...env });
-  const deliveries = new DeliveryService(store.db, clock, { post: true, dm: true, edit: true }, { maxInFlight: 1 });
-  return new HandoffService(store.db, deliveries, clock, { limits: config.handoffs, selfId: async () => SELF, canSend: true, log: silent });
+  const deliveries = new DeliveryService(tablesOf<DeliveriesDb>(store.db), clock, { post: true, dm: true, edit: true }, { maxInFlight: 1 });
+  return new HandoffService(tablesOf<HandoffsDb>(store.db), deliveries, clock, { limits: config.handoffs, selfId: async () => SELF, canSend: true, log: silent });
 }
 
 /** A second receiver on the same database: its own pool on PostgreSQL; on PGlite (one process per data folder) another service on the same store. */
@@ -46,7 +49,7 @@ async function secondReceiver(clock: TestClock): Promise<HandoffService> {
   const store = stores[0];
   if (store === undefined) throw new Error('no first receiver');
   const config = loadConfig({ HERALD_TRUSTED_BOT_IDS: `${PEER},${OTHER_PEER}` });
-  return new HandoffService(store.db, new DeliveryService(store.db, clock, { post: true, dm: true, edit: true }), clock, { limits: config.handoffs, selfId: async () => SELF, canSend: true, log: silent });
+  return new HandoffService(tablesOf<HandoffsDb>(store.db), new DeliveryService(tablesOf<DeliveriesDb>(store.db), clock, { post: true, dm: true, edit: true }), clock, { limits: config.handoffs, selfId: async () => SELF, canSend: true, log: silent });
 }
 
 let seq = 0;

@@ -6,6 +6,8 @@ import { ScrapeRead } from '../src/platform/metrics.js';
 import { client } from './support/client.js';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
+import { tablesOf } from '../src/platform/db/tables.js';
+import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 
 const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
@@ -76,7 +78,7 @@ describe('metrics', () => {
     await h.waitForState(failed, 'failed');
     const lost: Delivery = { request_id: abandoned, kind: 'post', target: { guild_id: IDS.guild, destination: 'alerts' }, body: { content: `abandoned ${abandoned}` } };
     const past = new Date(Date.now() - 5_000);
-    await insertDeliveries(h.herald.store.db, [{
+    await insertDeliveries(tablesOf<DeliveriesDb>(h.herald.store.db), [{
       request_id: abandoned,
       kind: 'post',
       target: JSON.stringify(lost.target),

@@ -9,7 +9,6 @@ import type { Doorbell } from '../platform/db/doorbell.js';
 import type { OperationHandlers } from '../platform/http/api.js';
 import type { McpTool } from '../platform/mcp/tool.js';
 import type { Registry } from '../platform/metrics.js';
-import type { Database } from '../schema.js';
 import type { Surfaces } from '../transports/plugin.js';
 import type { Transports } from '../transports/transport.js';
 import type { Command } from './commands/command.js';
@@ -30,8 +29,9 @@ export interface Roles {
 /** What every module is given. */
 export interface ModuleServices {
   readonly config: Config;
-  readonly store: Store<Database>;
-  readonly db: Kysely<Database>;
+  readonly store: Store;
+  /** Every part's tables: a module narrows it to its own with `tablesOf` (src/platform/db/database.ts). */
+  readonly db: Kysely<unknown>;
   readonly clock: Clock;
   readonly log: Logger;
   /** Every metric this process exports: a module defines its own on it. */

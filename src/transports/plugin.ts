@@ -71,6 +71,32 @@ export interface TransportPlugin<C = unknown> {
   /** Checks that must pass before the store opens (a token the platform rejects stops start-up). */
   check?(config: C, log: Logger): Promise<void>;
   start(config: C, services: TransportServices): Promise<RunningTransport>;
+  /**
+   * A local double of the platform for sandbox mode (no DISCORD_TOKEN): started, when this
+   * platform's own settings are absent, before Herald starts, and given to it as its settings.
+   */
+  sandbox?(options: SandboxOptions): Promise<PlatformSandbox<C>>;
+}
+
+/** Where a platform's sandbox keeps its state and listens. */
+export interface SandboxOptions {
+  /** HERALD_DATA_DIR: the sandbox keeps its world here across restarts. */
+  readonly dataDir: string;
+  readonly host: string;
+  /** The port it serves on (0: any free one). */
+  readonly port: number;
+  readonly core: CoreSettings;
+}
+
+/** A platform's sandbox, started. */
+export interface PlatformSandbox<C> {
+  /** The page where a person sees the sandbox's world. */
+  readonly url: string;
+  /** The platform's settings pointing at the sandbox. */
+  readonly config: C;
+  /** Banner lines that say what is in it (channels to map, people to pair as). */
+  readonly notes?: readonly string[];
+  close(): Promise<void>;
 }
 
 /** A platform definition, typed where it is written. */

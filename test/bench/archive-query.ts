@@ -9,6 +9,8 @@ import pino from 'pino';
 import { MediaService, type Actor } from '../../src/modules/archive/media.service.js';
 import { openStore } from '../../src/platform/db/database.js';
 import type { Database } from '../../src/schema.js';
+import { tablesOf } from '../../src/platform/db/tables.js';
+import type { ArchiveDb } from '../../src/modules/archive/archive.table.js';
 
 export const SCRAPE_ID = '0b6f3a52-5d0e-4c36-9f6f-1f2a3b4c5d6e';
 export const operator: Actor = { tier: 'admin', name: 'admin', via: 'http' };
@@ -45,7 +47,7 @@ export async function seedMediaItems(db: Kysely<Database>, items: number): Promi
 
 /** The archive's read side over `db`, with no platform behind it. */
 export function mediaService(db: Kysely<Database>, dataDir: string): MediaService {
-  return new MediaService(db, { now: () => new Date() }, { mediaDir: dataDir, limits: { limitBytes: 1, warnPercent: 80, overrunPercent: 100 }, messageLinkBase: 'https://discord.com', channels: undefined, canScrape: true, wake: () => undefined, log: pino({ level: 'silent' }) });
+  return new MediaService(tablesOf<ArchiveDb>(db), { now: () => new Date() }, { mediaDir: dataDir, limits: { limitBytes: 1, warnPercent: 80, overrunPercent: 100 }, messageLinkBase: 'https://discord.com', channels: undefined, canScrape: true, wake: () => undefined, log: pino({ level: 'silent' }) });
 }
 
 /** Median milliseconds per page (a first page and the page after it) of each filter, over 5 rounds. */

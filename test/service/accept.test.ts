@@ -4,6 +4,8 @@ import type { Delivery } from '../../src/modules/deliveries/delivery.js';
 import { DeliveryService } from '../../src/modules/deliveries/delivery.service.js';
 import { newRequestId } from '../support/herald.js';
 import { GUILD, startServices, type Services } from '../support/services.js';
+import { tablesOf } from '../../src/platform/db/tables.js';
+import type { DeliveriesDb } from '../../src/modules/deliveries/delivery.table.js';
 
 /** Records the kind of every statement Kysely runs. */
 class StatementLog implements KyselyPlugin {
@@ -32,7 +34,7 @@ describe('accept (service level)', () => {
     // Accept only: no dispatcher may settle (and so change) what these tests store.
     await s.worker.stop();
     log = new StatementLog();
-    service = new DeliveryService(s.store.db.withPlugin(log), { now: () => new Date() }, { post: true, dm: true, edit: true }, { announce: () => (rang += 1) });
+    service = new DeliveryService(tablesOf<DeliveriesDb>(s.store.db.withPlugin(log)), { now: () => new Date() }, { post: true, dm: true, edit: true }, { announce: () => (rang += 1) });
   });
   afterAll(() => s.close());
 

@@ -7,6 +7,8 @@ import type { CommandDeps } from '../support/services.js';
 import { agentCommand } from '../../src/modules/identity/agent.command.js';
 import type { Invokers } from '../../src/transports/transport.js';
 import { CHANNEL, GUILD, startServices, USER, type Services } from '../support/services.js';
+import { tablesOf } from '../../src/platform/db/tables.js';
+import type { CommandsDb } from '../../src/modules/commands/command-run.table.js';
 
 /** A pairing code as /agent pair issues it (docs/protocol.md §7). */
 const CODE = /[ABCDEFGHJKMNPQRSTVWXYZ23456789]{27}/;
@@ -47,7 +49,7 @@ describe('run_command (service level, memory transport): secret replies', () => 
     const router = new CommandRouter<CommandDeps>([lifted], { identity: s.identity, destinations: s.destinations }, { isRegistered: async () => true, botCanPost: async () => true });
     const postReply: ReplyPoster = async (requestId, _guildId, _channelId, content) => void posted.push({ requestId, content });
     const log = pino({ level: 'trace' }, { write: (line: string) => void logs.push(line) });
-    service = new CommandService(router, invokers, s.store.db, { now: () => new Date() }, LIMITS, log, postReply);
+    service = new CommandService(router, invokers, tablesOf<CommandsDb>(s.store.db), { now: () => new Date() }, LIMITS, log, postReply);
   });
   afterAll(() => s.close());
 

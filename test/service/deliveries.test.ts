@@ -5,6 +5,8 @@ import type { Transport } from '../../src/transports/transport.js';
 import { upsertDestination } from '../../src/modules/destinations/destination.repository.js';
 import { newRequestId } from '../support/herald.js';
 import { CHANNEL, GUILD, startServices, USER, type Services } from '../support/services.js';
+import { tablesOf } from '../../src/platform/db/tables.js';
+import type { DestinationsDb } from '../../src/modules/destinations/destination.table.js';
 
 const post = (content: string, destination: 'alerts' | 'ops' = 'alerts'): Delivery => ({ request_id: newRequestId(), kind: 'post', target: { guild_id: GUILD, destination }, body: { content } });
 const dm = (content: string, userId = USER): Delivery => ({ request_id: newRequestId(), kind: 'dm', target: { user_id: userId }, body: { content } });
@@ -38,7 +40,7 @@ describe('deliveries (service level, memory transport)', () => {
     await s.deliver(d);
     const row = await s.store.db.selectFrom('deliveries').select(['transport']).where('request_id', '=', d.request_id).executeTakeFirst();
     expect(row?.transport).toBe('memory');
-    await upsertDestination(s.store.db, GUILD, 'digest', { transport: 'discord', channelId: CHANNEL }, new Date());
+    await upsertDestination(tablesOf<DestinationsDb>(s.store.db), GUILD, 'digest', { transport: 'discord', channelId: CHANNEL }, new Date());
     const elsewhere: Delivery = { request_id: newRequestId(), kind: 'post', target: { guild_id: GUILD, destination: 'digest' }, body: { content: 'elsewhere' } };
     expect(await s.deliver(elsewhere)).toMatchObject({ state: 'failed', code: 'UPSTREAM_UNAVAILABLE' });
     const failed = await s.store.db.selectFrom('deliveries').select(['reason']).where('request_id', '=', elsewhere.request_id).executeTakeFirst();

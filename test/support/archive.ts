@@ -10,6 +10,8 @@ import { MemoryTransport } from '../../src/transports/memory/memory-transport.js
 import type { ArchivedAttachment, ArchivedMessage } from '../../src/transports/transport.js';
 import { migratedStore, type TestDatabase } from './db.js';
 import { waitFor } from './wait.js';
+import { tablesOf } from '../../src/platform/db/tables.js';
+import type { ArchiveDb } from '../../src/modules/archive/archive.table.js';
 
 export const GUILD = '234567890123456000';
 export const admin: Actor = { tier: 'admin', name: 'admin', via: 'http' };
@@ -40,7 +42,7 @@ export async function archiveHarness(options: { limits: StorageLimits; policy: O
   const log = pino({ level: 'silent' });
   const clock = { now: () => new Date() };
   const workers: OutboxWorker<ScrapeStepJob>[] = [];
-  const media = new MediaService(store.db, clock, {
+  const media = new MediaService(tablesOf<ArchiveDb>(store.db), clock, {
     mediaDir: db.dataDir,
     limits: options.limits,
     messageLinkBase: 'https://discord.com',
@@ -51,8 +53,8 @@ export async function archiveHarness(options: { limits: StorageLimits; policy: O
   });
   const downloader = new MediaDownloader(db.dataDir, { ...options.policy, timeoutMs: 5_000 }, options.network);
   for (let i = 0; i < (options.workers ?? 1); i++) {
-    const worker = new OutboxWorker(scrapeQueue(store.db), clock, log, { leaseMs: options.leaseMs ?? 30_000, pollMs: 50, concurrency: 2, shutdownGraceMs: 5_000 });
-    worker.register(new ScrapeJobs(store.db, memory.pages, downloader, media, clock, log, { maxAttempts: 3, retryBaseMs: 20 }).kind());
+    const worker = new OutboxWorker(scrapeQueue(tablesOf<ArchiveDb>(store.db)), clock, log, { leaseMs: options.leaseMs ?? 30_000, pollMs: 50, concurrency: 2, shutdownGraceMs: 5_000 });
+    worker.register(new ScrapeJobs(tablesOf<ArchiveDb>(store.db), memory.pages, downloader, media, clock, log, { maxAttempts: 3, retryBaseMs: 20 }).kind());
     workers.push(worker);
   }
   return {

@@ -1,3 +1,4 @@
+import type { Kysely } from 'kysely';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -80,7 +81,7 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
   // Destinations look channels up on the memory platform, whatever facets the test's transport keeps.
   const transport: Transport = Object.assign(Object.create(chosen) as Transport, { invokers, channels: memory.channels });
   const log = pino({ level: 'silent' });
-  const base = { config, store, db: store.db, clock, log, registry: createRegistry(), transports: transportsOf(transport), doorbell: doorbellOf(store) };
+  const base = { config, store: store as Store, db: store.db as Kysely<unknown>, clock, log, registry: createRegistry(), transports: transportsOf(transport), doorbell: doorbellOf(store) };
   const modules = await startModules(MODULES, await defineMetrics(MODULES, base.registry), { ...base, roles: { http: false, dispatcher: true }, site: { messageLinkBase: undefined, mediaOrigins: [] } });
   const worker = await runJobs(modules.parts.flatMap((p) => p.jobs ?? []), base);
   const { deliveries } = modules.use(deliveriesModule);

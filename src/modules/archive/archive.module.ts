@@ -7,12 +7,15 @@ import { archiveTotals } from './archive.repository.js';
 import { DISCORD_MEDIA_HOSTS, MediaDownloader } from './media.downloader.js';
 import { MediaService } from './media.service.js';
 import { ScrapeJobs, scrapeQueue } from './scrape.jobs.js';
+import { tablesOf } from '../../platform/db/tables.js';
+import type { ArchiveDb } from './archive.table.js';
 
 /** How long one media download may take, unless the platform sets its own request timeout. */
 const DOWNLOAD_TIMEOUT_MS = 15_000;
 
 /** Start the media archive (its declaration is index.ts). */
-export async function startArchive({ config, db, clock, log, registry, transports, doorbell, site }: ModuleServices): Promise<ModuleParts<{ media: MediaService }>> {
+export async function startArchive({ config, db: tables, clock, log, registry, transports, doorbell, site }: ModuleServices): Promise<ModuleParts<{ media: MediaService }>> {
+  const db = tablesOf<ArchiveDb>(tables);
   const home = transports.home;
   const mediaDir = path.join(config.dataDir, 'media');
   const media = new MediaService(db, clock, {

@@ -1,8 +1,8 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database } from '../../schema.js';
+import type { ArchiveDb } from './archive.table.js';
 import type { ArchiveActionRow, ArchiveActionTable, ItemState, MediaItemRow, MediaKind, MediaScrapeRow, NewMediaItem, ScrapeMode, ScrapeState } from './archive.table.js';
 
-type Db = Kysely<Database>;
+type Db = Kysely<ArchiveDb>;
 
 /** The filters of query_media, all optional. */
 export interface MediaFilter {

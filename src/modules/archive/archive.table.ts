@@ -104,3 +104,13 @@ export type MediaScrapeRow = Selectable<MediaScrapeTable>;
 export type MediaItemRow = Selectable<MediaItemTable>;
 export type NewMediaItem = Insertable<MediaItemTable>;
 export type ArchiveActionRow = Selectable<ArchiveActionTable>;
+
+/** This part's tables, as it sees the store (the whole schema is src/schema.ts, at the wiring). */
+export interface ArchiveDb {
+  media_scrapes: MediaScrapeTable;
+  media_items: MediaItemTable;
+  media_blobs: MediaBlobTable;
+  media_storage: MediaStorageTable;
+  media_reservations: MediaReservationTable;
+  archive_actions: ArchiveActionTable;
+}

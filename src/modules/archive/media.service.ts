@@ -6,7 +6,7 @@ import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Clock } from '../../platform/clock.js';
 import { DomainError, errorSummary, InvalidRequestError } from '../../platform/errors.js';
-import type { Database } from '../../schema.js';
+import type { ArchiveDb } from './archive.table.js';
 import type { Channels } from '../../transports/transport.js';
 import {
   bytesByKind,
@@ -121,7 +121,7 @@ export class MediaService {
   readonly events = new EventEmitter<ArchiveEvents>();
 
   constructor(
-    private readonly db: Kysely<Database>,
+    private readonly db: Kysely<ArchiveDb>,
     private readonly clock: Clock,
     private readonly options: MediaServiceOptions,
   ) {

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { afterFailure } from '../../outbox/failure-rule.js';
 import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js';
 import type { Clock } from '../../platform/clock.js';
-import type { Database } from '../../schema.js';
+import type { ArchiveDb } from './archive.table.js';
 import type { HistoryPages } from '../../transports/transport.js';
 import { blobForUrl, commitStoredItem, insertItems, pauseUnderLease, recordStep, recordStepFailure, scrapesTable } from './archive.repository.js';
 import type { ItemState, MediaScrapeRow, NewMediaItem } from './archive.table.js';
@@ -31,7 +31,7 @@ export interface ScrapeStepJob extends Job {
 }
 
 /** The outbox's view of the scrapes table. */
-export function scrapeQueue(db: Kysely<Database>): JobQueue<ScrapeStepJob> {
+export function scrapeQueue(db: Kysely<ArchiveDb>): JobQueue<ScrapeStepJob> {
   const table = scrapesTable(db);
   return {
     claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: SCRAPE_KIND, attempts: row.attempts, row })),
@@ -55,7 +55,7 @@ export interface ScrapeJobOptions {
  */
 export class ScrapeJobs {
   constructor(
-    private readonly db: Kysely<Database>,
+    private readonly db: Kysely<ArchiveDb>,
     private readonly pages: HistoryPages,
     private readonly downloader: MediaDownloader,
     private readonly media: MediaService,

@@ -1,9 +1,9 @@
 import { sql, type Kysely } from 'kysely';
 import { LeasedTable } from '../../outbox/leased-table.js';
-import type { Database } from '../../schema.js';
+import type { ArchiveDb } from './archive.table.js';
 import type { MediaScrapeRow } from './archive.table.js';
 
-type Db = Kysely<Database>;
+type Db = Kysely<ArchiveDb>;
 
 /**
  * The scrapes queue: a running scrape whose next step is due and whose lease is free or expired

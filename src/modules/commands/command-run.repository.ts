@@ -1,8 +1,8 @@
 import type { Kysely } from 'kysely';
-import type { Database } from '../../schema.js';
+import type { CommandsDb } from './command-run.table.js';
 import type { CommandRunResult, CommandRunRow } from './command-run.table.js';
 
-type Db = Kysely<Database>;
+type Db = Kysely<CommandsDb>;
 
 /** What a claim found: the key and the source message are this execute's now, or one was taken. */
 export type Claim = 'claimed' | 'key_taken' | 'source_used';

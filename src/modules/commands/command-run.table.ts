@@ -29,3 +29,9 @@ export interface CommandSourceTable {
   claimed_at: Date;
   expires_at: Date;
 }
+
+/** This part's tables, as it sees the store (the whole schema is src/schema.ts, at the wiring). */
+export interface CommandsDb {
+  command_runs: CommandRunTable;
+  command_sources: CommandSourceTable;
+}

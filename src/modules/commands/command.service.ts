@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { COMMAND_SOURCE_MAX_AGE_LIMIT_SECONDS, type CommandLimits } from '../../config.js';
 import type { Clock } from '../../platform/clock.js';
 import { errorSummary } from '../../platform/errors.js';
-import type { Database } from '../../schema.js';
+import type { CommandsDb } from './command-run.table.js';
 import type { CommandInvocation, CommandInvoker, FetchedMessage, Invokers } from '../../transports/transport.js';
 import { claimCommandRun, finishCommandRun, findCommandRun, type Claim } from './command-run.repository.js';
 import type { CommandRunResult, CommandRunRow } from './command-run.table.js';
@@ -84,7 +84,7 @@ export class CommandService<Deps> {
   constructor(
     private readonly router: CommandRouter<Deps>,
     private readonly invokers: Invokers,
-    private readonly db: Kysely<Database>,
+    private readonly db: Kysely<CommandsDb>,
     private readonly clock: Clock,
     private readonly limits: CommandLimits,
     private readonly log: Logger,

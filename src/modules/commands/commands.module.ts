@@ -7,9 +7,12 @@ import { commandOperations } from './command.http.js';
 import { CommandService, type ReplyPoster } from './command.service.js';
 import { commandRouter, NO_INVOKERS } from './registry.js';
 import { replySendKind } from './reply.kind.js';
+import { tablesOf } from '../../platform/db/tables.js';
+import type { CommandsDb } from './command-run.table.js';
 
 /** Start the command registry (its declaration is index.ts). */
-export async function startCommands({ config, db, clock, log, transports, use, commands: all }: ModuleServices): Promise<ModuleParts<{ commands: CommandService<undefined>; router: CommandRouter<undefined> }>> {
+export async function startCommands({ config, db: tables, clock, log, transports, use, commands: all }: ModuleServices): Promise<ModuleParts<{ commands: CommandService<undefined>; router: CommandRouter<undefined> }>> {
+  const db = tablesOf<CommandsDb>(tables);
   const invokers = transports.home.invokers ?? NO_INVOKERS;
   const router = commandRouter(all(), use(identityModule).identity, (guildId, channelId) => invokers.botCanPost(guildId, channelId));
   const { deliveries, declare } = use(deliveriesModule);

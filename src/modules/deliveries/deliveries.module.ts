@@ -6,6 +6,8 @@ import { DeliveryJobs, deliveryQueue } from './delivery.jobs.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { DeliveryPorts, SendKind } from './send-kind.js';
 import { DeliveryService, type KindSupport } from './delivery.service.js';
+import { tablesOf } from '../../platform/db/tables.js';
+import type { DeliveriesDb } from './delivery.table.js';
 
 /** What the deliveries module gives the others. */
 export interface Deliveries {
@@ -19,7 +21,8 @@ export interface Deliveries {
 }
 
 /** Start the deliveries module (its declaration is index.ts). */
-export async function startDeliveries({ config, store, db, clock, log, transports, doorbell, site }: ModuleServices, metrics: DeliveryMetrics): Promise<ModuleParts<Deliveries>> {
+export async function startDeliveries({ config, store, db: tables, clock, log, transports, doorbell, site }: ModuleServices, metrics: DeliveryMetrics): Promise<ModuleParts<Deliveries>> {
+  const db = tablesOf<DeliveriesDb>(tables);
   // The protocol's capabilities (and the MCP tools, through them) come from what the home platform can do.
   const can = capabilitiesOf(transports.home);
   const capabilities: KindSupport = {

@@ -6,7 +6,7 @@ import type { Clock } from '../../platform/clock.js';
 import { retryWhileUnreachable } from '../../platform/db/database.js';
 import { errorSummary } from '../../platform/errors.js';
 import { TransportError, type Address, type Mentions, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
-import type { Database } from '../../schema.js';
+import type { DeliveriesDb } from './delivery.table.js';
 import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DmTarget, type EditTarget, type StoredKind } from './delivery.js';
 import { acquireEditLock, claimDue, findDelivery, findRecentOfKind, finishAttempt, outboxDepth, pruneDeliveries, recordAppliedSeq, releaseEditLock, releaseLeases, renewEditLock } from './delivery.repository.js';
 import { reconcile, RECONCILE_SETTLE_MS, TWIN_WAIT_MS, type Doubt } from './delivery.reconcile.js';
@@ -35,7 +35,7 @@ export interface DeliveryJob extends Job {
 }
 
 /** The outbox's view of the deliveries table. */
-export function deliveryQueue(db: Kysely<Database>, metrics?: DeliveryMetrics): JobQueue<DeliveryJob> {
+export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetrics): JobQueue<DeliveryJob> {
   return {
     claim: async (owner, now, leaseMs, kinds, limit) =>
       (await claimDue(db, owner, now, leaseMs, kinds as StoredKind[], limit)).map(({ claimed_from, ...row }) => {
@@ -83,7 +83,7 @@ interface Attempt {
  */
 export class DeliveryJobs {
   constructor(
-    private readonly db: Kysely<Database>,
+    private readonly db: Kysely<DeliveriesDb>,
     private readonly transports: Transports,
     private readonly clock: Clock,
     private readonly log: Logger,

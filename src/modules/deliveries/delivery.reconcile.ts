@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Clock } from '../../platform/clock.js';
 import type { SentMessage, Transport } from '../../transports/transport.js';
-import type { Database } from '../../schema.js';
+import type { DeliveriesDb } from './delivery.table.js';
 import { deliveryNonce } from './delivery.js';
 import { findSentMessage, findUnresolvedTwins, recordedMessages, sentMessageNonces } from './delivery.repository.js';
 import type { DeliveryRow } from './delivery.table.js';
@@ -40,7 +40,7 @@ export interface Doubt {
  * delivery recorded, or the gateway reported under another nonce, is not ours. While another unresolved delivery with the same body may have
  * created a message in that window, a match cannot be told apart from it: undecided, never a guess.
  */
-export async function reconcile(db: Kysely<Database>, clock: Clock, row: DeliveryRow, signal: AbortSignal, transport: Transport, doubt: Doubt, channelId: string): Promise<Verdict> {
+export async function reconcile(db: Kysely<DeliveriesDb>, clock: Clock, row: DeliveryRow, signal: AbortSignal, transport: Transport, doubt: Doubt, channelId: string): Promise<Verdict> {
   const nonce = deliveryNonce(row.request_id);
   // The gateway told us which message this nonce created: that settles it exactly.
   const reported = await findSentMessage(db, nonce);

@@ -1,13 +1,13 @@
 import { sql, type Kysely } from 'kysely';
 import { LeasedTable } from '../../outbox/leased-table.js';
-import type { Database } from '../../schema.js';
+import type { DeliveriesDb } from './delivery.table.js';
 import type { StoredKind as DeliveryKind } from './delivery.js';
 import type { DeliveryRow, DeliveryStatus, DeliveryUpdate, NewDeliveryRow } from './delivery.table.js';
 
 /** Wakes dispatchers (LISTEN/NOTIFY) when a delivery becomes due; delivered at commit. */
 export const DELIVERY_CHANNEL = 'herald_deliveries';
 
-type Db = Kysely<Database>;
+type Db = Kysely<DeliveriesDb>;
 
 /**
  * Insert new deliveries in one autocommit statement; for each row, whether it was inserted (false:

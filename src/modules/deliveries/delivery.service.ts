@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Clock } from '../../platform/clock.js';
-import type { Database } from '../../schema.js';
+import type { DeliveriesDb } from './delivery.table.js';
 import { ConflictError, NotFoundError } from '../../platform/errors.js';
 import { isLeaseExpired, payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState, type MessageBody, type Reply, type StoredKind, type Target } from './delivery.js';
 import { GroupCommit } from '../../platform/db/group-commit.js';
@@ -46,7 +46,7 @@ export class DeliveryService {
   private readonly announce: () => void;
 
   constructor(
-    private readonly db: Kysely<Database>,
+    private readonly db: Kysely<DeliveriesDb>,
     private readonly clock: Clock,
     private readonly support: KindSupport,
     options: AcceptOptions = {},

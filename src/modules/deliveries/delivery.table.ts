@@ -59,3 +59,9 @@ export interface SentMessageTable {
   message_id: string;
   created_at: Date;
 }
+
+/** This part's tables, as it sees the store (the whole schema is src/schema.ts, at the wiring). */
+export interface DeliveriesDb {
+  deliveries: DeliveryTable;
+  sent_messages: SentMessageTable;
+}

@@ -30,7 +30,7 @@ export const deliveriesModule = defineModule<Deliveries, DeliveryMetrics>({
  * The ledger of what each send key created, as the platforms report it (Discord's gateway nonces,
  * IRC's labeled echoes): reconciliation reads it when an answer was lost.
  */
-export function ownMessageLedger(db: import('kysely').Kysely<import('../../schema.js').Database>): NonceLedger & { record(key: string, channelId: string, messageId: string, at: Date): Promise<void> } {
+export function ownMessageLedger(db: import('kysely').Kysely<import('./delivery.table.js').DeliveriesDb>): NonceLedger & { record(key: string, channelId: string, messageId: string, at: Date): Promise<void> } {
   const repository = import('./delivery.repository.js');
   return {
     record: async (key, channelId, messageId, at) => {

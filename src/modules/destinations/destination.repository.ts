@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { Database } from '../../schema.js';
+import type { DestinationsDb } from './destination.table.js';
 import type { Address } from '../../transports/transport.js';
 import type { components } from '../../../generated/api.js';
 import type { DestinationRow } from './destination.table.js';
@@ -7,7 +7,7 @@ import type { DestinationRow } from './destination.table.js';
 /** A named destination, as the contract lists them. */
 type Destination = components['schemas']['Destination'];
 
-type Db = Kysely<Database>;
+type Db = Kysely<DestinationsDb>;
 
 /** Where posts to (guild, destination) go: a channel on a named transport. */
 export async function findDestinationAddress(db: Db, guildId: string, destination: Destination): Promise<Address | undefined> {

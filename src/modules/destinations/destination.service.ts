@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { components } from '../../../generated/api.js';
 import { TransportError, type Channels, type TransportName } from '../../transports/transport.js';
 import type { Clock } from '../../platform/clock.js';
-import type { Database } from '../../schema.js';
+import type { DestinationsDb } from './destination.table.js';
 import { DESTINATIONS, type Destination } from '../deliveries/index.js';
 import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../platform/errors.js';
 import { deleteDestination, listDestinations, listGuildDestinations, upsertDestination } from './destination.repository.js';
@@ -67,7 +67,7 @@ export class DestinationService {
   private readonly byName: ReadonlyMap<string, DestinationPlatform>;
 
   constructor(
-    private readonly db: Kysely<Database>,
+    private readonly db: Kysely<DestinationsDb>,
     private readonly platforms: DestinationPlatforms,
     private readonly clock: Clock,
   ) {

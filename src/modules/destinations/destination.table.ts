@@ -15,3 +15,8 @@ export interface DestinationTable {
 }
 
 export type DestinationRow = Selectable<DestinationTable>;
+
+/** This part's tables, as it sees the store (the whole schema is src/schema.ts, at the wiring). */
+export interface DestinationsDb {
+  destinations: DestinationTable;
+}

@@ -2,6 +2,8 @@ import type { Channels, TransportName } from '../../transports/transport.js';
 import { defineModule } from '../contract.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import type { DestinationService } from './destination.service.js';
+import { tablesOf } from '../../platform/db/tables.js';
+import type { DestinationsDb } from './destination.table.js';
 
 export type { DestinationService } from './destination.service.js';
 
@@ -14,7 +16,8 @@ export interface Destinations {
 export const destinationsModule = defineModule<Destinations>({
   name: 'destinations',
   commands: async () => [(await import('./destinations.command.js')).destinationsCommand],
-  async start({ db, clock, transports, use }) {
+  async start({ db: tables, clock, transports, use }) {
+    const db = tablesOf<DestinationsDb>(tables);
     const [{ DestinationService }, { destinationOperations }, { findDestinationAddress }] = await Promise.all([
       import('./destination.service.js'),
       import('./destination.http.js'),

@@ -1,8 +1,8 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database } from '../../schema.js';
+import type { HandoffsDb } from './handoff.table.js';
 import type { HandoffInboxRow, NewHandoffInboxRow } from './handoff.table.js';
 
-type Db = Kysely<Database>;
+type Db = Kysely<HandoffsDb>;
 
 /**
  * One advisory lock key for every receipt of a handoff, on every replica: the replay, capacity and

@@ -6,7 +6,7 @@ import type { components } from '../../../generated/api.js';
 import type { HandoffLimits } from '../../config.js';
 import type { Clock } from '../../platform/clock.js';
 import { errorSummary, InvalidRequestError, NotFoundError } from '../../platform/errors.js';
-import type { Database } from '../../schema.js';
+import type { HandoffsDb } from './handoff.table.js';
 import type { InboundMessage } from '../../transports/transport.js';
 import type { HandoffTarget } from '../deliveries/index.js';
 import type { DeliveryService } from '../deliveries/index.js';
@@ -54,7 +54,7 @@ export class HandoffService {
   private readonly arrivals = new EventEmitter();
 
   constructor(
-    private readonly db: Kysely<Database>,
+    private readonly db: Kysely<HandoffsDb>,
     private readonly deliveries: DeliveryService,
     private readonly clock: Clock,
     private readonly options: HandoffServiceOptions,

@@ -32,3 +32,9 @@ export interface HandoffInboxTable {
 
 export type HandoffInboxRow = Selectable<HandoffInboxTable>;
 export type NewHandoffInboxRow = Insertable<HandoffInboxTable>;
+
+/** This part's tables, as it sees the store (the whole schema is src/schema.ts, at the wiring). */
+export interface HandoffsDb {
+  handoff_events: HandoffEventTable;
+  handoff_inbox: HandoffInboxTable;
+}

@@ -6,12 +6,15 @@ import { handoffSendKind } from './handoff.kind.js';
 import { HandoffMetrics } from './handoff.metrics.js';
 import { pruneInbox } from './handoff.repository.js';
 import { HandoffService } from './handoff.service.js';
+import { tablesOf } from '../../platform/db/tables.js';
+import type { HandoffsDb } from './handoff.table.js';
 
 /** Acknowledged handoffs are kept this long, then pruned. */
 const INBOX_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 
 /** Start the handoffs module (its declaration is index.ts). */
-export async function startHandoffs({ config, db, clock, log, registry, transports, use }: ModuleServices): Promise<ModuleParts<{ handoffs: HandoffService }>> {
+export async function startHandoffs({ config, db: tables, clock, log, registry, transports, use }: ModuleServices): Promise<ModuleParts<{ handoffs: HandoffService }>> {
+  const db = tablesOf<HandoffsDb>(tables);
   const home = transports.home;
   const can = capabilitiesOf(home);
   const { deliveries, declare } = use(deliveriesModule);

@@ -1,8 +1,8 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database } from '../../schema.js';
+import type { IdentityDb } from './identity.table.js';
 import type { RegistrationRow } from './identity.table.js';
 
-type Db = Kysely<Database>;
+type Db = Kysely<IdentityDb>;
 
 export async function findRegistration(db: Db, userId: string): Promise<RegistrationRow | undefined> {
   return db.selectFrom('registrations').selectAll().where('user_id', '=', userId).executeTakeFirst();

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Clock } from '../../platform/clock.js';
-import type { Database } from '../../schema.js';
+import type { IdentityDb } from './identity.table.js';
 import { NotFoundError } from '../../platform/errors.js';
 import {
   deleteRegistration,
@@ -24,7 +24,7 @@ export const MAX_RECIPIENTS = 100;
 /** The agent's Discord-side identity: registration, one-time pairing codes, revocation. */
 export class IdentityService {
   constructor(
-    private readonly db: Kysely<Database>,
+    private readonly db: Kysely<IdentityDb>,
     private readonly clock: Clock,
   ) {}
 

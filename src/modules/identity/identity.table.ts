@@ -18,3 +18,9 @@ export interface PairingCodeTable {
 }
 
 export type RegistrationRow = Selectable<RegistrationTable>;
+
+/** This part's tables, as it sees the store (the whole schema is src/schema.ts, at the wiring). */
+export interface IdentityDb {
+  registrations: RegistrationTable;
+  pairing_codes: PairingCodeTable;
+}

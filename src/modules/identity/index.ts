@@ -2,6 +2,8 @@ import { defineModule } from '../contract.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import type { IdentityService } from './identity.service.js';
 import { identityTools } from './identity.tools.js';
+import { tablesOf } from '../../platform/db/tables.js';
+import type { IdentityDb } from './identity.table.js';
 
 export type { IdentityService } from './identity.service.js';
 
@@ -16,7 +18,8 @@ export const identityModule = defineModule<Identity>({
   migrations: ['2026-11-29T20-00-00_identity'],
   tools: identityTools,
   commands: async () => [(await import('./agent.command.js')).agentCommand],
-  async start({ db, clock, registry, use }) {
+  async start({ db: tables, clock, registry, use }) {
+    const db = tablesOf<IdentityDb>(tables);
     const [{ IdentityService }, { identityOperations }, { IdentityMetrics }, { findRegistration }] = await Promise.all([
       import('./identity.service.js'),
       import('./identity.http.js'),

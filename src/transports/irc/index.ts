@@ -1,5 +1,6 @@
 import { defineTransport } from '../plugin.js';
-import type { IrcTransportOptions } from './irc-transport.js';
+import { tablesOf } from '../../platform/db/tables.js';
+import type { IrcDb } from './irc-line.table.js';
 
 /** IRC's settings. */
 export interface IrcConfig {
@@ -60,7 +61,7 @@ export const irc = defineTransport<IrcConfig>({
       saslPassword: config.password,
       channels: config.channels,
       // IRC keeps the lines it reads in tables of its own (irc-line.table.ts).
-      db: services.db as unknown as IrcTransportOptions['db'],
+      db: tablesOf<IrcDb>(services.db),
       log: services.log.child({ transport: 'irc' }),
       metrics: new IrcMetrics(services.registry),
       linesPerSecond: config.linesPerSecond,

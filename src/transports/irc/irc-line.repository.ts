@@ -1,9 +1,9 @@
 import { sql, type Kysely } from 'kysely';
 import type { ChannelLine } from './irc-connection.js';
-import type { Database } from '../../schema.js';
+import type { IrcDb } from './irc-line.table.js';
 import type { IrcLineRow } from './irc-line.table.js';
 
-type Db = Kysely<Database>;
+type Db = Kysely<IrcDb>;
 
 /** Store a line; one the store already has (same msgid) is ignored. */
 export async function storeLine(db: Db, line: ChannelLine): Promise<void> {

@@ -22,3 +22,9 @@ export interface IrcChannelTable {
 }
 
 export type IrcLineRow = Selectable<IrcLineTable>;
+
+/** This part's tables, as it sees the store (the whole schema is src/schema.ts, at the wiring). */
+export interface IrcDb {
+  irc_lines: IrcLineTable;
+  irc_channels: IrcChannelTable;
+}

@@ -17,7 +17,7 @@ import {
 } from '../transport.js';
 import { DELIVERY_TAG, IrcConnection, type ChannelLine, type IrcServer } from './irc-connection.js';
 import { addChannel, linesBetween, linesTagged, listStoredChannels, pruneLines, readLines, storeLine } from './irc-line.repository.js';
-import type { Database } from '../../schema.js';
+import type { IrcDb } from './irc-line.table.js';
 import { ircTextProblem, splitForIrc, withoutIrcControls } from './split.js';
 
 export interface IrcTransportOptions {
@@ -27,7 +27,7 @@ export interface IrcTransportOptions {
   saslPassword?: string | undefined;
   /** Channels the observer joins at start (besides those created through Herald). */
   channels: readonly string[];
-  db: Kysely<Database>;
+  db: Kysely<IrcDb>;
   log: Logger;
   metrics: IrcMetrics;
   linesPerSecond: number;
