@@ -167,6 +167,30 @@ describe('sending to Slack', () => {
     expect(transport.channels.check?.('general')).toBe('channel must be a Slack channel id (C…, G… or D…)');
   });
 
+  it('a failed create says whether it may have created the message, as the engine needs', async () => {
+    const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
+    const send = (content: string, options: { signal?: AbortSignal; deadline?: Date } = {}) =>
+      transport.sender.send(SLACK.channels.general, { content }, newRequestId().slice(0, 32), options.signal ?? AbortSignal.timeout(5_000), undefined, options.deadline !== undefined ? { notAfter: options.deadline } : undefined);
+    const creates = slack.calls('chat.postMessage');
+    // Too long for Slack: refused, nothing created.
+    await expect(send('x'.repeat(40_001))).rejects.toMatchObject({ failure: { kind: 'rejected', detail: 'slack msg_too_long on chat.postMessage' } });
+    // Past its deadline before it left, or aborted before: it never reaches Slack.
+    await expect(send('late', { deadline: new Date(Date.now() - 1_000) })).rejects.toMatchObject({ failure: { kind: 'transient', departedLate: true } });
+    const aborted = new AbortController();
+    aborted.abort();
+    const refused = await send('aborted', { signal: aborted.signal }).catch((err: unknown) => err);
+    expect(refused).toMatchObject({ failure: { kind: 'transient' } });
+    expect((refused as { failure: { mayHaveCreated?: boolean } }).failure.mayHaveCreated).toBeUndefined();
+    expect(slack.calls('chat.postMessage') - creates).toBe(1);
+    // A 503 after the request left may have created it; a 429 certainly did not.
+    slack.faults.failNext('chat.postMessage', 503, 1);
+    await expect(send('503')).rejects.toMatchObject({ failure: { kind: 'transient', mayHaveCreated: true } });
+    slack.faults.rateLimitNext('chat.postMessage', 7, 1);
+    const limited = await send('429').catch((err: unknown) => err);
+    expect(limited).toMatchObject({ failure: { kind: 'transient', retryAfterMs: 7_000 } });
+    expect((limited as { failure: { mayHaveCreated?: boolean } }).failure.mayHaveCreated).toBeUndefined();
+  });
+
   it('a DM goes to the channel conversations.open gives', async () => {
     const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
     const dm = await transport.dms.openDm(SLACK.users.bob, AbortSignal.timeout(5_000));
