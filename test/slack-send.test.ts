@@ -164,6 +164,7 @@ describe('sending to Slack', () => {
     const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
     await expect(transport.sender?.send('C0NOSUCH001', { content: 'nowhere' }, 'k'.repeat(32), AbortSignal.timeout(5_000))).rejects.toMatchObject({ failure: { kind: 'not_found' } });
     expect(await transport.channels.getChannel('C0NOSUCH001')).toBeUndefined();
+    expect(await transport.channels.getChannel(SLACK.channels.general)).toEqual({ id: SLACK.channels.general, guildId: SLACK.team, name: 'general', isText: true });
     expect(transport.channels.check?.('general')).toBe('channel must be a Slack channel id (C…, G… or D…)');
   });
 
