@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { deliveryNonce } from '../src/modules/deliveries/delivery.js';
 import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/transports/slack/sandbox/sandbox.js';
+import { startSlackSandbox } from '../src/transports/slack/slack-sandbox-mode.js';
 import { SlackTransport } from '../src/transports/slack/slack-transport.js';
 import { expectValidResponse } from './support/client.js';
 import { IDS, newRequestId, newToken, startTestHerald, type TestHerald } from './support/herald.js';
@@ -206,6 +207,32 @@ describe('sending to Slack', () => {
     expect(found).toEqual({ found: { channelId: dm, messageId: sent.messageId } });
     const absent = await transport.keyed.findByKey(dm, 'x'.repeat(32), new Date(Date.now() - 60_000), new Date(Date.now() + 60_000), AbortSignal.timeout(5_000));
     expect(absent).toEqual({ absent: true });
+  });
+});
+
+describe("Slack's sandbox for sandbox mode", () => {
+  it('starts a workspace kept in the data folder, and settings Herald sends with', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-slack-mode-'));
+    const started = await startSlackSandbox({ dataDir, host: '127.0.0.1', port: 0, core: { leaseMs: 10_000, home: 'discord' } });
+    try {
+      expect(started.config).toMatchObject({ apiUrl: `${started.url}api/`, timeoutMs: 5_000 });
+      expect((await fetch(started.url)).status).toBe(200);
+      const transport = new SlackTransport({ token: started.config.botToken, apiUrl: started.config.apiUrl, timeoutMs: started.config.timeoutMs });
+      const sent = await transport.sender.send(SLACK.channels.general, { content: 'kept' }, 'k'.repeat(32), AbortSignal.timeout(5_000));
+      expect(transport.messageUrl('', sent.channelId, sent.messageId)).toBe(`${started.url}archives/${SLACK.channels.general}/p${sent.messageId.replace('.', '')}`);
+    } finally {
+      await started.close();
+    }
+    // The workspace is still there after a restart.
+    const again = await startSlackSandbox({ dataDir, host: '127.0.0.1', port: 0, core: { leaseMs: 10_000, home: 'discord' } });
+    try {
+      const transport = new SlackTransport({ token: again.config.botToken, apiUrl: again.config.apiUrl, timeoutMs: again.config.timeoutMs });
+      const found = await transport.keyed.findByKey(SLACK.channels.general, 'k'.repeat(32), new Date(Date.now() - 60_000), new Date(Date.now() + 60_000), AbortSignal.timeout(5_000));
+      expect(found).toHaveProperty('found');
+    } finally {
+      await again.close();
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 });
 
