@@ -167,6 +167,9 @@ describe('sending to Slack', () => {
     expect(await transport.channels.getChannel('C0NOSUCH001')).toBeUndefined();
     expect(await transport.channels.getChannel(SLACK.channels.general)).toEqual({ id: SLACK.channels.general, guildId: SLACK.team, name: 'general', isText: true });
     expect(transport.channels.check?.('general')).toBe('channel must be a Slack channel id (C…, G… or D…)');
+    // A channel whose history cannot be read gives no verdict on a key: undecided, with why.
+    const unreadable = await transport.keyed.findByKey('C0NOSUCH001', 'k'.repeat(32), new Date(Date.now() - 60_000), new Date(), AbortSignal.timeout(5_000));
+    expect(unreadable).toEqual({ undecided: "the channel's history cannot be read (channel_not_found)" });
   });
 
   it('a failed create says whether it may have created the message, as the engine needs', async () => {
