@@ -196,7 +196,7 @@ describe('sending to Slack', () => {
     expect((limited as { failure: { mayHaveCreated?: boolean } }).failure.mayHaveCreated).toBeUndefined();
   });
 
-  it('a DM goes to the channel conversations.open gives', async () => {
+  it('a DM goes to the channel conversations.open gives; members are listed by name', async () => {
     const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
     const dm = await transport.dms.openDm(SLACK.users.bob, AbortSignal.timeout(5_000));
     expect(dm).toMatch(/^D/);
@@ -210,6 +210,10 @@ describe('sending to Slack', () => {
     expect(found).toEqual({ found: { channelId: dm, messageId: sent.messageId } });
     const absent = await transport.keyed.findByKey(dm, 'x'.repeat(32), new Date(Date.now() - 60_000), new Date(Date.now() + 60_000), AbortSignal.timeout(5_000));
     expect(absent).toEqual({ absent: true });
+    // Members by their display names, the bot marked as one.
+    const members = await transport.members.listMembers(SLACK.channels.general);
+    expect(members.map((m) => [m.userId, m.bot]).sort()).toEqual([[SLACK.bot.user, true], [SLACK.users.ada, false], [SLACK.users.bob, false]].sort());
+    expect(members.find((m) => m.userId === SLACK.users.ada)?.displayName).toBe('ada');
   });
 });
 
