@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
 import { deliveryNonce } from '../src/modules/deliveries/delivery.js';
 import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/transports/slack/sandbox/sandbox.js';
 import { startSlackSandbox } from '../src/transports/slack/slack-sandbox-mode.js';
@@ -240,6 +241,24 @@ describe("Slack's sandbox for sandbox mode", () => {
       await again.close();
       await rm(dataDir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("Slack's settings", () => {
+  it('refuses a token of the wrong kind, an API URL without its slash, and an app token alone, naming each', () => {
+    const problems = (env: Record<string, string>): string[] => {
+      try {
+        loadConfig({ DISCORD_TOKEN: 'x', ...env });
+        return [];
+      } catch (err) {
+        return String(err).split('\n').filter((l) => l.includes('SLACK_')).map((l) => l.replace(/^\s*- /, ''));
+      }
+    };
+    expect(problems({ SLACK_BOT_TOKEN: 'xoxp-user-token' })).toEqual(['SLACK_BOT_TOKEN must be a Slack bot token (xoxb-…)']);
+    expect(problems({ SLACK_BOT_TOKEN: 'xoxb-1', SLACK_APP_TOKEN: 'xoxb-2' })).toEqual(['SLACK_APP_TOKEN must be a Slack app-level token (xapp-…)']);
+    expect(problems({ SLACK_BOT_TOKEN: 'xoxb-1', SLACK_API_URL: 'https://slack.com/api' })).toEqual(['SLACK_API_URL must be an http(s) URL ending with /']);
+    expect(problems({ SLACK_APP_TOKEN: 'xapp-1' })).toEqual(['SLACK_APP_TOKEN is set but SLACK_BOT_TOKEN is not: Slack needs the bot token too']);
+    expect(loadConfig({ DISCORD_TOKEN: 'x', SLACK_BOT_TOKEN: 'xoxb-1' }).platforms['slack']).toEqual({ botToken: 'xoxb-1', appToken: undefined, apiUrl: 'https://slack.com/api/', postsPerSecond: 1, timeoutMs: 15_000 });
   });
 });
 
