@@ -214,6 +214,41 @@ describe('a chat send in doubt', () => {
     expect(memory.messages.filter((m) => m.message.content === 'certainly not sent')).toHaveLength(1);
   });
 
+  it('re-driven after its process died mid-send: in doubt from the attempt\'s start, proven once settled, the line not sent twice', async () => {
+    const sentParts = vi.spyOn(memory.chat, 'sentParts');
+    const id = 'cd'.repeat(16);
+    const text = 'died mid-send';
+    // A dead process's attempt: it got the line out, then died holding the lease.
+    await memory.chat.send('general', text, 'ada', id, new Map(), new AbortController().signal);
+    const now = clock.now().getTime();
+    const startedAt = new Date(now - 5_000);
+    await tablesOf<DeliveriesDb>(store.db)
+      .insertInto('deliveries')
+      .values({
+        request_id: chatRequestId(id),
+        kind: 'chat',
+        target: JSON.stringify({ transport: 'memory', channel: 'general', sender: 'ada' }),
+        body: JSON.stringify({ content: text }),
+        payload_hash: 'x',
+        status: 'in_flight',
+        created_at: startedAt,
+        next_attempt_at: startedAt,
+        attempts: 1,
+        attempt_started_at: startedAt,
+        lease_owner: 'a dead process',
+        lease_expires_at: new Date(now - 1_000),
+      })
+      .execute();
+    worker.wake();
+    const waiting = await settling(id, 1);
+    expect(waiting.doubt_from?.getTime()).toBe(startedAt.getTime());
+    expect(sentParts).not.toHaveBeenCalled();
+    offsetMs += RECONCILE_SETTLE_MS + 1_000;
+    expect(await finished(id)).toMatchObject({ status: 'delivered', doubt_from: null });
+    expect(sentParts).toHaveBeenCalledTimes(1);
+    expect(memory.messages.filter((m) => m.message.content === text)).toHaveLength(1);
+  });
+
   it('in doubt and out of attempts: one final claim only looks; the platform cannot tell, so unknown in the outbox and unconfirmed with the reason on the chat wire', async () => {
     // The second attempt's proof finds nothing (it sends again); the final look cannot tell.
     const sentParts = vi.spyOn(memory.chat, 'sentParts').mockResolvedValueOnce(new Map()).mockResolvedValueOnce(undefined);
