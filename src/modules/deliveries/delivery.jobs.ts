@@ -120,6 +120,8 @@ export class DeliveryJobs {
     const started = row.attempt_started_at ?? this.clock.now();
     const declared = this.sendKinds.get(row.kind);
     const selfSending = declared !== undefined && 'send' in declared;
+    // A self-sending kind's reason reaches its caller (chat on any platform): it names no platform.
+    const platform = selfSending ? 'the platform' : 'Discord';
     // One in-doubt rule for every kind: a doubt an earlier attempt recorded (or a claim recorded
     // for an attempt whose process died mid-send) is settled before anything is sent again.
     const doubt = row.doubt_from !== null ? { from: row.doubt_from, until: row.doubt_until ?? row.doubt_from, channelId: row.doubt_channel_id } : undefined;
@@ -152,14 +154,14 @@ export class DeliveryJobs {
           // once the doubt window has settled, and fails only if the channel shows nothing was created.
           outcome = { status: 'pending', next_attempt_at: new Date(at.doubt.until.getTime() + RECONCILE_SETTLE_MS), reason: 'final check of an in-doubt delivery' };
         } else {
-          outcome = { status: 'unknown', reason: `unconfirmed: a create may have reached Discord and channel history could not be read (${failure.detail})` };
+          outcome = { status: 'unknown', reason: `unconfirmed: a create may have reached ${platform} and channel history could not be read (${failure.detail})` };
         }
         log.warn({ detail: failure.detail, state: outcome.status }, 'delivery gave up after its last attempt');
       }
     }
     if (outcome.status === 'failed' && at.doubt !== undefined) {
       // Failing now would claim nothing was sent, yet an earlier create may have been.
-      outcome = { status: 'unknown', reason: `${outcome.failure_code ?? 'failed'} (${outcome.reason ?? 'rejected'}) after a create that may have reached Discord` };
+      outcome = { status: 'unknown', reason: `${outcome.failure_code ?? 'failed'} (${outcome.reason ?? 'rejected'}) after a create that may have reached ${platform}` };
     }
     const resolved = outcome.status === 'delivered' ? undefined : at.doubt;
     const recorded = await this.record(row, context.owner, {
