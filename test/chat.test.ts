@@ -271,6 +271,22 @@ describe('a chat send in doubt', () => {
     expect(send).toHaveBeenCalledTimes(2);
     expect(await chat.get(s.id)).toEqual({ id: s.id, transport: 'memory', channel: 'general', sender: 'ada', state: 'unconfirmed', reason });
   });
+
+  it('in doubt and out of attempts: the final look finds nothing, so failed, and the final claim sends nothing', async () => {
+    const sentParts = vi.spyOn(memory.chat, 'sentParts').mockResolvedValue(new Map());
+    const send = vi.spyOn(memory.chat, 'send');
+    memory.inject({ op: 'send', failure: { kind: 'transient', detail: 'connection reset', mayHaveCreated: true }, times: 2 });
+    const s = await chat.send({ channel: 'general', text: 'never created', sender: 'ada' });
+    await settling(s.id, 1);
+    offsetMs += RECONCILE_SETTLE_MS + 1_000;
+    await settling(s.id, 2);
+    offsetMs += RECONCILE_SETTLE_MS + 1_000;
+    const done = await finished(s.id);
+    expect(done).toMatchObject({ status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', attempts: 3, doubt_from: null });
+    expect(sentParts).toHaveBeenCalledTimes(2);
+    expect(send).toHaveBeenCalledTimes(2);
+    expect(await chat.get(s.id)).toMatchObject({ state: 'failed', reason: 'attempts exhausted; the channel shows nothing was created' });
+  });
 });
 
 describe('splitting text for IRC lines', () => {
