@@ -227,11 +227,16 @@ async function startPlatformSandboxes(config: Config): Promise<{ platforms: Reco
   const { TRANSPORTS } = await import('./transports/registry.js');
   const platforms: Record<string, unknown> = {};
   const sandboxes: OtherSandbox[] = [];
+  // The ports after Discord's sandbox, skipping the API's and the metrics' (by default PORT+2).
+  const taken = new Set([config.port, config.sandboxPort, config.metricsPort]);
+  let next = config.sandboxPort + 1;
   try {
-    for (const [i, name] of config.sandboxed.entries()) {
+    for (const name of config.sandboxed) {
       const plugin = TRANSPORTS.find((t) => t.name === name);
       if (plugin?.sandbox === undefined) continue;
-      const port = config.sandboxPort === 0 ? 0 : config.sandboxPort + 1 + i;
+      while (taken.has(next)) next += 1;
+      const port = config.sandboxPort === 0 ? 0 : next;
+      taken.add(port);
       const started = await plugin.sandbox({ dataDir: config.dataDir, host: config.host, port, core: { leaseMs: config.leaseMs, home: config.transport } }).catch((err: unknown) => {
         throw listenProblem(err, config.host, port, 'HERALD_SANDBOX_PORT') ?? err;
       });

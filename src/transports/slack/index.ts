@@ -50,4 +50,6 @@ export const slack = defineTransport<SlackConfig>({
   // The Slack client is loaded only when Slack is spoken: `herald --help` and `herald mcp` stay light.
   check: async (config, log) => (await import('./slack.plugin.js')).checkToken(config, log),
   start: async (config, services) => (await import('./slack.plugin.js')).startSlack(config, services),
+  // Sandbox mode (no DISCORD_TOKEN and no SLACK_BOT_TOKEN): a local Slack workspace beside the Discord one.
+  sandbox: async (options) => (await import('./slack-sandbox-mode.js')).startSlackSandbox(options),
 });

@@ -6,8 +6,7 @@ import { SlackSandbox, SLACK_SANDBOX_IDS as ids } from './sandbox/sandbox.js';
 /**
  * Slack in sandbox mode (no SLACK_BOT_TOKEN): a local workspace kept in the data folder, and
  * Herald's Slack settings pointing at it, with both tokens so slash commands work from its page.
- * Ready for the plugin's `sandbox` hook; not declared there yet, because sandbox mode gives a
- * platform's sandbox the port after Discord's, which by default is HERALD_METRICS_PORT's.
+ * The plugin's `sandbox` hook: sandbox mode starts it on a free port after Discord's sandbox.
  */
 export async function startSlackSandbox(options: SandboxOptions): Promise<PlatformSandbox<SlackConfig>> {
   const sandbox = new SlackSandbox({ stateFile: path.join(options.dataDir, 'slack-sandbox.json') });
