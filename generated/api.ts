@@ -855,7 +855,9 @@ export interface components {
             /**
              * @description Where a person opens the message, as the platform it went to gives it: the Discord message
              *     link; for a post to a destination mapped to an IRC channel, `irc://host:port/%23channel?msgid=…`
-             *     (the server's msgid; `%26` for a `&channel`); for another platform, its absolute URL: a
+             *     (the server's msgid; `%26` for a `&channel`); for a destination mapped to a Slack channel, the
+             *     message's permalink `https://<workspace>.slack.com/archives/<channel>/p<ts without the dot>`
+             *     (a sandbox workspace's own origin in its place); for another platform, its absolute URL: a
              *     scheme, a host (and port), and a path, in printable ASCII (no `javascript:`, `data:`,
              *     `vbscript:` or `file:` URL, and no Discord or IRC URL but the forms above).
              */
@@ -1229,7 +1231,7 @@ export interface components {
          * @description The platform; default HERALD_CHAT_TRANSPORT.
          * @enum {string}
          */
-        ChatTransport: "irc" | "discord" | "memory";
+        ChatTransport: "irc" | "discord" | "memory" | "slack";
         /** @description The send's id (the request_id given, or one Herald made). */
         ChatSendId: string;
         ChatSendRequest: {

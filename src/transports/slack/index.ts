@@ -1,0 +1,49 @@
+import { defineTransport } from '../plugin.js';
+
+/** Slack's settings. */
+export interface SlackConfig {
+  /** `SLACK_BOT_TOKEN`: the bot token (xoxb-…). Unset → Slack is off. */
+  readonly botToken: string;
+  /** `SLACK_APP_TOKEN`: the app-level token (xapp-…) for Socket Mode: slash commands and messages others write. Unset: none. */
+  readonly appToken: string | undefined;
+  /** `SLACK_API_URL`: base of Slack's Web API, ending with `/`. Default https://slack.com/api/. */
+  readonly apiUrl: string;
+  /**
+   * `HERALD_SLACK_POSTS_PER_SECOND`: messages Herald posts per second in one Slack channel, shared
+   * by every process on one database. Default 1 (Slack's own limit), at most 50.
+   */
+  readonly postsPerSecond: number;
+  /** `HERALD_SLACK_TIMEOUT_MS`: timeout of one Slack Web API request. Default 15 s. */
+  readonly timeoutMs: number;
+}
+
+/**
+ * Slack, when SLACK_BOT_TOKEN is set: the Web API for every facet (paced by budgets shared through
+ * the store), sends marked with their key in message metadata so a create in doubt is found again.
+ */
+export const slack = defineTransport<SlackConfig>({
+  name: 'slack',
+  off: 'SLACK_BOT_TOKEN is unset',
+  config(env, core) {
+    const botToken = env.text('SLACK_BOT_TOKEN');
+    if (botToken !== undefined && !/^xoxb-[A-Za-z0-9-]+$/.test(botToken)) env.problem('SLACK_BOT_TOKEN must be a Slack bot token (xoxb-…)');
+    const appToken = env.text('SLACK_APP_TOKEN');
+    if (appToken !== undefined && !/^xapp-[A-Za-z0-9-]+$/.test(appToken)) env.problem('SLACK_APP_TOKEN must be a Slack app-level token (xapp-…)');
+    const apiUrl = env.text('SLACK_API_URL') ?? 'https://slack.com/api/';
+    if (!/^https?:\/\/[^\s/]+(\/[^\s]*)?\/$/.test(apiUrl)) env.problem('SLACK_API_URL must be an http(s) URL ending with /');
+    // Every variable is read (and checked) even when Slack is off: then a typo in one is still reported.
+    const settings = {
+      appToken,
+      apiUrl,
+      postsPerSecond: env.int('HERALD_SLACK_POSTS_PER_SECOND', 1, 1, 50),
+      timeoutMs: env.int('HERALD_SLACK_TIMEOUT_MS', 15_000, 100, 600_000),
+    };
+    if (botToken === undefined) return undefined;
+    if (core.leaseMs <= settings.timeoutMs) env.problem('HERALD_LEASE_MS must be longer than HERALD_SLACK_TIMEOUT_MS, or a slow attempt could outlive its lease');
+    return Object.freeze({ botToken, ...settings });
+  },
+
+  // The Slack client is loaded only when Slack is spoken: `herald --help` and `herald mcp` stay light.
+  check: async (config, log) => (await import('./slack.plugin.js')).checkToken(config, log),
+  start: async (config, services) => (await import('./slack.plugin.js')).startSlack(config, services),
+});

@@ -1,0 +1,124 @@
+import { sql, type Kysely } from 'kysely';
+import type { Pacer } from '../../platform/db/shared-pacer.js';
+
+/**
+ * Slack's rate limits, as budgets Herald spaces its requests to: chat.postMessage about one message
+ * per second per channel, every other method by its tier (requests per minute per workspace, with
+ * short bursts allowed). A 429 is still honoured (its Retry-After reschedules the job): the budgets
+ * only keep Herald from asking for one.
+ */
+export interface Budget {
+  /** Requests per second, on average. */
+  readonly perSecond: number;
+  /** How many may start at once after a quiet spell (1: strictly spaced). */
+  readonly burst: number;
+}
+
+/** Slack's published tiers, per minute per workspace (https://api.slack.com/apis/rate-limits). */
+const TIERS = {
+  2: { perSecond: 20 / 60, burst: 10 },
+  3: { perSecond: 50 / 60, burst: 20 },
+  4: { perSecond: 100 / 60, burst: 40 },
+} as const satisfies Record<number, Budget>;
+
+/** The tier of each method Herald calls (chat.postMessage has its own per-channel budget). */
+const METHOD_TIER: Readonly<Record<string, keyof typeof TIERS>> = {
+  'auth.test': 4,
+  'chat.update': 3,
+  'chat.getPermalink': 4,
+  'conversations.history': 3,
+  'conversations.info': 3,
+  'conversations.list': 2,
+  'conversations.members': 4,
+  'conversations.open': 3,
+  'conversations.create': 2,
+  'conversations.join': 3,
+  'users.info': 4,
+};
+
+/** The tier budget of a method; undefined for methods Herald does not pace (Slack's default is Tier 3). */
+export function tierOf(method: string): { tier: number; budget: Budget } {
+  const tier = METHOD_TIER[method] ?? 3;
+  return { tier, budget: TIERS[tier] };
+}
+
+/**
+ * A budget spread over every process on one database (PostgreSQL), or this process alone (PGlite,
+ * which only one process opens): a request takes the next start time of a GCRA with a burst
+ * allowance, kept as one row of `rate_budgets`, and waits for it. A dead process holds nothing: the
+ * start times it took simply pass. If the database cannot be asked, the request goes ahead unpaced
+ * (Slack's 429 still stops it) rather than waiting on the store.
+ */
+export function burstPacerFor(store: { kind: 'postgres' | 'pglite'; db: Kysely<unknown> }, key: string, budget: Budget): Pacer {
+  return store.kind === 'postgres' ? new SharedBurstPacer(store.db, key, budget) : new LocalBurstPacer(budget);
+}
+
+/** The same budget within one process. */
+export class LocalBurstPacer implements Pacer {
+  /** When the budget is next free, in performance.now() milliseconds (the "theoretical arrival time"). */
+  private next = 0;
+  private readonly intervalMs: number;
+  private readonly allowanceMs: number;
+
+  constructor(budget: Budget) {
+    this.intervalMs = 1000 / budget.perSecond;
+    this.allowanceMs = (Math.max(1, budget.burst) - 1) * this.intervalMs;
+  }
+
+  async acquire(signal?: AbortSignal): Promise<void> {
+    const now = performance.now();
+    const start = Math.max(this.next - this.allowanceMs, now);
+    this.next = Math.max(this.next, now) + this.intervalMs;
+    await pause(start - now, signal);
+  }
+}
+
+/** The budget shared through the database; its clock decides, so the processes' clocks may disagree. */
+export class SharedBurstPacer implements Pacer {
+  private readonly intervalSeconds: number;
+  private readonly allowanceSeconds: number;
+  /** Requests that went ahead unpaced because the store did not answer. */
+  unpaced = 0;
+
+  constructor(
+    private readonly db: Kysely<unknown>,
+    private readonly key: string,
+    budget: Budget,
+  ) {
+    this.intervalSeconds = 1 / budget.perSecond;
+    this.allowanceSeconds = (Math.max(1, budget.burst) - 1) * this.intervalSeconds;
+  }
+
+  async acquire(signal?: AbortSignal): Promise<void> {
+    let waitMs: number;
+    try {
+      // next_at moves one interval past max(next_at, now); this request starts one interval (and
+      // the burst allowance) before the new next_at, or now if that has passed.
+      const { rows } = await sql<{ wait_ms: number | string }>`
+        insert into rate_budgets as b (key, next_at) values (${this.key}, clock_timestamp() + make_interval(secs => ${this.intervalSeconds}))
+        on conflict (key) do update set next_at = greatest(b.next_at, clock_timestamp()) + make_interval(secs => ${this.intervalSeconds})
+        returning extract(epoch from (b.next_at - clock_timestamp())) * 1000 - ${(this.intervalSeconds + this.allowanceSeconds) * 1000} as wait_ms`.execute(this.db);
+      waitMs = Math.max(0, Number(rows[0]?.wait_ms ?? 0));
+    } catch {
+      this.unpaced += 1;
+      return;
+    }
+    await pause(waitMs, signal);
+  }
+}
+
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (signal?.aborted === true) return Promise.reject(signal.reason ?? new Error('aborted'));
+  if (ms <= 0) return Promise.resolve();
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason ?? new Error('aborted'));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

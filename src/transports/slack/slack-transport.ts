@@ -1,0 +1,223 @@
+import type { WebAPICallResult } from '@slack/web-api';
+import { SlackApi, slackErrorCode, type Pace } from './slack-client.js';
+import { edited, rendered, type Block } from './slack-render.js';
+import { TransportError, type ChannelInfo, type Channels, type DirectMessages, type Editor, type KeyedFind, type KeyedHistory, type MemberInfo, type Members, type Mentions, type OutgoingMessage, type SendDeadline, type Sender, type SentMessage, type Transport } from '../transport.js';
+
+/** The metadata event type Herald marks its sends with (the send key is its payload's `id`). */
+export const DELIVERY_EVENT = 'herald_delivery';
+/** Messages per conversations.history page while looking for a key. */
+const HISTORY_PAGE = 200;
+/** At most this many pages are read for one key: past that, the answer is undecided, never a guess. */
+const MAX_HISTORY_PAGES = 50;
+
+/** What auth.test says about the token: whose it is, and the workspace's url. */
+export interface SlackIdentity {
+  /** The bot's user id (U…): the author of what Herald sends. */
+  userId: string;
+  /** The bot's id (B…). */
+  botId: string | undefined;
+  teamId: string;
+  /** https://<domain>.slack.com/ (with a trailing slash). */
+  url: string;
+}
+
+export interface SlackTransportOptions {
+  token: string;
+  apiUrl: string;
+  timeoutMs: number;
+  pace?: Pace;
+}
+
+/** A message as conversations.history lists it, the fields Herald reads. */
+interface HistoryMessage {
+  ts?: string;
+  user?: string;
+  bot_id?: string;
+  text?: string;
+  blocks?: Block[];
+  metadata?: { event_type?: string; event_payload?: Record<string, unknown> };
+}
+
+/**
+ * Slack over its Web API, so any number of workers can send: posts and DMs marked with the send's
+ * key in their metadata (Slack has no idempotency key, so a create in doubt is proven by finding
+ * that key in the channel's history), edits, channels and members. Slash commands and messages
+ * others write come over Socket Mode (slack-socket.ts).
+ */
+export class SlackTransport implements Transport {
+  readonly name = 'slack' as const;
+  readonly idempotentSend = false;
+  readonly sender: Sender = { send: (channelId, message, key, signal, mentions, deadline) => this.post(channelId, message, key, signal, mentions, deadline) };
+  readonly dms: DirectMessages = { openDm: (userId, signal) => this.openDm(userId, signal) };
+  readonly editor: Editor = { edit: (channelId, ts, message, signal) => this.update(channelId, ts, message, signal) };
+  readonly keyed: KeyedHistory = { findByKey: (channelId, key, from, until, signal) => this.findByKey(channelId, key, from, until, signal) };
+  readonly channels: Channels = { getChannel: (channelId) => this.getChannel(channelId), check: slackChannelIdProblem };
+  readonly members: Members = { listMembers: (channelId) => this.listMembers(channelId) };
+  readonly api: SlackApi;
+  private self: Promise<SlackIdentity> | undefined;
+  /** The workspace url, once auth.test answered (permalinks are built from it without a call). */
+  private workspaceUrl: string | undefined;
+
+  constructor(options: SlackTransportOptions) {
+    this.api = new SlackApi({ token: options.token, apiUrl: options.apiUrl, timeoutMs: options.timeoutMs, ...(options.pace !== undefined ? { pace: options.pace } : {}) });
+  }
+
+  /** Where people open a message: `<workspace url>archives/<channel>/p<ts without the dot>`. */
+  messageUrl(_scope: string, channelId: string, ts: string): string {
+    return `${this.workspaceUrl ?? 'https://slack.com/'}archives/${channelId}/p${ts.replace('.', '')}`;
+  }
+
+  /**
+   * Ask Slack whose token this is (auth.test). Slack's refusal (invalid_auth, not_authed,
+   * token_revoked, …) is a TransportError of kind `rejected`; Slack not answering is transient.
+   */
+  identity(signal?: AbortSignal): Promise<SlackIdentity> {
+    const asked = (this.self ??= this.api.call<WebAPICallResult & { user_id?: string; bot_id?: string; team_id?: string; url?: string }>('auth.test', {}, { signal }).then((r) => {
+      const url = typeof r.url === 'string' && r.url !== '' ? (r.url.endsWith('/') ? r.url : `${r.url}/`) : 'https://slack.com/';
+      this.workspaceUrl = url;
+      return { userId: r.user_id ?? '', botId: r.bot_id, teamId: r.team_id ?? '', url };
+    }));
+    asked.catch(() => {
+      if (this.self === asked) this.self = undefined;
+    });
+    return asked;
+  }
+
+  /** The bot's user id. */
+  async selfId(): Promise<string> {
+    return (await this.identity()).userId;
+  }
+
+  /** https://api.slack.com/methods/chat.postMessage, marked with the send's key. */
+  private async post(channelId: string, message: OutgoingMessage, key: string, signal: AbortSignal, mentions?: Mentions, deadline?: SendDeadline): Promise<SentMessage> {
+    // The workspace url (for the permalink) is known before anything is created, so a send costs one call.
+    await this.identity(signal);
+    const { text, blocks } = rendered(message, mentions);
+    const sent = await this.api.call<WebAPICallResult & { channel?: string; ts?: string }>(
+      'chat.postMessage',
+      {
+        channel: channelId,
+        text,
+        blocks,
+        metadata: { event_type: DELIVERY_EVENT, event_payload: { id: key } },
+        // Nothing in the text is turned into a mention or a link by Slack; Herald's own escaping
+        // already made <!here>-style sequences inert, and only `mentions` are left as <@U…>.
+        parse: 'none',
+        link_names: false,
+        unfurl_links: false,
+        unfurl_media: false,
+      },
+      { signal, deadline },
+    );
+    if (typeof sent.ts !== 'string') throw new TransportError({ kind: 'transient', detail: 'slack chat.postMessage answered without a ts', mayHaveCreated: true });
+    return { channelId: sent.channel ?? channelId, messageId: sent.ts };
+  }
+
+  /** https://api.slack.com/methods/conversations.open */
+  private async openDm(userId: string, signal: AbortSignal): Promise<string> {
+    const opened = await this.api.call<WebAPICallResult & { channel?: { id?: string } }>('conversations.open', { users: userId }, { signal });
+    const id = opened.channel?.id;
+    if (typeof id !== 'string') throw new TransportError({ kind: 'transient', detail: 'slack conversations.open answered without a channel' });
+    return id;
+  }
+
+  /** https://api.slack.com/methods/chat.update: the parts the edit includes replace those shown. */
+  private async update(channelId: string, ts: string, message: OutgoingMessage, signal: AbortSignal): Promise<void> {
+    const complete = message.content !== undefined && message.card !== undefined && message.links !== undefined;
+    const current = complete ? undefined : await this.message(channelId, ts, signal);
+    const { text, blocks } = edited(current?.blocks, message);
+    await this.api.call('chat.update', { channel: channelId, ts, text, blocks, parse: 'none', link_names: false }, { signal });
+  }
+
+  /** One message by its ts (conversations.history from ts to ts, inclusive). */
+  private async message(channelId: string, ts: string, signal: AbortSignal): Promise<HistoryMessage | undefined> {
+    const page = await this.api.call<WebAPICallResult & { messages?: HistoryMessage[] }>('conversations.history', { channel: channelId, oldest: ts, latest: ts, inclusive: true, limit: 1 }, { signal });
+    const found = (page.messages ?? []).find((m) => m.ts === ts);
+    if (found === undefined) throw new TransportError({ kind: 'not_found', detail: 'slack message_not_found on conversations.history' });
+    return found;
+  }
+
+  /**
+   * The message `key` created in the channel between `from` and `until`: conversations.history with
+   * every message's metadata, read to the end of the span. Slack refusing to show the channel is
+   * undecided (Herald cannot tell); Slack not answering is a transient error (looked at again later).
+   */
+  private async findByKey(channelId: string, key: string, from: Date, until: Date, signal: AbortSignal): Promise<KeyedFind> {
+    let me: SlackIdentity;
+    try {
+      me = await this.identity(signal);
+    } catch (err) {
+      if (err instanceof TransportError && err.failure.kind !== 'transient') return { undecided: `slack refused auth.test (${err.failure.detail})` };
+      throw err;
+    }
+    let cursor: string | undefined;
+    for (let page = 0; page < MAX_HISTORY_PAGES; page++) {
+      let answer: WebAPICallResult & { messages?: HistoryMessage[]; has_more?: boolean };
+      try {
+        answer = await this.api.call('conversations.history', {
+          channel: channelId,
+          oldest: slackTs(from),
+          latest: slackTs(until),
+          inclusive: true,
+          include_all_metadata: true,
+          limit: HISTORY_PAGE,
+          ...(cursor !== undefined ? { cursor } : {}),
+        }, { signal });
+      } catch (err) {
+        if (err instanceof TransportError && err.failure.kind !== 'transient') return { undecided: `the channel's history cannot be read (${slackErrorCode(err) ?? err.failure.detail})` };
+        throw err;
+      }
+      for (const m of answer.messages ?? []) {
+        if (m.metadata?.event_type !== DELIVERY_EVENT || m.metadata.event_payload?.['id'] !== key || typeof m.ts !== 'string') continue;
+        // Only Herald's own bot marks its messages so; another app copying the mark proves nothing.
+        const mine = m.user === me.userId || (me.botId !== undefined && m.bot_id === me.botId);
+        if (mine) return { found: { channelId, messageId: m.ts } };
+      }
+      cursor = answer.response_metadata?.next_cursor;
+      if (answer.has_more !== true || cursor === undefined || cursor === '') return { absent: true };
+    }
+    return { undecided: `more than ${MAX_HISTORY_PAGES * HISTORY_PAGE} messages in the channel during the doubt window` };
+  }
+
+  /** https://api.slack.com/methods/conversations.info; undefined when Slack does not show it to the bot. */
+  private async getChannel(channelId: string): Promise<ChannelInfo | undefined> {
+    try {
+      const { channel } = await this.api.call<WebAPICallResult & { channel?: { id?: string; name?: string; is_archived?: boolean; context_team_id?: string; is_im?: boolean; user?: string } }>('conversations.info', { channel: channelId });
+      if (channel?.id === undefined) return undefined;
+      return { id: channel.id, guildId: channel.context_team_id, name: channel.name ?? channel.user, isText: channel.is_archived !== true };
+    } catch (err) {
+      if (err instanceof TransportError && err.failure.kind === 'not_found') return undefined;
+      throw err;
+    }
+  }
+
+  /** conversations.members (every page), then users.info for each member's name. */
+  private async listMembers(channelId: string): Promise<MemberInfo[]> {
+    const ids: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.api.call<WebAPICallResult & { members?: string[] }>('conversations.members', { channel: channelId, limit: 200, ...(cursor !== undefined ? { cursor } : {}) });
+      ids.push(...(page.members ?? []));
+      cursor = page.response_metadata?.next_cursor;
+    } while (cursor !== undefined && cursor !== '');
+    const members: MemberInfo[] = [];
+    for (const id of ids) {
+      const { user } = await this.api.call<WebAPICallResult & { user?: { id?: string; name?: string; real_name?: string; is_bot?: boolean; profile?: { display_name?: string; real_name?: string } } }>('users.info', { user: id });
+      const profile = user?.profile;
+      const displayName = [profile?.display_name, profile?.real_name, user?.real_name, user?.name].find((n) => typeof n === 'string' && n !== '') ?? id;
+      members.push({ userId: id, displayName, bot: user?.is_bot === true });
+    }
+    return members;
+  }
+}
+
+/** Why `channel` cannot be a Slack conversation id (C…, G… or D…), or undefined when it can. */
+export function slackChannelIdProblem(channel: string): string | undefined {
+  return /^[CGD][A-Z0-9]{6,20}$/.test(channel) ? undefined : 'channel must be a Slack channel id (C…, G… or D…)';
+}
+
+/** A time as Slack's ts (seconds, six decimals). */
+export function slackTs(at: Date): string {
+  const ms = at.getTime();
+  return `${Math.floor(ms / 1000)}.${String((ms % 1000) * 1000).padStart(6, '0')}`;
+}

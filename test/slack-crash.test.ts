@@ -1,0 +1,127 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { deliveryNonce } from '../src/modules/deliveries/delivery.js';
+import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/transports/slack/sandbox/sandbox.js';
+import { client } from './support/client.js';
+import { testDatabase, type TestDatabase } from './support/db.js';
+import { heraldEnv, IDS, newRequestId, newToken } from './support/herald.js';
+import { processHarness } from './support/process.js';
+import { waitFor, waitForDelivery } from './support/wait.js';
+
+/**
+ * A proxy in front of the Slack sandbox that passes every call on, but while `holding` keeps
+ * chat.postMessage's answer: Slack has created the message, Herald never hears so.
+ */
+class HoldingProxy {
+  holding = false;
+  /** Answers kept back (their requests stay open until the proxy closes). */
+  readonly held: ServerResponse[] = [];
+  private readonly server: Server;
+  url = '';
+
+  constructor(private readonly target: string) {
+    this.server = createServer((req, res) => void this.pass(req, res));
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/api/`;
+  }
+
+  private async pass(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const method = (req.url ?? '').replace(/^\/api\//, '');
+    const headers: Record<string, string> = {};
+    for (const name of ['content-type', 'authorization']) {
+      const v = req.headers[name];
+      if (typeof v === 'string') headers[name] = v;
+    }
+    try {
+      const answer = await fetch(`${this.target}${method}`, { method: 'POST', headers, body: Buffer.concat(chunks) });
+      const body = Buffer.from(await answer.arrayBuffer());
+      if (this.holding && method.startsWith('chat.postMessage')) {
+        this.held.push(res);
+        return;
+      }
+      res.writeHead(answer.status, Object.fromEntries([...answer.headers.entries()].filter(([k]) => k === 'content-type' || k === 'retry-after')));
+      res.end(body);
+    } catch {
+      res.destroy();
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const res of this.held.splice(0)) res.destroy();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/**
+ * Crash safety on Slack with real processes: SIGKILL a Herald after Slack created the message and
+ * before Herald recorded it, then restart: the message is found by its key in the channel's
+ * history (Slack has no idempotency key), never posted twice.
+ */
+describe('a Herald killed between Slack creating the message and the commit', () => {
+  let discord: DiscordSandbox;
+  let slack: SlackSandbox;
+  let proxy: HoldingProxy;
+  let db: TestDatabase | undefined;
+  const procs = processHarness();
+  const bridgeToken = newToken();
+  const adminToken = newToken();
+
+  beforeAll(async () => {
+    discord = await new DiscordSandbox().start();
+    slack = new SlackSandbox();
+    await slack.start(0, '127.0.0.1');
+    proxy = new HoldingProxy(slack.apiUrl);
+    await proxy.start();
+  });
+  afterAll(async () => {
+    await proxy?.close();
+    await slack?.close();
+    await discord?.close();
+  });
+  afterEach(async (ctx) => {
+    await procs.stopAll(ctx);
+    proxy.holding = false;
+    await db?.drop();
+    db = undefined;
+  });
+
+  it('the restarted Herald finds the message by its key: delivered once, with its permalink', async () => {
+    db = await testDatabase();
+    const env = heraldEnv({ sandbox: discord, db, bridgeToken, adminToken }, {
+      SLACK_BOT_TOKEN: slack.botToken,
+      SLACK_API_URL: proxy.url,
+      HERALD_SLACK_TIMEOUT_MS: '1000',
+      HERALD_DISCORD_TIMEOUT_MS: '1000',
+      HERALD_LEASE_MS: '2500',
+      HERALD_NONCE_WINDOW_MS: '0',
+      HERALD_GATEWAY: 'off',
+    });
+    const first = await procs.start(['serve'], env);
+    const map = await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/ops`, { transport: 'slack', channel: SLACK_SANDBOX_IDS.channels.general });
+    expect(map.status, map.text).toBe(200);
+    const id = newRequestId();
+    const marked = () => slack.messages(SLACK_SANDBOX_IDS.channels.general).filter((m) => m.metadata?.event_payload['id'] === deliveryNonce(id));
+    proxy.holding = true;
+    const accepted = await client(first.url ?? '', bridgeToken).post('/mcp/deliveries', { request_id: id, kind: 'post', target: { guild_id: IDS.guild, destination: 'ops' }, body: { content: `crash ${id.slice(0, 8)}` } });
+    expect(accepted.status).toBe(202);
+    await waitFor(() => marked().length === 1 && proxy.held.length === 1, 'Slack to create the message, its answer held');
+    first.kill('SIGKILL');
+    expect((await first.exited).signal).toBe('SIGKILL');
+    proxy.holding = false;
+
+    const second = await procs.start(['serve'], env);
+    const state = await waitForDelivery(client(second.url ?? '', bridgeToken), id, 'delivered', 'the reconciled delivery', 45_000);
+    const sent = marked();
+    expect(sent).toHaveLength(1);
+    expect(state['url']).toBe(`${slack.url}/archives/${SLACK_SANDBOX_IDS.channels.general}/p${sent[0]?.ts.replace('.', '')}`);
+    expect(slack.calls('conversations.history')).toBeGreaterThan(0);
+  }, 90_000);
+});

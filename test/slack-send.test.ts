@@ -1,0 +1,189 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { deliveryNonce } from '../src/modules/deliveries/delivery.js';
+import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/transports/slack/sandbox/sandbox.js';
+import { SlackTransport } from '../src/transports/slack/slack-transport.js';
+import { expectValidResponse } from './support/client.js';
+import { IDS, newRequestId, newToken, startTestHerald, type TestHerald } from './support/herald.js';
+import { killRunningProcesses, runHerald } from './support/process.js';
+
+const SLACK = SLACK_SANDBOX_IDS;
+/** The destination these tests post to: mapped to the Slack sandbox workspace's #general (the bot is a member). */
+const DESTINATION = 'ops';
+
+const post = (requestId: string, content: string): Record<string, unknown> => ({ request_id: requestId, kind: 'post', target: { guild_id: IDS.guild, destination: DESTINATION }, body: { content } });
+
+/**
+ * Herald with Discord as home and Slack beside it (a real WebClient against the Slack sandbox),
+ * posting through its own HTTP API to a destination mapped to a Slack channel.
+ */
+describe('sending to Slack', () => {
+  let slack: SlackSandbox;
+  let h: TestHerald;
+  beforeAll(async () => {
+    slack = new SlackSandbox();
+    await slack.start(0, '127.0.0.1');
+    h = await startTestHerald({
+      env: {
+        SLACK_BOT_TOKEN: slack.botToken,
+        SLACK_API_URL: slack.apiUrl,
+        HERALD_SLACK_TIMEOUT_MS: '3000',
+        HERALD_NONCE_WINDOW_MS: '0',
+        HERALD_MAX_ATTEMPTS: '4',
+      },
+    });
+    const mapped = await h.admin.put(`/admin/destinations/${IDS.guild}/${DESTINATION}`, { transport: 'slack', channel: SLACK.channels.general });
+    expect(mapped.status, mapped.text).toBe(200);
+  });
+  afterAll(async () => {
+    await h?.close();
+    await slack?.close();
+  });
+  afterEach(() => slack.faults.clear());
+
+  /** The sandbox's messages in #general that this delivery's key marks. */
+  const marked = (requestId: string) => slack.messages(SLACK.channels.general).filter((m) => m.metadata?.event_type === 'herald_delivery' && m.metadata.event_payload['id'] === deliveryNonce(requestId));
+  const permalink = (channel: string, ts: string) => `${slack.url}/archives/${channel}/p${ts.replace('.', '')}`;
+
+  it('posts once, marked with its key, mention-inert, and answers the permalink', async () => {
+    const id = newRequestId();
+    const content = `deploy done <!channel> @here <@${SLACK.users.bob}> ${id.slice(0, 8)}`;
+    const accepted = await h.bridge.post('/mcp/deliveries', post(id, content));
+    expect(accepted.status).toBe(202);
+    const state = await h.waitForState(id, 'delivered');
+    await expectValidResponse('GET', '/mcp/deliveries/{request_id}', 200, state);
+    const sent = marked(id);
+    expect(sent).toHaveLength(1);
+    const [message] = sent;
+    expect(message?.user).toBe(SLACK.bot.user);
+    // Nobody is notified: the broadcast and the user mention are shown escaped, never acted on.
+    expect(message?.text).toContain('&lt;!channel&gt;');
+    expect(message?.text).not.toContain('<!channel>');
+    expect(message?.text).not.toContain(`<@${SLACK.users.bob}>`);
+    expect(state['url']).toBe(permalink(SLACK.channels.general, message?.ts ?? ''));
+    // The permalink opens in the sandbox, offline.
+    const page = await fetch(String(state['url']));
+    expect(page.status).toBe(200);
+  });
+
+  it('the same request posted twice makes one message', async () => {
+    const id = newRequestId();
+    const first = await h.bridge.post('/mcp/deliveries', post(id, `twice ${id.slice(0, 8)}`));
+    const second = await h.bridge.post('/mcp/deliveries', post(id, `twice ${id.slice(0, 8)}`));
+    expect([first.status, second.status].every((s) => s === 200 || s === 202)).toBe(true);
+    await h.waitForState(id, 'delivered');
+    const third = await h.bridge.post('/mcp/deliveries', post(id, `twice ${id.slice(0, 8)}`));
+    expect(third.json).toMatchObject({ existing: true, state: { state: 'delivered' } });
+    expect(marked(id)).toHaveLength(1);
+  });
+
+  it('a create whose answer is lost is found again by its key in history: delivered, one message', async () => {
+    const id = newRequestId();
+    const creates = slack.calls('chat.postMessage');
+    slack.faults.dropAnswerAfterCreate(1);
+    await h.bridge.post('/mcp/deliveries', post(id, `lost answer ${id.slice(0, 8)}`));
+    const state = await h.waitForState(id, 'delivered', 45_000);
+    const sent = marked(id);
+    expect(sent).toHaveLength(1);
+    expect(state['url']).toBe(permalink(SLACK.channels.general, sent[0]?.ts ?? ''));
+    // Proven from history, never created twice (Slack has no idempotency key).
+    expect(slack.calls('chat.postMessage') - creates).toBe(1);
+    expect(slack.calls('conversations.history')).toBeGreaterThan(0);
+  });
+
+  it('a 5xx that created nothing is looked up, found absent, and sent again: one message', async () => {
+    const id = newRequestId();
+    const creates = slack.calls('chat.postMessage');
+    slack.faults.failNext('chat.postMessage', 500, 1);
+    await h.bridge.post('/mcp/deliveries', post(id, `five hundred ${id.slice(0, 8)}`));
+    const state = await h.waitForState(id, 'delivered', 45_000);
+    const sent = marked(id);
+    expect(sent).toHaveLength(1);
+    expect(state['url']).toBe(permalink(SLACK.channels.general, sent[0]?.ts ?? ''));
+    expect(slack.calls('chat.postMessage') - creates).toBe(2);
+  });
+
+  it('a 429 is waited out (Retry-After) and the post goes out once', async () => {
+    const id = newRequestId();
+    const limited = slack.ratelimited;
+    slack.faults.rateLimitNext('chat.postMessage', 1, 1);
+    await h.bridge.post('/mcp/deliveries', post(id, `rate limited ${id.slice(0, 8)}`));
+    await h.waitForState(id, 'delivered', 20_000);
+    expect(slack.ratelimited - limited).toBe(1);
+    expect(marked(id)).toHaveLength(1);
+  });
+
+  it('an edit applies through chat.update, to the same message', async () => {
+    const id = newRequestId();
+    await h.bridge.post('/mcp/deliveries', post(id, `before edit ${id.slice(0, 8)}`));
+    const original = await h.waitForState(id, 'delivered');
+    const editId = newRequestId();
+    const accepted = await h.bridge.post('/mcp/deliveries', { request_id: editId, kind: 'edit', target: { message_ref: id, seq: 1 }, body: { content: `after edit ${id.slice(0, 8)}` } });
+    expect(accepted.status).toBe(202);
+    const edit = await h.waitForState(editId, 'delivered');
+    expect(edit['applied']).toBe(true);
+    expect(edit['url']).toBe(original['url']);
+    const sent = marked(id);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]?.text).toContain(`after edit ${id.slice(0, 8)}`);
+    expect(sent[0]?.text).not.toContain('before edit');
+    expect(sent[0]?.edited).toBeDefined();
+  });
+
+  it('a post to a channel the bot cannot see fails at once, not found', async () => {
+    const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
+    await expect(transport.sender?.send('C0NOSUCH001', { content: 'nowhere' }, 'k'.repeat(32), AbortSignal.timeout(5_000))).rejects.toMatchObject({ failure: { kind: 'not_found' } });
+    expect(await transport.channels.getChannel('C0NOSUCH001')).toBeUndefined();
+    expect(transport.channels.check?.('general')).toBe('channel must be a Slack channel id (C…, G… or D…)');
+  });
+
+  it('a DM goes to the channel conversations.open gives', async () => {
+    const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
+    const dm = await transport.dms.openDm(SLACK.users.bob, AbortSignal.timeout(5_000));
+    expect(dm).toMatch(/^D/);
+    const key = newRequestId().slice(0, 32);
+    const sent = await transport.sender.send(dm, { content: 'a direct word' }, key, AbortSignal.timeout(5_000));
+    expect(sent.channelId).toBe(dm);
+    const there = slack.messages(dm).filter((m) => m.metadata?.event_payload['id'] === key);
+    expect(there.map((m) => m.ts)).toEqual([sent.messageId]);
+    // And the key finds it, exactly.
+    const found = await transport.keyed.findByKey(dm, key, new Date(Date.now() - 60_000), new Date(Date.now() + 60_000), AbortSignal.timeout(5_000));
+    expect(found).toEqual({ found: { channelId: dm, messageId: sent.messageId } });
+    const absent = await transport.keyed.findByKey(dm, 'x'.repeat(32), new Date(Date.now() - 60_000), new Date(Date.now() + 60_000), AbortSignal.timeout(5_000));
+    expect(absent).toEqual({ absent: true });
+  });
+});
+
+describe('Slack at start-up', () => {
+  let slack: SlackSandbox;
+  let dir: string;
+  beforeAll(async () => {
+    slack = new SlackSandbox();
+    await slack.start(0, '127.0.0.1');
+    dir = await mkdtemp(path.join(tmpdir(), 'herald-slack-start-'));
+  });
+  afterAll(async () => {
+    await killRunningProcesses();
+    await slack?.close();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('a bot token Slack refuses stops `herald serve` with a sentence for the operator (exit 2), never echoing it', async () => {
+    const token = 'xoxb-0000-not-the-sandboxes-token';
+    const proc = runHerald(['serve'], {
+      HERALD_TRANSPORT: 'memory',
+      MCP_BRIDGE_TOKEN: newToken(),
+      PORT: '0',
+      HERALD_METRICS_PORT: '0',
+      HERALD_DATA_DIR: dir,
+      SLACK_BOT_TOKEN: token,
+      SLACK_API_URL: slack.apiUrl,
+    });
+    const { code } = await proc.exited;
+    expect(code).toBe(2);
+    expect(proc.output()).toMatch(/herald: Slack rejected SLACK_BOT_TOKEN \((invalid_auth|not_authed)\): check the bot token/);
+    expect(proc.output()).not.toContain(token);
+  });
+});
