@@ -57,8 +57,6 @@ const PAUSE_MS = [1_200, 2_800] as const;
 /** One Slack fault every 1–3 s of the chaos. */
 const FAULT_GAP_MS = [1_000, 3_000] as const;
 
-/** Herald's Slack requests time out fast, like its Discord ones here (the lease must outlast them). */
-const SLACK_TIMINGS = { HERALD_SLACK_TIMEOUT_MS: HERALD_TIMINGS.HERALD_DISCORD_TIMEOUT_MS };
 
 type SlackFault = (faults: SlackFaults) => void;
 
@@ -114,7 +112,9 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
     await mkdir(dataDir, { recursive: true });
     const bridgeToken = newToken();
     const adminToken = newToken();
-    const extra = { ...HERALD_TIMINGS, ...SLACK_TIMINGS };
+    // Herald's Slack requests time out fast, like its Discord ones here (the lease must outlast them).
+    // (Read here, not at load: campaign.ts and this module import each other.)
+    const extra = { ...HERALD_TIMINGS, HERALD_SLACK_TIMEOUT_MS: HERALD_TIMINGS.HERALD_DISCORD_TIMEOUT_MS };
     const env = heraldEnv(
       { sandbox: discord, db: { databaseUrl, dataDir, drop: async () => undefined }, bridgeToken, adminToken },
       { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...extra, SLACK_BOT_TOKEN: slack.botToken, SLACK_API_URL: slack.apiUrl },

@@ -112,6 +112,12 @@ export function verifySlack(input: SlackVerifyInput): { counts: PhaseCounts; vio
       flag('stuck', [t.requestId], `still ${state.state} after settling (row: ${String(row?.['status'] ?? '-')}, reason ${JSON.stringify(row?.['reason'] ?? null)})`);
     }
     if (state?.state === 'failed' && t.kind === 'post' && t.destination === 'ops') counts.failedUnmapped += 1;
+    else if (state?.state === 'failed') {
+      // Slack is reachable again after the chaos and the connector re-POSTs a failure: a post to a
+      // mapped channel must end delivered.
+      const row = input.rows.get(t.requestId);
+      flag('lost', [t.requestId], `failed ${state.code ?? ''} (reason ${JSON.stringify(row?.['reason'] ?? null)}) though its channel is mapped and Slack answers`);
+    }
     // Unknown met along the way (an answer lost, Herald killed mid-send): how it ended.
     const unknownSeen = t.timeline.filter((line) => line.includes('→ unknown')).length;
     if (unknownSeen > 0) unknownNotes.push(`${t.requestId.slice(0, 12)}: unknown seen ${unknownSeen}×, re-POSTed ${t.unknownReposts}×, ended ${state?.state ?? 'without a state'}${state?.state === 'delivered' ? ` (${(byKey.get(deliveryNonce(t.requestId)) ?? []).length} message with its key)` : ''}`);
