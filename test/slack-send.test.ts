@@ -8,6 +8,7 @@ import { SlackTransport } from '../src/transports/slack/slack-transport.js';
 import { expectValidResponse } from './support/client.js';
 import { IDS, newRequestId, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { killRunningProcesses, runHerald } from './support/process.js';
+import { waitForStateAt } from './support/wait.js';
 
 const SLACK = SLACK_SANDBOX_IDS;
 /** The destination these tests post to: mapped to the Slack sandbox workspace's #general (the bot is a member). */
@@ -28,6 +29,7 @@ describe('sending to Slack', () => {
     h = await startTestHerald({
       env: {
         SLACK_BOT_TOKEN: slack.botToken,
+        SLACK_APP_TOKEN: slack.appToken,
         SLACK_API_URL: slack.apiUrl,
         HERALD_SLACK_TIMEOUT_MS: '3000',
         HERALD_NONCE_WINDOW_MS: '0',
@@ -130,6 +132,32 @@ describe('sending to Slack', () => {
     expect(sent[0]?.text).toContain(`after edit ${id.slice(0, 8)}`);
     expect(sent[0]?.text).not.toContain('before edit');
     expect(sent[0]?.edited).toBeDefined();
+  });
+
+  it("Herald's Slack platform is wired whole: Socket Mode answers a slash command with Herald's router, and the chat tools post on Slack", async () => {
+    expect(slack.connected()).toBe(true);
+    const ack = await slack.slash(SLACK.users.ada, SLACK.channels.general, '/agent', 'pair 123456');
+    // Herald's own command router answered (Ada is not registered), privately.
+    expect(ack).toEqual({ response_type: 'ephemeral', text: 'Run `/agent register` first.' });
+    const send = await h.bridge.post('/mcp/chat/messages', { channel: 'general', text: 'hello from the chat tools', sender: 'ada', transport: 'slack' });
+    expect(send.status, send.text).toBe(202);
+    const id = (send.json as { id: string }).id;
+    await waitForStateAt(h.bridge, `/mcp/chat/messages/${id}`, 'delivered', 'the chat send');
+    const line = slack.messages(SLACK.channels.general).filter((m) => m.text === 'hello from the chat tools');
+    expect(line.map((m) => m.username)).toEqual(['ada']);
+  });
+
+  it('a public channel the bot is not in is joined, then posted to once', async () => {
+    const mapped = await h.admin.put(`/admin/destinations/${IDS.guild}/deals`, { transport: 'slack', channel: SLACK.channels.alerts });
+    expect(mapped.status, mapped.text).toBe(200);
+    const id = newRequestId();
+    const joins = slack.calls('conversations.join');
+    await h.bridge.post('/mcp/deliveries', { request_id: id, kind: 'post', target: { guild_id: IDS.guild, destination: 'deals' }, body: { content: `joined ${id.slice(0, 8)}` } });
+    const state = await h.waitForState(id, 'delivered');
+    const sent = slack.messages(SLACK.channels.alerts).filter((m) => m.metadata?.event_payload['id'] === deliveryNonce(id));
+    expect(sent).toHaveLength(1);
+    expect(state['url']).toBe(permalink(SLACK.channels.alerts, sent[0]?.ts ?? ''));
+    expect(slack.calls('conversations.join') - joins).toBe(1);
   });
 
   it('a post to a channel the bot cannot see fails at once, not found', async () => {

@@ -17,8 +17,9 @@ const CHANNELS_TTL_MS = 30_000;
 const USERS_TTL_MS = 5 * 60_000;
 /** How far before a send's start its parts are looked for: clock skew between Herald and Slack. */
 const PROOF_SKEW_MS = 10_000;
-/** How long a send waits out a rate limit on one part itself, rather than failing the attempt. */
+/** How long a send waits out a rate limit on one part itself, rather than failing the attempt, and how often. */
 const MAX_INLINE_WAIT_MS = 5_000;
+const MAX_INLINE_WAITS = 3;
 /** Messages of people and apps; joins, topic changes and the like are not chat lines. */
 const CHAT_SUBTYPES = new Set([undefined, 'bot_message', 'me_message', 'thread_broadcast', 'file_share']);
 
@@ -128,6 +129,7 @@ export class SlackChat implements Chat {
    */
   private async postPart(channelId: string, text: string, sender: string, key: string, part: number, signal: AbortSignal, deadline: SendDeadline | undefined): Promise<string> {
     let joined = false;
+    let waits = 0;
     for (;;) {
       try {
         const posted = await this.call<ChatPostMessageResponse>(
@@ -154,7 +156,7 @@ export class SlackChat implements Chat {
         const failure = slackFailure(err, 'chat.postMessage', true);
         if (failure === undefined) throw err;
         const wait = failure.kind === 'transient' && failure.mayHaveCreated !== true ? failure.retryAfterMs : undefined;
-        if (wait !== undefined && wait <= MAX_INLINE_WAIT_MS && (deadline === undefined || Date.now() + wait < deadline.notAfter.getTime())) {
+        if (wait !== undefined && wait <= MAX_INLINE_WAIT_MS && waits++ < MAX_INLINE_WAITS && (deadline === undefined || Date.now() + wait < deadline.notAfter.getTime())) {
           await sleep(wait, signal);
           continue;
         }

@@ -93,7 +93,7 @@ export class SlackTransport implements Transport {
     // The workspace url (for the permalink) is known before anything is created, so a send costs one call.
     await this.identity(signal);
     const { text, blocks } = rendered(message, mentions);
-    const sent = await this.api.call<WebAPICallResult & { channel?: string; ts?: string }>(
+    const create = () => this.api.call<WebAPICallResult & { channel?: string; ts?: string }>(
       'chat.postMessage',
       {
         channel: channelId,
@@ -109,8 +109,29 @@ export class SlackTransport implements Transport {
       },
       { signal, deadline },
     );
+    let sent;
+    try {
+      sent = await create();
+    } catch (err) {
+      // not_in_channel is a refusal (nothing was created): a public channel the bot can join is
+      // joined, as a person would, and the post made once more. Otherwise the refusal stands.
+      if (slackErrorCode(err) !== 'not_in_channel' || !(await this.joined(channelId, signal))) throw err;
+      sent = await create();
+    }
     if (typeof sent.ts !== 'string') throw new TransportError({ kind: 'transient', detail: 'slack chat.postMessage answered without a ts', mayHaveCreated: true });
     return { channelId: sent.channel ?? channelId, messageId: sent.ts };
+  }
+
+  /** https://api.slack.com/methods/conversations.join: whether the bot is now in the channel. */
+  private async joined(channelId: string, signal: AbortSignal): Promise<boolean> {
+    try {
+      await this.api.call('conversations.join', { channel: channelId }, { signal });
+      return true;
+    } catch (err) {
+      // A private channel, an archived one, or no channels:join scope: the bot must be invited.
+      if (err instanceof TransportError && err.failure.kind !== 'transient') return false;
+      throw err;
+    }
   }
 
   /** https://api.slack.com/methods/conversations.open */

@@ -4,14 +4,18 @@ import type { Pacer } from '../../platform/db/shared-pacer.js';
 import { errorSummary } from '../../platform/errors.js';
 import { StartupError } from '../../platform/startup.js';
 import type { RunningTransport, TransportServices } from '../plugin.js';
-import { TransportError } from '../transport.js';
+import { TransportError, type Transport } from '../transport.js';
 import type { SlackConfig } from './index.js';
 import { slackErrorCode } from './slack-client.js';
 import { burstPacerFor, tierOf } from './slack-pacer.js';
+import { SlackChat } from './slack-chat.js';
+import { SlackSocket } from './slack-socket.js';
 import { SlackTransport } from './slack-transport.js';
 
 /** At most this long to ask Slack whether it accepts the token before starting anyway. */
 const TOKEN_CHECK_MS = 10_000;
+/** How long start-up waits for Socket Mode to connect before serving without it. */
+const SOCKET_START_MS = 15_000;
 /** Slack's answers to auth.test that mean the token itself is refused. */
 const TOKEN_REFUSED = new Set(['invalid_auth', 'not_authed', 'token_revoked', 'token_expired', 'account_inactive', 'not_allowed_token_type']);
 
@@ -65,11 +69,53 @@ export async function startSlack(config: SlackConfig, services: TransportService
   });
   // Learn the workspace url (for permalinks) now; a send asks again if Slack did not answer.
   transport.identity(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS))).catch((err: unknown) => services.log.warn({ err: errorSummary(err) }, 'Slack auth.test failed at start; retried on first send'));
+  const log = services.log.child({ transport: 'slack' });
+  // The chat tools call Slack through the same paced, never-retrying caller as the sends.
+  const chat = new SlackChat({ client: transport.api, log, selfId: () => transport.selfId() });
+  // Socket Mode (slash commands, messages others write) needs the app-level token; only a serving
+  // process connects, once the modules are up.
+  const socket = config.appToken !== undefined ? new SlackSocket({ appToken: config.appToken, apiUrl: config.apiUrl, log, client: transport.api }) : undefined;
+  const watchSocket = socket !== undefined && services.serving;
+  if (watchSocket) services.link('socket', () => socket.up);
+  const facets: Transport = {
+    name: transport.name,
+    idempotentSend: transport.idempotentSend,
+    sender: transport.sender,
+    dms: transport.dms,
+    editor: transport.editor,
+    keyed: transport.keyed,
+    channels: transport.channels,
+    members: transport.members,
+    chat,
+    ...(socket !== undefined ? { inbound: socket } : {}),
+    messageUrl: (scope, channelId, ts) => transport.messageUrl(scope, channelId, ts),
+  };
   return {
-    facets: transport,
-    readiness: () => ({}),
+    facets,
+    readiness: (): Record<string, string> => (watchSocket ? { slack_socket: socket.up ? 'ok' : 'unavailable' } : {}),
+    async serve(surfaces) {
+      if (!watchSocket) return;
+      log.info('connecting to Slack over Socket Mode');
+      const failed = (err: unknown) => log.error({ err: errorSummary(err) }, 'Slack Socket Mode unavailable; slash commands will not be answered');
+      const connecting = socket.serve(surfaces.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` });
+      // Deliveries do not need Socket Mode: start-up waits for it a while, then goes on serving
+      // (Slack's client keeps trying), and /readyz says whether it is up.
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<'waited'>((resolve) => (timer = setTimeout(() => resolve('waited'), SOCKET_START_MS)));
+      try {
+        if ((await Promise.race([connecting, waited])) === 'waited') {
+          log.warn({ waited_ms: SOCKET_START_MS }, 'Slack Socket Mode not connected yet; serving without it meanwhile');
+          connecting.catch(failed);
+        }
+      } catch (err) {
+        failed(err);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
     async close() {
-      // Nothing held open: every Web API call is its own request.
+      // Web API calls are each their own request; only the Socket Mode connection is held open.
+      await socket?.close();
     },
   };
 }

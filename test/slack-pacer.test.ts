@@ -1,0 +1,60 @@
+import type { Kysely } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openStore, type Store } from '../src/platform/db/database.js';
+import { burstPacerFor, SharedBurstPacer, tierOf } from '../src/transports/slack/slack-pacer.js';
+import { migratedStore, type MigratedStore } from './support/db.js';
+
+/**
+ * Slack's limits belong to the workspace (a method's tier) or the channel (posts): every process
+ * sending as one bot shares each budget through the database, a burst first and then evenly spaced.
+ */
+describe('Slack budgets shared by processes', () => {
+  let fixture: MigratedStore | undefined;
+  let stores: Store[] = [];
+  beforeAll(async () => {
+    fixture = await migratedStore();
+    const { db } = fixture;
+    // Three "processes": three stores on one database (PGlite: one store, as it has one process).
+    const n = db.databaseUrl === undefined ? 1 : 3;
+    stores = [fixture.store as Store];
+    for (let i = 1; i < n; i++) stores.push(await openStore({ databaseUrl: db.databaseUrl, dataDir: db.dataDir }));
+  });
+  afterAll(async () => {
+    for (const s of stores.slice(1)) await s.close();
+    await fixture?.close();
+  });
+
+  it('lets a burst through at once, then spaces the rest at the rate, across every process', async () => {
+    const budget = { perSecond: 10, burst: 5 };
+    const pacers = stores.map((s) => burstPacerFor({ kind: s.kind, db: s.db as Kysely<unknown> }, 'test:slack-burst', budget));
+    const starts: number[] = [];
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: 15 }, async (_, i) => {
+        await pacers[i % pacers.length]?.acquire();
+        starts.push(performance.now() - t0);
+      }),
+    );
+    starts.sort((a, b) => a - b);
+    // The burst goes at once; the next ten wait their turn, 100 ms apart.
+    expect(starts[4]).toBeLessThan(80);
+    expect(starts[5]).toBeGreaterThan(60);
+    expect(starts[14]).toBeGreaterThan(1000 - 60);
+    expect(pacers.every((p) => !(p instanceof SharedBurstPacer) || p.unpaced === 0)).toBe(true);
+  });
+
+  it('with a burst of one (posts in a channel), spaces every request at the rate', async () => {
+    const s = stores[0] as Store;
+    const pacer = burstPacerFor({ kind: s.kind, db: s.db as Kysely<unknown> }, 'test:slack-post', { perSecond: 4, burst: 1 });
+    const t0 = performance.now();
+    for (let i = 0; i < 3; i++) await pacer.acquire();
+    expect(performance.now() - t0).toBeGreaterThan(500 - 40);
+  });
+
+  it("knows Slack's tiers of the methods Herald calls (Tier 3 for any other)", () => {
+    expect(tierOf('conversations.history')).toMatchObject({ tier: 3, budget: { perSecond: 50 / 60 } });
+    expect(tierOf('conversations.list')).toMatchObject({ tier: 2 });
+    expect(tierOf('users.info')).toMatchObject({ tier: 4 });
+    expect(tierOf('some.newMethod')).toMatchObject({ tier: 3 });
+  });
+});
