@@ -58,6 +58,9 @@ const PAUSE_MS = [1_200, 2_800] as const;
 const FAULT_GAP_MS = [1_000, 3_000] as const;
 
 
+/** See where the phase's environment is built. */
+const SLACK_LEASE_MS = '10000';
+
 type SlackFault = (faults: SlackFaults) => void;
 
 function randomSlackFault(rng: Rng): [string, SlackFault] {
@@ -113,8 +116,11 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
     const bridgeToken = newToken();
     const adminToken = newToken();
     // Herald's Slack requests time out fast, like its Discord ones here (the lease must outlast them).
-    // (Read here, not at load: campaign.ts and this module import each other.)
-    const extra = { ...HERALD_TIMINGS, HERALD_SLACK_TIMEOUT_MS: HERALD_TIMINGS.HERALD_DISCORD_TIMEOUT_MS };
+    // The lease is longer than the other phases' 3 s: Slack admits one message per second per
+    // channel, so a post may wait its turn several seconds behind the others of its channel, and
+    // an attempt gives up waiting when its lease ends. (Read here, not at load: campaign.ts and
+    // this module import each other.)
+    const extra = { ...HERALD_TIMINGS, HERALD_LEASE_MS: SLACK_LEASE_MS, HERALD_SLACK_TIMEOUT_MS: HERALD_TIMINGS.HERALD_DISCORD_TIMEOUT_MS };
     const env = heraldEnv(
       { sandbox: discord, db: { databaseUrl, dataDir, drop: async () => undefined }, bridgeToken, adminToken },
       { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...extra, SLACK_BOT_TOKEN: slack.botToken, SLACK_API_URL: slack.apiUrl },
@@ -247,7 +253,7 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
           `Slack calls: ${Object.entries(sandboxRequests)
             .map(([k, v]) => `${k} ${v}`)
             .join(', ')} (the injected 429s included)`,
-          `unknown: ${unknownNotes.length} deliveries were seen unknown during the chaos (a create's answer lost or Herald killed mid-send), each re-POSTed by its connector and settled by its key in the channel's history; ${counts.states.unknown} left unknown at the end`,
+          `unknown: ${unknownNotes.length} deliveries were seen unknown during the run (a create in doubt whose key Herald could not yet look up in the channel's history), each re-POSTed by its connector; ${counts.states.unknown} left unknown at the end (stuck: with the key in every message's metadata Herald can always decide); how each ended:`,
           ...unknownNotes.slice(0, 10).map((n) => `  - ${n}`),
           ...(unknownNotes.length > 10 ? [`  … ${unknownNotes.length - 10} more`] : []),
         ],
