@@ -95,7 +95,7 @@ export async function slackDrain(harness: SlackDrainHarness, posts: number, proc
       const all = marked();
       const duplicates = all.length - new Set(all).size;
       const rateLimited = slack.ratelimited - limited;
-      const ratio = Math.round((seconds / floor) * 100) / 100;
+      const ratio = Math.round((seconds / floor) * 1000) / 1000;
       console.log(
         `  slack drain ${posts} over ${channels.length} channels (${POSTS_PER_SECOND_PER_CHANNEL}/s each) with ${processes} Herald processes: ${seconds.toFixed(1)} s (floor ${floor} s, ratio ${ratio}, target ≤ 1.10), 429s ${rateLimited}, duplicates ${duplicates}`,
       );
