@@ -60,6 +60,7 @@ const FAULT_GAP_MS = [1_000, 3_000] as const;
 
 /** See where the phase's environment is built. */
 const SLACK_LEASE_MS = '10000';
+const SLACK_TIMEOUT_MS = '4000';
 
 type SlackFault = (faults: SlackFaults) => void;
 
@@ -115,12 +116,11 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
     await mkdir(dataDir, { recursive: true });
     const bridgeToken = newToken();
     const adminToken = newToken();
-    // Herald's Slack requests time out fast, like its Discord ones here (the lease must outlast them).
-    // The lease is longer than the other phases' 3 s: Slack admits one message per second per
-    // channel, so a post may wait its turn several seconds behind the others of its channel, and
-    // an attempt gives up waiting when its lease ends. (Read here, not at load: campaign.ts and
-    // this module import each other.)
-    const extra = { ...HERALD_TIMINGS, HERALD_LEASE_MS: SLACK_LEASE_MS, HERALD_SLACK_TIMEOUT_MS: HERALD_TIMINGS.HERALD_DISCORD_TIMEOUT_MS };
+    // Lease and timeout longer than the other phases' (3 s, 1 s): Slack admits one message per
+    // second per channel and about 50 history reads a minute, so a request may wait its turn for
+    // seconds, and an attempt gives up waiting when its lease ends. (Read here, not at load:
+    // campaign.ts and this module import each other.)
+    const extra = { ...HERALD_TIMINGS, HERALD_LEASE_MS: SLACK_LEASE_MS, HERALD_SLACK_TIMEOUT_MS: SLACK_TIMEOUT_MS };
     const env = heraldEnv(
       { sandbox: discord, db: { databaseUrl, dataDir, drop: async () => undefined }, bridgeToken, adminToken },
       { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...extra, SLACK_BOT_TOKEN: slack.botToken, SLACK_API_URL: slack.apiUrl },
