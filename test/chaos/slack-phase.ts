@@ -232,7 +232,7 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
       await apiOnly.close();
       apiOnly = undefined;
       const rows = await deliveryRows(databaseUrl);
-      const { counts, violations, unknownNotes } = verifySlack({ tracked: [...ledger.values()], finals, messages, channels, workspaceUrl: slack.workspaceUrl, rows, logsFor: (ids) => logLines(f, ids) });
+      const { counts, violations, unknownNotes, failedNotes } = verifySlack({ tracked: [...ledger.values()], finals, messages, channels, workspaceUrl: slack.workspaceUrl, rows, logsFor: (ids) => logLines(f, ids) });
       const verifyMs = Date.now() - verifyStart;
       const sandboxRequests: Record<string, number> = {};
       for (const method of ['auth.test', 'chat.postMessage', 'conversations.history', 'conversations.info', 'conversations.join']) sandboxRequests[method] = slack.calls(method);
@@ -256,6 +256,8 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
           `unknown: ${unknownNotes.length} deliveries were seen unknown during the run (a create in doubt whose key Herald could not yet look up in the channel's history), each re-POSTed by its connector; ${counts.states.unknown} left unknown at the end (stuck: with the key in every message's metadata Herald can always decide); how each ended:`,
           ...unknownNotes.slice(0, 10).map((n) => `  - ${n}`),
           ...(unknownNotes.length > 10 ? [`  … ${unknownNotes.length - 10} more`] : []),
+          `failed though mapped: ${failedNotes.length} (not violations when no message carries their key, as in the other phases)`,
+          ...failedNotes.slice(0, 10).map((n) => `  - ${n}`),
         ],
       };
       log(`verdict: ${total === 0 ? 'no violations' : `${total} VIOLATIONS`}`);

@@ -33,7 +33,7 @@ export function keyOf(m: SlackMessage): string | undefined {
   return typeof id === 'string' ? id : undefined;
 }
 
-export function verifySlack(input: SlackVerifyInput): { counts: PhaseCounts; violations: Violation[]; unknownNotes: string[] } {
+export function verifySlack(input: SlackVerifyInput): { counts: PhaseCounts; violations: Violation[]; unknownNotes: string[]; failedNotes: string[] } {
   const { tracked, finals, messages } = input;
   const keyOwner = new Map<string, string>();
   for (const t of tracked) keyOwner.set(deliveryNonce(t.requestId), t.requestId);
@@ -94,6 +94,7 @@ export function verifySlack(input: SlackVerifyInput): { counts: PhaseCounts; vio
   };
 
   const unknownNotes: string[] = [];
+  const failedNotes: string[] = [];
   const urlOwners = new Map<string, string[]>();
   for (const t of tracked) {
     const f = finals.get(t.requestId);
@@ -113,10 +114,11 @@ export function verifySlack(input: SlackVerifyInput): { counts: PhaseCounts; vio
     }
     if (state?.state === 'failed' && t.kind === 'post' && t.destination === 'ops') counts.failedUnmapped += 1;
     else if (state?.state === 'failed') {
-      // Slack is reachable again after the chaos and the connector re-POSTs a failure: a post to a
-      // mapped channel must end delivered.
+      // As in the other phases, not a violation by itself: Herald gave up after its attempts (each
+      // hit a fault or a kill) and its connector took the failure as final. True only if no message
+      // carries its key (failed-but-sent below); listed so each one can be read.
       const row = input.rows.get(t.requestId);
-      flag('lost', [t.requestId], `failed ${state.code ?? ''} (reason ${JSON.stringify(row?.['reason'] ?? null)}) though its channel is mapped and Slack answers`);
+      failedNotes.push(`${t.requestId.slice(0, 12)}: failed ${state.code ?? ''} (${String(row?.['reason'] ?? 'no reason')}), ${t.failedReposts} re-POSTs after failed, then the connector gave up`);
     }
     // Unknown met along the way (an answer lost, Herald killed mid-send): how it ended.
     const unknownSeen = t.timeline.filter((line) => line.includes('→ unknown')).length;
@@ -159,7 +161,7 @@ export function verifySlack(input: SlackVerifyInput): { counts: PhaseCounts; vio
   counts.stuck = flagged.get('stuck')?.size ?? 0;
   counts.misattributed = flagged.get('misattributed')?.size ?? 0;
   counts.failedButSent = flagged.get('failed-but-sent')?.size ?? 0;
-  return { counts, violations, unknownNotes };
+  return { counts, violations, unknownNotes, failedNotes };
 }
 
 /** Slack's permalink form: `<workspace url>archives/<channel>/p<ts without the dot>`. */
