@@ -1,4 +1,7 @@
+import { ChannelType, type REST } from 'discord.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DiscordChat } from '../src/transports/discord/discord-chat.js';
+import { TransportError, type History } from '../src/transports/transport.js';
 import { expectValidResponse } from './support/client.js';
 import { IDS, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
@@ -87,5 +90,47 @@ describe('chat tools on Discord', () => {
     expect(unknown.status).toBe(422);
     expect((unknown.json as { error: string }).error).toContain('no text channel nowhere');
     expect(h.sandbox.allMessages().length).toBe(before);
+  });
+});
+
+/**
+ * A chat text of several parts fails as a whole send: once a part went out, a later part's failure
+ * that by itself created nothing still leaves the send in doubt, so the next attempt proves what is
+ * in the channel instead of sending the first part again.
+ */
+describe('a Discord chat send failing partway', () => {
+  const failingAt = (failAt: number) => {
+    const created: string[] = [];
+    let tries = 0;
+    const chat = new DiscordChat({
+      rest: { get: async () => [{ id: '1', name: 'alerts', type: ChannelType.GuildText }] } as unknown as REST,
+      guildId: 'g',
+      selfId: async () => 'bot',
+      send: async (channelId, content) => {
+        if (tries++ === failAt) throw new TransportError({ kind: 'transient', detail: 'rate limited', retryAfterMs: 5 });
+        created.push(content);
+        return { channelId, messageId: String(created.length) };
+      },
+      history: {} as History,
+      ledger: () => undefined,
+      call: (fn) => fn(),
+    });
+    return { chat, created };
+  };
+  // Two parts on Discord (1,800 bytes a part).
+  const text = 'word '.repeat(500);
+  const signal = new AbortController().signal;
+
+  it('a failure after the first part went out may have created something; before any part, it did not', async () => {
+    const late = failingAt(1);
+    await expect(late.chat.send('alerts', text, 'ada', 'k', new Map(), signal)).rejects.toMatchObject({ failure: { kind: 'transient', mayHaveCreated: true, retryAfterMs: 5 } });
+    expect(late.created).toHaveLength(1);
+    const early = failingAt(0);
+    const failure = await early.chat.send('alerts', text, 'ada', 'k', new Map(), signal).catch((err: unknown) => (err as TransportError).failure);
+    expect(failure).toEqual({ kind: 'transient', detail: 'rate limited', retryAfterMs: 5 });
+    // Parts an earlier attempt got out (proven) are not this call's: nothing was created here.
+    const resent = failingAt(0);
+    const again = await resent.chat.send('alerts', text, 'ada', 'k', new Map([[0, '9']]), signal).catch((err: unknown) => (err as TransportError).failure);
+    expect(again).toEqual({ kind: 'transient', detail: 'rate limited', retryAfterMs: 5 });
   });
 });

@@ -1,7 +1,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startHerald } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
 import { deliveryNonce } from '../src/modules/deliveries/delivery.js';
+import { createLogger } from '../src/platform/log.js';
 import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/transports/slack/sandbox/sandbox.js';
 import { client } from './support/client.js';
@@ -93,9 +96,8 @@ describe('a Herald killed between Slack creating the message and the commit', ()
     db = undefined;
   });
 
-  it('the restarted Herald finds the message by its key: delivered once, with its permalink', async () => {
-    db = await testDatabase();
-    const env = heraldEnv({ sandbox: discord, db, bridgeToken, adminToken }, {
+  const envFor = (database: TestDatabase): Record<string, string> =>
+    heraldEnv({ sandbox: discord, db: database, bridgeToken, adminToken }, {
       SLACK_BOT_TOKEN: slack.botToken,
       SLACK_API_URL: proxy.url,
       HERALD_SLACK_TIMEOUT_MS: '1000',
@@ -104,24 +106,52 @@ describe('a Herald killed between Slack creating the message and the commit', ()
       HERALD_NONCE_WINDOW_MS: '0',
       HERALD_GATEWAY: 'off',
     });
+  const postOf = (id: string) => ({ request_id: id, kind: 'post', target: { guild_id: IDS.guild, destination: 'ops' }, body: { content: `crash ${id.slice(0, 8)}` } });
+  const marked = (id: string) => slack.messages(SLACK_SANDBOX_IDS.channels.general).filter((m) => m.metadata?.event_payload['id'] === deliveryNonce(id));
+
+  /** Post through a fresh `herald serve`, and SIGKILL it once Slack created the message, its answer held back. */
+  async function postAndKillAfterSlackCreated(env: Record<string, string>, id: string): Promise<void> {
     const first = await procs.start(['serve'], env);
     const map = await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/ops`, { transport: 'slack', channel: SLACK_SANDBOX_IDS.channels.general });
     expect(map.status, map.text).toBe(200);
-    const id = newRequestId();
-    const marked = () => slack.messages(SLACK_SANDBOX_IDS.channels.general).filter((m) => m.metadata?.event_payload['id'] === deliveryNonce(id));
     proxy.holding = true;
-    const accepted = await client(first.url ?? '', bridgeToken).post('/mcp/deliveries', { request_id: id, kind: 'post', target: { guild_id: IDS.guild, destination: 'ops' }, body: { content: `crash ${id.slice(0, 8)}` } });
+    const accepted = await client(first.url ?? '', bridgeToken).post('/mcp/deliveries', postOf(id));
     expect(accepted.status).toBe(202);
-    await waitFor(() => marked().length === 1 && proxy.held.length === 1, 'Slack to create the message, its answer held');
+    await waitFor(() => marked(id).length === 1 && proxy.held.length > 0, 'Slack to create the message, its answer held');
     first.kill('SIGKILL');
     expect((await first.exited).signal).toBe('SIGKILL');
     proxy.holding = false;
+  }
 
+  it('the restarted Herald finds the message by its key: delivered once, with its permalink', async () => {
+    db = await testDatabase();
+    const env = envFor(db);
+    const id = newRequestId();
+    await postAndKillAfterSlackCreated(env, id);
     const second = await procs.start(['serve'], env);
-    const state = await waitForDelivery(client(second.url ?? '', bridgeToken), id, 'delivered', 'the reconciled delivery', 45_000);
-    const sent = marked();
+    const state = await waitForDelivery(client(second.url ?? '', bridgeToken), id, 'delivered', 'the reconciled delivery', 60_000);
+    const sent = marked(id);
     expect(sent).toHaveLength(1);
     expect(state['url']).toBe(`${slack.url}/archives/${SLACK_SANDBOX_IDS.channels.general}/p${sent[0]?.ts.replace('.', '')}`);
     expect(slack.calls('conversations.history')).toBeGreaterThan(0);
-  }, 90_000);
+  }, 150_000);
+
+  it('a connector re-POSTing the orphan keeps it in doubt: still one message, found by its key', async () => {
+    db = await testDatabase();
+    const env = envFor(db);
+    const id = newRequestId();
+    await postAndKillAfterSlackCreated(env, id);
+    // An API-only Herald (no dispatcher) shows the orphan unknown once its lease ran out; the connector re-POSTs it.
+    const apiOnly = await startHerald({ config: loadConfig({ ...env, LOG_LEVEL: 'silent' }), log: createLogger('silent'), roles: { http: true, dispatcher: false } });
+    try {
+      const api = client(apiOnly.url ?? '', bridgeToken);
+      await waitForDelivery(api, id, 'unknown', 'the lease to expire', 15_000);
+      expect((await api.post('/mcp/deliveries', postOf(id))).json).toMatchObject({ existing: true, state: { state: 'pending' } });
+    } finally {
+      await apiOnly.close();
+    }
+    const second = await procs.start(['serve'], env);
+    await waitForDelivery(client(second.url ?? '', bridgeToken), id, 'delivered', 'the reconciled delivery', 60_000);
+    expect(marked(id)).toHaveLength(1);
+  }, 150_000);
 });

@@ -2,8 +2,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
 import { deliveryNonce } from '../src/modules/deliveries/delivery.js';
 import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/transports/slack/sandbox/sandbox.js';
+import { startSlackSandbox } from '../src/transports/slack/slack-sandbox-mode.js';
 import { SlackTransport } from '../src/transports/slack/slack-transport.js';
 import { expectValidResponse } from './support/client.js';
 import { IDS, newRequestId, newToken, startTestHerald, type TestHerald } from './support/herald.js';
@@ -164,10 +166,38 @@ describe('sending to Slack', () => {
     const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
     await expect(transport.sender?.send('C0NOSUCH001', { content: 'nowhere' }, 'k'.repeat(32), AbortSignal.timeout(5_000))).rejects.toMatchObject({ failure: { kind: 'not_found' } });
     expect(await transport.channels.getChannel('C0NOSUCH001')).toBeUndefined();
+    expect(await transport.channels.getChannel(SLACK.channels.general)).toEqual({ id: SLACK.channels.general, guildId: SLACK.team, name: 'general', isText: true });
     expect(transport.channels.check?.('general')).toBe('channel must be a Slack channel id (C…, G… or D…)');
+    // A channel whose history cannot be read gives no verdict on a key: undecided, with why.
+    const unreadable = await transport.keyed.findByKey('C0NOSUCH001', 'k'.repeat(32), new Date(Date.now() - 60_000), new Date(), AbortSignal.timeout(5_000));
+    expect(unreadable).toEqual({ undecided: "the channel's history cannot be read (channel_not_found)" });
   });
 
-  it('a DM goes to the channel conversations.open gives', async () => {
+  it('a failed create says whether it may have created the message, as the engine needs', async () => {
+    const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
+    const send = (content: string, options: { signal?: AbortSignal; deadline?: Date } = {}) =>
+      transport.sender.send(SLACK.channels.general, { content }, newRequestId().slice(0, 32), options.signal ?? AbortSignal.timeout(5_000), undefined, options.deadline !== undefined ? { notAfter: options.deadline } : undefined);
+    const creates = slack.calls('chat.postMessage');
+    // Too long for Slack: refused, nothing created.
+    await expect(send('x'.repeat(40_001))).rejects.toMatchObject({ failure: { kind: 'rejected', detail: 'slack msg_too_long on chat.postMessage' } });
+    // Past its deadline before it left, or aborted before: it never reaches Slack.
+    await expect(send('late', { deadline: new Date(Date.now() - 1_000) })).rejects.toMatchObject({ failure: { kind: 'transient', departedLate: true } });
+    const aborted = new AbortController();
+    aborted.abort();
+    const refused = await send('aborted', { signal: aborted.signal }).catch((err: unknown) => err);
+    expect(refused).toMatchObject({ failure: { kind: 'transient' } });
+    expect((refused as { failure: { mayHaveCreated?: boolean } }).failure.mayHaveCreated).toBeUndefined();
+    expect(slack.calls('chat.postMessage') - creates).toBe(1);
+    // A 503 after the request left may have created it; a 429 certainly did not.
+    slack.faults.failNext('chat.postMessage', 503, 1);
+    await expect(send('503')).rejects.toMatchObject({ failure: { kind: 'transient', mayHaveCreated: true } });
+    slack.faults.rateLimitNext('chat.postMessage', 7, 1);
+    const limited = await send('429').catch((err: unknown) => err);
+    expect(limited).toMatchObject({ failure: { kind: 'transient', retryAfterMs: 7_000 } });
+    expect((limited as { failure: { mayHaveCreated?: boolean } }).failure.mayHaveCreated).toBeUndefined();
+  });
+
+  it('a DM goes to the channel conversations.open gives; members are listed by name', async () => {
     const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
     const dm = await transport.dms.openDm(SLACK.users.bob, AbortSignal.timeout(5_000));
     expect(dm).toMatch(/^D/);
@@ -181,6 +211,54 @@ describe('sending to Slack', () => {
     expect(found).toEqual({ found: { channelId: dm, messageId: sent.messageId } });
     const absent = await transport.keyed.findByKey(dm, 'x'.repeat(32), new Date(Date.now() - 60_000), new Date(Date.now() + 60_000), AbortSignal.timeout(5_000));
     expect(absent).toEqual({ absent: true });
+    // Members by their display names, the bot marked as one.
+    const members = await transport.members.listMembers(SLACK.channels.general);
+    expect(members.map((m) => [m.userId, m.bot]).sort()).toEqual([[SLACK.bot.user, true], [SLACK.users.ada, false], [SLACK.users.bob, false]].sort());
+    expect(members.find((m) => m.userId === SLACK.users.ada)?.displayName).toBe('ada');
+  });
+});
+
+describe("Slack's sandbox for sandbox mode", () => {
+  it('starts a workspace kept in the data folder, and settings Herald sends with', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-slack-mode-'));
+    const started = await startSlackSandbox({ dataDir, host: '127.0.0.1', port: 0, core: { leaseMs: 10_000, home: 'discord' } });
+    try {
+      expect(started.config).toMatchObject({ apiUrl: `${started.url}api/`, timeoutMs: 5_000 });
+      expect((await fetch(started.url)).status).toBe(200);
+      const transport = new SlackTransport({ token: started.config.botToken, apiUrl: started.config.apiUrl, timeoutMs: started.config.timeoutMs });
+      const sent = await transport.sender.send(SLACK.channels.general, { content: 'kept' }, 'k'.repeat(32), AbortSignal.timeout(5_000));
+      expect(transport.messageUrl('', sent.channelId, sent.messageId)).toBe(`${started.url}archives/${SLACK.channels.general}/p${sent.messageId.replace('.', '')}`);
+    } finally {
+      await started.close();
+    }
+    // The workspace is still there after a restart.
+    const again = await startSlackSandbox({ dataDir, host: '127.0.0.1', port: 0, core: { leaseMs: 10_000, home: 'discord' } });
+    try {
+      const transport = new SlackTransport({ token: again.config.botToken, apiUrl: again.config.apiUrl, timeoutMs: again.config.timeoutMs });
+      const found = await transport.keyed.findByKey(SLACK.channels.general, 'k'.repeat(32), new Date(Date.now() - 60_000), new Date(Date.now() + 60_000), AbortSignal.timeout(5_000));
+      expect(found).toHaveProperty('found');
+    } finally {
+      await again.close();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("Slack's settings", () => {
+  it('refuses a token of the wrong kind, an API URL without its slash, and an app token alone, naming each', () => {
+    const problems = (env: Record<string, string>): string[] => {
+      try {
+        loadConfig({ DISCORD_TOKEN: 'x', ...env });
+        return [];
+      } catch (err) {
+        return String(err).split('\n').filter((l) => l.includes('SLACK_')).map((l) => l.replace(/^\s*- /, ''));
+      }
+    };
+    expect(problems({ SLACK_BOT_TOKEN: 'xoxp-user-token' })).toEqual(['SLACK_BOT_TOKEN must be a Slack bot token (xoxb-…)']);
+    expect(problems({ SLACK_BOT_TOKEN: 'xoxb-1', SLACK_APP_TOKEN: 'xoxb-2' })).toEqual(['SLACK_APP_TOKEN must be a Slack app-level token (xapp-…)']);
+    expect(problems({ SLACK_BOT_TOKEN: 'xoxb-1', SLACK_API_URL: 'https://slack.com/api' })).toEqual(['SLACK_API_URL must be an http(s) URL ending with /']);
+    expect(problems({ SLACK_APP_TOKEN: 'xapp-1' })).toEqual(['SLACK_APP_TOKEN is set but SLACK_BOT_TOKEN is not: Slack needs the bot token too']);
+    expect(loadConfig({ DISCORD_TOKEN: 'x', SLACK_BOT_TOKEN: 'xoxb-1' }).platforms['slack']).toEqual({ botToken: 'xoxb-1', appToken: undefined, apiUrl: 'https://slack.com/api/', postsPerSecond: 1, timeoutMs: 15_000 });
   });
 });
 

@@ -260,7 +260,7 @@ export interface Chat {
   /**
    * Send `text` as `sender`, split to the platform's line length. `key` marks every line, the
    * same on every attempt; `alreadySent` holds the parts an earlier attempt got out (by index),
-   * which are not sent again.
+   * which are not sent again. A failure after a part of this call went out says `mayHaveCreated`.
    */
   send(channel: string, text: string, sender: string, key: string, alreadySent: ReadonlyMap<number, string>, signal: AbortSignal, deadline?: SendDeadline): Promise<ChatSent>;
   /**

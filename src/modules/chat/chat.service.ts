@@ -125,9 +125,13 @@ async function platformCall<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
-/** A chat send's wire view from its outbox row; the states a chat send can reach are its own words. */
+/**
+ * A chat send's wire view from its outbox row; the states a chat send can reach are its own words.
+ * An outbox `unknown` (in doubt, and the platform cannot tell whether it was sent) is the chat
+ * state `unconfirmed`, with its reason: Herald does not send it again.
+ */
 function view(row: DeliveryRow): ChatSendView {
-  const state = row.status === 'in_flight' || row.status === 'unknown' ? 'pending' : row.status;
+  const state = row.status === 'in_flight' ? 'pending' : row.status === 'unknown' ? 'unconfirmed' : row.status;
   const target = row.target as ChatTarget;
   const out: ChatSendView = { id: chatIdOf(row.request_id), transport: target.transport as ChatPlatform, channel: target.channel, sender: target.sender, state };
   if (row.message_ids !== null) out.message_ids = JSON.parse(row.message_ids) as string[];

@@ -52,6 +52,8 @@ export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetric
 
 type Outcome = Pick<DeliveryUpdate, 'transport' | 'status' | 'failure_code' | 'channel_id' | 'message_id' | 'message_ids' | 'url' | 'next_attempt_at' | 'applied' | 'attempts' | 'reason'>;
 
+/** A self-sending kind's proof could not tell whether an in-doubt attempt sent it. */
+const SELF_SEND_UNDECIDED = 'an earlier attempt may have sent it, and the platform cannot tell whether it did';
 /** How soon an edit retries when another edit of the same message is being applied. */
 const EDIT_BUSY_RETRY_MS = 100;
 /**
@@ -116,11 +118,13 @@ export class DeliveryJobs {
     const { signal } = context;
     const log = this.log.child({ request_id: row.request_id, kind: row.kind, attempt: row.attempts });
     const started = row.attempt_started_at ?? this.clock.now();
-    // A self-sending kind proves an earlier attempt's sends by itself (its own doubt rule).
     const declared = this.sendKinds.get(row.kind);
-    const selfSending = declared !== undefined && 'send' in declared ? declared : undefined;
-    const ownProof = selfSending !== undefined;
-    const doubt = !ownProof && row.doubt_from !== null ? { from: row.doubt_from, until: row.doubt_until ?? row.doubt_from, channelId: row.doubt_channel_id } : undefined;
+    const selfSending = declared !== undefined && 'send' in declared;
+    // A self-sending kind's reason reaches its caller (chat on any platform): it names no platform.
+    const platform = selfSending ? 'the platform' : 'Discord';
+    // One in-doubt rule for every kind: a doubt an earlier attempt recorded (or a claim recorded
+    // for an attempt whose process died mid-send) is settled before anything is sent again.
+    const doubt = row.doubt_from !== null ? { from: row.doubt_from, until: row.doubt_until ?? row.doubt_from, channelId: row.doubt_channel_id } : undefined;
     const at: Attempt = { row, signal, log, doubt, owner: context.owner, doubtTransport: row.transport };
     let outcome: Outcome;
     try {
@@ -137,11 +141,9 @@ export class DeliveryJobs {
         outcome = { status: 'failed', failure_code: failure.kind === 'recipient_unreachable' ? 'RECIPIENT_UNREACHABLE' : 'UPSTREAM_UNAVAILABLE', reason: failure.detail };
         log.warn({ detail: failure.detail }, 'delivery rejected by discord');
       } else if (verdict.next === 'retry') {
-        let next = context.retryAt(failure.kind === 'transient' ? failure.retryAfterMs : undefined);
-        // What may have been created is looked for next time: not before a create still under way has surely landed.
-        const settleMs = ownProof && failure.kind === 'transient' && failure.mayHaveCreated === true ? (selfSending?.proofSettleMs ?? 0) : 0;
-        if (next.getTime() < this.clock.now().getTime() + settleMs) next = new Date(this.clock.now().getTime() + settleMs);
-        outcome = { status: 'pending', next_attempt_at: next, ...(ownProof ? { reason: failure.detail } : {}) };
+        // A delivery in doubt is looked for next time, once its doubt window has settled.
+        const next = context.retryAt(failure.kind === 'transient' ? failure.retryAfterMs : undefined);
+        outcome = { status: 'pending', next_attempt_at: next, ...(selfSending ? { reason: failure.detail } : {}) };
         log.info({ detail: failure.detail, retry_in_ms: next.getTime() - this.clock.now().getTime() }, 'delivery will be retried');
         this.metrics.retry(row.kind);
       } else {
@@ -152,14 +154,14 @@ export class DeliveryJobs {
           // once the doubt window has settled, and fails only if the channel shows nothing was created.
           outcome = { status: 'pending', next_attempt_at: new Date(at.doubt.until.getTime() + RECONCILE_SETTLE_MS), reason: 'final check of an in-doubt delivery' };
         } else {
-          outcome = { status: 'unknown', reason: `unconfirmed: a create may have reached Discord and channel history could not be read (${failure.detail})` };
+          outcome = { status: 'unknown', reason: `unconfirmed: a create may have reached ${platform} and channel history could not be read (${failure.detail})` };
         }
         log.warn({ detail: failure.detail, state: outcome.status }, 'delivery gave up after its last attempt');
       }
     }
     if (outcome.status === 'failed' && at.doubt !== undefined) {
       // Failing now would claim nothing was sent, yet an earlier create may have been.
-      outcome = { status: 'unknown', reason: `${outcome.failure_code ?? 'failed'} (${outcome.reason ?? 'rejected'}) after a create that may have reached Discord` };
+      outcome = { status: 'unknown', reason: `${outcome.failure_code ?? 'failed'} (${outcome.reason ?? 'rejected'}) after a create that may have reached ${platform}` };
     }
     const resolved = outcome.status === 'delivered' ? undefined : at.doubt;
     const recorded = await this.record(row, context.owner, {
@@ -213,19 +215,45 @@ export class DeliveryJobs {
     return this.sendOnce(at, resolved.address, resolved.scope, resolved.mentions);
   }
 
-  /** A kind that sends (and proves an earlier attempt's sends) by itself: its outcome, recorded here. */
+  /**
+   * A kind that sends several messages by itself, under the same in-doubt rule as a post: a doubt
+   * is settled first (once its window has settled, by the kind's proof), then only what the proof
+   * did not find is sent; after the last attempt, one claim only looks.
+   */
   private async selfSend(at: Attempt, kind: SelfSendingKind<unknown>): Promise<Outcome> {
-    const { row } = at;
-    const context = { transports: this.transports, ports: this.ports, signal: at.signal, log: at.log, row, siblings: (since: Date) => findRecentOfKind(this.db, row.kind, row.request_id, since) };
-    const sent = await kind.send(row.target, row.body, context);
-    const target = row.target as { transport?: string; channel?: string };
+    const { row, log } = at;
+    const context = { transports: this.transports, ports: this.ports, signal: at.signal, log, row, siblings: (since: Date) => findRecentOfKind(this.db, row.kind, row.request_id, since) };
+    const target = row.target as { transport?: TransportName; channel?: string };
+    const where = { ...(target.transport !== undefined ? { transport: target.transport } : {}), ...(target.channel !== undefined ? { channel_id: target.channel } : {}) };
+    if (target.transport !== undefined) at.sendingWith = target.transport;
+    const finalCheck = row.attempts > this.options.maxAttempts;
+    let found = new Map<number, string>();
+    if (at.doubt !== undefined) {
+      const nowMs = this.clock.now().getTime();
+      const settled = at.doubt.until.getTime() + RECONCILE_SETTLE_MS;
+      if (nowMs < settled) return { status: 'pending', next_attempt_at: new Date(settled), attempts: row.attempts - 1 };
+      const proven = await kind.prove(row.target, at.doubt, context);
+      this.metrics.reconciled(row.kind, proven === undefined ? 'undecided' : proven.size > 0 ? 'found' : 'absent');
+      if (proven === undefined) {
+        log.warn('in doubt and the platform cannot tell whether it was sent');
+        return { status: 'unknown', reason: SELF_SEND_UNDECIDED, ...where };
+      }
+      if (proven.size > 0 && finalCheck) {
+        return { status: 'unknown', reason: `attempts exhausted: ${proven.size} part(s) of it are in the channel, and it is not sent again`, ...where };
+      }
+      // Parts found stay in doubt until the send completes: a later retry proves them again.
+      if (proven.size === 0) at.doubt = undefined;
+      found = proven;
+    }
+    if (finalCheck) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: 'attempts exhausted; the channel shows nothing was created', ...where };
+    at.creatingIn = kind.channelOf(row.target);
+    const sent = await kind.send(row.target, row.body, context, found);
     return {
       status: sent.status,
       failure_code: sent.status === 'failed' ? 'UPSTREAM_UNAVAILABLE' : null,
       reason: sent.reason ?? null,
       ...(sent.messageIds !== undefined ? { message_ids: JSON.stringify(sent.messageIds) } : {}),
-      ...(target.transport !== undefined ? { transport: target.transport } : {}),
-      ...(target.channel !== undefined ? { channel_id: target.channel } : {}),
+      ...where,
     };
   }
 

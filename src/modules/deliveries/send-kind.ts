@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { TransportError, type Address, type Mentions, type Transports } from '../../transports/transport.js';
 import type { Destination, FailureCode, StoredKind } from './delivery.js';
+import type { Doubt } from './delivery.reconcile.js';
 import type { DeliveryRow } from './delivery.table.js';
 
 /**
@@ -56,9 +57,9 @@ export interface SelfSentOutcome {
   reason?: string;
 }
 
-/** What a self-sending kind's attempt is given besides the resolver's context. */
+/** What a self-sending kind's send or proof is given besides the resolver's context. */
 export interface SelfSendContext extends SendKindContext {
-  /** The row being attempted (its attempts count, created_at, request_id). */
+  /** The row being attempted (its attempts count, created_at, request_id, body). */
   readonly row: DeliveryRow;
   /** Other rows of the same kind created since then (a proof tells their messages from this one's). */
   siblings(since: Date): Promise<DeliveryRow[]>;
@@ -66,14 +67,19 @@ export interface SelfSendContext extends SendKindContext {
 
 /**
  * A kind whose send is not one message (a chat send: several lines, proven per platform by
- * `Chat.sentParts`): it sends, and proves what an earlier attempt sent, by itself; the engine keeps
+ * `Chat.sentParts`). It says how to send and how to prove what was sent; the engine decides when
+ * to prove, by the one in-doubt rule every kind follows (a doubt window recorded by a failure that
+ * may have created something, the settle before looking, the final look-only check), and keeps
  * the lease, the failure rule, retries and recording.
  */
 export interface SelfSendingKind<T = unknown> {
   readonly kind: StoredKind;
-  send(target: T, body: DeliveryRow['body'], context: SelfSendContext): Promise<SelfSentOutcome>;
-  /** After a failure that may have created something, the next attempt waits at least this long (so "absent" is a verdict). */
-  readonly proofSettleMs?: number;
+  /** The channel a send of `target` creates its messages in (the doubt window's channel). */
+  channelOf(target: T): string;
+  /** Send what `found` (parts proven already in the channel, by index) does not hold. */
+  send(target: T, body: DeliveryRow['body'], context: SelfSendContext, found: ReadonlyMap<number, string>): Promise<SelfSentOutcome>;
+  /** The parts an in-doubt attempt left in the channel (index → message id); undefined: the platform cannot tell. */
+  prove(target: T, doubt: Doubt, context: SelfSendContext): Promise<Map<number, string> | undefined>;
 }
 
 /** A facet the transport lacks: refused for good (the accept path already refuses such kinds). */

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { ChannelType, Routes, type APIChannel, type APIGuildMember, type APIMessage, type REST } from 'discord.js';
 import { splitForIrc } from '../irc/split.js';
 import { TransportError, type Chat, type ChatLine, type ChatSendProof, type History, type NonceLedger, type SendDeadline, type SentMessage } from '../transport.js';
+import { partway } from '../partway.js';
 import { snowflakeAt } from './snowflake.js';
 
 /** Discord's limit is 2000 characters; the `**sender**: ` prefix takes some of it. */
@@ -88,7 +89,7 @@ export class DiscordChat implements Chat {
         ids.push(earlier);
         continue;
       }
-      ids.push((await this.o.send(channelId, part, partNonce(key, i), signal, deadline)).messageId);
+      ids.push((await this.o.send(channelId, part, partNonce(key, i), signal, deadline).catch((err: unknown) => partway(err, ids.some((_, j) => !alreadySent.has(j))))).messageId);
     }
     return { messageIds: ids, confirmed: true };
   }

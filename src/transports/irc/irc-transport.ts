@@ -19,6 +19,7 @@ import { DELIVERY_TAG, IrcConnection, type ChannelLine, type IrcServer } from '.
 import { addChannel, linesBetween, linesTagged, listStoredChannels, pruneLines, readLines, storeLine } from './irc-line.repository.js';
 import type { IrcDb } from './irc-line.table.js';
 import { ircTextProblem, splitForIrc, withoutIrcControls } from './split.js';
+import { partway } from '../partway.js';
 
 export interface IrcTransportOptions {
   server: IrcServer;
@@ -265,7 +266,8 @@ export class IrcTransport implements Transport {
         continue;
       }
       const tag = parts.length === 1 ? key : `${key}:${i}/${parts.length}`;
-      const r = await conn.send(channel, part, { [DELIVERY_TAG]: tag }, signal);
+      // A failure after a part of this call went out may have created something (partway).
+      const r = await conn.send(channel, part, { [DELIVERY_TAG]: tag }, signal).catch((err: unknown) => partway(err, ids.some((_, j) => !alreadySent.has(j))));
       this.options.metrics.line(link, r.confirmed);
       confirmed &&= r.confirmed;
       ids.push(r.msgid ?? '');

@@ -38,7 +38,11 @@ export const slack = defineTransport<SlackConfig>({
       postsPerSecond: env.int('HERALD_SLACK_POSTS_PER_SECOND', 1, 1, 50),
       timeoutMs: env.int('HERALD_SLACK_TIMEOUT_MS', 15_000, 100, 600_000),
     };
-    if (botToken === undefined) return undefined;
+    if (botToken === undefined) {
+      // Socket Mode alone cannot answer anything: commands reply and messages are read with the bot token.
+      if (appToken !== undefined) env.problem('SLACK_APP_TOKEN is set but SLACK_BOT_TOKEN is not: Slack needs the bot token too');
+      return undefined;
+    }
     if (core.leaseMs <= settings.timeoutMs) env.problem('HERALD_LEASE_MS must be longer than HERALD_SLACK_TIMEOUT_MS, or a slow attempt could outlive its lease');
     return Object.freeze({ botToken, ...settings });
   },

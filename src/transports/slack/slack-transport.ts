@@ -205,7 +205,9 @@ export class SlackTransport implements Transport {
     try {
       const { channel } = await this.api.call<WebAPICallResult & { channel?: { id?: string; name?: string; is_archived?: boolean; context_team_id?: string; is_im?: boolean; user?: string } }>('conversations.info', { channel: channelId });
       if (channel?.id === undefined) return undefined;
-      return { id: channel.id, guildId: channel.context_team_id, name: channel.name ?? channel.user, isText: channel.is_archived !== true };
+      // The workspace it belongs to: Slack names it on shared channels; otherwise it is the bot's own.
+      const teamId = channel.context_team_id ?? (await this.identity().then((me) => me.teamId, () => undefined));
+      return { id: channel.id, guildId: teamId, name: channel.name ?? channel.user, isText: channel.is_archived !== true };
     } catch (err) {
       if (err instanceof TransportError && err.failure.kind === 'not_found') return undefined;
       throw err;
