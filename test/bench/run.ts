@@ -11,9 +11,11 @@
  * - 202 → sandbox receipt at low load, p50/p99;
  * - resident memory with 100,000 stored deliveries vs with none;
  * - query_media over 100,000 archived items, each filter's median ms per page (archive-query.ts;
- *   over 100 ms is reported).
+ *   over 100 ms is reported);
+ * - slack: 600 posts drained over 20 Slack sandbox channels (1 message/s each, as Slack) by three
+ *   Herald processes, vs the floor 600/20 s; the 429s and duplicates (slack-drain.ts).
  *
- * Options: --quick (short phases), --only=ingest,drain,latency,memory,archive, --out=FILE.
+ * Options: --quick (short phases), --only=ingest,drain,latency,memory,archive,slack, --out=FILE.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
 import { randomBytes } from 'node:crypto';
@@ -31,12 +33,13 @@ import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
 import { startHeraldProcess, type HeraldProcess } from '../support/process.js';
 import { archiveQueryPhase, BENCH_ITEMS } from './archive-query.js';
+import { slackDrain } from './slack-drain.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
-const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? 'ingest,drain,latency,memory,archive').split(','));
+const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? 'ingest,drain,latency,memory,archive,slack').split(','));
 const outFile = argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ?? path.join(ROOT, 'data', 'bench', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
 const serverUrl = process.env['TEST_DATABASE_URL'] || 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -46,6 +49,8 @@ const CONNECTIONS = 32;
 const DRAIN_N = quick ? 600 : 3_000;
 const GLOBAL_PER_S = 50;
 const STORED = quick ? 20_000 : 100_000;
+/** Posts drained through Slack (over SLACK_CHANNELS channels at 1/s each: a 30 s floor, 6 s quick). */
+const SLACK_N = quick ? 120 : 600;
 
 const cleanups: (() => Promise<unknown>)[] = [];
 const children = new Set<ChildProcess>();
@@ -517,6 +522,23 @@ async function main(): Promise<void> {
       if (only.has('drain') && kind === 'postgres') {
         Object.assign(row, await drain(store, sandbox, 1));
         Object.assign(row, await drain(store, sandbox, 3));
+      }
+      if (only.has('slack') && kind === 'postgres') {
+        Object.assign(
+          row,
+          await slackDrain(
+            {
+              discord: sandbox,
+              connections: CONNECTIONS,
+              truncate: async () => void (await store.sql('truncate deliveries')),
+              start: async (env, processes) => {
+                const h = await startHerald(store, sandbox, processes, env);
+                return { url: h.url, bridge: h.bridge, admin: h.admin, stop: () => stopHerald(h) };
+              },
+            },
+            SLACK_N,
+          ),
+        );
       }
       if (only.has('memory')) Object.assign(row, await memory(store, sandbox));
       if (only.has('archive')) Object.assign(row, await archiveQueryPhase(store.databaseUrl, store.dataDir, quick ? BENCH_ITEMS / 5 : BENCH_ITEMS));

@@ -13,6 +13,7 @@ import { startPgCluster, type PgCluster } from '../support/pg-cluster.js';
 import { waitFor } from '../support/wait.js';
 import { Connector, newStats, type ConnectorStats, type StateJson, type Tracked } from './connector.js';
 import { Fleet, startWatchdog, type Crash, type MemberSpec } from './fleet.js';
+import { runSlackPhase } from './slack-phase.js';
 import { Rng } from './prng.js';
 import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecided, type Violation } from './verify.js';
 
@@ -24,8 +25,8 @@ import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecid
  * message is accounted for: exactly one per delivery.
  */
 
-export type PhaseName = 'default-window' | 'short-window';
-export const PHASES: readonly PhaseName[] = ['default-window', 'short-window'];
+export type PhaseName = 'default-window' | 'short-window' | 'slack';
+export const PHASES: readonly PhaseName[] = ['default-window', 'short-window', 'slack'];
 
 export interface CampaignOptions {
   seed: number;
@@ -62,6 +63,8 @@ export interface PhaseResult {
   settled: boolean;
   timings: { setupMs: number; chaosMs: number; settleMs: number; verifyMs: number };
   config: { sandboxNonceWindowMs: number; heraldNonceWindowMs: number | undefined; env: Record<string, string> };
+  /** Lines of the phase's own to print under its details (the Slack phase: its calls and unknowns). */
+  notes?: string[];
 }
 
 export interface CampaignResult {
@@ -73,7 +76,7 @@ export interface CampaignResult {
 }
 
 /** Herald's timings for the campaign: leases, timeouts and retries in seconds, not minutes. */
-const HERALD_TIMINGS = {
+export const HERALD_TIMINGS = {
   HERALD_LEASE_MS: '3000',
   HERALD_DISCORD_TIMEOUT_MS: '1000',
   HERALD_RETRY_BASE_MS: '50',
@@ -112,7 +115,9 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
     log(`  PostgreSQL on port ${cluster.port} (${cluster.dir})`);
     for (const phase of phases) {
       options.signal?.throwIfAborted();
-      results.push(await runPhase({ ...resolved, seed: options.seed, cluster, workDir, pidFile, log, signal: options.signal, shortWindow: options.shortWindow ?? DEFAULT_SHORT_WINDOW }, phase));
+      const context = { ...resolved, seed: options.seed, cluster, workDir, pidFile, log, signal: options.signal, shortWindow: options.shortWindow ?? DEFAULT_SHORT_WINDOW };
+      // Slack has its own phase (slack-phase.ts): its sandbox, faults and verdict differ from Discord's.
+      results.push(phase === 'slack' ? await runSlackPhase(context) : await runPhase(context, phase));
     }
   } finally {
     await cluster?.destroy();
@@ -122,7 +127,7 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
   return { seed: options.seed, options: resolved, phases: results, violations: results.reduce((n, p) => n + p.violationCount, 0), elapsedMs: Date.now() - started };
 }
 
-interface PhaseContext {
+export interface PhaseContext {
   seed: number;
   durationS: number;
   processes: number;
@@ -322,7 +327,7 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
 }
 
 /** Half the processes (rounded up) serve the API, the first of them also holds the gateway; the rest only dispatch. */
-function memberSpecs(n: number, env: Record<string, string>): MemberSpec[] {
+export function memberSpecs(n: number, env: Record<string, string>): MemberSpec[] {
   const serves = Math.max(1, Math.ceil(n / 2));
   return Array.from({ length: Math.max(1, n) }, (_, i) =>
     i < serves
@@ -331,11 +336,14 @@ function memberSpecs(n: number, env: Record<string, string>): MemberSpec[] {
   );
 }
 
-type ScheduledEvent = { at: number } & ({ what: 'kill'; member: number } | { what: 'pg'; downMs: number } | { what: 'fault'; label: string; fault: Fault });
+export type ScheduledEvent<F = Fault> = { at: number } & ({ what: 'kill'; member: number } | { what: 'pg'; downMs: number } | { what: 'fault'; label: string; fault: F });
 
-/** The whole phase's schedule, drawn from the seed before anything runs. */
-function makeSchedule(rng: Rng, durationMs: number, members: number): ScheduledEvent[] {
-  const events: ScheduledEvent[] = [];
+/**
+ * The whole phase's schedule, drawn from the seed before anything runs: kills, PostgreSQL outages,
+ * and faults drawn by `draw` every `faultGapMs` (Discord's by default).
+ */
+export function makeSchedule<F = Fault>(rng: Rng, durationMs: number, members: number, draw: (rng: Rng) => [string, F] = randomFault as unknown as (rng: Rng) => [string, F], faultGapMs: readonly [number, number] = [400, 1_500]): ScheduledEvent<F>[] {
+  const events: ScheduledEvent<F>[] = [];
   const kills = rng.fork('kills');
   for (let at = kills.float(1_500, 3_500); at < durationMs; at += kills.float(2_500, 6_000)) events.push({ at, what: 'kill', member: kills.int(0, members - 1) });
   const outages = rng.fork('postgres');
@@ -345,8 +353,8 @@ function makeSchedule(rng: Rng, durationMs: number, members: number): ScheduledE
     events.push({ at: slot * k + slot * outages.float(0.25, 0.75), what: 'pg', downMs: outages.int(1_000, 3_000) });
   }
   const faults = rng.fork('faults');
-  for (let at = faults.float(300, 1_000); at < durationMs; at += faults.float(400, 1_500)) {
-    const [label, fault] = randomFault(faults);
+  for (let at = faults.float(300, 1_000); at < durationMs; at += faults.float(faultGapMs[0], faultGapMs[1])) {
+    const [label, fault] = draw(faults);
     events.push({ at, what: 'fault', label, fault });
   }
   return events.sort((a, b) => a.at - b.at);
@@ -394,11 +402,11 @@ function randomFault(rng: Rng): [string, Fault] {
   }
 }
 
-async function runSchedule(
-  events: ScheduledEvent[],
+export async function runSchedule<F>(
+  events: ScheduledEvent<F>[],
   start: number,
   running: () => boolean,
-  act: { kill(member: number): Promise<void>; pg(downMs: number): Promise<void>; fault(label: string, fault: Fault): void },
+  act: { kill(member: number): Promise<void>; pg(downMs: number): Promise<void>; fault(label: string, fault: F): void },
 ): Promise<void> {
   const background: Promise<void>[] = [];
   let pgBusy: Promise<void> | undefined;
@@ -417,7 +425,7 @@ async function runSchedule(
   await Promise.all(background);
 }
 
-async function startPostgres(cluster: PgCluster, log: (line: string) => void): Promise<void> {
+export async function startPostgres(cluster: PgCluster, log: (line: string) => void): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
       await cluster.start();
@@ -430,7 +438,7 @@ async function startPostgres(cluster: PgCluster, log: (line: string) => void): P
   }
 }
 
-async function adminQueries(url: string, statements: string[]): Promise<void> {
+export async function adminQueries(url: string, statements: string[]): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
@@ -460,7 +468,7 @@ async function mapDestination(fleet: Fleet, adminToken: string, destination: str
 }
 
 /** GET every delivery from an API-only Herald (no dispatcher: nothing changes while we look). */
-async function finalStates(url: string, token: string, ids: string[]): Promise<Map<string, FinalState>> {
+export async function finalStates(url: string, token: string, ids: string[]): Promise<Map<string, FinalState>> {
   const out = new Map<string, FinalState>();
   for (let i = 0; i < ids.length; i += 16) {
     await Promise.all(
@@ -480,7 +488,7 @@ async function finalStates(url: string, token: string, ids: string[]): Promise<M
   return out;
 }
 
-async function deliveryRows(databaseUrl: string): Promise<Map<string, Record<string, unknown>>> {
+export async function deliveryRows(databaseUrl: string): Promise<Map<string, Record<string, unknown>>> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {
@@ -492,7 +500,7 @@ async function deliveryRows(databaseUrl: string): Promise<Map<string, Record<str
 }
 
 /** Every line any Herald process of the phase printed about these request_ids (capped). */
-function logLines(fleet: Fleet, ids: string[]): string[] {
+export function logLines(fleet: Fleet, ids: string[]): string[] {
   const out: { at: number; line: string }[] = [];
   for (const inc of fleet.incarnations) {
     for (const line of inc.output().split('\n')) {
@@ -535,7 +543,7 @@ function progressLine(ledger: Map<string, Tracked>, sandbox: DiscordSandbox, fle
   return `progress: ${all.length} deliveries (${all.filter((t) => t.accepted).length} accepted, ${delivered} seen delivered), ${sandbox.allMessages().length} messages, ${fleet.kills} kills, ${fleet.crashes.length} crashes, ${fleet.serveUrls().length} serve up`;
 }
 
-function summarizeOpen(open: Tracked[]): string {
+export function summarizeOpen(open: Tracked[]): string {
   const by: Record<string, number> = {};
   for (const t of open) {
     const key = t.last?.state ?? (t.accepted ? 'accepted' : 'unacknowledged');
@@ -547,7 +555,7 @@ function summarizeOpen(open: Tracked[]): string {
 }
 
 /** Sleep up to `ms`, waking early (false) when `running()` turns false. */
-async function sleepWhile(ms: number, running: () => boolean): Promise<boolean> {
+export async function sleepWhile(ms: number, running: () => boolean): Promise<boolean> {
   const end = Date.now() + ms;
   while (Date.now() < end) {
     if (!running()) return false;
@@ -556,6 +564,6 @@ async function sleepWhile(ms: number, running: () => boolean): Promise<boolean> 
   return running();
 }
 
-function sleep(ms: number): Promise<void> {
+export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 }

@@ -92,7 +92,22 @@ export interface ConnectorContext {
   log(line: string): void;
   /** A `failed` is re-POSTed at most this many times per delivery. */
   maxFailedReposts: number;
+  /** What a connector does and how often (default: every action, as a busy agent does). */
+  actions?: readonly (readonly [Action, number])[];
+  /** The pause between two actions, ms (default 150..700). */
+  pauseMs?: readonly [number, number];
 }
+
+export type Action = 'post' | 'group' | 'dm' | 'edit' | 'blind-repost' | 'unmapped';
+
+const DEFAULT_ACTIONS: readonly (readonly [Action, number])[] = [
+  ['post', 40],
+  ['group', 12],
+  ['dm', 14],
+  ['edit', 16],
+  ['blind-repost', 10],
+  ['unmapped', 2],
+];
 
 const HTTP_TIMEOUT_MS = 4_000;
 const POSTABLE = ['alerts', 'deals', 'digest'] as const;
@@ -152,24 +167,18 @@ export class Connector {
   /** Act until `running()` turns false: one action, then a pause, again. */
   async act(running: () => boolean): Promise<void> {
     while (running()) {
-      const action = this.plan.weighted([
-        ['post', 40],
-        ['group', 12],
-        ['dm', 14],
-        ['edit', 16],
-        ['blind-repost', 10],
-        ['unmapped', 2],
-      ] as const);
+      const action = this.plan.weighted(this.ctx.actions ?? DEFAULT_ACTIONS);
       try {
         await this.perform(action);
       } catch (err) {
         this.ctx.log(`  connector ${this.id}: ${action} threw ${String(err)}`);
       }
-      await sleep(this.plan.int(150, 700));
+      const [min, max] = this.ctx.pauseMs ?? [150, 700];
+      await sleep(this.plan.int(min, max));
     }
   }
 
-  private async perform(action: 'post' | 'group' | 'dm' | 'edit' | 'blind-repost' | 'unmapped'): Promise<void> {
+  private async perform(action: Action): Promise<void> {
     switch (action) {
       case 'post': {
         const destination = this.plan.pick(POSTABLE);

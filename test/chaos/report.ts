@@ -53,6 +53,7 @@ function phaseDetails(p: PhaseResult): string {
     `  connectors: ${p.connectors.posts} POSTs (${p.connectors.reposts} re-POSTs, ${p.connectors.blindReposts} blind), ${p.connectors.gets} GETs, ${p.connectors.networkErrors} network errors, ${p.connectors.serverErrors} 5xx, ${p.connectors.protocolErrors.length} unexpected 4xx`,
     `  settled: ${p.settled ? 'yes' : 'NO'}; setup ${s(p.timings.setupMs)}, chaos ${s(p.timings.chaosMs)}, settle ${s(p.timings.settleMs)}, verify ${s(p.timings.verifyMs)}`,
   ];
+  for (const note of p.notes ?? []) lines.push(`  ${note}`);
   for (const e of p.connectors.protocolErrors.slice(0, 3)) lines.push(`  unexpected answer: ${e.slice(0, 300)}`);
   for (const x of p.chaos.crashes.slice(0, 5)) {
     const why = x.tail.find((l) => /^\s*(\w*Error\b|Emitted 'error'|Unhandled|node:internal)/.test(l)) ?? x.tail.at(-1) ?? '';

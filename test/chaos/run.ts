@@ -12,13 +12,14 @@ import { formatDetails, formatTable, formatUndecided, formatViolations } from '.
  * campaign itself failed; 130: interrupted.
  */
 
-const USAGE = `usage: npm run chaos -- [--seed N] [--duration S] [--processes N] [--connectors N] [--settle S] [--phase default-window|short-window]
+const USAGE = `usage: npm run chaos -- [--seed N] [--duration S] [--processes N] [--connectors N] [--settle S] [--phase default-window|short-window|slack]
   --seed N        replay a run (default: random, printed first)
   --duration S    seconds of chaos per phase (default 60)
   --processes N   Herald processes per phase, half serve and half dispatch (default 4)
   --connectors N  simulated connectors (default 3)
   --settle S      at most this long to settle after the chaos, per phase (default 40)
-  --phase NAME    run only this phase (repeatable; default both)
+  --phase NAME    run only this phase (repeatable; default all three; slack: posts to
+                  channels of a Slack sandbox, with Slack's faults)
   --nonce-windows SANDBOX_MS:HERALD_MS
                   the short-window phase's nonce windows: Discord's (the sandbox's) and
                   HERALD_NONCE_WINDOW_MS (default 4000:1000; Discord's must cover Herald's plus

@@ -1,0 +1,305 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { startHerald, type Herald } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { openStore } from '../../src/platform/db/database.js';
+import { migrateToLatest } from '../../src/platform/db/migrate.js';
+import { createLogger } from '../../src/platform/log.js';
+import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
+import { SlackSandbox, type SlackFaults } from '../../src/transports/slack/sandbox/sandbox.js';
+import { heraldEnv, newToken } from '../support/herald.js';
+import { webClient } from '../support/slack-sandbox.js';
+import { waitFor } from '../support/wait.js';
+import {
+  adminQueries,
+  deliveryRows,
+  finalStates,
+  HERALD_TIMINGS,
+  logLines,
+  makeSchedule,
+  memberSpecs,
+  runSchedule,
+  sleep,
+  sleepWhile,
+  startPostgres,
+  summarizeOpen,
+  type PhaseContext,
+  type PhaseResult,
+} from './campaign.js';
+import { Connector, newStats, type Action, type Tracked } from './connector.js';
+import { Fleet } from './fleet.js';
+import { Rng } from './prng.js';
+import { verifySlack, type SlackChannelMessage } from './slack-verify.js';
+
+/**
+ * The Slack phase of the chaos campaign: the same fleet of real `herald serve`/`herald dispatch`
+ * processes (SIGKILLed and restarted, PostgreSQL stopped hard), Discord still their home, posting
+ * to destinations mapped to channels of a Slack sandbox this phase starts, with Slack's faults on a
+ * schedule: a message created and its answer lost, 503s, 429s with Retry-After. Slack has no
+ * idempotency key, so every create in doubt must be settled by finding the delivery's key in the
+ * channel's history. The verdict: exactly one message carrying each delivered post's key.
+ */
+
+/** The destinations posted to, each mapped to its own Slack channel (ops stays unmapped). */
+const DESTINATIONS = ['alerts', 'deals', 'digest'] as const;
+
+/**
+ * Posts only (unique, identical-content groups, blind re-POSTs, a few to the unmapped destination),
+ * at a pace the three channels can take: Slack admits one message per second per channel.
+ */
+const ACTIONS: readonly (readonly [Action, number])[] = [
+  ['post', 50],
+  ['group', 8],
+  ['blind-repost', 12],
+  ['unmapped', 2],
+];
+const PAUSE_MS = [1_200, 2_800] as const;
+/** One Slack fault every 1–3 s of the chaos. */
+const FAULT_GAP_MS = [1_000, 3_000] as const;
+
+
+/** See where the phase's environment is built. */
+const SLACK_LEASE_MS = '10000';
+const SLACK_TIMEOUT_MS = '4000';
+
+type SlackFault = (faults: SlackFaults) => void;
+
+function randomSlackFault(rng: Rng): [string, SlackFault] {
+  const kind = rng.weighted([
+    ['drop answer after create', 4],
+    ['create 503', 3],
+    ['create 429', 3],
+    ['history 503', 1],
+  ] as const);
+  switch (kind) {
+    case 'drop answer after create': {
+      const n = rng.int(1, 2);
+      return [kind, (f) => f.dropAnswerAfterCreate(n)];
+    }
+    case 'create 503': {
+      const n = rng.int(1, 3);
+      return [kind, (f) => f.failNext('chat.postMessage', 503, n)];
+    }
+    case 'create 429': {
+      const retryAfter = rng.int(1, 2);
+      const n = rng.int(1, 2);
+      return [kind, (f) => f.rateLimitNext('chat.postMessage', retryAfter, n)];
+    }
+    case 'history 503': {
+      const n = rng.int(1, 2);
+      return [kind, (f) => f.failNext('conversations.history', 503, n)];
+    }
+  }
+}
+
+export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
+  const phase = 'slack' as const;
+  const rng = new Rng(c.seed, phase);
+  const t0 = Date.now();
+  const stamp = () => `[${phase} ${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`;
+  const log = (line: string) => c.log(`${stamp()} ${line}`);
+  log(`phase ${phase}: ${c.processes} Herald processes, ${c.connectors} connectors, ${c.durationS}s of chaos; posts to Slack channels (1 message/s/channel), Discord home`);
+
+  const discord = await new DiscordSandbox().start();
+  const slack = new SlackSandbox();
+  await slack.start(0, '127.0.0.1');
+  let fleet: Fleet | undefined;
+  let apiOnly: Herald | undefined;
+  const aborted = () => c.signal?.aborted === true;
+  const onAbort = () => void fleet?.stopAll();
+  c.signal?.addEventListener('abort', onAbort);
+  try {
+    const database = 'chaos_slack';
+    await adminQueries(c.cluster.url(), [`create database ${database}`, `alter database ${database} set synchronous_commit = on`]);
+    const databaseUrl = c.cluster.url(database);
+    const dataDir = path.join(c.workDir, phase);
+    await mkdir(dataDir, { recursive: true });
+    const bridgeToken = newToken();
+    const adminToken = newToken();
+    // Lease and timeout longer than the other phases' (3 s, 1 s): Slack admits one message per
+    // second per channel and about 50 history reads a minute, so a request may wait its turn for
+    // seconds, and an attempt gives up waiting when its lease ends. (Read here, not at load:
+    // campaign.ts and this module import each other.)
+    const extra = { ...HERALD_TIMINGS, HERALD_LEASE_MS: SLACK_LEASE_MS, HERALD_SLACK_TIMEOUT_MS: SLACK_TIMEOUT_MS };
+    const env = heraldEnv(
+      { sandbox: discord, db: { databaseUrl, dataDir, drop: async () => undefined }, bridgeToken, adminToken },
+      { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...extra, SLACK_BOT_TOKEN: slack.botToken, SLACK_API_URL: slack.apiUrl },
+    );
+    const store = await openStore({ databaseUrl, dataDir });
+    try {
+      await migrateToLatest(store.db);
+    } finally {
+      await store.close();
+    }
+
+    // One channel per destination, created by the bot (so it is a member), empty at the start.
+    const client = webClient(slack);
+    const channels: Record<string, string> = {};
+    for (const destination of DESTINATIONS) {
+      const created = (await client.conversations.create({ name: `chaos-${destination}` })) as { channel?: { id?: string } };
+      channels[destination] = created.channel?.id ?? '';
+    }
+
+    const specs = memberSpecs(c.processes, env);
+    fleet = new Fleet(specs, log, c.pidFile, t0);
+    const f = fleet;
+    log(`starting ${specs.map((s) => s.name).join(', ')}`);
+    await fleet.startAll();
+    c.signal?.throwIfAborted();
+    for (const [destination, channel] of Object.entries(channels)) await mapToSlack(f, adminToken, destination, channel);
+    const setupMs = Date.now() - t0;
+    log(`ready in ${(setupMs / 1000).toFixed(1)}s: ${DESTINATIONS.map((d) => `${d} → ${channels[d]}`).join(', ')} (ops left unmapped on purpose)`);
+
+    const ledger = new Map<string, Tracked>();
+    const stats = newStats();
+    const ctx = { phase, t0, bridgeToken, servers: () => f.serveUrls(), ledger, stats, log, maxFailedReposts: 2, actions: ACTIONS, pauseMs: PAUSE_MS };
+    const connectors = Array.from({ length: c.connectors }, (_, i) => new Connector(i, rng.fork('connectors'), ctx));
+    let acting = true;
+    let following = true;
+    const acts = connectors.map((k) => k.act(() => acting && !aborted()));
+    const follows = connectors.map((k) => k.followUp(() => following && !aborted()));
+    const chaosStart = Date.now();
+    const schedule = makeSchedule(rng.fork('schedule'), c.durationS * 1000, c.processes, randomSlackFault, FAULT_GAP_MS);
+    let chaosOn = true;
+    const pg = { down: false, restarts: 0 };
+    const faultCounts: Record<string, number> = {};
+    const allMessages = (): SlackChannelMessage[] => Object.values(channels).flatMap((channel) => slack.messages(channel).map((m) => ({ ...m, channel })));
+    const progress = setInterval(() => log(progressLine(ledger, allMessages().length, f, slack)), 10_000);
+    try {
+      const executor = runSchedule(schedule, chaosStart, () => chaosOn && !aborted(), {
+        kill: async (member) => {
+          const who = await f.killAndRestart(member);
+          if (who !== undefined) log(`SIGKILL ${who}`);
+        },
+        pg: async (downMs) => {
+          log(`PostgreSQL: stop -m immediate, down for ${(downMs / 1000).toFixed(1)}s`);
+          pg.down = true;
+          try {
+            await c.cluster.stop('immediate');
+          } catch (err) {
+            log(`  pg_ctl stop failed: ${String(err).slice(0, 200)}`);
+          }
+          await sleep(downMs);
+          await startPostgres(c.cluster, log);
+          pg.down = false;
+          pg.restarts += 1;
+          log('PostgreSQL: up again');
+        },
+        fault: (label, fault) => {
+          faultCounts[label] = (faultCounts[label] ?? 0) + 1;
+          fault(slack.faults);
+        },
+      });
+      await sleepWhile(c.durationS * 1000, () => !aborted());
+      acting = false;
+      chaosOn = false;
+      await Promise.all(acts);
+      await executor;
+      c.signal?.throwIfAborted();
+      const chaosMs = Date.now() - chaosStart;
+      log(`chaos over: ${ledger.size} deliveries, ${f.kills} kills, ${pg.restarts} PostgreSQL restarts, ${Object.values(faultCounts).reduce((a, b) => a + b, 0)} faults, ${f.crashes.length} crashes`);
+
+      slack.faults.clear();
+      if (pg.down) await startPostgres(c.cluster, log);
+      const settleStart = Date.now();
+      log('settling: faults cleared, restarting every Herald process');
+      await f.restartAll();
+      const open = () => [...ledger.values()].filter((t) => !Connector.settled(t));
+      let lastReport = Date.now();
+      while (open().length > 0 && Date.now() - settleStart < c.settleS * 1000 && !aborted()) {
+        await sleep(250);
+        if (Date.now() - lastReport >= 10_000) {
+          lastReport = Date.now();
+          log(`  still open: ${open().length} (${summarizeOpen(open())})`);
+        }
+      }
+      following = false;
+      await Promise.all(follows);
+      c.signal?.throwIfAborted();
+      const settled = open().length === 0;
+      const settleMs = Date.now() - settleStart;
+      log(settled ? `settled in ${(settleMs / 1000).toFixed(1)}s` : `NOT settled after ${c.settleS}s: ${open().length} open (${summarizeOpen(open())})`);
+
+      const verifyStart = Date.now();
+      await f.stopAll();
+      const messages = allMessages();
+      apiOnly = await startHerald({
+        config: loadConfig({ ...env, PORT: '0', HERALD_GATEWAY: 'off', LOG_LEVEL: 'silent' }),
+        log: createLogger('silent'),
+        roles: { http: true, dispatcher: false },
+      });
+      const finals = await finalStates(apiOnly.url ?? '', bridgeToken, [...ledger.keys()]);
+      await apiOnly.close();
+      apiOnly = undefined;
+      const rows = await deliveryRows(databaseUrl);
+      const { counts, violations, unknownNotes, failedNotes } = verifySlack({ tracked: [...ledger.values()], finals, messages, channels, workspaceUrl: slack.workspaceUrl, rows, logsFor: (ids) => logLines(f, ids) });
+      const verifyMs = Date.now() - verifyStart;
+      const sandboxRequests: Record<string, number> = {};
+      for (const method of ['auth.test', 'chat.postMessage', 'conversations.history', 'conversations.info', 'conversations.join']) sandboxRequests[method] = slack.calls(method);
+      sandboxRequests['429 answered'] = slack.ratelimited;
+      const total = counts.duplicates + counts.lost + counts.stuck + counts.misattributed + counts.failedButSent + counts.orphans;
+      const result: PhaseResult = {
+        phase,
+        counts,
+        violationCount: total,
+        violations,
+        undecided: [],
+        chaos: { kills: f.kills, pgRestarts: pg.restarts, faults: faultCounts, crashes: f.crashes, startFailures: f.startFailures, sandboxRequests },
+        connectors: stats,
+        settled,
+        timings: { setupMs, chaosMs, settleMs, verifyMs },
+        config: { sandboxNonceWindowMs: 0, heraldNonceWindowMs: undefined, env: extra },
+        notes: [
+          `Slack calls: ${Object.entries(sandboxRequests)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', ')} (the injected 429s included)`,
+          `unknown: ${unknownNotes.length} deliveries were seen unknown during the run (a create in doubt whose key Herald could not yet look up in the channel's history), each re-POSTed by its connector; ${counts.states.unknown} left unknown at the end (stuck: with the key in every message's metadata Herald can always decide); how each ended:`,
+          ...unknownNotes.slice(0, 10).map((n) => `  - ${n}`),
+          ...(unknownNotes.length > 10 ? [`  … ${unknownNotes.length - 10} more`] : []),
+          `failed though mapped: ${failedNotes.length} (not violations when no message carries their key, as in the other phases)`,
+          ...failedNotes.slice(0, 10).map((n) => `  - ${n}`),
+        ],
+      };
+      log(`verdict: ${total === 0 ? 'no violations' : `${total} VIOLATIONS`}`);
+      return result;
+    } finally {
+      clearInterval(progress);
+      acting = false;
+      following = false;
+      chaosOn = false;
+    }
+  } finally {
+    c.signal?.removeEventListener('abort', onAbort);
+    fleet?.halt();
+    await fleet?.stopAll();
+    await apiOnly?.close().catch(() => undefined);
+    await slack.close();
+    await discord.close();
+  }
+}
+
+/** PUT /admin/destinations/{guild}/{destination} with a Slack channel (Herald checks it with Slack). */
+async function mapToSlack(fleet: Fleet, adminToken: string, destination: string, channel: string): Promise<void> {
+  await waitFor(
+    async () => {
+      const url = fleet.serveUrls()[0];
+      if (url === undefined) return false;
+      const res = await fetch(`${url}/admin/destinations/${SANDBOX_IDS.guild}/${destination}`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ transport: 'slack', channel }),
+        signal: AbortSignal.timeout(5_000),
+      });
+      if (res.status !== 200) throw new Error(`PUT destination ${destination} → Slack ${channel}: ${res.status} ${await res.text()}`);
+      return true;
+    },
+    `mapping ${destination} to Slack`,
+    30_000,
+  );
+}
+
+function progressLine(ledger: Map<string, Tracked>, messages: number, fleet: Fleet, slack: SlackSandbox): string {
+  const all = [...ledger.values()];
+  const delivered = all.filter((t) => t.last?.state === 'delivered').length;
+  return `progress: ${all.length} deliveries (${all.filter((t) => t.accepted).length} accepted, ${delivered} seen delivered), ${messages} Slack messages, ${slack.ratelimited} 429s, ${fleet.kills} kills, ${fleet.crashes.length} crashes, ${fleet.serveUrls().length} serve up`;
+}
