@@ -701,6 +701,10 @@ export interface components {
         /** @enum {string} */
         Destination: "alerts" | "deals" | "digest" | "ops";
         GuildId: string;
+        /**
+         * @description A person on the platform they registered on: a Discord user id (a snowflake), or a Slack user
+         *     id (`U…`/`W…`) for someone who registered with `/agent register` in Slack.
+         */
         UserId: string;
         ChannelId: string;
         /** @description Message text, 1..2000 UTF-16 code units. Mentions are never parsed. */
@@ -896,6 +900,11 @@ export interface components {
         Pairing: {
             discord_user_id: components["schemas"]["UserId"];
             generation: components["schemas"]["Generation"];
+            /**
+             * @description Present only when the person registered on a platform other than Herald's home one
+             *     (`slack`): `discord_user_id` is then their id there, and their DMs go there.
+             */
+            platform?: string;
         };
         Registration: {
             generation: components["schemas"]["Generation"];

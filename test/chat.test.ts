@@ -40,7 +40,7 @@ describe('chat tools on the memory transport', () => {
     const log = pino({ level: 'silent' });
     const clock = { now: () => new Date() };
     // A chat send is a row of the deliveries outbox, kind `chat`, which the chat module declares.
-    const ports = { resolveDestination: async () => undefined, isRegistered: async () => false };
+    const ports = { resolveDestination: async () => undefined, isRegistered: async () => false, registeredOn: async () => null };
     const jobs = new DeliveryJobs(tablesOf<DeliveriesDb>(store.db), transports, clock, log, new DeliveryMetrics(new Registry()), { nonceWindowMs: 60_000, maxAttempts: 4, retryBaseMs: 10, leaseMs: 10_000 }, ports);
     jobs.declare(chatSendKind(transports));
     worker = new OutboxWorker(deliveryQueue(tablesOf<DeliveriesDb>(store.db)), clock, log, { leaseMs: 10_000, pollMs: 20, concurrency: 4, shutdownGraceMs: 1_000 });
@@ -143,7 +143,7 @@ describe('a chat send in doubt', () => {
     memory.addUser('u1', 'Ada').addChannel('c1', { name: 'general', members: ['u1'] });
     const transports = transportsOf(memory);
     const log = pino({ level: 'silent' });
-    const ports = { resolveDestination: async () => undefined, isRegistered: async () => false };
+    const ports = { resolveDestination: async () => undefined, isRegistered: async () => false, registeredOn: async () => null };
     // Two attempts; leases far longer than the clock's jumps, so no jump expires one.
     const jobs = new DeliveryJobs(tablesOf<DeliveriesDb>(store.db), transports, clock, log, new DeliveryMetrics(new Registry()), { nonceWindowMs: 60_000, maxAttempts: 2, retryBaseMs: 10, leaseMs: 120_000 }, ports);
     jobs.declare(chatSendKind(transports));

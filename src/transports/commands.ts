@@ -19,6 +19,8 @@ export interface CommandInvocation {
   option(name: string): string | null;
   /** Whether the invoking member has Manage Server in this guild. */
   readonly canManageGuild: boolean;
+  /** The platform it came through, when not the home one (a person registered there gets their DMs there). */
+  readonly platform?: string;
 }
 
 /** Someone invoking a command in a channel, as the platform knows them (never a caller's word). */

@@ -46,6 +46,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
   const ports: DeliveryPorts = {
     resolveDestination: (guildId, destination) => asked('resolveDestination')(guildId, destination),
     isRegistered: (userId) => asked('isRegistered')(userId),
+    registeredOn: (userId) => asked('registeredOn')(userId),
   };
   const jobs = new DeliveryJobs(db, transports, clock, log, metrics, {
     nonceWindowMs: config.nonceWindowMs,

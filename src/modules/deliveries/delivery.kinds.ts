@@ -25,9 +25,11 @@ export const dmKind: SendKind<DmTarget> = {
       log.info({ reason: 'recipient_unregistered' }, 'dm recipient is not registered');
       return { refused: { code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' } };
     }
-    // Users are the home platform's: that is where their DM channel is.
-    const home = transports.home;
-    const channelId = await facet(home.dms, 'direct messages').openDm(target.user_id, signal);
-    return { address: { transport: home.name, channelId }, scope: '@me' };
+    // A user's DM channel is on the platform they registered on (the home platform by default).
+    const name = (await ports.registeredOn(target.user_id)) ?? transports.home.name;
+    const platform = transports.get(name);
+    if (platform === undefined) return { refused: { code: 'RECIPIENT_UNREACHABLE', reason: `recipient registered on ${name}, which this Herald does not run` } };
+    const channelId = await facet(platform.dms, 'direct messages').openDm(target.user_id, signal);
+    return { address: { transport: platform.name, channelId }, scope: '@me' };
   },
 };

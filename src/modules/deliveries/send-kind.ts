@@ -13,6 +13,8 @@ export interface DeliveryPorts {
   resolveDestination(guildId: string, destination: Destination): Promise<Address | undefined>;
   /** Whether a user is registered now (DMs and edits of DMs go only to registered users). */
   isRegistered(userId: string): Promise<boolean>;
+  /** The platform a registered user registered on (their DMs go there); null: the home platform. */
+  registeredOn(userId: string): Promise<string | null>;
 }
 
 /** What a kind's target resolves to at send time: where to send once, or a refusal for good. */

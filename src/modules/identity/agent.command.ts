@@ -25,7 +25,7 @@ export const agentCommand: Command<{ identity: IdentityService }> = {
     const cmd = `/${i.name}`;
     switch (i.subcommand) {
       case 'register': {
-        const result = await identity.register({ id: i.user.id, username: i.user.username, globalName: i.user.globalName });
+        const result = await identity.register({ id: i.user.id, username: i.user.username, globalName: i.user.globalName, platform: i.platform });
         return result === 'registered' ? `Registered. Run \`${cmd} pair\` to generate a pairing code for your agent.` : 'Already registered — nothing changed.';
       }
       case 'pair': {

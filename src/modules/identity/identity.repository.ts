@@ -41,13 +41,13 @@ export async function trimPairingCodes(db: Db, userId: string, keep: number, now
  * Use a code: one statement deletes it (so it works once, whoever races) and answers with the
  * registration it was issued for, only if that registration is still the same generation.
  */
-export async function redeemPairingCode(db: Db, codeHash: string, now: Date): Promise<{ user_id: string; generation: string } | undefined> {
-  const result = await sql<{ user_id: string; generation: string }>`
+export async function redeemPairingCode(db: Db, codeHash: string, now: Date): Promise<{ user_id: string; generation: string; transport: string | null } | undefined> {
+  const result = await sql<{ user_id: string; generation: string; transport: string | null }>`
     with used as (
       delete from pairing_codes where code_hash = ${codeHash} and expires_at > ${now}
       returning user_id, generation
     )
-    select r.user_id, r.generation from used join registrations r on r.user_id = used.user_id and r.generation = used.generation
+    select r.user_id, r.generation, r.transport from used join registrations r on r.user_id = used.user_id and r.generation = used.generation
   `.execute(db);
   return result.rows[0];
 }

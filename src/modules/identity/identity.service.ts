@@ -17,6 +17,8 @@ export interface DiscordUser {
   id: string;
   username: string;
   globalName: string | null;
+  /** The platform they registered through (absent: the home platform). */
+  platform?: string | undefined;
 }
 
 export const MAX_RECIPIENTS = 100;
@@ -35,6 +37,7 @@ export class IdentityService {
       generation: newGeneration(),
       display_name: user.globalName ?? user.username,
       registered_at: this.clock.now(),
+      transport: user.platform ?? null,
     });
     return inserted !== undefined ? 'registered' : 'already registered';
   }
@@ -63,10 +66,11 @@ export class IdentityService {
     return deleteRegistration(this.db, userId);
   }
 
-  async redeem(code: string): Promise<{ discord_user_id: string; generation: string }> {
+  async redeem(code: string): Promise<{ discord_user_id: string; generation: string; platform?: string }> {
     const used = await redeemPairingCode(this.db, hashPairingCode(code), this.clock.now());
     if (used === undefined) throw new NotFoundError('invalid or expired code');
-    return { discord_user_id: used.user_id, generation: used.generation };
+    // Home-platform registrations answer exactly as before; another platform's say which.
+    return { discord_user_id: used.user_id, generation: used.generation, ...(used.transport !== null ? { platform: used.transport } : {}) };
   }
 
   async registration(userId: string): Promise<{ generation: string }> {

@@ -6,6 +6,8 @@ export interface RegistrationTable {
   generation: string;
   display_name: string;
   registered_at: Date;
+  /** The platform they registered on, where their DMs go; null: the home platform. */
+  transport: string | null;
 }
 
 export interface PairingCodeTable {

@@ -15,7 +15,7 @@ export interface Identity {
 /** People's registrations, pairing codes and agent tokens (`/agent`). */
 export const identityModule = defineModule<Identity>({
   name: 'identity',
-  migrations: ['2026-11-29T20-00-00_identity'],
+  migrations: ['2026-11-29T20-00-00_identity', '2026-12-02T05-30-00_registration-platform'],
   tools: identityTools,
   commands: async () => [(await import('./agent.command.js')).agentCommand],
   async start({ db: tables, clock, registry, use }) {
@@ -27,8 +27,11 @@ export const identityModule = defineModule<Identity>({
       import('./identity.repository.js'),
     ]);
     const identity = new IdentityService(db, clock);
-    // DMs (and edits of DMs) go only to people registered at send time.
-    use(deliveriesModule).answer({ isRegistered: async (userId) => (await findRegistration(db, userId)) !== undefined });
+    // DMs (and edits of DMs) go only to people registered at send time, on the platform they registered on.
+    use(deliveriesModule).answer({
+      isRegistered: async (userId) => (await findRegistration(db, userId)) !== undefined,
+      registeredOn: async (userId) => (await findRegistration(db, userId))?.transport ?? null,
+    });
     return { gives: { identity }, operations: [identityOperations(identity, new IdentityMetrics(registry))] };
   },
 });

@@ -54,6 +54,7 @@ export function invocationOf(payload: SlashPayload, definitions: readonly Comman
     subcommand,
     option: (option) => values.get(option) ?? null,
     canManageGuild,
+    platform: 'slack',
   };
 }
 
