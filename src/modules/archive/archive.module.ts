@@ -46,7 +46,8 @@ export async function startArchive({ config, db: tables, clock, log, registry, t
     const timeout = (config.platforms[home.name] as { timeoutMs?: number } | undefined)?.timeoutMs ?? DOWNLOAD_TIMEOUT_MS;
     const downloader = new MediaDownloader(mediaDir, { hosts: DISCORD_MEDIA_HOSTS, trustedOrigins: site.mediaOrigins, maxBytes: config.media.maxFileBytes, timeoutMs: timeout });
     const scrapes = new ScrapeJobs(db, home.pages, downloader, media, clock, log, { maxAttempts: config.maxAttempts, retryBaseMs: config.retryBaseMs });
-    jobs.push({ queue: scrapeQueue(db), kinds: [scrapes.kind()], concurrency: 2 });
+    // A scrape started on another replica (or one without a job runner) wakes this one through NOTIFY.
+    jobs.push({ queue: scrapeQueue(db), kinds: [scrapes.kind()], concurrency: 2, listen: true });
   }
   const routes = archiveRoutes(media);
   return {
