@@ -60,7 +60,7 @@ describe.skipIf(!onPostgres)('events cross replicas (PostgreSQL NOTIFY)', () => 
   beforeAll(async () => {
     sandbox = await new DiscordSandbox({ mediaMessages: 500 }).start();
     db = await testDatabase();
-    const env = { HERALD_POLL_MS: String(POLL_MS), HERALD_TRUSTED_BOT_IDS: PEER };
+    const env = { HERALD_POLL_MS: String(POLL_MS), HERALD_TRUSTED_BOT_IDS: PEER, HERALD_DISCORD_CHAT_GUILD: IDS.guild };
     runner = await startTestHerald({ useSandbox: sandbox, useDb: db, env });
     web = await startTestHerald({ useSandbox: sandbox, useDb: db, env, roles: { http: true, dispatcher: false } });
     await runner.mapDestination();
@@ -141,6 +141,15 @@ describe.skipIf(!onPostgres)('events cross replicas (PostgreSQL NOTIFY)', () => 
     expect((await web.bridge.post('/mcp/deliveries', post(requestId, 'from the web replica'))).status).toBe(202);
     await runner.waitForState(requestId, 'delivered', 10_000);
     // The runner's poll is a minute: only the doorbell's NOTIFY explains a send within seconds.
+    expect(Date.now() - started).toBeLessThan(5_000);
+  }, 30_000);
+
+  it('a chat line sent on a replica without a job runner is sent promptly by the other replica\'s', async () => {
+    const started = Date.now();
+    const send = await web.bridge.post('/mcp/chat/messages', { channel: '#alerts', text: 'from the web replica', sender: 'ada' });
+    expect(send.status).toBe(202);
+    const id = (send.json as { id: string }).id;
+    await waitFor(async () => ((await web.bridge.get(`/mcp/chat/messages/${id}`)).json as { state: string }).state === 'delivered', 'the chat line to be delivered', 10_000);
     expect(Date.now() - started).toBeLessThan(5_000);
   }, 30_000);
 
