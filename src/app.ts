@@ -8,6 +8,7 @@ import { MODULES } from './modules/registry.js';
 import { defineMetrics, doorbellOf, readinessOf, reportQueues, runJobs, schedulePrune, startModules, type JobRunner } from './modules/runner.js';
 import { systemClock, type Clock } from './platform/clock.js';
 import { openStore, type Store } from './platform/db/database.js';
+import { Events } from './platform/db/events.js';
 import { tablesOf } from './platform/db/tables.js';
 import { migrateToLatest } from './platform/db/migrate.js';
 import { errorSummary } from './platform/errors.js';
@@ -99,8 +100,10 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     const [home, ...others] = running.map((r) => r.facets);
     const transports = transportsOf(home as Transport, ...others); // config.ts made sure HERALD_TRANSPORT is configured
     const doorbell = doorbellOf(store);
+    const events = new Events(store as Store);
+    cleanups.push(() => events.close());
     const site = { messageLinkBase: options.messageLinkBase, mediaOrigins: options.mediaOrigins ?? [] };
-    const modules = await startModules(MODULES, metrics, { config, store: store as Store, db: store.db as Kysely<unknown>, clock, log, registry, transports, doorbell, roles, site });
+    const modules = await startModules(MODULES, metrics, { config, store: store as Store, db: store.db as Kysely<unknown>, clock, log, registry, transports, doorbell, events, roles, site });
     cleanups.push(() => modules.close());
     const parts = modules.parts;
     const jobs = parts.flatMap((p) => p.jobs ?? []);

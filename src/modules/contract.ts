@@ -6,6 +6,7 @@ import type { Job, JobKind, JobQueue } from '../outbox/worker.js';
 import type { Clock } from '../platform/clock.js';
 import type { Store } from '../platform/db/database.js';
 import type { Doorbell } from '../platform/db/doorbell.js';
+import type { Events } from '../platform/db/events.js';
 import type { OperationHandlers } from '../platform/http/api.js';
 import type { McpTool } from '../platform/mcp/tool.js';
 import type { Registry } from '../platform/metrics.js';
@@ -40,6 +41,8 @@ export interface ModuleServices {
   readonly transports: Transports;
   /** Ring after committing due work: wakes the job runner here, and other processes' through NOTIFY. */
   readonly doorbell: Doorbell;
+  /** Changes other processes' listeners must hear of (ids only): publish after the commit, subscribe to re-read. */
+  readonly events: Events;
   readonly roles: Roles;
   /** Where people open what Herald sent, and the private origins media may come from (sandbox mode). */
   readonly site: { readonly messageLinkBase: string | undefined; readonly mediaOrigins: readonly string[] };

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { startHerald, type Herald } from '../../src/app.js';
+import type { Roles } from '../../src/modules/contract.js';
 import type { Clock } from '../../src/platform/clock.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/platform/log.js';
@@ -52,6 +53,8 @@ export interface TestHeraldOptions {
   /** Reuse a sandbox (e.g. across a restart). */
   useSandbox?: DiscordSandbox;
   useDb?: TestDatabase;
+  /** What this process does (default: serve HTTP and dispatch), as for a replica of a larger deployment. */
+  roles?: Roles;
 }
 
 /**
@@ -76,7 +79,7 @@ export async function startTestHerald(options: TestHeraldOptions = {}): Promise<
   });
   const config = loadConfig(env);
   // The sandbox's CDN is the one private origin the media archive may download from (as in sandbox mode).
-  const herald = await startHerald({ config, log: createLogger(config.logLevel), mediaOrigins: [sandbox.url], ...(options.clock ? { clock: options.clock } : {}) });
+  const herald = await startHerald({ config, log: createLogger(config.logLevel), mediaOrigins: [sandbox.url], ...(options.clock ? { clock: options.clock } : {}), ...(options.roles ? { roles: options.roles } : {}) });
   const url = herald.url ?? '';
   const bridge = client(url, config.bridgeToken);
   const admin = client(url, config.adminToken);

@@ -14,6 +14,7 @@ import { MODULES } from '../../src/modules/registry.js';
 import { defineMetrics, doorbellOf, runJobs, startModules, type JobRunner } from '../../src/modules/runner.js';
 import type { Clock } from '../../src/platform/clock.js';
 import { openStore, type Store } from '../../src/platform/db/database.js';
+import { Events } from '../../src/platform/db/events.js';
 import { migrateToLatest } from '../../src/platform/db/migrate.js';
 import { createRegistry } from '../../src/platform/metrics.js';
 import type { Database } from '../../src/schema.js';
@@ -81,7 +82,7 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
   // Destinations look channels up on the memory platform, whatever facets the test's transport keeps.
   const transport: Transport = Object.assign(Object.create(chosen) as Transport, { invokers, channels: memory.channels });
   const log = pino({ level: 'silent' });
-  const base = { config, store: store as Store, db: store.db as Kysely<unknown>, clock, log, registry: createRegistry(), transports: transportsOf(transport), doorbell: doorbellOf(store) };
+  const base = { config, store: store as Store, db: store.db as Kysely<unknown>, clock, log, registry: createRegistry(), transports: transportsOf(transport), doorbell: doorbellOf(store), events: new Events(store as Store) };
   const modules = await startModules(MODULES, await defineMetrics(MODULES, base.registry), { ...base, roles: { http: false, dispatcher: true }, site: { messageLinkBase: undefined, mediaOrigins: [] } });
   const worker = await runJobs(modules.parts.flatMap((p) => p.jobs ?? []), base);
   const { deliveries } = modules.use(deliveriesModule);
@@ -106,6 +107,7 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
     async close() {
       await worker.stop();
       await modules.close();
+      await base.events.close();
       await store.close();
       await rm(dir, { recursive: true, force: true });
     },

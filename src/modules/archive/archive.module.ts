@@ -9,12 +9,13 @@ import { MediaService } from './media.service.js';
 import { ScrapeJobs, scrapeQueue } from './scrape.jobs.js';
 import { tablesOf } from '../../platform/db/tables.js';
 import type { ArchiveDb } from './archive.table.js';
+import { errorSummary } from '../../platform/errors.js';
 
 /** How long one media download may take, unless the platform sets its own request timeout. */
 const DOWNLOAD_TIMEOUT_MS = 15_000;
 
 /** Start the media archive (its declaration is index.ts). */
-export async function startArchive({ config, db: tables, clock, log, registry, transports, doorbell, site }: ModuleServices): Promise<ModuleParts<{ media: MediaService }>> {
+export async function startArchive({ config, db: tables, clock, log, registry, transports, doorbell, events, roles, site }: ModuleServices): Promise<ModuleParts<{ media: MediaService }>> {
   const db = tablesOf<ArchiveDb>(tables);
   const home = transports.home;
   const mediaDir = path.join(config.dataDir, 'media');
@@ -25,8 +26,19 @@ export async function startArchive({ config, db: tables, clock, log, registry, t
     channels: home.channels,
     canScrape: home.pages !== undefined,
     wake: () => doorbell.ring(),
+    // Every process publishes (a dispatcher-only one runs scrapes too); those serving streams listen.
+    publish: (topic, id) => events.publish(topic, id),
     log,
   });
+  // The live event streams this process serves show the scrapes other processes run: re-read on their news.
+  const unsubscribe: (() => void)[] = [];
+  if (roles.http) {
+    for (const topic of ['archive.scrape', 'archive.storage'] as const) {
+      const hear = (ids: readonly string[] | undefined): void =>
+        void media.heard(topic, ids).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not read archive changes for the event stream'));
+      unsubscribe.push(await events.subscribe(topic, hear));
+    }
+  }
   registerArchiveMetrics(registry, () => archiveTotals(db));
   const jobs: JobsDeclaration[] = [];
   if (home.pages !== undefined) {
@@ -34,7 +46,8 @@ export async function startArchive({ config, db: tables, clock, log, registry, t
     const timeout = (config.platforms[home.name] as { timeoutMs?: number } | undefined)?.timeoutMs ?? DOWNLOAD_TIMEOUT_MS;
     const downloader = new MediaDownloader(mediaDir, { hosts: DISCORD_MEDIA_HOSTS, trustedOrigins: site.mediaOrigins, maxBytes: config.media.maxFileBytes, timeoutMs: timeout });
     const scrapes = new ScrapeJobs(db, home.pages, downloader, media, clock, log, { maxAttempts: config.maxAttempts, retryBaseMs: config.retryBaseMs });
-    jobs.push({ queue: scrapeQueue(db), kinds: [scrapes.kind()], concurrency: 2 });
+    // A scrape started on another replica (or one without a job runner) wakes this one through NOTIFY.
+    jobs.push({ queue: scrapeQueue(db), kinds: [scrapes.kind()], concurrency: 2, listen: true });
   }
   const routes = archiveRoutes(media);
   return {
@@ -45,5 +58,6 @@ export async function startArchive({ config, db: tables, clock, log, registry, t
     pages: [{ title: 'Media archive', path: '/ui/archive' }],
     jobs,
     prune: [{ what: 'the archive action log', run: () => media.pruneActions() }],
+    close: async () => unsubscribe.forEach((u) => u()),
   };
 }

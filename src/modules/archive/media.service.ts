@@ -58,8 +58,10 @@ export interface MediaServiceOptions {
   channels: Channels | undefined;
   /** Whether the platform can page through history (the transport's `pages` facet). */
   canScrape: boolean;
-  /** Tell this process's scrape worker there is work. */
+  /** Tell every process's scrape worker there is work (the doorbell). */
   wake: () => void;
+  /** Tell every process (this one included) a scrape or the storage changed, after the commit; an id only. */
+  publish?: (topic: ArchiveTopic, id?: string) => void;
   log: Logger;
 }
 
@@ -107,6 +109,9 @@ export interface ArchiveEvents {
   scrape: [ScrapeJob];
   storage: [StorageStatus];
 }
+
+/** What the service publishes to the other processes: which scrape changed; that storage did. */
+export type ArchiveTopic = 'archive.scrape' | 'archive.storage';
 
 const DEFAULT_PAGE = 50;
 const MAX_PAGE = 200;
@@ -175,8 +180,38 @@ export class MediaService {
 
   private started(scrape: ScrapeJob, resumed: boolean): { scrape: ScrapeJob; resumed: boolean } {
     this.options.wake();
-    this.events.emit('scrape', scrape);
+    this.scrapeChanged(scrape);
     return { scrape, resumed };
+  }
+
+  /**
+   * A scrape's row changed (committed). Published, every process's streams (this one's too) read
+   * it again from the database (`heard`); with nowhere to publish, it is pushed here as it is.
+   */
+  scrapeChanged(scrape: ScrapeJob): void {
+    if (this.options.publish !== undefined) this.options.publish('archive.scrape', scrape.id);
+    else this.events.emit('scrape', scrape);
+  }
+
+  /** The storage changed (committed): published like a scrape, or pushed here. */
+  async storageChanged(): Promise<void> {
+    if (this.options.publish !== undefined) this.options.publish('archive.storage');
+    else if (this.events.listenerCount('storage') > 0) this.events.emit('storage', await this.storageStatus());
+  }
+
+  /**
+   * A process (this one or another) changed scrapes (`ids`; undefined: any may have) or the
+   * storage: read them again from the database and push them to this process's streams. Nothing
+   * is read while no stream is open.
+   */
+  async heard(topic: ArchiveTopic, ids: readonly string[] | undefined): Promise<void> {
+    if (topic === 'archive.storage') {
+      if (this.events.listenerCount('storage') > 0) this.events.emit('storage', await this.storageStatus());
+      return;
+    }
+    if (this.events.listenerCount('scrape') === 0) return;
+    const rows = ids === undefined ? await listScrapes(this.db) : (await Promise.all(ids.map((id) => findScrape(this.db, id)))).filter((r) => r !== undefined);
+    for (const row of rows) this.events.emit('scrape', toScrapeJob(row));
   }
 
   private async channel(channelId: string): Promise<{ guildId: string | undefined; name: string | undefined }> {
@@ -211,7 +246,7 @@ export class MediaService {
       const row = stopped ?? (await findScrape(this.db, id));
       if (row === undefined) throw new ScrapeNotFoundError();
       const job = toScrapeJob(row);
-      if (stopped !== undefined) this.events.emit('scrape', job);
+      if (stopped !== undefined) this.scrapeChanged(job);
       return job;
     });
   }
@@ -223,7 +258,7 @@ export class MediaService {
       const orphans = await deleteScrapeAndOrphans(this.db, id);
       if (orphans === undefined) throw new ScrapeNotFoundError();
       for (const rel of orphans) await rm(path.join(this.options.mediaDir, rel), { force: true });
-      this.events.emit('storage', await this.storageStatus());
+      await this.storageChanged();
     });
   }
 

@@ -203,7 +203,7 @@ export class ScrapeJobs {
     }
     if (full !== undefined) log.warn('scrape paused: no room left in media storage');
     this.announce(updated);
-    if (row.mode === 'download' && (cut === 'full' || items.some((i) => i.sha256 !== null))) this.media.events.emit('storage', await this.media.storageStatus());
+    if (row.mode === 'download' && (cut === 'full' || items.some((i) => i.sha256 !== null))) await this.media.storageChanged();
   }
 
   /**
@@ -220,6 +220,6 @@ export class ScrapeJobs {
   }
 
   private announce(row: MediaScrapeRow): void {
-    this.media.events.emit('scrape', toScrapeJob(row));
+    this.media.scrapeChanged(toScrapeJob(row));
   }
 }

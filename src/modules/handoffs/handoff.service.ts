@@ -24,7 +24,7 @@ export type InboxHandoff = Schemas['InboxHandoff'];
 
 /** The longest a wait for the next handoff may last (the contract's bound). */
 export const MAX_WAIT_MS = 30_000;
-/** How often a waiting request looks at the inbox (another replica may have taken the handoff in). */
+/** How often a waiting request looks at the inbox, should another replica's news of an arrival be lost. */
 const WAIT_POLL_MS = 250;
 
 export interface HandoffServiceOptions {
@@ -35,6 +35,10 @@ export interface HandoffServiceOptions {
   canSend: boolean;
   log: Logger;
   metrics?: HandoffMetrics;
+  /** Tell every process (this one included) a handoff arrived, after its commit; `arrived` is their side. */
+  publish?: () => void;
+  /** How often a wait looks at the inbox without news (the fallback; default 250 ms). */
+  waitPollMs?: number;
 }
 
 /** A handoff is stored as a delivery under its own namespace of ids, so it never collides with one. */
@@ -50,7 +54,7 @@ export function handoffDeliveryId(requestId: string): string {
  */
 export class HandoffService {
   private readonly trusted: ReadonlySet<string>;
-  /** Rung after this process put a handoff in the inbox: waiting requests look at once. */
+  /** Rung when a handoff arrived (here or on another replica): waiting requests look at once. */
   private readonly arrivals = new EventEmitter();
 
   constructor(
@@ -168,8 +172,14 @@ export class HandoffService {
     if (result.outcome !== 'accepted') return this.refused(result.outcome, { ...about, event_id: e.event_id });
     this.options.metrics?.receipt('accepted');
     this.options.log.info({ ...about, event_id: e.event_id, inbox_id: result.inboxId }, 'handoff accepted');
-    this.arrivals.emit('arrived');
+    if (this.options.publish !== undefined) this.options.publish();
+    else this.arrived();
     return 'accepted';
+  }
+
+  /** A handoff arrived in the inbox (committed, here or on another replica): waiting requests look now. */
+  arrived(): void {
+    this.arrivals.emit('arrived');
   }
 
   /** Receive, logging instead of throwing (for the gateway's listener). */
@@ -198,7 +208,7 @@ export class HandoffService {
       if (first !== undefined) return toInboxHandoff(first);
       const left = deadline - Date.now();
       if (left <= 0 || signal?.aborted === true) return null;
-      // Woken by an arrival here, or by the poll (an arrival on another replica).
+      // Woken by news of an arrival (on any replica), or by the poll should that news be lost.
       await new Promise<void>((resolve) => {
         const done = (): void => {
           clearTimeout(timer);
@@ -206,7 +216,7 @@ export class HandoffService {
           signal?.removeEventListener('abort', done);
           resolve();
         };
-        const timer = setTimeout(done, Math.min(left, WAIT_POLL_MS));
+        const timer = setTimeout(done, Math.min(left, this.options.waitPollMs ?? WAIT_POLL_MS));
         this.arrivals.on('arrived', done);
         signal?.addEventListener('abort', done);
       });

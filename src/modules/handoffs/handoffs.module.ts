@@ -9,11 +9,14 @@ import { HandoffService } from './handoff.service.js';
 import { tablesOf } from '../../platform/db/tables.js';
 import type { HandoffsDb } from './handoff.table.js';
 
+/** The event announcing that a handoff arrived in the inbox. */
+const ARRIVED = 'handoffs.arrived';
+
 /** Acknowledged handoffs are kept this long, then pruned. */
 const INBOX_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 
 /** Start the handoffs module (its declaration is index.ts). */
-export async function startHandoffs({ config, db: tables, clock, log, registry, transports, use }: ModuleServices): Promise<ModuleParts<{ handoffs: HandoffService }>> {
+export async function startHandoffs({ config, db: tables, clock, log, registry, transports, events, use }: ModuleServices): Promise<ModuleParts<{ handoffs: HandoffService }>> {
   const db = tablesOf<HandoffsDb>(tables);
   const home = transports.home;
   const can = capabilitiesOf(home);
@@ -25,13 +28,21 @@ export async function startHandoffs({ config, db: tables, clock, log, registry, 
     canSend: can.send && can.channels,
     log,
     metrics: new HandoffMetrics(registry),
+    publish: () => events.publish(ARRIVED),
+    // The fallback, should news of an arrival on another replica be lost: a quarter of the dispatchers' poll (250 ms by default).
+    waitPollMs: Math.max(25, Math.round(config.pollMs / 4)),
   });
+  // A wait on this replica ends as soon as a handoff is taken in on any replica.
+  const unsubscribe = await events.subscribe(ARRIVED, () => handoffs.arrived());
   // Messages others write are listened to only while some bot is trusted.
   const unlisten = handoffs.enabled ? home.inbound?.onMessage((m) => handoffs.take(m)) : undefined;
   return {
     gives: { handoffs },
     operations: [handoffOperations(handoffs)],
     prune: [{ what: 'the handoff inbox', run: (now) => pruneInbox(db, new Date(now.getTime() - INBOX_RETENTION_MS)) }],
-    close: async () => void unlisten?.(),
+    close: async () => {
+      unsubscribe();
+      unlisten?.();
+    },
   };
 }

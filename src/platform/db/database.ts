@@ -15,9 +15,10 @@ export interface Store<DB = unknown> {
    * Subscribe to NOTIFY on a channel; returns the unsubscribe. On PostgreSQL the LISTEN session
    * heals itself: when it is lost (restart, failover, termination) it reconnects with capped,
    * jittered backoff, LISTENs again and calls `onNotify` once, since notifications sent while it
-   * was down are lost. The unsubscribe stops reconnecting.
+   * was down are lost (then with no payload: anything may have changed). The unsubscribe stops
+   * reconnecting.
    */
-  listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
+  listen(channel: string, onNotify: (payload?: string) => void): Promise<() => Promise<void>>;
   /** Whether every subscription is LISTENing right now (always true on PGlite, and with none). */
   listening(): boolean;
   close(): Promise<void>;
@@ -95,7 +96,7 @@ class ListenSession {
   constructor(
     private readonly connectionString: string,
     private readonly channel: string,
-    private readonly onNotify: () => void,
+    private readonly onNotify: (payload?: string) => void,
     private readonly options: StoreOptions,
   ) {}
 
@@ -120,7 +121,7 @@ class ListenSession {
     client.on('error', (err) => this.lost(client, err));
     client.on('end', () => this.lost(client, new Error('LISTEN connection ended')));
     client.on('notification', (n) => {
-      if (n.channel === this.channel) this.onNotify();
+      if (n.channel === this.channel) this.onNotify(n.payload);
     });
     try {
       await client.connect();
@@ -212,7 +213,7 @@ async function openPGlite<DB>(dataDir: string): Promise<Store<DB>> {
     kind: 'pglite',
     db,
     async listen(channel, onNotify) {
-      const unsubscribe = await pglite.listen(channel, onNotify);
+      const unsubscribe = await pglite.listen(channel, (payload) => onNotify(payload));
       return unsubscribe;
     },
     // In process: there is no connection to lose.
