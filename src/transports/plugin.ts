@@ -34,8 +34,11 @@ export interface TransportServices {
   ownMessage(key: string, channelId: string, messageId: string, at: Date): Promise<void>;
   /** What those reports say: which message a key created, and which key created a message. */
   readonly ledger: NonceLedger;
-  /** Report a link this process holds (a connection), shown in metrics and on the status page. */
-  link(name: string, up: () => boolean): void;
+  /**
+   * Report a link this process holds (a connection), shown in metrics and on the status page;
+   * `up` says undefined while another replica holds it (this one is on standby).
+   */
+  link(name: string, up: () => boolean | undefined): void;
   /**
    * Hold a connection only one process may hold (`discord:gateway`, `irc:observer`), under a lease
    * in the store: onAcquired when this process takes it, onLost when it must stop using it at once.

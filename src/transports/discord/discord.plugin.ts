@@ -78,7 +78,7 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
   };
   const watchGateway = services.serving && config.gateway;
   let gateway: GatewayConnection | undefined;
-  if (watchGateway) services.link('gateway', () => gateway?.ready === true);
+  if (watchGateway) services.link('gateway', () => (lease !== undefined && !lease.held() ? undefined : gateway?.ready === true));
   // One gateway session per bot across the serving replicas: only the holder of `discord:gateway`
   // opens it (and so answers slash commands and records nonces); the others send over REST, and take
   // it over within seconds when the holder dies. Opening and closing run one after another.

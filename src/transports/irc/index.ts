@@ -73,7 +73,7 @@ export const irc = defineTransport<IrcConfig>({
       // Like Discord's gateway nonces: which line a send's key created, for reconciliation.
       onOwnLine: (key, channel, msgid, at) => services.ownMessage(key, channel, msgid, at),
     });
-    services.link('observer', () => transport.up);
+
     services.log.info({ host: server.host, port: server.port, tls: server.tls, nick: config.nick }, 'connecting to IRC');
     transport.start();
     // One replica holds every IRC connection (the observer and agents' nicks), under the lease
@@ -94,6 +94,7 @@ export const irc = defineTransport<IrcConfig>({
         inTurn(() => transport.stopObserving());
       },
     });
+    services.link('observer', () => (lease.held() ? transport.up : undefined));
     // Wait a little for the lease and the link, so a healthy start is ready at once; a down server does not block.
     const deadline = Date.now() + 5_000;
     while (!lease.held() && lease.holder() === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));

@@ -134,7 +134,7 @@ export class IrcTransport implements Transport {
   /** Start the upkeep timers; the connections open once this process holds the lease (observe). */
   start(): void {
     // Also joins, now and then, channels another replica created (stored) while this one held the lease.
-    this.sweep = setInterval(() => (this.closeIdle(), void this.joinStored()), Math.min(5_000, Math.max(1_000, this.options.senderIdleMs / 2)));
+    this.sweep = setInterval(() => (this.closeIdle(), void this.joinStored().catch(() => undefined)), Math.min(5_000, Math.max(1_000, this.options.senderIdleMs / 2)));
     this.sweep.unref();
     this.pruneTimer = setInterval(() => void this.prune(), PRUNE_EVERY_MS);
     this.pruneTimer.unref();
