@@ -1,6 +1,7 @@
 import { Gauge, type Registry } from 'prom-client';
 import { holdSingleton, type Singleton, type SingletonOptions } from '../platform/db/singleton.js';
 import { addStatusPanels } from '../platform/metrics.js';
+import { stateOf } from './singleton-state.js';
 
 /** What a platform asks for when it needs a connection held by one process only. */
 export type SingletonRequest = Pick<SingletonOptions, 'onAcquired' | 'onLost'>;
@@ -53,11 +54,4 @@ export class Singletons {
   async close(): Promise<void> {
     await Promise.all([...this.all.values()].map((s) => s.close()));
   }
-}
-
-/** `held`, or `standby (held by <holder>)`. */
-export function stateOf(s: Singleton): string {
-  if (s.held()) return 'held';
-  const holder = s.holder();
-  return holder === undefined ? 'standby' : `standby (held by ${holder})`;
 }

@@ -5,7 +5,7 @@ import { errorSummary } from '../../platform/errors.js';
 import { discordTokenRejected } from './discord-token.js';
 import type { Singleton } from '../../platform/db/singleton.js';
 import type { RunningTransport, Surfaces, TransportServices } from '../plugin.js';
-import { stateOf } from '../singletons.js';
+import { stateOf } from '../singleton-state.js';
 import type { Channels, Inbound, Transport } from '../transport.js';
 import { DiscordTokenRejectedError, DiscordTransport } from './discord-transport.js';
 import { PlatformMetrics } from './discord.metrics.js';

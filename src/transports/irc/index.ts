@@ -1,6 +1,6 @@
 import { errorSummary } from '../../platform/errors.js';
 import { defineTransport } from '../plugin.js';
-import { stateOf } from '../singletons.js';
+import { stateOf } from '../singleton-state.js';
 import { tablesOf } from '../../platform/db/tables.js';
 import type { IrcDb } from './irc-line.table.js';
 
