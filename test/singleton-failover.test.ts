@@ -1,10 +1,11 @@
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DiscordSandbox } from '../src/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
-import { heraldEnv, IDS, newToken } from './support/herald.js';
+import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
 import { processHarness, type HeraldProcess } from './support/process.js';
-import { waitFor } from './support/wait.js';
+import { waitFor, waitForDelivery } from './support/wait.js';
 
 const MANAGE_GUILD = String(1 << 5);
 
@@ -77,5 +78,20 @@ describe.skipIf(!onPostgres)('the Discord gateway session across two replicas', 
     expect(sandbox.gatewaySessions).toBe(1);
     expect(await list()).toBe('No destinations are mapped in this server yet. Use `/destinations set`.');
     expect((await readyz(second)).body).toMatchObject({ status: 'ok', checks: { gateway: 'ok' } });
+
+    // The nonce ledger follows the session: the new holder records what its sends created.
+    expect((await client(second.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts })).status).toBe(200);
+    const id = newRequestId();
+    expect((await client(second.url ?? '', bridgeToken).post('/mcp/deliveries', post(id, `after takeover ${id}`))).status).toBe(202);
+    await waitForDelivery(client(second.url ?? '', bridgeToken), id, 'delivered');
+    const created = sandbox.allMessages().filter((m) => m.content === `after takeover ${id}`);
+    expect(created).toHaveLength(1);
+    const pgc = new pg.Client({ connectionString: db.databaseUrl });
+    await pgc.connect();
+    try {
+      await waitFor(async () => (await pgc.query('select 1 from sent_messages where message_id = $1', [created[0]?.id])).rowCount === 1, 'the nonce recorded by the new holder', 10_000);
+    } finally {
+      await pgc.end();
+    }
   }, 120_000);
 });
