@@ -996,7 +996,12 @@ export interface components {
         Health: {
             /** @enum {string} */
             status: "ok" | "unavailable";
+            /** @description Each check by name, `ok` or what is wrong. `standby (held by <holder>)` (a connection another replica holds, e.g. `gateway`) counts as ready. */
             checks?: {
+                [key: string]: string;
+            };
+            /** @description Connections only one replica holds at a time (`discord:gateway`, `irc:observer`), by name, `held` when this replica holds it, else `standby (held by <holder>)`. */
+            singletons?: {
                 [key: string]: string;
             };
         };

@@ -21,6 +21,8 @@ import { createLogger } from './platform/log.js';
 import { createRegistry, type Registry } from './platform/metrics.js';
 import type { Database } from './schema.js';
 import { LinkMetrics } from './transports/links.js';
+import { processHolderId } from './platform/db/singleton.js';
+import { Singletons } from './transports/singletons.js';
 import type { RunningTransport, Surfaces } from './transports/plugin.js';
 import { TRANSPORTS } from './transports/registry.js';
 import { transportsOf, type Transport, type Transports } from './transports/transport.js';
@@ -91,9 +93,12 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
 
     const links = new LinkMetrics(registry);
     const ledger = ownMessageLedger(tablesOf(store.db));
+    // Connections one process holds at a time (a gateway session), under leases in the store.
+    const singletons = new Singletons({ kind: store.kind, db: store.db as Kysely<unknown> }, processHolderId(), config.singletonTtlMs, registry);
+    cleanups.push(() => singletons.close());
     const running: RunningTransport[] = [];
     for (const p of platforms) {
-      const started = await p.start(config.platforms[p.name], { store, db: store.db as Kysely<unknown>, clock, log, registry, serving: roles.http, ownMessage: ledger.record, ledger, link: (name, up) => links.track(p.name, name, up) });
+      const started = await p.start(config.platforms[p.name], { store, db: store.db as Kysely<unknown>, clock, log, registry, serving: roles.http, ownMessage: ledger.record, ledger, link: (name, up) => links.track(p.name, name, up), singleton: (name, request) => singletons.hold(name, request) });
       cleanups.push(() => started.close());
       running.push(started);
     }
@@ -127,7 +132,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         adminToken: config.adminToken,
         log,
         onAuthFailure: (area, throttled) => httpMetrics.authFailure(area, throttled),
-        operations: [...parts.flatMap((p) => p.operations ?? []), probeOperations(readiness)],
+        operations: [...parts.flatMap((p) => p.operations ?? []), probeOperations(readiness, () => singletons.states())],
       });
       const routes = parts.flatMap((p) => p.routes ?? []);
       const server = await serveHttp(config, middleware, log, httpMetrics, routes.map((r) => r.router));

@@ -42,6 +42,13 @@ export interface Config {
   readonly logLevel: string;
   /** `HERALD_LEASE_MS`: how long a claimed delivery belongs to its dispatcher before it counts as unknown. */
   readonly leaseMs: number;
+  /**
+   * `HERALD_SINGLETON_TTL_MS`: the lease of a connection only one process holds (Discord's gateway,
+   * the IRC observer) lasts this long from its last renewal; renewed every fifth of it, given up by
+   * a holder that could not renew for half of it. Another process takes over at most about this
+   * long plus a fifth after the holder dies. Default 8 s.
+   */
+  readonly singletonTtlMs: number;
   /** `HERALD_POLL_MS`: dispatcher polling interval (LISTEN/NOTIFY wakes it sooner). */
   readonly pollMs: number;
   /**
@@ -222,6 +229,7 @@ export function loadConfig(env: Env = process.env): Config {
     metricsHost: text('HERALD_METRICS_HOST') ?? '127.0.0.1',
     logLevel: text('LOG_LEVEL') ?? 'info',
     leaseMs,
+    singletonTtlMs: int('HERALD_SINGLETON_TTL_MS', 8_000, 500, 600_000),
     pollMs: int('HERALD_POLL_MS', 1_000, 10, 60_000),
     nonceWindowMs: int('HERALD_NONCE_WINDOW_MS', 60_000, 0, 600_000),
     maxAttempts: int('HERALD_MAX_ATTEMPTS', 10, 1, 1_000),

@@ -80,7 +80,7 @@ describe('protocol §1: auth, routing and errors', () => {
 
   it('answers health probes without a token', async () => {
     expect((await call(h.url, 'GET', '/healthz')).json).toEqual({ status: 'ok' });
-    expect((await call(h.url, 'GET', '/readyz')).json).toEqual({ status: 'ok', checks: { database: 'ok', dispatcher: 'ok', listen: 'ok', gateway: 'ok' } });
+    expect((await call(h.url, 'GET', '/readyz')).json).toEqual({ status: 'ok', checks: { database: 'ok', dispatcher: 'ok', listen: 'ok', gateway: 'ok' }, singletons: { 'discord:gateway': 'held' } });
   });
 });
 

@@ -198,7 +198,7 @@ describe('the Discord gateway dropping and reconnecting', { timeout: 120_000 }, 
         const r = await readiness();
         return r.status === 503 ? r : undefined;
       }, '/readyz to say the gateway is unavailable', 5_000);
-      expect(down.body).toEqual({ status: 'unavailable', checks: expect.objectContaining({ gateway: 'unavailable', database: 'ok' }) as Record<string, string> });
+      expect(down.body).toEqual({ status: 'unavailable', checks: expect.objectContaining({ gateway: 'unavailable', database: 'ok' }) as Record<string, string>, singletons: { 'discord:gateway': 'held' } });
       // Only the gateway is down: every other check still holds.
       expect(Object.entries(down.body.checks).filter(([, v]) => v !== 'ok')).toEqual([['gateway', 'unavailable']]);
     } finally {

@@ -4,6 +4,8 @@ import type { Clock } from '../platform/clock.js';
 import type { Store } from '../platform/db/database.js';
 import type { EnvReader } from '../platform/env.js';
 import type { Registry } from '../platform/metrics.js';
+import type { Singleton } from '../platform/db/singleton.js';
+import type { SingletonRequest } from './singletons.js';
 import type { CommandHandler, NonceLedger, Transport } from './transport.js';
 import type { RESTPostAPIChatInputApplicationCommandsJSONBody } from 'discord.js';
 
@@ -32,8 +34,17 @@ export interface TransportServices {
   ownMessage(key: string, channelId: string, messageId: string, at: Date): Promise<void>;
   /** What those reports say: which message a key created, and which key created a message. */
   readonly ledger: NonceLedger;
-  /** Report a link this process holds (a connection), shown in metrics and on the status page. */
-  link(name: string, up: () => boolean): void;
+  /**
+   * Report a link this process holds (a connection), shown in metrics and on the status page;
+   * `up` says undefined while another replica holds it (this one is on standby).
+   */
+  link(name: string, up: () => boolean | undefined): void;
+  /**
+   * Hold a connection only one process may hold (`discord:gateway`, `irc:observer`), under a lease
+   * in the store: onAcquired when this process takes it, onLost when it must stop using it at once.
+   * Another process takes it over within seconds after the holder dies. Close it on close.
+   */
+  singleton(name: string, request: SingletonRequest): Singleton;
 }
 
 /** A platform's slash commands: what to register, and who answers an invocation. */

@@ -76,6 +76,11 @@ export type TransportFailure =
       mayHaveCreated?: boolean;
       /** The request was abandoned before it left, past its `SendDeadline`. */
       departedLate?: boolean;
+      /**
+       * Nothing was sent: the connection the call needs is held by another replica (a singleton).
+       * The outbox puts the job back at once without spending an attempt, for the holder to take.
+       */
+      heldElsewhere?: boolean;
     }
   | { kind: 'recipient_unreachable'; detail: string }
   | { kind: 'not_found'; detail: string }

@@ -54,6 +54,8 @@ type Outcome = Pick<DeliveryUpdate, 'transport' | 'status' | 'failure_code' | 'c
 
 /** A self-sending kind's proof could not tell whether an in-doubt attempt sent it. */
 const SELF_SEND_UNDECIDED = 'an earlier attempt may have sent it, and the platform cannot tell whether it did';
+/** How soon a job another replica must send (it holds the connection) is due again. */
+const HELD_ELSEWHERE_RETRY_MS = 200;
 /** How soon an edit retries when another edit of the same message is being applied. */
 const EDIT_BUSY_RETRY_MS = 100;
 /**
@@ -137,7 +139,12 @@ export class DeliveryJobs {
         log.warn({ detail: failure.detail }, 'create may have reached discord unanswered; the delivery is in doubt');
       }
       const verdict = afterFailure(err, row.attempts, context.retry.maxAttempts, at.doubt !== undefined);
-      if (verdict.next === 'failed' && !verdict.exhausted) {
+      if (failure.kind === 'transient' && failure.heldElsewhere === true) {
+        // Nothing was sent: another replica holds the connection this needs. Back in the queue at
+        // once, without spending an attempt, for the holder's dispatcher to take.
+        outcome = { status: 'pending', next_attempt_at: new Date(this.clock.now().getTime() + HELD_ELSEWHERE_RETRY_MS), attempts: row.attempts - 1 };
+        log.debug('delivery left to the replica holding its connection');
+      } else if (verdict.next === 'failed' && !verdict.exhausted) {
         outcome = { status: 'failed', failure_code: failure.kind === 'recipient_unreachable' ? 'RECIPIENT_UNREACHABLE' : 'UPSTREAM_UNAVAILABLE', reason: failure.detail };
         log.warn({ detail: failure.detail }, 'delivery rejected by discord');
       } else if (verdict.next === 'retry') {

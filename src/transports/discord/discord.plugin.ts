@@ -3,7 +3,9 @@ import type { Logger } from 'pino';
 import { pacerFor, type Pacer } from '../../platform/db/shared-pacer.js';
 import { errorSummary } from '../../platform/errors.js';
 import { discordTokenRejected } from './discord-token.js';
-import type { RunningTransport, TransportServices } from '../plugin.js';
+import type { Singleton } from '../../platform/db/singleton.js';
+import type { RunningTransport, Surfaces, TransportServices } from '../plugin.js';
+import { stateOf } from '../singleton-state.js';
 import type { Channels, Inbound, Transport } from '../transport.js';
 import { DiscordTokenRejectedError, DiscordTransport } from './discord-transport.js';
 import { PlatformMetrics } from './discord.metrics.js';
@@ -76,29 +78,68 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
   };
   const watchGateway = services.serving && config.gateway;
   let gateway: GatewayConnection | undefined;
-  if (watchGateway) services.link('gateway', () => gateway?.ready === true);
+  if (watchGateway) services.link('gateway', () => (lease !== undefined && !lease.held() ? undefined : gateway?.ready === true));
+  // One gateway session per bot across the serving replicas: only the holder of `discord:gateway`
+  // opens it (and so answers slash commands and records nonces); the others send over REST, and take
+  // it over within seconds when the holder dies. Opening and closing run one after another.
+  let lease: Singleton | undefined;
+  let surfacesGiven: Partial<Surfaces> | undefined;
+  let turns: Promise<void> = Promise.resolve();
+  let closing = false;
+  const inTurn = (step: () => Promise<void>): void => {
+    turns = turns.then(step).catch((err: unknown) => log.error({ err: errorSummary(err) }, 'gateway handover step failed'));
+  };
+  const open = async (): Promise<void> => {
+    if (closing || gateway !== undefined || surfacesGiven === undefined || lease?.held() !== true) return;
+    try {
+      log.info('connecting to the Discord gateway');
+      gateway = await connectGateway({
+        ...(listened ? { inbound: gatewayInbound } : {}),
+        token,
+        apiUrl: config.apiUrl,
+        commands: surfacesGiven.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` },
+        log,
+        onOwnMessage: (m) => services.ownMessage(m.nonce, m.channelId, m.messageId, m.createdAt),
+      });
+      // Lost while connecting: let go at once.
+      if (closing || lease?.held() !== true) await shut();
+    } catch (err) {
+      // Deliveries do not need the gateway: keep serving, and say so in /readyz.
+      log.error({ err: errorSummary(err) }, 'gateway unavailable; slash commands will not be answered');
+    }
+  };
+  const shut = async (): Promise<void> => {
+    const g = gateway;
+    gateway = undefined;
+    await g?.close();
+  };
   return {
     facets,
-    readiness: (): Record<string, string> => (watchGateway ? { gateway: gateway?.ready === true ? 'ok' : 'unavailable' } : {}),
+    readiness: (): Record<string, string> => {
+      if (!watchGateway) return {};
+      if (lease !== undefined && !lease.held()) return { gateway: stateOf(lease) };
+      return { gateway: gateway?.ready === true ? 'ok' : 'unavailable' };
+    },
     async serve(surfaces) {
       if (!watchGateway) return;
-      try {
-        log.info('connecting to the Discord gateway');
-        gateway = await connectGateway({
-          ...(listened ? { inbound: gatewayInbound } : {}),
-          token,
-          apiUrl: config.apiUrl,
-          commands: surfaces.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` },
-          log,
-          onOwnMessage: (m) => services.ownMessage(m.nonce, m.channelId, m.messageId, m.createdAt),
-        });
-      } catch (err) {
-        // Deliveries do not need the gateway: keep serving, and say so in /readyz.
-        log.error({ err: errorSummary(err) }, 'gateway unavailable; slash commands will not be answered');
-      }
+      surfacesGiven = surfaces;
+      lease = services.singleton('discord:gateway', {
+        onAcquired: () => {
+          log.info('holding the Discord gateway session');
+          inTurn(open);
+        },
+        onLost: () => {
+          log.warn('lost the Discord gateway lease; closing the session');
+          inTurn(shut);
+        },
+      });
     },
     async close() {
-      await gateway?.close();
+      // Close the session before giving the lease up, so another replica's never overlaps it.
+      closing = true;
+      await turns;
+      await shut();
+      await lease?.close();
       await invokers.destroy();
     },
   };

@@ -1,4 +1,6 @@
+import { errorSummary } from '../../platform/errors.js';
 import { defineTransport } from '../plugin.js';
+import { stateOf } from '../singleton-state.js';
 import { tablesOf } from '../../platform/db/tables.js';
 import type { IrcDb } from './irc-line.table.js';
 
@@ -71,18 +73,44 @@ export const irc = defineTransport<IrcConfig>({
       // Like Discord's gateway nonces: which line a send's key created, for reconciliation.
       onOwnLine: (key, channel, msgid, at) => services.ownMessage(key, channel, msgid, at),
     });
-    services.link('observer', () => transport.up);
+
     services.log.info({ host: server.host, port: server.port, tls: server.tls, nick: config.nick }, 'connecting to IRC');
-    try {
-      await transport.start();
-    } catch (err) {
-      await transport.close();
-      throw err;
+    transport.start();
+    // One replica holds every IRC connection (the observer and agents' nicks), under the lease
+    // `irc:observer`: a channel shows one observer, a nick is connected once, and the holder's
+    // dispatcher sends every IRC line (others put such jobs back untried: irc-transport.ts).
+    let joined: Promise<void> | undefined;
+    let turns: Promise<void> = Promise.resolve();
+    const inTurn = (step: () => Promise<void>): void => {
+      turns = turns.then(step).catch((err: unknown) => services.log.warn({ err: errorSummary(err) }, 'IRC handover step failed'));
+    };
+    const lease = services.singleton('irc:observer', {
+      onAcquired: () => {
+        services.log.info('holding the IRC connections');
+        inTurn(() => (joined = transport.observeAll()));
+      },
+      onLost: () => {
+        services.log.warn('lost the IRC lease; closing the IRC connections');
+        inTurn(() => transport.stopObserving());
+      },
+    });
+    services.link('observer', () => (lease.held() ? transport.up : undefined));
+    // Wait a little for the lease and the link, so a healthy start is ready at once; a down server does not block.
+    const deadline = Date.now() + 5_000;
+    while (!lease.held() && lease.holder() === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    if (lease.held()) {
+      while (joined === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await Promise.race([joined, new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())).unref())]);
     }
     return {
       facets: transport,
-      readiness: () => ({ irc: transport.up ? 'ok' : 'unavailable' }),
-      close: () => transport.close(),
+      readiness: () => ({ irc: lease.held() ? (transport.up ? 'ok' : 'unavailable') : stateOf(lease) }),
+      async close() {
+        // Close the connections before giving the lease up, so another replica's never overlap them.
+        await transport.close();
+        await turns;
+        await lease.close();
+      },
     };
   },
 });

@@ -1,8 +1,6 @@
 import type { Kysely } from 'kysely';
-import { Counter, type Registry } from 'prom-client';
 import type { Logger } from 'pino';
 import { errorSummary } from '../../platform/errors.js';
-import { addStatusPanels } from '../../platform/metrics.js';
 import {
   TransportError,
   type ChannelInfo,
@@ -18,8 +16,11 @@ import {
 import { DELIVERY_TAG, IrcConnection, type ChannelLine, type IrcServer } from './irc-connection.js';
 import { addChannel, linesBetween, linesTagged, listStoredChannels, pruneLines, readLines, storeLine } from './irc-line.repository.js';
 import type { IrcDb } from './irc-line.table.js';
+import type { IrcMetrics } from './irc.metrics.js';
 import { ircTextProblem, splitForIrc, withoutIrcControls } from './split.js';
 import { partway } from '../partway.js';
+
+export { IrcMetrics } from './irc.metrics.js';
 
 export interface IrcTransportOptions {
   server: IrcServer;
@@ -39,41 +40,6 @@ export interface IrcTransportOptions {
   retention: { maxAgeMs: number; perChannel: number };
   /** A line one of Herald's sends wrote (its last part), seen by the observer: the sent-message ledger. */
   onOwnLine?: (key: string, channel: string, msgid: string, at: Date) => Promise<void>;
-}
-
-/** Lines sent, echoes that confirmed them, reconnects: the IRC link's own counters. */
-export class IrcMetrics {
-  private readonly sent: Counter<'link'>;
-  private readonly confirmed: Counter<'link'>;
-  private readonly reconnects: Counter<'link'>;
-
-  constructor(registry: Registry) {
-    const registers = [registry];
-    this.sent = new Counter({ name: 'herald_irc_lines_sent_total', help: 'PRIVMSG lines Herald wrote to the IRC server, by link (observer: Herald\'s own nick; sender: an agent\'s nick)', labelNames: ['link'], registers });
-    this.confirmed = new Counter({ name: 'herald_irc_echoes_confirmed_total', help: 'Lines the IRC server confirmed with a labeled echo (labeled-response + echo-message), by link', labelNames: ['link'], registers });
-    this.reconnects = new Counter({ name: 'herald_irc_reconnects_total', help: 'Times an IRC connection registered again after its link dropped, by link', labelNames: ['link'], registers });
-    // Present at 0 from the start, so a rate has a first reading.
-    for (const link of ['observer', 'sender'] as const) {
-      this.sent.inc({ link }, 0);
-      this.confirmed.inc({ link }, 0);
-      this.reconnects.inc({ link }, 0);
-    }
-    addStatusPanels(
-      registry,
-      { section: 'irc', title: 'Lines sent per minute', metric: 'herald_irc_lines_sent_total', show: 'perMinute', unit: '/min' },
-      { section: 'irc', title: 'Lines confirmed by echo per minute', metric: 'herald_irc_echoes_confirmed_total', show: 'perMinute', unit: '/min' },
-      { section: 'irc', title: 'Reconnects', metric: 'herald_irc_reconnects_total', show: 'sum' },
-    );
-  }
-
-  line(link: 'observer' | 'sender', confirmed: boolean): void {
-    this.sent.inc({ link });
-    if (confirmed) this.confirmed.inc({ link });
-  }
-
-  reconnected(link: 'observer' | 'sender'): void {
-    this.reconnects.inc({ link });
-  }
 }
 
 /** RFC 2812 nick characters; the length limit is the server's (NICKLEN, 30 when unsaid). */
@@ -116,15 +82,19 @@ export class IrcTransport implements Transport {
   readonly name = 'irc' as const;
   /** IRC honours no idempotency key: a resend after doubt is decided from what the observer read. */
   readonly idempotentSend = false;
-  private readonly observer: IrcConnection;
+  /** The observer connection, while this process holds the IRC lease (irc:observer). */
+  private held: IrcConnection | undefined;
   private readonly senders = new Map<string, SenderEntry>();
   private readonly storing = new Set<Promise<void>>();
   private sweep: NodeJS.Timeout | undefined;
   private pruneTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
-  constructor(private readonly options: IrcTransportOptions) {
-    this.observer = new IrcConnection({
+  constructor(private readonly options: IrcTransportOptions) {}
+
+  private newObserver(): IrcConnection {
+    const options = this.options;
+    return new IrcConnection({
       server: options.server,
       nick: options.nick,
       saslPassword: options.saslPassword,
@@ -140,6 +110,17 @@ export class IrcTransport implements Transport {
     });
   }
 
+  /**
+   * Every IRC connection (the observer, and agents' nicks) lives on the one replica holding the
+   * lease: others have none, so a channel shows one observer and each nick is connected once. A send
+   * on another replica fails at once, before anything is written, as `heldElsewhere`: the outbox
+   * puts it back without spending an attempt, and the holder's dispatcher picks it up.
+   */
+  private get observer(): IrcConnection {
+    if (this.held === undefined) throw new TransportError({ kind: 'transient', heldElsewhere: true, detail: 'the IRC connections are held by another replica' });
+    return this.held;
+  }
+
   /** `irc://host:port/%23channel?msgid=…`: IRC has no message links; this names the line. */
   messageUrl(_scope: string, channelId: string, messageId: string): string {
     const { host, port, tls } = this.options.server;
@@ -148,34 +129,50 @@ export class IrcTransport implements Transport {
 
   /** Whether the observer's link is registered (for /readyz and the link gauge). */
   get up(): boolean {
-    return this.observer.isUp;
+    return this.held?.isUp === true;
   }
 
-  /** Connect the observer and join the channels (configured, and created through Herald), in the background if the server is down. */
-  async start(): Promise<void> {
-    const joinAll = async (): Promise<void> => {
-      await this.observer.registered();
-      const channels = new Set([...this.options.channels.map(ircChannel), ...(await listStoredChannels(this.options.db))]);
-      await Promise.all([...channels].map((c) => this.observer.join(c).catch((err: unknown) => this.options.log.warn({ channel: c, err: errorSummary(err) }, 'IRC observer could not join a channel'))));
-    };
-    this.observer.connect().catch(() => undefined);
-    const started = joinAll();
-    started.catch((err: unknown) => this.options.log.warn({ err: errorSummary(err) }, 'IRC observer not joined yet'));
-    this.sweep = setInterval(() => this.closeIdle(), Math.max(1_000, this.options.senderIdleMs / 2));
+  /** Start the upkeep timers; the connections open once this process holds the lease (observe). */
+  start(): void {
+    // Also joins, now and then, channels another replica created (stored) while this one held the lease.
+    this.sweep = setInterval(() => (this.closeIdle(), void this.joinStored().catch(() => undefined)), Math.min(5_000, Math.max(1_000, this.options.senderIdleMs / 2)));
     this.sweep.unref();
     this.pruneTimer = setInterval(() => void this.prune(), PRUNE_EVERY_MS);
     this.pruneTimer.unref();
-    // Wait a little for the link, so a healthy start is ready at once; a down server does not block.
-    await Promise.race([started, new Promise((r) => setTimeout(r, 5_000).unref())]);
+  }
+
+  /** This process holds the lease: connect the observer and join the channels (configured, and created through Herald). */
+  async observeAll(): Promise<void> {
+    if (this.closed || this.held !== undefined) return;
+    const observer = this.newObserver();
+    this.held = observer;
+    observer.connect().catch(() => undefined);
+    await this.joinStored().catch((err: unknown) => this.options.log.warn({ err: errorSummary(err) }, 'IRC observer not joined yet'));
+  }
+
+  /** The lease is lost (or given up): close every IRC connection at once. */
+  async stopObserving(): Promise<void> {
+    const observer = this.held;
+    this.held = undefined;
+    const senders = [...this.senders.values()];
+    this.senders.clear();
+    await Promise.all([observer?.close(), ...senders.map((s) => s.conn.close())]);
+  }
+
+  private async joinStored(): Promise<void> {
+    const observer = this.held;
+    if (observer === undefined) return;
+    await observer.registered();
+    const channels = new Set([...this.options.channels.map(ircChannel), ...(await listStoredChannels(this.options.db))]);
+    const missing = [...channels].filter((c) => !observer.channels.includes(c));
+    await Promise.all(missing.map((c) => observer.join(c).catch((err: unknown) => this.options.log.warn({ channel: c, err: errorSummary(err) }, 'IRC observer could not join a channel'))));
   }
 
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.sweep);
     clearInterval(this.pruneTimer);
-    const senders = [...this.senders.values()];
-    this.senders.clear();
-    await Promise.all([this.observer.close(), ...senders.map((s) => s.conn.close())]);
+    await this.stopObserving();
     await Promise.allSettled([...this.storing]);
   }
 
@@ -213,6 +210,7 @@ export class IrcTransport implements Transport {
   }
 
   private async senderConnection(nick: string): Promise<IrcConnection> {
+    void this.observer; // only the lease holder connects agents' nicks
     const key = nick.toLowerCase();
     let entry = this.senders.get(key);
     if (entry === undefined) {
@@ -288,7 +286,7 @@ export class IrcTransport implements Transport {
   };
 
   readonly history = {
-    selfId: async (): Promise<string> => this.observer.nick || this.options.nick,
+    selfId: async (): Promise<string> => this.held?.nick || this.options.nick,
     fingerprint: (message: OutgoingMessage): string => renderForIrc(message),
     listBetween: async (channelId: string, from: Date, until: Date, max: number): Promise<{ messages: SeenMessage[]; complete: boolean }> => {
       const channel = ircChannel(channelId);
@@ -347,12 +345,13 @@ export class IrcTransport implements Transport {
     },
     read: async (channel, since, limit): Promise<ChatLine[]> => {
       const name = ircChannel(channel);
-      await this.observe(name);
+      // Another replica's observer reads into the store: have it join the channel (stored), and read what it kept.
+      await (this.held === undefined ? addChannel(this.options.db, name, new Date()) : this.observe(name));
       return (await readLines(this.options.db, name, since, limit)).map((r) => ({ nick: r.nick, text: r.text, at: r.at }));
     },
     createChannel: async (name) => {
       const channel = ircChannel(name);
-      await this.observe(channel);
+      if (this.held !== undefined) await this.observe(channel);
       await addChannel(this.options.db, channel, new Date());
       return channel;
     },

@@ -1,0 +1,102 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kysely } from 'kysely';
+import { openStore, type Store } from '../src/platform/db/database.js';
+import { holdSingleton, type Singleton } from '../src/platform/db/singleton.js';
+import { migratedStore, onPostgres, type MigratedStore } from './support/db.js';
+import { waitFor } from './support/wait.js';
+
+const TTL = 1_500;
+
+/** A process taking part in holding one name: when it held it, and when it let go. */
+function contender(store: Store, name: string, holder: string): { s: Singleton; events: { what: 'acquired' | 'lost'; at: number }[] } {
+  const events: { what: 'acquired' | 'lost'; at: number }[] = [];
+  const s = holdSingleton({ kind: store.kind, db: store.db as Kysely<unknown> }, name, {
+    holder,
+    ttlMs: TTL,
+    onAcquired: () => events.push({ what: 'acquired', at: performance.now() }),
+    onLost: () => events.push({ what: 'lost', at: performance.now() }),
+  });
+  return { s, events };
+}
+
+describe.skipIf(!onPostgres)('holdSingleton on PostgreSQL', () => {
+  let fixture: MigratedStore | undefined;
+  const extra: Store[] = [];
+  const open = async (): Promise<Store> => {
+    const s = await openStore({ databaseUrl: fixture?.db.databaseUrl, dataDir: fixture?.db.dataDir ?? '' });
+    extra.push(s);
+    return s;
+  };
+  beforeAll(async () => {
+    fixture = await migratedStore();
+  });
+  afterAll(async () => {
+    for (const s of extra) await s.close().catch(() => undefined);
+    await fixture?.close();
+  });
+
+  it('one of two holds it; the other takes it over within the TTL after the holder stops renewing', async () => {
+    const [sa, sb] = [await open(), await open()];
+    const a = contender(sa, 'test:pair', 'a');
+    await waitFor(() => a.s.held(), 'a holds it', 5_000);
+    const b = contender(sb, 'test:pair', 'b');
+    // b keeps trying for longer than a TTL and never holds it while a renews.
+    await new Promise((r) => setTimeout(r, TTL * 1.5));
+    expect(b.s.held()).toBe(false);
+    expect(b.s.holder()).toBe('a');
+    // a stops renewing without giving the lease up (as a killed process would).
+    const stopped = performance.now();
+    (a.s as unknown as { timer: NodeJS.Timeout }).timer.close();
+    await waitFor(() => b.s.held(), 'b takes it over', 5_000);
+    const takeover = performance.now() - stopped;
+    console.log(`singleton takeover after the holder stopped renewing: ${Math.round(takeover)} ms (ttl ${TTL} ms)`);
+    expect(takeover).toBeLessThan(TTL * 1.5);
+    await b.s.close();
+    await a.s.close();
+  });
+
+  it('a closed holder gives the lease up: the other takes it at its next try', async () => {
+    const [sa, sb] = [await open(), await open()];
+    const a = contender(sa, 'test:release', 'a');
+    await waitFor(() => a.s.held(), 'a holds it', 5_000);
+    const b = contender(sb, 'test:release', 'b');
+    await waitFor(() => b.s.holder() === 'a', 'b sees a', 5_000);
+    const closed = performance.now();
+    await a.s.close();
+    await waitFor(() => b.s.held(), 'b takes it', 5_000);
+    expect(performance.now() - closed).toBeLessThan(TTL / 2);
+    expect(a.events.map((e) => e.what)).toEqual(['acquired']);
+    await b.s.close();
+  });
+
+  it('a holder that loses the database gives up before another can take the lease over', async () => {
+    const [sa, sb] = [await open(), await open()];
+    const a = contender(sa, 'test:cut', 'a');
+    await waitFor(() => a.s.held(), 'a holds it', 5_000);
+    const b = contender(sb, 'test:cut', 'b');
+    await waitFor(() => b.s.holder() === 'a', 'b sees a', 5_000);
+    // a's connections are gone: its renewals fail.
+    await sa.close();
+    await waitFor(() => b.s.held(), 'b takes it over', 5_000);
+    const lost = a.events.find((e) => e.what === 'lost');
+    const acquired = b.events.find((e) => e.what === 'acquired');
+    expect(lost).toBeDefined();
+    expect(acquired).toBeDefined();
+    // a stopped using it well before b started: never two holders at once.
+    expect((acquired?.at ?? 0) - (lost?.at ?? 0)).toBeGreaterThan(TTL / 4);
+    expect(a.s.held()).toBe(false);
+    await a.s.close();
+    await b.s.close();
+  });
+});
+
+describe('holdSingleton on PGlite', () => {
+  it('is held at once by the one process that opens the store', async () => {
+    let acquired = 0;
+    const s = holdSingleton({ kind: 'pglite', db: undefined as unknown as Kysely<unknown> }, 'test:local', { holder: 'me', ttlMs: TTL, onAcquired: () => (acquired += 1) });
+    await waitFor(() => acquired === 1, 'acquired', 1_000);
+    expect(s.held()).toBe(true);
+    await s.close();
+    expect(s.held()).toBe(false);
+  });
+});
