@@ -9,7 +9,7 @@ import { SlackSandbox, SLACK_SANDBOX_IDS as ids } from './sandbox/sandbox.js';
  * The plugin's `sandbox` hook: sandbox mode starts it on a free port after Discord's sandbox.
  */
 export async function startSlackSandbox(options: SandboxOptions): Promise<PlatformSandbox<SlackConfig>> {
-  const sandbox = new SlackSandbox({ stateFile: path.join(options.dataDir, 'slack-sandbox.json') });
+  const sandbox = new SlackSandbox({ stateFile: path.join(options.dataDir, 'sandbox-slack.json') });
   await sandbox.start(options.port, options.host);
   const config: SlackConfig = Object.freeze({
     botToken: sandbox.botToken,
