@@ -52,11 +52,11 @@ describe('the sandbox banner of `herald serve`', () => {
 
   it('lists every place an operator opens, and each one answers', async () => {
     const places = Object.fromEntries([...banner.matchAll(/^ {2}([A-Z][A-Za-z ]+): +(http:\/\/\S+)/gm)].map((m) => [m[1], m[2]]));
-    expect(Object.keys(places)).toEqual(['API', 'API docs', 'Archive UI', 'Status page', 'Metrics', 'Discord sandbox']);
+    expect(Object.keys(places)).toEqual(['API', 'API docs', 'Archive UI', 'Status page', 'Metrics', 'Discord sandbox', 'Slack sandbox']);
     const api = new URL(proc.url ?? '').origin;
     expect(places).toMatchObject({ 'API docs': `${api}/docs`, 'Archive UI': `${api}/ui/archive` });
     expect(places['Metrics']).toBe(`${places['Status page']}metrics`);
-    for (const label of ['API docs', 'Archive UI', 'Status page', 'Metrics', 'Discord sandbox']) {
+    for (const label of ['API docs', 'Archive UI', 'Status page', 'Metrics', 'Discord sandbox', 'Slack sandbox']) {
       const res = await fetch(places[label] ?? '');
       expect({ label, status: res.status }).toEqual({ label, status: 200 });
       if (label === 'Metrics') expect(await res.text()).toContain('herald_');
