@@ -20,11 +20,8 @@ import { closeServer, serveHttp } from './platform/http/server.js';
 import { createLogger } from './platform/log.js';
 import { createRegistry, type Registry } from './platform/metrics.js';
 import type { Database } from './schema.js';
-import { LinkMetrics } from './transports/links.js';
-import { processHolderId } from './platform/db/singleton.js';
-import { Singletons } from './transports/singletons.js';
-import type { RunningTransport, Surfaces } from './transports/plugin.js';
-import { TRANSPORTS } from './transports/registry.js';
+import type { Surfaces } from './transports/plugin.js';
+import { configuredPlatforms, startPlatforms } from './transports/start.js';
 import { transportsOf, type Transport, type Transports } from './transports/transport.js';
 
 export interface HeraldOptions {
@@ -74,8 +71,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
   const close = async (): Promise<void> => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch((err: unknown) => log.error({ err: errorSummary(err) }, 'shutdown step failed'));
   };
-  // The home platform first: people's identities live there, and DMs go there.
-  const platforms = TRANSPORTS.filter((t) => config.platforms[t.name] !== undefined).sort((a, b) => Number(b.name === config.transport) - Number(a.name === config.transport));
+  const platforms = configuredPlatforms(config.platforms, config.transport);
   // What the operator must fix in a platform's settings stops start-up before the store opens.
   for (const p of platforms) await p.check?.(config.platforms[p.name], log);
   try {
@@ -91,17 +87,9 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     await migrateToLatest(store.db, { startupTimeoutMs: config.dbStartupTimeoutMs, databaseUrl: config.databaseUrl, log });
     log.info({ store: store.kind }, 'store ready');
 
-    const links = new LinkMetrics(registry);
     const ledger = ownMessageLedger(tablesOf(store.db));
-    // Connections one process holds at a time (a gateway session), under leases in the store.
-    const singletons = new Singletons({ kind: store.kind, db: store.db as Kysely<unknown> }, processHolderId(), config.singletonTtlMs, registry);
-    cleanups.push(() => singletons.close());
-    const running: RunningTransport[] = [];
-    for (const p of platforms) {
-      const started = await p.start(config.platforms[p.name], { store, db: store.db as Kysely<unknown>, clock, log, registry, serving: roles.http, ownMessage: ledger.record, ledger, link: (name, up) => links.track(p.name, name, up), singleton: (name, request) => singletons.hold(name, request) });
-      cleanups.push(() => started.close());
-      running.push(started);
-    }
+    const shared = { store: store as Store, clock, log, registry, serving: roles.http, ownMessage: ledger.record, ledger, singletonTtlMs: config.singletonTtlMs };
+    const { running, singletons } = await startPlatforms(platforms, config.platforms, shared, cleanups);
     const [home, ...others] = running.map((r) => r.facets);
     const transports = transportsOf(home as Transport, ...others); // config.ts made sure HERALD_TRANSPORT is configured
     const doorbell = doorbellOf(store);

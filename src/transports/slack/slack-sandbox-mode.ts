@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { PlatformSandbox, SandboxOptions } from '../plugin.js';
-import type { SlackConfig } from './index.js';
+import type { SlackConfig } from './settings.js';
 import { SlackSandbox, SLACK_SANDBOX_IDS as ids } from './sandbox/sandbox.js';
 
 /**

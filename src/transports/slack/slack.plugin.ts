@@ -5,7 +5,7 @@ import { errorSummary } from '../../platform/errors.js';
 import { StartupError } from '../../platform/startup.js';
 import type { RunningTransport, TransportServices } from '../plugin.js';
 import { TransportError, type Transport } from '../transport.js';
-import type { SlackConfig } from './index.js';
+import type { SlackConfig } from './settings.js';
 import { slackErrorCode } from './slack-client.js';
 import { burstPacerFor, tierOf } from './slack-pacer.js';
 import { SlackChat } from './slack-chat.js';
