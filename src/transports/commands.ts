@@ -19,7 +19,7 @@ export interface CommandInvocation {
   option(name: string): string | null;
   /** Whether the invoking member has Manage Server in this guild. */
   readonly canManageGuild: boolean;
-  /** The platform it came through, when not the home one (a person registered there gets their DMs there). */
+  /** The platform it came through (a person registered there gets their DMs there); absent: the home one. */
   readonly platform?: string;
 }
 

@@ -28,6 +28,8 @@ export class IdentityService {
   constructor(
     private readonly db: Kysely<IdentityDb>,
     private readonly clock: Clock,
+    /** The home platform's name: a registration from an invocation that names none is there. */
+    private readonly home: string,
   ) {}
 
   /** First registration mints a generation; registering again changes nothing. */
@@ -37,7 +39,8 @@ export class IdentityService {
       generation: newGeneration(),
       display_name: user.globalName ?? user.username,
       registered_at: this.clock.now(),
-      transport: user.platform ?? null,
+      // Always named, so a registration follows its person whatever HERALD_TRANSPORT becomes.
+      transport: user.platform ?? this.home,
     });
     return inserted !== undefined ? 'registered' : 'already registered';
   }
@@ -70,7 +73,8 @@ export class IdentityService {
     const used = await redeemPairingCode(this.db, hashPairingCode(code), this.clock.now());
     if (used === undefined) throw new NotFoundError('invalid or expired code');
     // Home-platform registrations answer exactly as before; another platform's say which.
-    return { discord_user_id: used.user_id, generation: used.generation, ...(used.transport !== null ? { platform: used.transport } : {}) };
+    const platform = used.transport ?? this.home;
+    return { discord_user_id: used.user_id, generation: used.generation, ...(platform !== this.home ? { platform } : {}) };
   }
 
   async registration(userId: string): Promise<{ generation: string }> {

@@ -6,7 +6,7 @@ export interface RegistrationTable {
   generation: string;
   display_name: string;
   registered_at: Date;
-  /** The platform they registered on, where their DMs go; null: the home platform. */
+  /** The platform they registered on, where their DMs go; null (registered before platforms were recorded): the home platform. */
   transport: string | null;
 }
 

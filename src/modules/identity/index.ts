@@ -18,7 +18,7 @@ export const identityModule = defineModule<Identity>({
   migrations: ['2026-11-29T20-00-00_identity', '2026-12-02T05-30-00_registration-platform'],
   tools: identityTools,
   commands: async () => [(await import('./agent.command.js')).agentCommand],
-  async start({ db: tables, clock, registry, use }) {
+  async start({ db: tables, clock, registry, transports, use }) {
     const db = tablesOf<IdentityDb>(tables);
     const [{ IdentityService }, { identityOperations }, { IdentityMetrics }, { findRegistration }] = await Promise.all([
       import('./identity.service.js'),
@@ -26,7 +26,7 @@ export const identityModule = defineModule<Identity>({
       import('./identity.metrics.js'),
       import('./identity.repository.js'),
     ]);
-    const identity = new IdentityService(db, clock);
+    const identity = new IdentityService(db, clock, transports.home.name);
     // DMs (and edits of DMs) go only to people registered at send time, on the platform they registered on.
     use(deliveriesModule).answer({
       isRegistered: async (userId) => (await findRegistration(db, userId)) !== undefined,

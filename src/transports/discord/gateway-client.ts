@@ -46,6 +46,7 @@ function invocationOf(i: ChatInputCommandInteraction): CommandInvocation {
       return value === undefined || value === null ? null : String(value);
     },
     canManageGuild: i.inGuild() && (i.memberPermissions?.has(PermissionFlagsBits.ManageGuild) ?? false),
+    platform: 'discord',
   };
 }
 
