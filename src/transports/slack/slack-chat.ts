@@ -177,13 +177,15 @@ export class SlackChat implements Chat {
       const channelId = await this.channelId(channel);
       const found = new Map<number, string>();
       const oldest = tsOf(new Date(proof.since.getTime() - PROOF_SKEW_MS));
+      // Only Herald's own messages count: another app could carry the same metadata.
+      const self = await this.o.selfId();
       let cursor: string | undefined;
       do {
         signal.throwIfAborted();
         const page = await this.call<ConversationsHistoryResponse>('conversations.history', { channel: channelId, oldest, include_all_metadata: true, limit: 200, ...(cursor ? { cursor } : {}) }, { signal });
         for (const m of (page.messages ?? []) as SlackMessage[]) {
           const meta = m.metadata;
-          if (meta?.event_type !== HERALD_DELIVERY_EVENT || meta.event_payload?.['id'] !== key || m.ts === undefined) continue;
+          if (meta?.event_type !== HERALD_DELIVERY_EVENT || meta.event_payload?.['id'] !== key || m.ts === undefined || m.user !== self) continue;
           const part = meta.event_payload['part'];
           if (typeof part !== 'number' || !Number.isInteger(part) || part < 0) continue;
           // Pages come newest first: the oldest message of a part (the first one posted) wins.
