@@ -14,12 +14,24 @@ export interface Budget {
   readonly burst: number;
 }
 
-/** Slack's published tiers, per minute per workspace (https://api.slack.com/apis/rate-limits). */
+/** Slack's published tiers: requests per minute per method per workspace (https://api.slack.com/apis/rate-limits). */
+export const TIER_LIMITS = { 2: 20, 3: 50, 4: 100 } as const;
+
+/**
+ * Herald's budget for each tier. A budget with a burst B and a rate r lets at most B + r·W requests
+ * start in any window of W seconds, so B + 60·r stays one under the tier's count: whichever minute
+ * Slack counts (a fixed window or a sliding one), Herald never asks for more than it allows.
+ */
 const TIERS = {
-  2: { perSecond: 20 / 60, burst: 10 },
-  3: { perSecond: 50 / 60, burst: 20 },
-  4: { perSecond: 100 / 60, burst: 40 },
-} as const satisfies Record<number, Budget>;
+  2: { perSecond: 15 / 60, burst: 4 },
+  3: { perSecond: 40 / 60, burst: 9 },
+  4: { perSecond: 80 / 60, burst: 19 },
+} as const satisfies Record<keyof typeof TIER_LIMITS, Budget>;
+
+/** The most requests a budget lets start in any window of `seconds`. */
+export function mostIn(budget: Budget, seconds: number): number {
+  return Math.max(1, budget.burst) + budget.perSecond * seconds;
+}
 
 /** The tier of each method Herald calls (chat.postMessage has its own per-channel budget). */
 const METHOD_TIER: Readonly<Record<string, keyof typeof TIERS>> = {
@@ -69,7 +81,13 @@ export class LocalBurstPacer implements Pacer {
     const now = performance.now();
     const start = Math.max(this.next - this.allowanceMs, now);
     this.next = Math.max(this.next, now) + this.intervalMs;
-    await pause(start - now, signal);
+    try {
+      await pause(start - now, signal);
+    } catch (err) {
+      // An abandoned wait gives its turn back: the budget only runs ahead for requests that will go.
+      this.next = Math.max(this.next - this.intervalMs, performance.now());
+      throw err;
+    }
   }
 }
 
@@ -103,7 +121,28 @@ export class SharedBurstPacer implements Pacer {
       this.unpaced += 1;
       return;
     }
-    await pause(waitMs, signal);
+    try {
+      await pause(waitMs, signal);
+    } catch (err) {
+      await this.giveBack();
+      throw err;
+    }
+  }
+
+  /**
+   * Give back a turn taken by a request that will not go (its wait was aborted): next_at moves one
+   * interval back, never behind the clock. Without this, abandoned waits would push the budget ever
+   * further ahead of the requests actually sent, and starve it. The turn given back is the last one
+   * taken, not necessarily this one: the count of turns ahead is what matters.
+   */
+  private async giveBack(): Promise<void> {
+    try {
+      await sql`
+        update rate_budgets as b set next_at = greatest(b.next_at - make_interval(secs => ${this.intervalSeconds}), clock_timestamp())
+        where b.key = ${this.key}`.execute(this.db);
+    } catch {
+      // The store did not answer: the turn simply passes unused.
+    }
   }
 }
 
