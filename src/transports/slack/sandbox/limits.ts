@@ -79,17 +79,17 @@ const METHOD_TIERS: Record<string, keyof typeof TIERS> = {
 };
 
 /**
- * How early a post may come and still be let through: half a second, or half an interval at rates
- * under one a second. Slack allows "about one message per second per channel, short bursts
- * allowed": a post that leaves on time after one the network delayed is not refused, but two posts
- * at once (at one a second) are.
+ * How early a post may come and still be let through: 0.8 s, or 0.8 of an interval at rates under
+ * one a second. Slack allows "about one message per second per channel, short bursts allowed": a
+ * post that leaves on time after one the network (or a busy machine) delayed is not refused, but
+ * two posts at once (at one a second) are.
  */
-const POST_JITTER_MS = 500;
+const POST_JITTER_MS = 800;
 
 /**
  * Rate limits counted per key. A method's tier: fixed windows of a minute. Posts in a channel: a
  * steady rate with a little slack for jitter (a GCRA: each post moves the channel's next due time
- * one interval on; a post more than half a second early is refused). A fixed one-second window
+ * one interval on; a post more than 0.8 s early is refused). A fixed one-second window
  * would refuse any client whose two posts, spaced over a second apart, arrive in the same window
  * because the first was delayed in transit, which is not how Slack behaves.
  */
@@ -116,7 +116,7 @@ export class RateLimits {
     const now = this.now();
     const intervalMs = 1_000 / this.postsPerSecondPerChannel;
     const due = Math.max(this.postsDue.get(channel) ?? now, now);
-    const toleranceMs = Math.max(POST_JITTER_MS, intervalMs / 2);
+    const toleranceMs = Math.max(POST_JITTER_MS, intervalMs * 0.8);
     const early = due - now;
     if (early > toleranceMs) return Math.max(1, Math.ceil((early - toleranceMs) / 1000));
     this.postsDue.set(channel, due + intervalMs);
