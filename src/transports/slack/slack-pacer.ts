@@ -91,10 +91,15 @@ export class LocalBurstPacer implements Pacer {
   }
 }
 
+/** How far ahead of the clock a shared budget's turns may be taken, at most (beyond its burst). */
+const HORIZON_SECONDS = 10;
+
 /** The budget shared through the database; its clock decides, so the processes' clocks may disagree. */
 export class SharedBurstPacer implements Pacer {
   private readonly intervalSeconds: number;
   private readonly allowanceSeconds: number;
+  /** How far ahead of the clock turns may be taken (at least the burst's). */
+  private readonly horizonSeconds: number;
   /** Requests that went ahead unpaced because the store did not answer. */
   unpaced = 0;
 
@@ -105,21 +110,41 @@ export class SharedBurstPacer implements Pacer {
   ) {
     this.intervalSeconds = 1 / budget.perSecond;
     this.allowanceSeconds = (Math.max(1, budget.burst) - 1) * this.intervalSeconds;
+    this.horizonSeconds = Math.max(HORIZON_SECONDS, this.allowanceSeconds + this.intervalSeconds);
   }
 
   async acquire(signal?: AbortSignal): Promise<void> {
     let waitMs: number;
-    try {
-      // next_at moves one interval past max(next_at, now); this request starts one interval (and
-      // the burst allowance) before the new next_at, or now if that has passed.
-      const { rows } = await sql<{ wait_ms: number | string }>`
-        insert into rate_budgets as b (key, next_at) values (${this.key}, clock_timestamp() + make_interval(secs => ${this.intervalSeconds}))
-        on conflict (key) do update set next_at = greatest(b.next_at, clock_timestamp()) + make_interval(secs => ${this.intervalSeconds})
-        returning extract(epoch from (b.next_at - clock_timestamp())) * 1000 - ${(this.intervalSeconds + this.allowanceSeconds) * 1000} as wait_ms`.execute(this.db);
-      waitMs = Math.max(0, Number(rows[0]?.wait_ms ?? 0));
-    } catch {
-      this.unpaced += 1;
-      return;
+    for (;;) {
+      if (signal?.aborted === true) throw signal.reason ?? new Error('aborted');
+      let taken: { wait_ms: number | string } | undefined;
+      let aheadMs = 0;
+      try {
+        // next_at moves one interval past max(next_at, now); this request starts one interval (and
+        // the burst allowance) before the new next_at, or now if that has passed. Turns are taken
+        // at most HORIZON ahead of the clock: a process killed while its requests waited leaves
+        // its turns taken, and they must not hold the budget for longer than that.
+        const { rows } = await sql<{ wait_ms: number | string }>`
+          insert into rate_budgets as b (key, next_at) values (${this.key}, clock_timestamp() + make_interval(secs => ${this.intervalSeconds}))
+          on conflict (key) do update set next_at = greatest(b.next_at, clock_timestamp()) + make_interval(secs => ${this.intervalSeconds})
+            where b.next_at < clock_timestamp() + make_interval(secs => ${this.horizonSeconds})
+          returning extract(epoch from (b.next_at - clock_timestamp())) * 1000 - ${(this.intervalSeconds + this.allowanceSeconds) * 1000} as wait_ms`.execute(this.db);
+        taken = rows[0];
+        if (taken === undefined) {
+          const ahead = await sql<{ ahead_ms: number | string }>`
+            select extract(epoch from (next_at - clock_timestamp())) * 1000 as ahead_ms from rate_budgets where key = ${this.key}`.execute(this.db);
+          aheadMs = Number(ahead.rows[0]?.ahead_ms ?? 0);
+        }
+      } catch {
+        this.unpaced += 1;
+        return;
+      }
+      if (taken !== undefined) {
+        waitMs = Math.max(0, Number(taken.wait_ms));
+        break;
+      }
+      // The budget is a full horizon ahead: come back when a turn is within it (no turn is held meanwhile).
+      await pause(Math.max(10, aheadMs - this.horizonSeconds * 1000 + 10), signal);
     }
     try {
       await pause(waitMs, signal);
