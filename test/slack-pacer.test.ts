@@ -51,8 +51,23 @@ describe('Slack budgets shared by processes', () => {
     expect(performance.now() - t0).toBeGreaterThan(500 - 40);
   });
 
+  it('a wait given up gives its turn back, in every process: the budget does not run ahead of what is sent', async () => {
+    const pacers = stores.map((s) => burstPacerFor({ kind: s.kind, db: s.db as Kysely<unknown> }, 'test:slack-give-back', { perSecond: 2, burst: 1 }));
+    await pacers[0]?.acquire();
+    const controller = new AbortController();
+    const waits = Array.from({ length: 30 }, (_, i) => pacers[i % pacers.length]?.acquire(controller.signal).then(() => 'went', () => 'gave up'));
+    // Let every request take its turn (30 turns: 15 s ahead), then give up.
+    await new Promise((r) => setTimeout(r, 300));
+    controller.abort();
+    expect((await Promise.all(waits)).filter((w) => w === 'gave up').length).toBeGreaterThanOrEqual(29);
+    const t0 = performance.now();
+    await pacers[1 % pacers.length]?.acquire();
+    // Without the turns given back this waits 15 s.
+    expect(performance.now() - t0).toBeLessThan(1_500);
+  });
+
   it("knows Slack's tiers of the methods Herald calls (Tier 3 for any other)", () => {
-    expect(tierOf('conversations.history')).toMatchObject({ tier: 3, budget: { perSecond: 50 / 60 } });
+    expect(tierOf('conversations.history')).toMatchObject({ tier: 3, budget: { perSecond: 40 / 60, burst: 9 } });
     expect(tierOf('conversations.list')).toMatchObject({ tier: 2 });
     expect(tierOf('users.info')).toMatchObject({ tier: 4 });
     expect(tierOf('some.newMethod')).toMatchObject({ tier: 3 });

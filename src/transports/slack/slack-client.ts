@@ -36,6 +36,15 @@ export class SlackApi {
   /** Call `method`; Slack's refusals, HTTP errors and network errors become TransportErrors. */
   async call<T extends WebAPICallResult = WebAPICallResult>(method: string, args: Record<string, unknown>, options: CallOptions = {}): Promise<T> {
     const departure: Departure = { departed: false };
+    // The turn in the rate budget is waited for before the client starts its call: the client's
+    // timeout starts with the call, and must measure the request, not the wait before it.
+    const { signal } = options;
+    if (signal?.aborted === true) throw slackError(new NotSentError('aborted before it left'), method, false);
+    try {
+      await this.options.pace?.(method, args, signal);
+    } catch {
+      throw slackError(new NotSentError('aborted while waiting for its turn in the rate budget'), method, false);
+    }
     const client = new WebClient(this.options.token, {
       slackApiUrl: this.options.apiUrl,
       retryConfig: { retries: 0 },
@@ -45,7 +54,7 @@ export class SlackApi {
       // Slack's client logs request bodies at debug: message content never reaches Herald's logs.
       logger: SILENT,
       logLevel: LogLevel.ERROR,
-      fetch: this.fetchFor(method, args, options, departure),
+      fetch: this.fetchFor(options, departure),
     });
     try {
       return (await client.apiCall(method, args)) as T;
@@ -54,19 +63,15 @@ export class SlackApi {
     }
   }
 
-  private fetchFor(method: string, args: Readonly<Record<string, unknown>>, options: CallOptions, departure: Departure): FetchFunction {
+  private fetchFor(options: CallOptions, departure: Departure): FetchFunction {
     return async (url, init) => {
       const { signal, deadline } = options;
-      if (signal?.aborted === true) throw new NotSentError('aborted before it left');
-      try {
-        await this.options.pace?.(method, args, signal);
-      } catch {
-        throw new NotSentError('aborted while waiting for its turn in the rate budget');
-      }
+      const signals = [init?.signal, signal].filter((s): s is AbortSignal => s !== undefined);
+      // Aborted (or timed out) before it left: nothing was sent.
+      if (signals.some((s) => s.aborted)) throw new NotSentError('aborted before it left');
       // The last moment before the request leaves (after the rate budget): past the deadline it stays home.
       if (deadline !== undefined && Date.now() > deadline.notAfter.getTime()) throw new DepartedLateError();
       departure.departed = true;
-      const signals = [init?.signal, signal].filter((s): s is AbortSignal => s !== undefined);
       return fetch(url, { ...(init ?? {}), ...(signals.length > 0 ? { signal: AbortSignal.any(signals) } : {}) } as RequestInit);
     };
   }

@@ -78,9 +78,25 @@ const METHOD_TIERS: Record<string, keyof typeof TIERS> = {
   'apps.connections.open': 2,
 };
 
-/** Fixed windows counted per key: a minute per method, a second per channel for posts. */
+/**
+ * How early a post may come and still be let through: 0.8 s, or 0.8 of an interval at rates under
+ * one a second. Slack allows "about one message per second per channel, short bursts allowed": a
+ * post that leaves on time after one the network (or a busy machine) delayed is not refused, but
+ * two posts at once (at one a second) are.
+ */
+const POST_JITTER_MS = 800;
+
+/**
+ * Rate limits counted per key. A method's tier: fixed windows of a minute. Posts in a channel: a
+ * steady rate with a little slack for jitter (a GCRA: each post moves the channel's next due time
+ * one interval on; a post more than 0.8 s early is refused). A fixed one-second window
+ * would refuse any client whose two posts, spaced over a second apart, arrive in the same window
+ * because the first was delayed in transit, which is not how Slack behaves.
+ */
 export class RateLimits {
   private readonly windows = new Map<string, { start: number; count: number }>();
+  /** Per channel: when its next post is due, in milliseconds (the GCRA's theoretical arrival time). */
+  private readonly postsDue = new Map<string, number>();
 
   constructor(
     private readonly now: () => number,
@@ -90,10 +106,21 @@ export class RateLimits {
 
   /** Count a call; undefined when admitted, else the seconds to wait (Retry-After). */
   admit(method: string, channel: string | undefined): number | undefined {
-    if (method === 'chat.postMessage') return channel === undefined ? undefined : this.count(`post ${channel}`, this.postsPerSecondPerChannel, 1_000);
+    if (method === 'chat.postMessage') return channel === undefined ? undefined : this.post(channel);
     const tier = METHOD_TIERS[method];
     if (tier === undefined) return undefined;
     return this.count(method, Math.max(1, Math.round(TIERS[tier] * this.tierScale)), 60_000);
+  }
+
+  private post(channel: string): number | undefined {
+    const now = this.now();
+    const intervalMs = 1_000 / this.postsPerSecondPerChannel;
+    const due = Math.max(this.postsDue.get(channel) ?? now, now);
+    const toleranceMs = Math.max(POST_JITTER_MS, intervalMs * 0.8);
+    const early = due - now;
+    if (early > toleranceMs) return Math.max(1, Math.ceil((early - toleranceMs) / 1000));
+    this.postsDue.set(channel, due + intervalMs);
+    return undefined;
   }
 
   private count(key: string, limit: number, windowMs: number): number | undefined {

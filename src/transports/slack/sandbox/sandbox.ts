@@ -135,6 +135,12 @@ export class SlackSandbox {
     });
     app.use(api.routes()).use(pageRoutes(this.workspace).routes()).use(this.people.routes().routes());
     const server = createServer(app.callback());
+    // Idle keep-alive connections are left for the client to close (no idle timeout here, and so no
+    // "Keep-Alive: timeout" hint: undici then closes its idle connections after 4 s), as servers
+    // behind a load balancer keep theirs longer than clients do. With a server-side timeout, a
+    // client could reuse a connection the server was closing at that moment: the request is reset
+    // (and a post is left in doubt). close() still ends every connection.
+    server.keepAliveTimeout = 0;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, host, () => {
