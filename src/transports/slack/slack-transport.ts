@@ -159,11 +159,11 @@ export class SlackTransport implements Transport {
   }
 
   /**
-   * The message `key` created in the channel between `from` and `until`: conversations.history with
-   * every message's metadata, read to the end of the span. Slack refusing to show the channel is
+   * The message `key` created in the channel since `from` (the doubt window's start): conversations.history
+   * with every message's metadata, read up to now (later than `until`, which the key makes safe). Slack refusing to show the channel is
    * undecided (Herald cannot tell); Slack not answering is a transient error (looked at again later).
    */
-  private async findByKey(channelId: string, key: string, from: Date, until: Date, signal: AbortSignal): Promise<KeyedFind> {
+  private async findByKey(channelId: string, key: string, from: Date, _until: Date, signal: AbortSignal): Promise<KeyedFind> {
     let me: SlackIdentity;
     try {
       me = await this.identity(signal);
@@ -177,8 +177,9 @@ export class SlackTransport implements Transport {
       try {
         answer = await this.api.call('conversations.history', {
           channel: channelId,
+          // Up to now, not `until`: the key alone decides, so a create Slack finished late (or a
+          // Slack clock ahead of Herald's) is still found rather than sent again.
           oldest: slackTs(from),
-          latest: slackTs(until),
           inclusive: true,
           include_all_metadata: true,
           limit: HISTORY_PAGE,
