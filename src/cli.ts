@@ -227,8 +227,9 @@ async function startPlatformSandboxes(config: Config): Promise<{ platforms: Reco
   const { TRANSPORTS } = await import('./transports/registry.js');
   const platforms: Record<string, unknown> = {};
   const sandboxes: OtherSandbox[] = [];
-  // The ports after Discord's sandbox, skipping the API's and the metrics' (by default PORT+2).
-  const taken = new Set([config.port, config.sandboxPort, config.metricsPort]);
+  // The ports after Discord's sandbox, skipping the API's, the metrics' (by default PORT+2) and
+  // `herald mcp --http`'s (HERALD_MCP_PORT, 8790), which a newcomer starts beside it.
+  const taken = new Set([config.port, config.sandboxPort, config.metricsPort, config.mcpPort]);
   let next = config.sandboxPort + 1;
   try {
     for (const name of config.sandboxed) {

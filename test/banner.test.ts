@@ -69,7 +69,7 @@ describe('the sandbox banner of `herald serve`', () => {
       .replaceAll(origin('API'), 'http://127.0.0.1:8787')
       .replaceAll(origin('Discord sandbox'), 'http://127.0.0.1:8788')
       .replaceAll(origin('Status page'), 'http://127.0.0.1:8789')
-      .replaceAll(origin('Slack sandbox'), 'http://127.0.0.1:8790')
+      .replaceAll(origin('Slack sandbox'), 'http://127.0.0.1:8791')
       .replaceAll(db.dataDir, '/path/to/herald/data')
       // On PostgreSQL (TEST_DATABASE_URL) the first line names it; the README shows a new user's PGlite.
       .replace('Herald is running (PostgreSQL).', 'Herald is running (embedded PGlite in /path/to/herald/data).')
