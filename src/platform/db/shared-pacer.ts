@@ -104,7 +104,8 @@ export class SharedPacer implements Pacer {
   }
 }
 
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** Wait `ms`, or reject with the signal's reason as soon as it aborts. */
+export function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   if (signal?.aborted === true) return Promise.reject(signal.reason ?? new Error('aborted'));
   if (ms <= 0) return Promise.resolve();
   return new Promise<void>((resolve, reject) => {

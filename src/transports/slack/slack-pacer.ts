@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { Pacer } from '../../platform/db/shared-pacer.js';
+import { pause, type Pacer } from '../../platform/db/shared-pacer.js';
 
 /**
  * Slack's rate limits, as budgets Herald spaces its requests to: chat.postMessage about one message
@@ -169,20 +169,4 @@ export class SharedBurstPacer implements Pacer {
       // The store did not answer: the turn simply passes unused.
     }
   }
-}
-
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  if (signal?.aborted === true) return Promise.reject(signal.reason ?? new Error('aborted'));
-  if (ms <= 0) return Promise.resolve();
-  return new Promise<void>((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason ?? new Error('aborted'));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }
