@@ -54,7 +54,10 @@ describe('the compiled CLI (bin/herald.js runs dist/, built by npm ci)', () => {
       const answers = await Promise.all(
         asks.map(async (args) => {
           const proc = runHerald(args, env, { built: true });
-          return { args, exit: await proc.exited, output: proc.output() };
+          const exit = await proc.exited;
+          // Its output is whole only once its pipes have closed, which can come after the exit.
+          await proc.closed;
+          return { args, exit, output: proc.output() };
         }),
       );
       for (const { args, exit, output } of answers) {

@@ -62,6 +62,8 @@ describe('the status page', { timeout: 120_000 }, () => {
     h = await startTestHerald({ env: { HERALD_IRC_URL: `irc://127.0.0.1:${closed}`, HERALD_IRC_CHANNELS: '#agents' } });
     pageUrl = `${h.herald.metricsUrl ?? ''}/`;
     await h.mapDestination('alerts', IDS.channels.alerts);
+    // The gateway opens once this replica holds its lease, just after start-up.
+    await waitFor(async () => figure(await page(), 'discord', 'gateway link').now === 'up', 'the gateway link up', 60_000);
     // Patient: a start-up on the shared, loaded 2-core machine can take over a minute.
   }, 180_000);
   afterAll(() => h?.close(), 60_000);
@@ -125,15 +127,18 @@ describe('the status page', { timeout: 120_000 }, () => {
   it('shows Discord, IRC and archive figures beside the deliveries, each sparkline with its max and its value now', async () => {
     const html = await page();
     expect([...html.matchAll(/<h2>([^<]+)<\/h2>/g)].map((m) => m[1])).toEqual(['deliveries', 'discord', 'irc', 'archive', 'outbox', 'http api']);
-    expect(section(html, 'discord').map((f) => f.title)).toEqual(['gateway link', 'Responses per minute', '429s per minute']);
-    expect(section(html, 'irc').map((f) => f.title)).toEqual(['observer link', 'Lines sent per minute', 'Lines confirmed by echo per minute', 'Reconnects']);
+    // The gateway and the IRC connections are held by one replica (a lease): the page says whether this one does.
+    expect(section(html, 'discord').map((f) => f.title)).toEqual(['gateway link', 'discord:gateway held here', 'Responses per minute', '429s per minute']);
+    expect(section(html, 'irc').map((f) => f.title)).toEqual(['irc:observer held here', 'observer link', 'Lines sent per minute', 'Lines confirmed by echo per minute', 'Reconnects']);
     expect(section(html, 'archive').map((f) => f.title)).toEqual(['Scrapes running', 'Items found per minute', 'Items refused or failed', 'Stored']);
     expect(figure(html, 'discord', 'gateway link').now).toBe('up');
     expect(figure(html, 'irc', 'observer link').now).toBe('down');
     expect(figure(html, 'archive', 'Stored').now).toBe('0 B');
     for (const name of ['deliveries', 'discord', 'irc', 'archive', 'outbox', 'http api']) {
       for (const f of section(html, name)) {
-        expect(f.scale, `${name}: ${f.title}`).toMatch(f.title.endsWith(' link') ? /^up in \d+ of \d+ samples$/ : /^max \S+/);
+        // A link, or a connection held here, is up or down: its scale counts the samples it was up.
+        const upOrDown = f.title.endsWith(' link') || f.title.endsWith(' held here');
+        expect(f.scale, `${name}: ${f.title}`).toMatch(upOrDown ? /^up in \d+ of \d+ samples$/ : /^max \S+/);
         expect(f.svg, f.title).toMatch(/^<svg viewBox="0 0 240 48" preserveAspectRatio="none" role="img" aria-label="[^"]*: now [^"]+, (max|up in) [^"]+">/);
       }
     }
