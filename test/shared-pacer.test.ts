@@ -1,24 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kysely } from 'kysely';
-import { openStore, type Store } from '../src/platform/db/database.js';
+import type { Store } from '../src/platform/db/database.js';
 import { pacerFor, SharedPacer } from '../src/platform/db/shared-pacer.js';
-import { migratedStore, type MigratedStore } from './support/db.js';
+import { storesOnOneDatabase } from './support/db.js';
 
 /** Discord's global limit is per bot: processes sharing one database share one evenly spaced budget. */
 describe('SharedPacer', () => {
-  let fixture: MigratedStore | undefined;
+  let shared: Awaited<ReturnType<typeof storesOnOneDatabase>> | undefined;
   let stores: Store[] = [];
   beforeAll(async () => {
-    fixture = await migratedStore();
-    const { db } = fixture;
     // Three "processes": three stores on one database (PGlite: one store, as it has one process).
-    const n = db.databaseUrl === undefined ? 1 : 3;
-    stores = [fixture.store as Store];
-    for (let i = 1; i < n; i++) stores.push(await openStore({ databaseUrl: db.databaseUrl, dataDir: db.dataDir }));
+    shared = await storesOnOneDatabase();
+    ({ stores } = shared);
   });
   afterAll(async () => {
-    for (const s of stores.slice(1)) await s.close();
-    await fixture?.close();
+    await shared?.close();
   });
 
   it('spaces requests from every process sharing a budget, so no window holds more than the rate', async () => {

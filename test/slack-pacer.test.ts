@@ -1,27 +1,23 @@
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStore, type Store } from '../src/platform/db/database.js';
+import type { Store } from '../src/platform/db/database.js';
 import { burstPacerFor, SharedBurstPacer, tierOf } from '../src/transports/slack/slack-pacer.js';
-import { migratedStore, type MigratedStore } from './support/db.js';
+import { storesOnOneDatabase } from './support/db.js';
 
 /**
  * Slack's limits belong to the workspace (a method's tier) or the channel (posts): every process
  * sending as one bot shares each budget through the database, a burst first and then evenly spaced.
  */
 describe('Slack budgets shared by processes', () => {
-  let fixture: MigratedStore | undefined;
+  let shared: Awaited<ReturnType<typeof storesOnOneDatabase>> | undefined;
   let stores: Store[] = [];
   beforeAll(async () => {
-    fixture = await migratedStore();
-    const { db } = fixture;
     // Three "processes": three stores on one database (PGlite: one store, as it has one process).
-    const n = db.databaseUrl === undefined ? 1 : 3;
-    stores = [fixture.store as Store];
-    for (let i = 1; i < n; i++) stores.push(await openStore({ databaseUrl: db.databaseUrl, dataDir: db.dataDir }));
+    shared = await storesOnOneDatabase();
+    ({ stores } = shared);
   });
   afterAll(async () => {
-    for (const s of stores.slice(1)) await s.close();
-    await fixture?.close();
+    await shared?.close();
   });
 
   it('lets a burst through at once, then spaces the rest at the rate, across every process', async () => {

@@ -97,3 +97,29 @@ export async function migratedStore(): Promise<MigratedStore> {
     },
   };
 }
+
+/**
+ * Several "processes" on one migrated database: three stores on PostgreSQL, one on PGlite (which has
+ * one process). The first is the fixture's own; `close` closes the others, then the fixture.
+ */
+export async function storesOnOneDatabase(): Promise<{ fixture: MigratedStore; stores: Store[]; close(): Promise<void> }> {
+  const fixture = await migratedStore();
+  const { db } = fixture;
+  const stores: Store[] = [fixture.store as Store];
+  const n = db.databaseUrl === undefined ? 1 : 3;
+  try {
+    for (let i = 1; i < n; i++) stores.push(await openStore({ databaseUrl: db.databaseUrl, dataDir: db.dataDir }));
+  } catch (err) {
+    for (const s of stores.slice(1)) await s.close();
+    await fixture.close();
+    throw err;
+  }
+  return {
+    fixture,
+    stores,
+    async close() {
+      for (const s of stores.slice(1)) await s.close();
+      await fixture.close();
+    },
+  };
+}
