@@ -1,11 +1,9 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { startHerald, type Herald } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { openStore } from '../../src/platform/db/database.js';
-import { migrateToLatest } from '../../src/platform/db/migrate.js';
 import { createLogger } from '../../src/platform/log.js';
 import { DiscordSandbox, SANDBOX_IDS, type Fault, type SandboxMessage } from '../../src/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
@@ -13,6 +11,7 @@ import { startPgCluster, type PgCluster } from '../support/pg-cluster.js';
 import { waitFor } from '../support/wait.js';
 import { Connector, newStats, type ConnectorStats, type StateJson, type Tracked } from './connector.js';
 import { Fleet, startWatchdog, type Crash, type MemberSpec } from './fleet.js';
+import { preparePhaseDatabase, settle, startChaos } from './phase-kit.js';
 import { runSlackPhase } from './slack-phase.js';
 import { Rng } from './prng.js';
 import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecided, type Violation } from './verify.js';
@@ -158,27 +157,13 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
   const onAbort = () => void fleet?.stopAll();
   c.signal?.addEventListener('abort', onAbort);
   try {
-    // One database per phase. Every commit durable, whatever the cluster's defaults: with asynchronous
-    // commit `stop -m immediate` loses acknowledged commits, which would not be Herald's doing.
-    const database = `chaos_${phase.replace('-', '_')}`;
-    await adminQueries(c.cluster.url(), [`create database ${database}`, `alter database ${database} set synchronous_commit = on`]);
-    const databaseUrl = c.cluster.url(database);
-    const dataDir = path.join(c.workDir, phase);
-    await mkdir(dataDir, { recursive: true });
+    const { databaseUrl, dataDir } = await preparePhaseDatabase(c, phase);
     const bridgeToken = newToken();
     const adminToken = newToken();
     const env = heraldEnv(
       { sandbox, db: { databaseUrl, dataDir, drop: async () => undefined }, bridgeToken, adminToken },
       { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...HERALD_TIMINGS, ...(heraldNonceWindowMs !== undefined ? { HERALD_NONCE_WINDOW_MS: String(heraldNonceWindowMs) } : {}) },
     );
-
-    // Migrated here rather than by a `herald migrate` child: on two busy cores that is seconds saved.
-    const store = await openStore({ databaseUrl, dataDir });
-    try {
-      await migrateToLatest(store.db);
-    } finally {
-      await store.close();
-    }
 
     const specs = memberSpecs(c.processes, env);
     fleet = new Fleet(specs, log, c.pidFile, t0);
@@ -206,65 +191,27 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
     const follows = connectors.map((k) => k.followUp(() => following && !aborted()));
     const chaosStart = Date.now();
     const schedule = makeSchedule(rng.fork('schedule'), c.durationS * 1000, c.processes);
-    let chaosOn = true;
-    const pg = { down: false, restarts: 0 };
-    const faultCounts: Record<string, number> = {};
     const progress = setInterval(() => log(progressLine(ledger, sandbox, f)), 10_000);
     try {
-      const executor = runSchedule(schedule, chaosStart, () => chaosOn && !aborted(), {
-        kill: async (member) => {
-          const who = await f.killAndRestart(member);
-          if (who !== undefined) log(`SIGKILL ${who}`);
-        },
-        pg: async (downMs) => {
-          log(`PostgreSQL: stop -m immediate, down for ${(downMs / 1000).toFixed(1)}s`);
-          pg.down = true;
-          try {
-            await c.cluster.stop('immediate');
-          } catch (err) {
-            log(`  pg_ctl stop failed: ${String(err).slice(0, 200)}`);
-          }
-          await sleep(downMs);
-          await startPostgres(c.cluster, log);
-          pg.down = false;
-          pg.restarts += 1;
-          log('PostgreSQL: up again');
-        },
-        fault: (label, fault) => {
-          faultCounts[label] = (faultCounts[label] ?? 0) + 1;
-          sandbox.inject(fault);
-        },
-      });
+      const chaos = startChaos(c, f, schedule, log, (fault) => sandbox.inject(fault));
+      const { pg, faultCounts } = chaos;
       await sleepWhile(c.durationS * 1000, () => !aborted());
       acting = false;
-      chaosOn = false;
+      const stopping = chaos.stop();
       await Promise.all(acts);
-      await executor;
+      // Settle: no more faults, PostgreSQL up, every process fresh, connectors re-POST as they would.
+      await stopping;
       c.signal?.throwIfAborted();
       const chaosMs = Date.now() - chaosStart;
       log(`chaos over: ${ledger.size} deliveries, ${f.kills} kills, ${pg.restarts} PostgreSQL restarts, ${Object.values(faultCounts).reduce((a, b) => a + b, 0)} faults, ${f.crashes.length} crashes`);
-
-      // Settle: no more faults, every process fresh, connectors re-POST as they would.
       sandbox.clearFaults();
-      if (pg.down) await startPostgres(c.cluster, log);
-      const settleStart = Date.now();
       log('settling: faults cleared, restarting every Herald process');
       await f.restartAll();
       const open = () => [...ledger.values()].filter((t) => !Connector.settled(t));
-      let lastReport = Date.now();
-      while (open().length > 0 && Date.now() - settleStart < c.settleS * 1000 && !aborted()) {
-        await sleep(250);
-        if (Date.now() - lastReport >= 10_000) {
-          lastReport = Date.now();
-          log(`  still open: ${open().length} (${summarizeOpen(open())})`);
-        }
-      }
+      const { settled, settleMs } = await settle(c, () => open().length, () => summarizeOpen(open()), log);
       following = false;
       await Promise.all(follows);
       c.signal?.throwIfAborted();
-      const settled = open().length === 0;
-      const settleMs = Date.now() - settleStart;
-      log(settled ? `settled in ${(settleMs / 1000).toFixed(1)}s` : `NOT settled after ${c.settleS}s: ${open().length} open (${summarizeOpen(open())})`);
 
       // The verdict, from what is left: Discord's messages, the bridge's answers, the rows.
       const verifyStart = Date.now();
@@ -315,7 +262,6 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
       clearInterval(progress);
       acting = false;
       following = false;
-      chaosOn = false;
     }
   } finally {
     c.signal?.removeEventListener('abort', onAbort);

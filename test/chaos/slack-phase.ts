@@ -1,9 +1,5 @@
-import { mkdir } from 'node:fs/promises';
-import path from 'node:path';
 import { startHerald, type Herald } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { openStore } from '../../src/platform/db/database.js';
-import { migrateToLatest } from '../../src/platform/db/migrate.js';
 import { createLogger } from '../../src/platform/log.js';
 import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
 import { SlackSandbox, type SlackFaults } from '../../src/transports/slack/sandbox/sandbox.js';
@@ -11,23 +7,20 @@ import { heraldEnv, newToken } from '../support/herald.js';
 import { webClient } from '../support/slack-sandbox.js';
 import { waitFor } from '../support/wait.js';
 import {
-  adminQueries,
   deliveryRows,
   finalStates,
   HERALD_TIMINGS,
   logLines,
   makeSchedule,
   memberSpecs,
-  runSchedule,
-  sleep,
   sleepWhile,
-  startPostgres,
   summarizeOpen,
   type PhaseContext,
   type PhaseResult,
 } from './campaign.js';
 import { Connector, newStats, type Action, type Tracked } from './connector.js';
 import { Fleet } from './fleet.js';
+import { preparePhaseDatabase, settle, startChaos } from './phase-kit.js';
 import { Rng } from './prng.js';
 import { verifySlack, type SlackChannelMessage } from './slack-verify.js';
 
@@ -109,11 +102,7 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
   const onAbort = () => void fleet?.stopAll();
   c.signal?.addEventListener('abort', onAbort);
   try {
-    const database = 'chaos_slack';
-    await adminQueries(c.cluster.url(), [`create database ${database}`, `alter database ${database} set synchronous_commit = on`]);
-    const databaseUrl = c.cluster.url(database);
-    const dataDir = path.join(c.workDir, phase);
-    await mkdir(dataDir, { recursive: true });
+    const { databaseUrl, dataDir } = await preparePhaseDatabase(c, phase);
     const bridgeToken = newToken();
     const adminToken = newToken();
     // Lease and timeout longer than the other phases' (3 s, 1 s): Slack admits one message per
@@ -125,12 +114,6 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
       { sandbox: discord, db: { databaseUrl, dataDir, drop: async () => undefined }, bridgeToken, adminToken },
       { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...extra, SLACK_BOT_TOKEN: slack.botToken, SLACK_API_URL: slack.apiUrl },
     );
-    const store = await openStore({ databaseUrl, dataDir });
-    try {
-      await migrateToLatest(store.db);
-    } finally {
-      await store.close();
-    }
 
     // One channel per destination, created by the bot (so it is a member), empty at the start.
     const client = webClient(slack);
@@ -160,65 +143,28 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
     const follows = connectors.map((k) => k.followUp(() => following && !aborted()));
     const chaosStart = Date.now();
     const schedule = makeSchedule(rng.fork('schedule'), c.durationS * 1000, c.processes, randomSlackFault, FAULT_GAP_MS);
-    let chaosOn = true;
-    const pg = { down: false, restarts: 0 };
-    const faultCounts: Record<string, number> = {};
     const allMessages = (): SlackChannelMessage[] => Object.values(channels).flatMap((channel) => slack.messages(channel).map((m) => ({ ...m, channel })));
     const progress = setInterval(() => log(progressLine(ledger, allMessages().length, f, slack)), 10_000);
     try {
-      const executor = runSchedule(schedule, chaosStart, () => chaosOn && !aborted(), {
-        kill: async (member) => {
-          const who = await f.killAndRestart(member);
-          if (who !== undefined) log(`SIGKILL ${who}`);
-        },
-        pg: async (downMs) => {
-          log(`PostgreSQL: stop -m immediate, down for ${(downMs / 1000).toFixed(1)}s`);
-          pg.down = true;
-          try {
-            await c.cluster.stop('immediate');
-          } catch (err) {
-            log(`  pg_ctl stop failed: ${String(err).slice(0, 200)}`);
-          }
-          await sleep(downMs);
-          await startPostgres(c.cluster, log);
-          pg.down = false;
-          pg.restarts += 1;
-          log('PostgreSQL: up again');
-        },
-        fault: (label, fault) => {
-          faultCounts[label] = (faultCounts[label] ?? 0) + 1;
-          fault(slack.faults);
-        },
-      });
+      const chaos = startChaos(c, f, schedule, log, (fault: SlackFault) => fault(slack.faults));
+      const { pg, faultCounts } = chaos;
       await sleepWhile(c.durationS * 1000, () => !aborted());
       acting = false;
-      chaosOn = false;
+      const stopping = chaos.stop();
       await Promise.all(acts);
-      await executor;
+      await stopping;
       c.signal?.throwIfAborted();
       const chaosMs = Date.now() - chaosStart;
       log(`chaos over: ${ledger.size} deliveries, ${f.kills} kills, ${pg.restarts} PostgreSQL restarts, ${Object.values(faultCounts).reduce((a, b) => a + b, 0)} faults, ${f.crashes.length} crashes`);
 
       slack.faults.clear();
-      if (pg.down) await startPostgres(c.cluster, log);
-      const settleStart = Date.now();
       log('settling: faults cleared, restarting every Herald process');
       await f.restartAll();
       const open = () => [...ledger.values()].filter((t) => !Connector.settled(t));
-      let lastReport = Date.now();
-      while (open().length > 0 && Date.now() - settleStart < c.settleS * 1000 && !aborted()) {
-        await sleep(250);
-        if (Date.now() - lastReport >= 10_000) {
-          lastReport = Date.now();
-          log(`  still open: ${open().length} (${summarizeOpen(open())})`);
-        }
-      }
+      const { settled, settleMs } = await settle(c, () => open().length, () => summarizeOpen(open()), log);
       following = false;
       await Promise.all(follows);
       c.signal?.throwIfAborted();
-      const settled = open().length === 0;
-      const settleMs = Date.now() - settleStart;
-      log(settled ? `settled in ${(settleMs / 1000).toFixed(1)}s` : `NOT settled after ${c.settleS}s: ${open().length} open (${summarizeOpen(open())})`);
 
       const verifyStart = Date.now();
       await f.stopAll();
@@ -266,7 +212,6 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
       clearInterval(progress);
       acting = false;
       following = false;
-      chaosOn = false;
     }
   } finally {
     c.signal?.removeEventListener('abort', onAbort);
