@@ -23,6 +23,8 @@ export interface RequestLogEntry {
   path: string;
   status: number;
   scope?: string;
+  /** When it arrived (ms since the epoch). */
+  at: number;
 }
 
 export interface RestOptions {
@@ -57,7 +59,7 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
     if (!byInteractionToken && bot === undefined) return discordError(ctx, 401, 0, '401: Unauthorized');
     ctx.state['bot'] = bot;
     const path = ctx.path.slice('/api/v10'.length);
-    const seen: RequestLogEntry = { method: ctx.method, path, status: 0 };
+    const seen: RequestLogEntry = { method: ctx.method, path, status: 0, at: Date.now() };
     requests.push(seen);
     try {
       const fault = faults.take(ctx.method, path);

@@ -11,7 +11,9 @@ import { startPgCluster, type PgCluster } from '../support/pg-cluster.js';
 import { waitFor } from '../support/wait.js';
 import { Connector, newStats, type ConnectorStats, type StateJson, type Tracked } from './connector.js';
 import { Fleet, startWatchdog, type Crash, type MemberSpec } from './fleet.js';
-import { preparePhaseDatabase, settle, startChaos } from './phase-kit.js';
+import { preparePhaseDatabase, settle, startChaos, type ChaosRun } from './phase-kit.js';
+import { kindLines } from './report.js';
+import { TakeoverWatch, takeoverNotes } from './takeover.js';
 import { runSlackPhase } from './slack-phase.js';
 import { Rng } from './prng.js';
 import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecided, type Violation } from './verify.js';
@@ -191,9 +193,11 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
     const follows = connectors.map((k) => k.followUp(() => following && !aborted()));
     const chaosStart = Date.now();
     const schedule = makeSchedule(rng.fork('schedule'), c.durationS * 1000, c.processes);
+    const takeovers = new TakeoverWatch(databaseUrl, f, t0, () => sandbox.gatewaySessions);
     const progress = setInterval(() => log(progressLine(ledger, sandbox, f)), 10_000);
+    let chaos: ChaosRun | undefined;
     try {
-      const chaos = startChaos(c, f, schedule, log, (fault) => sandbox.inject(fault));
+      chaos = startChaos(c, f, schedule, log, (fault) => sandbox.inject(fault));
       const { pg, faultCounts } = chaos;
       await sleepWhile(c.durationS * 1000, () => !aborted());
       acting = false;
@@ -205,6 +209,7 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
       const chaosMs = Date.now() - chaosStart;
       log(`chaos over: ${ledger.size} deliveries, ${f.kills} kills, ${pg.restarts} PostgreSQL restarts, ${Object.values(faultCounts).reduce((a, b) => a + b, 0)} faults, ${f.crashes.length} crashes`);
       sandbox.clearFaults();
+      takeovers.settling();
       log('settling: faults cleared, restarting every Herald process');
       await f.restartAll();
       const open = () => [...ledger.values()].filter((t) => !Connector.settled(t));
@@ -215,6 +220,7 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
 
       // The verdict, from what is left: Discord's messages, the bridge's answers, the rows.
       const verifyStart = Date.now();
+      const handovers = await takeovers.stop(createTimes(sandbox));
       await f.stopAll();
       const messages: SandboxMessage[] = sandbox.allMessages().map((m) => ({ ...m }));
       const dmChannels = [...sandbox.channels.values()].filter((ch) => ch.type === 1 && ch.recipients?.some((u) => u.id === SANDBOX_IDS.user)).map((ch) => ch.id);
@@ -255,6 +261,7 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
         settled,
         timings: { setupMs, chaosMs, settleMs, verifyMs },
         config: { sandboxNonceWindowMs, heraldNonceWindowMs, env: { ...HERALD_TIMINGS, ...(heraldNonceWindowMs !== undefined ? { HERALD_NONCE_WINDOW_MS: String(heraldNonceWindowMs) } : {}) } },
+        notes: [...kindLines([...ledger.values()], violations), ...takeoverNotes(handovers)],
       };
       log(`verdict: ${result.violationCount === 0 ? 'no violations' : `${result.violationCount} VIOLATIONS`}`);
       return result;
@@ -262,6 +269,8 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
       clearInterval(progress);
       acting = false;
       following = false;
+      chaos?.halt();
+      await takeovers.stop();
     }
   } finally {
     c.signal?.removeEventListener('abort', onAbort);
@@ -272,12 +281,15 @@ async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult>
   }
 }
 
-/** Half the processes (rounded up) serve the API, the first of them also holds the gateway; the rest only dispatch. */
+/**
+ * Half the processes (rounded up) serve the API and would all hold the gateway: its lease lets one
+ * at a time, and another takes over when the holder dies. The rest only dispatch.
+ */
 export function memberSpecs(n: number, env: Record<string, string>): MemberSpec[] {
   const serves = Math.max(1, Math.ceil(n / 2));
   return Array.from({ length: Math.max(1, n) }, (_, i) =>
     i < serves
-      ? { name: i === 0 ? 'serve-1+gateway' : `serve-${i + 1}`, command: 'serve' as const, env: { ...env, HERALD_GATEWAY: i === 0 ? 'on' : 'off' } }
+      ? { name: `serve-${i + 1}`, command: 'serve' as const, env: { ...env, HERALD_GATEWAY: 'on' } }
       : { name: `dispatch-${i - serves + 1}`, command: 'dispatch' as const, env: { ...env, HERALD_GATEWAY: 'off' } },
   );
 }
@@ -460,13 +472,14 @@ export function logLines(fleet: Fleet, ids: string[]): string[] {
   return lines.length > 80 ? [...lines.slice(0, 40), `… ${lines.length - 80} more …`, ...lines.slice(-40)] : lines;
 }
 
-/** What the gateway holder did: start-ups, gateway connects, nonce reports it could not record, its ends. */
+/** What the gateway holders did: start-ups, gateway connects, nonce reports it could not record, its ends. */
 const GATEWAY_MESSAGES = /"msg":"(herald started|connecting to the Discord gateway|gateway connected[^"]*|could not record a sent message reported by the gateway|gateway error|gateway unavailable[^"]*|gateway event could not be handled[^"]*|database connection lost[^"]*)"/;
 
 function gatewayLines(fleet: Fleet, t0: number, fromMs: number, untilMs: number): string[] {
   const out: { at: number; line: string }[] = [];
   for (const inc of fleet.incarnations) {
-    if (!inc.member.includes('gateway')) continue;
+    // Every serve member may hold the gateway (by its lease).
+    if (!inc.member.startsWith('serve')) continue;
     const who = `${inc.member}#${inc.pid ?? '-'}`;
     out.push({ at: t0 + inc.startedAt, line: `${who} spawned` });
     for (const line of inc.output().split('\n')) {
@@ -481,6 +494,11 @@ function gatewayLines(fleet: Fleet, t0: number, fromMs: number, untilMs: number)
     .filter((x) => x.at >= fromMs && x.at <= untilMs)
     .sort((a, b) => a.at - b.at)
     .map((x) => `${new Date(x.at).toISOString()} ${x.line}`);
+}
+
+/** When the sandbox's creates (POSTs of a message) arrived, those it answered 200. */
+export function createTimes(sandbox: DiscordSandbox): number[] {
+  return sandbox.requests.filter((r) => r.method === 'POST' && /^\/channels\/[0-9]+\/messages$/.test(r.path) && r.status === 200).map((r) => r.at);
 }
 
 function progressLine(ledger: Map<string, Tracked>, sandbox: DiscordSandbox, fleet: Fleet): string {

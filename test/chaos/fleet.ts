@@ -19,6 +19,8 @@ export interface Incarnation {
   member: string;
   pid: number | undefined;
   startedAt: number;
+  /** When it said it had started (ms since the phase began). */
+  readyAt?: number;
   endedAt?: number;
   /** How it ended: killed by the campaign, or on its own (a crash). */
   end?: { killed: boolean; code: number | null; signal: string | null };
@@ -181,6 +183,7 @@ export class Fleet {
         .find((l) => l.includes('"msg":"herald started"'));
       if (line !== undefined) {
         p.url = (JSON.parse(line) as { url?: string }).url;
+        inc.readyAt = Date.now() - this.t0;
         up = true;
         m.up = true;
         return p;

@@ -39,6 +39,8 @@ export interface ChaosRun {
   faultCounts: Record<string, number>;
   /** Ends the schedule and waits for its kills and outages to finish; PostgreSQL is up after. */
   stop(): Promise<void>;
+  /** Ends the schedule without waiting (a phase that failed or was interrupted, in its finally). */
+  halt(): void;
 }
 
 /**
@@ -77,6 +79,9 @@ export function startChaos<F>(c: PhaseContext, fleet: Fleet, schedule: Scheduled
   return {
     pg,
     faultCounts,
+    halt() {
+      on = false;
+    },
     async stop() {
       on = false;
       await executor;

@@ -107,3 +107,56 @@ export function formatViolations(result: CampaignResult, perKind = 3): string {
 function s(ms: number): string {
   return `${(ms / 1000).toFixed(1)}s`;
 }
+
+/** The violation kinds a phase reports per kind of work, in the report's order. */
+const KIND_COLUMNS = ['duplicates', 'lost', 'stuck', 'misattributed'] as const;
+
+/**
+ * A phase's line for one kind of work, the form `formatKinds` reads back from its notes:
+ * `kind <kind>: sent N, duplicates N, lost N, stuck N, misattributed N`.
+ */
+export function kindLine(kind: string, sent: number, v: Record<(typeof KIND_COLUMNS)[number], number>): string {
+  return `kind ${kind}: sent ${sent}, ${KIND_COLUMNS.map((c) => `${c} ${v[c]}`).join(', ')}`;
+}
+
+/** Per-kind lines for deliveries tracked by kind, from the violations that name their request ids. */
+export function kindLines(tracked: readonly { requestId: string; kind: string; accepted: boolean }[], violations: readonly Violation[]): string[] {
+  const kindOf = new Map(tracked.map((t) => [t.requestId, t.kind]));
+  const kinds = [...new Set(tracked.map((t) => t.kind))].sort();
+  const column: Record<string, (typeof KIND_COLUMNS)[number]> = { duplicate: 'duplicates', lost: 'lost', stuck: 'stuck', misattributed: 'misattributed' };
+  return kinds.map((kind) => {
+    const flagged = { duplicates: new Set<string>(), lost: new Set<string>(), stuck: new Set<string>(), misattributed: new Set<string>() };
+    for (const v of violations) {
+      const c = column[v.kind];
+      if (c === undefined) continue;
+      for (const id of v.requestIds) if (kindOf.get(id) === kind) flagged[c].add(id);
+    }
+    const sent = tracked.filter((t) => t.kind === kind && t.accepted).length;
+    return kindLine(kind, sent, { duplicates: flagged.duplicates.size, lost: flagged.lost.size, stuck: flagged.stuck.size, misattributed: flagged.misattributed.size });
+  });
+}
+
+const KIND_LINE = /^kind (\S+): sent (\d+), duplicates (\d+), lost (\d+), stuck (\d+), misattributed (\d+)$/;
+
+/** The campaign's per-kind table: every phase's `kind …` lines, one row per phase and kind. */
+export function formatKinds(result: CampaignResult): string {
+  const rows: string[][] = [];
+  for (const p of result.phases) {
+    for (const note of p.notes ?? []) {
+      const m = KIND_LINE.exec(note);
+      if (m !== null) rows.push([p.phase, ...m.slice(1)]);
+    }
+  }
+  if (rows.length === 0) return '';
+  const header = ['phase', 'kind', 'sent', ...KIND_COLUMNS];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+/** Every phase's takeover lines (`takeover …`, `nonce-ledger gap …`), for the end of the report. */
+export function formatTakeovers(result: CampaignResult): string {
+  return result.phases
+    .flatMap((p) => (p.notes ?? []).filter((n) => n.startsWith('takeover ') || n.startsWith('nonce-ledger gap')).map((n) => `${p.phase}: ${n}`))
+    .join('\n');
+}

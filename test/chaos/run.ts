@@ -4,7 +4,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { PHASES, runCampaign, type PhaseName } from './campaign.js';
 import { randomSeed } from './prng.js';
-import { formatDetails, formatTable, formatUndecided, formatViolations } from './report.js';
+import { formatDetails, formatKinds, formatTable, formatTakeovers, formatUndecided, formatViolations } from './report.js';
 
 /**
  * `npm run chaos [-- --seed N --duration S --processes N --connectors N --settle S --phase NAME]`:
@@ -99,6 +99,11 @@ async function main(): Promise<number> {
     console.log('');
     console.log(formatTable(result));
     console.log('');
+    for (const part of [formatKinds(result), formatTakeovers(result)]) {
+      if (part === '') continue;
+      console.log(part);
+      console.log('');
+    }
     console.log(formatDetails(result));
     const undecided = formatUndecided(result);
     if (undecided !== '') {

@@ -20,7 +20,9 @@ import {
 } from './campaign.js';
 import { Connector, newStats, type Action, type Tracked } from './connector.js';
 import { Fleet } from './fleet.js';
-import { preparePhaseDatabase, settle, startChaos } from './phase-kit.js';
+import { preparePhaseDatabase, settle, startChaos, type ChaosRun } from './phase-kit.js';
+import { kindLines } from './report.js';
+import { TakeoverWatch, takeoverNotes } from './takeover.js';
 import { Rng } from './prng.js';
 import { verifySlack, type SlackChannelMessage } from './slack-verify.js';
 
@@ -145,8 +147,10 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
     const schedule = makeSchedule(rng.fork('schedule'), c.durationS * 1000, c.processes, randomSlackFault, FAULT_GAP_MS);
     const allMessages = (): SlackChannelMessage[] => Object.values(channels).flatMap((channel) => slack.messages(channel).map((m) => ({ ...m, channel })));
     const progress = setInterval(() => log(progressLine(ledger, allMessages().length, f, slack)), 10_000);
+    const takeovers = new TakeoverWatch(databaseUrl, f, t0, () => discord.gatewaySessions);
+    let chaos: ChaosRun | undefined;
     try {
-      const chaos = startChaos(c, f, schedule, log, (fault: SlackFault) => fault(slack.faults));
+      chaos = startChaos(c, f, schedule, log, (fault: SlackFault) => fault(slack.faults));
       const { pg, faultCounts } = chaos;
       await sleepWhile(c.durationS * 1000, () => !aborted());
       acting = false;
@@ -158,6 +162,7 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
       log(`chaos over: ${ledger.size} deliveries, ${f.kills} kills, ${pg.restarts} PostgreSQL restarts, ${Object.values(faultCounts).reduce((a, b) => a + b, 0)} faults, ${f.crashes.length} crashes`);
 
       slack.faults.clear();
+      takeovers.settling();
       log('settling: faults cleared, restarting every Herald process');
       await f.restartAll();
       const open = () => [...ledger.values()].filter((t) => !Connector.settled(t));
@@ -167,6 +172,7 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
       c.signal?.throwIfAborted();
 
       const verifyStart = Date.now();
+      const handovers = await takeovers.stop();
       await f.stopAll();
       const messages = allMessages();
       apiOnly = await startHerald({
@@ -196,6 +202,8 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
         timings: { setupMs, chaosMs, settleMs, verifyMs },
         config: { sandboxNonceWindowMs: 0, heraldNonceWindowMs: undefined, env: extra },
         notes: [
+          ...kindLines([...ledger.values()], violations),
+          ...takeoverNotes(handovers),
           `Slack calls: ${Object.entries(sandboxRequests)
             .map(([k, v]) => `${k} ${v}`)
             .join(', ')} (the injected 429s included)`,
@@ -212,6 +220,8 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
       clearInterval(progress);
       acting = false;
       following = false;
+      chaos?.halt();
+      await takeovers.stop();
     }
   } finally {
     c.signal?.removeEventListener('abort', onAbort);
