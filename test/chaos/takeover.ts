@@ -132,7 +132,8 @@ export class TakeoverWatch {
     // Gaps the chaos made: not the settle's restart of every process.
     const gatewayGaps = this.gaps
       .filter((g) => g.until !== undefined && g.from < this.settlingFrom)
-      .map((g) => ({ ms: (g.until as number) - g.from, creates: createTimes.filter((t) => t >= g.from && t <= (g.until as number)).length }));
+      .map((g) => ({ until: Math.min(g.until as number, this.settlingFrom), from: g.from }))
+      .map((g) => ({ ms: g.until - g.from, creates: createTimes.filter((t) => t >= g.from && t <= g.until).length }));
     return { handovers, afterKill, gatewayGaps };
   }
 
