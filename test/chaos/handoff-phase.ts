@@ -30,12 +30,12 @@ const CHANNELS = [SANDBOX_IDS.channels.alerts, SANDBOX_IDS.channels.deals, SANDB
 const ROUTE_LIMIT = { limit: 5, windowMs: 1_000 };
 /** After its sender reports it delivered, this long for it to show in the other bot's inbox while settling. */
 const RECEIPT_GRACE_MS = 10_000;
-const DISCORD_TIMEOUT_MS = Number(HERALD_TIMINGS.HERALD_DISCORD_TIMEOUT_MS);
 const CREATE = '^/channels/[0-9]+/messages$';
 
 /** Discord's faults on creates (every handoff is a create). */
 function randomCreateFault(rng: Rng): [string, Fault] {
-  const past = () => DISCORD_TIMEOUT_MS + rng.int(200, 1_500);
+  // Past Herald's Discord timeout (read here, not at load: campaign.ts and this module import each other).
+  const past = () => Number(HERALD_TIMINGS.HERALD_DISCORD_TIMEOUT_MS) + rng.int(200, 1_500);
   const kind = rng.weighted([
     ['create 5xx', 3],
     ['create 429', 2],
@@ -178,6 +178,7 @@ export async function runHandoffPhase(c: PhaseContext): Promise<PhaseResult> {
       const kills = a.fleet.kills + b.fleet.kills;
       log(`chaos over: ${ledger.size} handoffs, ${kills} kills, ${pgState.restarts} PostgreSQL restarts, ${Object.values(faultCounts).reduce((x, y) => x + y, 0)} faults`);
       sandbox.clearFaults();
+      const settlingFrom = Date.now();
       log('settling: faults cleared, restarting every Herald process of both bots');
       await Promise.all(deployments.map((d) => d.fleet.restartAll()));
       await waitFor(() => sandbox.gatewaySessions >= 2, 'both bots on the gateway again', 60_000).catch(() => log('  both gateways not back within 60 s'));
@@ -245,7 +246,7 @@ export async function runHandoffPhase(c: PhaseContext): Promise<PhaseResult> {
         bots: { a: botA, b: botB },
         rows,
         senderLog: (t) => logLines(t.direction === 'a-to-b' ? a.fleet : b.fleet, [handoffDeliveryId(t.requestId)]),
-        receiptStory: (receiver, message) => receiptStory(byName[receiver].fleet, t0, outages, message),
+        receiptStory: (receiver, message) => receiptStory(byName[receiver].fleet, t0, outages, message, settlingFrom),
       });
       const verifyMs = Date.now() - verifyStart;
       const sandboxRequests: Record<string, number> = {};
@@ -352,17 +353,21 @@ async function selectAll(databaseUrl: string, query: string): Promise<Record<str
   }
 }
 
-/** When (epoch ms) each incarnation of the bot's gateway holder had its gateway connected. */
-function gatewayUp(fleet: Fleet, t0: number): { from: number; until: number; who: string }[] {
-  const out: { from: number; until: number; who: string }[] = [];
+/**
+ * When (epoch ms) each incarnation of the bot's gateway holder had its gateway: from its "connecting"
+ * line (messages may come from READY on, before "gateway connected" is logged after the slash
+ * commands are registered), to its end. So a "no gateway" verdict is never a guess.
+ */
+function gatewayUp(fleet: Fleet, t0: number): { from: number; until: number; who: string; killed: boolean }[] {
+  const out: { from: number; until: number; who: string; killed: boolean }[] = [];
   for (const inc of fleet.incarnations) {
     if (!inc.member.includes('gateway')) continue;
     const line = inc
       .output()
       .split('\n')
-      .find((l) => l.includes('"msg":"gateway connected'));
+      .find((l) => l.includes('"msg":"connecting to the Discord gateway"'));
     if (line === undefined) continue;
-    out.push({ from: Number(/"time":([0-9]+)/.exec(line)?.[1] ?? 0), until: inc.endedAt !== undefined ? t0 + inc.endedAt : Infinity, who: `${inc.member}#${inc.pid ?? '-'}` });
+    out.push({ from: Number(/"time":([0-9]+)/.exec(line)?.[1] ?? 0), until: inc.endedAt !== undefined ? t0 + inc.endedAt : Infinity, who: `${inc.member}#${inc.pid ?? '-'}`, killed: inc.end?.killed === true });
   }
   return out;
 }
@@ -384,7 +389,7 @@ function gatewayGaps(fleet: Fleet, t0: number, from: number, until: number): str
 }
 
 /** Why the receiving bot did not take a handoff message in: its gateway, PostgreSQL, its own words. */
-function receiptStory(fleet: Fleet, t0: number, outages: { from: number; until: number }[], message: SandboxMessage): ReceiptStory {
+function receiptStory(fleet: Fleet, t0: number, outages: { from: number; until: number }[], message: SandboxMessage, settlingFrom: number): ReceiptStory {
   const at = Date.parse(message.timestamp);
   const up = gatewayUp(fleet, t0);
   const holder = up.find((u) => u.from <= at && at <= u.until);
@@ -396,15 +401,20 @@ function receiptStory(fleet: Fleet, t0: number, outages: { from: number; until: 
     }
   }
   // The gateway holders around that moment.
-  for (const u of up) if (u.until >= at - 10_000 && u.from <= at + 10_000) lines.push(`${u.who} gateway connected ${new Date(u.from).toISOString()} until ${Number.isFinite(u.until) ? new Date(u.until).toISOString() : 'the end'}`);
+  for (const u of up) if (u.until >= at - 10_000 && u.from <= at + 10_000) lines.push(`${u.who} gateway from ${new Date(u.from).toISOString()} (connecting) until ${Number.isFinite(u.until) ? new Date(u.until).toISOString() : 'the end'}`);
   lines.push(`message posted ${message.timestamp}`);
+  // Killed moments after the message came: taking it in (validation, then one transaction) did not commit.
+  const killedSoon = holder !== undefined && holder.killed && holder.until - at < 2_000;
+  if (killedSoon) lines.push(`${holder.who} SIGKILLed ${holder.until - at} ms after it was posted`);
   const pgDown = outages.some((o) => o.from <= at && at <= o.until + 2_000);
   const said = lines.find((l) => /handoff (refused|could not be taken in|accepted)/.test(l));
   let cause: string;
   if (holder === undefined) cause = 'the receiving bot had no gateway connected when it was posted';
+  else if (killedSoon && said === undefined) cause = "the receiving bot's gateway holder was SIGKILLed while taking it in";
   else if (said?.includes('handoff accepted') === true) cause = 'the receiving bot logged it accepted, yet its inbox never showed it';
   else if (said?.includes('handoff refused') === true) cause = `the receiving bot refused it (${/"reason":"([a-z_]+)"/.exec(said)?.[1] ?? '?'})`;
   else if (said !== undefined || pgDown) cause = `the receiving bot could not take it in${pgDown ? ' (PostgreSQL down)' : ''}`;
   else cause = `unexplained (gateway held by ${holder.who})`;
-  return { cause, lines };
+  // Settling restarts every process of both bots: one bot's dispatcher may post before the other's gateway is back.
+  return { cause: at >= settlingFrom ? `${cause} (while settling)` : cause, lines };
 }
