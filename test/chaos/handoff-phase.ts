@@ -358,16 +358,17 @@ async function selectAll(databaseUrl: string, query: string): Promise<Record<str
  * line (messages may come from READY on, before "gateway connected" is logged after the slash
  * commands are registered), to its end. So a "no gateway" verdict is never a guess.
  */
-function gatewayUp(fleet: Fleet, t0: number): { from: number; until: number; who: string; killed: boolean }[] {
-  const out: { from: number; until: number; who: string; killed: boolean }[] = [];
+function gatewayUp(fleet: Fleet, t0: number): { from: number; ready: number; until: number; who: string; killed: boolean }[] {
+  const out: { from: number; ready: number; until: number; who: string; killed: boolean }[] = [];
+  const timeOf = (line: string | undefined) => (line === undefined ? undefined : Number(/"time":([0-9]+)/.exec(line)?.[1] ?? 0));
   for (const inc of fleet.incarnations) {
     if (!inc.member.includes('gateway')) continue;
-    const line = inc
-      .output()
-      .split('\n')
-      .find((l) => l.includes('"msg":"connecting to the Discord gateway"'));
-    if (line === undefined) continue;
-    out.push({ from: Number(/"time":([0-9]+)/.exec(line)?.[1] ?? 0), until: inc.endedAt !== undefined ? t0 + inc.endedAt : Infinity, who: `${inc.member}#${inc.pid ?? '-'}`, killed: inc.end?.killed === true });
+    const lines = inc.output().split('\n');
+    const from = timeOf(lines.find((l) => l.includes('"msg":"connecting to the Discord gateway"')));
+    if (from === undefined) continue;
+    const until = inc.endedAt !== undefined ? t0 + inc.endedAt : Infinity;
+    const ready = timeOf(lines.find((l) => l.includes('"msg":"gateway connected'))) ?? until;
+    out.push({ from, ready, until, who: `${inc.member}#${inc.pid ?? '-'}`, killed: inc.end?.killed === true });
   }
   return out;
 }
@@ -401,7 +402,7 @@ function receiptStory(fleet: Fleet, t0: number, outages: { from: number; until: 
     }
   }
   // The gateway holders around that moment.
-  for (const u of up) if (u.until >= at - 10_000 && u.from <= at + 10_000) lines.push(`${u.who} gateway from ${new Date(u.from).toISOString()} (connecting) until ${Number.isFinite(u.until) ? new Date(u.until).toISOString() : 'the end'}`);
+  for (const u of up) if (u.until >= at - 10_000 && u.from <= at + 10_000) lines.push(`${u.who} gateway from ${new Date(u.from).toISOString()} (connecting; ready ${Number.isFinite(u.ready) ? new Date(u.ready).toISOString() : 'never'}) until ${Number.isFinite(u.until) ? new Date(u.until).toISOString() : 'the end'}`);
   lines.push(`message posted ${message.timestamp}`);
   // Killed moments after the message came: taking it in (validation, then one transaction) did not commit.
   const killedSoon = holder !== undefined && holder.killed && holder.until - at < 2_000;
@@ -410,6 +411,8 @@ function receiptStory(fleet: Fleet, t0: number, outages: { from: number; until: 
   const said = lines.find((l) => /handoff (refused|could not be taken in|accepted)/.test(l));
   let cause: string;
   if (holder === undefined) cause = 'the receiving bot had no gateway connected when it was posted';
+  // Between "connecting" and "gateway connected" (logged once the slash commands are registered, after READY).
+  else if (at < holder.ready && said === undefined) cause = "the receiving bot's gateway was still connecting when it was posted";
   else if (killedSoon && said === undefined) cause = "the receiving bot's gateway holder was SIGKILLed while taking it in";
   else if (said?.includes('handoff accepted') === true) cause = 'the receiving bot logged it accepted, yet its inbox never showed it';
   else if (said?.includes('handoff refused') === true) cause = `the receiving bot refused it (${/"reason":"([a-z_]+)"/.exec(said)?.[1] ?? '?'})`;
