@@ -15,6 +15,7 @@ import { preparePhaseDatabase, settle, startChaos, type ChaosRun } from './phase
 import { kindLines } from './report.js';
 import { TakeoverWatch, takeoverNotes } from './takeover.js';
 import { runSlackPhase } from './slack-phase.js';
+import { runHandoffPhase } from './handoff-phase.js';
 import { Rng } from './prng.js';
 import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecided, type Violation } from './verify.js';
 
@@ -26,8 +27,8 @@ import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecid
  * message is accounted for: exactly one per delivery.
  */
 
-export type PhaseName = 'default-window' | 'short-window' | 'slack';
-export const PHASES: readonly PhaseName[] = ['default-window', 'short-window', 'slack'];
+export type PhaseName = 'default-window' | 'short-window' | 'slack' | 'handoffs';
+export const PHASES: readonly PhaseName[] = ['default-window', 'short-window', 'slack', 'handoffs'];
 
 export interface CampaignOptions {
   seed: number;
@@ -118,7 +119,7 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
       options.signal?.throwIfAborted();
       const context = { ...resolved, seed: options.seed, cluster, workDir, pidFile, log, signal: options.signal, shortWindow: options.shortWindow ?? DEFAULT_SHORT_WINDOW };
       // Slack has its own phase (slack-phase.ts): its sandbox, faults and verdict differ from Discord's.
-      results.push(phase === 'slack' ? await runSlackPhase(context) : await runPhase(context, phase));
+      results.push(phase === 'slack' ? await runSlackPhase(context) : phase === 'handoffs' ? await runHandoffPhase(context) : await runPhase(context, phase));
     }
   } finally {
     await cluster?.destroy();
