@@ -362,7 +362,8 @@ function gatewayUp(fleet: Fleet, t0: number): { from: number; ready: number; unt
   const out: { from: number; ready: number; until: number; who: string; killed: boolean }[] = [];
   const timeOf = (line: string | undefined) => (line === undefined ? undefined : Number(/"time":([0-9]+)/.exec(line)?.[1] ?? 0));
   for (const inc of fleet.incarnations) {
-    if (!inc.member.includes('gateway')) continue;
+    // Every serve process may hold the gateway (by its lease); one that never held it never connected.
+    if (!inc.member.includes('serve')) continue;
     const lines = inc.output().split('\n');
     const from = timeOf(lines.find((l) => l.includes('"msg":"connecting to the Discord gateway"')));
     if (from === undefined) continue;
