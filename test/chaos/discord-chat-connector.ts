@@ -410,16 +410,16 @@ export class ChatAgent {
     return ask.replyState === 'delivered' || ask.replyState === 'failed';
   }
 
-  /** Follow every open line and ask as an agent would, until `running()` turns false. */
+  /** Follow every open line and ask as an agent would (each about once a second), until `running()` turns false. */
   async followUp(running: () => boolean): Promise<void> {
     while (running()) {
-      const lines = this.myLines.filter((l) => !ChatAgent.lineSettled(l) && !l.busy && Date.now() - l.lastCheck >= 300);
+      const lines = this.myLines.filter((l) => !ChatAgent.lineSettled(l) && !l.busy && Date.now() - l.lastCheck >= 1_000);
       for (const line of lines) {
         if (!running()) return;
         line.lastCheck = Date.now();
         await this.checkLine(line);
       }
-      const asks = this.myAsks.filter((a) => !ChatAgent.askSettled(a) && !a.busy && Date.now() - a.lastCheck >= 400);
+      const asks = this.myAsks.filter((a) => !ChatAgent.askSettled(a) && !a.busy && Date.now() - a.lastCheck >= 1_000);
       for (const ask of asks) {
         if (!running()) return;
         ask.lastCheck = Date.now();

@@ -27,8 +27,14 @@ import { Rng } from './prng.js';
 const PHASE = 'discord-chat' as const;
 /** The lease of the gateway session: short, so a handover fits between two kills (default 8 s). */
 const SINGLETON_TTL_MS = '3000';
-const ROUTE_LIMIT = { limit: 5, windowMs: 1_000 };
-const GLOBAL_LIMIT = { limit: 30, windowMs: 1_000 };
+/**
+ * Discord's global limit (50 requests a second) and the sandbox's default per route. Not the 5 a
+ * second per route of the other phases: a chat send names its channel, and Herald looks the name
+ * up in the guild's channel list (GET /guilds/{id}/channels) on every send and every proof, so one
+ * route that small would throttle every chat line of every channel at once.
+ */
+const ROUTE_LIMIT = { limit: 50, windowMs: 1_000 };
+const GLOBAL_LIMIT = { limit: 50, windowMs: 1_000 };
 /** How often the live `serve` processes' /readyz are read, and the sandbox's gateway sessions counted. */
 const READYZ_EVERY_MS = 250;
 const SESSIONS_EVERY_MS = 50;
@@ -190,7 +196,7 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
           `takeover discord:gateway: ${maxLease} ms (max), over ${measured.length} handovers`,
           `takeover detail: ${handovers.length} SIGKILLs of the holder; lease held by another process after ${measured.map((h) => `${h.leaseMs ?? 0}${h.standbyUp ? '' : ' (no standby up: a restart)'}`).join(', ') || '-'} ms; a new gateway session after ${sessionMeasured.map((h) => h.sessionMs).join(', ') || '-'} ms (max ${maxSession}); ${handovers.length - measured.length} not taken over before the chaos ended; most gateway sessions at once: ${w.maxSessions} (HERALD_SINGLETON_TTL_MS ${SINGLETON_TTL_MS})`,
           `chat lines: ${chat.delivered} delivered, ${chat.failed} failed (failed-but-sent ${chat.failedButSent}), ${chat.unconfirmed} unconfirmed (allowed, evidence below; the table's unknown column), ${chat.pending} not final`,
-          ...verdict.unconfirmedNotes.slice(0, 10).map((n) => `  - ${n}`),
+          ...verdict.unconfirmedNotes.slice(0, 24).map((n) => (n.startsWith(' ') ? `  ${n}` : `  - ${n}`)),
           `command replies (responseMode discord): ${replies.sent} executes, ${replies.delivered} replies delivered, ${replies.refused} clear refusals (the table's failed column with failed chat lines), ${replies.stuck} without a final answer or reply; failed-but-sent ${replies.failedButSent}`,
           ...verdict.refusedNotes.slice(0, 6).map((n) => `  - ${n}`),
           `slash commands through the gateway: ${replies.slash} invoked, ${replies.slashAnswered} answered, ${replies.slashUnanswered} unanswered (a clear failure for the person when the gateway moved; lost otherwise), ${replies.slashNotConnected} refused with no session; ${replies.duplicateCallbacks} second answers`,

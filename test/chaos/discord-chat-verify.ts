@@ -125,7 +125,9 @@ export function verifyDiscordChat(input: DiscordChatVerifyInput): DiscordChatVer
         // Allowed by the contract (Herald could not tell, and will not send it again): counted
         // apart, with what the channel shows (0 or 1 message; 2 is already a duplicate above).
         chat.unconfirmed += 1;
-        unconfirmedNotes.push(`${line.id.slice(0, 12)} (${line.sender} → ${line.channelArg}): unconfirmed, ${own.length} message(s) in the channel; reason: ${send.reason ?? row?.['reason'] ?? 'none given'}`);
+        unconfirmedNotes.push(`${line.id} (${line.sender} → ${line.channelArg}): unconfirmed, ${own.length} message(s) in the channel; reason: ${send.reason ?? String(row?.['reason'] ?? 'none given')}`);
+        // The first few with Herald's own words about them (what it tried, why it could not tell).
+        if (chat.unconfirmed <= 3) for (const l of input.logsFor([`chat:${line.id}`]).slice(-4)) unconfirmedNotes.push(`    ${l.slice(0, 400)}`);
         break;
     }
   }
