@@ -176,7 +176,9 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
       }
       const { chat, replies } = verdict;
       const measured = handovers.filter((h) => h.leaseMs !== undefined);
-      const maxLease = Math.max(0, ...measured.map((h) => h.leaseMs ?? 0));
+      // The lease's own handover: another serve was up when the holder died (else it waited for a restart).
+      const standby = measured.filter((h) => h.standbyUp);
+      const maxLease = Math.max(0, ...standby.map((h) => h.leaseMs ?? 0));
       const sessionMeasured = handovers.filter((h) => h.sessionMs !== undefined);
       const maxSession = Math.max(0, ...sessionMeasured.map((h) => h.sessionMs ?? 0));
       const result: PhaseResult = {
@@ -193,8 +195,8 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
         notes: [
           `kind chat-discord: sent ${chat.sent}, duplicates ${chat.duplicates}, lost ${chat.lost}, stuck ${chat.stuck}, misattributed ${chat.misattributed}`,
           `kind command-reply: sent ${replies.sent + replies.slash}, duplicates ${replies.duplicates}, lost ${replies.lost}, stuck ${replies.stuck}, misattributed ${replies.misattributed}`,
-          `takeover discord:gateway: ${maxLease} ms (max), over ${measured.length} handovers`,
-          `takeover detail: ${handovers.length} SIGKILLs of the holder; lease held by another process after ${measured.map((h) => `${h.leaseMs ?? 0}${h.standbyUp ? '' : ' (no standby up: a restart)'}`).join(', ') || '-'} ms; a new gateway session after ${sessionMeasured.map((h) => h.sessionMs).join(', ') || '-'} ms (max ${maxSession}); ${handovers.length - measured.length} not taken over before the chaos ended; most gateway sessions at once: ${w.maxSessions} (HERALD_SINGLETON_TTL_MS ${SINGLETON_TTL_MS})`,
+          `takeover discord:gateway: ${maxLease} ms (max), over ${standby.length} handovers`,
+          `takeover detail (the line above: a standby serve was up; '(a restart)': none was, the lease waited for one to start): ${handovers.length} SIGKILLs of the holder; lease held by another process after ${measured.map((h) => `${h.leaseMs ?? 0}${h.standbyUp ? '' : ' (a restart)'}`).join(', ') || '-'} ms; a new gateway session after ${sessionMeasured.map((h) => h.sessionMs).join(', ') || '-'} ms (max ${maxSession}); ${handovers.length - measured.length} not taken over before the chaos ended; most gateway sessions at once: ${w.maxSessions} (HERALD_SINGLETON_TTL_MS ${SINGLETON_TTL_MS})`,
           `chat lines: ${chat.delivered} delivered, ${chat.failed} failed (failed-but-sent ${chat.failedButSent}), ${chat.unconfirmed} unconfirmed (allowed, evidence below; the table's unknown column), ${chat.pending} not final`,
           ...verdict.unconfirmedNotes.slice(0, 24).map((n) => (n.startsWith(' ') ? `  ${n}` : `  - ${n}`)),
           `command replies (responseMode discord): ${replies.sent} executes, ${replies.delivered} replies delivered, ${replies.refused} clear refusals (the table's failed column with failed chat lines), ${replies.stuck} without a final answer or reply; failed-but-sent ${replies.failedButSent}`,
