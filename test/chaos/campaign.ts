@@ -16,6 +16,7 @@ import { kindLines } from './report.js';
 import { TakeoverWatch, takeoverNotes } from './takeover.js';
 import { runSlackPhase } from './slack-phase.js';
 import { runHandoffPhase } from './handoff-phase.js';
+import { runDiscordChatPhase } from './discord-chat-phase.js';
 import { Rng } from './prng.js';
 import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecided, type Violation } from './verify.js';
 
@@ -27,8 +28,21 @@ import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecid
  * message is accounted for: exactly one per delivery.
  */
 
-export type PhaseName = 'default-window' | 'short-window' | 'slack' | 'handoffs';
-export const PHASES: readonly PhaseName[] = ['default-window', 'short-window', 'slack', 'handoffs'];
+/**
+ * Every phase and what runs it: Discord's deliveries twice (two nonce windows, here), then the
+ * phases with their own sandboxes, faults and verdicts, each in its own file. (Called through
+ * arrows: those files import this one.)
+ */
+const RUNNERS = {
+  'default-window': (c: PhaseContext) => runPhase(c, 'default-window'),
+  'short-window': (c: PhaseContext) => runPhase(c, 'short-window'),
+  slack: (c: PhaseContext) => runSlackPhase(c),
+  'discord-chat': (c: PhaseContext) => runDiscordChatPhase(c),
+  handoffs: (c: PhaseContext) => runHandoffPhase(c),
+} satisfies Record<string, (c: PhaseContext) => Promise<PhaseResult>>;
+
+export type PhaseName = keyof typeof RUNNERS;
+export const PHASES = Object.keys(RUNNERS) as readonly PhaseName[];
 
 export interface CampaignOptions {
   seed: number;
@@ -118,8 +132,7 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
     for (const phase of phases) {
       options.signal?.throwIfAborted();
       const context = { ...resolved, seed: options.seed, cluster, workDir, pidFile, log, signal: options.signal, shortWindow: options.shortWindow ?? DEFAULT_SHORT_WINDOW };
-      // Slack has its own phase (slack-phase.ts): its sandbox, faults and verdict differ from Discord's.
-      results.push(phase === 'slack' ? await runSlackPhase(context) : phase === 'handoffs' ? await runHandoffPhase(context) : await runPhase(context, phase));
+      results.push(await RUNNERS[phase](context));
     }
   } finally {
     await cluster?.destroy();
@@ -143,7 +156,7 @@ export interface PhaseContext {
   signal: AbortSignal | undefined;
 }
 
-async function runPhase(c: PhaseContext, phase: PhaseName): Promise<PhaseResult> {
+async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window'): Promise<PhaseResult> {
   const rng = new Rng(c.seed, phase);
   const t0 = Date.now();
   const stamp = () => `[${phase} ${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`;

@@ -12,14 +12,17 @@ import { formatDetails, formatKinds, formatTable, formatTakeovers, formatUndecid
  * campaign itself failed; 130: interrupted.
  */
 
-const USAGE = `usage: npm run chaos -- [--seed N] [--duration S] [--processes N] [--connectors N] [--settle S] [--phase default-window|short-window|slack|handoffs]
+const USAGE = `usage: npm run chaos -- [--seed N] [--duration S] [--processes N] [--connectors N] [--settle S] [--phase ${PHASES.join('|')}]
   --seed N        replay a run (default: random, printed first)
   --duration S    seconds of chaos per phase (default 60)
   --processes N   Herald processes per phase, half serve and half dispatch (default 4)
   --connectors N  simulated connectors (default 3)
   --settle S      at most this long to settle after the chaos, per phase (default 40)
-  --phase NAME    run only this phase (repeatable; default all three; slack: posts to
-                  channels of a Slack sandbox, with Slack's faults)
+  --phase NAME    run only this phase (repeatable; default all). default-window and
+                  short-window: posts, DMs and edits on Discord under two nonce windows;
+                  slack: posts to channels of a Slack sandbox, with Slack's faults;
+                  discord-chat: chat lines and command replies on Discord;
+                  handoffs: two bots handing tasks to each other
   --nonce-windows SANDBOX_MS:HERALD_MS
                   the short-window phase's nonce windows: Discord's (the sandbox's) and
                   HERALD_NONCE_WINDOW_MS (default 4000:1000; Discord's must cover Herald's plus
