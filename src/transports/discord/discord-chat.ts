@@ -13,6 +13,12 @@ const SIGNED = /^\*\*([^*\n]{1,32})\*\*: ([\s\S]*)$/;
 const PROOF_SKEW_MS = 10_000;
 /** How many channel messages a proof reads at most. */
 const PROOF_MAX_MESSAGES = 1000;
+/**
+ * How long the guild's channel list is reused to turn a name into an id: every chat send and proof
+ * needs it, and one route's budget (`GET /guilds/{id}/channels`) would otherwise pace every line. A
+ * name not in a list read earlier is looked up again at once (a channel created since).
+ */
+const CHANNELS_FRESH_MS = 30_000;
 
 
 export interface DiscordChatOptions {
@@ -38,6 +44,7 @@ export interface DiscordChatOptions {
  */
 export class DiscordChat implements Chat {
   private guild: Promise<string> | undefined;
+  private channels: { at: number; list: Promise<APIChannel[]> } | undefined;
 
   constructor(private readonly o: DiscordChatOptions) {}
 
@@ -66,15 +73,29 @@ export class DiscordChat implements Chat {
     return this.guild;
   }
 
-  private async textChannels(): Promise<APIChannel[]> {
-    const guildId = await this.guildId();
-    const all = (await this.o.call(() => this.o.rest.get(Routes.guildChannels(guildId)))) as APIChannel[];
-    return all.filter((c) => c.type === ChannelType.GuildText || c.type === ChannelType.GuildAnnouncement);
+  /** The guild's text channels: read now, or as read in the last CHANNELS_FRESH_MS when `reuse`. */
+  private async textChannels(reuse = false): Promise<APIChannel[]> {
+    const cached = this.channels;
+    if (reuse && cached !== undefined && Date.now() - cached.at < CHANNELS_FRESH_MS) return cached.list;
+    const list = (async () => {
+      const guildId = await this.guildId();
+      const all = (await this.o.call(() => this.o.rest.get(Routes.guildChannels(guildId)))) as APIChannel[];
+      return all.filter((c) => c.type === ChannelType.GuildText || c.type === ChannelType.GuildAnnouncement);
+    })();
+    const entry = { at: Date.now(), list };
+    this.channels = entry;
+    // A failed read is not kept.
+    list.catch(() => {
+      if (this.channels === entry) this.channels = undefined;
+    });
+    return list;
   }
 
   private async channelId(channel: string): Promise<string> {
     const bare = channel.replace(/^#/, '');
-    const found = (await this.textChannels()).find((c) => c.id === bare || ('name' in c && c.name === bare.toLowerCase()));
+    const named = (c: APIChannel) => c.id === bare || ('name' in c && c.name === bare.toLowerCase());
+    // The list read lately first; a name not in it is looked up afresh (created, or renamed, since).
+    const found = (await this.textChannels(true)).find(named) ?? (await this.textChannels()).find(named);
     if (found === undefined) throw new TransportError({ kind: 'not_found', detail: `no text channel ${bare} in the chat server` });
     return found.id;
   }
