@@ -318,6 +318,9 @@ export async function runArchivePhase(c: PhaseContext): Promise<PhaseResult> {
         if (url !== undefined) for (const line of files.served.get(url) ?? ['the file server was never asked for it']) log(`  file server: ${line}`);
         for (const line of (ev?.herald_log ?? []).slice(-15)) log(`  ${line}`);
       }
+      // A failed item is Herald's honest answer when the file server failed it; one it answered in
+      // full (or was never asked for) failed for a reason of Herald's own: listed for reading.
+      const unfaulted = verdict.failedItems.rows.filter((r) => !(files.served.get(r.url) ?? []).some((line) => line.includes('fault')));
       const steps = s.steps();
       const sandboxRequests: Record<string, number> = {};
       for (const r of sandbox.requests) {
@@ -341,8 +344,11 @@ export async function runArchivePhase(c: PhaseContext): Promise<PhaseResult> {
           ...verdict.kindLines,
           verdict.cursorLine,
           `scrapes: ${rows.scrapes.map((r) => `#${channels.find((ch) => ch.channelId === r.channel_id)?.name ?? r.channel_id} ${r.mode} ${r.state} ${r.messages_seen} messages ${r.items_found} items ${r.errors} errors (${r.id.slice(0, 8)})`).join('; ')}`,
-          `steps: ${steps.recorded} pages recorded, ${steps.interrupted} steps ended with nothing recorded (a kill or a lost lease mid-page), ${steps.failed} page reads failed; SIGKILLs with a scrape step in flight: ${kills.filter((k) => k.leased > 0).length} of ${kills.length}`,
+          `steps: ${steps.recorded} pages recorded, ${steps.failed} page reads failed, ${steps.released} steps given back with nothing recorded (an error, e.g. PostgreSQL gone), ${steps.interrupted} steps taken over by another worker with nothing recorded (their process killed mid-page); SIGKILLs while some scrape step was in flight: ${kills.filter((k) => k.leased > 0).length} of ${kills.length}`,
+          `takeovers: ${steps.takeoverMs.length === 0 ? 'none seen' : `from the killed step's claim to the next worker's: median ${(median(steps.takeoverMs) / 1000).toFixed(1)}s, max ${(Math.max(...steps.takeoverMs) / 1000).toFixed(1)}s`} (lease ${HERALD_TIMINGS.HERALD_LEASE_MS} ms)`,
           `downloads: ${files.requests} file requests, ${files.faulted.size} answered with a fault; ${verdict.failedItems.total} items left failed${Object.keys(verdict.failedItems.byError).length > 0 ? ` (${Object.entries(verdict.failedItems.byError).map(([k, v]) => `${k}: ${v}`).join(', ')})` : ''}; ${rows.blobs.length} files stored, ${stored.tmp} partial downloads left in media/tmp`,
+          `failed items the file server did not fail: ${unfaulted.length}${unfaulted.length > 0 ? ' (not counted as violations: a download timeout on a loaded machine looks the same)' : ''}`,
+          ...unfaulted.slice(0, 5).map((r) => `  - scrape ${r.scrape_id.slice(0, 8)} message ${r.message_id} ${r.source_key}: ${r.error ?? ''}; file server: ${(files.served.get(r.url) ?? ['never asked']).join(' | ')}`),
           `operator stop and resume: ${stopNote}`,
           ...warningLines(f, t0),
         ],
@@ -443,20 +449,31 @@ class Sampler {
    * read grew before the next holder, failed when its errors grew, interrupted when neither did
    * (its process was killed mid-page, or its lease ran out).
    */
-  steps(): { recorded: number; failed: number; interrupted: number } {
-    const out = { recorded: 0, failed: 0, interrupted: 0 };
+  steps(): { recorded: number; failed: number; interrupted: number; released: number; takeoverMs: number[] } {
+    const out = { recorded: 0, failed: 0, interrupted: 0, released: 0, takeoverMs: [] as number[] };
     const byScrape = new Map<string, CursorSample[]>();
     for (const s of this.samples) byScrape.set(s.scrapeId, [...(byScrape.get(s.scrapeId) ?? []), s]);
     for (const list of byScrape.values()) {
       let holder: CursorSample | undefined;
+      // After an interrupted step: when its holder was last seen, until another worker holds the scrape.
+      let orphanedSince: number | undefined;
       for (const s of list) {
         if (holder !== undefined && s.leaseOwner !== holder.leaseOwner) {
           if (s.messagesSeen > holder.messagesSeen) out.recorded += 1;
           else if (s.errors > holder.errors) out.failed += 1;
-          else if (s.state === holder.state) out.interrupted += 1;
+          else if (s.state === holder.state && s.leaseOwner === null) out.released += 1;
+          else if (s.state === holder.state) {
+            // Another worker holds it with nothing recorded: the lease ran out (its process was killed mid-page).
+            out.interrupted += 1;
+            orphanedSince = holder.at;
+          }
           holder = undefined;
         }
-        if (holder === undefined && s.leaseOwner !== null) holder = s;
+        if (holder === undefined && s.leaseOwner !== null) {
+          holder = s;
+          if (orphanedSince !== undefined) out.takeoverMs.push(s.at - orphanedSince);
+          orphanedSince = undefined;
+        }
       }
     }
     return out;
@@ -554,4 +571,9 @@ function warningLines(fleet: Fleet, t0: number): string[] {
     }
   }
   return [...by].sort((a, b) => b[1].n - a[1].n).slice(0, 12).map(([msg, e]) => `herald warning ×${e.n} (${e.first.toFixed(1)}s–${e.last.toFixed(1)}s): ${msg}`);
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? 0;
 }

@@ -102,7 +102,7 @@ export interface ArchiveVerdict {
   kindLines: string[];
   cursorLine: string;
   /** Items whose download failed (a fault on the file server, mostly): counted, not violations. */
-  failedItems: { total: number; byError: Record<string, number> };
+  failedItems: { total: number; byError: Record<string, number>; rows: ItemRow[] };
 }
 
 type Kind = 'archive-item' | 'archive-scrape' | 'archive-file';
@@ -164,7 +164,7 @@ export function verifyArchive(input: ArchiveVerifyInput): ArchiveVerdict {
     rowsByKey.set(k, [...(rowsByKey.get(k) ?? []), r]);
   }
   const expectedKeys = new Set<string>();
-  const failedItems = { total: 0, byError: {} as Record<string, number> };
+  const failedItems = { total: 0, byError: {} as Record<string, number>, rows: [] as ItemRow[] };
   for (const e of input.expected) {
     const k = key(e.channelId, e.messageId, e.sourceKey);
     expectedKeys.add(k);
@@ -185,6 +185,7 @@ export function verifyArchive(input: ArchiveVerifyInput): ArchiveVerdict {
         if (r.state === 'stored' && r.sha256 !== e.sha256) wrong.push(`stored as ${r.sha256 ?? 'no digest'}, its bytes are ${e.sha256 ?? 'not fetchable'}`);
         else if (r.state === 'failed') {
           failedItems.total += 1;
+          failedItems.rows.push(r);
           const why = (r.error ?? 'no reason').replace(/[0-9]+/g, 'N').slice(0, 80);
           failedItems.byError[why] = (failedItems.byError[why] ?? 0) + 1;
         } else if (r.state !== 'stored') wrong.push(`${r.state} (${r.error ?? 'no reason'}): the file server's downloads are allowed`);
