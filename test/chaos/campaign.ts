@@ -14,6 +14,7 @@ import { Fleet, startWatchdog, type Crash, type MemberSpec } from './fleet.js';
 import { preparePhaseDatabase, settle, startChaos, type ChaosRun } from './phase-kit.js';
 import { kindLines } from './report.js';
 import { TakeoverWatch, takeoverNotes } from './takeover.js';
+import { runArchivePhase } from './archive-phase.js';
 import { runSlackPhase } from './slack-phase.js';
 import { runHandoffPhase } from './handoff-phase.js';
 import { runDiscordChatPhase } from './discord-chat-phase.js';
@@ -39,6 +40,7 @@ const RUNNERS = {
   slack: (c: PhaseContext) => runSlackPhase(c),
   'discord-chat': (c: PhaseContext) => runDiscordChatPhase(c),
   handoffs: (c: PhaseContext) => runHandoffPhase(c),
+  archive: (c: PhaseContext) => runArchivePhase(c),
 } satisfies Record<string, (c: PhaseContext) => Promise<PhaseResult>>;
 
 export type PhaseName = keyof typeof RUNNERS;

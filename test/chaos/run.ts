@@ -22,7 +22,8 @@ const USAGE = `usage: npm run chaos -- [--seed N] [--duration S] [--processes N]
                   short-window: posts, DMs and edits on Discord under two nonce windows;
                   slack: posts to channels of a Slack sandbox, with Slack's faults;
                   discord-chat: chat lines and command replies on Discord;
-                  handoffs: two bots handing tasks to each other
+                  handoffs: two bots handing tasks to each other;
+                  archive: media scrapes killed mid-page
   --nonce-windows SANDBOX_MS:HERALD_MS
                   the short-window phase's nonce windows: Discord's (the sandbox's) and
                   HERALD_NONCE_WINDOW_MS (default 4000:1000; Discord's must cover Herald's plus
