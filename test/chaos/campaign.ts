@@ -13,6 +13,7 @@ import { Connector, newStats, type ConnectorStats, type StateJson, type Tracked 
 import { Fleet, startWatchdog, type Crash, type MemberSpec } from './fleet.js';
 import { preparePhaseDatabase, settle, startChaos } from './phase-kit.js';
 import { runSlackPhase } from './slack-phase.js';
+import { runIrcChatPhase } from './irc-phase.js';
 import { Rng } from './prng.js';
 import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecided, type Violation } from './verify.js';
 
@@ -24,8 +25,8 @@ import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecid
  * message is accounted for: exactly one per delivery.
  */
 
-export type PhaseName = 'default-window' | 'short-window' | 'slack';
-export const PHASES: readonly PhaseName[] = ['default-window', 'short-window', 'slack'];
+export type PhaseName = 'default-window' | 'short-window' | 'slack' | 'irc-chat';
+export const PHASES: readonly PhaseName[] = ['default-window', 'short-window', 'slack', 'irc-chat'];
 
 export interface CampaignOptions {
   seed: number;
@@ -116,7 +117,7 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
       options.signal?.throwIfAborted();
       const context = { ...resolved, seed: options.seed, cluster, workDir, pidFile, log, signal: options.signal, shortWindow: options.shortWindow ?? DEFAULT_SHORT_WINDOW };
       // Slack has its own phase (slack-phase.ts): its sandbox, faults and verdict differ from Discord's.
-      results.push(phase === 'slack' ? await runSlackPhase(context) : await runPhase(context, phase));
+      results.push(phase === 'slack' ? await runSlackPhase(context) : phase === 'irc-chat' ? await runIrcChatPhase(context) : await runPhase(context, phase));
     }
   } finally {
     await cluster?.destroy();

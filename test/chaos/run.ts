@@ -12,7 +12,7 @@ import { formatDetails, formatTable, formatUndecided, formatViolations } from '.
  * campaign itself failed; 130: interrupted.
  */
 
-const USAGE = `usage: npm run chaos -- [--seed N] [--duration S] [--processes N] [--connectors N] [--settle S] [--phase default-window|short-window|slack]
+const USAGE = `usage: npm run chaos -- [--seed N] [--duration S] [--processes N] [--connectors N] [--settle S] [--phase default-window|short-window|slack|irc-chat]
   --seed N        replay a run (default: random, printed first)
   --duration S    seconds of chaos per phase (default 60)
   --processes N   Herald processes per phase, half serve and half dispatch (default 4)
