@@ -124,10 +124,6 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
       const verifyStart = Date.now();
       await f.stopAll();
       m.stop();
-      if (process.env['CHAOS_IRC_DUMP'] !== undefined) {
-        const { writeFileSync } = await import('node:fs');
-        writeFileSync(process.env['CHAOS_IRC_DUMP'], f.incarnations.map((i) => i.output().split('\n').map((l) => `${i.member}#${i.pid ?? '-'} ${l}`).join('\n')).join('\n'));
-      }
       // The last lines reach the watcher; then nothing more is written.
       await sleep(500);
       w.stop();
@@ -140,7 +136,7 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
       await apiOnly.close();
       apiOnly = undefined;
       const rows = await deliveryRows(databaseUrl);
-      const verdict = verifyIrcChat({ tracked: [...ledger.values()], finals, watcher: w, channels: CHANNELS, rows, logsFor: (ids) => logLines(f, ids), ircLog: (from, until) => ircLines(f, t0, from, until), breakOnPurpose: process.env['CHAOS_IRC_BREAK'] === '1' });
+      const verdict = verifyIrcChat({ tracked: [...ledger.values()], finals, watcher: w, channels: CHANNELS, rows, logsFor: (ids) => logLines(f, ids), ircLog: (from, until) => ircLines(f, t0, from, until) });
       const names = namesSummary(w, m.chaosWindow(chaosStart, chaosStart + chaosMs));
       const verifyMs = Date.now() - verifyStart;
       const k = verdict.counts;
@@ -162,11 +158,12 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
           `kind chat-irc: sent ${k.deliveries}, duplicates ${k.duplicates}, lost ${k.lost}, stuck ${k.stuck}, misattributed ${k.misattributed}`,
           m.takeoverLine(),
           ...m.details(),
+          logTakeovers(m.fromLogs(m.chaosWindow(chaosStart, chaosStart + chaosMs))),
           `Herald observers in NAMES during the chaos (the watcher asks every second per channel): ${names.samples} answers, ${names.one} with one, ${names.none} with none (handovers, InspIRCd down), ${names.twoAtOnce.length} with two or more${names.nicks.length > 0 ? ` (nicks seen: ${names.nicks.join(', ')})` : ''}`,
           `InspIRCd: SIGKILLed and restarted ${ircdRestarted.length}× (${ircdRestarted.map((r) => `${(r.at / 1000).toFixed(1)}s into the chaos, down ${(r.downMs / 1000).toFixed(1)}s`).join('; ')})`,
           `watcher: ${w.conns.length} connections, ${seenLines} PRIVMSGs read (${w.lines.filter((l) => l.replayed).length} replayed by the server's history on JOIN), ${k.messages} distinct lines`,
           `final states: delivered ${verdict.states['delivered'] ?? 0}, unconfirmed ${verdict.states['unconfirmed'] ?? 0}, failed ${verdict.states['failed'] ?? 0}, pending ${verdict.states['pending'] ?? 0}, missing ${verdict.states['missing'] ?? 0}; failed-but-sent ${k.failedButSent}, orphan lines ${k.orphans}`,
-          `not judged for loss: ${verdict.unjudged.length} delivered sends with a line the watcher could not have read (it went out in a server run, or after the last line, the watcher read before the server was killed)${verdict.unjudged.length > 0 ? `: ${verdict.unjudged.slice(0, 8).join('; ')}${verdict.unjudged.length > 8 ? ' …' : ''}` : ''}`,
+          `not judged for loss: ${verdict.unjudged.length} delivered sends with a line the watcher could not have read (it went out in a server run the watcher was not in the channel for, or after the last line it read before that run's server was killed)${verdict.unjudged.length > 0 ? `: ${verdict.unjudged.slice(0, 8).join('; ')}${verdict.unjudged.length > 8 ? ' …' : ''}` : ''}`,
           ...verdict.failedNotes.slice(0, 8).map((n) => `  - ${n}`),
           connectorLine(stats),
         ],
@@ -347,6 +344,44 @@ class TakeoverMonitor {
     return { from: from - this.t0, until: until - this.t0 };
   }
 
+  /**
+   * The same handovers read from the processes' own logs ("holding the IRC connections", "lost the
+   * IRC lease", their ends): every SIGKILL of the holder during the chaos, and when the next process
+   * said it holds the connections. Seen even when no `serve` was up to answer /readyz.
+   */
+  fromLogs(chaos: { from: number; until: number }): { killedAt: number; from: string; to: string | undefined; tookMs: number | undefined; standbyUp: boolean }[] {
+    const events: { at: number; pid: number; member: string; what: 'acquired' | 'lost' | 'ended' }[] = [];
+    for (const inc of this.fleet.incarnations) {
+      if (inc.pid === undefined) continue;
+      for (const line of inc.output().split('\n')) {
+        const what = line.includes('"msg":"holding the IRC connections"') ? 'acquired' : line.includes('"msg":"lost the IRC lease') ? 'lost' : undefined;
+        if (what !== undefined) events.push({ at: Number(/"time":([0-9]+)/.exec(line)?.[1] ?? 0) - this.t0, pid: inc.pid, member: inc.member, what });
+      }
+      if (inc.endedAt !== undefined && inc.end?.killed === true) events.push({ at: inc.endedAt, pid: inc.pid, member: inc.member, what: 'ended' });
+    }
+    events.sort((a, b) => a.at - b.at);
+    const out: { killedAt: number; from: string; to: string | undefined; tookMs: number | undefined; standbyUp: boolean }[] = [];
+    // Up at a time: said "herald started" by then, and not ended.
+    const upAt = (at: number, except: number) =>
+      this.fleet.incarnations.some((inc) => {
+        if (inc.pid === except || (inc.endedAt !== undefined && inc.endedAt <= at)) return false;
+        const line = inc.output().split('\n').find((l) => l.includes('"msg":"herald started"'));
+        return line !== undefined && Number(/"time":([0-9]+)/.exec(line)?.[1] ?? Infinity) - this.t0 <= at;
+      });
+    let holder: { pid: number; member: string } | undefined;
+    for (const [i, e] of events.entries()) {
+      if (e.what === 'acquired') holder = { pid: e.pid, member: e.member };
+      else if (holder?.pid === e.pid) {
+        if (e.what === 'ended' && e.at >= chaos.from && e.at <= chaos.until) {
+          const next = events.slice(i + 1).find((x) => x.what === 'acquired' && x.pid !== e.pid);
+          out.push({ killedAt: e.at, from: e.member, to: next?.member, tookMs: next === undefined ? undefined : next.at - e.at, standbyUp: upAt(e.at, e.pid) });
+        }
+        holder = undefined;
+      }
+    }
+    return out;
+  }
+
   takeoverLine(): string {
     const done = this.handovers.filter((h) => h.tookMs !== undefined).map((h) => h.tookMs ?? 0);
     const max = done.length > 0 ? Math.max(...done) : 0;
@@ -359,6 +394,13 @@ class TakeoverMonitor {
       `  lease moved without a kill (the holder could not renew, e.g. PostgreSQL down): ${this.moves.length}${this.moves.length > 0 ? ` (${this.moves.map((x) => `${(x.at / 1000).toFixed(1)}s ${this.memberOf(x.from)} → ${this.memberOf(x.to)}`).join('; ')})` : ''}; two serve processes answering held at once: ${this.doubleHeld.length}${this.doubleHeld.length > 0 ? ` (${this.doubleHeld.slice(0, 3).join('; ')})` : ''}`,
     ];
   }
+}
+
+function logTakeovers(list: ReturnType<TakeoverMonitor['fromLogs']>): string {
+  const done = list.flatMap((h) => (h.tookMs === undefined ? [] : [h.tookMs]));
+  const withStandby = list.flatMap((h) => (h.tookMs !== undefined && h.standbyUp ? [h.tookMs] : []));
+  const each = list.map((h) => `${h.from} killed at ${(h.killedAt / 1000).toFixed(1)}s → ${h.to ?? 'nobody'}${h.tookMs !== undefined ? ` in ${Math.round(h.tookMs)} ms` : ''}${h.standbyUp ? '' : ' (no other process was up: the time includes a start-up)'}`);
+  return `  the same from the processes' own logs ("holding the IRC connections" after the holder's SIGKILL): ${done.length > 0 ? `${Math.round(Math.max(...done))} ms (max)` : '-'} over ${done.length} handovers; with another process up at the kill: ${withStandby.length > 0 ? `${Math.round(Math.max(...withStandby))} ms (max)` : '-'} over ${withStandby.length}${each.length > 0 ? `: ${each.join('; ')}` : ''}`;
 }
 
 function namesSummary(w: IrcWatcher, window: { from: number; until: number }): { samples: number; one: number; none: number; twoAtOnce: { at: number; channel: string; heralds: string[] }[]; nicks: string[] } {

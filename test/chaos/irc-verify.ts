@@ -234,8 +234,6 @@ export interface IrcVerifyInput {
   logsFor(requestIds: string[]): string[];
   /** What the Herald processes said about IRC (links, leases, lines not stored) between two times (ms since the phase began). */
   ircLog(fromMs: number, untilMs: number): string[];
-  /** Test the verdict: count every line seen once more (it must then report duplicates). */
-  breakOnPurpose?: boolean;
 }
 
 export interface IrcVerdict {
@@ -262,7 +260,6 @@ export function verifyIrcChat(input: IrcVerifyInput): IrcVerdict {
     else if (!distinct.has(l.msgid)) distinct.set(l.msgid, l);
   }
   const seen = [...distinct.values(), ...noMsgid];
-  if (input.breakOnPurpose === true) for (const l of [...seen]) seen.push({ ...l, msgid: `${l.msgid ?? ''}-again` });
   // Each line to its send: by its tag, else by the marker its text starts with.
   const markerOwner = new Map<string, string>();
   for (const t of tracked) markerOwner.set(markerOf(t.text) ?? '', t.requestId);
@@ -278,6 +275,7 @@ export function verifyIrcChat(input: IrcVerifyInput): IrcVerdict {
   const flagged = new Map<ViolationKind, Set<string>>();
   const unjudged: string[] = [];
   const failedNotes: string[] = [];
+  let extraMessages = 0;
   const states: Record<string, number> = { delivered: 0, unconfirmed: 0, failed: 0, pending: 0, missing: 0 };
   const describe = (l: SeenLine) => ({ conn: l.conn, channel: l.channel, nick: l.nick, msgid: l.msgid, tag: l.tag, replayed: l.replayed, at_s: (l.at / 1000).toFixed(2), text: l.text.slice(0, 80) });
   const ircLogOf = (ids: string[]): string[] => {
@@ -347,6 +345,7 @@ export function verifyIrcChat(input: IrcVerifyInput): IrcVerdict {
       parts.set(p.index, [...(parts.get(p.index) ?? []), l]);
     }
     const extra = [...parts.values()].filter((ls) => ls.length > 1);
+    extraMessages += extra.reduce((n, ls) => n + ls.length - 1, 0);
     if (extra.length > 0) flag('duplicate', [id], `${extra.map((ls) => `part ${parseTag(ls[0]?.tag ?? '')?.index ?? 0}: ${ls.length} lines (${ls.map((l) => l.msgid).join(', ')})`).join('; ')}`);
     // The text, whole, once every part is in.
     if (count !== undefined && parts.size === count) {
@@ -391,7 +390,7 @@ export function verifyIrcChat(input: IrcVerifyInput): IrcVerdict {
     edits: 0,
     messages: seen.length,
     duplicates: flagged.get('duplicate')?.size ?? 0,
-    extraMessages: [...linesOf.values()].reduce((n, ls) => n + Math.max(0, ls.length - new Set(ls.map((l) => l.tag)).size), 0),
+    extraMessages,
     lost: flagged.get('lost')?.size ?? 0,
     stuck: flagged.get('stuck')?.size ?? 0,
     misattributed: flagged.get('misattributed')?.size ?? 0,
