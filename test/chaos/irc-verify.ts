@@ -346,7 +346,12 @@ export function verifyIrcChat(input: IrcVerifyInput): IrcVerdict {
     }
     const extra = [...parts.values()].filter((ls) => ls.length > 1);
     extraMessages += extra.reduce((n, ls) => n + ls.length - 1, 0);
-    if (extra.length > 0) flag('duplicate', [id], `${extra.map((ls) => `part ${parseTag(ls[0]?.tag ?? '')?.index ?? 0}: ${ls.length} lines (${ls.map((l) => l.msgid).join(', ')})`).join('; ')}`);
+    if (extra.length > 0) {
+      // Lines of two server runs: the InspIRCd restarted (channel and history wiped) between the sends.
+      const runs = new Set(extra.flatMap((ls) => ls.map((l) => parseMsgid(l.msgid)?.boot ?? '?')));
+      const across = runs.size > 1 ? ` (in ${runs.size} runs of the server: it was restarted, wiping the channel's history, between the first send and the resend)` : '';
+      flag('duplicate', [id], `${extra.map((ls) => `part ${parseTag(ls[0]?.tag ?? '')?.index ?? 0}: ${ls.length} lines (${ls.map((l) => `${l.msgid ?? 'no msgid'} at ${(l.at / 1000).toFixed(2)}s`).join(', ')})`).join('; ')}${across}`);
+    }
     // The text, whole, once every part is in.
     if (count !== undefined && parts.size === count) {
       const joined = [...parts.entries()].sort((a, b) => a[0] - b[0]).map(([, ls]) => ls[0]?.text ?? '').join('');
