@@ -18,6 +18,7 @@ import { runArchivePhase } from './archive-phase.js';
 import { runSlackPhase } from './slack-phase.js';
 import { runHandoffPhase } from './handoff-phase.js';
 import { runDiscordChatPhase } from './discord-chat-phase.js';
+import { runIrcChatPhase } from './irc-phase.js';
 import { Rng } from './prng.js';
 import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecided, type Violation } from './verify.js';
 
@@ -39,6 +40,7 @@ const RUNNERS = {
   'short-window': (c: PhaseContext) => runPhase(c, 'short-window'),
   slack: (c: PhaseContext) => runSlackPhase(c),
   'discord-chat': (c: PhaseContext) => runDiscordChatPhase(c),
+  'irc-chat': (c: PhaseContext) => runIrcChatPhase(c),
   handoffs: (c: PhaseContext) => runHandoffPhase(c),
   archive: (c: PhaseContext) => runArchivePhase(c),
 } satisfies Record<string, (c: PhaseContext) => Promise<PhaseResult>>;

@@ -22,6 +22,7 @@ const USAGE = `usage: npm run chaos -- [--seed N] [--duration S] [--processes N]
                   short-window: posts, DMs and edits on Discord under two nonce windows;
                   slack: posts to channels of a Slack sandbox, with Slack's faults;
                   discord-chat: chat lines and command replies on Discord;
+                  irc-chat: chat lines on a throwaway InspIRCd, itself killed too;
                   handoffs: two bots handing tasks to each other;
                   archive: media scrapes killed mid-page
   --nonce-windows SANDBOX_MS:HERALD_MS
