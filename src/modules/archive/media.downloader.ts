@@ -134,6 +134,8 @@ export class MediaDownloader {
       }
       reservation = room.reservation;
       const { sha256, size, contentType } = await this.save(response, tmp, declared ?? this.policy.maxBytes);
+      // Fewer bytes than declared is a cut answer, whatever the stream said: never stored as the file.
+      if (declared !== undefined && size !== declared) throw new Error(`the answer ended after ${size} of ${declared} bytes`);
       const relative = blobRelativePath(sha256);
       const final = path.join(this.mediaDir, relative);
       await mkdir(path.dirname(final), { recursive: true });
@@ -228,6 +230,9 @@ export class MediaDownloader {
       },
       createWriteStream(tmp, { mode: 0o600 }),
     );
+    // An answer destroyed after it had all arrived (the request aborted while room was reserved)
+    // iterates as an empty stream, with no error: only its end having been read says it was whole.
+    if (!res.readableEnded) throw new Error('the answer was cut off before its end was read');
     return { sha256: hash.digest('hex'), size, contentType };
   }
 }
