@@ -84,20 +84,26 @@ export const irc = defineTransport<IrcConfig>({
     const inTurn = (step: () => Promise<void>): void => {
       turns = turns.then(step).catch((err: unknown) => services.log.warn({ err: errorSummary(err) }, 'IRC handover step failed'));
     };
-    const lease = services.singleton('irc:observer', {
-      onAcquired: () => {
-        services.log.info('holding the IRC connections');
-        inTurn(() => (joined = transport.observeAll()));
-      },
-      onLost: () => {
-        services.log.warn('lost the IRC lease; closing the IRC connections');
-        inTurn(() => transport.stopObserving());
-      },
-    });
+    // A process that runs no jobs could not send on them: it never takes the lease, only watches it.
+    const lease = services.singleton(
+      'irc:observer',
+      services.dispatching
+        ? {
+            onAcquired: () => {
+              services.log.info('holding the IRC connections');
+              inTurn(() => (joined = transport.observeAll()));
+            },
+            onLost: () => {
+              services.log.warn('lost the IRC lease; closing the IRC connections');
+              inTurn(() => transport.stopObserving());
+            },
+          }
+        : { watch: true },
+    );
     services.link('observer', () => (lease.held() ? transport.up : undefined));
     // Wait a little for the lease and the link, so a healthy start is ready at once; a down server does not block.
     const deadline = Date.now() + 5_000;
-    while (!lease.held() && lease.holder() === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    while (services.dispatching && !lease.held() && lease.holder() === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     if (lease.held()) {
       while (joined === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       await Promise.race([joined, new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())).unref())]);
