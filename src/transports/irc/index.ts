@@ -81,6 +81,7 @@ export const irc = defineTransport<IrcConfig>({
     // dispatcher sends every IRC line (others put such jobs back untried: irc-transport.ts).
     let joined: Promise<void> | undefined;
     let turns: Promise<void> = Promise.resolve();
+    let stopping: Promise<void> = Promise.resolve();
     const inTurn = (step: () => Promise<void>): void => {
       turns = turns.then(step).catch((err: unknown) => services.log.warn({ err: errorSummary(err) }, 'IRC handover step failed'));
     };
@@ -91,11 +92,17 @@ export const irc = defineTransport<IrcConfig>({
         ? {
             onAcquired: () => {
               services.log.info('holding the IRC connections');
-              inTurn(() => (joined = transport.observeAll()));
+              // Once the connections of a lease lost before are closed; lost again before its turn came: nothing to open.
+              inTurn(async () => {
+                await stopping;
+                if (lease.held()) await (joined = transport.observeAll());
+              });
             },
             onLost: () => {
+              // At once, not in turn: an observer still connecting (a server that does not answer)
+              // would hold the turn, and the connections must not outlive the lease.
               services.log.warn('lost the IRC lease; closing the IRC connections');
-              inTurn(() => transport.stopObserving());
+              stopping = transport.stopObserving().catch((err: unknown) => services.log.warn({ err: errorSummary(err) }, 'closing the IRC connections failed'));
             },
           }
         : { watch: true },
@@ -114,7 +121,7 @@ export const irc = defineTransport<IrcConfig>({
       async close() {
         // Close the connections before giving the lease up, so another replica's never overlap them.
         await transport.close();
-        await turns;
+        await Promise.all([turns, stopping]);
         await lease.close();
       },
     };

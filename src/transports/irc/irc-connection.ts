@@ -219,7 +219,8 @@ export class IrcConnection {
   async close(): Promise<void> {
     this.closing = true;
     clearTimeout(this.reconnectTimer);
-    const wasUp = this.client.connected;
+    // Not registered (still connecting, or a server that does not answer): nothing to QUIT, drop it now.
+    const wasUp = this.client.connected && this.isRegistered;
     this.fail(new TransportError({ kind: 'transient', detail: 'the IRC connection was closed' }));
     if (!wasUp) {
       this.client.connection.end();
