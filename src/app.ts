@@ -88,7 +88,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     log.info({ store: store.kind }, 'store ready');
 
     const ledger = ownMessageLedger(tablesOf(store.db));
-    const shared = { store: store as Store, clock, log, registry, serving: roles.http, ownMessage: ledger.record, ledger, singletonTtlMs: config.singletonTtlMs };
+    const shared = { store: store as Store, clock, log, registry, serving: roles.http, dispatching: roles.dispatcher, ownMessage: ledger.record, ledger, singletonTtlMs: config.singletonTtlMs };
     const { running, singletons } = await startPlatforms(platforms, config.platforms, shared, cleanups);
     const [home, ...others] = running.map((r) => r.facets);
     const transports = transportsOf(home as Transport, ...others); // config.ts made sure HERALD_TRANSPORT is configured

@@ -287,6 +287,11 @@ describe.skipIf(skip !== undefined)('IRC beside Discord, on a real InspIRCd', ()
     // recording anything. Its lease has expired. A new Herald re-drives it.
     const id = 'c0ffee'.padEnd(32, '0');
     const text = 'part '.repeat(240).trim();
+    // A line said in the channel well before the send was stored: the new observer's replay reaches
+    // back past the send (beyond the clocks' allowed skew, 5 s), so its record holds the whole send.
+    await eve.conn.send('#agents', 'a line before the send', {}, AbortSignal.timeout(5_000));
+    const lineBefore = Date.now();
+    const past = await waitFor(() => Date.now() - lineBefore > 6_000 && new Date(), 'the send to be stored well after that line', 10_000);
     const parts = splitForIrc(text, ircLineBudget(512, 'ada2', '#agents'));
     expect(parts).toHaveLength(3);
     const dead = new IrcConnection({ server: { host: '127.0.0.1', port: ircd.port, tls: false }, nick: 'ada2', log, linesPerSecond: 100, echoTimeoutMs: 5_000 });
@@ -301,7 +306,6 @@ describe.skipIf(skip !== undefined)('IRC beside Discord, on a real InspIRCd', ()
     await h.herald.close();
     const store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
     try {
-      const past = new Date(Date.now() - 60_000);
       // A chat send is a row of the deliveries outbox (kind chat, request_id chat:<id>).
       const target = { transport: 'irc', channel: '#agents', sender: 'ada2' };
       const body = { content: text };

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { openStore, type Store } from '../src/platform/db/database.js';
 import { holdSingleton, type Singleton } from '../src/platform/db/singleton.js';
 import { migratedStore, onPostgres, type MigratedStore } from './support/db.js';
@@ -69,6 +69,23 @@ describe.skipIf(!onPostgres)('holdSingleton on PostgreSQL', () => {
     await b.s.close();
   });
 
+  it('a watcher (a process that runs no jobs) sees the holder and never takes the lease, even when it is free', async () => {
+    const [sa, sb] = [await open(), await open()];
+    const a = contender(sa, 'test:watch', 'a');
+    await waitFor(() => a.s.held(), 'a holds it', 5_000);
+    let acquired = false;
+    const w = holdSingleton({ kind: sb.kind, db: sb.db as Kysely<unknown> }, 'test:watch', { holder: 'w', ttlMs: TTL, watch: true, onAcquired: () => (acquired = true) });
+    await waitFor(() => w.holder() === 'a', 'the watcher sees a', 5_000);
+    await a.s.close();
+    // It has looked since the lease became free, and left it free.
+    await waitFor(() => w.holder() === undefined, 'the watcher sees nobody holds it', 5_000);
+    const rows = await sql<{ n: number }>`select count(*)::int as n from singleton_leases where name = 'test:watch'`.execute(sb.db);
+    expect(rows.rows[0]?.n).toBe(0);
+    expect(w.held()).toBe(false);
+    expect(acquired).toBe(false);
+    await w.close();
+  });
+
   it('a holder that loses the database gives up before another can take the lease over', async () => {
     const [sa, sb] = [await open(), await open()];
     const a = contender(sa, 'test:cut', 'a');
@@ -91,6 +108,14 @@ describe.skipIf(!onPostgres)('holdSingleton on PostgreSQL', () => {
 });
 
 describe('holdSingleton on PGlite', () => {
+  it('is never held by a watcher', async () => {
+    const w = holdSingleton({ kind: 'pglite', db: {} as Kysely<unknown> }, 'test:watch', { holder: 'w', ttlMs: TTL, watch: true, onAcquired: () => expect.fail('a watcher took it') });
+    await Promise.resolve();
+    expect(w.held()).toBe(false);
+    expect(w.holder()).toBeUndefined();
+    await w.close();
+  });
+
   it('is held at once by the one process that opens the store', async () => {
     let acquired = 0;
     const s = holdSingleton({ kind: 'pglite', db: undefined as unknown as Kysely<unknown> }, 'test:local', { holder: 'me', ttlMs: TTL, onAcquired: () => (acquired += 1) });

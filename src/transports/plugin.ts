@@ -30,6 +30,11 @@ export interface TransportServices {
   readonly registry: Registry;
   /** Whether this process serves HTTP (and so the platform's command surface, if it has one). */
   readonly serving: boolean;
+  /**
+   * Whether this process runs jobs (the dispatcher role). A connection that sends (IRC's) is held
+   * only where jobs run: a process that cannot send never takes its lease, only watches who holds it.
+   */
+  readonly dispatching: boolean;
   /** Where the platform reports which message a send key created, for reconciliation after a lost answer. */
   ownMessage(key: string, channelId: string, messageId: string, at: Date): Promise<void>;
   /** What those reports say: which message a key created, and which key created a message. */

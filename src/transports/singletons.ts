@@ -4,7 +4,7 @@ import { addStatusPanels } from '../platform/metrics.js';
 import { stateOf } from './singleton-state.js';
 
 /** What a platform asks for when it needs a connection held by one process only. */
-export type SingletonRequest = Pick<SingletonOptions, 'onAcquired' | 'onLost'>;
+export type SingletonRequest = Pick<SingletonOptions, 'onAcquired' | 'onLost' | 'watch'>;
 
 /**
  * The singletons this process takes part in: taken through the store's leases, shown as

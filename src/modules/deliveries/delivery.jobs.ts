@@ -56,6 +56,13 @@ type Outcome = Pick<DeliveryUpdate, 'transport' | 'status' | 'failure_code' | 'c
 const SELF_SEND_UNDECIDED = 'an earlier attempt may have sent it, and the platform cannot tell whether it did';
 /** How soon a job another replica must send (it holds the connection) is due again. */
 const HELD_ELSEWHERE_RETRY_MS = 200;
+/**
+ * How long after it was stored a job another replica must send is put back without spending an
+ * attempt: time enough for the holder's dispatcher to take it, or for another replica to take the
+ * connection over from a holder that died. Past it, that is an ordinary transient failure (attempts,
+ * backoff, then failed, or unknown when in doubt), never a job bouncing between replicas for good.
+ */
+export const HELD_ELSEWHERE_FREE_MS = 60_000;
 /** How soon an edit retries when another edit of the same message is being applied. */
 const EDIT_BUSY_RETRY_MS = 100;
 /**
@@ -139,7 +146,8 @@ export class DeliveryJobs {
         log.warn({ detail: failure.detail }, 'create may have reached discord unanswered; the delivery is in doubt');
       }
       const verdict = afterFailure(err, row.attempts, context.retry.maxAttempts, at.doubt !== undefined);
-      if (failure.kind === 'transient' && failure.heldElsewhere === true) {
+      const heldElsewhere = failure.kind === 'transient' && failure.heldElsewhere === true;
+      if (heldElsewhere && this.clock.now().getTime() - row.created_at.getTime() < HELD_ELSEWHERE_FREE_MS) {
         // Nothing was sent: another replica holds the connection this needs. Back in the queue at
         // once, without spending an attempt, for the holder's dispatcher to take.
         outcome = { status: 'pending', next_attempt_at: new Date(this.clock.now().getTime() + HELD_ELSEWHERE_RETRY_MS), attempts: row.attempts - 1 };

@@ -7,6 +7,9 @@ import { coalesced } from './doorbell.js';
 export const EVENTS_CHANNEL = 'herald_events';
 /** More ids than this in one burst are announced as "anything may have changed" (a NOTIFY payload is small). */
 const MAX_IDS = 50;
+/** A LISTEN that could not be set up is tried again after this, doubling up to the ceiling. */
+const LISTEN_RETRY_BASE_MS = 200;
+const LISTEN_RETRY_MAX_MS = 30_000;
 
 /**
  * Told that something of a topic changed: `ids` say what (ids only, never content: re-read it from
@@ -36,7 +39,11 @@ export class Events {
   private readonly listeners = new Map<string, Set<EventListener>>();
   /** Per topic, what changed since the last announcement here, and since the last NOTIFY (undefined: anything). */
   private readonly topics = new Map<string, { local: Changes; remote: Changes; tellLocal(): void; tellRemote(): void }>();
-  private session: Promise<() => Promise<void>> | undefined;
+  /** The LISTEN session once set up (undefined while setting it up failed and a retry waits). */
+  private session: Promise<(() => Promise<void>) | undefined> | undefined;
+  private listenFailures = 0;
+  private retry: NodeJS.Timeout | undefined;
+  private closed = false;
 
   constructor(
     private readonly store: Pick<Store, 'kind' | 'db' | 'listen'>,
@@ -58,16 +65,51 @@ export class Events {
     let set = this.listeners.get(topic);
     if (set === undefined) this.listeners.set(topic, (set = new Set()));
     set.add(listener);
-    if (this.store.kind === 'postgres') this.session ??= this.store.listen(EVENTS_CHANNEL, (payload) => this.heard(payload));
+    if (this.store.kind === 'postgres') this.listen();
     await this.session;
     return () => void set.delete(listener);
   }
 
   /** Stop listening (the wiring does, as the process stops). */
   async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retry);
     const session = this.session;
     this.session = undefined;
-    if (session !== undefined) await (await session)();
+    const stop = await session;
+    await stop?.();
+  }
+
+  /**
+   * Set up the LISTEN session once. When that fails, try again with backoff until it holds: the
+   * subscribers' own polling covers meanwhile, and once it holds they are told "anything may
+   * have changed".
+   */
+  private listen(): void {
+    if (this.closed || this.session !== undefined || this.retry !== undefined) return;
+    this.session = this.store.listen(EVENTS_CHANNEL, (payload) => this.heard(payload)).then(
+      async (stop) => {
+        if (this.closed) {
+          await stop();
+          return undefined;
+        }
+        if (this.listenFailures > 0) this.heard(undefined);
+        this.listenFailures = 0;
+        return stop;
+      },
+      () => {
+        this.session = undefined;
+        if (this.closed) return undefined;
+        const ceiling = Math.min(LISTEN_RETRY_MAX_MS, LISTEN_RETRY_BASE_MS * 2 ** this.listenFailures);
+        this.listenFailures++;
+        this.retry = setTimeout(() => {
+          this.retry = undefined;
+          this.listen();
+        }, Math.round(ceiling / 2 + Math.random() * (ceiling / 2)));
+        this.retry.unref();
+        return undefined;
+      },
+    );
   }
 
   private topic(topic: string) {

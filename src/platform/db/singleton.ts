@@ -24,6 +24,8 @@ export interface SingletonOptions {
   onAcquired?: () => void;
   /** Called when a renewal fails or is refused: stop using the connection at once. */
   onLost?: () => void;
+  /** Only watch who holds it, never take it (a process that could not use the connection). */
+  watch?: boolean;
 }
 
 /** A holder id for this process: host, pid and a random part (a restarted process is a new holder). */
@@ -42,7 +44,7 @@ export function processHolderId(): string {
  */
 export function holdSingleton(store: { kind: 'postgres' | 'pglite'; db: Kysely<unknown> }, name: string, options: SingletonOptions): Singleton {
   if (store.kind === 'pglite') {
-    let open = true;
+    let open = options.watch !== true;
     queueMicrotask(() => {
       if (open) options.onAcquired?.();
     });
@@ -114,6 +116,11 @@ class LeasedSingleton implements Singleton {
     const me = this.options.holder;
     let mine: boolean;
     try {
+      if (this.options.watch === true) {
+        const current = await sql<{ holder: string }>`select holder from singleton_leases where name = ${this.name} and expires_at >= clock_timestamp()`.execute(this.db);
+        this.seenHolder = current.rows[0]?.holder;
+        return;
+      }
       const { rows } = await sql<{ holder: string; mine: boolean }>`
         insert into singleton_leases as l (name, holder, expires_at, acquired_at)
           values (${this.name}, ${me}, clock_timestamp() + make_interval(secs => ${this.options.ttlMs / 1000}), clock_timestamp())

@@ -143,10 +143,18 @@ export async function connectGateway(options: {
   client.on(Events.Error, (err) => log.error({ err: err.message }, 'gateway error'));
   guardPacketHandling(client, log);
   const ready = once(client, Events.ClientReady);
-  await client.login(options.token);
-  await ready;
-  const names = await registerCommands(options.token, options.apiUrl, options.commands.definitions);
-  log.info({ commands: names }, 'gateway connected; slash commands registered');
+  // Settled here too: a login that throws first leaves it unawaited.
+  ready.catch(() => undefined);
+  try {
+    await client.login(options.token);
+    await ready;
+    const names = await registerCommands(options.token, options.apiUrl, options.commands.definitions);
+    log.info({ commands: names }, 'gateway connected; slash commands registered');
+  } catch (err) {
+    // Whatever failed, the client (and a session it may have opened) goes with it: nothing else can close it.
+    await Promise.resolve(client.destroy()).catch(() => undefined);
+    throw err;
+  }
   return {
     get ready() {
       // isReady() stays true after the first READY; the shards say whether the connection is up now.

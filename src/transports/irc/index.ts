@@ -81,23 +81,36 @@ export const irc = defineTransport<IrcConfig>({
     // dispatcher sends every IRC line (others put such jobs back untried: irc-transport.ts).
     let joined: Promise<void> | undefined;
     let turns: Promise<void> = Promise.resolve();
+    let stopping: Promise<void> = Promise.resolve();
     const inTurn = (step: () => Promise<void>): void => {
       turns = turns.then(step).catch((err: unknown) => services.log.warn({ err: errorSummary(err) }, 'IRC handover step failed'));
     };
-    const lease = services.singleton('irc:observer', {
-      onAcquired: () => {
-        services.log.info('holding the IRC connections');
-        inTurn(() => (joined = transport.observeAll()));
-      },
-      onLost: () => {
-        services.log.warn('lost the IRC lease; closing the IRC connections');
-        inTurn(() => transport.stopObserving());
-      },
-    });
+    // A process that runs no jobs could not send on them: it never takes the lease, only watches it.
+    const lease = services.singleton(
+      'irc:observer',
+      services.dispatching
+        ? {
+            onAcquired: () => {
+              services.log.info('holding the IRC connections');
+              // Once the connections of a lease lost before are closed; lost again before its turn came: nothing to open.
+              inTurn(async () => {
+                await stopping;
+                if (lease.held()) await (joined = transport.observeAll());
+              });
+            },
+            onLost: () => {
+              // At once, not in turn: an observer still connecting (a server that does not answer)
+              // would hold the turn, and the connections must not outlive the lease.
+              services.log.warn('lost the IRC lease; closing the IRC connections');
+              stopping = transport.stopObserving().catch((err: unknown) => services.log.warn({ err: errorSummary(err) }, 'closing the IRC connections failed'));
+            },
+          }
+        : { watch: true },
+    );
     services.link('observer', () => (lease.held() ? transport.up : undefined));
     // Wait a little for the lease and the link, so a healthy start is ready at once; a down server does not block.
     const deadline = Date.now() + 5_000;
-    while (!lease.held() && lease.holder() === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    while (services.dispatching && !lease.held() && lease.holder() === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     if (lease.held()) {
       while (joined === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       await Promise.race([joined, new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())).unref())]);
@@ -108,7 +121,7 @@ export const irc = defineTransport<IrcConfig>({
       async close() {
         // Close the connections before giving the lease up, so another replica's never overlap them.
         await transport.close();
-        await turns;
+        await Promise.all([turns, stopping]);
         await lease.close();
       },
     };

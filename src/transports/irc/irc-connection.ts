@@ -54,6 +54,13 @@ const RECONNECT_CAP_MS = 30_000;
 export class IrcConnection {
   readonly client: Client;
   private readonly joined = new Set<string>();
+  /**
+   * Per channel this connection is in now: since when (ms since the epoch) it has read every line
+   * said there without a break. Set when the server echoes our JOIN (every later line comes to us),
+   * moved back to the oldest line the server replays on that JOIN (its history is the channel's
+   * latest lines, with none left out after the oldest it sends); dropped with the link, a KICK or a PART.
+   */
+  private readonly readSince = new Map<string, number>();
   private readonly labeled: LabeledLines;
   private readonly queries: IrcQueries;
   private registeredOnce = false;
@@ -150,6 +157,16 @@ export class IrcConnection {
   }
 
   /**
+   * Since when this connection has read every line of `channel` without a break (server-time of
+   * the oldest line replayed on joining, or when the join took effect); undefined when it is not
+   * in the channel now. Lines before it may have been missed.
+   */
+  readingSince(channel: string): Date | undefined {
+    const since = this.readSince.get(channel.toLowerCase());
+    return since === undefined ? undefined : new Date(since);
+  }
+
+  /**
    * Join, and resolve once the server finished answering (names, and the history it replays):
    * the lines it replayed have been handed to `onLine` by then.
    */
@@ -202,7 +219,8 @@ export class IrcConnection {
   async close(): Promise<void> {
     this.closing = true;
     clearTimeout(this.reconnectTimer);
-    const wasUp = this.client.connected;
+    // Not registered (still connecting, or a server that does not answer): nothing to QUIT, drop it now.
+    const wasUp = this.client.connected && this.isRegistered;
     this.fail(new TransportError({ kind: 'transient', detail: 'the IRC connection was closed' }));
     if (!wasUp) {
       this.client.connection.end();
@@ -242,6 +260,8 @@ export class IrcConnection {
   private onClose(): void {
     const wasRegistered = this.isRegistered;
     this.isRegistered = false;
+    // Lines said while the link is down never reach us: the record breaks here.
+    this.readSince.clear();
     this.labeled.dropAll();
     this.queries.dropJoins();
     if (this.closing) return;
@@ -282,10 +302,22 @@ export class IrcConnection {
   private onRaw(command: string, line: IrcLine): void {
     this.labeled.read(command, line);
     this.queries.read(command, line);
+    const self = this.client.user.nick.toLowerCase();
     if (command === 'PRIVMSG') {
       const channelLine = channelLineOf(line);
-      if (channelLine !== undefined) this.options.onLine?.(channelLine);
-    } else if (command === 'KICK' && line.params[1]?.toLowerCase() === this.client.user.nick.toLowerCase() && line.params[0] !== undefined) {
+      if (channelLine !== undefined) {
+        // A line older than the join is one the server replayed: everything after it was replayed or is live.
+        const since = this.readSince.get(channelLine.channel);
+        if (since !== undefined && channelLine.time.getTime() < since) this.readSince.set(channelLine.channel, channelLine.time.getTime());
+        this.options.onLine?.(channelLine);
+      }
+    } else if (command === 'JOIN' && line.nick.toLowerCase() === self && line.params[0] !== undefined) {
+      const channel = line.params[0].toLowerCase();
+      if (!this.readSince.has(channel)) this.readSince.set(channel, Date.now());
+    } else if (command === 'PART' && line.nick.toLowerCase() === self && line.params[0] !== undefined) {
+      this.readSince.delete(line.params[0].toLowerCase());
+    } else if (command === 'KICK' && line.params[1]?.toLowerCase() === self && line.params[0] !== undefined) {
+      this.readSince.delete(line.params[0].toLowerCase());
       // Kicked: join again (the channel stays in the set, so a reconnect rejoins too).
       this.client.raw('JOIN', line.params[0]);
     }

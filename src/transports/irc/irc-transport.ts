@@ -40,6 +40,11 @@ export interface IrcTransportOptions {
   retention: { maxAgeMs: number; perChannel: number };
   /** A line one of Herald's sends wrote (its last part), seen by the observer: the sent-message ledger. */
   onOwnLine?: (key: string, channel: string, msgid: string, at: Date) => Promise<void>;
+  /**
+   * How far the IRC server's clock (the time of the lines it replays) and Herald's may differ: a
+   * proof trusts the observer's record only from this long after it began. Default 5 s.
+   */
+  clockSkewMs?: number;
 }
 
 /** RFC 2812 nick characters; the length limit is the server's (NICKLEN, 30 when unsaid). */
@@ -50,6 +55,7 @@ const CHANNEL = /^[#&][^\s,:\p{Cc}]{1,49}$/u;
 /** Room kept in a line for the prefix the server adds when relaying it (`:nick!user@host `). */
 const HOST_RESERVE = 64;
 const PRUNE_EVERY_MS = 10 * 60 * 1000;
+const CLOCK_SKEW_MS = 5_000;
 
 interface SenderEntry {
   conn: IrcConnection;
@@ -86,6 +92,8 @@ export class IrcTransport implements Transport {
   private held: IrcConnection | undefined;
   private readonly senders = new Map<string, SenderEntry>();
   private readonly storing = new Set<Promise<void>>();
+  /** Per channel, the newest server-time of a line the observer read but could not store: the record has a hole there. */
+  private readonly unstored = new Map<string, number>();
   private sweep: NodeJS.Timeout | undefined;
   private pruneTimer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -188,7 +196,12 @@ export class IrcTransport implements Transport {
 
   private store(line: ChannelLine): void {
     const p = (async () => {
-      await storeLine(this.options.db, line);
+      try {
+        await storeLine(this.options.db, line);
+      } catch (err) {
+        this.unstored.set(line.channel, Math.max(this.unstored.get(line.channel) ?? 0, line.time.getTime()));
+        throw err;
+      }
       const tag = line.deliveryTag === undefined ? undefined : parseTag(line.deliveryTag);
       if (tag !== undefined && tag.index === tag.count - 1 && line.msgid !== undefined && this.options.onOwnLine !== undefined) {
         await this.options.onOwnLine(tag.key, line.channel, line.msgid, line.time);
@@ -207,6 +220,20 @@ export class IrcTransport implements Transport {
   private async observe(channel: string): Promise<void> {
     await this.observer.join(channel);
     await this.stored();
+  }
+
+  /**
+   * A proof may say a line is not in `channel` only if the observer's record holds every line said
+   * there since `since`: this observer has been in the channel without a break from before then
+   * (counting what the server replayed on joining), and stored all it read. Otherwise (the
+   * observer was reconnecting, another replica held the lease, a line was not stored) it cannot
+   * tell yet: a transient failure, so the in-doubt rule retries and in the end reports it unknown.
+   */
+  private recordHolds(channel: string, since: Date): void {
+    const from = this.held?.readingSince(channel)?.getTime();
+    const start = since.getTime() - (this.options.clockSkewMs ?? CLOCK_SKEW_MS);
+    if (from !== undefined && from < start && (this.unstored.get(channel) ?? -Infinity) < start) return;
+    throw new TransportError({ kind: 'transient', detail: `the IRC observer has not read ${channel} without a break since then: whether a line went out there cannot be told yet` });
   }
 
   private async senderConnection(nick: string): Promise<IrcConnection> {
@@ -292,6 +319,8 @@ export class IrcTransport implements Transport {
       const channel = ircChannel(channelId);
       await this.observe(channel);
       const rows = await linesBetween(this.options.db, channel, from, until, max + 1);
+      // Only a window the observer's record holds can show a message is not there.
+      this.recordHolds(channel, from);
       const messages = rows.slice(0, max).map((r) => ({ channelId: channel, messageId: r.msgid ?? r.id, authorId: r.nick, createdAt: r.at, fingerprint: r.text }));
       return { messages, complete: rows.length <= max };
     },
@@ -331,16 +360,21 @@ export class IrcTransport implements Transport {
         if (entry !== undefined) entry.lastUsed = Date.now();
       }
     },
-    sentParts: async (channel, key) => {
+    sentParts: async (channel, key, _signal, sent) => {
       const name = ircChannel(channel);
       await this.observe(name);
       // Without message-tags the observer never sees the tags: it cannot tell.
       if (!this.observer.caps.messageTags) return undefined;
       const found = new Map<number, string>();
+      let count: number | undefined;
       for (const row of await linesTagged(this.options.db, name, key)) {
         const tag = row.delivery_tag === null ? undefined : parseTag(row.delivery_tag);
-        if (tag !== undefined && tag.key === key) found.set(tag.index, row.msgid ?? row.id);
+        if (tag === undefined || tag.key !== key) continue;
+        found.set(tag.index, row.msgid ?? row.id);
+        count = tag.count;
       }
+      // Every part found needs no record of the rest; a part not found is missing only if the record holds the whole span.
+      if (count === undefined || found.size < count) this.recordHolds(name, sent.since);
       return found;
     },
     read: async (channel, since, limit): Promise<ChatLine[]> => {
