@@ -1,11 +1,12 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { runCampaign, type CampaignResult } from './chaos/campaign.js';
-import { formatDetails, formatTable, formatUndecided, formatViolations } from './chaos/report.js';
+import { PHASES, runCampaign, type CampaignResult, type PhaseName } from './chaos/campaign.js';
+import { formatDetails, formatKinds, formatTable, formatTakeovers, formatUndecided, formatViolations } from './chaos/report.js';
 
 /**
- * A short run of the chaos campaign (`npm run chaos` runs the long one): real Herald processes on a
- * throwaway PostgreSQL cluster, SIGKILLs, a PostgreSQL restart and Discord faults, then exactly one
- * message per delivery. A fixed seed, so a failure replays with `npm run chaos -- --seed 20261130`.
+ * Short runs of the chaos campaign (`npm run chaos` runs the long one), one per phase: real Herald
+ * processes on a throwaway PostgreSQL cluster, SIGKILLs, a PostgreSQL restart and the platform's
+ * faults, then exactly one message (line, reply, handoff, stored item) for each piece of work. A
+ * fixed seed, so a failure replays with `npm run chaos -- --seed 20261130 --phase <phase>`.
  */
 
 const SEED = 20261130;
@@ -15,7 +16,6 @@ const SEED = 20261130;
 describe('chaos campaign (short, fixed seed)', () => {
   const abort = new AbortController();
   let running: Promise<CampaignResult> | undefined;
-  const lines: string[] = [];
 
   // Also after a timeout: stop the campaign and wait until its processes, cluster and folders are gone.
   afterAll(async () => {
@@ -23,12 +23,13 @@ describe('chaos campaign (short, fixed seed)', () => {
     await running?.catch(() => undefined);
   }, 120_000);
 
-  it('every delivery ends in exactly one Discord message, through kills, a PostgreSQL restart and Discord faults', async () => {
-    running = runCampaign({ seed: SEED, durationS: 6, processes: 3, connectors: 2, settleS: 25, signal: abort.signal, log: (l) => lines.push(l) });
+  it.each(PHASES as PhaseName[])('%s: every piece of work done exactly once, through kills, a PostgreSQL restart and faults', async (phase) => {
+    const lines: string[] = [];
+    running = runCampaign({ seed: SEED, durationS: 6, processes: 3, connectors: 2, settleS: 25, phases: [phase], signal: abort.signal, log: (l) => lines.push(l) });
     const result = await running;
     const undecided = formatUndecided(result);
-    const report = `${formatTable(result)}\n\n${formatDetails(result)}${undecided !== '' ? `\n\n${undecided}` : ''}`;
-    console.log(`chaos (seed ${SEED}):\n${report}`);
+    const report = [formatTable(result), formatKinds(result), formatTakeovers(result), formatDetails(result), undecided].filter((part) => part !== '').join('\n\n');
+    console.log(`chaos ${phase} (seed ${SEED}):\n${report}`);
     if (result.violations > 0) console.log(`${formatViolations(result)}\n\n${lines.join('\n')}`);
     expect(result.phases.map((p) => p.counts.deliveries).every((n) => n > 0), report).toBe(true);
     expect(result.violations, report).toBe(0);
