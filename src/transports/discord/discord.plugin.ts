@@ -57,10 +57,21 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
   // Messages others write reach the gateway's listeners; the gateway asks for them only while some module listens.
   const gatewayInbound = new GatewayInbound();
   let listened = false;
+  // Catching up is the job of the process whose gateway session is ready; told each time one opens.
+  const held = new Set<() => void>();
   const inbound: Inbound = {
     onMessage: (listener) => {
       listened = true;
       return gatewayInbound.onMessage(listener);
+    },
+    recent: {
+      channels: (signal) => rest.recent.channels(signal),
+      since: (channelId, afterId, from, signal) => rest.recent.since(channelId, afterId, from, signal),
+      held: () => lease?.held() === true && gateway?.ready === true,
+      onHeld: (listener) => {
+        held.add(listener);
+        return () => held.delete(listener);
+      },
     },
   };
   const facets: Transport = {
@@ -103,6 +114,7 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
       });
       // Lost while connecting: let go at once.
       if (closing || lease?.held() !== true) await shut();
+      else for (const listener of held) listener();
     } catch (err) {
       // Deliveries do not need the gateway: keep serving, and say so in /readyz.
       log.error({ err: errorSummary(err) }, 'gateway unavailable; slash commands will not be answered');
