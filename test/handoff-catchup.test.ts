@@ -17,6 +17,7 @@ import type { Store } from '../src/platform/db/database.js';
 import { tablesOf } from '../src/platform/db/tables.js';
 import { DiscordSandbox, SANDBOX_IDS } from '../src/sandbox/sandbox.js';
 import type { Database } from '../src/schema.js';
+import { heldHistory } from '../src/transports/discord/discord-inbound-history.js';
 import { DiscordTransport } from '../src/transports/discord/discord-transport.js';
 import type { InboundHistory, InboundMessage } from '../src/transports/transport.js';
 import { openMigratedStore, testDatabase, type TestDatabase } from './support/db.js';
@@ -250,16 +251,8 @@ describe('a handoff posted while the receiving bot had no gateway session', () =
     const r = await receiver(peer.user.id, sandbox.bot.id);
     const transport = new DiscordTransport({ token: peer.token, apiUrl: sandbox.apiUrl, timeoutMs: 5_000 });
     let up = false;
-    const listeners = new Set<() => void>();
-    const recent: InboundHistory = {
-      held: () => up,
-      onHeld: (l) => {
-        listeners.add(l);
-        return () => listeners.delete(l);
-      },
-      channels: (signal) => transport.recent.channels(signal),
-      since: (channelId, afterId, from, signal) => transport.recent.since(channelId, afterId, from, signal),
-    };
+    // As the Discord transport assembles it, the gateway's session standing in as `up`.
+    const recent = heldHistory(transport.recent, () => up);
     const channels = await recent.channels(AbortSignal.timeout(5_000));
     expect(channels).toEqual(expect.arrayContaining([...Object.values(SANDBOX_IDS.channels), thread.id]));
     expect(channels).not.toContain(SANDBOX_IDS.voiceChannel);
@@ -277,7 +270,7 @@ describe('a handoff posted while the receiving bot had no gateway session', () =
 
     // The gateway returns: the session is ready on this process.
     up = true;
-    for (const l of listeners) l();
+    recent.nowHeld();
     const items = await waitFor(async () => {
       const { items } = await r.service.list(undefined, 10);
       return items.length === 2 && items;

@@ -76,3 +76,23 @@ export class DiscordInboundHistory implements Pick<InboundHistory, 'channels' | 
     }
   }
 }
+
+/**
+ * The whole `InboundHistory` facet: the reading half, and the gateway's say on whether this
+ * process holds the session (`held`); the gateway calls `nowHeld` each time its session opens.
+ */
+export function heldHistory(reading: Pick<InboundHistory, 'channels' | 'since'>, held: () => boolean): InboundHistory & { nowHeld(): void } {
+  const listeners = new Set<() => void>();
+  return {
+    channels: (signal) => reading.channels(signal),
+    since: (channelId, afterId, from, signal) => reading.since(channelId, afterId, from, signal),
+    held,
+    onHeld: (listener) => {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    nowHeld: () => {
+      for (const listener of listeners) listener();
+    },
+  };
+}
