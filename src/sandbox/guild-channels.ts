@@ -2,7 +2,8 @@ import type Router from '@koa/router';
 import { readJsonBody } from '../platform/http/body.js';
 import type { GuildMembers } from './guild-members.js';
 import { discordError } from './errors.js';
-import { publicUser, type SandboxState } from './state.js';
+import { threadChannel } from './gateway.js';
+import { publicUser, THREAD_TYPE, type SandboxState } from './state.js';
 
 /**
  * The guild routes the chat tools use on Discord: the bot's guilds, a guild's channels (list,
@@ -17,9 +18,18 @@ export function guildChannelRoutes(api: Router, state: SandboxState, people: Gui
   api.get('/guilds/:id/channels', (ctx) => {
     const guildId = ctx.params['id'] ?? '';
     if (!state.guilds.has(guildId)) return discordError(ctx, 404, 10004, 'Unknown Guild');
+    // As on Discord, threads are not listed here (they are the active threads' route).
     ctx.body = [...state.channels.values()]
-      .filter((c) => c.guild_id === guildId)
+      .filter((c) => c.guild_id === guildId && c.type !== THREAD_TYPE)
       .map((c) => ({ id: c.id, type: c.type, name: c.name, guild_id: c.guild_id, position: 0, permission_overwrites: c.permission_overwrites ?? [] }));
+    return undefined;
+  });
+  // https://discord.com/developers/docs/resources/guild#list-active-guild-threads (the sandbox never archives one)
+  api.get('/guilds/:id/threads/active', (ctx) => {
+    const guildId = ctx.params['id'] ?? '';
+    if (!state.guilds.has(guildId)) return discordError(ctx, 404, 10004, 'Unknown Guild');
+    const threads = [...state.channels.values()].filter((c) => c.guild_id === guildId && c.type === THREAD_TYPE);
+    ctx.body = { threads: threads.map((t) => threadChannel(guildId, { id: t.id, type: t.type, ...(t.name !== undefined ? { name: t.name } : {}), ...(t.parent_id !== undefined ? { parent_id: t.parent_id } : {}) })), members: [] };
     return undefined;
   });
   // https://discord.com/developers/docs/resources/guild#create-guild-channel (the sandbox bot has Manage Channels)

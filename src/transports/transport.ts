@@ -219,6 +219,27 @@ export interface Members {
 export interface Inbound {
   /** Messages others write where Herald can see them; returns the unsubscribe. */
   onMessage(listener: (message: InboundMessage) => void): () => void;
+  /** Reading back what the live stream may have missed; absent: the platform cannot catch up. */
+  readonly recent?: InboundHistory;
+}
+
+/**
+ * The recent messages others wrote where Herald can see them, read from the platform's history
+ * (Discord: its text channels and active threads), for catching up on what the live stream missed.
+ */
+export interface InboundHistory {
+  /** Whether this process holds the live stream now (its session is ready): catching up is its job. */
+  held(): boolean;
+  /** Called each time this process starts holding the live stream; returns the unsubscribe. */
+  onHeld(listener: () => void): () => void;
+  /** The channels (and active threads) where messages can reach Herald now. */
+  channels(signal: AbortSignal): Promise<string[]>;
+  /**
+   * One page of the messages in `channelId` after message `afterId` (exclusive) and after `from`,
+   * whichever is later: those others wrote, oldest first; `last` is the newest message the page
+   * read (Herald's own included), to read on after; `complete` when no more follow it now.
+   */
+  since(channelId: string, afterId: string | undefined, from: Date, signal: AbortSignal): Promise<{ messages: InboundMessage[]; last: string | undefined; complete: boolean }>;
 }
 
 /** A chat line as the chat tools read it. */

@@ -19,7 +19,11 @@ export interface ReceiptLimits {
   rateWindowMs: number;
 }
 
-export type ReceiptOutcome = { outcome: 'accepted'; inboxId: string } | { outcome: 'replay' | 'replay_capacity' | 'rate_limited' };
+/**
+ * `sameMessage` on a replay: the event was recorded from this very message (it is being seen
+ * again: by a catch-up sweep, or a retry whose first answer was lost), not replayed by another one.
+ */
+export type ReceiptOutcome = { outcome: 'accepted'; inboxId: string } | { outcome: 'replay'; sameMessage: boolean } | { outcome: 'replay_capacity' | 'rate_limited' };
 
 /**
  * Take in a validated envelope, atomically: drop replay entries that expired, refuse an event_id
@@ -32,13 +36,13 @@ export async function recordReceipt(db: Db, entry: NewHandoffInboxRow, now: Date
   return db.transaction().execute(async (trx) => {
     await sql`select pg_advisory_xact_lock(${RECEIPT_LOCK})`.execute(trx);
     await trx.deleteFrom('handoff_events').where('expires_at', '<=', now).execute();
-    const seen = await trx.selectFrom('handoff_events').select('event_id').where('event_id', '=', entry.event_id).executeTakeFirst();
-    if (seen !== undefined) return { outcome: 'replay' as const };
+    const seen = await trx.selectFrom('handoff_events').select('message_id').where('event_id', '=', entry.event_id).executeTakeFirst();
+    if (seen !== undefined) return { outcome: 'replay' as const, sameMessage: seen.message_id === entry.handoff_message_id };
     const live = await trx.selectFrom('handoff_events').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
     if (Number(live.n) >= limits.capacity) return { outcome: 'replay_capacity' as const };
     await trx
       .insertInto('handoff_events')
-      .values({ event_id: entry.event_id, source_bot_id: entry.source_bot_id, outcome: 'accepted', received_at: now, expires_at: entry.expires_at })
+      .values({ event_id: entry.event_id, source_bot_id: entry.source_bot_id, outcome: 'accepted', received_at: now, expires_at: entry.expires_at, message_id: entry.handoff_message_id })
       .execute();
     const recent = await trx
       .selectFrom('handoff_events')
@@ -98,5 +102,27 @@ export async function acknowledge(db: Db, ids: readonly string[], now: Date): Pr
 /** Drop acknowledged handoffs acknowledged before `cutoff`. */
 export async function pruneInbox(db: Db, cutoff: Date): Promise<number> {
   const result = await db.deleteFrom('handoff_inbox').where('acknowledged_at', '<', cutoff).executeTakeFirst();
+  return Number(result.numDeletedRows);
+}
+
+/** Catch-up progress of these channels (channel id → the message every one up to was settled). */
+export async function catchupCursors(db: Db, channelIds: readonly string[]): Promise<Map<string, string>> {
+  if (channelIds.length === 0) return new Map();
+  const rows = await db.selectFrom('handoff_catchup').select(['channel_id', 'after_id']).where('channel_id', 'in', [...channelIds]).execute();
+  return new Map(rows.map((r) => [r.channel_id, r.after_id]));
+}
+
+/** Every message of the channel up to `afterId` is settled. */
+export async function saveCatchupCursor(db: Db, channelId: string, afterId: string, now: Date): Promise<void> {
+  await db
+    .insertInto('handoff_catchup')
+    .values({ channel_id: channelId, after_id: afterId, updated_at: now })
+    .onConflict((oc) => oc.column('channel_id').doUpdateSet({ after_id: afterId, updated_at: now }))
+    .execute();
+}
+
+/** Drop progress not advanced since `cutoff` (older than any unexpired handoff: a sweep starts past it anyway). */
+export async function pruneCatchupCursors(db: Db, cutoff: Date): Promise<number> {
+  const result = await db.deleteFrom('handoff_catchup').where('updated_at', '<', cutoff).executeTakeFirst();
   return Number(result.numDeletedRows);
 }

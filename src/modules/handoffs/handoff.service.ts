@@ -26,6 +26,27 @@ export type InboxHandoff = Schemas['InboxHandoff'];
 export const MAX_WAIT_MS = 30_000;
 /** How often a waiting request looks at the inbox, should another replica's news of an arrival be lost. */
 const WAIT_POLL_MS = 250;
+/** A receipt that failed for a transient reason is tried again after this, doubling up to the most. */
+const RETRY_FIRST_MS = 250;
+const RETRY_MOST_MS = 10_000;
+/** How long a message that names no expiry (no envelope to read) is retried at most. */
+const RETRY_WITHOUT_EXPIRY_MS = 60_000;
+/** Messages this process remembers having seen (so a sweep passes over them without the database). */
+const REMEMBERED_MESSAGES = 20_000;
+
+/** Where a message came from: the live stream, or a catch-up sweep over the channels' history. */
+export type ReceiptPath = 'live' | 'catch-up';
+
+/**
+ * One message's receipt on this process: `done` once it is settled (taken in, refused, or no
+ * handoff); `firstTry` resolves after the first attempt, `settled` when it is settled (true) or
+ * given up (false: expired, or the service closed).
+ */
+export interface Receipt {
+  done: boolean;
+  readonly firstTry: Promise<void>;
+  readonly settled: Promise<boolean>;
+}
 
 export interface HandoffServiceOptions {
   limits: HandoffLimits;
@@ -56,6 +77,10 @@ export class HandoffService {
   private readonly trusted: ReadonlySet<string>;
   /** Rung when a handoff arrived (here or on another replica): waiting requests look at once. */
   private readonly arrivals = new EventEmitter();
+  /** Receipts by message id, oldest first: one per message on this process, however often it is seen. */
+  private readonly receipts = new Map<string, Receipt>();
+  /** Aborted on close: retries stop. */
+  private readonly closing = new AbortController();
 
   constructor(
     private readonly db: Kysely<HandoffsDb>,
@@ -140,7 +165,7 @@ export class HandoffService {
    * (ignored here); a candidate that fails a check is logged and counted with its reason, never
    * shown to the agent; a valid one is taken in by the database's replay, capacity and rate rules.
    */
-  async receive(message: InboundMessage): Promise<'not_candidate' | 'accepted' | RejectReason> {
+  async receive(message: InboundMessage, path: ReceiptPath = 'live'): Promise<'not_candidate' | 'accepted' | RejectReason> {
     if (!this.enabled) return 'not_candidate';
     const now = this.clock.now();
     const limits = this.options.limits;
@@ -169,9 +194,15 @@ export class HandoffService {
       now,
       { capacity: limits.replayCapacity, rateLimit: limits.rateLimit, rateWindowMs: limits.rateWindowSeconds * 1000 },
     );
+    if (result.outcome === 'replay' && (result.sameMessage || path === 'catch-up')) {
+      // This message seen again (a sweep, a retry whose answer was lost), or a replay found while
+      // catching up (the live stream, if it saw it, said so): quiet, no refusal counted.
+      this.options.log.debug({ ...about, event_id: e.event_id, path, same_message: result.sameMessage }, 'handoff already taken in');
+      return 'replay';
+    }
     if (result.outcome !== 'accepted') return this.refused(result.outcome, { ...about, event_id: e.event_id });
     this.options.metrics?.receipt('accepted');
-    this.options.log.info({ ...about, event_id: e.event_id, inbox_id: result.inboxId }, 'handoff accepted');
+    this.options.log.info({ ...about, event_id: e.event_id, inbox_id: result.inboxId, path }, 'handoff accepted');
     if (this.options.publish !== undefined) this.options.publish();
     else this.arrived();
     return 'accepted';
@@ -182,9 +213,77 @@ export class HandoffService {
     this.arrivals.emit('arrived');
   }
 
-  /** Receive, logging instead of throwing (for the gateway's listener). */
+  /** Receive from the live stream, retrying a transient failure in the background (for the gateway's listener). */
   take(message: InboundMessage): void {
-    this.receive(message).catch((err: unknown) => this.options.log.error({ err: errorSummary(err), message_id: message.messageId }, 'handoff could not be taken in'));
+    this.admit(message, 'live');
+  }
+
+  /**
+   * The one receipt path, live or catching up: once per message on this process (a message seen
+   * again joins its receipt), retried with backoff while it fails for a transient reason (the
+   * database unreachable) until its envelope expires; a refusal is final.
+   */
+  admit(message: InboundMessage, path: ReceiptPath): Receipt {
+    const known = this.receipts.get(message.messageId);
+    if (known !== undefined) return known;
+    let tried: () => void = () => undefined;
+    const firstTry = new Promise<void>((resolve) => (tried = resolve));
+    const receipt: Receipt = {
+      done: false,
+      firstTry,
+      settled: this.receiveRetrying(message, path, () => tried()).then((settled) => {
+        if (settled) receipt.done = true;
+        // Given up: forgotten, so a later sweep (here or after a takeover) tries it afresh.
+        else if (this.receipts.get(message.messageId) === receipt) this.receipts.delete(message.messageId);
+        tried();
+        return settled;
+      }),
+    };
+    this.receipts.set(message.messageId, receipt);
+    this.forgetOldest();
+    return receipt;
+  }
+
+  /** Stop retrying (the process is closing): a later sweep, here or on another replica, takes over. */
+  close(): void {
+    this.closing.abort();
+  }
+
+  private async receiveRetrying(message: InboundMessage, path: ReceiptPath, tried: () => void): Promise<boolean> {
+    // Until the envelope expires (never past the longest expiry this bot accepts).
+    const expiresAt: unknown = parseHandoffContent(message.content)?.expires_at;
+    const now = this.clock.now().getTime();
+    const deadline = typeof expiresAt === 'number' && Number.isFinite(expiresAt) ? Math.min(expiresAt * 1000, now + this.options.limits.maxExpirySeconds * 1000) : now + RETRY_WITHOUT_EXPIRY_MS;
+    let wait = RETRY_FIRST_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.receive(message, path);
+        return true;
+      } catch (err) {
+        tried();
+        const about = { err: errorSummary(err), message_id: message.messageId, channel_id: message.channelId, path, attempt };
+        if (this.closing.signal.aborted) {
+          this.options.log.warn(about, 'handoff could not be taken in; closing, left to the next catch-up');
+          return false;
+        }
+        if (this.clock.now().getTime() + wait >= deadline) {
+          this.options.log.error(about, 'handoff could not be taken in before it expired; given up');
+          return false;
+        }
+        this.options.log.warn({ ...about, retry_in_ms: wait }, 'handoff could not be taken in; retrying');
+        await sleep(wait, this.closing.signal);
+        wait = Math.min(wait * 2, RETRY_MOST_MS);
+      }
+    }
+  }
+
+  /** Keep the memory of seen messages bounded: forget the oldest settled ones. */
+  private forgetOldest(): void {
+    if (this.receipts.size <= REMEMBERED_MESSAGES) return;
+    for (const [id, r] of this.receipts) {
+      if (this.receipts.size <= REMEMBERED_MESSAGES) return;
+      if (r.done) this.receipts.delete(id);
+    }
   }
 
   private refused(reason: RejectReason, about: Record<string, string>): RejectReason {
@@ -227,6 +326,20 @@ export class HandoffService {
   ack(ids: readonly string[]): Promise<number> {
     return acknowledge(this.db, ids, this.clock.now());
   }
+}
+
+/** Wait `ms`, or until `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done);
+  });
 }
 
 /** A sent handoff as the agent sees it: the envelope's event and expiry, the delivery's state. */

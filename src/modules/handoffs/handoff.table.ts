@@ -11,6 +11,8 @@ export interface HandoffEventTable {
   outcome: 'accepted' | 'rate_limited';
   received_at: Date;
   expires_at: Date;
+  /** The message that carried it (null for events recorded before it was kept). */
+  message_id: string | null;
 }
 
 /** Accepted handoffs waiting for the agent: listed until acknowledged. */
@@ -33,8 +35,19 @@ export interface HandoffInboxTable {
 export type HandoffInboxRow = Selectable<HandoffInboxTable>;
 export type NewHandoffInboxRow = Insertable<HandoffInboxTable>;
 
+/**
+ * Catch-up progress per channel: every message up to `after_id` was settled by a sweep (taken in,
+ * refused, or no handoff), so the next sweep reads after it.
+ */
+export interface HandoffCatchupTable {
+  channel_id: string;
+  after_id: string;
+  updated_at: Date;
+}
+
 /** This part's tables, as it sees the store (the whole schema is src/schema.ts, at the wiring). */
 export interface HandoffsDb {
   handoff_events: HandoffEventTable;
   handoff_inbox: HandoffInboxTable;
+  handoff_catchup: HandoffCatchupTable;
 }

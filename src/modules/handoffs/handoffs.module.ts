@@ -4,7 +4,8 @@ import { deliveriesModule } from '../deliveries/index.js';
 import { handoffOperations } from './handoff.http.js';
 import { handoffSendKind } from './handoff.kind.js';
 import { HandoffMetrics } from './handoff.metrics.js';
-import { pruneInbox } from './handoff.repository.js';
+import { HandoffCatchUp } from './handoff.catchup.js';
+import { pruneCatchupCursors, pruneInbox } from './handoff.repository.js';
 import { HandoffService } from './handoff.service.js';
 import { tablesOf } from '../../platform/db/tables.js';
 import type { HandoffsDb } from './handoff.table.js';
@@ -36,13 +37,27 @@ export async function startHandoffs({ config, db: tables, clock, log, registry, 
   const unsubscribe = await events.subscribe(ARRIVED, () => handoffs.arrived());
   // Messages others write are listened to only while some bot is trusted.
   const unlisten = handoffs.enabled ? home.inbound?.onMessage((m) => handoffs.take(m)) : undefined;
+  // What the live stream missed (not held at the time, its holder killed mid-receipt) is read back
+  // from the channels' history by the process holding it, where the platform can (Discord).
+  const recent = home.inbound?.recent;
+  const maxExpirySeconds = config.handoffs.maxExpirySeconds;
+  const catchUp =
+    handoffs.enabled && recent !== undefined
+      ? new HandoffCatchUp({ db, recent, admit: (m, path) => handoffs.admit(m, path), clock, log, maxExpirySeconds })
+      : undefined;
+  catchUp?.start();
   return {
     gives: { handoffs },
     operations: [handoffOperations(handoffs)],
-    prune: [{ what: 'the handoff inbox', run: (now) => pruneInbox(db, new Date(now.getTime() - INBOX_RETENTION_MS)) }],
+    prune: [
+      { what: 'the handoff inbox', run: (now) => pruneInbox(db, new Date(now.getTime() - INBOX_RETENTION_MS)) },
+      { what: 'handoff catch-up progress', run: (now) => pruneCatchupCursors(db, new Date(now.getTime() - maxExpirySeconds * 1000)) },
+    ],
     close: async () => {
       unsubscribe();
       unlisten?.();
+      await catchUp?.close();
+      handoffs.close();
     },
   };
 }

@@ -8,7 +8,7 @@ import { handoffTools } from './handoff.tools.js';
  */
 export const handoffsModule = defineModule<{ handoffs: HandoffService }>({
   name: 'handoffs',
-  migrations: ['2026-11-30T09-10-00_handoffs'],
+  migrations: ['2026-11-30T09-10-00_handoffs', '2026-12-02T08-30-00_handoff-catchup'],
   tools: handoffTools,
   start: async (services) => (await import('./handoffs.module.js')).startHandoffs(services),
 });

@@ -19,6 +19,7 @@ import {
 } from 'discord.js';
 import { discordChannelIdProblem } from './discord-channels.js';
 import { DiscordChat } from './discord-chat.js';
+import { DiscordInboundHistory } from './discord-inbound-history.js';
 import { TransportError, type ArchivedMessage, type ChannelInfo, type Channels, type Chat, type DirectMessages, type Editor, type History, type HistoryPages, type Mentions, type NonceLedger, type OutgoingMessage, type SeenMessage, type SendDeadline, type Sender, type SentMessage, type Transport } from '../transport.js';
 import type { PlatformMetrics } from './discord.metrics.js';
 import { snowflakeAt, snowflakeTime } from './snowflake.js';
@@ -64,6 +65,8 @@ export class DiscordTransport implements Transport {
   readonly channels: Channels = { getChannel: (channelId) => this.getChannel(channelId), check: discordChannelIdProblem };
   readonly pages: HistoryPages = { pageBefore: (channelId, beforeId, limit, signal) => this.pageBefore(channelId, beforeId, limit, signal) };
   readonly chat: Chat;
+  /** Reading back messages others wrote (handoffs' catch-up); the gateway says when it is held. */
+  readonly recent: DiscordInboundHistory;
   private readonly rest: REST;
   private self: Promise<string> | undefined;
   /** The gateway's nonce reports, once the store is open (see `useNonceLedger`). */
@@ -108,6 +111,7 @@ export class DiscordTransport implements Transport {
       ledger: () => this.ledger,
       call,
     });
+    this.recent = new DiscordInboundHistory({ rest: this.rest, call, selfId: () => this.selfId() });
   }
 
   /**

@@ -12,6 +12,7 @@ import { PlatformMetrics } from './discord.metrics.js';
 import type { DiscordConfig } from './settings.js';
 import { connectGateway, GatewayInbound, type GatewayConnection } from './gateway-client.js';
 import { DiscordInvokers } from './invokers.js';
+import { heldHistory } from './discord-inbound-history.js';
 
 /** Discord's global rate limit: requests per second per bot. */
 const DISCORD_GLOBAL_LIMIT = 50;
@@ -57,11 +58,14 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
   // Messages others write reach the gateway's listeners; the gateway asks for them only while some module listens.
   const gatewayInbound = new GatewayInbound();
   let listened = false;
+  // Catching up on what the gateway missed is the job of the process whose session is ready.
+  const recent = heldHistory(rest.recent, () => lease?.held() === true && gateway?.ready === true);
   const inbound: Inbound = {
     onMessage: (listener) => {
       listened = true;
       return gatewayInbound.onMessage(listener);
     },
+    recent,
   };
   const facets: Transport = {
     name: 'discord',
@@ -103,6 +107,7 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
       });
       // Lost while connecting: let go at once.
       if (closing || lease?.held() !== true) await shut();
+      else recent.nowHeld();
     } catch (err) {
       // Deliveries do not need the gateway: keep serving, and say so in /readyz.
       log.error({ err: errorSummary(err) }, 'gateway unavailable; slash commands will not be answered');
