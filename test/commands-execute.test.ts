@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimCommandRun, findCommandRun, pruneCommandRuns } from '../src/modules/commands/command-run.repository.js';
+import { claimCommandRun, findCommandRun, finishCommandRun, pruneCommandRuns } from '../src/modules/commands/command-run.repository.js';
+import { COMMAND_RUN_LEASE_MS } from '../src/modules/commands/command.service.js';
 import { SANDBOX_MEMBER_IDS } from '../src/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { onPostgres } from './support/db.js';
@@ -7,7 +8,7 @@ import { heraldEnv, IDS, startTestHerald, TestClock, type TestHerald } from './s
 import { startHeraldProcess } from './support/process.js';
 import { waitFor, waitForStateAt } from './support/wait.js';
 import { tablesOf } from '../src/platform/db/tables.js';
-import type { CommandsDb } from '../src/modules/commands/command-run.table.js';
+import type { CommandRunResult, CommandsDb } from '../src/modules/commands/command-run.table.js';
 
 type Result = {
   ok: boolean;
@@ -17,6 +18,9 @@ type Result = {
   sideEffectsMayHaveOccurred: boolean;
   replayed: boolean;
 };
+
+/** What a lapsed running row becomes, for the repository's own tests. */
+const lapsed = (keepUntil: Date) => ({ result: { ok: false, error: { category: 'failed', reason: 'interrupted' } } as unknown as CommandRunResult, keepUntil });
 
 let keys = 0;
 const newKey = () => `test-key-${Date.now()}-${++keys}`.padEnd(16, '0');
@@ -148,9 +152,11 @@ describe('run_command: execute', () => {
     const db = h.herald.store.db;
     const t0 = new Date('2026-01-01T00:00:00Z');
     const at = (ms: number) => new Date(t0.getTime() + ms);
-    const run = (invocationHash: string, now: number, expires: number) => ({ key: 'window-key-000000', invocationHash, now: at(now), expiresAt: at(expires) });
+    const run = (invocationHash: string, now: number, expires: number) => ({ key: 'window-key-000000', invocationHash, now: at(now), expiresAt: at(expires), interrupted: lapsed(at(expires)) });
     const source = (messageId: string) => ({ messageId, keepUntil: at(60_000) });
     expect(await claimCommandRun(tablesOf<CommandsDb>(db), run('hash-a', 0, 60_000), source('900000000000000001'))).toBe('claimed');
+    // It ran and finished: its result is replayed until its window ends.
+    await finishCommandRun(tablesOf<CommandsDb>(db), 'window-key-000000', lapsed(at(0)).result, at(60_000));
     expect(await claimCommandRun(tablesOf<CommandsDb>(db), run('hash-b', 30_000, 90_000), source('900000000000000002'))).toBe('key_taken');
     // Past its window the key may be claimed again, even for another invocation (with another message).
     expect(await claimCommandRun(tablesOf<CommandsDb>(db), run('hash-b', 60_000, 120_000), source('900000000000000002'))).toBe('claimed');
@@ -164,14 +170,14 @@ describe('run_command: execute', () => {
     const now = new Date();
     const keepUntil = new Date(now.getTime() + 3_600_000);
     const keys = Array.from({ length: 10 }, (_, i) => `race-key-${Date.now()}-${i}`.padEnd(16, '0'));
-    const claims = await Promise.all(keys.map((key) => claimCommandRun(tablesOf<CommandsDb>(db), { key, invocationHash: `hash-${key}`, now, expiresAt: keepUntil }, { messageId: '900000000000000010', keepUntil })));
+    const claims = await Promise.all(keys.map((key) => claimCommandRun(tablesOf<CommandsDb>(db), { key, invocationHash: `hash-${key}`, now, expiresAt: keepUntil, interrupted: lapsed(keepUntil) }, { messageId: '900000000000000010', keepUntil })));
     expect(claims.filter((c) => c === 'claimed')).toHaveLength(1);
     expect(claims.filter((c) => c === 'source_used')).toHaveLength(9);
     const rows = await Promise.all(keys.map((key) => findCommandRun(tablesOf<CommandsDb>(db), key)));
     expect(rows.filter((r) => r !== undefined)).toHaveLength(1);
     // The claim outlives the key's own row: once that is pruned, the message is still spent.
     await pruneCommandRuns(tablesOf<CommandsDb>(db), new Date(now.getTime() + 60_000));
-    expect(await claimCommandRun(tablesOf<CommandsDb>(db), { key: 'race-key-late-00000', invocationHash: 'h', now, expiresAt: keepUntil }, { messageId: '900000000000000010', keepUntil })).toBe('source_used');
+    expect(await claimCommandRun(tablesOf<CommandsDb>(db), { key: 'race-key-late-00000', invocationHash: 'h', now, expiresAt: keepUntil, interrupted: lapsed(keepUntil) }, { messageId: '900000000000000010', keepUntil })).toBe('source_used');
   });
 
   it('takes a source message as consent to one command: another command or key naming it is refused, the same key still replays', async () => {
@@ -226,6 +232,37 @@ describe('run_command: execute', () => {
       expect(raced.filter((r) => r.ok)).toHaveLength(1);
       expect(raced.filter((r) => r.error?.category === 'source_message_used')).toHaveLength(3);
     } finally {
+      other.kill('SIGKILL');
+      await other.exited;
+    }
+  });
+
+  it.skipIf(!onPostgres)('a command whose process is killed while it runs ends interrupted (failed) once its lease lapses, not in_progress for the replay window', { timeout: 120_000 }, async () => {
+    const other = await startHeraldProcess(
+      ['serve'],
+      heraldEnv({ sandbox: h.sandbox, db: h.db, bridgeToken: h.bridgeToken, adminToken: h.adminToken }, { HERALD_GATEWAY: 'off', HERALD_COMMAND_EXECUTION_ENABLED: 'true', HERALD_COMMAND_TIMEOUT_MS: '1000' }),
+      100_000,
+    );
+    try {
+      // The bot_can_post check's channel lookup is answered at once, the command's own very slowly
+      // (past the command's timeout, within Discord's): it is still running when its process dies.
+      h.sandbox.inject({ method: 'GET', path: `^/channels/${IDS.channels.digest}$`, action: 'delay', ms: 1, times: 1 });
+      h.sandbox.inject({ method: 'GET', path: `^/channels/${IDS.channels.digest}$`, action: 'delay', ms: 10_000, times: 1 });
+      const invocation = { command: `destinations set digest <#${IDS.channels.digest}>`, sourceMessageId: said(SANDBOX_MEMBER_IDS.manager), idempotencyKey: newKey() };
+      expect(await run(invocation, client(other.url ?? '', h.bridgeToken))).toMatchObject({ error: { category: 'timed_out' } });
+      other.kill('SIGKILL');
+      await other.exited;
+      // Asked again on the surviving process: still running while its lease lasts, then a final answer.
+      const final = await waitFor(async () => {
+        const again = await run(invocation);
+        expect(again.error?.category).toMatch(/^(in_progress|failed)$/);
+        return again.error?.category === 'failed' ? again : undefined;
+      }, 'the interrupted command to end', COMMAND_RUN_LEASE_MS + 15_000);
+      expect(final).toMatchObject({ ok: false, error: { category: 'failed', reason: expect.stringContaining('stopped before it finished') }, sideEffectsMayHaveOccurred: true, replayed: true });
+      // One answer for the key from then on.
+      expect(await run(invocation)).toEqual(final);
+    } finally {
+      h.sandbox.clearFaults();
       other.kill('SIGKILL');
       await other.exited;
     }

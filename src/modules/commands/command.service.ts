@@ -6,7 +6,7 @@ import type { Clock } from '../../platform/clock.js';
 import { errorSummary } from '../../platform/errors.js';
 import type { CommandsDb } from './command-run.table.js';
 import type { CommandInvocation, CommandInvoker, FetchedMessage, Invokers } from '../../transports/transport.js';
-import { claimCommandRun, finishCommandRun, findCommandRun, type Claim } from './command-run.repository.js';
+import { claimCommandRun, finishCommandRun, findCommandRun, renewCommandRun, type Claim } from './command-run.repository.js';
 import type { CommandRunResult, CommandRunRow } from './command-run.table.js';
 import type { Command, CommandRouter } from './command.js';
 import { registryFingerprint, registryManifest, type CommandManifest } from './manifest.js';
@@ -22,6 +22,13 @@ type Answer = (error: CommandRunResult['error'], rest?: Partial<CommandRunResult
  * further ahead, Herald's clock is wrong and no age it measures can be trusted.
  */
 const SOURCE_CLOCK_SKEW_MS = 60_000;
+/**
+ * A running command's lease in the database, renewed every third of it while its process runs it:
+ * one that lapses lost its process (killed, or cut off from the database), and its key then
+ * answers `failed` (interrupted) for good instead of `in_progress` until the replay window ends.
+ */
+export const COMMAND_RUN_LEASE_MS = 15_000;
+const INTERRUPTED = 'the process running the command stopped before it finished (killed or cut off from the database); it may have done part of its work';
 
 /** What a connector gets in place of a secret reply (the reply itself stays with the user). */
 export const SECRET_WITHHELD = 'This reply is secret (a credential for the user alone), so Herald withholds it here and never posts it: the user sees it only in the reply to their own slash command.';
@@ -185,7 +192,7 @@ export class CommandService<Deps> {
     const stale = this.staleness(source, now);
     if (stale !== undefined) {
       const earlier = await findCommandRun(this.db, key);
-      if (earlier !== undefined && earlier.expires_at > now) return this.earlierRun(earlier, hash, answer);
+      if (earlier !== undefined && (earlier.expires_at > now || earlier.status === 'running')) return this.earlierRun(earlier, hash, answer, now);
       return answer({ category: 'source_message_stale', reason: stale });
     }
     if (!this.slots.take()) return answer({ category: 'busy', reason: `${this.limits.concurrency} commands are running; try again shortly with the same key` });
@@ -194,7 +201,8 @@ export class CommandService<Deps> {
       // A running row outlives a process that died while it ran by the timeout, then frees its key.
       // The message's claim outlives every window that could still accept it, whatever the setting.
       const keepUntil = new Date(Math.max(source.createdAt.getTime(), now.getTime()) + COMMAND_SOURCE_MAX_AGE_LIMIT_SECONDS * 1000 + SOURCE_CLOCK_SKEW_MS);
-      claim = await claimCommandRun(this.db, { key, invocationHash: hash, now, expiresAt: new Date(now.getTime() + this.limits.timeoutMs + keepMs) }, { messageId: source.id, keepUntil });
+      const interrupted = { result: answer({ category: 'failed', reason: INTERRUPTED }, { sideEffectsMayHaveOccurred: true }), keepUntil: new Date(now.getTime() + keepMs) };
+      claim = await claimCommandRun(this.db, { key, invocationHash: hash, now, expiresAt: new Date(now.getTime() + COMMAND_RUN_LEASE_MS), interrupted }, { messageId: source.id, keepUntil });
     } catch (err) {
       this.slots.release();
       throw err;
@@ -206,8 +214,13 @@ export class CommandService<Deps> {
       }
       const existing = await findCommandRun(this.db, key);
       if (existing === undefined) return answer({ category: 'in_progress', reason: 'this idempotencyKey was just released; try again' }, { sideEffectsMayHaveOccurred: true });
-      return this.earlierRun(existing, hash, answer);
+      return this.earlierRun(existing, hash, answer, now);
     }
+    // The lease says this process still runs it; lapsed, the key answers interrupted.
+    const beat = setInterval(() => {
+      renewCommandRun(this.db, key, new Date(this.clock.now().getTime() + COMMAND_RUN_LEASE_MS)).catch((err: unknown) => this.log.warn({ err: errorSummary(err) }, 'could not renew a running command\'s lease'));
+    }, COMMAND_RUN_LEASE_MS / 3);
+    beat.unref();
 
     const effectful = !(command.subcommands[invocation.subcommand ?? '']?.effects ?? []).every((e) => e === 'read_only');
     const work = (async (): Promise<CommandRunResult> => {
@@ -234,7 +247,10 @@ export class CommandService<Deps> {
     void work
       .then((result) => finishCommandRun(this.db, key, result, new Date(this.clock.now().getTime() + keepMs)))
       .catch((err: unknown) => this.log.error({ err: errorSummary(err) }, 'could not store a command result; its key frees when it expires'))
-      .finally(() => this.slots.release());
+      .finally(() => {
+        clearInterval(beat);
+        this.slots.release();
+      });
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), this.limits.timeoutMs);
@@ -262,9 +278,11 @@ export class CommandService<Deps> {
   }
 
   /** The answer for a key that already ran (or runs): its result again, or why not. */
-  private earlierRun(existing: CommandRunRow, hash: string, answer: Answer): CommandRunResult {
+  private earlierRun(existing: CommandRunRow, hash: string, answer: Answer, now: Date): CommandRunResult {
     if (existing.invocation_hash !== hash) return answer({ category: 'idempotency_mismatch', reason: 'this idempotencyKey was used for a different invocation' });
     if (existing.status === 'done' && existing.result !== null) return { ...existing.result, replayed: true };
+    // Its lease lapsed: the answer the next claim of the key stores, given now.
+    if (existing.expires_at <= now) return { ...answer({ category: 'failed', reason: INTERRUPTED }, { sideEffectsMayHaveOccurred: true }), replayed: true };
     return answer({ category: 'in_progress', reason: 'the command for this idempotencyKey is still running; ask again with the same key' }, { sideEffectsMayHaveOccurred: true });
   }
 
