@@ -56,6 +56,8 @@ const FAULT_GAP_MS = [1_000, 3_000] as const;
 /** See where the phase's environment is built. */
 const SLACK_LEASE_MS = '10000';
 const SLACK_TIMEOUT_MS = '4000';
+/** Seconds the Slack phase may settle, at least. */
+const SLACK_SETTLE_S = 90;
 
 type SlackFault = (faults: SlackFaults) => void;
 
@@ -166,7 +168,9 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
       log('settling: faults cleared, restarting every Herald process');
       await f.restartAll();
       const open = () => [...ledger.values()].filter((t) => !Connector.settled(t));
-      const { settled, settleMs } = await settle(c, () => open().length, () => summarizeOpen(open()), log);
+      // Longer than the others: Slack sends one message a second per channel and reads about 50
+      // histories a minute, so the posts in doubt at the end drain slower than Discord's.
+      const { settled, settleMs } = await settle({ ...c, settleS: Math.max(c.settleS, SLACK_SETTLE_S) }, () => open().length, () => summarizeOpen(open()), log);
       following = false;
       await Promise.all(follows);
       c.signal?.throwIfAborted();
