@@ -13,8 +13,8 @@ export interface DiscordConfig {
   /** `HERALD_DISCORD_TIMEOUT_MS`: timeout of one Discord REST request. */
   readonly timeoutMs: number;
   /**
-   * `HERALD_GATEWAY`: `on` (default) connects to Discord's gateway to answer `/agent` and
-   * `/destinations`; `off` for extra `serve` replicas (only one process should answer commands).
+   * `HERALD_GATEWAY`: `on` (default) takes part in holding Discord's gateway, which one replica at
+   * a time holds by its lease, to answer `/agent` and `/destinations`; `off`: never holds it.
    */
   readonly gateway: boolean;
   /**
