@@ -1,7 +1,4 @@
 import pg from 'pg';
-import { startHerald, type Herald } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/platform/log.js';
 import { DiscordSandbox, SANDBOX_IDS, type SandboxMessage } from '../../src/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { waitFor } from '../support/wait.js';
@@ -9,7 +6,7 @@ import { deliveryRows, HERALD_TIMINGS, logLines, makeSchedule, sleepWhile, type 
 import { ChatAgent, newChatStats, type ChatLine, type ChatSendJson, type CommandAsk, type SlashAsk } from './discord-chat-connector.js';
 import { verifyDiscordChat, type ChatFinal } from './discord-chat-verify.js';
 import { Fleet, type MemberSpec } from './fleet.js';
-import { preparePhaseDatabase, settle, startChaos } from './phase-kit.js';
+import { countSandboxRequests, preparePhaseDatabase, readFinals, readFromApiOnly, settle, startChaos } from './phase-kit.js';
 import { Rng } from './prng.js';
 
 /**
@@ -56,7 +53,6 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
 
   const sandbox = await new DiscordSandbox({ routeLimit: ROUTE_LIMIT, globalLimit: GLOBAL_LIMIT, mediaMessages: 0 }).start();
   let fleet: Fleet | undefined;
-  let apiOnly: Herald | undefined;
   let watch: TakeoverWatch | undefined;
   const aborted = () => c.signal?.aborted === true;
   const onAbort = () => void fleet?.stopAll();
@@ -139,14 +135,7 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
       w.stop();
       await f.stopAll();
       const messages: SandboxMessage[] = sandbox.allMessages().map((m) => ({ ...m }));
-      apiOnly = await startHerald({
-        config: loadConfig({ ...env, PORT: '0', HERALD_GATEWAY: 'off', LOG_LEVEL: 'silent' }),
-        log: createLogger('silent'),
-        roles: { http: true, dispatcher: false },
-      });
-      const chatFinals = await chatStates(apiOnly.url ?? '', bridgeToken, [...lines.keys()]);
-      await apiOnly.close();
-      apiOnly = undefined;
+      const chatFinals = await readFromApiOnly(env, (url) => chatStates(url, bridgeToken, [...lines.keys()]));
       const rows = await deliveryRows(databaseUrl);
       const runs = await commandRuns(databaseUrl);
       const duplicateCallbacks = sandbox.requests.filter((r) => r.method === 'POST' && r.path.startsWith('/interactions/') && r.status === 400).length;
@@ -169,11 +158,7 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
       });
       const handovers = w.handovers(chaosStart, chaosEnd);
       const verifyMs = Date.now() - verifyStart;
-      const sandboxRequests: Record<string, number> = {};
-      for (const r of sandbox.requests) {
-        const key = `${r.method} ${r.path.replace(/^\/interactions\/.*/, '/interactions/…').replace(/[0-9]{15,}/g, ':id')} ${r.status}`;
-        sandboxRequests[key] = (sandboxRequests[key] ?? 0) + 1;
-      }
+      const sandboxRequests = countSandboxRequests(sandbox.requests);
       const { chat, replies } = verdict;
       const measured = handovers.filter((h) => h.leaseMs !== undefined);
       // The lease's own handover: another serve was up when the holder died (else it waited for a restart).
@@ -216,7 +201,6 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
     watch?.stop();
     fleet?.halt();
     await fleet?.stopAll();
-    await apiOnly?.close().catch(() => undefined);
     await sandbox.close();
   }
 }
@@ -337,23 +321,7 @@ function upAt(output: string): number | undefined {
 
 /** GET every chat send from an API-only Herald (no dispatcher: nothing changes while we look). */
 async function chatStates(url: string, token: string, ids: string[]): Promise<Map<string, ChatFinal>> {
-  const out = new Map<string, ChatFinal>();
-  for (let i = 0; i < ids.length; i += 16) {
-    await Promise.all(
-      ids.slice(i, i + 16).map(async (id) => {
-        try {
-          const res = await fetch(`${url}/mcp/chat/messages/${id}`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) });
-          const text = await res.text();
-          if (res.status === 200) out.set(id, { status: 200, send: JSON.parse(text) as ChatSendJson });
-          else if (res.status === 404) out.set(id, { status: 404 });
-          else out.set(id, { status: 'error', detail: `${res.status} ${text}` });
-        } catch (err) {
-          out.set(id, { status: 'error', detail: String(err) });
-        }
-      }),
-    );
-  }
-  return out;
+  return readFinals(url, token, ids, (id) => `/mcp/chat/messages/${id}`, (body) => ({ status: 200, send: body as ChatSendJson }));
 }
 
 /** The command_runs rows by idempotency key. */

@@ -1,6 +1,3 @@
-import { startHerald, type Herald } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/platform/log.js';
 import { DiscordSandbox } from '../../src/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { startIrcd, type Ircd } from '../support/inspircd.js';
@@ -9,7 +6,7 @@ import { deliveryRows, HERALD_TIMINGS, logLines, makeSchedule, memberSpecs, slee
 import { ChatConnector, newChatStats, type ChatStateJson, type TrackedChat } from './irc-connector.js';
 import { connectorLine, IrcWatcher, verifyIrcChat, type ChatFinal } from './irc-verify.js';
 import { Fleet } from './fleet.js';
-import { preparePhaseDatabase, settle, startChaos } from './phase-kit.js';
+import { preparePhaseDatabase, readFinals, readFromApiOnly, settle, startChaos } from './phase-kit.js';
 import { Rng } from './prng.js';
 
 /**
@@ -50,7 +47,6 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
   const discord = await new DiscordSandbox().start();
   let ircd: Ircd | undefined;
   let fleet: Fleet | undefined;
-  let apiOnly: Herald | undefined;
   let watcher: IrcWatcher | undefined;
   let monitor: TakeoverMonitor | undefined;
   const aborted = () => c.signal?.aborted === true;
@@ -131,10 +127,7 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
       const apiEnv = { ...env, PORT: '0', HERALD_GATEWAY: 'off', LOG_LEVEL: 'silent' };
       delete (apiEnv as Record<string, string | undefined>)['HERALD_IRC_URL'];
       delete (apiEnv as Record<string, string | undefined>)['HERALD_IRC_CHANNELS'];
-      apiOnly = await startHerald({ config: loadConfig(apiEnv), log: createLogger('silent'), roles: { http: true, dispatcher: false } });
-      const finals = await chatFinals(apiOnly.url ?? '', bridgeToken, [...ledger.keys()]);
-      await apiOnly.close();
-      apiOnly = undefined;
+      const finals = await readFromApiOnly(apiEnv, (url) => chatFinals(url, bridgeToken, [...ledger.keys()]));
       const rows = await deliveryRows(databaseUrl);
       const verdict = verifyIrcChat({ tracked: [...ledger.values()], finals, watcher: w, channels: CHANNELS, rows, logsFor: (ids) => logLines(f, ids), ircLog: (from, until) => ircLines(f, t0, from, until) });
       const names = namesSummary(w, m.chaosWindow(chaosStart, chaosStart + chaosMs));
@@ -181,7 +174,6 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
     watcher?.stop();
     fleet?.halt();
     await fleet?.stopAll();
-    await apiOnly?.close().catch(() => undefined);
     await ircd?.dispose().catch(() => undefined);
     await discord.close();
   }
@@ -416,23 +408,7 @@ function namesSummary(w: IrcWatcher, window: { from: number; until: number }): {
 
 /** GET every send from an API-only Herald (nothing changes while we look). */
 async function chatFinals(url: string, token: string, ids: string[]): Promise<Map<string, ChatFinal>> {
-  const out = new Map<string, ChatFinal>();
-  for (let i = 0; i < ids.length; i += 16) {
-    await Promise.all(
-      ids.slice(i, i + 16).map(async (id) => {
-        try {
-          const res = await fetch(`${url}/mcp/chat/messages/${id}`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) });
-          const text = await res.text();
-          if (res.status === 200) out.set(id, { status: 200, state: JSON.parse(text) as ChatStateJson });
-          else if (res.status === 404) out.set(id, { status: 404 });
-          else out.set(id, { status: 'error', detail: `${res.status} ${text}` });
-        } catch (err) {
-          out.set(id, { status: 'error', detail: String(err) });
-        }
-      }),
-    );
-  }
-  return out;
+  return readFinals(url, token, ids, (id) => `/mcp/chat/messages/${id}`, (body) => ({ status: 200, state: body as ChatStateJson }));
 }
 
 /** What Herald's processes did with IRC and its lease, and what they could not store, start-ups and ends, between two times. */
