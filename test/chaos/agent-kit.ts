@@ -142,6 +142,36 @@ export async function followUntil<T extends Followed>(items: readonly T[], settl
   }
 }
 
+/** What a connector following a delivery-like request (a delivery, a handoff) keeps to decide on re-POSTs. */
+export interface Reposting {
+  unknownReposts: number;
+  nextUnknownRepost: number;
+  failedReposts: number;
+  gaveUp: boolean;
+}
+
+/**
+ * After a GET answered `state`: re-POST on `unknown` (backing off, 0.5 s doubling to 8 s), and on
+ * `failed` up to `maxFailedReposts` times, each with a chance of 3 in 4 (`policy` decides); else
+ * give up, `failed` being final.
+ */
+export async function repostAfter(t: Reposting, state: { state: string; code?: string | undefined }, maxFailedReposts: number, policy: Rng, submit: (why: string) => Promise<unknown>, note: (line: string) => void): Promise<void> {
+  if (state.state === 'unknown') {
+    if (Date.now() < t.nextUnknownRepost) return;
+    t.unknownReposts += 1;
+    t.nextUnknownRepost = Date.now() + Math.min(8_000, 500 * 2 ** (t.unknownReposts - 1));
+    await submit('re-POST after unknown');
+  } else if (state.state === 'failed' && !t.gaveUp) {
+    if (t.failedReposts < maxFailedReposts && policy.chance(0.75)) {
+      t.failedReposts += 1;
+      await submit(`re-POST after failed ${state.code ?? ''}`.trim());
+    } else {
+      t.gaveUp = true;
+      note('gave up: failed is final');
+    }
+  }
+}
+
 export function errorName(err: unknown): string {
   if (err instanceof Error) {
     const cause = (err as Error & { cause?: { code?: string } }).cause;

@@ -1,5 +1,5 @@
 import { SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
-import { getFromAny, postWithFailover, followUntil, rotated, sleep, unlessBusy } from './agent-kit.js';
+import { followUntil, getFromAny, postWithFailover, repostAfter, rotated, sleep, unlessBusy } from './agent-kit.js';
 import type { Rng } from './prng.js';
 
 /**
@@ -333,19 +333,6 @@ export class Connector {
     }
     const state = reply.json as StateJson;
     this.observe(t, state, 'GET');
-    if (state.state === 'unknown') {
-      if (Date.now() < t.nextUnknownRepost) return;
-      t.unknownReposts += 1;
-      t.nextUnknownRepost = Date.now() + Math.min(8_000, 500 * 2 ** (t.unknownReposts - 1));
-      await this.submit(t, 're-POST after unknown');
-    } else if (state.state === 'failed' && !t.gaveUp) {
-      if (t.failedReposts < this.ctx.maxFailedReposts && this.policy.chance(0.75)) {
-        t.failedReposts += 1;
-        await this.submit(t, `re-POST after failed ${state.code ?? ''}`.trim());
-      } else {
-        t.gaveUp = true;
-        this.note(t, 'gave up: failed is final');
-      }
-    }
+    await repostAfter(t, state, this.ctx.maxFailedReposts, this.policy, (why) => this.submit(t, why), (line) => this.note(t, line));
   }
 }

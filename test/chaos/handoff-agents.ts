@@ -1,4 +1,4 @@
-import { followUntil, getFromAny, HTTP_TIMEOUT_MS, postWithFailover, request, rotated, sleep, unlessBusy } from './agent-kit.js';
+import { followUntil, getFromAny, HTTP_TIMEOUT_MS, postWithFailover, repostAfter, request, rotated, sleep, unlessBusy } from './agent-kit.js';
 import type { Rng } from './prng.js';
 
 /**
@@ -284,20 +284,7 @@ export class SendingAgent {
     }
     const h = reply.json as SentJson;
     this.observe(t, h, 'GET');
-    if (h.state === 'unknown') {
-      if (Date.now() < t.nextUnknownRepost) return;
-      t.unknownReposts += 1;
-      t.nextUnknownRepost = Date.now() + Math.min(8_000, 500 * 2 ** (t.unknownReposts - 1));
-      await this.submit(t, 're-POST after unknown');
-    } else if (h.state === 'failed' && !t.gaveUp) {
-      if (t.failedReposts < this.ctx.maxFailedReposts && this.policy.chance(0.75)) {
-        t.failedReposts += 1;
-        await this.submit(t, `re-POST after failed ${h.code ?? ''}`.trim());
-      } else {
-        t.gaveUp = true;
-        this.note(t, 'gave up: failed is final');
-      }
-    }
+    await repostAfter(t, h, this.ctx.maxFailedReposts, this.policy, (why) => this.submit(t, why), (line) => this.note(t, line));
   }
 }
 
