@@ -10,7 +10,7 @@ import { HERALD_TIMINGS, makeSchedule, memberSpecs, sleep, sleepWhile, type Phas
 import { verifyArchive, type BlobRow, type CursorSample, type ExpectedChannel, type ExpectedItem, type ItemRow, type ScrapeRow, type StoredFile } from './archive-verify.js';
 import { newStats } from './connector.js';
 import { Fleet } from './fleet.js';
-import { preparePhaseDatabase, settle, startChaos } from './phase-kit.js';
+import { countSandboxRequests, preparePhaseDatabase, settle, startChaos } from './phase-kit.js';
 import { Rng } from './prng.js';
 
 /**
@@ -322,11 +322,7 @@ export async function runArchivePhase(c: PhaseContext): Promise<PhaseResult> {
       // full (or was never asked for) failed for a reason of Herald's own: listed for reading.
       const unfaulted = verdict.failedItems.rows.filter((r) => !(files.served.get(r.url) ?? []).some((line) => line.includes('fault')));
       const steps = s.steps();
-      const sandboxRequests: Record<string, number> = {};
-      for (const r of sandbox.requests) {
-        const k = `${r.method} ${r.path.replace(/[0-9]{15,}/g, ':id')} ${r.status}`;
-        sandboxRequests[k] = (sandboxRequests[k] ?? 0) + 1;
-      }
+      const sandboxRequests = countSandboxRequests(sandbox.requests);
       sandboxRequests['file server requests'] = files.requests;
       const violationCount = verdict.violations.length;
       const result: PhaseResult = {

@@ -2,16 +2,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { startHerald, type Herald } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/platform/log.js';
 import { DiscordSandbox, SANDBOX_IDS, type Fault, type SandboxMessage } from '../../src/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { startPgCluster, type PgCluster } from '../support/pg-cluster.js';
 import { waitFor } from '../support/wait.js';
 import { Connector, newStats, type ConnectorStats, type StateJson, type Tracked } from './connector.js';
 import { Fleet, startWatchdog, type Crash, type MemberSpec } from './fleet.js';
-import { preparePhaseDatabase, settle, startChaos, type ChaosRun } from './phase-kit.js';
+import { countSandboxRequests, preparePhaseDatabase, readFinals, readFromApiOnly, settle, startChaos, type ChaosRun } from './phase-kit.js';
 import { kindLines } from './report.js';
 import { TakeoverWatch, takeoverNotes } from './takeover.js';
 import { runArchivePhase } from './archive-phase.js';
@@ -171,7 +168,6 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
 
   const sandbox = await new DiscordSandbox({ nonceWindowMs: sandboxNonceWindowMs, routeLimit: ROUTE_LIMIT, globalLimit: GLOBAL_LIMIT }).start();
   let fleet: Fleet | undefined;
-  let apiOnly: Herald | undefined;
   const aborted = () => c.signal?.aborted === true;
   // Interrupted: end the processes now; the waits below notice and the finally cleans up.
   const onAbort = () => void fleet?.stopAll();
@@ -242,14 +238,7 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
       await f.stopAll();
       const messages: SandboxMessage[] = sandbox.allMessages().map((m) => ({ ...m }));
       const dmChannels = [...sandbox.channels.values()].filter((ch) => ch.type === 1 && ch.recipients?.some((u) => u.id === SANDBOX_IDS.user)).map((ch) => ch.id);
-      apiOnly = await startHerald({
-        config: loadConfig({ ...env, PORT: '0', HERALD_GATEWAY: 'off', LOG_LEVEL: 'silent' }),
-        log: createLogger('silent'),
-        roles: { http: true, dispatcher: false },
-      });
-      const finals = await finalStates(apiOnly.url ?? '', bridgeToken, [...ledger.keys()]);
-      await apiOnly.close();
-      apiOnly = undefined;
+      const finals = await readFromApiOnly(env, (url) => finalStates(url, bridgeToken, [...ledger.keys()]));
       const rows = await deliveryRows(databaseUrl);
       const { counts, violations, undecided } = verify({
         tracked: [...ledger.values()],
@@ -262,12 +251,7 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
         gatewayLog: (fromMs, untilMs) => gatewayLines(f, t0, fromMs, untilMs),
       });
       const verifyMs = Date.now() - verifyStart;
-      const sandboxRequests: Record<string, number> = {};
-      for (const r of sandbox.requests) {
-        // A request whose client gave up while a fault held it records Koa's default 404.
-        const key = `${r.method} ${r.path.replace(/^\/interactions\/.*/, '/interactions/…').replace(/[0-9]{15,}/g, ':id')} ${r.status}`;
-        sandboxRequests[key] = (sandboxRequests[key] ?? 0) + 1;
-      }
+      const sandboxRequests = countSandboxRequests(sandbox.requests);
       const result: PhaseResult = {
         phase,
         counts,
@@ -294,7 +278,6 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
     c.signal?.removeEventListener('abort', onAbort);
     fleet?.halt();
     await fleet?.stopAll();
-    await apiOnly?.close().catch(() => undefined);
     await sandbox.close();
   }
 }
@@ -445,23 +428,7 @@ async function mapDestination(fleet: Fleet, adminToken: string, destination: str
 
 /** GET every delivery from an API-only Herald (no dispatcher: nothing changes while we look). */
 export async function finalStates(url: string, token: string, ids: string[]): Promise<Map<string, FinalState>> {
-  const out = new Map<string, FinalState>();
-  for (let i = 0; i < ids.length; i += 16) {
-    await Promise.all(
-      ids.slice(i, i + 16).map(async (id) => {
-        try {
-          const res = await fetch(`${url}/mcp/deliveries/${id}`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) });
-          const text = await res.text();
-          if (res.status === 200) out.set(id, { status: 200, state: JSON.parse(text) as StateJson });
-          else if (res.status === 404) out.set(id, { status: 404 });
-          else out.set(id, { status: 'error', detail: `${res.status} ${text}` });
-        } catch (err) {
-          out.set(id, { status: 'error', detail: String(err) });
-        }
-      }),
-    );
-  }
-  return out;
+  return readFinals(url, token, ids, (id) => `/mcp/deliveries/${id}`, (body) => ({ status: 200, state: body as StateJson }));
 }
 
 export async function deliveryRows(databaseUrl: string): Promise<Map<string, Record<string, unknown>>> {

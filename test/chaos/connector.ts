@@ -1,4 +1,5 @@
 import { SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
+import { followUntil, getFromAny, postWithFailover, repostAfter, rotated, sleep, unlessBusy } from './agent-kit.js';
 import type { Rng } from './prng.js';
 
 /**
@@ -109,32 +110,10 @@ const DEFAULT_ACTIONS: readonly (readonly [Action, number])[] = [
   ['unmapped', 2],
 ];
 
-const HTTP_TIMEOUT_MS = 4_000;
 const POSTABLE = ['alerts', 'deals', 'digest'] as const;
 /** Not mapped to a channel: such posts fail UPSTREAM_UNAVAILABLE without a Discord call. */
 export const UNMAPPED_DESTINATION = 'ops';
 
-interface Reply {
-  status: number;
-  json: unknown;
-}
-
-async function request(base: string, method: string, path: string, token: string, body?: unknown): Promise<Reply> {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
-  });
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = text;
-  }
-  return { status: res.status, json };
-}
 
 export class Connector {
   private readonly plan: Rng;
@@ -287,56 +266,30 @@ export class Connector {
 
   /** Servers in a random order: the connector's own first, the others as failover. */
   private servers(): string[] {
-    const all = this.ctx.servers();
-    if (all.length === 0) return [];
-    const k = this.net.int(0, all.length - 1);
-    return [...all.slice(k), ...all.slice(0, k)];
+    return rotated(this.ctx.servers(), this.net);
   }
 
   /** POST the delivery (again), trying other servers when one is down; false if none answered. */
   async submit(t: Tracked, why: string): Promise<boolean> {
-    if (t.busy) return false;
-    t.busy = true;
-    try {
-      return await this.submitNow(t, why);
-    } finally {
-      t.busy = false;
-    }
+    return unlessBusy(t, false, () => this.submitNow(t, why));
   }
 
   private async submitNow(t: Tracked, why: string): Promise<boolean> {
     t.posts += 1;
     this.ctx.stats.posts += 1;
     if (t.accepted) this.ctx.stats.reposts += 1;
-    for (let round = 0; round < 3; round++) {
-      for (const server of this.servers()) {
-        let reply: Reply;
-        try {
-          reply = await request(server, 'POST', '/mcp/deliveries', this.ctx.bridgeToken, t.payload);
-        } catch (err) {
-          this.ctx.stats.networkErrors += 1;
-          this.note(t, `${why}: no answer (${errorName(err)})`);
-          continue;
-        }
-        if (reply.status === 202) {
-          const answer = reply.json as { state: StateJson; existing: boolean };
-          if (t.accepted && !answer.existing && t.vanished === undefined) t.vanished = `a re-POST was answered existing:false after an earlier 202 (${why})`;
-          t.accepted = true;
-          this.ctx.stats.accepted += 1;
-          this.observe(t, answer.state, `${why}: 202 existing:${answer.existing}`);
-          return true;
-        }
-        if (reply.status >= 500) {
-          this.ctx.stats.serverErrors += 1;
-          this.note(t, `${why}: ${reply.status}`);
-          continue;
-        }
-        this.ctx.stats.protocolErrors.push(`POST ${t.requestId}: ${reply.status} ${JSON.stringify(reply.json)}`);
-        this.note(t, `${why}: ${reply.status} ${JSON.stringify(reply.json)}`);
-        return false;
-      }
-      await sleep(150 * (round + 1));
+    const reply = await postWithFailover(() => this.servers(), '/mcp/deliveries', this.ctx.bridgeToken, t.payload, this.ctx.stats, (line) => this.note(t, line), why);
+    if (reply === undefined) return false;
+    if (reply.status === 202) {
+      const answer = reply.json as { state: StateJson; existing: boolean };
+      if (t.accepted && !answer.existing && t.vanished === undefined) t.vanished = `a re-POST was answered existing:false after an earlier 202 (${why})`;
+      t.accepted = true;
+      this.ctx.stats.accepted += 1;
+      this.observe(t, answer.state, `${why}: 202 existing:${answer.existing}`);
+      return true;
     }
+    this.ctx.stats.protocolErrors.push(`POST ${t.requestId}: ${reply.status} ${JSON.stringify(reply.json)}`);
+    this.note(t, `${why}: ${reply.status} ${JSON.stringify(reply.json)}`);
     return false;
   }
 
@@ -360,36 +313,13 @@ export class Connector {
    * `failed` (up to maxFailedReposts times) and when the bridge never acknowledged it.
    */
   async followUp(running: () => boolean): Promise<void> {
-    while (running()) {
-      const open = this.mine.filter((t) => !Connector.settled(t) && !t.busy && Date.now() - t.lastCheck >= 300);
-      for (const t of open) {
-        if (!running()) return;
-        t.lastCheck = Date.now();
-        await this.check(t);
-      }
-      await sleep(200);
-    }
+    await followUntil(this.mine, (t) => Connector.settled(t), 300, running, (t) => this.check(t));
   }
 
   private async check(t: Tracked): Promise<void> {
     // Only a 202 seen before this GET was sent makes a 404 mean the bridge forgot it.
     const acceptedBefore = t.accepted;
-    let reply: Reply | undefined;
-    for (const server of this.servers()) {
-      try {
-        this.ctx.stats.gets += 1;
-        reply = await request(server, 'GET', `/mcp/deliveries/${t.requestId}`, this.ctx.bridgeToken);
-      } catch {
-        this.ctx.stats.networkErrors += 1;
-        continue;
-      }
-      if (reply.status >= 500) {
-        this.ctx.stats.serverErrors += 1;
-        reply = undefined;
-        continue;
-      }
-      break;
-    }
+    const reply = await getFromAny(this.servers(), `/mcp/deliveries/${t.requestId}`, this.ctx.bridgeToken, this.ctx.stats);
     if (reply === undefined) return;
     if (reply.status === 404) {
       if (acceptedBefore && t.vanished === undefined) t.vanished = 'GET answered 404 unknown request_id after a 202';
@@ -403,31 +333,6 @@ export class Connector {
     }
     const state = reply.json as StateJson;
     this.observe(t, state, 'GET');
-    if (state.state === 'unknown') {
-      if (Date.now() < t.nextUnknownRepost) return;
-      t.unknownReposts += 1;
-      t.nextUnknownRepost = Date.now() + Math.min(8_000, 500 * 2 ** (t.unknownReposts - 1));
-      await this.submit(t, 're-POST after unknown');
-    } else if (state.state === 'failed' && !t.gaveUp) {
-      if (t.failedReposts < this.ctx.maxFailedReposts && this.policy.chance(0.75)) {
-        t.failedReposts += 1;
-        await this.submit(t, `re-POST after failed ${state.code ?? ''}`.trim());
-      } else {
-        t.gaveUp = true;
-        this.note(t, 'gave up: failed is final');
-      }
-    }
+    await repostAfter(t, state, this.ctx.maxFailedReposts, this.policy, (why) => this.submit(t, why), (line) => this.note(t, line));
   }
-}
-
-function errorName(err: unknown): string {
-  if (err instanceof Error) {
-    const cause = (err as Error & { cause?: { code?: string } }).cause;
-    return cause?.code ?? err.name;
-  }
-  return String(err);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

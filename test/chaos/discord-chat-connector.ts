@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import { SANDBOX_IDS, SANDBOX_MEMBER_IDS, type DiscordSandbox } from '../../src/sandbox/sandbox.js';
+import { checkDue, errorName, getFromAny, postWithFailover, request, rotated, sleep, type Reply } from './agent-kit.js';
 import type { Rng } from './prng.js';
 
 /**
@@ -136,34 +137,12 @@ const ACTIONS: readonly (readonly [Action, number])[] = [
   ['command', 22],
   ['slash', 10],
 ];
-const HTTP_TIMEOUT_MS = 4_000;
 
 /** The reply delivery's id for output 0 of the run under `key` (src/modules/commands/command.service.ts derives it so). */
 export function replyRequestIdOf(key: string): string {
   return createHash('sha256').update(`command-reply\0${key}\0${0}`).digest('hex');
 }
 
-interface Reply {
-  status: number;
-  json: unknown;
-}
-
-async function request(base: string, method: string, path: string, token: string, body?: unknown): Promise<Reply> {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
-  });
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = text;
-  }
-  return { status: res.status, json };
-}
 
 export class ChatAgent {
   private readonly plan: Rng;
@@ -292,10 +271,7 @@ export class ChatAgent {
 
   /** Servers in a random order: the agent's own first, the others as failover. */
   private servers(): string[] {
-    const all = this.ctx.servers();
-    if (all.length === 0) return [];
-    const k = this.net.int(0, all.length - 1);
-    return [...all.slice(k), ...all.slice(0, k)];
+    return rotated(this.ctx.servers(), this.net);
   }
 
   private async submitLine(line: ChatLine, why: string): Promise<void> {
@@ -305,32 +281,15 @@ export class ChatAgent {
       line.posts += 1;
       this.ctx.stats.posts += 1;
       if (line.accepted) this.ctx.stats.reposts += 1;
-      for (let round = 0; round < 3; round++) {
-        for (const server of this.servers()) {
-          let reply: Reply;
-          try {
-            reply = await request(server, 'POST', '/mcp/chat/messages', this.ctx.bridgeToken, line.payload);
-          } catch (err) {
-            this.ctx.stats.networkErrors += 1;
-            this.note(line.timeline, `${why}: no answer (${errorName(err)})`);
-            continue;
-          }
-          if (reply.status === 202) {
-            line.accepted = true;
-            this.observeLine(line, reply.json as ChatSendJson, `${why}: 202`);
-            return;
-          }
-          if (reply.status >= 500) {
-            this.ctx.stats.serverErrors += 1;
-            this.note(line.timeline, `${why}: ${reply.status}`);
-            continue;
-          }
-          this.ctx.stats.protocolErrors.push(`POST chat ${line.id}: ${reply.status} ${JSON.stringify(reply.json)}`);
-          this.note(line.timeline, `${why}: ${reply.status} ${JSON.stringify(reply.json)}`);
-          return;
-        }
-        await sleep(150 * (round + 1));
+      const reply = await postWithFailover(() => this.servers(), '/mcp/chat/messages', this.ctx.bridgeToken, line.payload, this.ctx.stats, (l) => this.note(line.timeline, l), why);
+      if (reply === undefined) return;
+      if (reply.status === 202) {
+        line.accepted = true;
+        this.observeLine(line, reply.json as ChatSendJson, `${why}: 202`);
+        return;
       }
+      this.ctx.stats.protocolErrors.push(`POST chat ${line.id}: ${reply.status} ${JSON.stringify(reply.json)}`);
+      this.note(line.timeline, `${why}: ${reply.status} ${JSON.stringify(reply.json)}`);
     } finally {
       line.busy = false;
     }
@@ -413,38 +372,15 @@ export class ChatAgent {
   /** Follow every open line and ask as an agent would (each about once a second), until `running()` turns false. */
   async followUp(running: () => boolean): Promise<void> {
     while (running()) {
-      const lines = this.myLines.filter((l) => !ChatAgent.lineSettled(l) && !l.busy && Date.now() - l.lastCheck >= 1_000);
-      for (const line of lines) {
-        if (!running()) return;
-        line.lastCheck = Date.now();
-        await this.checkLine(line);
-      }
-      const asks = this.myAsks.filter((a) => !ChatAgent.askSettled(a) && !a.busy && Date.now() - a.lastCheck >= 1_000);
-      for (const ask of asks) {
-        if (!running()) return;
-        ask.lastCheck = Date.now();
-        if (ask.result === undefined) await this.run(ask, 'ask again (same key)');
-        else await this.checkReply(ask);
-      }
+      if (!(await checkDue(this.myLines, (l) => ChatAgent.lineSettled(l), 1_000, running, (l) => this.checkLine(l)))) return;
+      const askAgain = (ask: CommandAsk) => (ask.result === undefined ? this.run(ask, 'ask again (same key)') : this.checkReply(ask));
+      if (!(await checkDue(this.myAsks, (a) => ChatAgent.askSettled(a), 1_000, running, askAgain))) return;
       await sleep(200);
     }
   }
 
-  private async get(path: string): Promise<Reply | undefined> {
-    for (const server of this.servers()) {
-      try {
-        this.ctx.stats.gets += 1;
-        const reply = await request(server, 'GET', path, this.ctx.bridgeToken);
-        if (reply.status >= 500) {
-          this.ctx.stats.serverErrors += 1;
-          continue;
-        }
-        return reply;
-      } catch {
-        this.ctx.stats.networkErrors += 1;
-      }
-    }
-    return undefined;
+  private get(path: string): Promise<Reply | undefined> {
+    return getFromAny(this.servers(), path, this.ctx.bridgeToken, this.ctx.stats);
   }
 
   private async checkLine(line: ChatLine): Promise<void> {
@@ -476,16 +412,4 @@ export class ChatAgent {
     if (state !== ask.replyState) this.note(ask.timeline, `GET reply → ${state}`);
     ask.replyState = state;
   }
-}
-
-function errorName(err: unknown): string {
-  if (err instanceof Error) {
-    const cause = (err as Error & { cause?: { code?: string } }).cause;
-    return cause?.code ?? err.name;
-  }
-  return String(err);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

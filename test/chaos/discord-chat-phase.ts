@@ -1,16 +1,14 @@
 import pg from 'pg';
-import { startHerald, type Herald } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/platform/log.js';
 import { DiscordSandbox, SANDBOX_IDS, type SandboxMessage } from '../../src/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { waitFor } from '../support/wait.js';
-import { deliveryRows, HERALD_TIMINGS, logLines, makeSchedule, sleepWhile, type PhaseContext, type PhaseResult } from './campaign.js';
+import { createTimes, deliveryRows, HERALD_TIMINGS, logLines, makeSchedule, sleepWhile, type PhaseContext, type PhaseResult } from './campaign.js';
 import { ChatAgent, newChatStats, type ChatLine, type ChatSendJson, type CommandAsk, type SlashAsk } from './discord-chat-connector.js';
 import { verifyDiscordChat, type ChatFinal } from './discord-chat-verify.js';
 import { Fleet, type MemberSpec } from './fleet.js';
-import { preparePhaseDatabase, settle, startChaos } from './phase-kit.js';
+import { countSandboxRequests, preparePhaseDatabase, readFinals, readFromApiOnly, settle, startChaos } from './phase-kit.js';
 import { Rng } from './prng.js';
+import { TakeoverWatch, takeoverNotes } from './takeover.js';
 
 /**
  * The discord-chat phase of the chaos campaign: real `herald serve`/`herald dispatch` processes
@@ -35,8 +33,7 @@ const SINGLETON_TTL_MS = '3000';
  */
 const ROUTE_LIMIT = { limit: 50, windowMs: 1_000 };
 const GLOBAL_LIMIT = { limit: 50, windowMs: 1_000 };
-/** How often the live `serve` processes' /readyz are read, and the sandbox's gateway sessions counted. */
-const READYZ_EVERY_MS = 250;
+/** How often the sandbox's gateway sessions are counted. */
 const SESSIONS_EVERY_MS = 50;
 
 /** Half the processes (rounded up) serve, every one of them with the gateway on (the lease decides); the rest dispatch. */
@@ -56,8 +53,8 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
 
   const sandbox = await new DiscordSandbox({ routeLimit: ROUTE_LIMIT, globalLimit: GLOBAL_LIMIT, mediaMessages: 0 }).start();
   let fleet: Fleet | undefined;
-  let apiOnly: Herald | undefined;
-  let watch: TakeoverWatch | undefined;
+  let watch: GatewaySessions | undefined;
+  let takeoverWatch: TakeoverWatch | undefined;
   const aborted = () => c.signal?.aborted === true;
   const onAbort = () => void fleet?.stopAll();
   c.signal?.addEventListener('abort', onAbort);
@@ -84,8 +81,10 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
     const setupMs = Date.now() - t0;
     log(`ready in ${(setupMs / 1000).toFixed(1)}s: ${sandbox.gatewaySessions} gateway session`);
 
-    const w = new TakeoverWatch(f, sandbox, t0);
+    const w = new GatewaySessions(f, sandbox, t0);
     watch = w;
+    const takeovers = new TakeoverWatch(databaseUrl, f, t0, () => sandbox.gatewaySessions);
+    takeoverWatch = takeovers;
     const lines = new Map<string, ChatLine>();
     const asks = new Map<string, CommandAsk>();
     const slashes: SlashAsk[] = [];
@@ -122,6 +121,7 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
       const chaosMs = chaosEnd - chaosStart;
       log(`chaos over: ${lines.size} chat lines, ${asks.size} commands executed, ${slashes.length} slash commands, ${f.kills} kills, ${pgState.restarts} PostgreSQL restarts, ${Object.values(faultCounts).reduce((a, b) => a + b, 0)} faults, ${f.crashes.length} crashes`);
       sandbox.clearFaults();
+      takeovers.settling();
       log('settling: faults cleared, restarting every Herald process');
       await f.restartAll();
       const open = () => [...lines.values()].filter((l) => !ChatAgent.lineSettled(l)).length + [...asks.values()].filter((a) => !ChatAgent.askSettled(a)).length;
@@ -137,16 +137,10 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
 
       const verifyStart = Date.now();
       w.stop();
+      const handovers = await takeovers.stop(createTimes(sandbox));
       await f.stopAll();
       const messages: SandboxMessage[] = sandbox.allMessages().map((m) => ({ ...m }));
-      apiOnly = await startHerald({
-        config: loadConfig({ ...env, PORT: '0', HERALD_GATEWAY: 'off', LOG_LEVEL: 'silent' }),
-        log: createLogger('silent'),
-        roles: { http: true, dispatcher: false },
-      });
-      const chatFinals = await chatStates(apiOnly.url ?? '', bridgeToken, [...lines.keys()]);
-      await apiOnly.close();
-      apiOnly = undefined;
+      const chatFinals = await readFromApiOnly(env, (url) => chatStates(url, bridgeToken, [...lines.keys()]));
       const rows = await deliveryRows(databaseUrl);
       const runs = await commandRuns(databaseUrl);
       const duplicateCallbacks = sandbox.requests.filter((r) => r.method === 'POST' && r.path.startsWith('/interactions/') && r.status === 400).length;
@@ -167,20 +161,11 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
         botId: sandbox.bot.id,
         logsFor: (ids) => logLines(f, ids),
       });
-      const handovers = w.handovers(chaosStart, chaosEnd);
       const verifyMs = Date.now() - verifyStart;
-      const sandboxRequests: Record<string, number> = {};
-      for (const r of sandbox.requests) {
-        const key = `${r.method} ${r.path.replace(/^\/interactions\/.*/, '/interactions/…').replace(/[0-9]{15,}/g, ':id')} ${r.status}`;
-        sandboxRequests[key] = (sandboxRequests[key] ?? 0) + 1;
-      }
+      const sandboxRequests = countSandboxRequests(sandbox.requests);
       const { chat, replies } = verdict;
-      const measured = handovers.filter((h) => h.leaseMs !== undefined);
-      // The lease's own handover: another serve was up when the holder died (else it waited for a restart).
-      const standby = measured.filter((h) => h.standbyUp);
-      const maxLease = Math.max(0, ...standby.map((h) => h.leaseMs ?? 0));
-      const sessionMeasured = handovers.filter((h) => h.sessionMs !== undefined);
-      const maxSession = Math.max(0, ...sessionMeasured.map((h) => h.sessionMs ?? 0));
+      // After each new holder took the lease, how long until the sandbox saw a gateway session again.
+      const sessionMs = handovers.handovers.map((h) => w.sessionUps.find((at) => at >= h.atS * 1000)).map((at, i) => (at === undefined ? undefined : Math.round(at - (handovers.handovers[i]?.atS ?? 0) * 1000)));
       const result: PhaseResult = {
         phase: PHASE,
         counts: verdict.counts,
@@ -195,8 +180,8 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
         notes: [
           `kind chat-discord: sent ${chat.sent}, duplicates ${chat.duplicates}, lost ${chat.lost}, stuck ${chat.stuck}, misattributed ${chat.misattributed}`,
           `kind command-reply: sent ${replies.sent + replies.slash}, duplicates ${replies.duplicates}, lost ${replies.lost}, stuck ${replies.stuck}, misattributed ${replies.misattributed}`,
-          `takeover discord:gateway: ${maxLease} ms (max), over ${standby.length} handovers`,
-          `takeover detail (the line above: a standby serve was up; '(a restart)': none was, the lease waited for one to start): ${handovers.length} SIGKILLs of the holder; lease held by another process after ${measured.map((h) => `${h.leaseMs ?? 0}${h.standbyUp ? '' : ' (a restart)'}`).join(', ') || '-'} ms; a new gateway session after ${sessionMeasured.map((h) => h.sessionMs).join(', ') || '-'} ms (max ${maxSession}); ${handovers.length - measured.length} not taken over before the chaos ended; most gateway sessions at once: ${w.maxSessions} (HERALD_SINGLETON_TTL_MS ${SINGLETON_TTL_MS})`,
+          ...takeoverNotes(handovers),
+          `gateway sessions: a new one ${sessionMs.map((ms) => ms ?? '-').join(', ') || '-'} ms after each new lease above; most at once: ${w.maxSessions} (HERALD_SINGLETON_TTL_MS ${SINGLETON_TTL_MS})`,
           `chat lines: ${chat.delivered} delivered, ${chat.failed} failed (failed-but-sent ${chat.failedButSent}), ${chat.unconfirmed} unconfirmed (allowed, evidence below; the table's unknown column), ${chat.pending} not final`,
           ...verdict.unconfirmedNotes.slice(0, 24).map((n) => (n.startsWith(' ') ? `  ${n}` : `  - ${n}`)),
           `command replies (responseMode discord): ${replies.sent} executes, ${replies.delivered} replies delivered, ${replies.refused} clear refusals (the table's failed column with failed chat lines), ${replies.stuck} without a final answer or reply; failed-but-sent ${replies.failedButSent}`,
@@ -214,37 +199,23 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
   } finally {
     c.signal?.removeEventListener('abort', onAbort);
     watch?.stop();
+    await takeoverWatch?.stop();
     fleet?.halt();
     await fleet?.stopAll();
-    await apiOnly?.close().catch(() => undefined);
     await sandbox.close();
   }
 }
 
-/** One SIGKILL of the holder: how long until another process held the lease, and the sandbox saw a new session. */
-interface Handover {
-  member: string;
-  pid: number | undefined;
-  killedAt: number;
-  /** Another `serve` process was up when the holder died (else the takeover waited for a restart). */
-  standbyUp: boolean;
-  leaseMs: number | undefined;
-  sessionMs: number | undefined;
-}
-
 /**
- * Watches the `discord:gateway` lease: every live `serve` process's /readyz (`singletons`) a few
- * times a second, and the sandbox's gateway sessions every 50 ms. Times are ms since the phase began.
+ * Counts the sandbox's gateway sessions every 50 ms: when they dropped to none and came back, and
+ * the most at once (the lease itself: takeover.ts). Times are ms since the phase began.
  */
-class TakeoverWatch {
-  private readonly heldSeen: { at: number; pid: number }[] = [];
-  private readonly sessionUps: number[] = [];
+class GatewaySessions {
+  readonly sessionUps: number[] = [];
   readonly sessionDrops: number[] = [];
   maxSessions = 0;
   private lastSessions: number;
-  private readonly timers: NodeJS.Timeout[];
-  private polling = false;
-  private readonly urls = new Map<number, string>();
+  private readonly timer: NodeJS.Timeout;
 
   constructor(
     private readonly fleet: Fleet,
@@ -252,11 +223,11 @@ class TakeoverWatch {
     private readonly t0: number,
   ) {
     this.lastSessions = sandbox.gatewaySessions;
-    this.timers = [setInterval(() => this.countSessions(), SESSIONS_EVERY_MS), setInterval(() => void this.pollReadyz(), READYZ_EVERY_MS)];
+    this.timer = setInterval(() => this.countSessions(), SESSIONS_EVERY_MS);
   }
 
   stop(): void {
-    for (const t of this.timers) clearInterval(t);
+    clearInterval(this.timer);
   }
 
   private now(): number {
@@ -271,89 +242,16 @@ class TakeoverWatch {
     this.lastSessions = n;
   }
 
-  private urlOf(pid: number, output: string): string | undefined {
-    const known = this.urls.get(pid);
-    if (known !== undefined) return known;
-    const line = output.split('\n').find((l) => l.includes('"msg":"herald started"'));
-    if (line === undefined) return undefined;
-    const url = (JSON.parse(line) as { url?: string }).url;
-    if (url !== undefined) this.urls.set(pid, url);
-    return url;
-  }
-
-  private async pollReadyz(): Promise<void> {
-    if (this.polling) return;
-    this.polling = true;
-    try {
-      const live = this.fleet.incarnations.filter((inc) => inc.member.startsWith('serve') && inc.endedAt === undefined && inc.pid !== undefined);
-      await Promise.all(
-        live.map(async (inc) => {
-          const pid = inc.pid ?? 0;
-          const url = this.urlOf(pid, inc.output());
-          if (url === undefined) return;
-          try {
-            const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(1_000) });
-            const body = (await res.json()) as { singletons?: Record<string, string> };
-            if (body.singletons?.['discord:gateway'] === 'held') this.heldSeen.push({ at: this.now(), pid });
-          } catch {
-            // down, or too slow to answer: not seen holding
-          }
-        }),
-      );
-    } finally {
-      this.polling = false;
-    }
-  }
-
   /** When `serve` processes were SIGKILLed by the campaign (ms since the phase began). */
   serveKills(): number[] {
     return this.fleet.incarnations.filter((inc) => inc.member.startsWith('serve') && inc.end?.killed === true && inc.endedAt !== undefined).map((inc) => inc.endedAt ?? 0);
   }
 
-  /** Every SIGKILL during the chaos of a process seen holding the lease just before (within a second). */
-  handovers(from: number, until: number): Handover[] {
-    const out: Handover[] = [];
-    for (const inc of this.fleet.incarnations) {
-      if (!inc.member.startsWith('serve') || inc.end?.killed !== true || inc.endedAt === undefined) continue;
-      const killedAt = inc.endedAt;
-      if (killedAt < from || killedAt > until) continue;
-      const lastHeld = Math.max(-Infinity, ...this.heldSeen.filter((h) => h.pid === inc.pid && h.at <= killedAt).map((h) => h.at));
-      if (killedAt - lastHeld > 1_000) continue;
-      const lease = this.heldSeen.find((h) => h.pid !== inc.pid && h.at > killedAt && h.at <= until);
-      const session = this.sessionUps.find((at) => at > killedAt && at <= until);
-      const standbyUp = this.fleet.incarnations.some((o) => o !== inc && o.member.startsWith('serve') && (o.endedAt === undefined || o.endedAt > killedAt) && (upAt(o.output()) ?? Infinity) <= this.t0 + killedAt);
-      out.push({ member: inc.member, pid: inc.pid, killedAt, standbyUp, leaseMs: lease === undefined ? undefined : lease.at - killedAt, sessionMs: session === undefined ? undefined : session - killedAt });
-    }
-    return out;
-  }
-}
-
-/** When (epoch ms, pino's time) a process said it had started; undefined if it had not. */
-function upAt(output: string): number | undefined {
-  const line = output.split('\n').find((l) => l.includes('"msg":"herald started"'));
-  const time = line === undefined ? undefined : /"time":([0-9]+)/.exec(line)?.[1];
-  return time === undefined ? undefined : Number(time);
 }
 
 /** GET every chat send from an API-only Herald (no dispatcher: nothing changes while we look). */
 async function chatStates(url: string, token: string, ids: string[]): Promise<Map<string, ChatFinal>> {
-  const out = new Map<string, ChatFinal>();
-  for (let i = 0; i < ids.length; i += 16) {
-    await Promise.all(
-      ids.slice(i, i + 16).map(async (id) => {
-        try {
-          const res = await fetch(`${url}/mcp/chat/messages/${id}`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) });
-          const text = await res.text();
-          if (res.status === 200) out.set(id, { status: 200, send: JSON.parse(text) as ChatSendJson });
-          else if (res.status === 404) out.set(id, { status: 404 });
-          else out.set(id, { status: 'error', detail: `${res.status} ${text}` });
-        } catch (err) {
-          out.set(id, { status: 'error', detail: String(err) });
-        }
-      }),
-    );
-  }
-  return out;
+  return readFinals(url, token, ids, (id) => `/mcp/chat/messages/${id}`, (body) => ({ status: 200, send: body as ChatSendJson }));
 }
 
 /** The command_runs rows by idempotency key. */

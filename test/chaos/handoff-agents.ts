@@ -1,3 +1,4 @@
+import { followUntil, getFromAny, HTTP_TIMEOUT_MS, postWithFailover, repostAfter, request, rotated, sleep, unlessBusy } from './agent-kit.js';
 import type { Rng } from './prng.js';
 
 /**
@@ -120,7 +121,6 @@ export interface AgentContext {
   maxFailedReposts: number;
 }
 
-const HTTP_TIMEOUT_MS = 4_000;
 const PAUSE_MS = [250, 900] as const;
 const ACTIONS = [
   ['send', 65],
@@ -128,34 +128,6 @@ const ACTIONS = [
   ['blind-repost', 20],
 ] as const;
 
-interface Reply {
-  status: number;
-  json: unknown;
-}
-
-async function request(base: string, method: string, path: string, token: string, body?: unknown, timeoutMs = HTTP_TIMEOUT_MS): Promise<Reply> {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    signal: AbortSignal.timeout(timeoutMs),
-  });
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = text;
-  }
-  return { status: res.status, json };
-}
-
-/** Servers in a random order (the agent's own first, the others as failover). */
-function shuffled(all: string[], rng: Rng): string[] {
-  if (all.length === 0) return [];
-  const k = rng.int(0, all.length - 1);
-  return [...all.slice(k), ...all.slice(0, k)];
-}
 
 /** An agent of bot `from` handing tasks to bot `to`. */
 export class SendingAgent {
@@ -249,48 +221,25 @@ export class SendingAgent {
   }
 
   async submit(t: SentHandoffTrack, why: string): Promise<boolean> {
-    if (t.busy) return false;
-    t.busy = true;
-    try {
-      return await this.submitNow(t, why);
-    } finally {
-      t.busy = false;
-    }
+    return unlessBusy(t, false, () => this.submitNow(t, why));
   }
 
   private async submitNow(t: SentHandoffTrack, why: string): Promise<boolean> {
     t.posts += 1;
     this.ctx.stats.posts += 1;
     if (t.accepted) this.ctx.stats.reposts += 1;
-    for (let round = 0; round < 3; round++) {
-      for (const server of shuffled(this.from.servers(), this.net)) {
-        let reply: Reply;
-        try {
-          reply = await request(server, 'POST', '/mcp/handoffs', this.from.bridgeToken, t.payload);
-        } catch (err) {
-          this.ctx.stats.networkErrors += 1;
-          this.note(t, `${why}: no answer (${errorName(err)})`);
-          continue;
-        }
-        if (reply.status === 202) {
-          const answer = reply.json as { handoff: SentJson; existing: boolean };
-          if (t.accepted && !answer.existing && t.vanished === undefined) t.vanished = `a re-POST was answered existing:false after an earlier 202 (${why})`;
-          t.accepted = true;
-          this.ctx.stats.accepted += 1;
-          this.observe(t, answer.handoff, `${why}: 202 existing:${answer.existing}`);
-          return true;
-        }
-        if (reply.status >= 500) {
-          this.ctx.stats.serverErrors += 1;
-          this.note(t, `${why}: ${reply.status}`);
-          continue;
-        }
-        this.ctx.stats.protocolErrors.push(`POST handoff ${t.requestId}: ${reply.status} ${JSON.stringify(reply.json)}`);
-        this.note(t, `${why}: ${reply.status} ${JSON.stringify(reply.json)}`);
-        return false;
-      }
-      await sleep(150 * (round + 1));
+    const reply = await postWithFailover(() => rotated(this.from.servers(), this.net), '/mcp/handoffs', this.from.bridgeToken, t.payload, this.ctx.stats, (line) => this.note(t, line), why);
+    if (reply === undefined) return false;
+    if (reply.status === 202) {
+      const answer = reply.json as { handoff: SentJson; existing: boolean };
+      if (t.accepted && !answer.existing && t.vanished === undefined) t.vanished = `a re-POST was answered existing:false after an earlier 202 (${why})`;
+      t.accepted = true;
+      this.ctx.stats.accepted += 1;
+      this.observe(t, answer.handoff, `${why}: 202 existing:${answer.existing}`);
+      return true;
     }
+    this.ctx.stats.protocolErrors.push(`POST handoff ${t.requestId}: ${reply.status} ${JSON.stringify(reply.json)}`);
+    this.note(t, `${why}: ${reply.status} ${JSON.stringify(reply.json)}`);
     return false;
   }
 
@@ -317,35 +266,12 @@ export class SendingAgent {
 
   /** Follow every open handoff: re-POST on `unknown`, on `failed` (a few times), when never acknowledged. */
   async followUp(running: () => boolean): Promise<void> {
-    while (running()) {
-      const open = this.mine.filter((t) => !SendingAgent.settled(t) && !t.busy && Date.now() - t.lastCheck >= 300);
-      for (const t of open) {
-        if (!running()) return;
-        t.lastCheck = Date.now();
-        await this.check(t);
-      }
-      await sleep(200);
-    }
+    await followUntil(this.mine, (t) => SendingAgent.settled(t), 300, running, (t) => this.check(t));
   }
 
   private async check(t: SentHandoffTrack): Promise<void> {
     const acceptedBefore = t.accepted;
-    let reply: Reply | undefined;
-    for (const server of shuffled(this.from.servers(), this.net)) {
-      try {
-        this.ctx.stats.gets += 1;
-        reply = await request(server, 'GET', `/mcp/handoffs/${t.requestId}`, this.from.bridgeToken);
-      } catch {
-        this.ctx.stats.networkErrors += 1;
-        continue;
-      }
-      if (reply.status >= 500) {
-        this.ctx.stats.serverErrors += 1;
-        reply = undefined;
-        continue;
-      }
-      break;
-    }
+    const reply = await getFromAny(rotated(this.from.servers(), this.net), `/mcp/handoffs/${t.requestId}`, this.from.bridgeToken, this.ctx.stats);
     if (reply === undefined) return;
     if (reply.status === 404) {
       if (acceptedBefore && t.vanished === undefined) t.vanished = 'GET answered 404 after a 202';
@@ -358,20 +284,7 @@ export class SendingAgent {
     }
     const h = reply.json as SentJson;
     this.observe(t, h, 'GET');
-    if (h.state === 'unknown') {
-      if (Date.now() < t.nextUnknownRepost) return;
-      t.unknownReposts += 1;
-      t.nextUnknownRepost = Date.now() + Math.min(8_000, 500 * 2 ** (t.unknownReposts - 1));
-      await this.submit(t, 're-POST after unknown');
-    } else if (h.state === 'failed' && !t.gaveUp) {
-      if (t.failedReposts < this.ctx.maxFailedReposts && this.policy.chance(0.75)) {
-        t.failedReposts += 1;
-        await this.submit(t, `re-POST after failed ${h.code ?? ''}`.trim());
-      } else {
-        t.gaveUp = true;
-        this.note(t, 'gave up: failed is final');
-      }
-    }
+    await repostAfter(t, h, this.ctx.maxFailedReposts, this.policy, (why) => this.submit(t, why), (line) => this.note(t, line));
   }
 }
 
@@ -399,7 +312,7 @@ export class ReceivingAgent {
 
   async run(running: () => boolean): Promise<void> {
     while (running()) {
-      const servers = shuffled(this.side.servers(), this.net);
+      const servers = rotated(this.side.servers(), this.net);
       if (servers.length === 0) {
         await sleep(200);
         continue;
@@ -456,16 +369,4 @@ export class ReceivingAgent {
       if (read !== undefined) read.acked = true;
     }
   }
-}
-
-function errorName(err: unknown): string {
-  if (err instanceof Error) {
-    const cause = (err as Error & { cause?: { code?: string } }).cause;
-    return cause?.code ?? err.name;
-  }
-  return String(err);
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 }

@@ -1,9 +1,6 @@
 import path from 'node:path';
 import pg from 'pg';
-import { startHerald, type Herald } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { handoffDeliveryId } from '../../src/modules/handoffs/handoff.service.js';
-import { createLogger } from '../../src/platform/log.js';
 import { DiscordSandbox, SANDBOX_IDS, type Fault, type SandboxMessage } from '../../src/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { waitFor } from '../support/wait.js';
@@ -11,7 +8,7 @@ import { deliveryRows, HERALD_TIMINGS, logLines, makeSchedule, memberSpecs, slee
 import { Fleet, startWatchdog, type MemberSpec } from './fleet.js';
 import { newAgentStats, ReceivingAgent, SendingAgent, type AgentContext, type BotSide, type InboxJson, type ReadItem, type SentHandoffTrack, type SentJson } from './handoff-agents.js';
 import { verifyHandoffs, type FinalHandoff, type ReceiptStory } from './handoff-verify.js';
-import { preparePhaseDatabase, settle, startChaos } from './phase-kit.js';
+import { countSandboxRequests, preparePhaseDatabase, readFinals, readFromApiOnly, settle, startChaos } from './phase-kit.js';
 import { Rng } from './prng.js';
 
 /**
@@ -116,7 +113,6 @@ export async function runHandoffPhase(c: PhaseContext): Promise<PhaseResult> {
   const pidFileB = path.join(c.workDir, `${PHASE}-b.pids`);
   const stopWatchdogB = startWatchdog(pidFileB, path.join(c.workDir, `${PHASE}-b-watch`));
   const deployments: Deployment[] = [];
-  const apiOnly: Herald[] = [];
   const aborted = () => c.signal?.aborted === true;
   const onAbort = () => void Promise.all(deployments.map((d) => d.fleet.stopAll()));
   c.signal?.addEventListener('abort', onAbort);
@@ -216,19 +212,12 @@ export async function runHandoffPhase(c: PhaseContext): Promise<PhaseResult> {
       const rows = new Map<string, Record<string, unknown>>();
       const inboxRows: { a: Record<string, unknown>[]; b: Record<string, unknown>[] } = { a: [], b: [] };
       for (const d of deployments) {
-        const herald = await startHerald({
-          config: loadConfig({ ...d.env, PORT: '0', HERALD_GATEWAY: 'off', LOG_LEVEL: 'silent' }),
-          log: createLogger('silent'),
-          roles: { http: true, dispatcher: false },
-        });
-        apiOnly.push(herald);
-        const url = herald.url ?? '';
         const mine = [...ledger.values()].filter((t) => t.sourceBotId === d.botId).map((t) => t.requestId);
-        for (const [id, f] of await finalHandoffs(url, d.bridgeToken, mine)) finals.set(id, f);
-        // What is still in the inbox, unread or unacknowledged: the agent reads it now.
-        for (const item of await listInbox(url, d.bridgeToken)) receiving[d.name].take(item);
-        await herald.close();
-        apiOnly.splice(apiOnly.indexOf(herald), 1);
+        await readFromApiOnly(d.env, async (url) => {
+          for (const [id, f] of await finalHandoffs(url, d.bridgeToken, mine)) finals.set(id, f);
+          // What is still in the inbox, unread or unacknowledged: the agent reads it now.
+          for (const item of await listInbox(url, d.bridgeToken)) receiving[d.name].take(item);
+        });
         const byDelivery = await deliveryRows(d.databaseUrl);
         for (const id of mine) {
           const row = byDelivery.get(handoffDeliveryId(id));
@@ -249,11 +238,7 @@ export async function runHandoffPhase(c: PhaseContext): Promise<PhaseResult> {
         receiptStory: (receiver, message) => receiptStory(byName[receiver].fleet, t0, outages, message, settlingFrom),
       });
       const verifyMs = Date.now() - verifyStart;
-      const sandboxRequests: Record<string, number> = {};
-      for (const r of sandbox.requests) {
-        const key = `${r.method} ${r.path.replace(/^\/interactions\/.*/, '/interactions/…').replace(/[0-9]{15,}/g, ':id')} ${r.status}`;
-        sandboxRequests[key] = (sandboxRequests[key] ?? 0) + 1;
-      }
+      const sandboxRequests = countSandboxRequests(sandbox.requests);
       const { counts, violations } = verdict;
       const total = counts.duplicates + counts.lost + counts.stuck + counts.misattributed + counts.failedButSent + counts.orphans;
       const gaps = deployments.map((d) => `${d.name} ${gatewayGaps(d.fleet, t0, chaosStart, chaosStart + chaosMs)}`);
@@ -302,7 +287,6 @@ export async function runHandoffPhase(c: PhaseContext): Promise<PhaseResult> {
     c.signal?.removeEventListener('abort', onAbort);
     for (const d of deployments) d.fleet.halt();
     await Promise.all(deployments.map((d) => d.fleet.stopAll()));
-    for (const h of apiOnly) await h.close().catch(() => undefined);
     stopWatchdogB();
     await sandbox.close();
   }
@@ -310,23 +294,7 @@ export async function runHandoffPhase(c: PhaseContext): Promise<PhaseResult> {
 
 /** GET every handoff a bot sent from an API-only Herald of it (no dispatcher: nothing changes while we look). */
 async function finalHandoffs(url: string, token: string, ids: string[]): Promise<Map<string, FinalHandoff>> {
-  const out = new Map<string, FinalHandoff>();
-  for (let i = 0; i < ids.length; i += 16) {
-    await Promise.all(
-      ids.slice(i, i + 16).map(async (id) => {
-        try {
-          const res = await fetch(`${url}/mcp/handoffs/${id}`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) });
-          const text = await res.text();
-          if (res.status === 200) out.set(id, { status: 200, handoff: JSON.parse(text) as SentJson });
-          else if (res.status === 404) out.set(id, { status: 404 });
-          else out.set(id, { status: 'error', detail: `${res.status} ${text}` });
-        } catch (err) {
-          out.set(id, { status: 'error', detail: String(err) });
-        }
-      }),
-    );
-  }
-  return out;
+  return readFinals(url, token, ids, (id) => `/mcp/handoffs/${id}`, (body) => ({ status: 200, handoff: body as SentJson }));
 }
 
 /** The whole unacknowledged inbox, page by page (GET /mcp/handoffs/inbox). */

@@ -2,7 +2,7 @@ import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import { handoffDeliveryId } from '../../src/modules/handoffs/handoff.service.js';
 import type { SandboxMessage } from '../../src/sandbox/sandbox.js';
 import type { Direction, ReadItem, SentHandoffTrack, SentJson } from './handoff-agents.js';
-import type { PhaseCounts, Violation, ViolationKind } from './verify.js';
+import { zeroCounts, type PhaseCounts, type Violation, type ViolationKind } from './verify.js';
 
 /**
  * The verdict of the handoff phase. Every handoff message in the sandbox is tied to the handoff
@@ -137,26 +137,7 @@ export function verifyHandoffs(input: HandoffVerifyInput): HandoffVerdict {
     });
   };
 
-  const counts: PhaseCounts = {
-    deliveries: sent.length,
-    posts: 0,
-    dms: 0,
-    edits: 0,
-    messages: handoffMessages.length,
-    duplicates: 0,
-    extraMessages: 0,
-    lost: 0,
-    stuck: 0,
-    misattributed: 0,
-    editOrder: 0,
-    failedButSent: 0,
-    orphans: 0,
-    undecided: 0,
-    states: { delivered: 0, failed: 0, unknown: 0, pending: 0, missing: 0 },
-    failedUnmapped: 0,
-    appliedEdits: 0,
-    unappliedEdits: 0,
-  };
+  const counts = zeroCounts({ deliveries: sent.length, posts: 0, dms: 0, edits: 0, messages: handoffMessages.length });
 
   const failedNotes: string[] = [];
   const causes = new Map<string, number>();

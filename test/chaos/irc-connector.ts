@@ -1,3 +1,4 @@
+import { followUntil, getFromAny, postWithFailover, rotated, sleep, unlessBusy } from './agent-kit.js';
 import type { Rng } from './prng.js';
 
 /**
@@ -81,30 +82,8 @@ const ACTIONS: readonly (readonly [Action, number])[] = [
   ['long', 10],
   ['blind-repost', 15],
 ];
-const HTTP_TIMEOUT_MS = 4_000;
 const FINAL = new Set(['delivered', 'unconfirmed', 'failed']);
 
-interface Reply {
-  status: number;
-  json: unknown;
-}
-
-async function request(base: string, method: string, path: string, token: string, body?: unknown): Promise<Reply> {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
-  });
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = text;
-  }
-  return { status: res.status, json };
-}
 
 export class ChatConnector {
   private readonly plan: Rng;
@@ -191,53 +170,27 @@ export class ChatConnector {
   }
 
   private servers(): string[] {
-    const all = this.ctx.servers();
-    if (all.length === 0) return [];
-    const k = this.net.int(0, all.length - 1);
-    return [...all.slice(k), ...all.slice(0, k)];
+    return rotated(this.ctx.servers(), this.net);
   }
 
   async submit(t: TrackedChat, why: string): Promise<boolean> {
-    if (t.busy) return false;
-    t.busy = true;
-    try {
-      return await this.submitNow(t, why);
-    } finally {
-      t.busy = false;
-    }
+    return unlessBusy(t, false, () => this.submitNow(t, why));
   }
 
   private async submitNow(t: TrackedChat, why: string): Promise<boolean> {
     t.posts += 1;
     this.ctx.stats.posts += 1;
     if (t.accepted) this.ctx.stats.reposts += 1;
-    for (let round = 0; round < 3; round++) {
-      for (const server of this.servers()) {
-        let reply: Reply;
-        try {
-          reply = await request(server, 'POST', '/mcp/chat/messages', this.ctx.bridgeToken, t.payload);
-        } catch (err) {
-          this.ctx.stats.networkErrors += 1;
-          this.note(t, `${why}: no answer (${errorName(err)})`);
-          continue;
-        }
-        if (reply.status === 202) {
-          t.accepted = true;
-          this.ctx.stats.accepted += 1;
-          this.observe(t, reply.json as ChatStateJson, `${why}: 202`);
-          return true;
-        }
-        if (reply.status >= 500) {
-          this.ctx.stats.serverErrors += 1;
-          this.note(t, `${why}: ${reply.status}`);
-          continue;
-        }
-        this.ctx.stats.protocolErrors.push(`POST ${t.requestId}: ${reply.status} ${JSON.stringify(reply.json)}`);
-        this.note(t, `${why}: ${reply.status} ${JSON.stringify(reply.json)}`);
-        return false;
-      }
-      await sleep(150 * (round + 1));
+    const reply = await postWithFailover(() => this.servers(), '/mcp/chat/messages', this.ctx.bridgeToken, t.payload, this.ctx.stats, (line) => this.note(t, line), why);
+    if (reply === undefined) return false;
+    if (reply.status === 202) {
+      t.accepted = true;
+      this.ctx.stats.accepted += 1;
+      this.observe(t, reply.json as ChatStateJson, `${why}: 202`);
+      return true;
     }
+    this.ctx.stats.protocolErrors.push(`POST ${t.requestId}: ${reply.status} ${JSON.stringify(reply.json)}`);
+    this.note(t, `${why}: ${reply.status} ${JSON.stringify(reply.json)}`);
     return false;
   }
 
@@ -253,35 +206,12 @@ export class ChatConnector {
 
   /** Poll every send not ended yet; re-POST one the bridge never acknowledged. */
   async followUp(running: () => boolean): Promise<void> {
-    while (running()) {
-      const open = this.mine.filter((t) => !ChatConnector.settled(t) && !t.busy && Date.now() - t.lastCheck >= 300);
-      for (const t of open) {
-        if (!running()) return;
-        t.lastCheck = Date.now();
-        await this.check(t);
-      }
-      await sleep(200);
-    }
+    await followUntil(this.mine, (t) => ChatConnector.settled(t), 300, running, (t) => this.check(t));
   }
 
   private async check(t: TrackedChat): Promise<void> {
     const acceptedBefore = t.accepted;
-    let reply: Reply | undefined;
-    for (const server of this.servers()) {
-      try {
-        this.ctx.stats.gets += 1;
-        reply = await request(server, 'GET', `/mcp/chat/messages/${t.requestId}`, this.ctx.bridgeToken);
-      } catch {
-        this.ctx.stats.networkErrors += 1;
-        continue;
-      }
-      if (reply.status >= 500) {
-        this.ctx.stats.serverErrors += 1;
-        reply = undefined;
-        continue;
-      }
-      break;
-    }
+    const reply = await getFromAny(this.servers(), `/mcp/chat/messages/${t.requestId}`, this.ctx.bridgeToken, this.ctx.stats);
     if (reply === undefined) return;
     if (reply.status === 404) {
       if (acceptedBefore && t.vanished === undefined) t.vanished = 'GET answered 404 after a 202';
@@ -294,16 +224,4 @@ export class ChatConnector {
     }
     this.observe(t, reply.json as ChatStateJson, 'GET');
   }
-}
-
-function errorName(err: unknown): string {
-  if (err instanceof Error) {
-    const cause = (err as Error & { cause?: { code?: string } }).cause;
-    return cause?.code ?? err.name;
-  }
-  return String(err);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -1,6 +1,3 @@
-import { startHerald, type Herald } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/platform/log.js';
 import { DiscordSandbox } from '../../src/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { startIrcd, type Ircd } from '../support/inspircd.js';
@@ -9,8 +6,9 @@ import { deliveryRows, HERALD_TIMINGS, logLines, makeSchedule, memberSpecs, slee
 import { ChatConnector, newChatStats, type ChatStateJson, type TrackedChat } from './irc-connector.js';
 import { connectorLine, IrcWatcher, verifyIrcChat, type ChatFinal } from './irc-verify.js';
 import { Fleet } from './fleet.js';
-import { preparePhaseDatabase, settle, startChaos } from './phase-kit.js';
+import { preparePhaseDatabase, readFinals, readFromApiOnly, settle, startChaos } from './phase-kit.js';
 import { Rng } from './prng.js';
+import { TakeoverWatch, takeoverNotes } from './takeover.js';
 
 /**
  * The IRC chat phase of the chaos campaign: simulated agents send chat lines
@@ -50,9 +48,8 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
   const discord = await new DiscordSandbox().start();
   let ircd: Ircd | undefined;
   let fleet: Fleet | undefined;
-  let apiOnly: Herald | undefined;
   let watcher: IrcWatcher | undefined;
-  let monitor: TakeoverMonitor | undefined;
+  let takeoverWatch: TakeoverWatch | undefined;
   const aborted = () => c.signal?.aborted === true;
   const onAbort = () => void fleet?.stopAll();
   c.signal?.addEventListener('abort', onAbort);
@@ -81,9 +78,8 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
     const setupMs = Date.now() - t0;
     log(`ready in ${(setupMs / 1000).toFixed(1)}s: the watcher and Herald's observer are in ${CHANNELS.join(', ')}`);
 
-    monitor = new TakeoverMonitor(f, t0);
-    const m = monitor;
-    m.start();
+    const takeovers = new TakeoverWatch(databaseUrl, f, t0);
+    takeoverWatch = takeovers;
     const ledger = new Map<string, TrackedChat>();
     const stats = newChatStats();
     const ctx = { phase: PHASE, t0, bridgeToken, servers: () => f.serveUrls(), ledger, stats, log, channels: CHANNELS, senders: SENDERS, pauseMs: PAUSE_MS };
@@ -109,7 +105,7 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
       const ircdRestarted = await ircdRun;
       await Promise.all(acts);
       await stopping;
-      m.counting = false;
+      takeovers.settling();
       c.signal?.throwIfAborted();
       const chaosMs = Date.now() - chaosStart;
       log(`chaos over: ${ledger.size} sends, ${f.kills} kills, ${pg.restarts} PostgreSQL restarts, ${ircdRestarted.length} InspIRCd restarts, ${f.crashes.length} crashes`);
@@ -123,7 +119,7 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
 
       const verifyStart = Date.now();
       await f.stopAll();
-      m.stop();
+      const handovers = await takeovers.stop();
       // The last lines reach the watcher; then nothing more is written.
       await sleep(500);
       w.stop();
@@ -131,13 +127,10 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
       const apiEnv = { ...env, PORT: '0', HERALD_GATEWAY: 'off', LOG_LEVEL: 'silent' };
       delete (apiEnv as Record<string, string | undefined>)['HERALD_IRC_URL'];
       delete (apiEnv as Record<string, string | undefined>)['HERALD_IRC_CHANNELS'];
-      apiOnly = await startHerald({ config: loadConfig(apiEnv), log: createLogger('silent'), roles: { http: true, dispatcher: false } });
-      const finals = await chatFinals(apiOnly.url ?? '', bridgeToken, [...ledger.keys()]);
-      await apiOnly.close();
-      apiOnly = undefined;
+      const finals = await readFromApiOnly(apiEnv, (url) => chatFinals(url, bridgeToken, [...ledger.keys()]));
       const rows = await deliveryRows(databaseUrl);
       const verdict = verifyIrcChat({ tracked: [...ledger.values()], finals, watcher: w, channels: CHANNELS, rows, logsFor: (ids) => logLines(f, ids), ircLog: (from, until) => ircLines(f, t0, from, until) });
-      const names = namesSummary(w, m.chaosWindow(chaosStart, chaosStart + chaosMs));
+      const names = namesSummary(w, { from: chaosStart - t0, until: chaosStart + chaosMs - t0 });
       const verifyMs = Date.now() - verifyStart;
       const k = verdict.counts;
       const violationCount = verdict.violationCount + names.twoAtOnce.length;
@@ -156,9 +149,8 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
         config: { sandboxNonceWindowMs: 0, heraldNonceWindowMs: undefined, env: extra },
         notes: [
           `kind chat-irc: sent ${k.deliveries}, duplicates ${k.duplicates}, lost ${k.lost}, stuck ${k.stuck}, misattributed ${k.misattributed}`,
-          m.takeoverLine(),
-          ...m.details(),
-          logTakeovers(m.fromLogs(m.chaosWindow(chaosStart, chaosStart + chaosMs))),
+          ...takeoverNotes(handovers),
+          logTakeovers(takeoversFromLogs(f, t0, { from: chaosStart - t0, until: chaosStart + chaosMs - t0 })),
           `Herald observers in NAMES during the chaos (the watcher asks every second per channel): ${names.samples} answers, ${names.one} with one, ${names.none} with none (handovers, InspIRCd down), ${names.twoAtOnce.length} with two or more${names.nicks.length > 0 ? ` (nicks seen: ${names.nicks.join(', ')})` : ''}`,
           `InspIRCd: SIGKILLed and restarted ${ircdRestarted.length}× (${ircdRestarted.map((r) => `${(r.at / 1000).toFixed(1)}s into the chaos, down ${(r.downMs / 1000).toFixed(1)}s`).join('; ')})`,
           `watcher: ${w.conns.length} connections, ${seenLines} PRIVMSGs read (${w.lines.filter((l) => l.replayed).length} replayed by the server's history on JOIN), ${k.messages} distinct lines`,
@@ -177,11 +169,10 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
     }
   } finally {
     c.signal?.removeEventListener('abort', onAbort);
-    monitor?.stop();
+    await takeoverWatch?.stop();
     watcher?.stop();
     fleet?.halt();
     await fleet?.stopAll();
-    await apiOnly?.close().catch(() => undefined);
     await ircd?.dispose().catch(() => undefined);
     await discord.close();
   }
@@ -225,178 +216,45 @@ async function runIrcdRestarts(ircd: Ircd, plan: IrcdRestart[], start: number, r
   return done;
 }
 
-interface Handover {
-  fromPid: number;
-  fromMember: string;
-  /** ms since the phase began: when the holder was killed (its exit seen). */
-  killedAt: number;
-  toPid?: number;
-  toMember?: string;
-  tookMs?: number;
-}
-
 /**
- * Polls every live `serve` member's /readyz a few times a second for `singletons["irc:observer"]`:
- * `held` (this process) or `standby (held by <host>:<pid>:<id>)`. When the process last seen
- * holding the lease is SIGKILLed by the campaign, the time until another process is reported
- * holding it is one takeover.
+ * The same handovers read from the processes' own logs ("holding the IRC connections", "lost the
+ * IRC lease", their ends): every SIGKILL of the holder during the chaos, and when the next process
+ * said it holds the connections: the lease's handovers (takeover.ts) told by Herald itself.
  */
-class TakeoverMonitor {
-  counting = true;
-  readonly handovers: Handover[] = [];
-  /** The holder changed with no kill of the old one (e.g. it could not renew while PostgreSQL was down). */
-  readonly moves: { at: number; from: number; to: number }[] = [];
-  /** Two serve processes said `held` in one round of polls. */
-  readonly doubleHeld: string[] = [];
-  polls = 0;
-  private holder: number | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private busy = false;
-  private readonly pidByUrl = new Map<string, number>();
-
-  constructor(
-    private readonly fleet: Fleet,
-    private readonly t0: number,
-  ) {}
-
-  start(): void {
-    this.timer = setInterval(() => void this.tick(), 250);
-  }
-
-  stop(): void {
-    clearInterval(this.timer);
-  }
-
-  private now(): number {
-    return Date.now() - this.t0;
-  }
-
-  private pidOf(url: string): number | undefined {
-    const known = this.pidByUrl.get(url);
-    if (known !== undefined) return known;
-    for (const inc of this.fleet.incarnations) {
-      if (inc.endedAt !== undefined || inc.pid === undefined) continue;
-      if (inc.output().includes(`"url":"${url}"`)) {
-        this.pidByUrl.set(url, inc.pid);
-        return inc.pid;
-      }
+function takeoversFromLogs(fleet: Fleet, t0: number, chaos: { from: number; until: number }): { killedAt: number; from: string; to: string | undefined; tookMs: number | undefined; standbyUp: boolean }[] {
+  const events: { at: number; pid: number; member: string; what: 'acquired' | 'lost' | 'ended' }[] = [];
+  for (const inc of fleet.incarnations) {
+    if (inc.pid === undefined) continue;
+    for (const line of inc.output().split('\n')) {
+      const what = line.includes('"msg":"holding the IRC connections"') ? 'acquired' : line.includes('"msg":"lost the IRC lease') ? 'lost' : undefined;
+      if (what !== undefined) events.push({ at: Number(/"time":([0-9]+)/.exec(line)?.[1] ?? 0) - t0, pid: inc.pid, member: inc.member, what });
     }
-    return undefined;
+    if (inc.endedAt !== undefined && inc.end?.killed === true) events.push({ at: inc.endedAt, pid: inc.pid, member: inc.member, what: 'ended' });
   }
-
-  private memberOf(pid: number): string {
-    return this.fleet.incarnations.find((i) => i.pid === pid)?.member ?? `pid ${pid}`;
-  }
-
-  private alive(pid: number): boolean {
-    const inc = this.fleet.incarnations.find((i) => i.pid === pid);
-    return inc !== undefined && inc.endedAt === undefined;
-  }
-
-  private async tick(): Promise<void> {
-    if (this.busy) return;
-    this.busy = true;
-    try {
-      const answers = await Promise.all(
-        this.fleet.serveUrls().map(async (url) => {
-          try {
-            const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(800) });
-            const body = (await res.json()) as { singletons?: Record<string, string> };
-            return { url, state: body.singletons?.['irc:observer'] };
-          } catch {
-            return { url, state: undefined };
-          }
-        }),
-      );
-      this.polls += 1;
-      // A URL is reused only by the member that had it, so drop pids of ended processes.
-      for (const [url, pid] of this.pidByUrl) if (!this.alive(pid)) this.pidByUrl.delete(url);
-      const held = answers.filter((a) => a.state === 'held').flatMap((a) => {
-        const pid = this.pidOf(a.url);
-        return pid === undefined ? [] : [pid];
-      });
-      if (held.length > 1) this.doubleHeld.push(`${(this.now() / 1000).toFixed(2)}s: ${held.map((p) => this.memberOf(p)).join(' and ')} both answer held`);
-      const named = answers.flatMap((a) => {
-        const pid = /held by .*:([0-9]+):[0-9a-f]+\)$/.exec(a.state ?? '')?.[1];
-        return pid === undefined ? [] : [Number(pid)];
-      });
-      const current = [...held, ...named].find((pid) => this.alive(pid));
-      const open = this.handovers.at(-1);
-      if (open !== undefined && open.tookMs === undefined && current !== undefined && current !== open.fromPid) {
-        open.toPid = current;
-        open.toMember = this.memberOf(current);
-        open.tookMs = this.now() - open.killedAt;
-      } else if (this.counting && current !== undefined && this.holder !== undefined && current !== this.holder && this.alive(this.holder)) {
-        this.moves.push({ at: this.now(), from: this.holder, to: current });
+  events.sort((a, b) => a.at - b.at);
+  const out: { killedAt: number; from: string; to: string | undefined; tookMs: number | undefined; standbyUp: boolean }[] = [];
+  // Up at a time: said "herald started" by then, and not ended.
+  const upAt = (at: number, except: number) =>
+    fleet.incarnations.some((inc) => {
+      if (inc.pid === except || (inc.endedAt !== undefined && inc.endedAt <= at)) return false;
+      const line = inc.output().split('\n').find((l) => l.includes('"msg":"herald started"'));
+      return line !== undefined && Number(/"time":([0-9]+)/.exec(line)?.[1] ?? Infinity) - t0 <= at;
+    });
+  let holder: { pid: number; member: string } | undefined;
+  for (const [i, e] of events.entries()) {
+    if (e.what === 'acquired') holder = { pid: e.pid, member: e.member };
+    else if (holder?.pid === e.pid) {
+      if (e.what === 'ended' && e.at >= chaos.from && e.at <= chaos.until) {
+        const next = events.slice(i + 1).find((x) => x.what === 'acquired' && x.pid !== e.pid);
+        out.push({ killedAt: e.at, from: e.member, to: next?.member, tookMs: next === undefined ? undefined : next.at - e.at, standbyUp: upAt(e.at, e.pid) });
       }
-      // The holder last seen is gone: killed by the campaign (a takeover to time) or exited by itself.
-      if (this.holder !== undefined && (open === undefined || open.fromPid !== this.holder)) {
-        const inc = this.fleet.incarnations.find((i) => i.pid === this.holder);
-        if (inc?.endedAt !== undefined && this.counting) this.handovers.push({ fromPid: this.holder, fromMember: inc.member, killedAt: inc.endedAt });
-      }
-      if (current !== undefined) this.holder = current;
-    } finally {
-      this.busy = false;
+      holder = undefined;
     }
   }
-
-  chaosWindow(from: number, until: number): { from: number; until: number } {
-    return { from: from - this.t0, until: until - this.t0 };
-  }
-
-  /**
-   * The same handovers read from the processes' own logs ("holding the IRC connections", "lost the
-   * IRC lease", their ends): every SIGKILL of the holder during the chaos, and when the next process
-   * said it holds the connections. Seen even when no `serve` was up to answer /readyz.
-   */
-  fromLogs(chaos: { from: number; until: number }): { killedAt: number; from: string; to: string | undefined; tookMs: number | undefined; standbyUp: boolean }[] {
-    const events: { at: number; pid: number; member: string; what: 'acquired' | 'lost' | 'ended' }[] = [];
-    for (const inc of this.fleet.incarnations) {
-      if (inc.pid === undefined) continue;
-      for (const line of inc.output().split('\n')) {
-        const what = line.includes('"msg":"holding the IRC connections"') ? 'acquired' : line.includes('"msg":"lost the IRC lease') ? 'lost' : undefined;
-        if (what !== undefined) events.push({ at: Number(/"time":([0-9]+)/.exec(line)?.[1] ?? 0) - this.t0, pid: inc.pid, member: inc.member, what });
-      }
-      if (inc.endedAt !== undefined && inc.end?.killed === true) events.push({ at: inc.endedAt, pid: inc.pid, member: inc.member, what: 'ended' });
-    }
-    events.sort((a, b) => a.at - b.at);
-    const out: { killedAt: number; from: string; to: string | undefined; tookMs: number | undefined; standbyUp: boolean }[] = [];
-    // Up at a time: said "herald started" by then, and not ended.
-    const upAt = (at: number, except: number) =>
-      this.fleet.incarnations.some((inc) => {
-        if (inc.pid === except || (inc.endedAt !== undefined && inc.endedAt <= at)) return false;
-        const line = inc.output().split('\n').find((l) => l.includes('"msg":"herald started"'));
-        return line !== undefined && Number(/"time":([0-9]+)/.exec(line)?.[1] ?? Infinity) - this.t0 <= at;
-      });
-    let holder: { pid: number; member: string } | undefined;
-    for (const [i, e] of events.entries()) {
-      if (e.what === 'acquired') holder = { pid: e.pid, member: e.member };
-      else if (holder?.pid === e.pid) {
-        if (e.what === 'ended' && e.at >= chaos.from && e.at <= chaos.until) {
-          const next = events.slice(i + 1).find((x) => x.what === 'acquired' && x.pid !== e.pid);
-          out.push({ killedAt: e.at, from: e.member, to: next?.member, tookMs: next === undefined ? undefined : next.at - e.at, standbyUp: upAt(e.at, e.pid) });
-        }
-        holder = undefined;
-      }
-    }
-    return out;
-  }
-
-  takeoverLine(): string {
-    const done = this.handovers.filter((h) => h.tookMs !== undefined).map((h) => h.tookMs ?? 0);
-    const max = done.length > 0 ? Math.max(...done) : 0;
-    return `takeover irc:observer: ${Math.round(max)} ms (max), over ${done.length} handovers`;
-  }
-
-  details(): string[] {
-    return [
-      `  handovers after a SIGKILL of the holder (${this.polls} rounds of /readyz polls, every 250 ms; a standby sees a new holder within a fifth of HERALD_SINGLETON_TTL_MS): ${this.handovers.map((h) => `${h.fromMember} killed at ${(h.killedAt / 1000).toFixed(1)}s → ${h.toMember ?? 'nobody seen before the chaos ended'}${h.tookMs !== undefined ? ` in ${Math.round(h.tookMs)} ms` : ''}`).join('; ') || 'none (the holder was never killed)'}`,
-      `  lease moved without a kill (the holder could not renew, e.g. PostgreSQL down): ${this.moves.length}${this.moves.length > 0 ? ` (${this.moves.map((x) => `${(x.at / 1000).toFixed(1)}s ${this.memberOf(x.from)} → ${this.memberOf(x.to)}`).join('; ')})` : ''}; two serve processes answering held at once: ${this.doubleHeld.length}${this.doubleHeld.length > 0 ? ` (${this.doubleHeld.slice(0, 3).join('; ')})` : ''}`,
-    ];
-  }
+  return out;
 }
 
-function logTakeovers(list: ReturnType<TakeoverMonitor['fromLogs']>): string {
+function logTakeovers(list: ReturnType<typeof takeoversFromLogs>): string {
   const done = list.flatMap((h) => (h.tookMs === undefined ? [] : [h.tookMs]));
   const withStandby = list.flatMap((h) => (h.tookMs !== undefined && h.standbyUp ? [h.tookMs] : []));
   const each = list.map((h) => `${h.from} killed at ${(h.killedAt / 1000).toFixed(1)}s → ${h.to ?? 'nobody'}${h.tookMs !== undefined ? ` in ${Math.round(h.tookMs)} ms` : ''}${h.standbyUp ? '' : ' (no other process was up: the time includes a start-up)'}`);
@@ -416,23 +274,7 @@ function namesSummary(w: IrcWatcher, window: { from: number; until: number }): {
 
 /** GET every send from an API-only Herald (nothing changes while we look). */
 async function chatFinals(url: string, token: string, ids: string[]): Promise<Map<string, ChatFinal>> {
-  const out = new Map<string, ChatFinal>();
-  for (let i = 0; i < ids.length; i += 16) {
-    await Promise.all(
-      ids.slice(i, i + 16).map(async (id) => {
-        try {
-          const res = await fetch(`${url}/mcp/chat/messages/${id}`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) });
-          const text = await res.text();
-          if (res.status === 200) out.set(id, { status: 200, state: JSON.parse(text) as ChatStateJson });
-          else if (res.status === 404) out.set(id, { status: 404 });
-          else out.set(id, { status: 'error', detail: `${res.status} ${text}` });
-        } catch (err) {
-          out.set(id, { status: 'error', detail: String(err) });
-        }
-      }),
-    );
-  }
-  return out;
+  return readFinals(url, token, ids, (id) => `/mcp/chat/messages/${id}`, (body) => ({ status: 200, state: body as ChatStateJson }));
 }
 
 /** What Herald's processes did with IRC and its lease, and what they could not store, start-ups and ends, between two times. */

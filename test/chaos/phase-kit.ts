@@ -1,7 +1,11 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { startHerald } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
 import { openStore } from '../../src/platform/db/database.js';
 import { migrateToLatest } from '../../src/platform/db/migrate.js';
+import type { Env } from '../../src/platform/env.js';
+import { createLogger } from '../../src/platform/log.js';
 import { adminQueries, runSchedule, sleep, startPostgres, type PhaseContext, type ScheduledEvent } from './campaign.js';
 import type { Fleet } from './fleet.js';
 
@@ -108,4 +112,56 @@ export async function settle(c: PhaseContext, open: () => number, describe: () =
   const settleMs = Date.now() - start;
   log(settled ? `settled in ${(settleMs / 1000).toFixed(1)}s` : `NOT settled after ${c.settleS}s: ${open()} open (${describe()})`);
   return { settled, settleMs };
+}
+
+/**
+ * Starts an API-only Herald on the phase's `env` (no dispatcher, no gateway: nothing changes while
+ * we look), answers what `read` reads from its URL, and stops it whatever happened.
+ */
+export async function readFromApiOnly<T>(env: Env, read: (url: string) => Promise<T>): Promise<T> {
+  const herald = await startHerald({
+    config: loadConfig({ ...env, PORT: '0', HERALD_GATEWAY: 'off', LOG_LEVEL: 'silent' }),
+    log: createLogger('silent'),
+    roles: { http: true, dispatcher: false },
+  });
+  try {
+    return await read(herald.url ?? '');
+  } finally {
+    await herald.close().catch(() => undefined);
+  }
+}
+
+/** A GET of one id at the end of a phase: its state (as `found` wraps it), unknown, or no answer. */
+export type FinalRead<T> = T | { status: 404 } | { status: 'error'; detail: string };
+
+/** GETs `pathOf(id)` for every id, 16 at a time; `found` makes the entry of a 200 from its body. */
+export async function readFinals<T>(url: string, token: string, ids: readonly string[], pathOf: (id: string) => string, found: (body: unknown) => T): Promise<Map<string, FinalRead<T>>> {
+  const out = new Map<string, FinalRead<T>>();
+  for (let i = 0; i < ids.length; i += 16) {
+    await Promise.all(
+      ids.slice(i, i + 16).map(async (id) => {
+        try {
+          const res = await fetch(`${url}${pathOf(id)}`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) });
+          const text = await res.text();
+          if (res.status === 200) out.set(id, found(JSON.parse(text)));
+          else if (res.status === 404) out.set(id, { status: 404 });
+          else out.set(id, { status: 'error', detail: `${res.status} ${text}` });
+        } catch (err) {
+          out.set(id, { status: 'error', detail: String(err) });
+        }
+      }),
+    );
+  }
+  return out;
+}
+
+/** The sandbox Discord's requests by method, path (ids and interaction tokens folded) and status. */
+export function countSandboxRequests(requests: readonly { method: string; path: string; status: number }[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const r of requests) {
+    // A request whose client gave up while a fault held it records Koa's default 404.
+    const key = `${r.method} ${r.path.replace(/^\/interactions\/.*/, '/interactions/…').replace(/[0-9]{15,}/g, ':id')} ${r.status}`;
+    counts[key] = (counts[key] ?? 0) + 1;
+  }
+  return counts;
 }

@@ -1,6 +1,3 @@
-import { startHerald, type Herald } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/platform/log.js';
 import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
 import { SlackSandbox, type SlackFaults } from '../../src/transports/slack/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
@@ -20,7 +17,7 @@ import {
 } from './campaign.js';
 import { Connector, newStats, type Action, type Tracked } from './connector.js';
 import { Fleet } from './fleet.js';
-import { preparePhaseDatabase, settle, startChaos, type ChaosRun } from './phase-kit.js';
+import { preparePhaseDatabase, readFromApiOnly, settle, startChaos, type ChaosRun } from './phase-kit.js';
 import { kindLines } from './report.js';
 import { TakeoverWatch, takeoverNotes } from './takeover.js';
 import { Rng } from './prng.js';
@@ -101,7 +98,6 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
   const slack = new SlackSandbox();
   await slack.start(0, '127.0.0.1');
   let fleet: Fleet | undefined;
-  let apiOnly: Herald | undefined;
   const aborted = () => c.signal?.aborted === true;
   const onAbort = () => void fleet?.stopAll();
   c.signal?.addEventListener('abort', onAbort);
@@ -179,14 +175,7 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
       const handovers = await takeovers.stop();
       await f.stopAll();
       const messages = allMessages();
-      apiOnly = await startHerald({
-        config: loadConfig({ ...env, PORT: '0', HERALD_GATEWAY: 'off', LOG_LEVEL: 'silent' }),
-        log: createLogger('silent'),
-        roles: { http: true, dispatcher: false },
-      });
-      const finals = await finalStates(apiOnly.url ?? '', bridgeToken, [...ledger.keys()]);
-      await apiOnly.close();
-      apiOnly = undefined;
+      const finals = await readFromApiOnly(env, (url) => finalStates(url, bridgeToken, [...ledger.keys()]));
       const rows = await deliveryRows(databaseUrl);
       const { counts, violations, unknownNotes, failedNotes } = verifySlack({ tracked: [...ledger.values()], finals, messages, channels, workspaceUrl: slack.workspaceUrl, rows, logsFor: (ids) => logLines(f, ids) });
       const verifyMs = Date.now() - verifyStart;
@@ -231,7 +220,6 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
     c.signal?.removeEventListener('abort', onAbort);
     fleet?.halt();
     await fleet?.stopAll();
-    await apiOnly?.close().catch(() => undefined);
     await slack.close();
     await discord.close();
   }

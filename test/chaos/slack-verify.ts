@@ -1,7 +1,7 @@
 import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import type { SlackMessage } from '../../src/transports/slack/sandbox/sandbox.js';
 import type { StateJson, Tracked } from './connector.js';
-import type { FinalState, PhaseCounts, Violation, ViolationKind } from './verify.js';
+import { zeroCounts, type FinalState, type PhaseCounts, type Violation, type ViolationKind } from './verify.js';
 
 /**
  * The verdict of the Slack phase: every message in the Slack sandbox is tied to the delivery whose
@@ -68,26 +68,13 @@ export function verifySlack(input: SlackVerifyInput): { counts: PhaseCounts; vio
     violations.push({ kind, requestIds, detail, evidence: { deliveries, messages: [...new Set([...shown, ...own])].map(describe), herald_log: input.logsFor(requestIds) } });
   };
 
-  const counts: PhaseCounts = {
+  const counts = zeroCounts({
     deliveries: tracked.length,
     posts: tracked.filter((t) => t.kind === 'post').length,
     dms: tracked.filter((t) => t.kind === 'dm').length,
     edits: tracked.filter((t) => t.kind === 'edit').length,
     messages: messages.length,
-    duplicates: 0,
-    extraMessages: 0,
-    lost: 0,
-    stuck: 0,
-    misattributed: 0,
-    editOrder: 0,
-    failedButSent: 0,
-    orphans: 0,
-    undecided: 0,
-    states: { delivered: 0, failed: 0, unknown: 0, pending: 0, missing: 0 },
-    failedUnmapped: 0,
-    appliedEdits: 0,
-    unappliedEdits: 0,
-  };
+  });
   const stateOf = (id: string): StateJson | undefined => {
     const f = finals.get(id);
     return f?.status === 200 ? f.state : undefined;

@@ -23,6 +23,11 @@ export interface Handover {
   noStandbyMs: number;
   /** When the new holder took the lease (s since the phase began). */
   atS: number;
+  /**
+   * The old holder's process was still running when the new one took the lease: it had stopped
+   * renewing (e.g. PostgreSQL down), and for a moment two processes may have believed they held it.
+   */
+  oldHolderUp: boolean;
 }
 
 export interface TakeoverReport {
@@ -125,7 +130,8 @@ export class TakeoverWatch {
         const from = killedAt === undefined || standbyAt === undefined ? undefined : Math.max(killedAt, standbyAt);
         const afterKillMs = from !== undefined && from <= after.acquiredAt ? after.acquiredAt - from : undefined;
         const noStandbyMs = from !== undefined && killedAt !== undefined ? from - killedAt : 0;
-        handovers.push({ name, from: this.describe(before.holder), to: this.describe(after.holder), afterKillMs, noStandbyMs, atS: (after.acquiredAt - this.t0) / 1000 });
+        const oldHolderUp = old !== undefined && (old.endedAt === undefined || this.t0 + old.endedAt > after.acquiredAt);
+        handovers.push({ name, from: this.describe(before.holder), to: this.describe(after.holder), afterKillMs, noStandbyMs, atS: (after.acquiredAt - this.t0) / 1000, oldHolderUp });
         if (afterKillMs !== undefined) (afterKill[name] ??= []).push(afterKillMs);
       }
     }
@@ -167,11 +173,12 @@ export function takeoverNotes(r: TakeoverReport): string[] {
   for (const name of [...names].sort()) {
     const times = (r.afterKill[name] ?? []).slice().sort((a, b) => a - b);
     const other = r.handovers.filter((h) => h.name === name && h.afterKillMs === undefined).length;
+    const oldUp = r.handovers.filter((h) => h.name === name && h.oldHolderUp).length;
     lines.push(
-      `takeover ${name}: ${times.length > 0 ? `${times[times.length - 1]} ms (max), median ${times[Math.floor(times.length / 2)]} ms, over ${times.length} handovers after a SIGKILL of its holder (timed from when a standby was up)` : 'no handover after a SIGKILL of its holder'}; ${other} other handovers (a holder that lost PostgreSQL, or every process restarted to settle)`,
+      `takeover ${name}: ${times.length > 0 ? `${times[times.length - 1]} ms (max), median ${times[Math.floor(times.length / 2)]} ms, over ${times.length} handovers after a SIGKILL of its holder (timed from when a standby was up)` : 'no handover after a SIGKILL of its holder'}; ${other} other handovers (a holder that lost PostgreSQL, or every process restarted to settle); ${oldUp} with the old holder still running`,
     );
   }
-  for (const h of r.handovers) lines.push(`  handover ${h.name} at ${h.atS.toFixed(1)}s: ${h.from} → ${h.to}${h.afterKillMs !== undefined ? `, ${h.afterKillMs} ms after its SIGKILL${h.noStandbyMs > 0 ? ` and a standby up (none was, for ${h.noStandbyMs} ms)` : ''}` : ''}`);
+  for (const h of r.handovers) lines.push(`  handover ${h.name} at ${h.atS.toFixed(1)}s: ${h.from} → ${h.to}${h.afterKillMs !== undefined ? `, ${h.afterKillMs} ms after its SIGKILL${h.noStandbyMs > 0 ? ` and a standby up (none was, for ${h.noStandbyMs} ms)` : ''}` : ''}${h.oldHolderUp ? ' (the old holder still running)' : ''}`);
   if (r.gatewayGaps.length > 0) {
     const longest = Math.max(...r.gatewayGaps.map((g) => g.ms));
     const creates = r.gatewayGaps.reduce((n, g) => n + g.creates, 0);

@@ -21,6 +21,26 @@ export interface Violation {
 /** What the bridge answered at the end for a request_id (GET /mcp/deliveries/{id}). */
 export type FinalState = { status: 200; state: StateJson } | { status: 404 } | { status: 'error'; detail: string };
 
+/** A phase's counts before its verdict: what it sent and saw, every violation and state at zero. */
+export function zeroCounts(sent: Pick<PhaseCounts, 'deliveries' | 'posts' | 'dms' | 'edits' | 'messages'>): PhaseCounts {
+  return {
+    ...sent,
+    duplicates: 0,
+    extraMessages: 0,
+    lost: 0,
+    stuck: 0,
+    misattributed: 0,
+    editOrder: 0,
+    failedButSent: 0,
+    orphans: 0,
+    undecided: 0,
+    states: { delivered: 0, failed: 0, unknown: 0, pending: 0, missing: 0 },
+    failedUnmapped: 0,
+    appliedEdits: 0,
+    unappliedEdits: 0,
+  };
+}
+
 export interface PhaseCounts {
   deliveries: number;
   posts: number;
@@ -165,26 +185,13 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
     return input.gatewayLog(Math.min(...known) - 30_000, Math.max(...known) + 30_000);
   };
 
-  const counts: PhaseCounts = {
+  const counts = zeroCounts({
     deliveries: tracked.length,
     posts: tracked.filter((t) => t.kind === 'post').length,
     dms: tracked.filter((t) => t.kind === 'dm').length,
     edits: tracked.filter((t) => t.kind === 'edit').length,
     messages: messages.length,
-    duplicates: 0,
-    extraMessages: 0,
-    lost: 0,
-    stuck: 0,
-    misattributed: 0,
-    editOrder: 0,
-    failedButSent: 0,
-    orphans: 0,
-    undecided: 0,
-    states: { delivered: 0, failed: 0, unknown: 0, pending: 0, missing: 0 },
-    failedUnmapped: 0,
-    appliedEdits: 0,
-    unappliedEdits: 0,
-  };
+  });
 
   const stateOf = (id: string): StateJson | undefined => {
     const f = finals.get(id);
