@@ -184,7 +184,7 @@ export async function runDiscordChatPhase(c: PhaseContext): Promise<PhaseResult>
           `gateway sessions: a new one ${sessionMs.map((ms) => ms ?? '-').join(', ') || '-'} ms after each new lease above; most at once: ${w.maxSessions} (HERALD_SINGLETON_TTL_MS ${SINGLETON_TTL_MS})`,
           `chat lines: ${chat.delivered} delivered, ${chat.failed} failed (failed-but-sent ${chat.failedButSent}), ${chat.unconfirmed} unconfirmed (allowed, evidence below; the table's unknown column), ${chat.pending} not final`,
           ...verdict.unconfirmedNotes.slice(0, 24).map((n) => (n.startsWith(' ') ? `  ${n}` : `  - ${n}`)),
-          `command replies (responseMode discord): ${replies.sent} executes, ${replies.delivered} replies delivered, ${replies.refused} clear refusals (the table's failed column with failed chat lines), ${replies.stuck} without a final answer or reply; failed-but-sent ${replies.failedButSent}`,
+          `command replies (responseMode discord): ${replies.sent} executes, ${replies.delivered} replies delivered, ${replies.refused} clear refusals (the table's failed column with failed chat lines), ${replies.failed} replies failed after their attempts (no message), ${replies.stuck} without a final answer or reply; failed-but-sent ${replies.failedButSent}`,
           ...verdict.refusedNotes.slice(0, 6).map((n) => `  - ${n}`),
           `slash commands through the gateway: ${replies.slash} invoked, ${replies.slashAnswered} answered, ${replies.slashUnanswered} unanswered (a clear failure for the person when the gateway moved; lost otherwise), ${replies.slashNotConnected} refused with no session; ${replies.duplicateCallbacks} second answers`,
         ],

@@ -49,7 +49,7 @@ export interface DiscordChatVerdict {
   counts: PhaseCounts;
   violations: Violation[];
   chat: KindCounts & { delivered: number; failed: number; unconfirmed: number; pending: number };
-  replies: KindCounts & { delivered: number; refused: number; slash: number; slashAnswered: number; slashUnanswered: number; slashNotConnected: number; duplicateCallbacks: number };
+  replies: KindCounts & { delivered: number; refused: number; failed: number; slash: number; slashAnswered: number; slashUnanswered: number; slashNotConnected: number; duplicateCallbacks: number };
   unconfirmedNotes: string[];
   refusedNotes: string[];
   orphans: number;
@@ -133,7 +133,7 @@ export function verifyDiscordChat(input: DiscordChatVerifyInput): DiscordChatVer
   }
 
   // Command replies.
-  const replies = { sent: input.asks.length, duplicates: 0, lost: 0, stuck: 0, misattributed: 0, failedButSent: 0, delivered: 0, refused: 0, slash: input.slashes.length, slashAnswered: 0, slashUnanswered: 0, slashNotConnected: 0, duplicateCallbacks: input.duplicateCallbacks };
+  const replies = { sent: input.asks.length, duplicates: 0, lost: 0, stuck: 0, misattributed: 0, failedButSent: 0, delivered: 0, refused: 0, failed: 0, slash: input.slashes.length, slashAnswered: 0, slashUnanswered: 0, slashNotConnected: 0, duplicateCallbacks: input.duplicateCallbacks };
   const refusedNotes: string[] = [];
   for (const ask of input.asks) {
     const own = byNonce.get(ask.replyNonce) ?? [];
@@ -165,7 +165,12 @@ export function verifyDiscordChat(input: DiscordChatVerifyInput): DiscordChatVer
       else if (!own.some((m) => m.id === String(row?.['message_id']))) v('misattributed', `delivered as message ${String(row?.['message_id'])}, but its message is ${own.map((m) => m.id).join(', ')}`);
     } else if (state === 'failed') {
       if (own.length > 0) v('failed-but-sent', `the reply failed (${String(row?.['reason'] ?? '')}), but ${own.length} message(s) carry its nonce`);
-      else v('lost', `the agent was answered ok, but its reply failed: ${String(row?.['code'] ?? '')} ${String(row?.['reason'] ?? '')}`);
+      // Failed after its attempts, with no message: the outcome a post has under the same faults,
+      // reported as such (the agent reads it by the delivery's request_id), not a loss.
+      else if (row?.['failure_code'] === 'UPSTREAM_UNAVAILABLE') {
+        replies.failed += 1;
+        refusedNotes.push(`${ask.key.slice(0, 14)}: reply failed ${String(row['failure_code'])} (${String(row['reason'] ?? '').slice(0, 100)}), no message`);
+      } else v('lost', `the agent was answered ok, but its reply failed: ${String(row?.['failure_code'] ?? '')} ${String(row?.['reason'] ?? '')}`);
     } else {
       v('stuck', `the reply is ${state} after settling (reason ${JSON.stringify(row?.['reason'] ?? null)}); ${own.length} message(s) carry its nonce`);
     }
