@@ -82,7 +82,7 @@ async function main(): Promise<number> {
     return 2;
   }
 
-  console.log(`chaos campaign: seed ${seed}  (replay: npm run chaos -- --seed ${seed} --duration ${durationS} --processes ${processes} --connectors ${connectors}${values.phase ? phases.map((p) => ` --phase ${p}`).join('') : ''}${values['nonce-windows'] ? ` --nonce-windows ${values['nonce-windows']}` : ''})`);
+  console.log(`chaos campaign: seed ${seed}  (replay: npm run chaos -- --seed ${seed} --duration ${durationS} --processes ${processes} --connectors ${connectors} --settle ${settleS}${values.phase ? phases.map((p) => ` --phase ${p}`).join('') : ''}${values['nonce-windows'] ? ` --nonce-windows ${values['nonce-windows']}` : ''})`);
   const abort = new AbortController();
   let interrupts = 0;
   const onSignal = (signal: NodeJS.Signals) => {
