@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { renderForIrc } from '../src/transports/irc/irc-transport.js';
+import { renderForIrc } from '../src/transports/irc/split.js';
 import { ircTextProblem, splitForIrc, withoutIrcControls } from '../src/transports/irc/split.js';
 
 /** What of an agent's text may reach IRC: formatting and whitespace, never a control function. */

@@ -13,7 +13,7 @@ import type { Database } from '../src/schema.js';
 import { startHttp } from '../src/mcp/run.js';
 import { createLogger } from '../src/platform/log.js';
 import { DELIVERY_TAG, IrcConnection, type ChannelLine } from '../src/transports/irc/irc-connection.js';
-import { ircLineBudget } from '../src/transports/irc/irc-transport.js';
+import { ircLineBudget } from '../src/transports/irc/split.js';
 import { splitForIrc } from '../src/transports/irc/split.js';
 import { payloadHash } from '../src/modules/deliveries/delivery.js';
 import { expectValidResponse } from './support/client.js';

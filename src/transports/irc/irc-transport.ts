@@ -17,7 +17,7 @@ import { DELIVERY_TAG, IrcConnection, type ChannelLine, type IrcServer } from '.
 import { addChannel, linesBetween, linesTagged, listStoredChannels, pruneLines, readLines, storeLine } from './irc-line.repository.js';
 import type { IrcDb } from './irc-line.table.js';
 import type { IrcMetrics } from './irc.metrics.js';
-import { ircTextProblem, splitForIrc, withoutIrcControls } from './split.js';
+import { ircChannel, ircLineBudget, ircTextProblem, parseTag, renderForIrc, splitForIrc } from './split.js';
 import { partway } from '../partway.js';
 
 export { IrcMetrics } from './irc.metrics.js';
@@ -52,8 +52,6 @@ const NICK = /^[A-Za-z[\]\\`_^{|}][A-Za-z0-9[\]\\`_^{|}-]*$/;
 const NICK_MAX = 30;
 /** A channel name: `#` or `&`, then no space, comma, colon or control character, at most 50 in all. */
 const CHANNEL = /^[#&][^\s,:\p{Cc}]{1,49}$/u;
-/** Room kept in a line for the prefix the server adds when relaying it (`:nick!user@host `). */
-const HOST_RESERVE = 64;
 const PRUNE_EVERY_MS = 10 * 60 * 1000;
 const CLOCK_SKEW_MS = 5_000;
 
@@ -61,20 +59,6 @@ interface SenderEntry {
   conn: IrcConnection;
   ready: Promise<void>;
   lastUsed: number;
-}
-
-/**
- * Bytes of text one PRIVMSG to `channel` from `nick` can carry without the server cutting it: the
- * line length less the command, the CRLF, and the prefix the server adds when relaying it.
- */
-export function ircLineBudget(lineLength: number, nick: string, channel: string): number {
-  return lineLength - Buffer.byteLength(`:${nick}!${nick.slice(0, 10)}@ PRIVMSG ${channel} :\r\n`) - HOST_RESERVE;
-}
-
-/** IRC's channel name for what a tool was given: `ops` → `#ops`, lower case. */
-export function ircChannel(name: string): string {
-  const n = name.trim();
-  return (/^[#&]/.test(n) ? n : `#${n}`).toLowerCase();
 }
 
 /**
@@ -399,32 +383,4 @@ export class IrcTransport implements Transport {
       return nicks.filter((n) => n.toLowerCase() !== self).sort((a, b) => a.localeCompare(b));
     },
   };
-}
-
-/** `key` (one line) or `key:i/n` (part i of n). */
-function parseTag(tag: string): { key: string; index: number; count: number } | undefined {
-  const m = /^(.*):(\d+)\/(\d+)$/.exec(tag);
-  if (m === null) return { key: tag, index: 0, count: 1 };
-  const index = Number(m[2]);
-  const count = Number(m[3]);
-  return m[1] === undefined || index >= count ? undefined : { key: m[1], index, count };
-}
-
-/**
- * A protocol message as IRC text: content, then the card and links as plain lines, without the
- * control characters IRC text may not carry (the protocol accepts them; on IRC \x01 would be a CTCP
- * request). As sent, so the history fingerprint matches the lines the observer reads back.
- */
-export function renderForIrc(message: OutgoingMessage): string {
-  const lines: string[] = [];
-  if (message.content !== undefined) lines.push(message.content);
-  const card = message.card;
-  if (card !== undefined) {
-    if (card.title !== undefined) lines.push(card.url !== undefined ? `${card.title} <${card.url}>` : card.title);
-    if (card.description !== undefined) lines.push(card.description);
-    for (const f of card.fields ?? []) lines.push(`${f.name}: ${f.value}`);
-    if (card.footer !== undefined) lines.push(card.footer);
-  }
-  for (const l of message.links ?? []) lines.push(`${l.label} <${l.url}>`);
-  return withoutIrcControls(lines.join('\n'));
 }

@@ -1,3 +1,5 @@
+import type { OutgoingMessage } from '../transport.js';
+
 const segmenter = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
 
 /**
@@ -81,4 +83,49 @@ export function splitForIrc(text: string, maxBytes: number): string[] {
     if (current !== '') parts.push(current);
   }
   return parts;
+}
+
+/** Room kept in a line for the prefix the server adds when relaying it (`:nick!user@host `). */
+const HOST_RESERVE = 64;
+
+/**
+ * Bytes of text one PRIVMSG to `channel` from `nick` can carry without the server cutting it: the
+ * line length less the command, the CRLF, and the prefix the server adds when relaying it.
+ */
+export function ircLineBudget(lineLength: number, nick: string, channel: string): number {
+  return lineLength - Buffer.byteLength(`:${nick}!${nick.slice(0, 10)}@ PRIVMSG ${channel} :\r\n`) - HOST_RESERVE;
+}
+
+/** IRC's channel name for what a tool was given: `ops` → `#ops`, lower case. */
+export function ircChannel(name: string): string {
+  const n = name.trim();
+  return (/^[#&]/.test(n) ? n : `#${n}`).toLowerCase();
+}
+
+/** `key` (one line) or `key:i/n` (part i of n). */
+export function parseTag(tag: string): { key: string; index: number; count: number } | undefined {
+  const m = /^(.*):(\d+)\/(\d+)$/.exec(tag);
+  if (m === null) return { key: tag, index: 0, count: 1 };
+  const index = Number(m[2]);
+  const count = Number(m[3]);
+  return m[1] === undefined || index >= count ? undefined : { key: m[1], index, count };
+}
+
+/**
+ * A protocol message as IRC text: content, then the card and links as plain lines, without the
+ * control characters IRC text may not carry (the protocol accepts them; on IRC \x01 would be a CTCP
+ * request). As sent, so the history fingerprint matches the lines the observer reads back.
+ */
+export function renderForIrc(message: OutgoingMessage): string {
+  const lines: string[] = [];
+  if (message.content !== undefined) lines.push(message.content);
+  const card = message.card;
+  if (card !== undefined) {
+    if (card.title !== undefined) lines.push(card.url !== undefined ? `${card.title} <${card.url}>` : card.title);
+    if (card.description !== undefined) lines.push(card.description);
+    for (const f of card.fields ?? []) lines.push(`${f.name}: ${f.value}`);
+    if (card.footer !== undefined) lines.push(card.footer);
+  }
+  for (const l of message.links ?? []) lines.push(`${l.label} <${l.url}>`);
+  return withoutIrcControls(lines.join('\n'));
 }
