@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeResult } from '../../client/bridge-client.js';
 import { dereferenced, loadSpec } from '../contract/spec.js';
 
@@ -12,6 +12,12 @@ export type JsonSchema = Record<string, unknown>;
 export interface McpTool<Deps> {
   readonly name: string;
   readonly description: string;
+  /** A short name people read (MCP's `title`). */
+  readonly title?: string;
+  /** What the tool does to the world (MCP's hints): read-only, destructive, idempotent, open-world. */
+  readonly annotations?: ToolAnnotations;
+  /** The contract's component schema (openapi/) its `structuredContent` is valid against. */
+  readonly output?: string;
   readonly inputSchema: JsonSchema & { type: 'object' };
   handler(args: Record<string, unknown>, deps: Deps): Promise<CallToolResult>;
 }
