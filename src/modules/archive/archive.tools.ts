@@ -1,6 +1,6 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, BridgeResult, MediaQuery, StartScrapeRequest } from '../../client/bridge-client.js';
-import { bridgeError, contractSchema, object, text, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, contractSchema, hints, json, object, result, text, type McpTool } from '../../platform/mcp/tool.js';
 
 /**
  * What these tools need from `herald mcp`: the bridge (the trusted tier) and, when the operator
@@ -10,8 +10,6 @@ export interface ArchiveToolDeps {
   bridge: BridgeClient;
   admin?: BridgeClient | undefined;
 }
-
-const json = (value: unknown): CallToolResult => text(JSON.stringify(value, null, 2));
 
 /** A refusal in words an agent can act on; the tier refusal says what would grant it. */
 function refusal(r: BridgeResult<unknown> & { ok: false }): CallToolResult {
@@ -30,6 +28,9 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
   return [
     {
       name: 'scrape_media',
+      title: "Scrape a channel's media",
+      annotations: hints(false, false, false, true),
+      output: 'ScrapeJob',
       description:
         'Start a scrape of one channel\'s media into the archive (or resume its stopped or paused scrape from where it stopped). mode "links" records metadata and original URLs; mode "download" also stores the files and needs the admin tier. One scrape per channel runs at a time. If storage is near its limit the answer is a warning: call again with confirm: true to go ahead. Follow progress with get_media_scrape.',
       inputSchema: { ...contractSchema('StartScrapeRequest'), type: 'object' },
@@ -48,6 +49,9 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'list_media_scrapes',
+      title: 'Every media scrape',
+      annotations: hints(true, false, true, false),
+      output: 'listMediaScrapes',
       description: 'Every scrape with its state (running, paused, stopped, completed, failed), counters (messages seen, items found, bytes, errors) and size.',
       inputSchema: object({}),
       async handler(_args, { bridge }) {
@@ -57,6 +61,9 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'get_media_scrape',
+      title: 'One media scrape',
+      annotations: hints(true, false, true, false),
+      output: 'ScrapeJob',
       description: 'One scrape with its live counters, cursor, state and pause reason.',
       inputSchema: object({ scrapeId }, ['scrapeId']),
       async handler(args, { bridge }) {
@@ -66,6 +73,9 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'stop_media_scrape',
+      title: 'Stop a media scrape',
+      annotations: hints(false, false, true, false),
+      output: 'ScrapeJob',
       description: 'Stop a running or paused scrape. scrape_media on the same channel and mode later resumes it from its cursor.',
       inputSchema: object({ scrapeId }, ['scrapeId']),
       async handler(args, { bridge }) {
@@ -75,6 +85,9 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'query_media',
+      title: 'Search archived media',
+      annotations: hints(true, false, true, false),
+      output: 'MediaPage',
       description:
         'Filter and page through archived media items, newest first: kind (image, video, audio, file), source (attachment, embed, link), scrapeId, channelId, guildId, author (user id), after/before (ISO times), text (words in the message). Pass nextCursor back as cursor for the next page. Each item has its author, time, message link, original URL and local path (download mode); never the bytes.',
       inputSchema: object({
@@ -97,6 +110,9 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'get_media_item',
+      title: 'One archived media item',
+      annotations: hints(true, false, true, false),
+      output: 'MediaItem',
       description: 'One archived media item: source, message link, original URL, content type, size, SHA-256 and local path (never the bytes).',
       inputSchema: object({ itemId: { type: 'string', pattern: '^[0-9]{1,18}$', description: 'An item id from query_media.' } }, ['itemId']),
       async handler(args, { bridge }) {
@@ -106,6 +122,9 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'get_media_storage',
+      title: 'Media storage use',
+      annotations: hints(true, false, true, false),
+      output: 'StorageStatus',
       description: 'Stored bytes against the limit (level ok, warning or overrun), the warning and overrun percentages, per-kind bytes and per-scrape sizes.',
       inputSchema: object({}),
       async handler(_args, { bridge }) {
@@ -115,11 +134,18 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'delete_media_scrape',
-      description: 'Delete a scrape, its index entries and its files (a file another scrape also references is kept). Admin tier.',
+      title: 'Delete a media scrape and its files',
+      annotations: hints(false, true, true, false),
+      output: 'ScrapeJob',
+      description: 'Delete a scrape, its index entries and its files (a file another scrape also references is kept). Admin tier. Answers with the scrape as it was just before.',
       inputSchema: object({ scrapeId }, ['scrapeId']),
       async handler(args, { bridge, admin }) {
-        const r = await (admin ?? bridge).deleteMediaScrape(String(args['scrapeId']));
-        return r.ok ? text(`Deleted scrape ${String(args['scrapeId'])} and the files only it referenced.`) : refusal(r);
+        const id = String(args['scrapeId']);
+        // The scrape as it was, for the structured answer (the delete itself answers 204, no body).
+        const before = await bridge.getMediaScrape(id);
+        if (!before.ok) return refusal(before);
+        const r = await (admin ?? bridge).deleteMediaScrape(id);
+        return r.ok ? result(`Deleted scrape ${id} and the files only it referenced.`, before.data) : refusal(r);
       },
     },
   ];

@@ -1,7 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, ChatSend, ChatTransport } from '../../client/bridge-client.js';
 import { TRANSPORT_NAMES } from '../../transports/registry.js';
-import { bridgeError, object, text, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, hints, object, result, text, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
 
 /** What these tools need from `herald mcp`: the bridge, and how long a send waits for its outcome. */
 export interface ChatToolDeps {
@@ -26,8 +26,11 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
   return [
     {
       name: 'send_message',
+      title: 'Send to a chat channel',
+      annotations: hints(false, false, false, true),
+      output: 'ChatSend',
       description:
-        'Send text to a chat channel as `sender` (on IRC, your own nick: letters, digits, []\\`_^{|}-, not starting with a digit or -). Long text is split into lines and arrives in order. Sent exactly once: do not call again for the same text; if it answers pending, it is still going out.',
+        'Send text to a chat channel as `sender` (on IRC, your own nick: letters, digits, []\\`_^{|}-, not starting with a digit or -). Long text is split into lines and arrives in order. Sent exactly once, but each call is a new message (not idempotent): do not call again for the same text; if it answers pending, it is still going out.',
       inputSchema: object({ channel, text: { type: 'string', minLength: 1, maxLength: 8000 }, sender: { type: 'string', minLength: 1, maxLength: 32 }, transport }, ['channel', 'text', 'sender']),
       async handler(args, { bridge, waitMs }) {
         const r = await bridge.sendChatMessage({ channel: String(args['channel']), text: String(args['text']), sender: String(args['sender']), ...transportOf(args) });
@@ -44,6 +47,9 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
     },
     {
       name: 'read_messages',
+      title: 'Read a chat channel',
+      annotations: hints(true, false, true, true),
+      output: 'ChatMessages',
       description: 'Read a chat channel, newest first, as `[HH:MM:SS] <nick> text` lines (UTC). `since` (ISO 8601) keeps only later messages; `limit` 1..200, default 50.',
       inputSchema: object({ channel, since: { type: 'string', maxLength: 40, description: 'ISO 8601, e.g. 2026-11-30T09:00:00Z' }, limit: { type: 'integer', minimum: 1, maximum: 200 }, transport }, ['channel']),
       async handler(args, { bridge }) {
@@ -54,37 +60,46 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
           ...(args['limit'] !== undefined ? { limit: Number(args['limit']) } : {}),
         });
         if (!r.ok) return bridgeError(r);
-        if (r.data.messages.length === 0) return text(`No messages in ${r.data.channel}.`);
-        return text(r.data.messages.map((m) => `[${clock(m.at)}] <${m.nick}> ${m.text}`).join('\n'));
+        if (r.data.messages.length === 0) return result(`No messages in ${r.data.channel}.`, r.data);
+        return result(r.data.messages.map((m) => `[${clock(m.at)}] <${m.nick}> ${m.text}`).join('\n'), r.data);
       },
     },
     {
       name: 'create_channel',
+      title: 'Create a chat channel',
+      annotations: hints(false, false, false, true),
+      output: 'ChatChannel',
       description: 'Create a chat channel (on IRC Herald joins it and keeps reading it; on Discord the bot needs Manage Channels).',
       inputSchema: object({ name: { type: 'string', minLength: 1, maxLength: 100 }, transport }, ['name']),
       async handler(args, { bridge }) {
         const r = await bridge.createChatChannel({ name: String(args['name']), ...transportOf(args) });
-        return r.ok ? text(`Channel ${r.data.channel} is ready on ${r.data.transport}.`) : bridgeError(r);
+        return r.ok ? result(`Channel ${r.data.channel} is ready on ${r.data.transport}.`, r.data) : bridgeError(r);
       },
     },
     {
       name: 'list_channels',
+      title: 'The chat channels',
+      annotations: hints(true, false, true, true),
+      output: 'ChatChannels',
       description: 'The channels of the chat platform (IRC: the server\'s visible channels; Discord: the text channels of the server).',
       inputSchema: object({ transport }),
       async handler(args, { bridge }) {
         const r = await bridge.listChatChannels(transportOf(args));
         if (!r.ok) return bridgeError(r);
-        return text(r.data.channels.length === 0 ? 'No channels.' : r.data.channels.map((c) => `- ${c}`).join('\n'));
+        return result(r.data.channels.length === 0 ? 'No channels.' : r.data.channels.map((c) => `- ${c}`).join('\n'), r.data);
       },
     },
     {
       name: 'get_members',
+      title: 'Who is in a chat channel',
+      annotations: hints(true, false, true, true),
+      output: 'ChatMembers',
       description: 'Who is in a chat channel (Herald itself is not listed).',
       inputSchema: object({ channel, transport }, ['channel']),
       async handler(args, { bridge }) {
         const r = await bridge.getChatMembers({ channel: String(args['channel']), ...transportOf(args) });
         if (!r.ok) return bridgeError(r);
-        return text(r.data.members.length === 0 ? `No one in ${r.data.channel}.` : r.data.members.map((m) => `- ${m}`).join('\n'));
+        return result(r.data.members.length === 0 ? `No one in ${r.data.channel}.` : r.data.members.map((m) => `- ${m}`).join('\n'), r.data);
       },
     },
   ];
@@ -93,12 +108,12 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
 function describeSend(s: ChatSend): CallToolResult {
   switch (s.state) {
     case 'delivered':
-      return text(`Sent to ${s.channel} as ${s.sender}${(s.message_ids?.length ?? 0) > 1 ? ` in ${s.message_ids?.length} lines` : ''}; the server confirmed it.`);
+      return result(`Sent to ${s.channel} as ${s.sender}${(s.message_ids?.length ?? 0) > 1 ? ` in ${s.message_ids?.length} lines` : ''}; the server confirmed it.`, s);
     case 'unconfirmed':
-      return text(`Written to ${s.channel} as ${s.sender}, but not confirmed: ${s.reason ?? 'the platform gives no proof'}. Do not send it again.`);
+      return result(`Written to ${s.channel} as ${s.sender}, but not confirmed: ${s.reason ?? 'the platform gives no proof'}. Do not send it again.`, s);
     case 'failed':
-      return text(`Not sent: ${s.reason ?? 'refused'}.`, true);
+      return { ...result(`Not sent: ${s.reason ?? 'refused'}.`, s), isError: true };
     default:
-      return text(`Still going out (id ${s.id}); do not send it again.`);
+      return result(`Still going out (id ${s.id}); do not send it again.`, s);
   }
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, DeliveryRequest, DeliveryState } from '../../client/bridge-client.js';
-import { bridgeError, contractSchema, object, text, unreachable, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, contractSchema, hints, object, result, text, unreachable, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
 
 /** What these tools need from `herald mcp`: the bridge, the agent's own records, how long to wait. */
 export interface DeliveryToolDeps {
@@ -25,7 +25,10 @@ const messageParts = (): Record<string, JsonSchema> => ({
 });
 
 const NO_RETRY =
-  'It sends exactly once: do not call it again for the same message. If it answers that delivery is still pending, check later with get_delivery and the request_id it gave.';
+  'It sends exactly once per request_id: without one, each call makes a fresh request_id and so a new message (not idempotent); give the same request_id again and it never sends twice. If it answers that delivery is still pending, check later with get_delivery and the request_id it gave.';
+
+/** A sending tool's own request_id: the same one again is the same message (the protocol's retry). */
+const ownRequestId = (): JsonSchema => contractSchema('RequestId', 'Optional: 64 lowercase hex characters naming this message; the same one again never sends twice. Default: a fresh one.');
 
 /** What each failure code means for the agent, and whether to try again. */
 export const FAILURE_ADVICE: Readonly<Record<string, string>> = {
@@ -41,6 +44,9 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
   return [
     {
       name: 'get_capabilities',
+      title: 'What the bridge can do',
+      annotations: hints(true, false, true, false),
+      output: 'Capabilities',
       description:
         'What this Discord bridge can do (post, dm, edit) and the destinations a post may target, with what each is for. Give guild_id to learn which destinations that server has mapped to a channel: a post to an unmapped one fails.',
       inputSchema: object({ guild_id: contractSchema('GuildId', 'Optional: the Discord server (guild) you mean to post to.') }),
@@ -62,27 +68,34 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
             ...c.destinations.map((d) => `- ${d.destination}: ${d.description} — ${byName.get(d.destination) === true ? 'mapped' : 'NOT mapped: a post here fails until the operator maps a channel'}`),
           );
         }
-        return text(lines.join('\n'));
+        return result(lines.join('\n'), c);
       },
     },
     {
       name: 'post_message',
+      title: 'Post to a destination channel',
+      annotations: hints(false, false, false, true),
+      output: 'DeliveryState',
       description: `Post a message to a Discord server's destination channel (alerts, deals, digest or ops; the server's operator maps each to a channel). ${NO_RETRY} Returns the message link, or why it failed.`,
       inputSchema: object(
         {
           guild_id: contractSchema('GuildId', 'The Discord server (guild) id.'),
           destination: contractSchema('Destination', 'alerts: time-sensitive findings and warnings; deals: notable deals or opportunities; digest: periodic summaries; ops: operational status.'),
           ...messageParts(),
+          request_id: ownRequestId(),
         },
         ['guild_id', 'destination', 'content'],
       ),
       handler: (args, deps) =>
-        send(deps, { kind: 'post', target: { guild_id: String(args['guild_id']), destination: args['destination'] as 'alerts' }, body: bodyOf(args) as { content: string } }),
+        send(deps, { kind: 'post', target: { guild_id: String(args['guild_id']), destination: args['destination'] as 'alerts' }, body: bodyOf(args) as { content: string } }, idOf(args)),
     },
     {
       name: 'send_dm',
+      title: 'DM the paired user',
+      annotations: hints(false, false, false, true),
+      output: 'DeliveryState',
       description: `Send a direct message to the paired Discord user. Refuses when not paired, or when the user revoked access since pairing (pair again). ${NO_RETRY}`,
-      inputSchema: object(messageParts(), ['content']),
+      inputSchema: object({ ...messageParts(), request_id: ownRequestId() }, ['content']),
       async handler(args, deps) {
         const pairing = deps.state.pairing;
         if (pairing === undefined) return text('Not paired with anyone yet. Ask the user to run `/agent pair` in Discord and call pair with the code.', true);
@@ -92,16 +105,27 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         if (reg.data.generation !== pairing.generation) {
           return text('The paired user revoked access and registered again since pairing. Refusing to DM until you pair again: ask them to run `/agent pair` and call pair with the code.', true);
         }
-        return send(deps, { kind: 'dm', target: { user_id: pairing.user_id }, body: bodyOf(args) as { content: string } });
+        return send(deps, { kind: 'dm', target: { user_id: pairing.user_id }, body: bodyOf(args) as { content: string } }, idOf(args));
       },
     },
     {
       name: 'edit_message',
+      title: 'Edit a message this agent sent',
+      // Replaces what the message said (destructive); the same edit again leaves it as it is (idempotent).
+      annotations: hints(false, true, true, true),
+      output: 'DeliveryState',
       description:
-        'Change a message this agent sent earlier (post_message or send_dm), by the request_id those tools returned. Include at least one of content, card or links; what you include replaces that part. Edits apply in the order you make them. Messages older than 8 days cannot be edited.',
-      inputSchema: object({ message_ref: contractSchema('RequestId', 'The request_id post_message or send_dm returned.'), ...messageParts() }, ['message_ref']),
+        'Change a message this agent sent earlier (post_message or send_dm), by the request_id those tools returned (give it as request_id; message_ref, its older name, is the same). Include at least one of content, card or links; what you include replaces that part. Edits apply in the order you make them; the same edit again leaves the message as it is. Messages older than 8 days cannot be edited.',
+      inputSchema: object({
+        request_id: contractSchema('RequestId', 'The request_id post_message or send_dm returned: the message to edit.'),
+        message_ref: contractSchema('RequestId', 'The same as request_id (its older name); give one of the two.'),
+        ...messageParts(),
+      }),
       async handler(args, deps) {
-        const ref = String(args['message_ref']);
+        const given = [args['request_id'], args['message_ref']].filter((v): v is string => typeof v === 'string');
+        if (given.length === 0) return text('Invalid arguments: request_id is required: the request_id post_message or send_dm returned.', true);
+        if (given.length === 2 && given[0] !== given[1]) return text('Invalid arguments: request_id and message_ref name different messages; give one of them.', true);
+        const ref = given[0] as string;
         const body = bodyOf(args);
         if (body.content === undefined && body.card === undefined && body.links === undefined) return text('Include at least one of content, card or links.', true);
         if (deps.state.message(ref) === undefined) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be edited.', true);
@@ -111,6 +135,9 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
     },
     {
       name: 'get_delivery',
+      title: 'A message\'s delivery state',
+      annotations: hints(true, false, true, false),
+      output: 'DeliveryState',
       description: 'The state of a message by its request_id: pending, delivered (with its link), failed (with the reason), or unknown (not confirmed yet). Use it instead of sending again.',
       inputSchema: object({ request_id: contractSchema('RequestId', 'The request_id a sending tool returned.') }, ['request_id']),
       async handler(args, { bridge }) {
@@ -130,9 +157,12 @@ function bodyOf(args: Args): Body {
   return body;
 }
 
-/** Send with a fresh request_id, then wait (bounded) for delivered or failed. */
-async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'request_id'>): Promise<CallToolResult> {
-  const requestId = randomBytes(32).toString('hex');
+/** The request_id the agent gave, if any. */
+const idOf = (args: Args): string | undefined => (typeof args['request_id'] === 'string' ? args['request_id'] : undefined);
+
+/** Send with the agent's request_id or a fresh one, then wait (bounded) for delivered or failed. */
+async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'request_id'>, given?: string): Promise<CallToolResult> {
+  const requestId = given ?? randomBytes(32).toString('hex');
   const accepted = await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest);
   if (!accepted.ok) {
     if (accepted.status === 0) {
@@ -182,19 +212,21 @@ async function describe(s: DeliveryState, requestId: string, bridge: BridgeClien
   const what = s.kind === 'post' ? 'Posted' : s.kind === 'dm' ? 'DM sent' : 'Edited';
   switch (s.state) {
     case 'delivered':
-      if ('applied' in s && s.applied === false) return text(`Not applied: a later edit of that message was already applied, so this older one was skipped. (request_id ${requestId})`);
-      return text(`${what}: ${s.url}${await elsewhere(bridge, requestId, s.url)}\nrequest_id: ${requestId}`);
+      if ('applied' in s && s.applied === false) return result(`Not applied: a later edit of that message was already applied, so this older one was skipped. (request_id ${requestId})`, s);
+      return result(`${what}: ${s.url}${await elsewhere(bridge, requestId, s.url)}\nrequest_id: ${requestId}`, s);
     case 'failed':
-      return text(`Not delivered (${s.code}): ${failureWords(s, await reasonOf(bridge, requestId))}\nrequest_id: ${requestId}`, true);
+      return { ...result(`Not delivered (${s.code}): ${failureWords(s, await reasonOf(bridge, requestId))}\nrequest_id: ${requestId}`, s), isError: true };
     case 'unknown': {
       const reason = await reasonOf(bridge, requestId);
-      return text(
+      return result(
         `Not confirmed yet (state: unknown): Herald could not tell whether Discord showed it, and is not guessing. Do not send it as a new message. Check later with get_delivery, request_id ${requestId}.${reason === undefined ? '' : ` Herald's reason: ${reason}.`}`,
+        s,
       );
     }
     default:
-      return text(
+      return result(
         `Accepted but not delivered yet (state: ${s.state}). Do not send it again: Herald keeps trying. Check later with get_delivery, request_id ${requestId}.`,
+        s,
       );
   }
 }

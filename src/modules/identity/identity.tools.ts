@@ -1,5 +1,5 @@
 import type { BridgeClient } from '../../client/bridge-client.js';
-import { bridgeError, object, text, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, hints, object, result, text, type McpTool } from '../../platform/mcp/tool.js';
 
 /** What these tools need from `herald mcp`: the bridge, and where the pairing is kept. */
 export interface IdentityToolDeps {
@@ -12,6 +12,10 @@ export function identityTools(): McpTool<IdentityToolDeps>[] {
   return [
     {
       name: 'pair',
+      title: 'Pair with a Discord user',
+      // Replaces an earlier pairing (destructive); a code is single use, so the same call again changes nothing.
+      annotations: hints(false, true, true, false),
+      output: 'Pairing',
       description:
         'Pair this agent with a Discord user: they run `/agent pair` in Discord and give you the 27-character code (valid 10 minutes, single use). Needed before send_dm, and again after the user revokes with `/agent unregister`.',
       inputSchema: object({ code: { type: 'string', pattern: '^[A-Z2-9]{27}$', description: 'The pairing code, 27 characters A-Z and 2-9.' } }, ['code']),
@@ -19,18 +23,21 @@ export function identityTools(): McpTool<IdentityToolDeps>[] {
         const r = await bridge.redeem(String(args['code']));
         if (!r.ok) return r.status === 404 ? text('That code is invalid, expired or already used. Ask the user to run `/agent pair` again and give you the new code.', true) : bridgeError(r);
         await state.setPairing(r.data.discord_user_id, r.data.generation);
-        return text(`Paired with Discord user ${r.data.discord_user_id}. send_dm now reaches them.`);
+        return result(`Paired with Discord user ${r.data.discord_user_id}. send_dm now reaches them.`, r.data);
       },
     },
     {
       name: 'list_recipients',
+      title: 'Who could be paired',
+      annotations: hints(true, false, true, false),
+      output: 'RecipientList',
       description: 'Discord users registered with this bot (who could be paired), oldest first, at most 100.',
       inputSchema: object({}),
       async handler(_args, { bridge }) {
         const r = await bridge.recipients();
         if (!r.ok) return bridgeError(r);
-        if (r.data.items.length === 0) return text('No one is registered yet; a user runs `/agent register` in Discord.');
-        return text(r.data.items.map((i) => `- ${i.display_name} (${i.user_id})`).join('\n'));
+        if (r.data.items.length === 0) return result('No one is registered yet; a user runs `/agent register` in Discord.', r.data);
+        return result(r.data.items.map((i) => `- ${i.display_name} (${i.user_id})`).join('\n'), r.data);
       },
     },
   ];

@@ -13,17 +13,40 @@ export interface McpTool<Deps> {
   readonly name: string;
   readonly description: string;
   /** A short name people read (MCP's `title`). */
-  readonly title?: string;
-  /** What the tool does to the world (MCP's hints): read-only, destructive, idempotent, open-world. */
-  readonly annotations?: ToolAnnotations;
-  /** The contract's component schema (openapi/) its `structuredContent` is valid against. */
-  readonly output?: string;
+  readonly title: string;
+  /**
+   * What the tool does to the world (MCP's hints), each said: read-only, destructive, idempotent
+   * (the same arguments again change nothing more), open-world (it reaches a chat platform or the web).
+   */
+  readonly annotations: Required<Pick<ToolAnnotations, 'readOnlyHint' | 'destructiveHint' | 'idempotentHint' | 'openWorldHint'>>;
+  /**
+   * The contract's schema (openapi/) its `structuredContent` is valid against: a component schema's
+   * name, or an operationId (its success response's schema). Published as the tool's `outputSchema`.
+   */
+  readonly output: string;
   readonly inputSchema: JsonSchema & { type: 'object' };
   handler(args: Record<string, unknown>, deps: Deps): Promise<CallToolResult>;
 }
 
 /** A tool's answer in plain words. */
 export const text = (t: string, isError = false): CallToolResult => ({ content: [{ type: 'text', text: t }], ...(isError ? { isError: true } : {}) });
+
+/**
+ * A successful answer: the words an agent reads, and the same answer as data (`structuredContent`),
+ * valid against the tool's `output` schema (the bridge's own response, as the contract has it).
+ */
+export const result = (t: string, data: unknown): CallToolResult => ({ content: [{ type: 'text', text: t }], structuredContent: data as Record<string, unknown> });
+
+/** A successful answer whose text is the data itself, as JSON. */
+export const json = (data: unknown): CallToolResult => result(JSON.stringify(data, null, 2), data);
+
+/** The four hints, each said (MCP's defaults assume the worst; Herald says what is true). */
+export const hints = (readOnly: boolean, destructive: boolean, idempotent: boolean, openWorld: boolean): McpTool<unknown>['annotations'] => ({
+  readOnlyHint: readOnly,
+  destructiveHint: destructive,
+  idempotentHint: idempotent,
+  openWorldHint: openWorld,
+});
 
 /** An input object of exactly these properties. */
 export const object = (properties: Record<string, JsonSchema>, required: string[] = []): JsonSchema & { type: 'object' } => ({
@@ -34,6 +57,44 @@ export const object = (properties: Record<string, JsonSchema>, required: string[
 });
 
 let schemas: Record<string, unknown> | undefined;
+let operations: Map<string, JsonSchema> | undefined;
+
+/** Each operation's success (2xx) JSON response schema, by operationId, from the dereferenced contract. */
+function responseSchemas(): Map<string, JsonSchema> {
+  if (operations === undefined) {
+    operations = new Map();
+    const doc = dereferenced(loadSpec().document) as { paths: Record<string, Record<string, { operationId?: string; responses?: Record<string, { content?: Record<string, { schema?: JsonSchema }> }> }>> };
+    for (const item of Object.values(doc.paths)) {
+      for (const op of Object.values(item)) {
+        if (typeof op !== 'object' || op === null || op.operationId === undefined) continue;
+        const ok = Object.entries(op.responses ?? {}).find(([status, r]) => status.startsWith('2') && r.content?.['application/json']?.schema !== undefined);
+        const schema = ok?.[1].content?.['application/json']?.schema;
+        if (schema !== undefined) operations.set(op.operationId, schema);
+      }
+    }
+  }
+  return operations;
+}
+
+/**
+ * A tool's output schema: the contract's component schema `name`, or else the success response of
+ * the operation `name`, without Herald's `x-` extensions, its root an object (as MCP requires).
+ */
+export function contractOutput(name: string): JsonSchema & { type: 'object' } {
+  schemas ??= (dereferenced(loadSpec().document) as { components: { schemas: Record<string, unknown> } }).components.schemas;
+  const schema = schemas[name] !== undefined ? contractSchema(name) : (stripExtensions(responseSchemas().get(name)) as JsonSchema | undefined);
+  if (schema === undefined) throw new Error(`the contract has no schema or operation ${name}`);
+  return { ...schema, type: 'object' };
+}
+
+/** A copy without Herald's `x-` extensions: the dereferenced document is shared, never changed. */
+function stripExtensions(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(stripExtensions);
+  if (typeof node !== 'object' || node === null) return node;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(node)) if (!k.startsWith('x-')) out[k] = stripExtensions(v);
+  return out;
+}
 
 /**
  * The contract's component schema `name`, with `$ref`s resolved (their siblings kept, as the API
@@ -42,15 +103,7 @@ let schemas: Record<string, unknown> | undefined;
  */
 export function contractSchema(name: string, description?: string): JsonSchema {
   schemas ??= (dereferenced(loadSpec().document) as { components: { schemas: Record<string, unknown> } }).components.schemas;
-  // A copy without the extensions: the dereferenced document is shared, never changed.
-  const strip = (node: unknown): unknown => {
-    if (Array.isArray(node)) return node.map(strip);
-    if (typeof node !== 'object' || node === null) return node;
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(node)) if (!k.startsWith('x-')) out[k] = strip(v);
-    return out;
-  };
-  const schema = strip(schemas[name]) as JsonSchema | undefined;
+  const schema = stripExtensions(schemas[name]) as JsonSchema | undefined;
   if (schema === undefined) throw new Error(`the contract has no schema ${name}`);
   return description !== undefined ? { ...schema, description } : schema;
 }
