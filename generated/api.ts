@@ -1487,6 +1487,26 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description The operator's policy (`HERALD_POLICY`) refuses this call from the bridge token's caller; the
+         *     reason names the rule: `read_only` (a write by a read-only connector), `tools` (the tool this
+         *     operation serves is off), `destinations`, `channels`, `platforms` (a write to a target the
+         *     policy does not list), `rate_per_minute`, `rate_per_day` (the tool's cap is used up:
+         *     `Retry-After` says when a call is free again). With no policy file nothing is refused so.
+         */
+        PolicyRefused: {
+            headers: {
+                /** @description With a rate cap, seconds until a call fits under it again. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @enum {unknown} */
+                    error: "refused by policy: read_only" | "refused by policy: tools" | "refused by policy: destinations" | "refused by policy: channels" | "refused by policy: platforms" | "refused by policy: rate_per_minute" | "refused by policy: rate_per_day";
+                };
+            };
+        };
         /** @description This call needs the admin token (download mode, delete). */
         AdminTierRequired: {
             headers: {
@@ -1639,6 +1659,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             /** @description The request_id was already used for a different kind, target or body. */
@@ -2020,6 +2041,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             /** @description The request_id was already used for a different request; nothing changed. */
@@ -2282,6 +2304,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             /** @description The request_id was used for another payload. */
@@ -2410,6 +2433,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["PlatformRefused"];

@@ -23,6 +23,8 @@ import type { Database } from './schema.js';
 import type { Surfaces } from './transports/plugin.js';
 import { configuredPlatforms, startPlatforms } from './transports/start.js';
 import { transportsOf, type Transport, type Transports } from './transports/transport.js';
+import { loadOperatorPolicy } from './mcp/policy.js';
+import { policyCheck } from './platform/http/policy.middleware.js';
 
 export interface HeraldOptions {
   config: Config;
@@ -74,6 +76,8 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
   const platforms = configuredPlatforms(config.platforms, config.transport);
   // What the operator must fix in a platform's settings stops start-up before the store opens.
   for (const p of platforms) await p.check?.(config.platforms[p.name], log);
+  // The operator's policy file: every problem listed before anything starts.
+  const policy = await loadOperatorPolicy(config);
   try {
     const store = await openStore<Database>({
       databaseUrl: config.databaseUrl,
@@ -120,6 +124,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         adminToken: config.adminToken,
         log,
         onAuthFailure: (area, throttled) => httpMetrics.authFailure(area, throttled),
+        policy: policy === undefined ? undefined : policyCheck({ policy, db: store.db as Kysely<unknown>, registry, chatPlatform: config.chatTransport }),
         operations: [...parts.flatMap((p) => p.operations ?? []), probeOperations(readiness, () => singletons.states())],
       });
       const routes = parts.flatMap((p) => p.routes ?? []);

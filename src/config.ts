@@ -85,6 +85,16 @@ export interface Config {
   readonly mcpPort: number;
   /** `HERALD_MCP_TOKEN`: bearer token clients of `herald mcp --http` must present (required for --http). */
   readonly mcpToken: string | undefined;
+  /** `HERALD_MCP_ALLOWED_ORIGINS`: browser origins `herald mcp --http` accepts besides loopback ones (comma-separated); any other Origin gets 403. */
+  readonly mcpAllowedOrigins: readonly string[];
+  /** `HERALD_MCP_OAUTH_ISSUER`: the authorization server whose access tokens `herald mcp --http` also accepts (OAuth mode); unset: the static token only. */
+  readonly mcpOAuthIssuer: string | undefined;
+  /** `HERALD_MCP_OAUTH_JWKS_URL`: where the issuer publishes its signing keys. Default ISSUER/.well-known/jwks.json. */
+  readonly mcpOAuthJwksUrl: string | undefined;
+  /** `HERALD_MCP_RESOURCE`: this MCP server's canonical URL, the audience its access tokens must name (RFC 8707). Default the URL it serves /mcp at. */
+  readonly mcpResource: string | undefined;
+  /** `HERALD_POLICY`: the operator's policy file (YAML): what connectors and OAuth clients may do. Unset: no rules. */
+  readonly policyPath: string | undefined;
   /** `run_command`'s switch and limits (seed 001's defaults). */
   readonly commands: CommandLimits;
   /** Bot-to-bot handoffs (seed 002): who may hand off to whom, and the limits. */
@@ -242,6 +252,11 @@ export function loadConfig(env: Env = process.env): Config {
     mcpWaitMs: int('HERALD_MCP_WAIT_MS', 15_000, 0, 600_000),
     mcpPort: int('HERALD_MCP_PORT', 8790, 0, 65535),
     mcpToken: read.token('HERALD_MCP_TOKEN'),
+    mcpAllowedOrigins: Object.freeze(read.list('HERALD_MCP_ALLOWED_ORIGINS')),
+    mcpOAuthIssuer: read.url('HERALD_MCP_OAUTH_ISSUER'),
+    mcpOAuthJwksUrl: read.url('HERALD_MCP_OAUTH_JWKS_URL'),
+    mcpResource: read.url('HERALD_MCP_RESOURCE'),
+    policyPath: text('HERALD_POLICY') === undefined ? undefined : path.resolve(text('HERALD_POLICY') as string),
     commands: Object.freeze({
       executionEnabled: read.trueFalse('HERALD_COMMAND_EXECUTION_ENABLED', false),
       timeoutMs: int('HERALD_COMMAND_TIMEOUT_MS', 45_000, 100, 3_600_000),

@@ -5,6 +5,7 @@ import { withUtf16Lengths } from '../platform/contract/ajv.js';
 import { SchemaReasons } from '../platform/contract/reasons.js';
 import { contractOutput, text, type McpTool } from '../platform/mcp/tool.js';
 import type { McpServerDeps } from './deps.js';
+import type { Caller, McpPolicy } from './policy.js';
 import { mcpTools } from './tools.js';
 import { errorSummary } from '../platform/errors.js';
 
@@ -28,7 +29,7 @@ const reasons = new SchemaReasons();
  */
 function compiledTools(): Map<string, Compiled> {
   if (compiled === undefined) {
-    const ajv = withUtf16Lengths(new Ajv({ strict: false, allErrors: false }));
+    const ajv = withUtf16Lengths(new Ajv({ strict: false, allErrors: false, validateFormats: false }));
     compiled = new Map(
       mcpTools().map((tool) => {
         const outputSchema = contractOutput(tool.output);
@@ -45,11 +46,20 @@ export function listedTools(): Tool[] {
   return [...compiledTools().values()].map((c) => c.listed);
 }
 
-/**
- * What a caller may do, asked before each call (the operator's policy, see src/platform/policy/):
- * undefined to go ahead, or the refusal an agent reads.
- */
-export type ToolGate = (tool: McpTool<McpServerDeps>, args: Record<string, unknown>) => Promise<CallToolResult | undefined> | CallToolResult | undefined;
+/** The `confirm` argument the operator's policy adds to a tool that needs a confirming call. */
+const CONFIRM = { type: 'boolean', description: "true to go ahead: the operator's policy asks for this second, confirming call." } as const;
+
+/** A tool as listed to a caller who must confirm it: with a `confirm` argument. */
+function withConfirm(listed: Tool): Tool {
+  const properties = (listed.inputSchema.properties ?? {}) as Record<string, object>;
+  return properties['confirm'] !== undefined ? listed : { ...listed, inputSchema: { ...listed.inputSchema, properties: { ...properties, confirm: CONFIRM } } };
+}
+
+/** Who calls, and the operator's policy for them (src/mcp/policy.ts); without it, every tool for everyone. */
+export interface McpServerAccess {
+  policy: McpPolicy;
+  caller: Caller;
+}
 
 /**
  * Herald's MCP server (official SDK). The low-level `Server` rather than `McpServer.registerTool`:
@@ -58,18 +68,25 @@ export type ToolGate = (tool: McpTool<McpServerDeps>, args: Record<string, unkno
  * validates every input against the input schema and checks every structured result against the
  * output schema.
  */
-export function createMcpServer(deps: McpServerDeps, gate?: ToolGate): Server {
+export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): Server {
   const tools = compiledTools();
-  const listed = listedTools();
+  const listed = access === undefined ? listedTools() : [...tools.values()].filter((c) => access.policy.listed(c.tool, access.caller)).map((c) => (access.policy.needsConfirm(c.tool, access.caller) ? withConfirm(c.listed) : c.listed));
   const server = new Server({ name: 'herald', version: '0.1.0' }, { capabilities: { tools: {} } });
 
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
     const { name } = request.params;
-    const args: Record<string, unknown> = request.params.arguments ?? {};
+    let args: Record<string, unknown> = request.params.arguments ?? {};
     const entry = tools.get(name);
     if (entry === undefined) return text(`Unknown tool ${name}.`, true);
     const { tool } = entry;
+    // The policy's `confirm` argument is the policy's, not the tool's (unless the tool has its own: scrape_media).
+    const confirmed = args['confirm'] === true;
+    const ownConfirm = (tool.inputSchema['properties'] as Record<string, unknown> | undefined)?.['confirm'] !== undefined;
+    if (!ownConfirm && access?.policy.needsConfirm(tool, access.caller) === true && 'confirm' in args) {
+      const { confirm: _confirm, ...rest } = args;
+      args = rest;
+    }
     if (!entry.input(args)) {
       // In the bridge's words: the field, what it must be, and what the tool says the field is.
       const failure = reasons.failure(tool.inputSchema, args, undefined);
@@ -81,7 +98,7 @@ export function createMcpServer(deps: McpServerDeps, gate?: ToolGate): Server {
       return text(`Invalid arguments: ${reason}${typeof about === 'string' ? ` (${key}: ${about.replace(/\.$/, '')})` : ''}.`, true);
     }
     try {
-      const refused = await gate?.(tool, args);
+      const refused = access?.policy.check(tool, access.caller, confirmed);
       if (refused !== undefined) return refused;
       const result = await tool.handler(args, deps);
       // A structured result the contract does not describe is Herald's bug: said in the log, never hidden.

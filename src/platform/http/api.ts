@@ -3,6 +3,7 @@ import type { ParsedUrlQuery } from 'node:querystring';
 import { OpenAPIBackend, type Context, type Document, type Operation, type Request as ApiRequest } from 'openapi-backend';
 import type { Logger } from 'pino';
 import { withUtf16Lengths } from '../contract/ajv.js';
+import type { PolicyCheck } from './policy.middleware.js';
 import { isStoreUnavailable } from '../db/database.js';
 import { describeSchema, isPlainObject, SchemaReasons } from '../contract/reasons.js';
 import { specDocument, type SchemaNode } from '../contract/spec.js';
@@ -20,6 +21,8 @@ export interface ApiOptions {
   log: Logger;
   /** Told of each refused bearer token (metrics). */
   onAuthFailure?: (area: 'bridge' | 'admin', throttled: boolean) => void;
+  /** The operator's policy (HERALD_POLICY), asked once the body is read: src/platform/http/policy.middleware.ts. */
+  policy?: PolicyCheck | undefined;
 }
 
 /** What the framework hands the modules' handlers: the contract's own checks. */
@@ -196,6 +199,8 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
       const invalidBody = (operation as Record<string, unknown>)['x-herald-invalid-body'] as { status: number; error: string } | undefined;
       return send(ctx, { status: invalidBody?.status ?? 400, body: { error: invalidBody?.error ?? `${nul} must not contain NUL (U+0000)` } });
     }
+    const refused = deps.policy === undefined ? undefined : await deps.policy(ctx, operation?.operationId, body, request.query);
+    if (refused !== undefined) return send(ctx, refused);
     const result = (await api.handleRequest(request, ctx, body)) as Reply;
     return send(ctx, result);
   };

@@ -1,0 +1,125 @@
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Config } from '../config.js';
+import { text, type McpTool } from '../platform/mcp/tool.js';
+import { loadPolicy, refusedBy, rulesFor, type Policy, type PolicyRule, type Rules } from '../platform/policy/policy.js';
+import { TRANSPORT_NAMES } from '../transports/registry.js';
+import type { McpServerDeps } from './deps.js';
+import { mcpTools } from './tools.js';
+
+type Tool = McpTool<McpServerDeps>;
+
+/** The operator's policy file (HERALD_POLICY), checked against the tools and platforms that exist; undefined without one. */
+export async function loadOperatorPolicy(config: Pick<Config, 'policyPath'>): Promise<Policy | undefined> {
+  if (config.policyPath === undefined) return undefined;
+  return loadPolicy(config.policyPath, { tools: mcpTools().map((t) => t.name), platforms: TRANSPORT_NAMES });
+}
+
+/** OAuth scopes and what each lets a token do (src/mcp/oauth.ts): read-only tools, writes, destructive ones. */
+export type Scope = 'read' | 'write' | 'admin';
+
+/** The scope a tool needs: `read` for a read-only tool, `admin` for a destructive one, `write` for the rest. */
+export function scopeOf(tool: Tool): Scope {
+  return tool.annotations.readOnlyHint ? 'read' : tool.annotations.destructiveHint ? 'admin' : 'write';
+}
+
+/** Who is calling `herald mcp`: the static token's caller, or an OAuth client with its scopes. */
+export interface Caller {
+  /** The OAuth client id; undefined for the static token (the connector's rules alone). */
+  client?: string | undefined;
+  /** An OAuth token's scopes; undefined for the static token (every tool). */
+  scopes?: ReadonlySet<string> | undefined;
+}
+
+/** A refusal an agent reads: which rule of whose policy refused. */
+function refusal(rule: PolicyRule, tool: string, detail: string): CallToolResult {
+  return text(`Refused by the operator's policy (rule ${rule}): ${detail} (${tool}).`, true);
+}
+
+const RULE_WORDS: Readonly<Record<string, string>> = {
+  read_only: 'this connector is read-only: only tools that change nothing are on',
+  tools: 'this tool is off for this connector',
+};
+
+/** Read-only caps counted here (in memory: reads never reach a counted bridge operation). */
+class ReadCounter {
+  private readonly calls = new Map<string, number[]>();
+  take(key: string, cap: { perMinute?: number; perDay?: number }, now: number): PolicyRule | undefined {
+    const kept = (this.calls.get(key) ?? []).filter((t) => now - t < 86_400_000);
+    const minute = kept.filter((t) => now - t < 60_000).length;
+    if (cap.perDay !== undefined && kept.length >= cap.perDay) return 'rate_per_day';
+    if (cap.perMinute !== undefined && minute >= cap.perMinute) return 'rate_per_minute';
+    kept.push(now);
+    this.calls.set(key, kept);
+    return undefined;
+  }
+}
+
+/**
+ * The policy as `herald mcp` applies it to a caller: which tools it lists, whether a call may run.
+ * Targets (destinations, channels, platforms) and write caps are held by Herald itself on the
+ * operations the tools call (src/platform/http/policy.middleware.ts), whose refusal the tool reports.
+ */
+export class McpPolicy {
+  private readonly reads = new ReadCounter();
+
+  constructor(
+    private readonly policy: Policy | undefined,
+    private readonly onRefusal: (rule: PolicyRule) => void = () => undefined,
+  ) {}
+
+  private rules(caller: Caller): Rules[] {
+    return this.policy === undefined ? [] : rulesFor(this.policy, caller.client);
+  }
+
+  /** Whether the caller may use the tool at all (scope, read-only, tools on): an off tool is not listed. */
+  private off(tool: Tool, caller: Caller): PolicyRule | undefined {
+    if (caller.scopes !== undefined && !grants(caller.scopes, scopeOf(tool))) return 'scope';
+    for (const rules of this.rules(caller)) {
+      const rule = refusedBy(rules, { tool: tool.name, writes: !tool.annotations.readOnlyHint });
+      if (rule !== undefined) return rule;
+    }
+    return undefined;
+  }
+
+  /** Whether the caller must confirm the tool with `confirm: true`. */
+  needsConfirm(tool: Tool, caller: Caller): boolean {
+    return this.rules(caller).some((r) => r.confirm.has(tool.name));
+  }
+
+  listed(tool: Tool, caller: Caller): boolean {
+    return this.off(tool, caller) === undefined;
+  }
+
+  /** Undefined to go ahead, or the refusal the agent reads. `confirmed`: the call carried confirm: true. */
+  check(tool: Tool, caller: Caller, confirmed: boolean): CallToolResult | undefined {
+    const off = this.off(tool, caller);
+    if (off !== undefined) {
+      this.onRefusal(off);
+      if (off === 'scope') return refusal('scope', tool.name, `the access token lacks the ${scopeOf(tool)} scope this tool needs`);
+      return refusal(off, tool.name, RULE_WORDS[off] ?? 'not allowed');
+    }
+    if (this.needsConfirm(tool, caller) && !confirmed) {
+      this.onRefusal('confirm');
+      return text(`Not done yet: the operator's policy asks for a second, confirming call (rule confirm). Call ${tool.name} again with the same arguments and confirm: true to go ahead.`, true);
+    }
+    if (tool.annotations.readOnlyHint) {
+      for (const [i, rules] of this.rules(caller).entries()) {
+        const cap = rules.rate.get(tool.name);
+        const over = cap === undefined ? undefined : this.reads.take(`${i === 0 ? 'connector' : `client:${caller.client ?? ''}`}:${tool.name}`, cap, Date.now());
+        if (over !== undefined) {
+          this.onRefusal(over);
+          return refusal(over, tool.name, `this tool's cap is used up (${over === 'rate_per_minute' ? `${cap?.perMinute} a minute` : `${cap?.perDay} a day`})`);
+        }
+      }
+    }
+    return undefined;
+  }
+}
+
+/** Scopes grant in tiers: admin includes write, write includes read. */
+function grants(scopes: ReadonlySet<string>, needed: Scope): boolean {
+  if (scopes.has('admin')) return true;
+  if (needed === 'admin') return false;
+  if (scopes.has('write')) return true;
+  return needed === 'read' && scopes.has('read');
+}

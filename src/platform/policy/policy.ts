@@ -1,0 +1,232 @@
+import { readFile } from 'node:fs/promises';
+import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
+import { StartupError } from '../startup.js';
+
+/**
+ * The operator's policy (HERALD_POLICY, one YAML file): what the connector (whoever holds
+ * MCP_BRIDGE_TOKEN) and each OAuth client of `herald mcp --http` may do. Checked twice, with the
+ * same rules: by `herald mcp` before a tool runs (src/mcp/), and by the API on the `/mcp/`
+ * operations the tools call (src/platform/http/policy.middleware.ts), so calling `/mcp/` directly
+ * does not get round it. No file: no rules, today's behaviour.
+ */
+export interface Rules {
+  /** Only tools that change nothing (readOnlyHint), and only GET operations. */
+  readonly readOnly: boolean;
+  /** Only these tools (and the operations they call); undefined: every tool. */
+  readonly tools: ReadonlySet<string> | undefined;
+  /** Posts may target only these destinations; undefined: any. */
+  readonly destinations: ReadonlySet<string> | undefined;
+  /** Writes (chat sends, channel creation, handoffs, scrapes) may target only these channels; undefined: any. */
+  readonly channels: ReadonlySet<string> | undefined;
+  /** Chat writes may use only these platforms; undefined: any. */
+  readonly platforms: ReadonlySet<string> | undefined;
+  /** Calls per tool per minute and per day. */
+  readonly rate: ReadonlyMap<string, { perMinute?: number; perDay?: number }>;
+  /** Tools that run only when called with `confirm: true` (a second, confirming call). */
+  readonly confirm: ReadonlySet<string>;
+}
+
+export interface Policy {
+  /** The connector's rules: every caller with the bridge token. */
+  readonly connector: Rules;
+  /** An OAuth client's rules, by its client id, applied on top of the connector's. */
+  readonly clients: ReadonlyMap<string, Rules>;
+  /** Where the file is (for messages). */
+  readonly file: string;
+}
+
+/** The rule a refusal names (the contract's `refused by policy: <rule>`; the metric's `rule` label). */
+export type PolicyRule = 'read_only' | 'tools' | 'destinations' | 'channels' | 'platforms' | 'rate_per_minute' | 'rate_per_day' | 'confirm' | 'scope';
+
+/** The policy file's problems, every one with its line, as the configuration's are listed. */
+export class PolicyError extends StartupError {
+  constructor(
+    readonly file: string,
+    readonly problems: readonly string[],
+  ) {
+    super(`invalid policy in HERALD_POLICY (${file}):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'PolicyError';
+  }
+}
+
+const RULE_KEYS = ['read_only', 'tools', 'destinations', 'channels', 'platforms', 'rate', 'confirm'] as const;
+
+/**
+ * Reads and checks the policy file; every problem is listed at once (PolicyError). `toolNames`:
+ * the tools that exist (a rule naming another is a typo); `platforms` likewise.
+ */
+export async function loadPolicy(file: string, known: { tools: readonly string[]; platforms: readonly string[] }): Promise<Policy> {
+  let source: string;
+  try {
+    source = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new PolicyError(file, [`cannot read it: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`]);
+  }
+  return parsePolicy(source, file, known);
+}
+
+/** Parses a policy's text (loadPolicy's work, without the file). */
+export function parsePolicy(source: string, file: string, known: { tools: readonly string[]; platforms: readonly string[] }): Policy {
+  const problems: string[] = [];
+  const lines = new LineCounter();
+  const doc = parseDocument(source, { lineCounter: lines, uniqueKeys: true });
+  const at = (node: Node | null | undefined): string => {
+    const offset = node?.range?.[0];
+    return offset === undefined ? '' : `line ${lines.linePos(offset).line}: `;
+  };
+  for (const e of doc.errors) problems.push(`line ${e.linePos?.[0].line ?? '?'}: ${e.message.split('\n')[0]}`);
+  if (problems.length > 0) throw new PolicyError(file, problems);
+  const root = doc.contents;
+  const empty: Rules = { readOnly: false, tools: undefined, destinations: undefined, channels: undefined, platforms: undefined, rate: new Map(), confirm: new Set() };
+  if (root === null || (isScalar(root) && root.value === null)) return { connector: empty, clients: new Map(), file };
+  if (!isMap(root)) throw new PolicyError(file, [`${at(root)}the policy must be a mapping with connector and/or clients`]);
+
+  const toolSet = new Set(known.tools);
+  const names = (node: unknown, where: string, check?: (v: string) => string | undefined): Set<string> | undefined => {
+    if (!isSeq(node)) {
+      problems.push(`${at(node as Node)}${where} must be a list`);
+      return undefined;
+    }
+    const out = new Set<string>();
+    for (const item of node.items) {
+      if (!isScalar(item) || typeof item.value !== 'string' || item.value === '') {
+        problems.push(`${at(item as Node)}${where} must list non-empty names`);
+        continue;
+      }
+      const bad = check?.(item.value);
+      if (bad !== undefined) problems.push(`${at(item)}${where}: ${bad}`);
+      else out.add(item.value);
+    }
+    return out;
+  };
+  const toolName = (v: string): string | undefined => (toolSet.has(v) ? undefined : `no tool is called ${v} (the tools: ${known.tools.join(', ')})`);
+  const count = (node: unknown, where: string): number | undefined => {
+    if (node === undefined) return undefined;
+    const v = isScalar(node) ? node.value : undefined;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) {
+      problems.push(`${at(node as Node)}${where} must be a whole number, 0 or more`);
+      return undefined;
+    }
+    return v;
+  };
+
+  const rules = (node: unknown, where: string): Rules => {
+    if (!isMap(node)) {
+      problems.push(`${at(node as Node)}${where} must be a mapping of rules (${RULE_KEYS.join(', ')})`);
+      return empty;
+    }
+    let readOnly = false;
+    let tools: Set<string> | undefined;
+    let destinations: Set<string> | undefined;
+    let channels: Set<string> | undefined;
+    let platforms: Set<string> | undefined;
+    const rate = new Map<string, { perMinute?: number; perDay?: number }>();
+    let confirm = new Set<string>();
+    for (const pair of node.items) {
+      const key = isScalar(pair.key) ? String(pair.key.value) : '';
+      const value = pair.value;
+      switch (key) {
+        case 'read_only':
+          if (!isScalar(value) || typeof value.value !== 'boolean') problems.push(`${at(value as Node)}${where}.read_only must be true or false`);
+          else readOnly = value.value;
+          break;
+        case 'tools':
+          tools = names(value, `${where}.tools`, toolName);
+          break;
+        case 'destinations':
+          destinations = names(value, `${where}.destinations`);
+          break;
+        case 'channels':
+          channels = names(value, `${where}.channels`);
+          if (channels !== undefined) channels = new Set([...channels].map(channelKey));
+          break;
+        case 'platforms':
+          platforms = names(value, `${where}.platforms`, (v) => (known.platforms.includes(v) ? undefined : `no platform is called ${v} (the platforms: ${known.platforms.join(', ')})`));
+          break;
+        case 'confirm':
+          confirm = names(value, `${where}.confirm`, toolName) ?? new Set();
+          break;
+        case 'rate':
+          if (!isMap(value)) {
+            problems.push(`${at(value as Node)}${where}.rate must map tool names to { per_minute, per_day }`);
+            break;
+          }
+          for (const entry of value.items) {
+            const tool = isScalar(entry.key) ? String(entry.key.value) : '';
+            const bad = toolName(tool);
+            if (bad !== undefined) {
+              problems.push(`${at(entry.key as Node)}${where}.rate: ${bad}`);
+              continue;
+            }
+            if (!isMap(entry.value)) {
+              problems.push(`${at(entry.value as Node)}${where}.rate.${tool} must be { per_minute, per_day }`);
+              continue;
+            }
+            const cap: { perMinute?: number; perDay?: number } = {};
+            for (const c of entry.value.items) {
+              const k = isScalar(c.key) ? String(c.key.value) : '';
+              const n = k === 'per_minute' || k === 'per_day' ? count(c.value, `${where}.rate.${tool}.${k}`) : undefined;
+              if (k === 'per_minute' && n !== undefined) cap.perMinute = n;
+              else if (k === 'per_day' && n !== undefined) cap.perDay = n;
+              else if (k !== 'per_minute' && k !== 'per_day') problems.push(`${at(c.key as Node)}${where}.rate.${tool}: unknown key ${k} (per_minute, per_day)`);
+            }
+            rate.set(tool, cap);
+          }
+          break;
+        default:
+          problems.push(`${at(pair.key as Node)}${where}: unknown rule ${key} (the rules: ${RULE_KEYS.join(', ')})`);
+      }
+    }
+    return { readOnly, tools, destinations, channels, platforms, rate, confirm };
+  };
+
+  let connector = empty;
+  const clients = new Map<string, Rules>();
+  for (const pair of root.items) {
+    const key = isScalar(pair.key) ? String(pair.key.value) : '';
+    if (key === 'connector') connector = rules(pair.value, 'connector');
+    else if (key === 'clients') {
+      if (!isMap(pair.value)) {
+        problems.push(`${at(pair.value as Node)}clients must map OAuth client ids to rules`);
+        continue;
+      }
+      for (const c of pair.value.items) {
+        const id = isScalar(c.key) ? String(c.key.value) : '';
+        clients.set(id, rules(c.value, `clients.${id}`));
+      }
+    } else problems.push(`${at(pair.key as Node)}unknown section ${key} (the sections: connector, clients)`);
+  }
+  if (problems.length > 0) throw new PolicyError(file, problems);
+  return { connector, clients, file };
+}
+
+/** A channel as rules compare it: an IRC channel's `#` left out, in lower case. */
+export function channelKey(channel: string): string {
+  return channel.replace(/^#/, '').toLowerCase();
+}
+
+/** What a call would do, as far as the rules look: which tool, whether it writes, and where. */
+export interface Intent {
+  tool: string | undefined;
+  writes: boolean;
+  destination?: string | undefined;
+  channel?: string | undefined;
+  platform?: string | undefined;
+}
+
+/** The first rule (besides rates, which need the count) that refuses the intent, if any. */
+export function refusedBy(rules: Rules, intent: Intent): PolicyRule | undefined {
+  if (rules.readOnly && intent.writes) return 'read_only';
+  if (rules.tools !== undefined && intent.tool !== undefined && !rules.tools.has(intent.tool)) return 'tools';
+  if (!intent.writes) return undefined;
+  if (rules.destinations !== undefined && intent.destination !== undefined && !rules.destinations.has(intent.destination)) return 'destinations';
+  if (rules.channels !== undefined && intent.channel !== undefined && !rules.channels.has(channelKey(intent.channel))) return 'channels';
+  if (rules.platforms !== undefined && intent.platform !== undefined && !rules.platforms.has(intent.platform)) return 'platforms';
+  return undefined;
+}
+
+/** The rules that hold for a caller: the connector's, and the OAuth client's on top (both must allow). */
+export function rulesFor(policy: Policy, client: string | undefined): Rules[] {
+  const own = client === undefined ? undefined : policy.clients.get(client);
+  return own === undefined ? [policy.connector] : [policy.connector, own];
+}
