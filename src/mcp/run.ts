@@ -1,15 +1,20 @@
-import { createServer, type Server as HttpServer } from 'node:http';
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Logger } from 'pino';
-import { createBridgeClient } from '../client/bridge-client.js';
+import { Registry } from 'prom-client';
+import { createBridgeClient, type BridgeClient } from '../client/bridge-client.js';
 import type { Config } from '../config.js';
-import { isAuthorized } from '../platform/http/auth.js';
+import { bearerCheck, FailureThrottle } from '../platform/http/auth.js';
+import { POLICY_CLIENT_HEADER, policyRefusals } from '../platform/http/policy.middleware.js';
 import { createMcpServer, type McpServerDeps } from './server.js';
 import { McpState } from './state.js';
 import { errorSummary } from '../platform/errors.js';
 import { listenProblem } from '../platform/startup.js';
+import { metadataPath, oauthVerifier, resourceMetadata, type OAuthSettings } from './oauth.js';
+import { loadOperatorPolicy, McpPolicy, type Caller } from './policy.js';
 
 /** How long a call retries a bridge this server has not reached yet (or found down last time). */
 const UNREACHABLE_RETRY_MS = 2_000;
@@ -17,18 +22,22 @@ const UNREACHABLE_RETRY_MS = 2_000;
 /** Labels this server's calls in the archive's action log. */
 const MCP_CLIENT = { 'x-herald-client': 'mcp' };
 
+function bridgeClient(config: Config, bridgeToken: string, headers: Record<string, string> = {}): BridgeClient {
+  // Retries ride out a restart of a bridge that was answering: for as long as a tool waits for its
+  // outcome, at least 30 s. A bridge not reached yet, or down at the last try, is said at once.
+  return createBridgeClient({
+    baseUrl: config.heraldUrl,
+    token: bridgeToken,
+    backoffMs: 250,
+    retryForMs: Math.max(30_000, config.mcpWaitMs),
+    unreachableRetryForMs: UNREACHABLE_RETRY_MS,
+    headers: { ...MCP_CLIENT, ...headers },
+  });
+}
+
 async function deps(config: Config, bridgeToken: string, log: Logger): Promise<McpServerDeps> {
   return {
-    // Retries ride out a restart of a bridge that was answering: for as long as a tool waits for its
-    // outcome, at least 30 s. A bridge not reached yet, or down at the last try, is said at once.
-    bridge: createBridgeClient({
-      baseUrl: config.heraldUrl,
-      token: bridgeToken,
-      backoffMs: 250,
-      retryForMs: Math.max(30_000, config.mcpWaitMs),
-      unreachableRetryForMs: UNREACHABLE_RETRY_MS,
-      headers: MCP_CLIENT,
-    }),
+    bridge: bridgeClient(config, bridgeToken),
     // The media archive's admin tier, only when the operator gave this server the admin token too.
     admin: config.adminToken === undefined ? undefined : createBridgeClient({ baseUrl: config.heraldUrl, token: config.adminToken, headers: MCP_CLIENT }),
     state: await McpState.open(config.mcpStatePath),
@@ -37,9 +46,16 @@ async function deps(config: Config, bridgeToken: string, log: Logger): Promise<M
   };
 }
 
+/** The operator's policy as this server applies it; its refusals counted (herald_policy_refusals_total, surface mcp). */
+async function mcpPolicy(config: Config, registry: Registry): Promise<McpPolicy> {
+  const refusals = policyRefusals(registry);
+  return new McpPolicy(await loadOperatorPolicy(config), (rule) => refusals.inc({ rule, surface: 'mcp' }));
+}
+
 /** `herald mcp`: MCP over stdio (stdout is the protocol; logs go to stderr). */
 export async function runStdio(config: Config, bridgeToken: string, log: Logger): Promise<void> {
-  const server = createMcpServer(await deps(config, bridgeToken, log));
+  const policy = await mcpPolicy(config, new Registry());
+  const server = createMcpServer(await deps(config, bridgeToken, log), { policy, caller: {} });
   const transport = new StdioServerTransport();
   const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
   await server.connect(transport);
@@ -47,42 +63,126 @@ export async function runStdio(config: Config, bridgeToken: string, log: Logger)
   await closed;
 }
 
+/** Loopback origins (a local inspector, a desktop app's web view) are always allowed. */
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+function originAllowed(origin: string, allowed: readonly string[]): boolean {
+  if (allowed.includes(origin)) return true;
+  try {
+    return LOOPBACK.has(new URL(origin).hostname);
+  } catch {
+    return false;
+  }
+}
+
+const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void => {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+};
+
+export interface HttpMcp {
+  url: string;
+  server: HttpServer;
+  /** herald_policy_refusals_total and the like, of this server. */
+  registry: Registry;
+}
+
 /**
  * `herald mcp --http`: MCP over Streamable HTTP at /mcp, stateless (each request gets its own
- * transport), behind a bearer token, on loopback unless HOST says otherwise.
+ * transport), and the deprecated HTTP+SSE transport (GET /sse, POST /messages) for older clients,
+ * on the same port and token; on loopback unless HOST says otherwise. Every request is checked in
+ * the spec's order: its Origin (403 for a browser origin not allowed: DNS rebinding), then its
+ * bearer token (the static HERALD_MCP_TOKEN, or in OAuth mode an access token of the operator's
+ * issuer), failed attempts throttled per address as the API's are.
  */
-export async function startHttp(config: Config, bridgeToken: string, mcpToken: string, log: Logger): Promise<{ url: string; server: HttpServer }> {
+export async function startHttp(config: Config, bridgeToken: string, mcpToken: string, log: Logger): Promise<HttpMcp> {
   const shared = await deps(config, bridgeToken, log);
-  const server = createServer((req, res) => {
-    const path = (req.url ?? '').split('?')[0];
-    if (path !== '/mcp') {
-      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
+  const registry = new Registry();
+  const policy = await mcpPolicy(config, registry);
+  const staticToken = bearerCheck(mcpToken);
+  const throttle = new FailureThrottle();
+  // Each OAuth client's calls carry its id to Herald, so its rules hold on the bridge too.
+  const clients = new Map<string, McpServerDeps>();
+  const depsFor = (caller: Caller): McpServerDeps => {
+    if (caller.client === undefined) return shared;
+    let d = clients.get(caller.client);
+    if (d === undefined) {
+      d = { ...shared, bridge: bridgeClient(config, bridgeToken, { [POLICY_CLIENT_HEADER]: caller.client }) };
+      clients.set(caller.client, d);
+    }
+    return d;
+  };
+  let oauth: (OAuthSettings & { verify: (token: string) => Promise<Caller | undefined>; metadataPath: string }) | undefined;
+  /** Old HTTP+SSE sessions, by session id, with who opened them. */
+  const sessions = new Map<string, { transport: SSEServerTransport; caller: Caller }>();
+
+  const authenticate = async (req: IncomingMessage): Promise<Caller | undefined> => {
+    const header = req.headers.authorization;
+    if (staticToken(header)) return {};
+    if (oauth !== undefined && header?.startsWith('Bearer ') === true) return oauth.verify(header.slice('Bearer '.length));
+    return undefined;
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const origin = req.headers.origin;
+    if (origin !== undefined && !originAllowed(origin, config.mcpAllowedOrigins)) return json(res, 403, { error: 'origin not allowed' });
+    if (oauth !== undefined && req.method === 'GET' && (url.pathname === oauth.metadataPath || url.pathname === '/.well-known/oauth-protected-resource')) {
+      return json(res, 200, resourceMetadata(oauth));
+    }
+    if (url.pathname !== '/mcp' && url.pathname !== '/sse' && url.pathname !== '/messages') return json(res, 404, { error: 'not found' });
+    const caller = await authenticate(req);
+    if (caller === undefined) {
+      const verdict = throttle.fail(req.socket.remoteAddress ?? 'unknown');
+      if (verdict.limited) return json(res, 429, { error: 'too many failed attempts' }, { 'retry-after': String(verdict.retryAfterSeconds) });
+      const challenge = oauth === undefined ? 'Bearer' : `Bearer resource_metadata="${new URL(oauth.metadataPath, oauth.resource).href}", scope="read write admin"`;
+      return json(res, 401, { error: 'unauthorized' }, { 'www-authenticate': challenge });
+    }
+    const access = { policy, caller };
+    if (url.pathname === '/sse') {
+      if (req.method !== 'GET') return json(res, 405, { error: 'method not allowed' });
+      const transport = new SSEServerTransport('/messages', res);
+      sessions.set(transport.sessionId, { transport, caller });
+      const mcp = createMcpServer(depsFor(caller), access);
+      transport.onclose = () => {
+        sessions.delete(transport.sessionId);
+        void mcp.close();
+      };
+      await mcp.connect(transport);
       return;
     }
-    if (!isAuthorized(req.headers.authorization, mcpToken)) {
-      res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' }).end('{"error":"unauthorized"}');
+    if (url.pathname === '/messages') {
+      const session = sessions.get(url.searchParams.get('sessionId') ?? '');
+      // A session is its opener's: another caller (another OAuth client) cannot post into it.
+      if (session === undefined || session.caller.client !== caller.client) return json(res, 404, { error: 'unknown session' });
+      await session.transport.handlePostMessage(req, res);
       return;
     }
-    const mcp = createMcpServer(shared);
+    const mcp = createMcpServer(depsFor(caller), access);
     // No sessionIdGenerator: stateless mode.
     const transport = new StreamableHTTPServerTransport({});
     res.on('close', () => {
       void transport.close();
       void mcp.close();
     });
-    mcp
-      .connect(transport)
-      .then(() => transport.handleRequest(req, res))
-      .catch((err: unknown) => {
-        log.error({ err: errorSummary(err) }, 'mcp request failed');
-        if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"internal error"}');
-      });
+    await mcp.connect(transport);
+    await transport.handleRequest(req, res);
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      log.error({ err: errorSummary(err) }, 'mcp request failed');
+      if (!res.headersSent) json(res, 500, { error: 'internal error' });
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err) => reject(listenProblem(err, config.host, config.mcpPort, 'HERALD_MCP_PORT') ?? err));
     server.listen(config.mcpPort, config.host, () => resolve());
   });
   const url = `http://${config.host}:${(server.address() as AddressInfo).port}/mcp`;
-  log.info({ url, bridge: config.heraldUrl }, 'herald mcp serving Streamable HTTP');
-  return { url, server };
+  if (config.mcpOAuthIssuer !== undefined) {
+    const settings = { issuer: config.mcpOAuthIssuer, jwksUrl: config.mcpOAuthJwksUrl ?? `${config.mcpOAuthIssuer}/.well-known/jwks.json`, resource: config.mcpResource ?? url };
+    oauth = { ...settings, verify: oauthVerifier(settings), metadataPath: metadataPath(settings.resource) };
+  }
+  log.info({ url, bridge: config.heraldUrl, oauth: oauth?.issuer }, 'herald mcp serving Streamable HTTP (and HTTP+SSE at /sse)');
+  return { url, server, registry };
 }

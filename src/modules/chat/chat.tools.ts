@@ -1,7 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, ChatSend, ChatTransport } from '../../client/bridge-client.js';
 import { TRANSPORT_NAMES } from '../../transports/registry.js';
-import { bridgeError, hints, object, result, text, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, hints, object, result, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
 
 /** What these tools need from `herald mcp`: the bridge, and how long a send waits for its outcome. */
 export interface ChatToolDeps {

@@ -1,0 +1,52 @@
+import { createRemoteJWKSet, jwtVerify } from 'jose';
+import type { Caller } from './policy.js';
+
+/** The scopes Herald's tools take (src/mcp/policy.ts scopeOf): read-only tools, writes, destructive ones. */
+export const SCOPES = ['read', 'write', 'admin'] as const;
+
+export interface OAuthSettings {
+  /** The authorization server (the tokens' `iss`). */
+  issuer: string;
+  /** Where it publishes its keys. */
+  jwksUrl: string;
+  /** This MCP server's canonical URL: the audience a token must name (RFC 8707). */
+  resource: string;
+}
+
+/**
+ * OAuth 2.1 resource server for `herald mcp --http`: access tokens are JWTs signed by the
+ * operator's authorization server (its JWKS, fetched and cached by jose), for this resource
+ * (`aud`), from that issuer (`iss`), not expired (`exp`, `nbf`). Nothing else is trusted: a token
+ * that fails any check is no token.
+ */
+export function oauthVerifier(settings: OAuthSettings): (token: string) => Promise<Caller | undefined> {
+  const keys = createRemoteJWKSet(new URL(settings.jwksUrl));
+  return async (token) => {
+    try {
+      const { payload } = await jwtVerify(token, keys, { issuer: settings.issuer, audience: settings.resource, requiredClaims: ['exp'] });
+      const raw = payload['scope'] ?? payload['scp'];
+      const scopes = new Set(typeof raw === 'string' ? raw.split(' ').filter((s) => s !== '') : Array.isArray(raw) ? raw.filter((s): s is string => typeof s === 'string') : []);
+      const client = [payload['client_id'], payload['azp'], payload.sub].find((v): v is string => typeof v === 'string' && v !== '');
+      return { client, scopes };
+    } catch {
+      return undefined;
+    }
+  };
+}
+
+/** Protected Resource Metadata (RFC 9728): what a client needs to get a token for this server. */
+export function resourceMetadata(settings: OAuthSettings): Record<string, unknown> {
+  return {
+    resource: settings.resource,
+    authorization_servers: [settings.issuer],
+    scopes_supported: [...SCOPES],
+    bearer_methods_supported: ['header'],
+    resource_name: 'Herald MCP server',
+  };
+}
+
+/** Where the metadata is served for a resource URL: the well-known path with the resource's path after it (RFC 9728 §3.1). */
+export function metadataPath(resource: string): string {
+  const p = new URL(resource).pathname.replace(/\/$/, '');
+  return `/.well-known/oauth-protected-resource${p}`;
+}
