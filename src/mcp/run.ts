@@ -143,10 +143,11 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
       const transport = new SSEServerTransport('/messages', res);
       sessions.set(transport.sessionId, { transport, caller });
       const mcp = createMcpServer(depsFor(caller), access);
-      transport.onclose = () => {
+      // The stream's end ends the session (closing the server closes the transport, once).
+      res.on('close', () => {
         sessions.delete(transport.sessionId);
         void mcp.close();
-      };
+      });
       await mcp.connect(transport);
       return;
     }

@@ -1,0 +1,186 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Server as HttpServer } from 'node:http';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { Ajv } from 'ajv';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { startHttp } from '../src/mcp/run.js';
+import { createLogger } from '../src/platform/log.js';
+import { SANDBOX_MEDIA_CHANNEL, SANDBOX_MEMBER_IDS } from '../src/sandbox/sandbox.js';
+import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
+import { mcpClient, mcpOverHttp, type ToolResult } from './support/mcp.js';
+import { waitFor } from './support/wait.js';
+
+/** What the calls below learn and later rows use. */
+interface Seen {
+  code: string;
+  scrapeId: string;
+}
+
+/** A row per tool: its hints (readOnly, destructive, idempotent, openWorld), and a call. */
+interface Row {
+  hints: [boolean, boolean, boolean, boolean];
+  args: (seen: Seen) => Record<string, unknown>;
+  /** The call must succeed (else an error result is allowed: e.g. no trusted bot is configured). */
+  ok: boolean;
+  after?: (r: ToolResult & { structuredContent?: Record<string, unknown> }, seen: Seen) => void;
+}
+
+const REQUEST_ID = 'c'.repeat(64);
+
+/**
+ * Every tool, in the order they are called. A new tool is one more row: the test fails until it
+ * has one (its hints checked against what the server lists, its result against its output schema).
+ */
+const TOOLS: Readonly<Record<string, Row>> = {
+  get_capabilities: { hints: [true, false, true, false], args: () => ({ guild_id: IDS.guild }), ok: true },
+  post_message: { hints: [false, false, false, true], args: () => ({ guild_id: IDS.guild, destination: 'alerts', content: 'every tool: a post', request_id: REQUEST_ID }), ok: true },
+  edit_message: { hints: [false, true, true, true], args: () => ({ request_id: REQUEST_ID, content: 'every tool: edited' }), ok: true },
+  get_delivery: { hints: [true, false, true, false], args: () => ({ request_id: REQUEST_ID }), ok: true },
+  pair: { hints: [false, true, true, false], args: (s) => ({ code: s.code }), ok: true },
+  send_dm: { hints: [false, false, false, true], args: () => ({ content: 'every tool: a DM' }), ok: true },
+  list_recipients: { hints: [true, false, true, false], args: () => ({}), ok: true },
+  list_commands: { hints: [true, false, true, false], args: () => ({}), ok: true },
+  describe_command: { hints: [true, false, true, false], args: () => ({ name: 'dest' }), ok: true },
+  run_command: {
+    hints: [false, true, true, true],
+    args: () => ({ command: `destinations set alerts <#${IDS.channels.ops}>`, guildId: IDS.guild, channelId: IDS.channels.alerts, userId: SANDBOX_MEMBER_IDS.manager }),
+    ok: true,
+  },
+  hand_off: { hints: [false, false, false, true], args: () => ({ target_bot_id: '222222222222222222', channel_id: IDS.channels.alerts, text: 'a task' }), ok: false },
+  list_handoffs: { hints: [false, false, false, false], args: () => ({}), ok: true },
+  wait_for_handoff: { hints: [false, false, false, false], args: () => ({ timeout_seconds: 0 }), ok: true },
+  scrape_media: {
+    hints: [false, false, false, true],
+    args: () => ({ channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links' }),
+    ok: true,
+    after: (r, seen) => {
+      seen.scrapeId = String(r.structuredContent?.['id']);
+    },
+  },
+  list_media_scrapes: { hints: [true, false, true, false], args: () => ({}), ok: true },
+  get_media_scrape: { hints: [true, false, true, false], args: (s) => ({ scrapeId: s.scrapeId }), ok: true },
+  stop_media_scrape: { hints: [false, false, true, false], args: (s) => ({ scrapeId: s.scrapeId }), ok: false },
+  query_media: { hints: [true, false, true, false], args: () => ({ limit: 5 }), ok: true },
+  get_media_item: { hints: [true, false, true, false], args: () => ({ itemId: '1' }), ok: false },
+  get_media_storage: { hints: [true, false, true, false], args: () => ({}), ok: true },
+  delete_media_scrape: { hints: [false, true, true, false], args: (s) => ({ scrapeId: s.scrapeId }), ok: true },
+  send_message: { hints: [false, false, false, true], args: () => ({ channel: 'alerts', text: 'every tool: chat', sender: 'herald-test' }), ok: false },
+  read_messages: { hints: [true, false, true, true], args: () => ({ channel: 'alerts', limit: 5 }), ok: false },
+  create_channel: { hints: [false, false, false, true], args: () => ({ name: 'every-tool' }), ok: false },
+  list_channels: { hints: [true, false, true, true], args: () => ({}), ok: false },
+  get_members: { hints: [true, false, true, true], args: () => ({ channel: 'alerts' }), ok: false },
+};
+
+describe('herald mcp: every tool, as the official SDK client sees it', { timeout: 180_000 }, () => {
+  let h: TestHerald;
+  let stateDir: string;
+  let server: HttpServer;
+  let url: string;
+  let client: Client;
+  const token = newToken();
+
+  beforeAll(async () => {
+    h = await startTestHerald();
+    await waitFor(() => h.sandbox.commands.length > 0, 'slash commands');
+    await h.mapDestination();
+    stateDir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-tools-'));
+    const config = loadConfig({
+      HERALD_URL: h.url,
+      MCP_BRIDGE_TOKEN: h.bridgeToken,
+      HERALD_ADMIN_TOKEN: h.adminToken,
+      HERALD_MCP_STATE: path.join(stateDir, 'state.json'),
+      HERALD_MCP_PORT: '0',
+      HERALD_MCP_TOKEN: token,
+      HERALD_MCP_WAIT_MS: '10000',
+    });
+    ({ url, server } = await startHttp(config, h.bridgeToken, token, createLogger('silent')));
+    client = await mcpOverHttp('every-tool', url, token);
+  });
+  afterAll(async () => {
+    await client?.close();
+    await new Promise<void>((resolve) => server?.close(() => resolve()));
+    server?.closeAllConnections();
+    await h?.close();
+    if (stateDir !== undefined) await rm(stateDir, { recursive: true, force: true });
+  });
+
+  it('lists every tool with a title, its four hints as the table says, and an output schema', async () => {
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(Object.keys(TOOLS).sort());
+    for (const t of tools) {
+      const [readOnlyHint, destructiveHint, idempotentHint, openWorldHint] = (TOOLS[t.name] as Row).hints;
+      expect(t.annotations, t.name).toMatchObject({ readOnlyHint, destructiveHint, idempotentHint, openWorldHint });
+      expect(t.title, t.name).toMatch(/^\S/);
+      expect(t.outputSchema?.type, t.name).toBe('object');
+      // What a call says about idempotence matches the hint: a non-idempotent write says why.
+      if (!idempotentHint && !readOnlyHint && /request_id/.test(JSON.stringify(t.inputSchema))) expect(t.description, t.name).toContain('not idempotent');
+    }
+  });
+
+  it('calls every tool; each result carries structuredContent valid against the tool\'s output schema', async () => {
+    const { tools } = await client.listTools();
+    const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
+    await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
+    const pairReply = await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'pair' });
+    const seen: Seen = { code: /\*\*([A-Z2-9]{27})\*\*/.exec(pairReply.data?.content ?? '')?.[1] ?? '', scrapeId: '' };
+    let validated = 0;
+    for (const [name, row] of Object.entries(TOOLS)) {
+      const schema = tools.find((t) => t.name === name)?.outputSchema;
+      const r = (await client.callTool({ name, arguments: row.args(seen) })) as ToolResult & { structuredContent?: Record<string, unknown> };
+      if (row.ok) expect(r.isError, `${name}: ${JSON.stringify(r.content)}`).toBeFalsy();
+      if (r.isError !== true) {
+        expect(r.structuredContent, name).toBeDefined();
+        const validate = ajv.compile(schema ?? {});
+        expect(validate(r.structuredContent), `${name}: ${JSON.stringify(validate.errors)}`).toBe(true);
+        validated += 1;
+      }
+      row.after?.(r, seen);
+    }
+    expect(validated).toBeGreaterThanOrEqual(Object.values(TOOLS).filter((r) => r.ok).length);
+  });
+
+  it('negotiates each protocol revision the SDK supports, for an old and a new client on the same server', async () => {
+    for (const version of ['2025-11-25', '2025-06-18', '2025-03-26']) {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'old', version: '0' } } }),
+      });
+      expect(res.status).toBe(200);
+      expect(await res.text()).toContain(`"protocolVersion":"${version}"`);
+    }
+    // The SDK's own client speaks the newest.
+    expect(client.getServerVersion()?.name).toBe('herald');
+    // An old client on the deprecated HTTP+SSE transport, same port and token.
+    const sse = await mcpClient('old-sse', new SSEClientTransport(new URL('/sse', url), { requestInit: { headers: { authorization: `Bearer ${token}` } }, eventSourceInit: { fetch: (u, init) => fetch(u, { ...init, headers: { ...(init?.headers as Record<string, string>), authorization: `Bearer ${token}` } }) } }));
+    try {
+      expect((await sse.listTools()).tools.length).toBe(Object.keys(TOOLS).length);
+      expect((await sse.callTool({ name: 'get_capabilities', arguments: {} })).structuredContent).toMatchObject({ targeted_post: true });
+    } finally {
+      await sse.close();
+    }
+  });
+
+  it('refuses a browser origin not allowed (403) before the token; a loopback origin passes', async () => {
+    const evil = await fetch(url, { method: 'POST', headers: { origin: 'http://evil.example', authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
+    expect(evil.status).toBe(403);
+    expect(await evil.json()).toEqual({ error: 'origin not allowed' });
+    const sse = await fetch(new URL('/sse', url), { headers: { origin: 'http://evil.example', authorization: `Bearer ${token}` } });
+    expect(sse.status).toBe(403);
+    const local = await fetch(url, { method: 'POST', headers: { origin: 'http://localhost:6274', 'content-type': 'application/json' }, body: '{}' });
+    expect(local.status).toBe(401);
+  });
+
+  it('throttles failed authentications as the API does: 429 with Retry-After after 10 in a minute', async () => {
+    let last: Response | undefined;
+    for (let i = 0; i < 12; i++) last = await fetch(url, { method: 'POST', headers: { authorization: 'Bearer wrong', 'content-type': 'application/json' }, body: '{}' });
+    expect(last?.status).toBe(429);
+    expect(Number(last?.headers.get('retry-after'))).toBeGreaterThan(0);
+    // The right token is never refused.
+    expect((await client.listTools()).tools.length).toBeGreaterThan(0);
+  });
+});
