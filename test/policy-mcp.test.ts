@@ -1,0 +1,206 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server as HttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { startHttp } from '../src/mcp/run.js';
+import { createLogger } from '../src/platform/log.js';
+import { parsePolicy, PolicyError } from '../src/platform/policy/policy.js';
+import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
+import { mcpOverHttp, toolText, type ToolResult } from './support/mcp.js';
+import { waitFor } from './support/wait.js';
+
+const POLICY = `
+# Every bridge-token caller: chat writes only to #agents.
+connector:
+  channels: ['#agents']
+clients:
+  reader:
+    read_only: true
+  capped:
+    rate:
+      post_message: { per_minute: 2, per_day: 100 }
+  confirming:
+    confirm: [post_message]
+`;
+
+/** A local authorization server: its signing key, its JWKS, the tokens it issues. */
+async function localIssuer(): Promise<{ url: string; server: HttpServer; sign: (claims: Record<string, unknown>, o?: { key?: CryptoKey; expiresIn?: string | number }) => Promise<string>; other: CryptoKey }> {
+  const { privateKey, publicKey } = await generateKeyPair('RS256');
+  const other = (await generateKeyPair('RS256')).privateKey;
+  const jwk: JWK = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+  const server = createServer((req, res) => {
+    if (req.url === '/.well-known/jwks.json') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] }));
+    else res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const sign = (claims: Record<string, unknown>, o: { key?: CryptoKey; expiresIn?: string | number } = {}): Promise<string> =>
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      .setIssuer(url)
+      .setIssuedAt()
+      .setExpirationTime(o.expiresIn ?? '5m')
+      .sign(o.key ?? privateKey);
+  return { url, server, sign, other };
+}
+
+describe("herald mcp: OAuth mode and the operator's policy", { timeout: 180_000 }, () => {
+  let h: TestHerald;
+  let dir: string;
+  let issuer: Awaited<ReturnType<typeof localIssuer>>;
+  let mcp: HttpServer;
+  let url: string;
+  const clients: Client[] = [];
+  const staticToken = newToken();
+
+  const connect = async (token: string): Promise<Client> => {
+    const c = await mcpOverHttp('policy-test', url, token);
+    clients.push(c);
+    return c;
+  };
+  const token = (client: string, scope: string, extra: { key?: CryptoKey; expiresIn?: string | number; aud?: string } = {}): Promise<string> =>
+    issuer.sign({ client_id: client, scope, aud: extra.aud ?? url }, extra);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'herald-policy-'));
+    const policyFile = path.join(dir, 'policy.yaml');
+    await writeFile(policyFile, POLICY);
+    issuer = await localIssuer();
+    h = await startTestHerald({ env: { HERALD_POLICY: policyFile } });
+    await h.mapDestination();
+    const config = loadConfig({
+      HERALD_URL: h.url,
+      MCP_BRIDGE_TOKEN: h.bridgeToken,
+      HERALD_MCP_STATE: path.join(dir, 'state.json'),
+      HERALD_MCP_PORT: '0',
+      HERALD_MCP_TOKEN: staticToken,
+      HERALD_MCP_WAIT_MS: '10000',
+      HERALD_MCP_OAUTH_ISSUER: issuer.url,
+      HERALD_POLICY: policyFile,
+    });
+    ({ url, server: mcp } = await startHttp(config, h.bridgeToken, staticToken, createLogger('silent')));
+  });
+  afterAll(async () => {
+    for (const c of clients) await c.close();
+    mcp?.closeAllConnections();
+    await new Promise<void>((resolve) => mcp?.close(() => resolve()));
+    await new Promise<void>((resolve) => issuer?.server.close(() => resolve()));
+    await h?.close();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('publishes Protected Resource Metadata and points 401s at it', async () => {
+    const metadataUrl = new URL('/.well-known/oauth-protected-resource/mcp', url).href;
+    const metadata = await fetch(metadataUrl);
+    expect(metadata.status).toBe(200);
+    expect(await metadata.json()).toMatchObject({ resource: url, authorization_servers: [issuer.url], scopes_supported: ['read', 'write', 'admin'] });
+    const refused = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get('www-authenticate')).toContain(`Bearer resource_metadata="${metadataUrl}"`);
+  });
+
+  it('accepts a valid access token, and refuses an expired one, one for another resource and a bad signature', async () => {
+    const ask = async (t: string): Promise<number> =>
+      (await fetch(url, { method: 'POST', headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) })).status;
+    expect(await ask(await token('anyone', 'read'))).toBe(200);
+    expect(await ask(await token('anyone', 'read', { expiresIn: Math.floor(Date.now() / 1000) - 60 }))).toBe(401);
+    expect(await ask(await token('anyone', 'read', { aud: 'http://127.0.0.1:1/mcp' }))).toBe(401);
+    expect(await ask(await token('anyone', 'read', { key: issuer.other }))).toBe(401);
+    // The static token still works beside OAuth.
+    expect(await ask(staticToken)).toBe(200);
+  });
+
+  it('maps scopes to tools: a read token lists and runs only read-only tools', async () => {
+    const reader = await connect(await token('scoped', 'read'));
+    const { tools } = await reader.listTools();
+    expect(tools.length).toBeGreaterThan(5);
+    expect(tools.every((t) => t.annotations?.readOnlyHint === true)).toBe(true);
+    const post = (await reader.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: 'no scope' } })) as ToolResult;
+    expect(post.isError).toBe(true);
+    expect(toolText(post)).toContain('rule scope');
+  });
+
+  it('a read-only client cannot post, whatever its scopes', async () => {
+    const reader = await connect(await token('reader', 'read write admin'));
+    expect((await reader.listTools()).tools.some((t) => t.name === 'post_message')).toBe(false);
+    const content = `read-only ${Date.now()}`;
+    const post = (await reader.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content } })) as ToolResult;
+    expect(post.isError).toBe(true);
+    expect(toolText(post)).toContain('rule read_only');
+    // Its calls reach Herald as its own: Herald holds the same rule on the operation.
+    const direct = await h.bridge.post('/mcp/deliveries', { request_id: 'd'.repeat(64), kind: 'post', target: { guild_id: IDS.guild, destination: 'alerts' }, body: { content } }, { headers: { 'x-herald-policy-client': 'reader' } });
+    expect(direct.status).toBe(403);
+    expect(direct.json).toEqual({ error: 'refused by policy: read_only' });
+    expect(h.sandbox.allMessages().filter((m) => m.content === content)).toHaveLength(0);
+  });
+
+  it('a capped client is refused at cap+1, counted in the store', async () => {
+    const capped = await connect(await token('capped', 'write'));
+    for (let i = 1; i <= 2; i++) {
+      const ok = (await capped.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: `capped ${i} ${Date.now()}` } })) as ToolResult;
+      expect(toolText(ok)).toMatch(/^Posted: /);
+    }
+    const third = (await capped.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: `capped 3 ${Date.now()}` } })) as ToolResult;
+    expect(third.isError).toBe(true);
+    expect(toolText(third)).toContain('refused by policy: rate_per_minute');
+    // Another client has no cap of its own: the connector's rules alone.
+    const other = await connect(await token('uncapped', 'write'));
+    expect(toolText(await other.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: `uncapped ${Date.now()}` } }))).toMatch(/^Posted: /);
+  });
+
+  it('a tool the policy wants confirmed runs only on the confirming call', async () => {
+    const c = await connect(await token('confirming', 'write'));
+    const tool = (await c.listTools()).tools.find((t) => t.name === 'post_message');
+    expect(Object.keys(tool?.inputSchema.properties ?? {})).toContain('confirm');
+    const args = { guild_id: IDS.guild, destination: 'alerts', content: `confirmed ${Date.now()}` };
+    const first = (await c.callTool({ name: 'post_message', arguments: args })) as ToolResult;
+    expect(toolText(first)).toContain('rule confirm');
+    expect(toolText(await c.callTool({ name: 'post_message', arguments: { ...args, confirm: true } }))).toMatch(/^Posted: /);
+  });
+
+  it('a disallowed channel is refused over MCP and over HTTP, and the refusals are counted', async () => {
+    const agent = await connect(staticToken);
+    const refused = (await agent.callTool({ name: 'send_message', arguments: { channel: '#elsewhere', text: 'nope', sender: 'agent' } })) as ToolResult;
+    expect(refused.isError).toBe(true);
+    expect(toolText(refused)).toContain('refused by policy: channels');
+    const direct = await h.bridge.post('/mcp/chat/messages', { channel: '#elsewhere', text: 'nope', sender: 'agent' });
+    expect(direct.status).toBe(403);
+    expect(direct.json).toEqual({ error: 'refused by policy: channels' });
+    const metrics = await waitFor(async () => {
+      const text = await h.herald.registry.getSingleMetricAsString('herald_policy_refusals_total');
+      return text.includes('rule="channels",surface="http"') ? text : undefined;
+    }, 'the refusal metric');
+    expect(metrics).toMatch(/herald_policy_refusals_total\{rule="channels",surface="http"\} [2-9]/);
+    expect(metrics).toMatch(/rule="read_only",surface="http"/);
+  });
+});
+
+describe('the policy file', () => {
+  const known = { tools: ['post_message', 'read_messages'], platforms: ['discord', 'irc'] };
+  it('lists every problem with its line', () => {
+    const source = ['connector:', '  read_only: maybe', '  tools: [post_message, post_mesage]', '  platforms: [matrix]', '  rate:', '    read_messages: { per_minute: -1 }', 'clients:', '  bot: { channel: [x] }', 'extra: 1'].join('\n');
+    let error: unknown;
+    try {
+      parsePolicy(source, 'p.yaml', known);
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(PolicyError);
+    expect((error as PolicyError).problems).toEqual([
+      'line 2: connector.read_only must be true or false',
+      'line 3: connector.tools: no tool is called post_mesage (the tools: post_message, read_messages)',
+      'line 4: connector.platforms: no platform is called matrix (the platforms: discord, irc)',
+      'line 6: connector.rate.read_messages.per_minute must be a whole number, 0 or more',
+      'line 8: clients.bot: unknown rule channel (the rules: read_only, tools, destinations, channels, platforms, rate, confirm)',
+      'line 9: unknown section extra (the sections: connector, clients)',
+    ]);
+  });
+  it('an empty file is no rules', () => {
+    expect(parsePolicy('', 'p.yaml', known).connector.readOnly).toBe(false);
+  });
+});
