@@ -5,8 +5,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql, type Kysely } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { loadConfig } from '../src/config.js';
+import { loadOperatorPolicy } from '../src/mcp/policy.js';
 import { startHttp } from '../src/mcp/run.js';
 import { createLogger } from '../src/platform/log.js';
 import { parsePolicy, PolicyError } from '../src/platform/policy/policy.js';
@@ -148,6 +150,13 @@ describe("herald mcp: OAuth mode and the operator's policy", { timeout: 180_000 
     const third = (await capped.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: `capped 3 ${Date.now()}` } })) as ToolResult;
     expect(third.isError).toBe(true);
     expect(toolText(third)).toContain('refused by policy: rate_per_minute');
+    // The same cap on the operation, with when a call is free again; the count is in the store every replica shares.
+    const direct = await h.bridge.post('/mcp/deliveries', { request_id: 'e'.repeat(64), kind: 'post', target: { guild_id: IDS.guild, destination: 'alerts' }, body: { content: 'capped direct' } }, { headers: { 'x-herald-policy-client': 'capped' } });
+    expect(direct.status).toBe(403);
+    expect(direct.json).toEqual({ error: 'refused by policy: rate_per_minute' });
+    expect(Number(direct.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const counted = await sql<{ n: string | number }>`select count(*) as n from policy_usage where subject = 'client:capped' and tool = 'post_message'`.execute(h.herald.store.db as Kysely<unknown>);
+    expect(Number(counted.rows[0]?.n)).toBe(2);
     // Another client has no cap of its own: the connector's rules alone.
     const other = await connect(await token('uncapped', 'write'));
     expect(toolText(await other.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: `uncapped ${Date.now()}` } }))).toMatch(/^Posted: /);
@@ -199,6 +208,13 @@ describe('the policy file', () => {
       'line 8: clients.bot: unknown rule channel (the rules: read_only, tools, destinations, channels, platforms, rate, confirm)',
       'line 9: unknown section extra (the sections: connector, clients)',
     ]);
+  });
+  it('stops start-up with every problem listed', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'herald-policy-bad-'));
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    const file = path.join(dir, 'policy.yaml');
+    await writeFile(file, 'connector:\n  read_only: yes please\n  tools: [no_such_tool]\n');
+    await expect(loadOperatorPolicy({ policyPath: file })).rejects.toThrow(/invalid policy in HERALD_POLICY.*\n {2}- line 2: connector\.read_only must be true or false\n {2}- line 3: connector\.tools: no tool is called no_such_tool/);
   });
   it('an empty file is no rules', () => {
     expect(parsePolicy('', 'p.yaml', known).connector.readOnly).toBe(false);
