@@ -11,7 +11,8 @@ import { loadConfig } from '../src/config.js';
 import { loadOperatorPolicy } from '../src/mcp/policy.js';
 import { startHttp } from '../src/mcp/run.js';
 import { createLogger } from '../src/platform/log.js';
-import { parsePolicy, PolicyError } from '../src/platform/policy/policy.js';
+import { operationIntent } from '../src/platform/policy/operations.js';
+import { parsePolicy, PolicyError, refusedBy } from '../src/platform/policy/policy.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { mcpOverHttp, toolText, type ToolResult } from './support/mcp.js';
 import { waitFor } from './support/wait.js';
@@ -215,6 +216,14 @@ describe('the policy file', () => {
     const file = path.join(dir, 'policy.yaml');
     await writeFile(file, 'connector:\n  read_only: yes please\n  tools: [no_such_tool]\n');
     await expect(loadOperatorPolicy({ policyPath: file })).rejects.toThrow(/invalid policy in HERALD_POLICY.*\n {2}- line 2: connector\.read_only must be true or false\n {2}- line 3: connector\.tools: no tool is called no_such_tool/);
+  });
+  it('an operation is on when any tool that calls it is on (post_message polls its delivery)', () => {
+    const { connector } = parsePolicy('connector:\n  tools: [post_message]\n', 'p.yaml', known);
+    const intent = (operationId: string, method = 'GET') => operationIntent(operationId, { method, body: { kind: 'post', target: { destination: 'alerts' } }, query: {} }, 'discord');
+    expect(refusedBy(connector, intent('getDelivery'))).toBeUndefined();
+    expect(refusedBy(connector, intent('createDelivery', 'POST'))).toBeUndefined();
+    expect(refusedBy(connector, intent('getCapabilities'))).toBe('tools');
+    expect(refusedBy(connector, intent('readChatMessages'))).toBe('tools');
   });
   it('an empty file is no rules', () => {
     expect(parsePolicy('', 'p.yaml', known).connector.readOnly).toBe(false);

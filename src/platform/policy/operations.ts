@@ -21,7 +21,7 @@ const OPERATIONS: Readonly<Record<string, (i: Input, chatPlatform: string) => Om
     const target = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)['target'] : undefined;
     return { tool: DELIVERY_TOOL[field(body, 'kind') ?? ''], destination: field(target, 'destination') };
   },
-  getDelivery: () => ({ tool: 'get_delivery' }),
+  getDelivery: () => ({ tool: 'get_delivery', alsoFor: ['post_message', 'send_dm', 'edit_message'] }),
   listRecipients: () => ({ tool: 'list_recipients' }),
   redeemPairingCode: () => ({ tool: 'pair' }),
   getRegistration: () => ({ tool: 'send_dm' }),

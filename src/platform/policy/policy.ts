@@ -208,6 +208,8 @@ export function channelKey(channel: string): string {
 /** What a call would do, as far as the rules look: which tool, whether it writes, and where. */
 export interface Intent {
   tool: string | undefined;
+  /** Other tools that call this operation too (a sending tool polls its delivery): any of them on lets it through. */
+  alsoFor?: readonly string[] | undefined;
   writes: boolean;
   destination?: string | undefined;
   channel?: string | undefined;
@@ -217,7 +219,7 @@ export interface Intent {
 /** The first rule (besides rates, which need the count) that refuses the intent, if any. */
 export function refusedBy(rules: Rules, intent: Intent): PolicyRule | undefined {
   if (rules.readOnly && intent.writes) return 'read_only';
-  if (rules.tools !== undefined && intent.tool !== undefined && !rules.tools.has(intent.tool)) return 'tools';
+  if (rules.tools !== undefined && intent.tool !== undefined && ![intent.tool, ...(intent.alsoFor ?? [])].some((t) => rules.tools?.has(t) === true)) return 'tools';
   if (!intent.writes) return undefined;
   if (rules.destinations !== undefined && intent.destination !== undefined && !rules.destinations.has(intent.destination)) return 'destinations';
   if (rules.channels !== undefined && intent.channel !== undefined && !rules.channels.has(channelKey(intent.channel))) return 'channels';
