@@ -99,7 +99,7 @@ describe('herald mcp: every tool, as the official SDK client sees it', { timeout
     });
     ({ url, server } = await startHttp(config, h.bridgeToken, token, createLogger('silent')));
     client = await mcpOverHttp('every-tool', url, token);
-  });
+  }, 180_000);
   afterAll(async () => {
     await client?.close();
     await new Promise<void>((resolve) => server?.close(() => resolve()));

@@ -87,7 +87,7 @@ describe("herald mcp: OAuth mode and the operator's policy", { timeout: 180_000 
       HERALD_POLICY: policyFile,
     });
     ({ url, server: mcp } = await startHttp(config, h.bridgeToken, staticToken, createLogger('silent')));
-  });
+  }, 180_000);
   afterAll(async () => {
     for (const c of clients) await c.close();
     mcp?.closeAllConnections();
@@ -116,6 +116,23 @@ describe("herald mcp: OAuth mode and the operator's policy", { timeout: 180_000 
     expect(await ask(await token('anyone', 'read', { key: issuer.other }))).toBe(401);
     // The static token still works beside OAuth.
     expect(await ask(staticToken)).toBe(200);
+  });
+
+  it("an HTTP+SSE session is its opener's: another client cannot post into it", async () => {
+    const a = await token('client-a', 'read');
+    const b = await token('client-b', 'read');
+    const controller = new AbortController();
+    const stream = await fetch(new URL('/sse', url), { headers: { authorization: `Bearer ${a}` }, signal: controller.signal });
+    expect(stream.status).toBe(200);
+    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+    let seen = '';
+    while (!/data: (\S+)/.test(seen)) seen += new TextDecoder().decode((await reader.read()).value);
+    const endpoint = new URL(/data: (\S+)/.exec(seen)?.[1] ?? '', url);
+    const message = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+    const post = (t: string) => fetch(endpoint, { method: 'POST', headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' }, body: message });
+    expect((await post(b)).status).toBe(404);
+    expect((await post(a)).status).toBe(202);
+    controller.abort();
   });
 
   it('maps scopes to tools: a read token lists and runs only read-only tools', async () => {
