@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, DeliveryRequest, DeliveryState } from '../../client/bridge-client.js';
+import { filesArgument, uploadToolFiles } from './delivery.tool-files.js';
 import { bridgeError, contractSchema, object, text, unreachable, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
 
 /** What these tools need from `herald mcp`: the bridge, the agent's own records, how long to wait. */
@@ -73,16 +74,20 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
           guild_id: contractSchema('GuildId', 'The Discord server (guild) id.'),
           destination: contractSchema('Destination', 'alerts: time-sensitive findings and warnings; deals: notable deals or opportunities; digest: periodic summaries; ops: operational status.'),
           ...messageParts(),
+          files: filesArgument,
         },
         ['guild_id', 'destination', 'content'],
       ),
-      handler: (args, deps) =>
-        send(deps, { kind: 'post', target: { guild_id: String(args['guild_id']), destination: args['destination'] as 'alerts' }, body: bodyOf(args) as { content: string } }),
+      async handler(args, deps) {
+        const files = await uploadToolFiles(deps.bridge, args['files']);
+        if ('error' in files) return text(`Nothing was sent: ${files.error}.`, true);
+        return send(deps, { kind: 'post', target: { guild_id: String(args['guild_id']), destination: args['destination'] as 'alerts' }, body: { ...bodyOf(args), ...files } as { content: string } });
+      },
     },
     {
       name: 'send_dm',
       description: `Send a direct message to the paired Discord user. Refuses when not paired, or when the user revoked access since pairing (pair again). ${NO_RETRY}`,
-      inputSchema: object(messageParts(), ['content']),
+      inputSchema: object({ ...messageParts(), files: filesArgument }, ['content']),
       async handler(args, deps) {
         const pairing = deps.state.pairing;
         if (pairing === undefined) return text('Not paired with anyone yet. Ask the user to run `/agent pair` in Discord and call pair with the code.', true);
@@ -92,7 +97,9 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         if (reg.data.generation !== pairing.generation) {
           return text('The paired user revoked access and registered again since pairing. Refusing to DM until you pair again: ask them to run `/agent pair` and call pair with the code.', true);
         }
-        return send(deps, { kind: 'dm', target: { user_id: pairing.user_id }, body: bodyOf(args) as { content: string } });
+        const files = await uploadToolFiles(deps.bridge, args['files']);
+        if ('error' in files) return text(`Nothing was sent: ${files.error}.`, true);
+        return send(deps, { kind: 'dm', target: { user_id: pairing.user_id }, body: { ...bodyOf(args), ...files } as { content: string } });
       },
     },
     {
