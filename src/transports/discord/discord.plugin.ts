@@ -71,6 +71,7 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
   const facets: Transport = {
     name: 'discord',
     idempotentSend: rest.idempotentSend,
+    files: rest.files,
     sender: rest.sender,
     dms: rest.dms,
     editor: rest.editor,
