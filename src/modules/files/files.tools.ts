@@ -1,5 +1,5 @@
 import type { BridgeClient } from '../../client/bridge-client.js';
-import { bridgeError, contractSchema, object, text, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, contractSchema, object, type McpTool } from '../../platform/mcp/tool.js';
 
 /** What this tool needs from `herald mcp`: the bridge. */
 export interface FileToolDeps {
