@@ -3269,7 +3269,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example the file's bytes */
                 "*/*": string;
+                /**
+                 * @example {
+                 *       "file": "the file's bytes"
+                 *     }
+                 */
                 "multipart/form-data": {
                     file: string;
                 };
@@ -3331,6 +3337,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae */
                 file: components["schemas"]["FileId"];
             };
             cookie?: never;
