@@ -1398,7 +1398,7 @@ export interface components {
             filename: string;
             /** @description Where to fetch the bytes with the bridge token: `/mcp/files/{file}`. */
             url: string;
-            /** @description The same bytes were stored already. */
+            /** @description An upload: the same bytes were stored already. A download: this attachment was fetched before (nothing was downloaded now). */
             existing: boolean;
         };
         Attachment: {
