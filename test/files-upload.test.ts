@@ -156,6 +156,22 @@ describe('files out and in', () => {
     expect(bad.json).toEqual({ error: 'message_id must be a snowflake' });
   });
 
+  it('sends a DM with a file to a registered user, and its attachment can be fetched from the DM channel', async () => {
+    await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
+    const data = picture(500);
+    const file = (await upload(data, 'dm.png')).json as { file: string };
+    const id = newRequestId();
+    const res = await h.bridge.post('/mcp/deliveries', { request_id: id, kind: 'dm', target: { user_id: IDS.user }, body: { content: 'a dm with a file', attachments: [{ file: file.file, filename: 'dm.png' }] } });
+    expect(res.status).toBe(202);
+    await h.waitForState(id, 'delivered');
+    const sent = h.sandbox.allMessages().filter((m) => m.content === 'a dm with a file');
+    expect(sent).toHaveLength(1);
+    expect(sent[0]?.attachments?.map((a) => [a.filename, a.size])).toEqual([['dm.png', 500]]);
+    const got = await h.bridge.post('/mcp/attachments/download', { channel_id: sent[0]?.channel_id, message_id: sent[0]?.id, attachment_id: sent[0]?.attachments?.[0]?.id });
+    expect(got.status).toBe(200);
+    expect(got.json).toMatchObject({ file: sha(data), existing: false });
+  });
+
   it('answers a request without attachments as before (no attachments key echoed)', async () => {
     const id = newRequestId();
     const res = await h.bridge.post('/mcp/deliveries', { request_id: id, kind: 'post', target: { guild_id: IDS.guild, destination: 'alerts' }, body: { content: 'plain' } });
