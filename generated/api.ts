@@ -642,6 +642,87 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Store a file for later deliveries; the same bytes answer the same id.
+         * @description Two shapes:
+         *     - a raw body: the bytes as they are, their type in `Content-Type` (absent: `application/octet-stream`)
+         *       and their name in the `filename` query parameter (or the `X-Herald-Filename` header);
+         *     - `multipart/form-data` with one file part (its own filename and type; a `filename` query
+         *       parameter overrides the name).
+         *
+         *     Stored by the SHA-256 of its bytes: the id is that digest, so uploading the same bytes again
+         *     answers the same id (`existing: true`), and a delivery's payload hash covers the bytes it
+         *     attaches. At most `HERALD_FILE_MAX_BYTES` bytes (default 26214400, 25 MiB: the most one
+         *     Discord message carries), counted while the body streams in: a larger one is refused with
+         *     413 before it is stored. An upload no delivery references expires after `HERALD_FILE_TTL_HOURS`
+         *     (default 24); one a delivery lists is kept while that delivery's record is (8 days), and a
+         *     pending delivery's files are never pruned. The bytes are never logged.
+         */
+        post: operations["uploadFile"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/files/{file}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A stored file's bytes (an upload, or an attachment Herald downloaded).
+         * @description Served with its stored content type as an attachment (`Content-Disposition: attachment`),
+         *     `X-Content-Type-Options: nosniff` and a sandboxing CSP: a stored file never runs as a page of
+         *     Herald's origin.
+         */
+        get: operations["getFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/attachments/download": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fetch a message's attachment into Herald's file store, once.
+         * @description The message must be one the agent can read: in a channel a destination maps to, or in the DM
+         *     channel of a registered user. Herald fetches the attachment through the media archive's
+         *     downloader (only the platform's media hosts, or the sandbox's origin in sandbox mode; no
+         *     redirects; no private addresses; at most `HERALD_FILE_MAX_BYTES`; media, PDF or generic
+         *     binary types only) into the content-addressed store, and answers its metadata and a Herald
+         *     URL to fetch it with the bridge token (`GET /mcp/files/{file}`). The bytes are never in the
+         *     answer. The same attachment again answers the stored file without fetching it again
+         *     (`existing: true`).
+         */
+        post: operations["downloadAttachment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -736,6 +817,7 @@ export interface components {
             content: components["schemas"]["Content"];
             card?: components["schemas"]["Card"];
             links?: components["schemas"]["Links"];
+            attachments?: components["schemas"]["Attachments"];
         };
         /** @description An edit's body; what it includes replaces that part of the message. */
         EditBody: {
@@ -811,6 +893,7 @@ export interface components {
             content?: components["schemas"]["Content"];
             card?: components["schemas"]["Card"];
             links?: components["schemas"]["Links"];
+            attachments?: components["schemas"]["Attachments"];
         };
         /**
          * @description CAPABILITY_UNAVAILABLE: the host cannot DM or edit. UPSTREAM_UNAVAILABLE: Discord refused, or
@@ -1301,6 +1384,44 @@ export interface components {
             transport: components["schemas"]["ChatTransport"];
             channel: string;
             members: string[];
+        };
+        /** @description A stored file's id, the SHA-256 of its bytes (lowercase hex). */
+        FileId: string;
+        Filename: string;
+        StoredFile: {
+            file: components["schemas"]["FileId"];
+            sha256: string;
+            size: number;
+            /** @description As given when the bytes were first stored. */
+            content_type: string;
+            /** @description As given with this upload (or the attachment's own name). */
+            filename: string;
+            /** @description Where to fetch the bytes with the bridge token: `/mcp/files/{file}`. */
+            url: string;
+            /** @description An upload: the same bytes were stored already. A download: this attachment was fetched before (nothing was downloaded now). */
+            existing: boolean;
+        };
+        Attachment: {
+            file: components["schemas"]["FileId"];
+            filename: string;
+            description?: string;
+        };
+        /**
+         * @description Files sent with the message, each uploaded first with `POST /mcp/files`. Checked before
+         *     anything is queued, with these reasons: more than 10 → `body.attachments must have at most 10 items`;
+         *     a file Herald does not hold → `body.attachments[].file is not a stored file: upload it with POST /mcp/files`;
+         *     one file over the platform's limit for a file (Discord: `HERALD_DISCORD_MAX_FILE_BYTES`, default
+         *     10 MiB) → `body.attachments[].file is larger than the platform's limit for one file`; all of them
+         *     over the limit for one message (Discord: 25 MiB) → `body.attachments total more than the platform's limit for one message`;
+         *     a platform that cannot attach files (IRC, Slack) → `body.attachments cannot be sent on this platform`.
+         *     The payload hash covers each file id, which is the SHA-256 of its bytes: the same request_id
+         *     with other bytes is a 422. A request without `attachments` is answered exactly as before.
+         */
+        Attachments: components["schemas"]["Attachment"][];
+        AttachmentDownloadRequest: {
+            channel_id: string;
+            message_id: string;
+            attachment_id: string;
         };
         CommandParameter: {
             name: string;
@@ -3155,6 +3276,207 @@ export interface operations {
                     };
                 };
             };
+        };
+    };
+    uploadFile: {
+        parameters: {
+            query?: {
+                /** @description The file's name (required for a raw body unless `X-Herald-Filename` gives it). */
+                filename?: components["schemas"]["Filename"];
+            };
+            header?: {
+                /** @description The file's name, where a query parameter is awkward (percent-encoded UTF-8 allowed). */
+                "X-Herald-Filename"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example the file's bytes */
+                "*/*": string;
+                /**
+                 * @example {
+                 *       "file": "the file's bytes"
+                 *     }
+                 */
+                "multipart/form-data": {
+                    file: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The same bytes were stored already; the same id. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoredFile"];
+                };
+            };
+            /** @description Stored now. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoredFile"];
+                };
+            };
+            /**
+             * @description The request names no file or no filename, the body is empty, or the multipart body is
+             *     malformed. Reasons: `filename is required: the filename query parameter or the X-Herald-Filename header`,
+             *     `filename must be 1..255 characters, without / \ or control characters`, `file must not be empty`,
+             *     `multipart body must hold exactly one file part`.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description The file is larger than `HERALD_FILE_MAX_BYTES`; nothing was stored. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "file is larger than HERALD_FILE_MAX_BYTES";
+                    };
+                };
+            };
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    getFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae */
+                file: components["schemas"]["FileId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No stored file with this id (never stored, or expired). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "file not found";
+                    };
+                };
+            };
+        };
+    };
+    downloadAttachment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "channel_id": "345678901234567890",
+                 *       "message_id": "456789012345678901",
+                 *       "attachment_id": "567890123456789012"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AttachmentDownloadRequest"];
+            };
+        };
+        responses: {
+            /** @description The stored file. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoredFile"];
+                };
+            };
+            /** @description A field that is missing or malformed (the reason names it), or the platform cannot read messages. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The channel is neither a mapped destination's nor a registered user's DM channel. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "channel_id is not a channel the agent can read";
+                    };
+                };
+            };
+            /** @description The message or the attachment is not there. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {unknown} */
+                        error: "message not found" | "attachment not found";
+                    };
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            /** @description Herald refused to fetch it (host, address, redirect, content type, size); `error` says why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyFailedAttempts"];
+            /** @description The platform or its media host could not be reached; try again. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["BridgeNotConfigured"];
         };
     };
     getHealth: {

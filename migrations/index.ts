@@ -18,6 +18,7 @@ import * as chatKind from './2026-12-02T03-00-00_chat-kind.js';
 import * as singletons from './2026-12-02T05-00-00_singletons.js';
 import * as registrationPlatform from './2026-12-02T05-30-00_registration-platform.js';
 import * as handoffCatchup from './2026-12-02T08-30-00_handoff-catchup.js';
+import * as files from './2026-12-02T12-10-00_files.js';
 import * as policyUsage from './2026-12-02T12-40-00_policy-usage.js';
 
 /** Every migration, by name; names sort in the order they apply. Add new ones here. */
@@ -41,5 +42,6 @@ export const migrations: Record<string, Migration> = {
   '2026-12-02T05-00-00_singletons': singletons,
   '2026-12-02T05-30-00_registration-platform': registrationPlatform,
   '2026-12-02T08-30-00_handoff-catchup': handoffCatchup,
+  '2026-12-02T12-10-00_files': files,
   '2026-12-02T12-40-00_policy-usage': policyUsage,
 };

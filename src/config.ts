@@ -101,6 +101,8 @@ export interface Config {
   readonly handoffs: HandoffLimits;
   /** The media archive's storage limit and download cap. */
   readonly media: MediaLimits;
+  /** Files out and in (uploads, attachments fetched for agents). */
+  readonly files: FileStoreLimits;
   /**
    * `HERALD_TRANSPORT`: the platform Herald is home on, where people's identities live and DMs
    * go (a name of src/transports/registry.ts). Default discord; `memory` runs on a platform held
@@ -153,6 +155,13 @@ export interface MediaLimits {
   readonly overrunPercent: number;
   /** `HERALD_MEDIA_MAX_FILE_BYTES`: largest single file a download scrape stores. Default 50 MiB. */
   readonly maxFileBytes: number;
+}
+
+export interface FileStoreLimits {
+  /** `HERALD_FILE_MAX_BYTES`: largest file `POST /mcp/files` stores (and an attachment fetched for an agent). Default 25 MiB. */
+  readonly maxBytes: number;
+  /** `HERALD_FILE_TTL_HOURS`: hours after its last use that a file no delivery lists is deleted. Default 24. */
+  readonly ttlHours: number;
 }
 
 export interface CommandLimits {
@@ -281,6 +290,10 @@ export function loadConfig(env: Env = process.env): Config {
       warnPercent: int('HERALD_MEDIA_WARN_PERCENT', 80, 1, 100),
       overrunPercent: int('HERALD_MEDIA_OVERRUN_PERCENT', 100, 1, 200),
       maxFileBytes: int('HERALD_MEDIA_MAX_FILE_BYTES', 50 * 1024 ** 2, 1, Number.MAX_SAFE_INTEGER),
+    }),
+    files: Object.freeze({
+      maxBytes: int('HERALD_FILE_MAX_BYTES', 25 * 1024 ** 2, 1, Number.MAX_SAFE_INTEGER),
+      ttlHours: int('HERALD_FILE_TTL_HOURS', 24, 1, 24 * 365),
     }),
     transport,
     chatTransport,

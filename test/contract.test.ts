@@ -147,7 +147,8 @@ describe('the contract', () => {
         if ((op as Record<string, unknown>)['x-herald-outside-api'] === true) {
           // Served by a plain route (an event stream, a file): its own answer, not the API's 404.
           const answer = id === 'streamArchiveEvents' ? res.headers.get('content-type') : await res.text();
-          const own = id === 'streamArchiveEvents' ? 'text/event-stream' : JSON.stringify({ error: 'file not found' });
+          // An upload with no filename and no file is refused by the upload route itself.
+          const own = id === 'streamArchiveEvents' ? 'text/event-stream' : id === 'uploadFile' ? JSON.stringify({ error: 'filename is required: the filename query parameter or the X-Herald-Filename header' }) : JSON.stringify({ error: 'file not found' });
           if (answer !== own) problems.push(`${what}, not its route's answer (${String(answer)})`);
         } else if (!reached.includes(id)) {
           problems.push(`${what}, answered by ${reached.join(', ') || 'no handler'} instead of its own`);

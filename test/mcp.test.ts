@@ -75,6 +75,7 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
         'create_channel',
         'list_channels',
         'get_members',
+        'download_attachment',
       ]);
       const post = tools.find((t) => t.name === 'post_message');
       const props = post?.inputSchema.properties as Record<string, Record<string, unknown>>;

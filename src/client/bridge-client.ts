@@ -33,6 +33,8 @@ export type ChatMessages = Schemas['ChatMessages'];
 export type ChatChannel = Schemas['ChatChannel'];
 export type ChatChannels = Schemas['ChatChannels'];
 export type ChatMembers = Schemas['ChatMembers'];
+export type StoredFile = Schemas['StoredFile'];
+export type AttachmentDownloadRequest = Schemas['AttachmentDownloadRequest'];
 
 /**
  * A call's outcome: the protocol's answer as data, never a thrown string. `status` 0 means the
@@ -159,6 +161,17 @@ export function createBridgeClient(options: BridgeClientOptions) {
     queryMedia: (query: MediaQuery) => run<MediaPage>(() => api.GET('/admin/archive/media', { params: { query } })),
     getMediaItem: (id: string) => run<MediaItem>(() => api.GET('/admin/archive/media/{item_id}', { params: { path: { item_id: id } } })),
     getMediaStorage: () => run<StorageStatus>(() => api.GET('/admin/archive/storage')),
+    // Files out and in: an upload is a raw body (its name in the query), retried as it is (the same bytes are the same file).
+    uploadFile: (data: Uint8Array, filename: string, contentType = 'application/octet-stream') =>
+      run<StoredFile>(() =>
+        api.POST('/mcp/files', {
+          params: { query: { filename } },
+          body: data as never,
+          bodySerializer: (b: unknown) => b as never,
+          headers: { 'content-type': contentType },
+        }),
+      ),
+    downloadAttachment: (body: AttachmentDownloadRequest) => run<StoredFile>(() => api.POST('/mcp/attachments/download', { body })),
   };
 }
 

@@ -4,6 +4,7 @@ import { commandsModule } from './commands/index.js';
 import type { Command, HeraldModule } from './contract.js';
 import { deliveriesModule } from './deliveries/index.js';
 import { destinationsModule } from './destinations/index.js';
+import { filesModule } from './files/index.js';
 import { handoffsModule } from './handoffs/index.js';
 import { identityModule } from './identity/index.js';
 
@@ -20,6 +21,7 @@ export const MODULES: readonly HeraldModule[] = [
   handoffsModule,
   archiveModule,
   chatModule,
+  filesModule,
 ];
 
 /** Every command, from the modules that declare them: slash-command registration and the MCP manifest are built from it. */

@@ -165,6 +165,13 @@ function render(state) {
         d.append(b);
       }
       for (const row of m.components) for (const c of row.components || []) { const a = el('a', 'btn', c.label); a.href = c.url; a.rel = 'noopener noreferrer'; d.append(a); }
+      for (const f of m.attachments || []) {
+        const box = el('div', 'attachment');
+        if (['image/png', 'image/jpeg', 'image/gif', 'image/webp', 'image/avif', 'image/bmp'].includes(f.content_type)) { const img = document.createElement('img'); img.src = f.url; img.alt = f.description || f.filename; img.style.maxWidth = '320px'; img.style.display = 'block'; box.append(img); }
+        const a = el('a', '', '📎 ' + f.filename + ' (' + f.size + ' bytes)'); a.href = f.url; a.rel = 'noopener noreferrer'; box.append(a);
+        if (f.description) box.append(el('div', 'meta', f.description));
+        d.append(box);
+      }
       s.append(d);
     }
     root.append(s);

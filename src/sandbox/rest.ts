@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { readJsonBody } from '../platform/http/body.js';
+import { attach, AttachmentStore, DISCORD_UPLOAD_LIMITS, readCreateBody, type UploadLimits } from './attachments.js';
 import { discordError } from './errors.js';
 import type { InteractionReply } from './control.js';
 import type { Fault, Faults, RateLimits } from './faults.js';
@@ -45,9 +46,12 @@ export interface RestOptions {
   people: GuildMembers;
   /** The generated media channel (read-only history). */
   media?: MediaHistory | undefined;
+  /** Attachments' bytes, and Discord's limits for files (413 code 40005 past them). */
+  files?: { store: AttachmentStore; limits: UploadLimits };
 }
 
-export function restRoutes({ state, botFor, faults, rateLimits, requests, url, dispatchMessage, takeInteraction, people, media }: RestOptions): Router {
+export function restRoutes({ state, botFor, faults, rateLimits, requests, url, dispatchMessage, takeInteraction, people, media, files }: RestOptions): Router {
+  const uploads = files ?? { store: new AttachmentStore(undefined), limits: DISCORD_UPLOAD_LIMITS };
   const api = new Router({ prefix: '/api/v10' });
   /** The bot this request authenticated as (Herald's own for interaction callbacks). */
   const botOf = (ctx: Context): SandboxUser => (ctx.state['bot'] as SandboxUser | undefined) ?? state.bot;
@@ -169,10 +173,11 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
   api.post('/channels/:id/messages', async (ctx) => {
     const channel = state.channels.get(ctx.params['id'] ?? '');
     if (channel === undefined) return discordError(ctx, 404, 10003, 'Unknown Channel');
-    const parsed = await readJsonBody(ctx.req);
-    if (!parsed.ok) return discordError(ctx, 400, 50109, 'The request body contains invalid JSON.');
-    const body = parsed.value as Record<string, unknown>;
-    const problem = checkMessage(body);
+    // JSON, or multipart with payload_json and files[n] (Discord's limits for files enforced as it streams).
+    const parsed = await readCreateBody(ctx, uploads.limits);
+    if (!parsed.ok) return discordError(ctx, parsed.status, parsed.code, parsed.message);
+    const body = parsed.body;
+    const problem = checkMessage(body, parsed.files.length);
     if (problem !== undefined) return discordError(ctx, 400, 50035, problem);
     if (channel.type === 1) {
       const recipient = channel.recipients?.[0];
@@ -200,6 +205,7 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
       ...(body['allowed_mentions'] !== undefined ? { allowed_mentions: body['allowed_mentions'] } : {}),
       edits: 0,
     };
+    if (parsed.files.length > 0) message.attachments = attach(parsed.files, body, channel.id, url(), () => state.nextSnowflake(), uploads.store);
     state.addMessage(message);
     if (enforced !== undefined) state.rememberNonce(channel.id, enforced, message.id, author.id);
     state.save();
@@ -237,13 +243,13 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
   return api;
 }
 
-function checkMessage(body: Record<string, unknown>): string | undefined {
+function checkMessage(body: Record<string, unknown>, files = 0): string | undefined {
   const content = body['content'];
   const embeds = body['embeds'];
   const components = body['components'];
   if (content !== undefined && (typeof content !== 'string' || content.length > 2000)) return 'content: Must be 2000 or fewer in length.';
   const hasContent = typeof content === 'string' && content.length > 0;
-  if (!hasContent && !(Array.isArray(embeds) && embeds.length > 0) && !(Array.isArray(components) && components.length > 0)) return 'Cannot send an empty message';
+  if (!hasContent && files === 0 && !(Array.isArray(embeds) && embeds.length > 0) && !(Array.isArray(components) && components.length > 0)) return 'Cannot send an empty message';
   const nonce = body['nonce'];
   if (typeof nonce === 'string' && nonce.length > 25) return 'nonce: Must be 25 or fewer in length.';
   return undefined;
@@ -273,7 +279,7 @@ function listedMessage(m: SandboxMessage): Record<string, unknown> {
     mention_everyone: mentionsOf(m).everyone,
     mentions: mentionsOf(m).users.map((id) => ({ id, username: 'user', global_name: null, discriminator: '0', avatar: null })),
     mention_roles: [],
-    attachments: [],
+    attachments: m.attachments ?? [],
     pinned: false,
   };
 }

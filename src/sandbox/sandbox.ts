@@ -11,6 +11,7 @@ import { SANDBOX_IDS } from './ids.js';
 import { MediaHistory, mediaRoutes, SANDBOX_MEDIA_CHANNEL, SANDBOX_MEDIA_MESSAGES } from './media-history.js';
 import { discordError } from './errors.js';
 import { restRoutes, type RequestLogEntry } from './rest.js';
+import { attachmentRoutes, AttachmentStore, DISCORD_UPLOAD_LIMITS, type UploadLimits } from './attachments.js';
 import { mentionsOf, publicUser, SandboxState, THREAD_TYPE, type RegisteredCommand, type SandboxChannel, type SandboxGuild, type SandboxMessage, type SandboxUser } from './state.js';
 
 export { SANDBOX_IDS, SANDBOX_MEDIA_CHANNEL, SANDBOX_MEMBER_IDS, SandboxError };
@@ -49,6 +50,8 @@ export interface SandboxOptions {
   stateFile?: string;
   /** Messages in the generated media channel (SANDBOX_MEDIA_CHANNEL). Default 20,000; 0 for none. */
   mediaMessages?: number;
+  /** Largest file one message may carry (Discord's 10 MiB by default; a boosted server's is larger). */
+  maxFileBytes?: number;
 }
 
 export class DiscordSandbox {
@@ -74,6 +77,11 @@ export class DiscordSandbox {
   readonly media: MediaHistory | undefined;
   /** The name of every media file requested from the sandbox's CDN, for tests. */
   readonly mediaRequests: string[] = [];
+  /** The id of every attachment requested from the sandbox's CDN, for tests. */
+  readonly attachmentRequests: string[] = [];
+  /** Attachments' bytes (beside the state file when there is one). */
+  private readonly attachmentStore: AttachmentStore;
+  private readonly uploadLimits: UploadLimits;
   private server: Server | undefined;
   private gateway: SandboxGateway | undefined;
   /** Every bot the sandbox hosts, by token: Herald's own, and others added with addBot. */
@@ -89,6 +97,8 @@ export class DiscordSandbox {
       dispatch: (type, data) => this.gateway?.dispatch(type, data),
     });
     this.people = new GuildMembers(this.state);
+    this.attachmentStore = new AttachmentStore(options.stateFile !== undefined ? `${options.stateFile}.attachments` : undefined);
+    this.uploadLimits = { ...DISCORD_UPLOAD_LIMITS, ...(options.maxFileBytes !== undefined ? { maxFileBytes: options.maxFileBytes } : {}) };
     const mediaMessages = options.mediaMessages ?? SANDBOX_MEDIA_MESSAGES;
     this.media = mediaMessages > 0 ? new MediaHistory(mediaMessages, () => this.url) : undefined;
     if (options.seed ?? true) this.people.seed();
@@ -216,6 +226,7 @@ export class DiscordSandbox {
       takeInteraction: (id) => this.interactions.take(id),
       people: this.people,
       media: this.media,
+      files: { store: this.attachmentStore, limits: this.uploadLimits },
     });
     // People's messages reach every connected bot, with content only for the bots they mention.
     userMessageRoute(control, this.state, (_type, data) => {
@@ -223,7 +234,8 @@ export class DiscordSandbox {
       this.gateway?.dispatchMessage({ ...d, mentions: mentionsOf({ content: d.content }).users.map((id) => ({ id })) });
     });
     botRoutes(control, this);
-    app.use(control.routes()).use(rest.routes()).use(mediaRoutes(this.mediaRequests).routes());
+    const attachmentOf = (channelId: string, id: string) => this.state.channelMessages(channelId).flatMap((m) => m.attachments ?? []).find((a) => a.id === id);
+    app.use(control.routes()).use(rest.routes()).use(mediaRoutes(this.mediaRequests).routes()).use(attachmentRoutes(this.attachmentStore, attachmentOf, this.attachmentRequests).routes());
     const server = createServer(app.callback());
     // Listen first: a WebSocket server attached earlier re-emits a listen error (a port in use)
     // as its own unhandled 'error' event, which ends the process with a stack trace.

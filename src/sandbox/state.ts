@@ -3,6 +3,7 @@ import path from 'node:path';
 import { SnowflakeGenerator } from '../transports/discord/snowflake.js';
 import type { GatewayGuild } from './gateway.js';
 import { SANDBOX_IDS } from './ids.js';
+import type { SandboxAttachment } from './attachments.js';
 
 /**
  * The sandbox's Discord world: users (the bot among them), guilds, channels, the messages in
@@ -53,6 +54,8 @@ export interface SandboxMessage {
   nonce?: string | number;
   allowed_mentions?: unknown;
   edits: number;
+  /** Files sent with it, in Discord's shape (served by the sandbox's CDN route). */
+  attachments?: SandboxAttachment[];
 }
 export interface SandboxGuild {
   id: string;

@@ -11,8 +11,26 @@ import type { Invokers } from './commands.js';
 /** A platform's name, as its folder registers it (src/transports/registry.ts). */
 export type TransportName = string;
 
-/** A message as a platform is asked to show it: the contract's message body (content, card, links). */
-export type OutgoingMessage = components['schemas']['WireBody'];
+/**
+ * A message as a platform is asked to show it: the contract's message body (content, card, links,
+ * attachments), with the attached files' bytes in `files` (read from Herald's file store for the send).
+ */
+export type OutgoingMessage = components['schemas']['WireBody'] & { files?: readonly OutgoingFile[] };
+
+/** A file sent with a message: the name and description its attachment gives, and the stored bytes. */
+export interface OutgoingFile {
+  filename: string;
+  description?: string;
+  contentType: string;
+  data: Buffer;
+}
+
+/** What one message may carry in files, on a platform that attaches them (Discord: 10 MiB a file by default, 10 files, 25 MiB in all). */
+export interface FileLimits {
+  maxFileBytes: number;
+  maxFiles: number;
+  maxRequestBytes: number;
+}
 
 /** A channel on a named transport. */
 export interface Address {
@@ -330,6 +348,8 @@ export interface Transport {
   readonly chat?: Chat;
   /** Whether `sender` honours idempotency keys (Discord's nonce). */
   readonly idempotentSend: boolean;
+  /** Files a sent message may carry; absent: the platform's sends carry none. */
+  readonly files?: FileLimits;
   /** Where people open a sent message; absent: a Discord message link. */
   messageUrl?(scope: string, channelId: string, messageId: string): string;
 }

@@ -3,6 +3,9 @@ import { archiveTools } from './archive.tools.js';
 import type { MediaService } from './media.service.js';
 
 export type { MediaService } from './media.service.js';
+// Files in (the files module) fetch through the same downloader into the same layout.
+export { DISCORD_MEDIA_HOSTS, MediaDownloader } from './media.downloader.js';
+export { blobRelativePath } from './media.js';
 
 /** The media archive: scrapes of a channel's history, stored media, its web UI (`/ui/archive`). */
 export const archiveModule = defineModule<{ media: MediaService }>({

@@ -7,6 +7,13 @@ import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { DeliveryPorts, SendKind } from './send-kind.js';
 import { DeliveryService, type KindSupport } from './delivery.service.js';
 import { tablesOf } from '../../platform/db/tables.js';
+import { checkDeliveryAttachments, FILES_UNSUPPORTED } from './delivery.attachments.js';
+import { InvalidRequestError } from '../../platform/errors.js';
+
+/** Attachments when no module stores files. */
+const refuseAttachments = async (): Promise<void> => {
+  throw new InvalidRequestError(FILES_UNSUPPORTED);
+};
 import type { DeliveriesDb } from './delivery.table.js';
 
 /** What the deliveries module gives the others. */
@@ -47,6 +54,9 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
     resolveDestination: (guildId, destination) => asked('resolveDestination')(guildId, destination),
     isRegistered: (userId) => asked('isRegistered')(userId),
     registeredOn: (userId) => asked('registeredOn')(userId),
+    // Files out: present only once the files module answers (otherwise attachments are refused).
+    checkAttachments: (attachments, limits) => (answers.checkAttachments ?? refuseAttachments)(attachments, limits),
+    attachmentBytes: async (attachments) => answers.attachmentBytes?.(attachments),
   };
   const jobs = new DeliveryJobs(db, transports, clock, log, metrics, {
     nonceWindowMs: config.nonceWindowMs,
@@ -61,7 +71,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
       declare: (kind) => void jobs.declare(kind),
       answer: (given) => void Object.assign(answers, given),
     },
-    operations: [deliveryOperations(deliveries, capabilities, metrics), deliveryAdminOperations(deliveries, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
+    operations: [deliveryOperations(deliveries, capabilities, metrics, (delivery) => checkDeliveryAttachments(delivery, transports, ports)), deliveryAdminOperations(deliveries, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
     jobs: [{ queue, kinds: jobs.kinds(), prune: true, report: true, listen: true }],
   };
 }

@@ -1,12 +1,12 @@
 import type { OperationHandlers } from '../../platform/http/api.js';
 import { reply } from '../../platform/http/reply.js';
-import { DESTINATIONS } from './delivery.js';
+import { DESTINATIONS, type Delivery } from './delivery.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { DeliveryService, KindSupport } from './delivery.service.js';
 import { DeliveryRequestValidator } from './delivery.validation.js';
 
 /** The bridge protocol's delivery operations: capabilities, accept, state. */
-export function deliveryOperations(deliveries: DeliveryService, capabilities: KindSupport, metrics?: DeliveryMetrics): OperationHandlers {
+export function deliveryOperations(deliveries: DeliveryService, capabilities: KindSupport, metrics?: DeliveryMetrics, checkAttachments?: (delivery: Delivery) => Promise<void>): OperationHandlers {
   return (kit) => {
     const validator = new DeliveryRequestValidator(kit.schemas, kit.reasons);
     return {
@@ -20,6 +20,8 @@ export function deliveryOperations(deliveries: DeliveryService, capabilities: Ki
         }),
       createDelivery: async (_c, body) => {
         const delivery = validator.validate(body);
+        // Files out: every attached file stored and within the platform's limits, before anything is queued.
+        if (delivery.body.attachments !== undefined) await checkAttachments?.(delivery);
         const accepted = await deliveries.accept(delivery);
         if (!accepted.existing) {
           metrics?.accept(delivery.kind);

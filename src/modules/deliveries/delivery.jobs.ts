@@ -13,6 +13,7 @@ import { reconcile, RECONCILE_SETTLE_MS, TWIN_WAIT_MS, type Doubt } from './deli
 import { DESTINATION_UNMAPPED, dmKind, postKind } from './delivery.kinds.js';
 import { facet, type DeliveryPorts, type SelfSendingKind, type SendKind } from './send-kind.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
+import { withAttachmentBytes } from './delivery.attachments.js';
 import type { DeliveryRow, DeliveryUpdate } from './delivery.table.js';
 
 export interface DeliveryJobOptions {
@@ -366,7 +367,9 @@ export class DeliveryJobs {
     // A resend in doubt relies on the nonce, counted from the doubtful create: it must leave inside
     // the window, checked when it actually leaves (after the rate budget and the client's queue).
     const deadline = transport.idempotentSend && at.doubt !== undefined ? { notAfter: new Date(at.doubt.from.getTime() + this.options.nonceWindowMs) } : undefined;
-    const sent = await facet(transport.sender, 'sending').send(channelId, at.row.body, deliveryNonce(at.row.request_id), at.signal, mentions, deadline);
+    const outgoing = await withAttachmentBytes(at.row.body, transport, this.ports);
+    if ('refused' in outgoing) return { status: 'failed', failure_code: outgoing.refused.code, reason: outgoing.refused.reason };
+    const sent = await facet(transport.sender, 'sending').send(channelId, outgoing.message, deliveryNonce(at.row.request_id), at.signal, mentions, deadline);
     if (sent.confirmed === false) {
       // Written, with no proof the platform took it (an IRC server without labeled-response or
       // echo-message): never claimed delivered. Kept in doubt, so a re-POST looks in the channel first.

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, DeliveryRequest, DeliveryState } from '../../client/bridge-client.js';
 import { bridgeError, contractSchema, hints, object, result, text, unreachable, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
+import { filesArgument, uploadToolFiles } from './delivery.tool-files.js';
 
 /** What these tools need from `herald mcp`: the bridge, the agent's own records, how long to wait. */
 export interface DeliveryToolDeps {
@@ -83,11 +84,15 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
           destination: contractSchema('Destination', 'alerts: time-sensitive findings and warnings; deals: notable deals or opportunities; digest: periodic summaries; ops: operational status.'),
           ...messageParts(),
           request_id: ownRequestId(),
+          files: filesArgument,
         },
         ['guild_id', 'destination', 'content'],
       ),
-      handler: (args, deps) =>
-        send(deps, { kind: 'post', target: { guild_id: String(args['guild_id']), destination: args['destination'] as 'alerts' }, body: bodyOf(args) as { content: string } }, idOf(args)),
+      async handler(args, deps) {
+        const files = await uploadToolFiles(deps.bridge, args['files']);
+        if ('error' in files) return text(`Nothing was sent: ${files.error}.`, true);
+        return send(deps, { kind: 'post', target: { guild_id: String(args['guild_id']), destination: args['destination'] as 'alerts' }, body: { ...bodyOf(args), ...files } as { content: string } }, idOf(args));
+      },
     },
     {
       name: 'send_dm',
@@ -95,7 +100,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
       annotations: hints(false, false, false, true),
       output: 'DeliveryState',
       description: `Send a direct message to the paired Discord user. Refuses when not paired, or when the user revoked access since pairing (pair again). ${NO_RETRY}`,
-      inputSchema: object({ ...messageParts(), request_id: ownRequestId() }, ['content']),
+      inputSchema: object({ ...messageParts(), request_id: ownRequestId(), files: filesArgument }, ['content']),
       async handler(args, deps) {
         const pairing = deps.state.pairing;
         if (pairing === undefined) return text('Not paired with anyone yet. Ask the user to run `/agent pair` in Discord and call pair with the code.', true);
@@ -105,7 +110,9 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         if (reg.data.generation !== pairing.generation) {
           return text('The paired user revoked access and registered again since pairing. Refusing to DM until you pair again: ask them to run `/agent pair` and call pair with the code.', true);
         }
-        return send(deps, { kind: 'dm', target: { user_id: pairing.user_id }, body: bodyOf(args) as { content: string } }, idOf(args));
+        const files = await uploadToolFiles(deps.bridge, args['files']);
+        if ('error' in files) return text(`Nothing was sent: ${files.error}.`, true);
+        return send(deps, { kind: 'dm', target: { user_id: pairing.user_id }, body: { ...bodyOf(args), ...files } as { content: string } }, idOf(args));
       },
     },
     {

@@ -86,7 +86,17 @@ function normalizeBody(b: Record<string, unknown>): MessageBody {
   if (b['links'] !== undefined) {
     out.links = (b['links'] as Record<string, unknown>[]).map((l) => ({ label: l['label'] as string, url: l['url'] as string }));
   }
+  if (b['attachments'] !== undefined) out.attachments = normalizeAttachments(b['attachments'] as Record<string, unknown>[]);
   return out;
+}
+
+/** Attachments with only the keys the contract knows, in its order (the payload hash covers each file id, its bytes' SHA-256). */
+function normalizeAttachments(list: Record<string, unknown>[]): NonNullable<MessageBody['attachments']> {
+  return list.map((a) => ({
+    file: a['file'] as string,
+    filename: a['filename'] as string,
+    ...(a['description'] !== undefined ? { description: a['description'] as string } : {}),
+  }));
 }
 
 function normalizeCard(c: Record<string, unknown>): Card {

@@ -3,6 +3,7 @@ import { TransportError, type Address, type Mentions, type Transports } from '..
 import type { Destination, FailureCode, StoredKind } from './delivery.js';
 import type { Doubt } from './delivery.reconcile.js';
 import type { DeliveryRow } from './delivery.table.js';
+import type { AttachmentPorts } from './delivery.attachments.js';
 
 /**
  * What the send engine asks other modules, instead of reading their tables: given to it by the
@@ -15,6 +16,9 @@ export interface DeliveryPorts {
   isRegistered(userId: string): Promise<boolean>;
   /** The platform a registered user registered on (their DMs go there); null: the home platform. */
   registeredOn(userId: string): Promise<string | null>;
+  /** Files out, answered by the files module (absent: attachments are refused). */
+  checkAttachments?: AttachmentPorts['checkAttachments'];
+  attachmentBytes?: AttachmentPorts['attachmentBytes'];
 }
 
 /** What a kind's target resolves to at send time: where to send once, or a refusal for good. */

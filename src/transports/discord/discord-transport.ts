@@ -16,11 +16,12 @@ import {
   type APIUser,
   type RESTPatchAPIChannelMessageJSONBody,
   type RESTPostAPIChannelMessageJSONBody,
+  type RawFile,
 } from 'discord.js';
 import { discordChannelIdProblem } from './discord-channels.js';
 import { DiscordChat } from './discord-chat.js';
 import { DiscordInboundHistory } from './discord-inbound-history.js';
-import { TransportError, type ArchivedMessage, type ChannelInfo, type Channels, type Chat, type DirectMessages, type Editor, type History, type HistoryPages, type Mentions, type NonceLedger, type OutgoingMessage, type SeenMessage, type SendDeadline, type Sender, type SentMessage, type Transport } from '../transport.js';
+import { TransportError, type ArchivedMessage, type ChannelInfo, type Channels, type Chat, type DirectMessages, type Editor, type History, type HistoryPages, type Mentions, type NonceLedger, type FileLimits, type OutgoingFile, type OutgoingMessage, type SeenMessage, type SendDeadline, type Sender, type SentMessage, type Transport } from '../transport.js';
 import type { PlatformMetrics } from './discord.metrics.js';
 import { snowflakeAt, snowflakeTime } from './snowflake.js';
 
@@ -43,6 +44,8 @@ export interface DiscordTransportOptions {
   metrics?: PlatformMetrics;
   /** The guild the chat tools use (`HERALD_DISCORD_CHAT_GUILD`); undefined: the bot's only one. */
   chatGuildId?: string | undefined;
+  /** Largest file one message may carry (`HERALD_DISCORD_MAX_FILE_BYTES`); default Discord's 10 MiB. */
+  maxFileBytes?: number | undefined;
 
 }
 
@@ -54,6 +57,7 @@ export interface DiscordTransportOptions {
 export class DiscordTransport implements Transport {
   readonly name = 'discord' as const;
   readonly idempotentSend = true;
+  readonly files: FileLimits;
   readonly sender: Sender = { send: (channelId, message, nonce, signal, mentions, deadline) => this.createMessage(channelId, message, nonce, signal, mentions, deadline) };
   readonly dms: DirectMessages = { openDm: (userId, signal) => this.openDm(userId, signal) };
   readonly editor: Editor = { edit: (channelId, messageId, message, signal) => this.editMessage(channelId, messageId, message, signal) };
@@ -78,13 +82,14 @@ export class DiscordTransport implements Transport {
   private readonly creates = new Map<string, { tries: number; deadline: SendDeadline | undefined }>();
 
   constructor(options: DiscordTransportOptions) {
+    this.files = { maxFileBytes: options.maxFileBytes ?? DISCORD_MAX_FILE_BYTES, maxFiles: DISCORD_MAX_FILES, maxRequestBytes: DISCORD_MAX_REQUEST_BYTES };
     this.rest = new REST({
       version: '10',
       ...(options.apiUrl !== undefined ? { api: options.apiUrl } : {}),
       makeRequest: async (url, init) => {
         await options.pace?.(init.signal ?? undefined);
-        if (init.method === 'POST' && typeof init.body === 'string' && this.creates.size > 0) {
-          const nonce = (JSON.parse(init.body) as { nonce?: unknown }).nonce;
+        if (init.method === 'POST' && this.creates.size > 0) {
+          const nonce = nonceOf(init.body);
           const create = typeof nonce === 'string' ? this.creates.get(nonce) : undefined;
           if (create !== undefined) {
             // The last moment before the request leaves (after the shared budget and discord.js's
@@ -135,7 +140,7 @@ export class DiscordTransport implements Transport {
     const create = { tries: 0, deadline };
     this.creates.set(nonce, create);
     try {
-      const sent = (await this.rest.post(Routes.channelMessages(channelId), { body, signal })) as APIMessage;
+      const sent = (await this.rest.post(Routes.channelMessages(channelId), { body, signal, ...withFiles(body, message.files) })) as APIMessage;
       return { channelId: sent.channel_id, messageId: sent.id };
     } catch (err) {
       if (err instanceof DepartedLateError) {
@@ -182,7 +187,7 @@ export class DiscordTransport implements Transport {
         const createdAt = snowflakeTime(m.id);
         if (createdAt.getTime() > until.getTime()) return { messages, complete: true };
         if (messages.length >= max) return { messages, complete: false };
-        messages.push({ channelId: m.channel_id, messageId: m.id, authorId: m.author.id, createdAt, fingerprint: fingerprintOf(m.content, m.embeds, m.components ?? []) });
+        messages.push({ channelId: m.channel_id, messageId: m.id, authorId: m.author.id, createdAt, fingerprint: fingerprintOf(m.content, m.embeds, m.components ?? [], (m.attachments ?? []).map((a) => a.filename)) });
       }
       if (page.length < 100) return { messages, complete: true };
       after = ordered[ordered.length - 1]?.id ?? after;
@@ -253,7 +258,7 @@ export class DiscordTransport implements Transport {
 
   private fingerprint(message: OutgoingMessage): string {
     const m = toDiscordMessage(message);
-    return fingerprintOf(m.content ?? '', m.embeds ?? [], m.components ?? []);
+    return fingerprintOf(m.content ?? '', m.embeds ?? [], m.components ?? [], (message.attachments ?? []).map((a) => a.filename));
   }
 }
 
@@ -304,7 +309,7 @@ function toDiscordMessage(message: OutgoingMessage): Pick<RESTPostAPIChannelMess
 }
 
 /** What a message shows, comparable between what Herald sent and what Discord lists. */
-function fingerprintOf(content: string, embeds: readonly APIEmbed[], components: readonly unknown[]): string {
+function fingerprintOf(content: string, embeds: readonly APIEmbed[], components: readonly unknown[], filenames: readonly string[] = []): string {
   const embed = embeds[0];
   const buttons: string[] = [];
   for (const row of components as { components?: { label?: string; url?: string }[] }[]) {
@@ -314,7 +319,42 @@ function fingerprintOf(content: string, embeds: readonly APIEmbed[], components:
     content,
     embed === undefined ? null : [embed.title ?? null, embed.description ?? null, embed.url ?? null, embed.color ?? null, embed.footer?.text ?? null, (embed.fields ?? []).map((f) => [f.name, f.value, f.inline ?? false])],
     buttons,
+    // A message with files is told apart by their names too (left out without files: the same fingerprint as before).
+    ...(filenames.length > 0 ? [filenames] : []),
   ]);
+}
+
+/** Discord's limits for files: 10 MiB a file since January 2025 (more on boosted servers), 10 files and 25 MiB a message. */
+const DISCORD_MAX_FILE_BYTES = 10 * 1024 * 1024;
+const DISCORD_MAX_FILES = 10;
+const DISCORD_MAX_REQUEST_BYTES = 25 * 1024 * 1024;
+
+/**
+ * A create's files, as discord.js sends them: multipart with the JSON in `payload_json` and each
+ * file as `files[n]`, described in the body's `attachments` by the same index.
+ * https://discord.com/developers/docs/reference#uploading-files
+ */
+function withFiles(body: RESTPostAPIChannelMessageJSONBody, files: readonly OutgoingFile[] | undefined): { files?: RawFile[] } {
+  if (files === undefined || files.length === 0) return {};
+  body.attachments = files.map((f, i) => ({ id: i, filename: f.filename, ...(f.description !== undefined ? { description: f.description } : {}) }));
+  return { files: files.map((f, i) => ({ key: `files[${i}]`, name: f.filename, data: f.data, contentType: f.contentType })) };
+}
+
+/** The nonce of a create as it leaves: in the JSON body, or in a multipart body's `payload_json`. */
+function nonceOf(body: unknown): string | undefined {
+  let json: unknown;
+  try {
+    if (typeof body === 'string') json = JSON.parse(body);
+    // discord.js's FormData (undici's own class, not necessarily the global one): read by its interface.
+    else if (typeof body === 'object' && body !== null && typeof (body as { get?: unknown }).get === 'function') {
+      const payload = (body as { get(name: string): unknown }).get('payload_json');
+      json = typeof payload === 'string' ? JSON.parse(payload) : undefined;
+    }
+  } catch {
+    return undefined;
+  }
+  const nonce = typeof json === 'object' && json !== null ? (json as { nonce?: unknown }).nonce : undefined;
+  return typeof nonce === 'string' ? nonce : undefined;
 }
 
 function compareSnowflakes(a: string, b: string): number {

@@ -50,6 +50,7 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
     pace: async (signal) => pacer.acquire(signal),
     metrics: new PlatformMetrics(services.registry),
     chatGuildId: config.chatGuild,
+    maxFileBytes: config.maxFileBytes,
   });
   // A chat line past the nonce window is found again by what the gateway reported of its nonce.
   rest.useNonceLedger(services.ledger);
@@ -70,6 +71,7 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
   const facets: Transport = {
     name: 'discord',
     idempotentSend: rest.idempotentSend,
+    files: rest.files,
     sender: rest.sender,
     dms: rest.dms,
     editor: rest.editor,

@@ -22,4 +22,9 @@ export interface DiscordConfig {
    * name, members). Unset: the bot's only server (sandbox mode: the sandbox's guild).
    */
   readonly chatGuild: string | undefined;
+  /**
+   * `HERALD_DISCORD_MAX_FILE_BYTES`: largest file one message may carry. Default 10485760 (10 MiB,
+   * Discord's limit since January 2025); raise it for a server whose boost level allows more.
+   */
+  readonly maxFileBytes: number;
 }
