@@ -694,6 +694,9 @@ function gitCommit(): string {
   }
 }
 
+/** The commit measured: read at the start (a commit made during the run is not what it measured). */
+const commit = gitCommit();
+
 const machine = {
   cpus: os.cpus().length,
   cpu_model: os.cpus()[0]?.model ?? 'unknown',
@@ -703,7 +706,7 @@ const machine = {
 };
 
 async function main(): Promise<void> {
-  console.log(`machine: ${JSON.stringify(machine)}, commit ${gitCommit()}`);
+  console.log(`machine: ${JSON.stringify(machine)}, commit ${commit}`);
   const sandbox = await new DiscordSandbox({ routeLimit: { limit: 5, windowMs: 5_000 }, globalLimit: { limit: GLOBAL_PER_S, windowMs: 1_000 } }).start();
   cleanups.push(() => sandbox.close());
   const results: Record<string, Row> = { postgres: {}, pglite: {} };
@@ -751,7 +754,7 @@ async function main(): Promise<void> {
     at: new Date().toISOString(),
     command: `npm run bench -- ${argv.join(' ')}`.trim(),
     quick,
-    commit: gitCommit(),
+    commit,
     machine: { ...machine, loadavg_end: os.loadavg().map((x) => Math.round(x * 100) / 100) },
     floors: FLOORS,
     results,
