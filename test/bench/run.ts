@@ -5,17 +5,22 @@
  *
  * - ingest: distinct request_ids with realistic bodies at 32 connections vs the same single-row
  *   INSERT run directly at the same concurrency, and vs a bare Node HTTP server doing that INSERT;
- * - a repeated POST and a GET vs Herald's own /healthz; /healthz vs a bare Node HTTP server;
+ * - reads: a GET and a repeated POST (one statement) vs a bare Node server doing the same
+ *   primary-key SELECT through a pool of Herald's size in its own process; /healthz vs a bare Node
+ *   HTTP server (alternating rounds after a warm-up);
  * - drain of N deliveries over 100 channels through the sandbox with Discord's limits (50/s global,
  *   5 per 5 s per channel) with 1 and 3 dispatcher processes, vs the floor N/50 s; 429s by scope;
  * - 202 → sandbox receipt at low load, p50/p99;
+ * - idle: resident memory, heap and external memory after start-up;
+ * - steady: RSS and event-loop lag under a steady 100 requests/s (--steady=SECONDS; 600 is the full run);
  * - resident memory with 100,000 stored deliveries vs with none;
  * - query_media over 100,000 archived items, each filter's median ms per page (archive-query.ts;
  *   over 100 ms is reported);
  * - slack: 600 posts drained over 20 Slack sandbox channels (1 message/s each, as Slack) by three
  *   Herald processes, vs the floor 600/20 s; the 429s and duplicates (slack-drain.ts).
  *
- * Options: --quick (short phases), --only=ingest,drain,latency,memory,archive,slack, --out=FILE.
+ * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,
+ * --steady=SECONDS, --out=FILE. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
 import { randomBytes } from 'node:crypto';
