@@ -21,6 +21,8 @@ declare module 'autocannon' {
     headers?: Record<string, string>;
     body?: string;
     requests?: AutocannonRequest[];
+    /** Requests per second over all connections (a steady rate instead of as fast as possible). */
+    overallRate?: number;
   }
   export interface Result {
     requests: Histogram;

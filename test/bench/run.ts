@@ -5,23 +5,28 @@
  *
  * - ingest: distinct request_ids with realistic bodies at 32 connections vs the same single-row
  *   INSERT run directly at the same concurrency, and vs a bare Node HTTP server doing that INSERT;
- * - a repeated POST and a GET vs Herald's own /healthz; /healthz vs a bare Node HTTP server;
+ * - reads: a GET and a repeated POST (one statement) vs a bare Node server doing the same
+ *   primary-key SELECT through a pool of Herald's size in its own process; /healthz vs a bare Node
+ *   HTTP server (alternating rounds after a warm-up);
  * - drain of N deliveries over 100 channels through the sandbox with Discord's limits (50/s global,
  *   5 per 5 s per channel) with 1 and 3 dispatcher processes, vs the floor N/50 s; 429s by scope;
  * - 202 → sandbox receipt at low load, p50/p99;
+ * - idle: resident memory, heap and external memory after start-up;
+ * - steady: RSS and event-loop lag under a steady 100 requests/s (--steady=SECONDS; 600 is the full run);
  * - resident memory with 100,000 stored deliveries vs with none;
  * - query_media over 100,000 archived items, each filter's median ms per page (archive-query.ts;
  *   over 100 ms is reported);
  * - slack: 600 posts drained over 20 Slack sandbox channels (1 message/s each, as Slack) by three
  *   Herald processes, vs the floor 600/20 s; the 429s and duplicates (slack-drain.ts).
  *
- * Options: --quick (short phases), --only=ingest,drain,latency,memory,archive,slack, --out=FILE.
+ * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,
+ * --steady=SECONDS, --out=FILE. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
 import { randomBytes } from 'node:crypto';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os, { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon, { type Result } from 'autocannon';
@@ -38,13 +43,24 @@ import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const argv = process.argv.slice(2);
+/** Every phase, in the order a full run measures them; `--only=a,b` runs those. */
+const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive'];
 const quick = argv.includes('--quick');
-const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? 'ingest,drain,latency,memory,archive,slack').split(','));
+const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? ALL_PHASES.join(',')).split(','));
 const outFile = argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ?? path.join(ROOT, 'data', 'bench', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
 const serverUrl = process.env['TEST_DATABASE_URL'] || 'postgres://postgres@127.0.0.1:5432/postgres';
 
 const INGEST_S = quick ? 4 : 15;
-const SHORT_S = quick ? 3 : 8;
+/** Each read measurement: READ_ROUNDS rounds of READ_S seconds, alternating with the others. */
+const READ_S = quick ? 2 : 4;
+const READ_ROUNDS = quick ? 2 : 3;
+/** Herald's HERALD_DB_POOL_SIZE default: the bare SELECT server's pool. */
+const HERALD_POOL = 16;
+/** Idle: seconds after start-up before the resident set is read. */
+const IDLE_S = quick ? 3 : 10;
+/** Steady load: seconds (`--steady=600` for the full 10 minutes) and requests per second. */
+const STEADY_S = Number(argv.find((a) => a.startsWith('--steady='))?.slice('--steady='.length) ?? (quick ? 30 : 120));
+const STEADY_RATE = 100;
 const CONNECTIONS = 32;
 const DRAIN_N = quick ? 600 : 3_000;
 const GLOBAL_PER_S = 50;
@@ -310,27 +326,11 @@ async function ingest(store: Store, sandbox: DiscordSandbox): Promise<Row> {
     await store.sql('truncate deliveries');
     console.log(`  bare node + INSERT: ${bare.rate.toFixed(0)}/s p50 ${ms(bare.p50)} ms p99 ${ms(bare.p99)} ms`);
   }
-  const bareHealth = await spawnChild('test/bench/bare-server.ts', { BENCH_MODE: 'healthz' });
-  const bareHz = await cannon(`http://127.0.0.1:${bareHealth.port}/`, SHORT_S, {});
-  await stop(bareHealth.child);
-
   const h = await startHerald(store, sandbox);
   try {
     await map(h, guild, 'alerts', SANDBOX_IDS.channels.alerts);
     const herald = await cannon(`${h.url}/mcp/deliveries`, INGEST_S, { method: 'POST', headers: h.bridge, body: () => JSON.stringify(deliveryRequest(guild, 'alerts')) });
     console.log(`  Herald accept: ${herald.rate.toFixed(0)}/s p50 ${ms(herald.p50)} ms p99 ${ms(herald.p99)} ms (errors ${herald.errors})`);
-    const healthz = await cannon(`${h.url}/healthz`, SHORT_S, {});
-    const fixed = deliveryRequest(guild, 'alerts');
-    if ((await call(h, 'POST', '/mcp/deliveries', h.bridge, fixed)).status !== 202) throw new Error('first POST of the repeat phase failed');
-    const repeat = await cannon(`${h.url}/mcp/deliveries`, SHORT_S, { method: 'POST', headers: h.bridge, body: () => JSON.stringify(fixed) });
-    const get = await cannon(`${h.url}/mcp/deliveries/${String(fixed['request_id'])}`, SHORT_S, { headers: h.bridge });
-    // The ceiling of a read over HTTP on this machine: a bare Node server doing the same SELECT.
-    let bareGet: Rate | undefined;
-    if (store.name === 'postgres') {
-      const server = await spawnChild('test/bench/bare-server.ts', { BENCH_MODE: 'select', DATABASE_URL: store.databaseUrl ?? '', BENCH_POOL: '16' });
-      bareGet = await cannon(`http://127.0.0.1:${server.port}/${String(fixed['request_id'])}`, SHORT_S, {});
-      await stop(server.child);
-    }
     Object.assign(row, {
       'raw INSERT/s': Math.round(raw.rate),
       'raw INSERT p99 ms': ms(raw.p99),
@@ -341,19 +341,188 @@ async function ingest(store: Store, sandbox: DiscordSandbox): Promise<Row> {
       'ingest errors': herald.errors,
       'ingest ÷ raw INSERT': ratio(herald.rate, raw.rate),
       ...(bare !== undefined ? { 'ingest ÷ bare node+INSERT': ratio(herald.rate, bare.rate) } : {}),
-      'repeat POST/s': Math.round(repeat.rate),
-      'repeat POST ÷ healthz': ratio(repeat.rate, healthz.rate),
-      'GET/s': Math.round(get.rate),
-      'GET ÷ healthz': ratio(get.rate, healthz.rate),
-      ...(bareGet !== undefined ? { 'bare node+SELECT ÷ bare node': ratio(bareGet.rate, bareHz.rate) } : {}),
-      'healthz/s': Math.round(healthz.rate),
-      'bare node/s': Math.round(bareHz.rate),
-      'healthz ÷ bare node': ratio(healthz.rate, bareHz.rate),
     });
   } finally {
     await stopHerald(h);
   }
   return row;
+}
+
+/**
+ * Reads: Herald's GET of a delivery and a repeat POST of it (same request_id, same payload) vs a bare
+ * Node server doing the same primary-key SELECT in its own process (the honest ceiling of a read over
+ * HTTP here), and Herald's /healthz vs a bare Node server answering it. The measurements alternate in
+ * READ_ROUNDS rounds, so the machine's load drifts over all of them alike (PGlite: the bare SELECT runs
+ * before and after Herald, which holds the data folder while it runs).
+ */
+async function reads(store: Store, sandbox: DiscordSandbox): Promise<Row> {
+  const guild = SANDBOX_IDS.guild;
+  await store.sql('truncate deliveries');
+  const fixed = deliveryRequest(guild, 'alerts');
+  const id = String(fixed['request_id']);
+  // Stored delivered, as a connector's repeat usually finds it (a failed one would be re-driven).
+  await store.sql(INSERT_SQL, insertParams(fixed));
+  await store.sql(`update deliveries set status = 'delivered', attempts = 1, url = 'https://discord.com/channels/1/2/3' where request_id = $1`, [id]);
+  const totals = new Map<string, { requests: number; seconds: number; p99: number[] }>();
+  const add = (name: string, r: Rate, seconds: number): void => {
+    const t = totals.get(name) ?? { requests: 0, seconds: 0, p99: [] };
+    t.requests += r.rate * seconds;
+    t.seconds += seconds;
+    t.p99.push(r.p99);
+    totals.set(name, t);
+  };
+  const bareHz = await spawnChild('test/bench/bare-server.ts', { BENCH_MODE: 'healthz' });
+  const bareSelect = async (): Promise<{ child: ChildProcess; port: number }> =>
+    spawnChild('test/bench/bare-server.ts', { BENCH_MODE: 'select', DATABASE_URL: store.databaseUrl ?? '', BENCH_DATA_DIR: store.dataDir, BENCH_POOL: String(HERALD_POOL) });
+  const selectRound = async (port: number): Promise<void> => add('bare SELECT', await cannon(`http://127.0.0.1:${port}/mcp/deliveries/${id}`, READ_S, {}), READ_S);
+  // Each server answers a second of load first, unmeasured: its pool connected, its code compiled.
+  const warm = (url: string, request: Parameters<typeof cannon>[2] = {}): Promise<Rate> => cannon(url, 1, request);
+  try {
+    let select = store.name === 'pglite' ? await bareSelect() : undefined;
+    if (select !== undefined) {
+      await warm(`http://127.0.0.1:${select.port}/mcp/deliveries/${id}`);
+      for (let i = 0; i < READ_ROUNDS; i++) await selectRound(select.port);
+      await stop(select.child);
+    }
+    const h = await startHerald(store, sandbox);
+    try {
+      select = store.name === 'postgres' ? await bareSelect() : undefined;
+      if (select !== undefined) await warm(`http://127.0.0.1:${select.port}/mcp/deliveries/${id}`);
+      await warm(`http://127.0.0.1:${bareHz.port}/`);
+      await warm(`${h.url}/healthz`);
+      await warm(`${h.url}/mcp/deliveries/${id}`, { headers: h.bridge });
+      await warm(`${h.url}/mcp/deliveries`, { method: 'POST', headers: h.bridge, body: () => JSON.stringify(fixed) });
+      for (let i = 0; i < READ_ROUNDS; i++) {
+        add('bare node', await cannon(`http://127.0.0.1:${bareHz.port}/`, READ_S, {}), READ_S);
+        add('healthz', await cannon(`${h.url}/healthz`, READ_S, {}), READ_S);
+        if (select !== undefined) await selectRound(select.port);
+        add('GET', await cannon(`${h.url}/mcp/deliveries/${id}`, READ_S, { headers: h.bridge }), READ_S);
+        add('repeat POST', await cannon(`${h.url}/mcp/deliveries`, READ_S, { method: 'POST', headers: h.bridge, body: () => JSON.stringify(fixed) }), READ_S);
+      }
+      if (select !== undefined) await stop(select.child);
+    } finally {
+      await stopHerald(h);
+    }
+    if (store.name === 'pglite') {
+      select = await bareSelect();
+      await warm(`http://127.0.0.1:${select.port}/mcp/deliveries/${id}`);
+      for (let i = 0; i < READ_ROUNDS; i++) await selectRound(select.port);
+      await stop(select.child);
+    }
+  } finally {
+    await stop(bareHz.child);
+  }
+  const rate = (name: string): number => {
+    const t = totals.get(name);
+    return t === undefined ? NaN : t.requests / t.seconds;
+  };
+  const p99 = (name: string): number => ms(Math.max(...(totals.get(name)?.p99 ?? [NaN])));
+  for (const name of totals.keys()) console.log(`  ${name}: ${rate(name).toFixed(0)}/s (worst round p99 ${p99(name)} ms)`);
+  return {
+    'bare node+SELECT/s': Math.round(rate('bare SELECT')),
+    'GET/s': Math.round(rate('GET')),
+    'GET ÷ bare node+SELECT': ratio(rate('GET'), rate('bare SELECT')),
+    'repeat POST/s': Math.round(rate('repeat POST')),
+    'repeat POST ÷ bare node+SELECT': ratio(rate('repeat POST'), rate('bare SELECT')),
+    'bare node/s': Math.round(rate('bare node')),
+    'healthz/s': Math.round(rate('healthz')),
+    'healthz ÷ bare node': ratio(rate('healthz'), rate('bare node')),
+  };
+}
+
+/** One Prometheus gauge's value from a /metrics text (the first series of that name). */
+function gauge(text: string, name: string): number {
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'm').exec(text);
+  return m === null ? NaN : Number(m[1]);
+}
+
+async function scrape(h: Running): Promise<string> {
+  const line = h.procs[0]?.output().split('\n').find((l) => l.includes('"msg":"herald started"'));
+  const metrics = line === undefined ? undefined : (JSON.parse(line) as { metrics?: string }).metrics;
+  if (metrics === undefined) return '';
+  return (await fetch(`${metrics}/metrics`)).text();
+}
+
+/** MB, one decimal. */
+const mb = (bytes: number): number => Math.round((bytes / 1_048_576) * 10) / 10;
+
+/**
+ * Idle cost: `herald serve`'s resident set after start-up and IDLE_S seconds of nothing, with its
+ * heap (used, total) and the memory outside it (external, array buffers: PGlite's WASM lives there)
+ * from its own /metrics; the target on PostgreSQL is under 150 MB.
+ */
+async function idle(store: Store, sandbox: DiscordSandbox): Promise<Row> {
+  const h = await startHerald(store, sandbox);
+  try {
+    await new Promise((r) => setTimeout(r, IDLE_S * 1000));
+    const text = await scrape(h);
+    const rss = await rssMb(h.procs[0]?.child.pid);
+    const row = {
+      'idle RSS MB': rss,
+      'idle heap used MB': mb(gauge(text, 'nodejs_heap_size_used_bytes')),
+      'idle heap total MB': mb(gauge(text, 'nodejs_heap_size_total_bytes')),
+      'idle external MB': mb(gauge(text, 'nodejs_external_memory_bytes')),
+    };
+    console.log(`  idle: ${JSON.stringify(row)}`);
+    return row;
+  } finally {
+    await stopHerald(h);
+  }
+}
+
+/**
+ * Cost over time: a steady load (STEADY_RATE requests/s, half new POSTs and half GETs, 4 connections)
+ * for STEADY_S seconds (`--steady=600` for the full 10 minutes), sampling RSS and the event loop's
+ * lag (prom-client's nodejs_eventloop_lag_p99_seconds) every 5 s: RSS growth from the first sample
+ * after a 10 s warm-up to the last, and the worst lag.
+ */
+async function steady(store: Store, sandbox: DiscordSandbox): Promise<Row> {
+  await store.sql('truncate deliveries');
+  const h = await startHerald(store, sandbox);
+  try {
+    await map(h, SANDBOX_IDS.guild, 'alerts', SANDBOX_IDS.channels.alerts);
+    const fixed = deliveryRequest(SANDBOX_IDS.guild, 'alerts');
+    if ((await call(h, 'POST', '/mcp/deliveries', h.bridge, fixed)).status !== 202) throw new Error('steady: first POST');
+    const samples: { at: number; rss: number; lag: number }[] = [];
+    const started = performance.now();
+    let done = false;
+    const sampler = (async () => {
+      while (!done) {
+        await new Promise((r) => setTimeout(r, 5_000));
+        const text = await scrape(h);
+        samples.push({ at: (performance.now() - started) / 1000, rss: mb(gauge(text, 'process_resident_memory_bytes')), lag: gauge(text, 'nodejs_eventloop_lag_p99_seconds') * 1000 });
+      }
+    })();
+    const load = autocannon({
+      url: h.url,
+      connections: 4,
+      overallRate: STEADY_RATE,
+      duration: STEADY_S,
+      requests: [
+        { method: 'POST', path: '/mcp/deliveries', headers: { 'content-type': 'application/json', ...h.bridge }, setupRequest: (req) => ({ ...req, body: JSON.stringify(deliveryRequest(SANDBOX_IDS.guild, 'alerts')) }) },
+        { method: 'GET', path: `/mcp/deliveries/${String(fixed['request_id'])}`, headers: h.bridge },
+      ],
+    });
+    const result = await load;
+    done = true;
+    await sampler;
+    const warm = samples.filter((x) => x.at >= 10);
+    const first = warm[0] ?? samples[0];
+    const last = samples.at(-1);
+    const row = {
+      'steady s': STEADY_S,
+      'steady requests/s': Math.round(result.requests.total / result.duration),
+      'steady errors': result.errors + result.timeouts + result.non2xx,
+      'steady RSS first MB': first?.rss ?? NaN,
+      'steady RSS last MB': last?.rss ?? NaN,
+      'steady RSS last ÷ first': ratio(last?.rss ?? NaN, first?.rss ?? NaN),
+      'steady worst lag p99 ms': ms(Math.max(...samples.map((x) => x.lag))),
+    };
+    console.log(`  steady: ${JSON.stringify(row)}`);
+    return row;
+  } finally {
+    await stopHerald(h);
+  }
 }
 
 /** 25 guilds × 4 destinations = 100 channels, mapped. */
@@ -508,7 +677,41 @@ async function memory(store: Store, sandbox: DiscordSandbox): Promise<Row> {
 
 // ---------------------------------------------------------------- main
 
+/** Each ratio's baseline (its floor or ceiling, measured in the same run) and the target it is held to. */
+const FLOORS: Record<string, string> = {
+  'GET ÷ bare node+SELECT': 'a bare Node server (own process) doing the same primary-key SELECT through a pg pool of 16 (PGlite: the store, opened as Herald opens it); target ≥ 0.8',
+  'repeat POST ÷ bare node+SELECT': 'the same bare SELECT server; target ≥ 0.8 (a repeat is one statement)',
+  'healthz ÷ bare node': 'a bare Node server answering 200 {"status":"ok"}; target ≥ 0.4',
+  'ingest ÷ raw INSERT': "the same single-row INSERT run directly at 32 connections; target ≥ 1.0 on PostgreSQL, p99 < 50 ms",
+  'ingest ÷ bare node+INSERT': 'a bare Node server doing that INSERT per request',
+  'drain ×N ÷ floor': 'N deliveries over 100 channels at 50/s global: N/50 s; target ≤ 1.1',
+  'slack ÷ floor': "Slack's 1 message/s per channel over 20 channels; target ≤ 1.1",
+  'idle RSS MB': 'target < 150 MB on PostgreSQL',
+  'steady RSS last ÷ first': 'flat (≈ 1.0) over the steady load',
+  'RSS stored ÷ empty': 'target ≤ 1.2',
+};
+
+function gitCommit(): string {
+  try {
+    return execFileSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** The commit measured: read at the start (a commit made during the run is not what it measured). */
+const commit = gitCommit();
+
+const machine = {
+  cpus: os.cpus().length,
+  cpu_model: os.cpus()[0]?.model ?? 'unknown',
+  memory_mb: Math.round(os.totalmem() / 1_048_576),
+  node: process.version,
+  loadavg_start: os.loadavg().map((x) => Math.round(x * 100) / 100),
+};
+
 async function main(): Promise<void> {
+  console.log(`machine: ${JSON.stringify(machine)}, commit ${commit}`);
   const sandbox = await new DiscordSandbox({ routeLimit: { limit: 5, windowMs: 5_000 }, globalLimit: { limit: GLOBAL_PER_S, windowMs: 1_000 } }).start();
   cleanups.push(() => sandbox.close());
   const results: Record<string, Row> = { postgres: {}, pglite: {} };
@@ -517,6 +720,7 @@ async function main(): Promise<void> {
     const store = kind === 'postgres' ? await postgresStore() : await pgliteStore();
     try {
       const row = results[kind] ?? {};
+      if (only.has('reads')) Object.assign(row, await reads(store, sandbox));
       if (only.has('ingest')) Object.assign(row, await ingest(store, sandbox));
       if (only.has('latency')) Object.assign(row, await latency(store, sandbox));
       if (only.has('drain') && kind === 'postgres') {
@@ -540,6 +744,8 @@ async function main(): Promise<void> {
           ),
         );
       }
+      if (only.has('idle')) Object.assign(row, await idle(store, sandbox));
+      if (only.has('steady')) Object.assign(row, await steady(store, sandbox));
       if (only.has('memory')) Object.assign(row, await memory(store, sandbox));
       if (only.has('archive')) Object.assign(row, await archiveQueryPhase(store.databaseUrl, store.dataDir, quick ? BENCH_ITEMS / 5 : BENCH_ITEMS));
     } finally {
@@ -549,11 +755,17 @@ async function main(): Promise<void> {
   const names = [...new Set([...Object.keys(results['postgres'] ?? {}), ...Object.keys(results['pglite'] ?? {})])];
   const table = names.map((n) => `| ${n} | ${results['postgres']?.[n] ?? '–'} | ${results['pglite']?.[n] ?? '–'} |`);
   console.log(['', '| measure | PostgreSQL | PGlite |', '|---|---|---|', ...table].join('\n'));
-  await writeFile(outFile, JSON.stringify({ at: new Date().toISOString(), quick, node: process.version, results }, null, 2), { flag: 'w' }).catch(async () => {
-    const { mkdir } = await import('node:fs/promises');
-    await mkdir(path.dirname(outFile), { recursive: true });
-    await writeFile(outFile, JSON.stringify({ at: new Date().toISOString(), quick, node: process.version, results }, null, 2));
-  });
+  const report = {
+    at: new Date().toISOString(),
+    command: `npm run bench -- ${argv.join(' ')}`.trim(),
+    quick,
+    commit,
+    machine: { ...machine, loadavg_end: os.loadavg().map((x) => Math.round(x * 100) / 100) },
+    floors: FLOORS,
+    results,
+  };
+  await mkdir(path.dirname(outFile), { recursive: true });
+  await writeFile(outFile, JSON.stringify(report, null, 2));
   console.log(`\nwritten: ${outFile}`);
 }
 

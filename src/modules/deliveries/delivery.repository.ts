@@ -10,22 +10,37 @@ export const DELIVERY_CHANNEL = 'herald_deliveries';
 type Db = Kysely<DeliveriesDb>;
 
 /**
- * Insert new deliveries in one autocommit statement; for each row, whether it was inserted (false:
- * its request_id existed already, or appears earlier in `rows`). Returns only the ids: the caller
- * has the rest.
+ * What one row of an insert came to: `true`, inserted; a row, the delivery already stored under its
+ * request_id (read by the same statement); `undefined`, neither (an earlier twin in the batch took
+ * the id, or another session's insert of it had not committed when the statement began: read again).
  */
-export async function insertDeliveries(db: Db, rows: readonly NewDeliveryRow[]): Promise<boolean[]> {
+export type InsertOutcome = true | DeliveryRow | undefined;
+
+/**
+ * Insert new deliveries in one autocommit statement, which also reads the rows already stored
+ * under the request_ids it could not insert: a repeat is answered by this one statement, not by an
+ * INSERT and then a SELECT. The read sees the store as the statement began, so never the rows the
+ * statement inserts (PostgreSQL's rule for data-modifying WITH): each id is either inserted or read.
+ */
+export async function insertDeliveries(db: Db, rows: readonly NewDeliveryRow[]): Promise<InsertOutcome[]> {
   const first = new Map<string, number>();
   rows.forEach((r, i) => first.has(r.request_id) || first.set(r.request_id, i));
   const unique = rows.filter((r, i) => first.get(r.request_id) === i);
-  const inserted = await db
-    .insertInto('deliveries')
-    .values(unique)
-    .onConflict((oc) => oc.column('request_id').doNothing())
-    .returning('request_id')
+  const stored = db.selectFrom('deliveries').selectAll().where('request_id', 'in', [...first.keys()]).as('stored');
+  const found = await db
+    .with('inserted', (qb) => qb.insertInto('deliveries').values(unique).onConflict((oc) => oc.column('request_id').doNothing()).returning('request_id'))
+    .selectFrom('inserted')
+    .fullJoin(stored, (join) => join.onRef('stored.request_id', '=', 'inserted.request_id'))
+    .select('inserted.request_id as inserted_id')
+    .selectAll('stored')
     .execute();
-  const ids = new Set(inserted.map((r) => r.request_id));
-  return rows.map((r, i) => first.get(r.request_id) === i && ids.has(r.request_id));
+  const ids = new Set<string>();
+  const existing = new Map<string, DeliveryRow>();
+  for (const { inserted_id: insertedId, ...row } of found) {
+    if (insertedId !== null) ids.add(insertedId);
+    else if (row.request_id !== null) existing.set(row.request_id, row as DeliveryRow);
+  }
+  return rows.map((r, i) => (first.get(r.request_id) !== i ? undefined : ids.has(r.request_id) ? true : existing.get(r.request_id)));
 }
 
 export async function findDelivery(db: Db, requestId: string): Promise<DeliveryRow | undefined> {

@@ -5,7 +5,7 @@ import { ConflictError, NotFoundError } from '../../platform/errors.js';
 import { isLeaseExpired, payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState, type MessageBody, type Reply, type StoredKind, type Target } from './delivery.js';
 import { GroupCommit } from '../../platform/db/group-commit.js';
 import { isStoreUnavailable } from '../../platform/db/database.js';
-import { findDelivery, insertDeliveries, lockDelivery, resetToPending } from './delivery.repository.js';
+import { findDelivery, insertDeliveries, lockDelivery, resetToPending, type InsertOutcome } from './delivery.repository.js';
 import type { DeliveryRow, NewDeliveryRow } from './delivery.table.js';
 
 /** Which kinds the chat host can deliver at all (docs/protocol.md §2 capabilities). */
@@ -42,7 +42,7 @@ export type StoreOutcome = { existing: false; createdAt: Date } | { existing: tr
 const MAX_BATCH = 256;
 
 export class DeliveryService {
-  private readonly intake: GroupCommit<NewDeliveryRow, boolean>;
+  private readonly intake: GroupCommit<NewDeliveryRow, InsertOutcome>;
   private readonly announce: () => void;
 
   constructor(
@@ -63,8 +63,8 @@ export class DeliveryService {
   /**
    * Store a delivery (idempotently) and answer with its state. Returns only after the commit, so a
    * 202 always means the delivery is durable. A new delivery is one autocommit INSERT, shared with
-   * the accepts arriving meanwhile (group commit); a repeat is answered from an unlocked read, and
-   * only a repeat that resets a failed or unknown delivery takes a row lock.
+   * the accepts arriving meanwhile (group commit); a repeat is answered by the same statement's
+   * unlocked read, and only a repeat that resets a failed or unknown delivery takes a row lock.
    */
   async accept(delivery: Delivery): Promise<{ state: DeliveryState; existing: boolean; redriven?: boolean }> {
     const supported = this.support[delivery.kind];
@@ -88,8 +88,8 @@ export class DeliveryService {
   /**
    * Store a row idempotently under its request_id; the outbox then sends it. Returns only after the
    * commit. A new row is one autocommit INSERT, shared with the accepts arriving meanwhile (group
-   * commit); a repeat is answered from an unlocked read, and only a repeat that resets a failed or
-   * unknown row takes a row lock. The same request_id with another hash is refused (422).
+   * commit); a repeat is answered by that same statement's unlocked read of the stored row, and only
+   * a repeat that resets a failed or unknown row takes a row lock. The same request_id with another hash is refused (422).
    */
   async store(prepared: PreparedDelivery): Promise<StoreOutcome> {
     const now = this.clock.now();
@@ -106,12 +106,13 @@ export class DeliveryService {
         created_at: now,
         next_attempt_at: now,
       });
-      if (inserted) {
+      if (inserted === true) {
         if (supported) this.announce();
         return { existing: false, createdAt: now };
       }
-      const row = await findDelivery(this.db, prepared.request_id);
-      // Pruned between the INSERT and the read: it is new again.
+      // The statement read the row it could not insert; none: another session's insert of this id
+      // committed after the statement began (or a twin in its batch inserted it): insert again.
+      const row = inserted;
       if (row === undefined) continue;
       if (row.payload_hash !== hash) throw new ConflictError(REUSED_ID);
       if (!(supported && prepared.redrive !== false && needsReset(row, now))) return { existing: true, row, redriven: false };

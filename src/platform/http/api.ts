@@ -133,6 +133,7 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     return requirements.length === 0 || requirements.some((r) => Object.keys(r).every((scheme) => SCHEME_TIER[scheme] !== undefined && SCHEME_TIER[scheme] === tier));
   };
 
+  const directPlans = new Map<Operation, DirectPlan | null>();
   const throttle = new FailureThrottle();
   const checks = {
     bridge: deps.bridgeToken === undefined ? undefined : bearerCheck(deps.bridgeToken),
@@ -191,6 +192,15 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
       }
       body = parsed.value;
       request.body = body;
+    }
+    // An operation without a body whose parameters the contract checks by a pattern alone: answered
+    // here when they match, without openapi-backend parsing and validating the request again.
+    const direct = body === undefined ? directCall(operation, request.path, directPlans) : undefined;
+    // The handler as registered with openapi-backend (what handleRequest would call).
+    const registered = direct !== undefined ? (api.handlers[operation?.operationId ?? ''] as ((c: Context, koa: KoaContext, body: unknown) => Promise<Reply>) | undefined) : undefined;
+    if (direct !== undefined && registered !== undefined) {
+      const c = { api, operation, request: { ...request, params: direct, cookies: {}, requestBody: undefined }, validation: { valid: true, errors: null }, security: {} } as unknown as Context;
+      return send(ctx, await registered(c, ctx, undefined));
     }
     // Text Herald keeps goes to PostgreSQL, whose text cannot hold U+0000: refused here, on every
     // operation validated here, naming the field (one whose handler validates is left to the handler).
@@ -262,6 +272,63 @@ function within(name: string): string {
 /** A field name as the caller wrote it, cut to a length fit for an error message. */
 function shortName(name: string): string {
   return name.length > FIELD_NAME_MAX ? `${name.slice(0, FIELD_NAME_MAX)}…` : name;
+}
+
+/** How an operation's path parameters are read and checked without openapi-backend, when they can be. */
+interface DirectPlan {
+  template: RegExp;
+  params: { name: string; pattern: RegExp }[];
+}
+
+/** Keywords of a parameter's schema that validate nothing. */
+const ANNOTATIONS = new Set(['description', 'example', 'examples', 'title']);
+
+/**
+ * An operation's parameters when the contract's validation of them is a pattern per path parameter
+ * and nothing else (no body, no query or header parameters, `type: string` and `pattern` only): the
+ * values (raw path segments, as openapi-backend reads them) when each matches its pattern, else
+ * undefined (the request goes through openapi-backend, which validates and answers as it always did).
+ */
+function directCall(operation: Operation | undefined, path: string, plans: Map<Operation, DirectPlan | null>): Record<string, string> | undefined {
+  if (operation === undefined || operation.requestBody !== undefined) return undefined;
+  let plan = plans.get(operation);
+  if (plan === undefined) {
+    plan = directPlan(operation);
+    plans.set(operation, plan);
+  }
+  if (plan === null) return undefined;
+  const m = plan.template.exec(path);
+  if (m === null) return undefined;
+  const params: Record<string, string> = {};
+  for (const [i, p] of plan.params.entries()) {
+    const value = m[i + 1] ?? '';
+    if (!p.pattern.test(value)) return undefined;
+    params[p.name] = value;
+  }
+  return params;
+}
+
+function directPlan(operation: Operation): DirectPlan | null {
+  if ((operation as Record<string, unknown>)['x-herald-outside-api'] === true) return null;
+  const names = [...operation.path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1] ?? '');
+  const declared = (operation.parameters ?? []) as unknown as Parameter[];
+  const params: DirectPlan['params'] = [];
+  for (const p of declared) {
+    if (p.in !== 'path' || p.schema === undefined) return null;
+    const schema = p.schema as Record<string, unknown>;
+    const simple = Object.keys(schema).every((k) => k === 'type' || k === 'pattern' || ANNOTATIONS.has(k) || k.startsWith('x-'));
+    if (!simple || schema['type'] !== 'string' || typeof schema['pattern'] !== 'string') return null;
+    params.push({ name: p.name, pattern: new RegExp(schema['pattern'], 'u') });
+  }
+  if (params.length !== names.length || names.some((n, i) => params[i]?.name !== n)) {
+    // Declared in another order than the path has them: read them by the path's order.
+    const byName = new Map(params.map((p) => [p.name, p]));
+    const ordered = names.map((n) => byName.get(n));
+    if (ordered.some((p) => p === undefined) || ordered.length !== params.length) return null;
+    params.splice(0, params.length, ...(ordered as DirectPlan['params']));
+  }
+  const literal = operation.path.split(/\{[^}]+\}/).map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+  return { template: new RegExp(`^${literal.join('([^/]+)')}$`), params };
 }
 
 /** Who the middleware authenticated: the bridge token's caller or the admin token's. */

@@ -21,6 +21,9 @@ export function routeOnce(router: OpenAPIRouter): Routing {
   const templates = operations
     .map((op) => ({ op, pattern: templatePattern(op.path), specificity: op.path.replace(/\{.*?\}/g, '').length }))
     .sort((a, b) => b.specificity - a.specificity);
+  // By method and path, the first of the list for each (as a search of the list in order finds it).
+  const exactly = new Map<string, Operation>();
+  for (const op of operations) if (!exactly.has(`${op.method} ${op.path}`)) exactly.set(`${op.method} ${op.path}`, op);
   const matched = new WeakMap<object, { op: Operation } | { miss: '404' | '405' }>();
 
   const route = (req: ApiRequest): { op: Operation } | { miss: '404' | '405' } => {
@@ -30,14 +33,23 @@ export function routeOnce(router: OpenAPIRouter): Routing {
     if (!path.startsWith('/')) path = `/${path}`;
     path = path.split('?')[0] ?? path;
     const method = req.method.trim().toLowerCase();
-    const exact = operations.find((op) => op.path === path && op.method === method);
+    const exact = exactly.get(`${method} ${path}`);
     let result: { op: Operation } | { miss: '404' | '405' };
     if (exact !== undefined) {
       result = { op: exact };
     } else {
-      const paths = templates.filter((t) => t.pattern.test(path));
-      const op = paths.find((t) => t.op.method === method)?.op;
-      result = op !== undefined ? { op } : { miss: paths.length === 0 ? '404' : '405' };
+      // The first template (most specific first) with this method; none, but the path matched: 405.
+      let known = false;
+      let op: Operation | undefined;
+      for (const t of templates) {
+        if (!t.pattern.test(path)) continue;
+        known = true;
+        if (t.op.method === method) {
+          op = t.op;
+          break;
+        }
+      }
+      result = op !== undefined ? { op } : { miss: known ? '405' : '404' };
     }
     matched.set(req, result);
     return result;
