@@ -18,6 +18,7 @@ import * as chatKind from './2026-12-02T03-00-00_chat-kind.js';
 import * as singletons from './2026-12-02T05-00-00_singletons.js';
 import * as registrationPlatform from './2026-12-02T05-30-00_registration-platform.js';
 import * as handoffCatchup from './2026-12-02T08-30-00_handoff-catchup.js';
+import * as inbox from './2026-12-02T12-30-00_inbox.js';
 
 /** Every migration, by name; names sort in the order they apply. Add new ones here. */
 export const migrations: Record<string, Migration> = {
@@ -40,4 +41,5 @@ export const migrations: Record<string, Migration> = {
   '2026-12-02T05-00-00_singletons': singletons,
   '2026-12-02T05-30-00_registration-platform': registrationPlatform,
   '2026-12-02T08-30-00_handoff-catchup': handoffCatchup,
+  '2026-12-02T12-30-00_inbox': inbox,
 };

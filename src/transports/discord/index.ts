@@ -20,6 +20,7 @@ export const discord = defineTransport<DiscordConfig>({
       timeoutMs: env.int('HERALD_DISCORD_TIMEOUT_MS', 15_000, 100, 600_000),
       gateway: env.onOff('HERALD_GATEWAY', true),
       chatGuild: env.text('HERALD_DISCORD_CHAT_GUILD'),
+      messageContent: env.onOff('HERALD_DISCORD_MESSAGE_CONTENT', false),
     };
     if (config.chatGuild !== undefined && !/^[0-9]{5,25}$/.test(config.chatGuild)) env.problem('HERALD_DISCORD_CHAT_GUILD must be a guild id (a snowflake)');
     // Discord is spoken where it is home (sandbox mode without a token) or where a token is given.

@@ -22,4 +22,11 @@ export interface DiscordConfig {
    * name, members). Unset: the bot's only server (sandbox mode: the sandbox's guild).
    */
   readonly chatGuild: string | undefined;
+  /**
+   * `HERALD_DISCORD_MESSAGE_CONTENT`: `on` asks the gateway for the privileged Message Content
+   * intent (grant it to the bot in Discord's developer portal first, or Discord refuses the
+   * session). Off (default): messages in listened channels reach the inbox with empty content;
+   * mentions of the bot, DMs and replies to it have their content either way.
+   */
+  readonly messageContent: boolean;
 }
