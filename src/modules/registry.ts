@@ -6,6 +6,7 @@ import { deliveriesModule } from './deliveries/index.js';
 import { destinationsModule } from './destinations/index.js';
 import { handoffsModule } from './handoffs/index.js';
 import { identityModule } from './identity/index.js';
+import { inboxModule } from './inbox/index.js';
 
 /**
  * Every capability Herald has, one line each, started in this order (a module may use only what
@@ -20,6 +21,7 @@ export const MODULES: readonly HeraldModule[] = [
   handoffsModule,
   archiveModule,
   chatModule,
+  inboxModule,
 ];
 
 /** Every command, from the modules that declare them: slash-command registration and the MCP manifest are built from it. */

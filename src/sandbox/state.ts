@@ -53,6 +53,8 @@ export interface SandboxMessage {
   nonce?: string | number;
   allowed_mentions?: unknown;
   edits: number;
+  /** A reply's target (Discord's message_reference), when a person replied to a message. */
+  message_reference?: { message_id: string; channel_id: string; guild_id?: string };
 }
 export interface SandboxGuild {
   id: string;
