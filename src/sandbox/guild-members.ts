@@ -167,6 +167,8 @@ export function userMessageRoute(router: Router, state: SandboxState, dispatch: 
     dispatch('MESSAGE_CREATE', {
       ...publicMessage(message),
       ...(channel.guild_id !== undefined ? { guild_id: channel.guild_id } : {}),
+      // As Discord sends it: discord.js opens an uncached DM channel from it.
+      channel_type: channel.type,
       // A reply mentions (pings) the author of the message it replies to, as Discord's client does by default.
       ...(target !== undefined ? { message_reference: message.message_reference, repliedTo: target.author.id } : {}),
     });
