@@ -100,7 +100,11 @@ export async function startInbox({ config, db: tables, clock, log, registry, tra
     recent !== undefined
       ? new InboundCatchUp({
           recent,
-          channels: async () => [...(await listenedNow()).keys()],
+          channels: async () => {
+            const now = await listenedNow();
+            for (const [id, since] of now) listenedSince.set(id, since);
+            return [...now.keys()];
+          },
           cursors: (channels) => catchupCursors(db, channels),
           saveCursor: (channelId, afterId) => saveCatchupCursor(db, channelId, afterId, clock.now()),
           // From when the channel started listening, never past the retention.
@@ -112,14 +116,11 @@ export async function startInbox({ config, db: tables, clock, log, registry, tra
           everyMs: CATCHUP_EVERY_MS,
         })
       : undefined;
-  // `from` is synchronous: the map the last `channels` read filled.
+  // `from` is synchronous: the map the sweep's own `channels` read filled.
   const listenedSince = new Map<string, Date>();
-  const refreshSince = async (): Promise<void> => {
-    for (const [id, since] of await listenedNow()) listenedSince.set(id, since);
-  };
-  await refreshSince().catch(() => undefined);
+  // A channel that starts listening is read back from then on by the holder's next sweep, at once.
   const unsubscribeSince = await events.subscribe(LISTEN_CHANGED, () => {
-    void refreshSince().then(() => catchUp?.kick(), () => undefined);
+    if (recent?.held() === true) catchUp?.kick();
   });
   catchUp?.start();
 

@@ -4,6 +4,9 @@ import type { InboxDb, InboxEventRow, InboxPushRow, NewInboxEventRow } from './i
 
 type Db = Kysely<InboxDb>;
 
+/** The advisory lock key every insert into the inbox takes ("INBX"). */
+const INSERT_LOCK = 0x494e4258;
+
 /** The connector's cursor row (one connector per bridge token). */
 const CONNECTOR = 'connector';
 
@@ -35,6 +38,9 @@ const columns = [
  */
 export async function insertEvent(db: Db, event: NewInboxEventRow, push: boolean, now: Date): Promise<string | undefined> {
   return db.transaction().execute(async (trx) => {
+    // One insert at a time across replicas: ids commit in the order they are drawn, so a reader
+    // paging by id never passes one that commits later (it would never see it).
+    await sql`select pg_advisory_xact_lock(${INSERT_LOCK})`.execute(trx);
     const row = await trx
       .insertInto('inbox_events')
       .values(event)
@@ -48,7 +54,8 @@ export async function insertEvent(db: Db, event: NewInboxEventRow, push: boolean
 }
 
 export async function listEvents(db: Db, after: string, limit: number): Promise<InboxEventRow[]> {
-  return db.selectFrom('inbox_events').select(columns).where(sql<boolean>`id > ${after}::bigint`).orderBy('id').limit(limit).execute();
+  // By the column, not the text alias `id` (which would sort "10" before "9").
+  return db.selectFrom('inbox_events').select(columns).where(sql<boolean>`id > ${after}::bigint`).orderBy('inbox_events.id').limit(limit).execute();
 }
 
 export async function findEvent(db: Db, id: string): Promise<InboxEventRow | undefined> {
