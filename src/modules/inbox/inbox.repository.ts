@@ -127,6 +127,12 @@ export async function saveCatchupCursor(db: Db, channelId: string, afterId: stri
     .execute();
 }
 
+/** Drop finished pushes (done or given up) of events stored before `cutoff`. */
+export async function prunePushes(db: Db, cutoff: Date): Promise<number> {
+  const r = await db.deleteFrom('inbox_pushes').where('status', '<>', 'pending').where('created_at', '<', cutoff).executeTakeFirst();
+  return Number(r.numDeletedRows);
+}
+
 /** The webhook push's job kind. */
 export const PUSH_KIND = 'inbox.webhook';
 

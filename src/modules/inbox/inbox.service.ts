@@ -18,6 +18,7 @@ import {
   newestId,
   pruneBeyondCount,
   pruneOlderThan,
+  prunePushes,
 } from './inbox.repository.js';
 import type { InboxDb, InboxEventRow, NewInboxEventRow } from './inbox.table.js';
 
@@ -288,6 +289,7 @@ export class InboxService {
   /** Retention: by age, by count per channel, and DMs of anyone no longer registered (should news of an unregister be lost). */
   async prune(now: Date, retentionMs: number, maxPerChannel: number): Promise<number> {
     const aged = await pruneOlderThan(this.db, new Date(now.getTime() - retentionMs));
+    await prunePushes(this.db, new Date(now.getTime() - retentionMs));
     if (aged > 0) this.o.metrics.dropped('age', aged);
     const counted = await pruneBeyondCount(this.db, maxPerChannel);
     if (counted > 0) this.o.metrics.dropped('count', counted);
