@@ -40,12 +40,13 @@ function service(registered: Set<string>) {
 }
 
 let next = 1000;
-const message = (channelId: string, content: string, guildId: string | undefined = 'g1'): InboundMessage => ({
+/** A message in a guild channel, or (`dm`) in a DM: no guild. */
+const message = (channelId: string, content: string, dm = false): InboundMessage => ({
   channelId,
   messageId: String(next++),
   authorId: PERSON,
   authorIsBot: false,
-  guildId,
+  guildId: dm ? undefined : 'g1',
   content,
   createdAt: new Date(),
 });
@@ -57,7 +58,7 @@ describe('inbox retention and privacy', () => {
     const { inbox, clock, registry, lines } = service(registered);
     for (let i = 0; i < 5; i++) await inbox.hear(message('c1', `secret words ${i}`), 'live');
     await inbox.hear(message('c2', 'secret words in c2'), 'live');
-    await inbox.hear(message('dm1', 'a secret DM', undefined), 'live');
+    await inbox.hear(message('dm1', 'a secret DM', true), 'live');
     expect((await inbox.list('0', 100)).items.map((e) => e.kind)).toEqual(['message', 'message', 'message', 'message', 'message', 'message', 'dm']);
 
     // By count: at most 2 per channel, the newest kept.
@@ -83,15 +84,15 @@ describe('inbox retention and privacy', () => {
     // Ids and kinds are logged; content never.
     expect(lines.length).toBeGreaterThan(0);
     expect(lines.join('\n')).not.toContain('secret');
-  });
+  }, 90_000);
 
   it('stores a message once however often it is heard, and a DM only from a registered user', async () => {
     fixture = await migratedStore();
     const { inbox } = service(new Set());
     const m = message('c1', 'once');
     await Promise.all([inbox.hear(m, 'live'), inbox.hear(m, 'catch-up'), inbox.hear(m, 'live')]);
-    await inbox.hear(message('dm2', 'from a stranger', undefined), 'live');
+    await inbox.hear(message('dm2', 'from a stranger', true), 'live');
     await inbox.hear(message('elsewhere', 'not listened'), 'live');
     expect((await inbox.list('0', 100)).items.map((e) => e.message_id)).toEqual([m.messageId]);
-  });
+  }, 90_000);
 });
