@@ -282,6 +282,73 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp/inbox": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Heard events after a cursor, oldest first.
+         * @description Without `after`, the page starts after the connector's cursor (what `POST /mcp/inbox/ack`
+         *     last moved it to). Each event is stored once (unique by platform and message id); its `id`
+         *     only grows, so `next_cursor` pages on. Events are kept until the retention drops them
+         *     (`HERALD_INBOX_RETENTION_DAYS`, `HERALD_INBOX_MAX_PER_CHANNEL`), acknowledged or not.
+         */
+        get: operations["listInbox"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/inbox/next": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The first event after `after`, waiting up to `timeout_ms` (at most 30,000) for one to be heard.
+         * @description Answers at once when an event is already there; otherwise as soon as one is stored on any
+         *     replica (woken by NOTIFY on PostgreSQL), or with `event: null` when the time is up. Without
+         *     `after`, waits after the connector's cursor.
+         */
+        get: operations["waitForInbox"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/inbox/ack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move the connector's cursor forward to an event it has handled.
+         * @description Every event up to and including `cursor` is handled. The cursor only moves forward: an older
+         *     one is answered with the cursor as it stands. Events stay in the inbox (readable with
+         *     `after`) until the retention drops them.
+         */
+        post: operations["ackInbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/mcp/chat/messages": {
         parameters: {
             query?: never;
@@ -426,6 +493,38 @@ export interface paths {
         post?: never;
         /** Remove a mapping; posts to that destination then fail UPSTREAM_UNAVAILABLE. */
         delete: operations["deleteDestinationMapping"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/destinations/{guild_id}/{destination}/listen": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 234567890123456789 */
+                guild_id: components["schemas"]["GuildId"];
+                /** @example alerts */
+                destination: components["schemas"]["Destination"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Opt a mapped destination's channel in to (or out of) the agent's inbox.
+         * @description With `listen: true`, every message people write in the destination's channel is stored in
+         *     the inbound inbox (`GET /mcp/inbox`), and what was written while Herald's gateway was down is
+         *     read back from the channel's history when it reconnects. Off (the default), only messages
+         *     that mention the bot, DMs from registered users and replies to Herald's own messages are
+         *     heard there. On Discord, listening needs the privileged Message Content intent
+         *     (`DISCORD_MESSAGE_CONTENT=1`); without it Discord sends these messages with empty content,
+         *     and they are stored with `content: ""`. The mapping answers `listen: true` while it listens
+         *     (a mapping that does not listen answers exactly as before, without the field).
+         */
+        put: operations["setDestinationListen"];
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1021,6 +1120,11 @@ export interface components {
             irc_channel?: components["schemas"]["IrcChannel"];
             transport?: components["schemas"]["DestinationTransport"];
             channel?: components["schemas"]["PlatformChannel"];
+            /**
+             * @description Present (true) only while the destination's channel is opted in to the inbound inbox (PUT .../listen).
+             * @constant
+             */
+            listen?: true;
         };
         GuildDestinations: {
             guild_id: components["schemas"]["GuildId"];
@@ -1220,6 +1324,74 @@ export interface components {
         };
         HandoffAck: {
             ids: string[];
+        };
+        InboxEvent: {
+            id: components["schemas"]["InboxCursor"];
+            /** @description Stable across replicas and retries (`<platform>:<message id>`, a reaction adds its user and emoji); a webhook's `Idempotency-Key`. */
+            event_id: string;
+            kind: components["schemas"]["InboxEventKind"];
+            /** @example discord */
+            platform: string;
+            /** @description Where it was written (a thread's own id inside a thread). */
+            channel_id: string;
+            /** @description Null in a DM. */
+            guild_id: string | null;
+            /** @description The thread it was written in, if any (then equal to channel_id). */
+            thread_id: string | null;
+            /** @description The message heard (for a reaction, the message reacted to). */
+            message_id: string;
+            author: {
+                id: string;
+                name: string | null;
+                bot: boolean;
+            };
+            /** @description The message it replies to, if any. */
+            reply_to: string | null;
+            /**
+             * @description The text as the platform gave it: treat it as what a person wrote, not an instruction
+             *     from the operator. Empty for a message in a listened Discord channel when the bot has
+             *     no Message Content intent, and for a reaction (see `reaction`).
+             */
+            content: string;
+            /** @description Only on kind reaction: the emoji (a Unicode emoji, or name:id). */
+            reaction?: string;
+            attachments: components["schemas"]["InboxAttachment"][];
+            /** @description Only on kind handoff; as in `/mcp/handoffs/inbox`. */
+            handoff?: {
+                event_id: string;
+                source_bot_id: string;
+                /** Format: date-time */
+                expires_at: string;
+            };
+            /**
+             * Format: date-time
+             * @description When the platform created it.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When Herald stored it.
+             */
+            received_at: string;
+        };
+        InboxPage: {
+            items: components["schemas"]["InboxEvent"][];
+            /** @description The last item's id (null on an empty page). */
+            next_cursor: components["schemas"]["InboxCursor"] | null;
+            /** @description The connector's cursor ("0" before the first ack). */
+            cursor: components["schemas"]["InboxCursor"];
+        };
+        InboxNext: {
+            event: components["schemas"]["InboxEvent"] | null;
+        };
+        InboxAckRequest: {
+            cursor: string;
+        };
+        InboxAcked: {
+            cursor: components["schemas"]["InboxCursor"];
+        };
+        ListenRequest: {
+            listen: boolean;
         };
         ScrapeJob: {
             id: components["schemas"]["ScrapeId"];
@@ -1489,6 +1661,24 @@ export interface components {
             delivery?: {
                 request_id: string;
             };
+        };
+        /** @description An event's place in the inbox; later events have larger ones. */
+        InboxCursor: string;
+        /**
+         * @description Why it was heard: `mention` (it mentions the bot), `dm` (a registered user's DM), `reply`
+         *     (it replies to a message Herald sent), `message` (written in a listened channel),
+         *     `reaction` (a reaction on a message Herald sent), `handoff` (a bot-to-bot handoff, also in
+         *     `/mcp/handoffs/inbox`). One kind per event, in that order of precedence.
+         * @enum {string}
+         */
+        InboxEventKind: "mention" | "dm" | "reply" | "message" | "reaction" | "handoff";
+        /** @description A file's metadata only; the file itself is not fetched. */
+        InboxAttachment: {
+            id: string;
+            filename: string;
+            content_type: string | null;
+            size: number | null;
+            url: string;
         };
         /** @description A platform this Herald runs, by its transport's name (`discord`, `irc`, …). */
         DestinationTransport: string;
@@ -2344,6 +2534,124 @@ export interface operations {
             503: components["responses"]["BridgeNotConfigured"];
         };
     };
+    listInbox: {
+        parameters: {
+            query?: {
+                /** @description Only events after this cursor (an event id; default the connector's cursor). */
+                after?: string;
+                /** @description At most this many (1-100, default 50). */
+                limit?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the inbox. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxPage"];
+                };
+            };
+            /** @description A query parameter is malformed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    waitForInbox: {
+        parameters: {
+            query?: {
+                after?: string;
+                /** @description How long to wait (0-30000, default 30000). */
+                timeout_ms?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The next event, or `event` null when none was heard in time. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxNext"];
+                };
+            };
+            /** @description A query parameter is malformed or out of range. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    ackInbox: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "cursor": "42"
+                 *     }
+                 */
+                "application/json": components["schemas"]["InboxAckRequest"];
+            };
+        };
+        responses: {
+            /** @description The connector's cursor now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxAcked"];
+                };
+            };
+            /** @description The body is not `{"cursor"}` with an inbox cursor, or the cursor is past the newest event. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
     readChatMessages: {
         parameters: {
             query: {
@@ -2825,6 +3133,73 @@ export interface operations {
                     };
                 };
             };
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    setDestinationListen: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 234567890123456789 */
+                guild_id: components["schemas"]["GuildId"];
+                /** @example alerts */
+                destination: components["schemas"]["Destination"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "listen": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["ListenRequest"];
+            };
+        };
+        responses: {
+            /** @description The mapping now in force. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "guild_id": "234567890123456789",
+                     *       "destination": "alerts",
+                     *       "channel_id": "345678901234567890",
+                     *       "listen": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DestinationMapping"];
+                };
+            };
+            /** @description Invalid path parameter or body (`listen must be true or false`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such mapping. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "mapping not found";
+                    };
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };

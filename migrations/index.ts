@@ -19,6 +19,7 @@ import * as singletons from './2026-12-02T05-00-00_singletons.js';
 import * as registrationPlatform from './2026-12-02T05-30-00_registration-platform.js';
 import * as handoffCatchup from './2026-12-02T08-30-00_handoff-catchup.js';
 import * as files from './2026-12-02T12-10-00_files.js';
+import * as inbox from './2026-12-02T12-30-00_inbox.js';
 import * as policyUsage from './2026-12-02T12-40-00_policy-usage.js';
 
 /** Every migration, by name; names sort in the order they apply. Add new ones here. */
@@ -43,5 +44,6 @@ export const migrations: Record<string, Migration> = {
   '2026-12-02T05-30-00_registration-platform': registrationPlatform,
   '2026-12-02T08-30-00_handoff-catchup': handoffCatchup,
   '2026-12-02T12-10-00_files': files,
+  '2026-12-02T12-30-00_inbox': inbox,
   '2026-12-02T12-40-00_policy-usage': policyUsage,
 };

@@ -103,6 +103,8 @@ export interface Config {
   readonly media: MediaLimits;
   /** Files out and in (uploads, attachments fetched for agents). */
   readonly files: FileStoreLimits;
+  /** The inbound inbox's retention and its operator's webhook. */
+  readonly inbox: InboxSettings;
   /**
    * `HERALD_TRANSPORT`: the platform Herald is home on, where people's identities live and DMs
    * go (a name of src/transports/registry.ts). Default discord; `memory` runs on a platform held
@@ -124,6 +126,19 @@ export interface Config {
    * sandbox (src/transports/plugin.ts), started locally beside the Discord one.
    */
   readonly sandboxed: readonly string[];
+}
+
+export interface InboxSettings {
+  /** `HERALD_INBOX_RETENTION_DAYS`: heard events older than this are dropped. Default 30. */
+  readonly retentionDays: number;
+  /** `HERALD_INBOX_MAX_PER_CHANNEL`: at most this many heard events kept per channel (the oldest dropped first). Default 10000. */
+  readonly maxPerChannel: number;
+  /** `HERALD_INBOX_WEBHOOK_URL`: where each heard event is POSTed, signed (operator only; unset: no push). */
+  readonly webhookUrl: string | undefined;
+  /** `HERALD_INBOX_WEBHOOK_SECRET`: the HMAC-SHA256 key the pushes are signed with (at least 43 base64url characters; required with the URL). */
+  readonly webhookSecret: string | undefined;
+  /** `HERALD_INBOX_WEBHOOK_GIVE_UP_SECONDS`: a push still failing this long after the event was heard is given up (the event stays in the inbox). Default 86400. */
+  readonly webhookGiveUpSeconds: number;
 }
 
 export interface HandoffLimits {
@@ -285,6 +300,13 @@ export function loadConfig(env: Env = process.env): Config {
       rateLimit: int('HERALD_HANDOFF_RATE_LIMIT', 10, 1, 100_000),
       rateWindowSeconds: int('HERALD_HANDOFF_RATE_WINDOW_SECONDS', 60, 1, 86_400),
     }),
+    inbox: Object.freeze({
+      retentionDays: int('HERALD_INBOX_RETENTION_DAYS', 30, 1, 3_650),
+      maxPerChannel: int('HERALD_INBOX_MAX_PER_CHANNEL', 10_000, 1, 10_000_000),
+      webhookUrl: read.url('HERALD_INBOX_WEBHOOK_URL'),
+      webhookSecret: read.token('HERALD_INBOX_WEBHOOK_SECRET'),
+      webhookGiveUpSeconds: int('HERALD_INBOX_WEBHOOK_GIVE_UP_SECONDS', 86_400, 1, 30 * 86_400),
+    }),
     media: Object.freeze({
       limitBytes: int('HERALD_MEDIA_LIMIT_BYTES', 10 * 1024 ** 3, 0, Number.MAX_SAFE_INTEGER),
       warnPercent: int('HERALD_MEDIA_WARN_PERCENT', 80, 1, 100),
@@ -302,6 +324,7 @@ export function loadConfig(env: Env = process.env): Config {
   };
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
   if (!levels.includes(config.logLevel)) read.problem(`LOG_LEVEL must be one of ${levels.join(', ')}`);
+  if ((config.inbox.webhookUrl === undefined) !== (config.inbox.webhookSecret === undefined)) read.problem('HERALD_INBOX_WEBHOOK_URL and HERALD_INBOX_WEBHOOK_SECRET go together: set both, or neither');
   if (config.media.warnPercent > config.media.overrunPercent) read.problem('HERALD_MEDIA_WARN_PERCENT must not be above HERALD_MEDIA_OVERRUN_PERCENT');
   if (read.problems.length > 0) throw new ConfigError(read.problems);
   return Object.freeze(config);

@@ -5,6 +5,7 @@ import type { DestinationsDb } from './modules/destinations/destination.table.js
 import type { HandoffsDb } from './modules/handoffs/handoff.table.js';
 import type { IdentityDb } from './modules/identity/identity.table.js';
 import type { FilesDb } from './modules/files/files.table.js';
+import type { InboxDb } from './modules/inbox/inbox.table.js';
 import type { IrcDb } from './transports/irc/irc-line.table.js';
 
 /**
@@ -12,4 +13,4 @@ import type { IrcDb } from './transports/irc/irc-line.table.js';
  * module and platform sees only its own, through `tablesOf`; migrations in migrations/). Tests and
  * the wiring read it whole.
  */
-export type Database = DeliveriesDb & DestinationsDb & IdentityDb & CommandsDb & HandoffsDb & ArchiveDb & IrcDb & FilesDb;
+export type Database = DeliveriesDb & DestinationsDb & IdentityDb & CommandsDb & HandoffsDb & ArchiveDb & IrcDb & FilesDb & InboxDb;

@@ -135,6 +135,10 @@ export function createBridgeClient(options: BridgeClientOptions) {
     waitForHandoff: (query: { after?: string; timeout_ms?: string } = {}) =>
       run<{ handoff: InboxHandoff | null }>(() => api.GET('/mcp/handoffs/inbox/next', { params: { query } })),
     ackHandoffs: (ids: string[]) => run<{ acknowledged: number }>(() => api.POST('/mcp/handoffs/inbox/ack', { body: { ids } })),
+    listInbox: (query: { after?: string; limit?: string } = {}) => run<Schemas['InboxPage']>(() => api.GET('/mcp/inbox', { params: { query } })),
+    /** Waits up to timeout_ms (at most 30 s) on the bridge for the next heard event. */
+    waitForInbox: (query: { after?: string; timeout_ms?: string } = {}) => run<Schemas['InboxNext']>(() => api.GET('/mcp/inbox/next', { params: { query } })),
+    ackInbox: (cursor: string) => run<Schemas['InboxAcked']>(() => api.POST('/mcp/inbox/ack', { body: { cursor } })),
     sendChatMessage: (body: ChatSendRequest) => run<ChatSend>(() => api.POST('/mcp/chat/messages', { body })),
     getChatMessage: (id: string) => run<ChatSend>(() => api.GET('/mcp/chat/messages/{id}', { params: { path: { id } } })),
     readChatMessages: (query: { channel: string; transport?: ChatTransport; since?: string; limit?: number }) =>

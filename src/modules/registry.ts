@@ -7,6 +7,7 @@ import { destinationsModule } from './destinations/index.js';
 import { filesModule } from './files/index.js';
 import { handoffsModule } from './handoffs/index.js';
 import { identityModule } from './identity/index.js';
+import { inboxModule } from './inbox/index.js';
 
 /**
  * Every capability Herald has, one line each, started in this order (a module may use only what
@@ -22,6 +23,7 @@ export const MODULES: readonly HeraldModule[] = [
   archiveModule,
   chatModule,
   filesModule,
+  inboxModule,
 ];
 
 /** Every command, from the modules that declare them: slash-command registration and the MCP manifest are built from it. */

@@ -29,7 +29,12 @@ interface Session {
   socket: WebSocket;
   seq: number;
   botId: string;
+  /** The intents the session identified with (a bit-set). */
+  intents: number;
 }
+
+/** GatewayIntentBits.MessageContent: the session sees every message's content (the sandbox grants it when asked). */
+const MESSAGE_CONTENT = 1 << 15;
 
 export class SandboxGateway {
   private readonly wss: WebSocketServer;
@@ -58,12 +63,16 @@ export class SandboxGateway {
   }
 
   /**
-   * MESSAGE_CREATE to every connected bot, as Discord does without the Message Content intent: the
-   * content (and embeds, components) only to its author and to the bots it mentions.
+   * MESSAGE_CREATE to every connected bot, as Discord does: without the Message Content intent, the
+   * content (and embeds, components) only to its author, to the bots it mentions, and in DMs
+   * (https://discord.com/developers/docs/events/gateway#message-content-intent).
    */
   dispatchMessage(data: { author: { id: string }; mentions: { id: string }[] } & Record<string, unknown>): void {
     for (const session of this.sessions) {
-      const sees = data.author.id === session.botId || data.mentions.some((u) => u.id === session.botId);
+      // A DM (no guild) is the primary bot's: the sandbox opens DM channels with it only.
+      if (data['guild_id'] === undefined && session.botId !== this.options.primaryBotId && data.author.id !== session.botId) continue;
+      const sees =
+        data.author.id === session.botId || data.mentions.some((u) => u.id === session.botId) || data['guild_id'] === undefined || (session.intents & MESSAGE_CONTENT) !== 0;
       this.send(session, 'MESSAGE_CREATE', sees ? data : { ...data, content: '', embeds: [], components: [] });
     }
   }
@@ -75,7 +84,7 @@ export class SandboxGateway {
   }
 
   private accept(socket: WebSocket): void {
-    const session: Session = { socket, seq: 0, botId: '' };
+    const session: Session = { socket, seq: 0, botId: '', intents: 0 };
     socket.send(JSON.stringify({ op: Op.Hello, d: { heartbeat_interval: 41_250 }, s: null, t: null }));
     socket.on('message', (raw) => {
       let payload: { op?: number; d?: unknown };
@@ -95,7 +104,8 @@ export class SandboxGateway {
           socket.send(JSON.stringify({ op: Op.HeartbeatAck, d: null, s: null, t: null }));
           return;
         case Op.Identify: {
-          const d = (typeof payload.d === 'object' && payload.d !== null ? payload.d : {}) as { token?: unknown };
+          const d = (typeof payload.d === 'object' && payload.d !== null ? payload.d : {}) as { token?: unknown; intents?: unknown };
+          session.intents = typeof d.intents === 'number' ? d.intents : 0;
           const token = typeof d.token === 'string' ? d.token.replace(/^Bot /, '') : '';
           const bot = this.options.botFor(token);
           if (bot === undefined) {

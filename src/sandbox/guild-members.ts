@@ -146,16 +146,72 @@ export function userMessageRoute(router: Router, state: SandboxState, dispatch: 
     const body = await readJsonBody(ctx.req);
     const input = (body.ok ? body.value : {}) as Record<string, unknown>;
     const author = state.users.get(String(input['userId']));
-    const channel = state.channels.get(String(input['channelId']));
+    // `dm: true` writes to the bot in the person's DM channel with it (opened if needed).
+    const channel = input['dm'] === true && author !== undefined ? state.dmChannel(author) : state.channels.get(String(input['channelId']));
     const content = input['content'];
     if (author === undefined || channel === undefined || typeof content !== 'string' || content.length === 0 || content.length > 2000) {
       ctx.status = 400;
-      ctx.body = { error: 'expected {userId, channelId, content} of a known user and channel, content 1-2000 characters' };
+      ctx.body = { error: 'expected {userId, channelId or dm: true, content, replyTo?} of a known user and channel, content 1-2000 characters' };
       return;
     }
-    const message = writeAsUser(state, author, channel.id, content);
-    dispatch('MESSAGE_CREATE', { ...publicMessage(message), ...(channel.guild_id !== undefined ? { guild_id: channel.guild_id } : {}) });
+    const replyTo = input['replyTo'];
+    const target = typeof replyTo === 'string' ? state.channelMessages(channel.id).find((m) => m.id === replyTo) : undefined;
+    if (replyTo !== undefined && target === undefined) {
+      ctx.status = 400;
+      ctx.body = { error: 'replyTo must be the id of a message in that channel' };
+      return;
+    }
+    const message = writeAsUser(state, author, channel.id, content, target !== undefined ? 19 : 0);
+    if (target !== undefined) message.message_reference = { message_id: target.id, channel_id: channel.id, ...(channel.guild_id !== undefined ? { guild_id: channel.guild_id } : {}) };
+    state.save();
+    dispatch('MESSAGE_CREATE', {
+      ...publicMessage(message),
+      ...(channel.guild_id !== undefined ? { guild_id: channel.guild_id } : {}),
+      // As Discord sends it: discord.js opens an uncached DM channel from it.
+      channel_type: channel.type,
+      // A reply mentions (pings) the author of the message it replies to, as Discord's client does by default.
+      ...(target !== undefined ? { message_reference: message.message_reference, repliedTo: target.author.id } : {}),
+    });
     ctx.body = { id: message.id, channel_id: message.channel_id, author_id: author.id };
+  });
+}
+
+/**
+ * The control route `POST /sandbox/api/reactions {userId, channelId, messageId, emoji}`: a person
+ * reacts to a message; the bot's sessions get MESSAGE_REACTION_ADD
+ * (https://discord.com/developers/docs/events/gateway-events#message-reaction-add).
+ */
+export function userReactionRoute(router: Router, state: SandboxState, dispatch: (type: string, data: unknown) => void): void {
+  router.post('/sandbox/api/reactions', async (ctx) => {
+    const origin = ctx.get('origin');
+    const site = ctx.get('sec-fetch-site');
+    if ((origin !== '' && origin !== `${ctx.protocol}://${ctx.host}`) || (site !== '' && site !== 'same-origin' && site !== 'none')) {
+      ctx.status = 403;
+      ctx.body = { error: 'cross-origin requests are refused' };
+      return;
+    }
+    const body = await readJsonBody(ctx.req);
+    const input = (body.ok ? body.value : {}) as Record<string, unknown>;
+    const user = state.users.get(String(input['userId']));
+    const channel = state.channels.get(String(input['channelId']));
+    const message = channel !== undefined ? state.channelMessages(channel.id).find((m) => m.id === input['messageId']) : undefined;
+    const emoji = input['emoji'];
+    if (user === undefined || channel === undefined || message === undefined || typeof emoji !== 'string' || emoji.length === 0 || emoji.length > 32) {
+      ctx.status = 400;
+      ctx.body = { error: 'expected {userId, channelId, messageId, emoji} of a known user, channel and message, emoji 1-32 characters' };
+      return;
+    }
+    dispatch('MESSAGE_REACTION_ADD', {
+      user_id: user.id,
+      channel_id: channel.id,
+      message_id: message.id,
+      message_author_id: message.author.id,
+      ...(channel.guild_id !== undefined ? { guild_id: channel.guild_id, member: { user: publicUser(user), roles: [], joined_at: new Date(0).toISOString(), deaf: false, mute: false, flags: 0 } } : {}),
+      emoji: { id: null, name: emoji },
+      burst: false,
+      type: 0,
+    });
+    ctx.status = 204;
   });
 }
 

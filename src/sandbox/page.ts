@@ -92,6 +92,12 @@ export const SANDBOX_PAGE = `<!doctype html>
   <button type="submit">Run command</button>
   <span class="meta">e.g. <code>agent pair</code>, <code>destinations set destination:alerts channel:${SANDBOX_IDS.channels.alerts}</code></span>
 </form>
+<form id="write">
+  <label>write in <select id="channel"></select></label>
+  <input type="text" id="text" aria-label="message" placeholder="a message (mention the bot with &lt;@its id&gt;)">
+  <label>reply to <input type="text" id="replyTo" placeholder="message id" aria-label="reply to message id" size="20"></label>
+  <button type="submit">Write as the user</button>
+</form>
 <div id="reply" aria-live="polite"></div>
 <div id="destinations" class="meta"></div>
 <main id="channels"></main>
@@ -190,9 +196,37 @@ function renderUsers(users) {
   select.replaceChildren(...humans.map((u) => { const o = el('option', '', (u.global_name || u.username) + ' (' + u.id + ')'); o.value = u.id; return o; }));
   if (chosen) select.value = chosen;
 }
-async function refresh() {
-  try { const state = await (await fetch('/sandbox/api/state')).json(); renderUsers(state.users); render(state); } catch (e) { /* try again next tick */ }
+let knownChannels = '';
+/** Where a person can write: the guilds' text channels and threads, and a DM with the bot. */
+function renderChannels(state) {
+  const options = [];
+  for (const g of state.guilds) for (const c of g.channels) if (c.type === 0 || c.type === 11) options.push([c.id, '#' + c.name]);
+  options.push(['dm', 'a DM with the bot']);
+  const key = options.map((o) => o[0]).join(',');
+  if (key === knownChannels) return;
+  knownChannels = key;
+  const select = document.getElementById('channel');
+  const chosen = select.value;
+  select.replaceChildren(...options.map(([id, name]) => { const o = el('option', '', name); o.value = id; return o; }));
+  if (chosen) select.value = chosen;
+  const bot = state.users.find((u) => u.bot);
+  const text = document.getElementById('text');
+  if (bot && !text.value) text.value = '<@' + bot.id + '> what broke last night?';
 }
+async function refresh() {
+  try { const state = await (await fetch('/sandbox/api/state')).json(); renderUsers(state.users); renderChannels(state); render(state); } catch (e) { /* try again next tick */ }
+}
+document.getElementById('write').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const channel = document.getElementById('channel').value;
+  const replyTo = document.getElementById('replyTo').value.trim();
+  const body = { userId: document.getElementById('user').value, content: document.getElementById('text').value,
+    ...(channel === 'dm' ? { dm: true } : { channelId: channel }), ...(replyTo ? { replyTo } : {}) };
+  const res = await fetch('/sandbox/api/messages', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  const json = await res.json();
+  document.getElementById('reply').textContent = res.ok ? 'written: message ' + json.id : 'error: ' + json.error;
+  refresh();
+});
 document.getElementById('invoke').addEventListener('submit', async (event) => {
   event.preventDefault();
   const words = document.getElementById('command').value.trim().replace(/^[/]/, '').split(/\\s+/);

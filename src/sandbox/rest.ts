@@ -281,6 +281,7 @@ function listedMessage(m: SandboxMessage): Record<string, unknown> {
     mention_roles: [],
     attachments: m.attachments ?? [],
     pinned: false,
+    ...(m.message_reference !== undefined ? { message_reference: m.message_reference } : {}),
   };
 }
 

@@ -6,7 +6,7 @@ import { readJsonBody } from '../platform/http/body.js';
 import { controlRoutes, Interactions, SandboxError, type InteractionReply, type Invocation, type MappedDestination } from './control.js';
 import { Faults, RateLimits, type Fault, type RateLimitRule } from './faults.js';
 import { SandboxGateway, threadChannel } from './gateway.js';
-import { GuildMembers, SANDBOX_MEMBER_IDS, userMessageRoute, writeAsUser } from './guild-members.js';
+import { GuildMembers, SANDBOX_MEMBER_IDS, userMessageRoute, userReactionRoute, writeAsUser } from './guild-members.js';
 import { SANDBOX_IDS } from './ids.js';
 import { MediaHistory, mediaRoutes, SANDBOX_MEDIA_CHANNEL, SANDBOX_MEDIA_MESSAGES } from './media-history.js';
 import { discordError } from './errors.js';
@@ -230,9 +230,11 @@ export class DiscordSandbox {
     });
     // People's messages reach every connected bot, with content only for the bots they mention.
     userMessageRoute(control, this.state, (_type, data) => {
-      const d = data as { content: string; author: { id: string } } & Record<string, unknown>;
-      this.gateway?.dispatchMessage({ ...d, mentions: mentionsOf({ content: d.content }).users.map((id) => ({ id })) });
+      const { repliedTo, ...d } = data as { content: string; author: { id: string }; repliedTo?: string } & Record<string, unknown>;
+      const mentioned = new Set([...mentionsOf({ content: d.content }).users, ...(repliedTo !== undefined ? [repliedTo] : [])]);
+      this.gateway?.dispatchMessage({ ...d, mentions: [...mentioned].map((id) => ({ id })) });
     });
+    userReactionRoute(control, this.state, (type, data) => this.gateway?.dispatch(type, data));
     botRoutes(control, this);
     const attachmentOf = (channelId: string, id: string) => this.state.channelMessages(channelId).flatMap((m) => m.attachments ?? []).find((a) => a.id === id);
     app.use(control.routes()).use(rest.routes()).use(mediaRoutes(this.mediaRequests).routes()).use(attachmentRoutes(this.attachmentStore, attachmentOf, this.attachmentRequests).routes());

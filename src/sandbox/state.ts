@@ -56,6 +56,8 @@ export interface SandboxMessage {
   edits: number;
   /** Files sent with it, in Discord's shape (served by the sandbox's CDN route). */
   attachments?: SandboxAttachment[];
+  /** A reply's target (Discord's message_reference), when a person replied to a message. */
+  message_reference?: { message_id: string; channel_id: string; guild_id?: string };
 }
 export interface SandboxGuild {
   id: string;

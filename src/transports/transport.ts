@@ -76,6 +76,31 @@ export interface InboundMessage extends SentMessage {
   guildId: string | undefined;
   content: string;
   createdAt: Date;
+  /** What the inbound inbox keeps besides (absent where the platform does not say). */
+  heard?: HeardDetails;
+}
+
+/** An inbound message's details for the inbound inbox: who, where, what it answers, what it carries. */
+export interface HeardDetails {
+  authorName: string | null;
+  /** The users it mentions (ids). */
+  mentions: readonly string[];
+  /** The thread it was written in (its own channel id), if any. */
+  threadId: string | null;
+  /** The message it replies to, if any. */
+  replyTo: string | null;
+  /** Files, as metadata only. */
+  attachments: readonly { id: string; filename: string; contentType: string | null; size: number | null; url: string }[];
+}
+
+/** A reaction someone added to a message, as a platform delivers it. */
+export interface InboundReaction {
+  channelId: string;
+  guildId: string | undefined;
+  messageId: string;
+  userId: string;
+  /** A Unicode emoji, or `name:id` for a custom one. */
+  emoji: string;
 }
 
 /**
@@ -239,6 +264,8 @@ export interface Inbound {
   onMessage(listener: (message: InboundMessage) => void): () => void;
   /** Reading back what the live stream may have missed; absent: the platform cannot catch up. */
   readonly recent?: InboundHistory;
+  /** Reactions others add where Herald can see them; returns the unsubscribe. Absent: not reported. */
+  onReaction?(listener: (reaction: InboundReaction) => void): () => void;
 }
 
 /**

@@ -3,6 +3,7 @@ import { capabilitiesOf } from '../../transports/transport.js';
 import { deliveryAdminOperations } from './delivery.admin.http.js';
 import { deliveryOperations } from './delivery.http.js';
 import { DeliveryJobs, deliveryQueue } from './delivery.jobs.js';
+import { heraldMessages } from './delivery.repository.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { DeliveryPorts, SendKind } from './send-kind.js';
 import { DeliveryService, type KindSupport } from './delivery.service.js';
@@ -25,6 +26,8 @@ export interface Deliveries {
   declare<T>(kind: SendKind<T>): void;
   /** A module answers what the engine asks of it (where a destination maps, who is registered). */
   answer(ports: Partial<DeliveryPorts>): void;
+  /** Which of these platform message ids Herald itself sent (the inbox hears replies to them). */
+  sentByHerald(messageIds: readonly string[]): Promise<Set<string>>;
 }
 
 /** Start the deliveries module (its declaration is index.ts). */
@@ -70,6 +73,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
       capabilities,
       declare: (kind) => void jobs.declare(kind),
       answer: (given) => void Object.assign(answers, given),
+      sentByHerald: (messageIds) => heraldMessages(db, messageIds),
     },
     operations: [deliveryOperations(deliveries, capabilities, metrics, (delivery) => checkDeliveryAttachments(delivery, transports, ports)), deliveryAdminOperations(deliveries, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
     jobs: [{ queue, kinds: jobs.kinds(), prune: true, report: true, listen: true }],

@@ -149,6 +149,14 @@ export async function recordedMessages(db: Db, messageIds: readonly string[], ex
   return new Set(rows.map((r) => r.message_id ?? ''));
 }
 
+/** Which of these platform messages Herald sent: recorded on a delivery, or reported by the platform as its own. */
+export async function heraldMessages(db: Db, messageIds: readonly string[]): Promise<Set<string>> {
+  if (messageIds.length === 0) return new Set();
+  const delivered = await db.selectFrom('deliveries').select('message_id').where('message_id', 'in', messageIds).execute();
+  const reported = await db.selectFrom('sent_messages').select('message_id').where('message_id', 'in', messageIds).execute();
+  return new Set([...delivered, ...reported].map((r) => r.message_id ?? ''));
+}
+
 /** Rows of one kind, other than `requestId`, created since `since` (a chat send's proof reads its siblings). */
 export async function findRecentOfKind(db: Db, kind: DeliveryKind, requestId: string, since: Date): Promise<DeliveryRow[]> {
   return db.selectFrom('deliveries').selectAll().where('kind', '=', kind).where('request_id', '<>', requestId).where('created_at', '>=', since).execute();

@@ -14,6 +14,11 @@ export function destinationOperations(destinations: DestinationService): Operati
       const to = requestedChannel(body as Record<string, string | undefined>, destinations);
       return reply('setDestinationMapping', 200, await destinations.map(guild_id, destination, to.channel, to.invalid));
     },
+    setDestinationListen: async (c, body) => {
+      kit.checkBody('setDestinationListen', body);
+      const { guild_id, destination } = c.request.params as { guild_id: string; destination: string };
+      return reply('setDestinationListen', 200, await destinations.listen(guild_id, destination, (body as { listen: boolean }).listen));
+    },
     deleteDestinationMapping: async (c) => {
       const { guild_id, destination } = c.request.params as { guild_id: string; destination: string };
       await destinations.remove(guild_id, destination);

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { DestinationsDb } from './destination.table.js';
 import type { Address } from '../../transports/transport.js';
 import type { components } from '../../../generated/api.js';
@@ -44,4 +44,20 @@ export async function deleteDestination(db: Db, guildId: string, destination: De
     .where('destination', '=', destination)
     .executeTakeFirst();
   return result.numDeletedRows > 0n;
+}
+
+/** Opt a mapping's channel in to (or out of) the inbound inbox; undefined when there is no such mapping. */
+export async function setDestinationListen(db: Db, guildId: string, destination: Destination, listen: boolean, now: Date): Promise<DestinationRow | undefined> {
+  return db
+    .updateTable('destinations')
+    .set((eb) => ({ listen, listen_since: listen ? eb.fn.coalesce('listen_since', sql<Date>`${now}::timestamptz`) : null }))
+    .where('guild_id', '=', guildId)
+    .where('destination', '=', destination)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** The channels opted in to the inbound inbox, with their platform and since when. */
+export async function listenedChannels(db: Db): Promise<{ transport: string; channel_id: string; listen_since: Date | null }[]> {
+  return db.selectFrom('destinations').select(['transport', 'channel_id', 'listen_since']).where('listen', '=', true).execute();
 }

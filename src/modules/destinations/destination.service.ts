@@ -5,7 +5,7 @@ import type { Clock } from '../../platform/clock.js';
 import type { DestinationsDb } from './destination.table.js';
 import { DESTINATIONS, type Destination } from '../deliveries/index.js';
 import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../platform/errors.js';
-import { deleteDestination, listDestinations, listGuildDestinations, upsertDestination } from './destination.repository.js';
+import { deleteDestination, listDestinations, listenedChannels, listGuildDestinations, setDestinationListen, upsertDestination } from './destination.repository.js';
 
 /**
  * A platform destinations may map to, as this module needs it. The wiring builds one for each
@@ -70,6 +70,8 @@ export class DestinationService {
     private readonly db: Kysely<DestinationsDb>,
     private readonly platforms: DestinationPlatforms,
     private readonly clock: Clock,
+    /** Told after a change of which channels listen was committed. */
+    private readonly listenChanged?: () => void,
   ) {
     this.byName = new Map([platforms.home, ...platforms.others].map((p) => [p.name, p]));
   }
@@ -85,7 +87,7 @@ export class DestinationService {
   }
 
   async list(): Promise<DestinationMapping[]> {
-    return (await listDestinations(this.db)).map((row) => ({ guild_id: row.guild_id, destination: row.destination, ...this.channelOf(row) }));
+    return (await listDestinations(this.db)).map((row) => ({ guild_id: row.guild_id, destination: row.destination, ...this.channelOf(row), ...listening(row) }));
   }
 
   /** Which of the protocol's destinations a guild has mapped: a post to any other fails. */
@@ -128,7 +130,21 @@ export class DestinationService {
     if (platform === this.platforms.home && channel.guildId !== guildId) throw new ConflictError('channel belongs to another guild');
     if (!channel.isText) throw new ConflictError('channel is not a text channel');
     const row = await upsertDestination(this.db, guildId, destination, { transport: platform.name, channelId: channel.id }, this.clock.now());
-    return { guild_id: row.guild_id, destination: row.destination, ...this.channelOf(row) };
+    return { guild_id: row.guild_id, destination: row.destination, ...this.channelOf(row), ...listening(row) };
+  }
+
+  /** Opt the destination's channel in to (or out of) the inbound inbox. */
+  async listen(guildId: string, destination: string, listen: boolean): Promise<DestinationMapping> {
+    checkDestination(destination);
+    const row = await setDestinationListen(this.db, guildId, destination, listen, this.clock.now());
+    if (row === undefined) throw new NotFoundError('mapping not found');
+    this.listenChanged?.();
+    return { guild_id: row.guild_id, destination: row.destination, ...this.channelOf(row), ...listening(row) };
+  }
+
+  /** The channels opted in to the inbound inbox (the inbox module's port). */
+  async listened(): Promise<{ transport: string; channelId: string; since: Date }[]> {
+    return (await listenedChannels(this.db)).map((r) => ({ transport: r.transport, channelId: r.channel_id, since: r.listen_since ?? new Date(0) }));
   }
 
   async remove(guildId: string, destination: string): Promise<void> {
@@ -142,6 +158,11 @@ export class DestinationService {
     const named = NAMED_CHANNEL_FIELDS[row.transport];
     return named !== undefined ? { [named.field]: row.channel_id } : { transport: row.transport, channel: row.channel_id };
   }
+}
+
+/** `listen: true` only on a mapping that listens: every other answer stays as it was. */
+function listening(row: { listen?: boolean }): { listen?: true } {
+  return row.listen === true ? { listen: true } : {};
 }
 
 export const UNKNOWN_DESTINATION = `destination must be one of ${DESTINATIONS.map((d) => d.destination).join(', ')}`;

@@ -12,6 +12,10 @@ export interface DestinationTable {
   /** The platform the channel is on. */
   transport: Generated<TransportName>;
   updated_at: Date;
+  /** The operator opted the channel in to the inbound inbox: every message there is heard. */
+  listen: Generated<boolean>;
+  /** Since when it listens (a catch-up never reads back before it). */
+  listen_since: Date | null;
 }
 
 export type DestinationRow = Selectable<DestinationTable>;

@@ -7,6 +7,9 @@ import type { DestinationsDb } from './destination.table.js';
 
 export type { DestinationService } from './destination.service.js';
 
+/** The event (src/platform/db/events.ts) saying which channels listen changed. */
+export const LISTEN_CHANGED = 'destinations.listen';
+
 /** What the destinations module gives the others. */
 export interface Destinations {
   readonly destinations: DestinationService;
@@ -16,7 +19,7 @@ export interface Destinations {
 export const destinationsModule = defineModule<Destinations>({
   name: 'destinations',
   commands: async () => [(await import('./destinations.command.js')).destinationsCommand],
-  async start({ db: tables, clock, transports, use }) {
+  async start({ db: tables, clock, transports, use, events }) {
     const db = tablesOf<DestinationsDb>(tables);
     const [{ DestinationService }, { destinationOperations }, { findDestinationAddress }] = await Promise.all([
       import('./destination.service.js'),
@@ -30,7 +33,7 @@ export const destinationsModule = defineModule<Destinations>({
     // Every platform that can look channels up can hold a destination; each checks its own names.
     const platform = (name: TransportName, channels: Channels) => ({ name, channels, ...(channels.check !== undefined ? { checkChannel: channels.check } : {}) });
     const others = transports.all.filter((t) => t !== home && t.channels !== undefined).map((t) => platform(t.name, t.channels as Channels));
-    const destinations = new DestinationService(db, { home: platform(home.name, home.channels), others }, clock);
+    const destinations = new DestinationService(db, { home: platform(home.name, home.channels), others }, clock, () => events.publish(LISTEN_CHANGED));
     return { gives: { destinations }, operations: [destinationOperations(destinations)] };
   },
 });

@@ -87,6 +87,11 @@ export async function listInbox(db: Db, after: string, limit: number): Promise<H
     .execute();
 }
 
+/** Accepted handoffs after the cursor, acknowledged or not, oldest first (the inbound inbox takes them in). */
+export async function acceptedSince(db: Db, after: string, limit: number): Promise<HandoffInboxRow[]> {
+  return db.selectFrom('handoff_inbox').select(inboxColumns).where(sql<boolean>`id > ${after}::bigint`).orderBy('handoff_inbox.id').limit(limit).execute();
+}
+
 /** Mark these handoffs read; how many were not acknowledged before. */
 export async function acknowledge(db: Db, ids: readonly string[], now: Date): Promise<number> {
   if (ids.length === 0) return 0;

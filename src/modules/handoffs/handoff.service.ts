@@ -12,8 +12,8 @@ import type { HandoffTarget } from '../deliveries/index.js';
 import type { DeliveryService } from '../deliveries/index.js';
 import { wireStatus } from '../deliveries/index.js';
 import type { DeliveryRow } from '../deliveries/index.js';
-import { HANDOFF_SCHEMA, handoffContent, MAX_MESSAGE_UNITS, parseHandoffContent, validateHandoff, type RejectReason } from './envelope.js';
-import { acknowledge, listInbox, recordReceipt } from './handoff.repository.js';
+import { HANDOFF_SCHEMA, handoffContent, isCandidate, MAX_MESSAGE_UNITS, parseHandoffContent, validateHandoff, type RejectReason } from './envelope.js';
+import { acceptedSince, acknowledge, listInbox, recordReceipt } from './handoff.repository.js';
 import type { HandoffMetrics } from './handoff.metrics.js';
 import type { HandoffInboxRow } from './handoff.table.js';
 
@@ -320,6 +320,16 @@ export class HandoffService {
         signal?.addEventListener('abort', done);
       });
     }
+  }
+
+  /** Accepted handoffs after an inbox id, acknowledged or not, oldest first (the inbound inbox's port). */
+  acceptedSince(after: string, limit: number): Promise<HandoffInboxRow[]> {
+    return acceptedSince(this.db, after, limit);
+  }
+
+  /** Whether this message is the handoffs' to decide (a candidate while handoffs are on): the inbox leaves it to them. */
+  claims(message: InboundMessage): boolean {
+    return this.enabled && isCandidate({ authorId: message.authorId, authorIsBot: message.authorIsBot, channelId: message.channelId, content: message.content });
   }
 
   /** Acknowledge handled handoffs; how many were acknowledged now. */

@@ -30,7 +30,14 @@ export class IdentityService {
     private readonly clock: Clock,
     /** The home platform's name: a registration from an invocation that names none is there. */
     private readonly home: string,
+    /** Told after an unregister was committed (the module publishes it to every replica). */
+    private readonly unregistered?: (userId: string) => void,
   ) {}
+
+  /** Whether the user is registered now. */
+  async isRegistered(userId: string): Promise<boolean> {
+    return (await findRegistration(this.db, userId)) !== undefined;
+  }
 
   /** First registration mints a generation; registering again changes nothing. */
   async register(user: DiscordUser): Promise<'registered' | 'already registered'> {
@@ -66,7 +73,9 @@ export class IdentityService {
 
   /** Delete the registration and every outstanding code in one statement. */
   async unregister(userId: string): Promise<boolean> {
-    return deleteRegistration(this.db, userId);
+    const removed = await deleteRegistration(this.db, userId);
+    if (removed) this.unregistered?.(userId);
+    return removed;
   }
 
   async redeem(code: string): Promise<{ discord_user_id: string; generation: string; platform?: string }> {

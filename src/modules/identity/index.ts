@@ -7,6 +7,9 @@ import type { IdentityDb } from './identity.table.js';
 
 export type { IdentityService } from './identity.service.js';
 
+/** The event (src/platform/db/events.ts) naming a user id who just unregistered. */
+export const UNREGISTERED = 'identity.unregistered';
+
 /** What the identity module gives the others. */
 export interface Identity {
   readonly identity: IdentityService;
@@ -18,7 +21,7 @@ export const identityModule = defineModule<Identity>({
   migrations: ['2026-11-29T20-00-00_identity', '2026-12-02T05-30-00_registration-platform'],
   tools: identityTools,
   commands: async () => [(await import('./agent.command.js')).agentCommand],
-  async start({ db: tables, clock, registry, transports, use }) {
+  async start({ db: tables, clock, registry, transports, use, events }) {
     const db = tablesOf<IdentityDb>(tables);
     const [{ IdentityService }, { identityOperations }, { IdentityMetrics }, { findRegistration }] = await Promise.all([
       import('./identity.service.js'),
@@ -26,7 +29,8 @@ export const identityModule = defineModule<Identity>({
       import('./identity.metrics.js'),
       import('./identity.repository.js'),
     ]);
-    const identity = new IdentityService(db, clock, transports.home.name);
+    // Others forget what they keep of a person who unregisters (the inbox, their DMs): told after the commit, on every replica.
+    const identity = new IdentityService(db, clock, transports.home.name, (userId) => events.publish(UNREGISTERED, userId));
     // DMs (and edits of DMs) go only to people registered at send time, on the platform they registered on.
     use(deliveriesModule).answer({
       isRegistered: async (userId) => (await findRegistration(db, userId)) !== undefined,

@@ -24,6 +24,9 @@ export interface DiscordInboundHistoryOptions {
  * bot only, which is what handoffs need. Whether the session is held is the gateway's to say.
  */
 export class DiscordInboundHistory implements Pick<InboundHistory, 'channels' | 'since'> {
+  /** The threads `channels` listed (a message read from one is in that thread). */
+  private readonly threads = new Set<string>();
+
   constructor(private readonly o: DiscordInboundHistoryOptions) {}
 
   /**
@@ -37,7 +40,11 @@ export class DiscordInboundHistory implements Pick<InboundHistory, 'channels' | 
       const channels = (await this.o.call(() => this.o.rest.get(Routes.guildChannels(guildId), { signal }))) as APIChannel[];
       for (const c of channels) if (READABLE.has(c.type)) ids.add(c.id);
       const active = (await this.o.call(() => this.o.rest.get(Routes.guildActiveThreads(guildId), { signal }))) as { threads: APIThreadChannel[] };
-      for (const t of active.threads) if (READABLE.has(t.type)) ids.add(t.id);
+      for (const t of active.threads) {
+        if (!READABLE.has(t.type)) continue;
+        ids.add(t.id);
+        this.threads.add(t.id);
+      }
     }
     return [...ids];
   }
@@ -60,6 +67,13 @@ export class DiscordInboundHistory implements Pick<InboundHistory, 'channels' | 
         guildId: undefined,
         content: m.content,
         createdAt: snowflakeTime(m.id),
+        heard: {
+          authorName: m.author.global_name ?? m.author.username,
+          mentions: m.mentions.map((u) => u.id),
+          threadId: this.threads.has(m.channel_id) ? m.channel_id : null,
+          replyTo: m.message_reference?.message_id ?? null,
+          attachments: m.attachments.map((a) => ({ id: a.id, filename: a.filename, contentType: a.content_type ?? null, size: a.size, url: a.url })),
+        },
       }));
     return { messages, last: ordered.at(-1)?.id, complete: page.length < PAGE };
   }

@@ -66,6 +66,7 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
       listened = true;
       return gatewayInbound.onMessage(listener);
     },
+    onReaction: (listener) => gatewayInbound.onReaction(listener),
     recent,
   };
   const facets: Transport = {
@@ -100,7 +101,7 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
     try {
       log.info('connecting to the Discord gateway');
       gateway = await connectGateway({
-        ...(listened ? { inbound: gatewayInbound } : {}),
+        ...(listened ? { inbound: gatewayInbound, messageContent: config.messageContent } : {}),
         token,
         apiUrl: config.apiUrl,
         commands: surfacesGiven.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` },

@@ -12,11 +12,12 @@ import {
   Status,
   type APIApplication,
   type ChatInputCommandInteraction,
+  type Message,
   type RESTPostAPIChatInputApplicationCommandsJSONBody,
 } from 'discord.js';
 import type { Logger } from 'pino';
 import { errorSummary } from '../../platform/errors.js';
-import type { CommandHandler, CommandInvocation, Inbound, InboundMessage } from '../transport.js';
+import type { CommandHandler, CommandInvocation, HeardDetails, Inbound, InboundMessage, InboundReaction } from '../transport.js';
 
 type CommandDefinition = RESTPostAPIChatInputApplicationCommandsJSONBody;
 
@@ -75,6 +76,46 @@ export class GatewayInbound implements Inbound {
   emit(message: InboundMessage): void {
     for (const l of this.listeners) l(message);
   }
+
+  private readonly reactionListeners = new Set<(reaction: InboundReaction) => void>();
+
+  onReaction(listener: (reaction: InboundReaction) => void): () => void {
+    this.reactionListeners.add(listener);
+    return () => this.reactionListeners.delete(listener);
+  }
+
+  /** Hand a reaction to every listener (the gateway client calls this). */
+  emitReaction(reaction: InboundReaction): void {
+    for (const l of this.reactionListeners) l(reaction);
+  }
+}
+
+/** What the inbound inbox keeps of a message besides its content: ids, names and metadata only. */
+function heardOf(message: Message): HeardDetails {
+  const channel = message.channel as { isThread?: () => boolean } | null;
+  return {
+    authorName: message.author.globalName ?? message.author.username,
+    mentions: [...message.mentions.users.keys()],
+    threadId: channel?.isThread?.() === true ? message.channelId : null,
+    replyTo: message.reference?.messageId ?? null,
+    attachments: [...message.attachments.values()].map((a) => ({ id: a.id, filename: a.name, contentType: a.contentType, size: a.size, url: a.url })),
+  };
+}
+
+/** MESSAGE_REACTION_ADD as Discord sends it (https://discord.com/developers/docs/events/gateway-events#message-reaction-add). */
+interface RawReaction {
+  user_id?: unknown;
+  channel_id?: unknown;
+  message_id?: unknown;
+  guild_id?: unknown;
+  emoji?: { id?: unknown; name?: unknown } | null;
+}
+
+function reactionOf(d: RawReaction): InboundReaction | undefined {
+  const { user_id, channel_id, message_id, guild_id, emoji } = d;
+  if (typeof user_id !== 'string' || typeof channel_id !== 'string' || typeof message_id !== 'string' || typeof emoji?.name !== 'string') return undefined;
+  const name = emoji.name;
+  return { userId: user_id, channelId: channel_id, messageId: message_id, guildId: typeof guild_id === 'string' ? guild_id : undefined, emoji: typeof emoji.id === 'string' ? `${name}:${emoji.id}` : name };
 }
 
 /**
@@ -92,11 +133,21 @@ export async function connectGateway(options: {
   onOwnMessage?: (message: OwnMessage) => Promise<void>;
   /** Where messages others write are handed on (the transport's Inbound facet). */
   inbound?: GatewayInbound;
+  /** Ask for the privileged Message Content intent (DISCORD_MESSAGE_CONTENT: the bot was granted it). */
+  messageContent?: boolean;
 }): Promise<GatewayConnection> {
   const { log, onOwnMessage, inbound } = options;
   const client = new Client({
     // Messages: Discord reports the bot's own messages with their nonce (no privileged intent needed).
-    intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.DirectMessages],
+    // Reactions (on Herald's own messages, for the inbox) and, where the operator says the bot was
+    // granted it, the privileged Message Content intent (listened channels' text) while some module listens.
+    intents: [
+      GatewayIntentBits.Guilds,
+      GatewayIntentBits.GuildMessages,
+      GatewayIntentBits.DirectMessages,
+      ...(inbound !== undefined ? [GatewayIntentBits.GuildMessageReactions, GatewayIntentBits.DirectMessageReactions] : []),
+      ...(inbound !== undefined && options.messageContent === true ? [GatewayIntentBits.MessageContent] : []),
+    ],
     // DM channels are not cached: without this, discord.js drops their MESSAGE_CREATE.
     partials: [Partials.Channel],
     // Herald reads messages only as they arrive: keep none of the guilds' traffic in memory.
@@ -122,7 +173,15 @@ export async function connectGateway(options: {
         guildId: message.guildId ?? undefined,
         content: message.content,
         createdAt: message.createdAt,
+        heard: heardOf(message),
       });
+    });
+    // Reactions on any message the bot can see: the inbox keeps those on Herald's own. Read from the
+    // raw event, so no message or reaction has to be cached first.
+    client.on(Events.Raw, (packet: { t?: unknown; d?: unknown }) => {
+      if (packet.t !== 'MESSAGE_REACTION_ADD' || typeof packet.d !== 'object' || packet.d === null) return;
+      const reaction = reactionOf(packet.d as RawReaction);
+      if (reaction !== undefined && reaction.userId !== client.user?.id) inbound.emitReaction(reaction);
     });
   }
   client.on(Events.InteractionCreate, (interaction) => {

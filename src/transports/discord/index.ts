@@ -21,6 +21,7 @@ export const discord = defineTransport<DiscordConfig>({
       gateway: env.onOff('HERALD_GATEWAY', true),
       chatGuild: env.text('HERALD_DISCORD_CHAT_GUILD'),
       maxFileBytes: env.int('HERALD_DISCORD_MAX_FILE_BYTES', 10 * 1024 * 1024, 1, 500 * 1024 * 1024),
+      messageContent: env.onOff('HERALD_DISCORD_MESSAGE_CONTENT', false),
     };
     if (config.chatGuild !== undefined && !/^[0-9]{5,25}$/.test(config.chatGuild)) env.problem('HERALD_DISCORD_CHAT_GUILD must be a guild id (a snowflake)');
     // Discord is spoken where it is home (sandbox mode without a token) or where a token is given.

@@ -27,4 +27,11 @@ export interface DiscordConfig {
    * Discord's limit since January 2025); raise it for a server whose boost level allows more.
    */
   readonly maxFileBytes: number;
+  /**
+   * `HERALD_DISCORD_MESSAGE_CONTENT`: `on` asks the gateway for the privileged Message Content
+   * intent (grant it to the bot in Discord's developer portal first, or Discord refuses the
+   * session). Off (default): messages in listened channels reach the inbox with empty content;
+   * mentions of the bot, DMs and replies to it have their content either way.
+   */
+  readonly messageContent: boolean;
 }

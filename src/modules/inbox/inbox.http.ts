@@ -1,0 +1,32 @@
+import type { Context } from 'openapi-backend';
+import { InvalidRequestError } from '../../platform/errors.js';
+import type { OperationHandlers } from '../../platform/http/api.js';
+import { reply } from '../../platform/http/reply.js';
+import { MAX_WAIT_MS, type InboxService } from './inbox.service.js';
+
+const DEFAULT_LIST_LIMIT = 50;
+
+/** The inbound inbox over the bridge: page, wait for the next event, move the cursor. */
+export function inboxOperations(inbox: InboxService): OperationHandlers {
+  return () => ({
+    listInbox: async (c) => {
+      const limit = query(c, 'limit');
+      return reply('listInbox', 200, await inbox.list(query(c, 'after'), limit === undefined ? DEFAULT_LIST_LIMIT : Number(limit)));
+    },
+    waitForInbox: async (c, _body, koa) => {
+      const raw = query(c, 'timeout_ms');
+      const timeoutMs = raw === undefined ? MAX_WAIT_MS : Number(raw);
+      if (timeoutMs > MAX_WAIT_MS) throw new InvalidRequestError(`timeout_ms must be 0..${MAX_WAIT_MS}`);
+      // A client that hangs up stops the wait.
+      const gone = new AbortController();
+      koa.res.once('close', () => gone.abort());
+      return reply('waitForInbox', 200, { event: await inbox.next(query(c, 'after'), timeoutMs, gone.signal) });
+    },
+    ackInbox: async (_c, body) => reply('ackInbox', 200, { cursor: await inbox.ack((body as { cursor: string }).cursor) }),
+  });
+}
+
+function query(c: Context, name: string): string | undefined {
+  const v = c.request.query[name];
+  return typeof v === 'string' ? v : undefined;
+}

@@ -1,0 +1,150 @@
+import { errorSummary } from '../../platform/errors.js';
+import { tablesOf } from '../../platform/db/tables.js';
+import { InboundCatchUp } from '../../transports/inbound-catchup.js';
+import type { JobsDeclaration, ModuleParts, ModuleServices } from '../contract.js';
+import { deliveriesModule } from '../deliveries/index.js';
+import { destinationsModule, LISTEN_CHANGED } from '../destinations/index.js';
+import { HANDOFF_ARRIVED, handoffsModule } from '../handoffs/index.js';
+import { identityModule, UNREGISTERED } from '../identity/index.js';
+import { inboxOperations } from './inbox.http.js';
+import { InboxMetrics } from './inbox.metrics.js';
+import { catchupCursors, saveCatchupCursor } from './inbox.repository.js';
+import { InboxService } from './inbox.service.js';
+import type { InboxDb } from './inbox.table.js';
+import { pushKind, pushQueue, type PushJob } from './inbox.webhook.js';
+
+/** The event announcing that an event was stored in the inbox (its id). */
+const HEARD = 'inbox.heard';
+/** How often the holder of the live stream reads listened channels back while it holds it. */
+const CATCHUP_EVERY_MS = 30_000;
+/** Handoffs are taken in on news of one, and this often should that news be lost. */
+const HANDOFF_POLL_MS = 5_000;
+/** Which channels listen is read again at least this often (should news of a change be lost). */
+const LISTENED_MAX_AGE_MS = 30_000;
+
+/** Start the inbox module (its declaration is index.ts). */
+export async function startInbox({ config, db: tables, clock, log, registry, transports, events, doorbell, use }: ModuleServices): Promise<ModuleParts<{ inbox: InboxService }>> {
+  const db = tablesOf<InboxDb>(tables);
+  const home = transports.home;
+  const { sentByHerald } = use(deliveriesModule);
+  const { identity } = use(identityModule);
+  const { destinations } = use(destinationsModule);
+  const { handoffs } = use(handoffsModule);
+  const metrics = new InboxMetrics(registry);
+  const settings = config.inbox;
+  const webhook = settings.webhookUrl !== undefined && settings.webhookSecret !== undefined ? { url: settings.webhookUrl, secret: settings.webhookSecret } : undefined;
+
+  // Which channels listen (home platform), with since when: read once, again on news of a change.
+  let listened: Promise<Map<string, Date>> | undefined;
+  let listenedAt = 0;
+  const listenedNow = (): Promise<Map<string, Date>> => {
+    if (listened === undefined || Date.now() - listenedAt > LISTENED_MAX_AGE_MS) {
+      listenedAt = Date.now();
+      listened = destinations.listened().then((rows) => new Map(rows.filter((r) => r.transport === home.name).map((r) => [r.channelId, r.since])));
+      listened.catch(() => (listened = undefined));
+    }
+    return listened;
+  };
+  const unsubscribeListen = await events.subscribe(LISTEN_CHANGED, () => (listened = undefined));
+
+  const inbox = new InboxService(
+    db,
+    {
+      selfId: () => (home.history !== undefined ? home.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot is`))),
+      isRegistered: (userId) => identity.isRegistered(userId),
+      sentByHerald,
+      listened: async () => new Set((await listenedNow()).keys()),
+      handoffClaims: (message) => handoffs.claims(message),
+      handoffsSince: (after, limit) => handoffs.acceptedSince(after, limit),
+    },
+    clock,
+    {
+      platform: home.name,
+      push: webhook !== undefined,
+      publish: (id) => events.publish(HEARD, id),
+      ring: () => doorbell.ring(),
+      log,
+      metrics,
+      // The fallback, should news of an event on another replica be lost.
+      waitPollMs: Math.max(25, Math.round(config.pollMs / 4)),
+    },
+  );
+  const unsubscribeHeard = await events.subscribe(HEARD, () => inbox.heardElsewhere());
+  // A person who unregisters: their stored DMs go (on every replica that hears of it; the hourly prune checks too).
+  const unsubscribeUnregistered = await events.subscribe(UNREGISTERED, (ids) => {
+    for (const userId of ids ?? []) inbox.forget(userId).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not delete an unregistered user\'s DMs; the prune will'));
+  });
+
+  // The live stream: every message others write where the bot can see them, and reactions.
+  const unlisten = home.inbound?.onMessage((m) => void inbox.admit(m, 'live'));
+  const unreact = home.inbound?.onReaction?.((r) => inbox.react(r).catch((err: unknown) => log.warn({ err: errorSummary(err), message_id: r.messageId }, 'could not store a reaction')));
+
+  // Handoffs become events of the inbox, one at a time, in the order the handoff inbox took them in.
+  let taking: Promise<void> = Promise.resolve();
+  const takeHandoffs = (): void => {
+    taking = taking.then(() => inbox.takeHandoffs()).then(
+      () => undefined,
+      (err: unknown) => log.warn({ err: errorSummary(err) }, 'could not take handoffs into the inbox; trying again later'),
+    );
+  };
+  const unsubscribeHandoffs = handoffs.enabled ? await events.subscribe(HANDOFF_ARRIVED, () => takeHandoffs()) : undefined;
+  const handoffTimer = handoffs.enabled ? setInterval(takeHandoffs, HANDOFF_POLL_MS) : undefined;
+  handoffTimer?.unref();
+  if (handoffs.enabled) takeHandoffs();
+
+  // No gap: what was written in listened channels while this process did not hold the live stream
+  // is read back from their history when it starts holding it (src/transports/inbound-catchup.ts).
+  const recent = home.inbound?.recent;
+  const retentionMs = settings.retentionDays * 24 * 60 * 60 * 1000;
+  const catchUp =
+    recent !== undefined
+      ? new InboundCatchUp({
+          recent,
+          channels: async () => {
+            const now = await listenedNow();
+            for (const [id, since] of now) listenedSince.set(id, since);
+            return [...now.keys()];
+          },
+          cursors: (channels) => catchupCursors(db, channels),
+          saveCursor: (channelId, afterId) => saveCatchupCursor(db, channelId, afterId, clock.now()),
+          // From when the channel started listening, never past the retention.
+          from: (channelId, now) => new Date(Math.max(now.getTime() - retentionMs, (listenedSince.get(channelId) ?? now).getTime())),
+          admit: (message) => inbox.admit(message, 'catch-up'),
+          clock,
+          log,
+          what: 'inbox',
+          everyMs: CATCHUP_EVERY_MS,
+        })
+      : undefined;
+  // `from` is synchronous: the map the sweep's own `channels` read filled.
+  const listenedSince = new Map<string, Date>();
+  // A channel that starts listening is read back from then on by the holder's next sweep, at once.
+  const unsubscribeSince = await events.subscribe(LISTEN_CHANGED, () => {
+    if (recent?.held() === true) catchUp?.kick();
+  });
+  catchUp?.start();
+
+  const jobs: JobsDeclaration<PushJob>[] =
+    webhook !== undefined
+      ? [{ queue: pushQueue(db), kinds: [pushKind(db, clock, log, metrics, { ...webhook, giveUpMs: settings.webhookGiveUpSeconds * 1000, retryBaseMs: config.retryBaseMs })], listen: true }]
+      : [];
+  return {
+    gives: { inbox },
+    operations: [inboxOperations(inbox)],
+    jobs: jobs as unknown as JobsDeclaration[],
+    prune: [{ what: 'the inbox', run: (now) => inbox.prune(now, retentionMs, settings.maxPerChannel) }],
+    close: async () => {
+      unlisten?.();
+      unreact?.();
+      unsubscribeHeard();
+      unsubscribeUnregistered();
+      unsubscribeListen();
+      unsubscribeSince();
+      unsubscribeHandoffs?.();
+      if (handoffTimer !== undefined) clearInterval(handoffTimer);
+      await catchUp?.close();
+      await taking;
+      inbox.close();
+    },
+  };
+}

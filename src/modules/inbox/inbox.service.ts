@@ -1,0 +1,323 @@
+import { EventEmitter } from 'node:events';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { components } from '../../../generated/api.js';
+import type { Clock } from '../../platform/clock.js';
+import { errorSummary, InvalidRequestError } from '../../platform/errors.js';
+import type { InboundMessage, InboundReaction } from '../../transports/transport.js';
+import type { HandoffInboxRow } from '../handoffs/index.js';
+import type { InboxMetrics } from './inbox.metrics.js';
+import {
+  advanceCursor,
+  connectorCursor,
+  deleteDmsOf,
+  dmAuthors,
+  insertEvent,
+  lastHandoffRef,
+  listEvents,
+  newestId,
+  pruneBeyondCount,
+  pruneOlderThan,
+  prunePushes,
+} from './inbox.repository.js';
+import type { InboxDb, InboxEventRow, NewInboxEventRow } from './inbox.table.js';
+
+export type InboxEvent = components['schemas']['InboxEvent'];
+export type InboxPage = components['schemas']['InboxPage'];
+
+/** The longest a wait for the next event may last (the contract's bound). */
+export const MAX_WAIT_MS = 30_000;
+/** A receipt that failed for a transient reason is tried again after this, doubling up to the most. */
+const RETRY_FIRST_MS = 250;
+const RETRY_MOST_MS = 10_000;
+/** How long a live message is retried at most (a listened channel's catch-up covers longer outages). */
+const RETRY_FOR_MS = 60_000;
+
+/** What the inbox asks of other modules and the platform (ports, never their tables). */
+export interface InboxPorts {
+  /** Herald's own user on the home platform. */
+  selfId(): Promise<string>;
+  isRegistered(userId: string): Promise<boolean>;
+  /** Which of these message ids Herald sent (deliveries). */
+  sentByHerald(messageIds: readonly string[]): Promise<Set<string>>;
+  /** The channel ids the operator opted in to listen (destinations), cached by the caller. */
+  listened(): Promise<ReadonlySet<string>>;
+  /** Whether the handoffs module decides this message (a handoff candidate while handoffs are on). */
+  handoffClaims(message: InboundMessage): boolean;
+  /** Accepted handoffs after an id in the handoff inbox. */
+  handoffsSince?(after: string, limit: number): Promise<HandoffInboxRow[]>;
+}
+
+export interface InboxServiceOptions {
+  platform: string;
+  /** Whether each new event gets a webhook push (HERALD_INBOX_WEBHOOK_URL is set). */
+  push: boolean;
+  /** Tell every process an event was stored (after the commit); `heardElsewhere` is their side. */
+  publish: (id: string) => void;
+  /** Wake the job runner (a push is due). */
+  ring: () => void;
+  log: Logger;
+  metrics: InboxMetrics;
+  waitPollMs: number;
+}
+
+/** How a message came: live from the gateway, or read back from a listened channel's history. */
+export type HeardPath = 'live' | 'catch-up';
+
+/**
+ * The inbound inbox: decides what is heard (mentions of the bot, registered users' DMs, replies to
+ * and reactions on Herald's messages, every message of a listened channel, handoffs), stores each
+ * once, pages it, wakes waiters on every replica, and forgets what retention and unregistering say.
+ */
+export class InboxService {
+  private readonly news = new EventEmitter();
+  private readonly closing = new AbortController();
+
+  constructor(
+    private readonly db: Kysely<InboxDb>,
+    private readonly ports: InboxPorts,
+    private readonly clock: Clock,
+    private readonly o: InboxServiceOptions,
+  ) {
+    this.news.setMaxListeners(0);
+  }
+
+  /** Why this message is heard, or undefined: it is not stored at all. */
+  async classify(message: InboundMessage, path: HeardPath): Promise<InboxEventRow['kind'] | undefined> {
+    const self = await this.ports.selfId();
+    if (message.authorId === self || this.ports.handoffClaims(message)) return undefined;
+    // A DM has no guild; a message read back from history is always from a listened guild channel.
+    if (path === 'live' && message.guildId === undefined) return (await this.ports.isRegistered(message.authorId)) ? 'dm' : undefined;
+    const replyTo = message.heard?.replyTo ?? null;
+    if (replyTo !== null && (await this.ports.sentByHerald([replyTo])).has(replyTo)) return 'reply';
+    const mentions = message.heard?.mentions ?? [];
+    if (mentions.includes(self) || message.content.includes(`<@${self}>`) || message.content.includes(`<@!${self}>`)) return 'mention';
+    if ((await this.ports.listened()).has(message.channelId)) return 'message';
+    return undefined;
+  }
+
+  /** Hear a message: classified, then stored once. True when it is settled (stored, known, or not heard). */
+  async hear(message: InboundMessage, path: HeardPath): Promise<boolean> {
+    const kind = await this.classify(message, path);
+    if (kind === undefined) return true;
+    const h = message.heard;
+    await this.store({
+      event_id: `${this.o.platform}:${message.messageId}`,
+      kind,
+      platform: this.o.platform,
+      channel_id: message.channelId,
+      guild_id: message.guildId ?? null,
+      thread_id: h?.threadId ?? null,
+      message_id: message.messageId,
+      author_id: message.authorId,
+      author_name: h?.authorName ?? null,
+      author_bot: message.authorIsBot,
+      reply_to: h?.replyTo ?? null,
+      // PostgreSQL's text refuses U+0000.
+      content: message.content.replaceAll('\u0000', ''),
+      reaction: null,
+      attachments: JSON.stringify((h?.attachments ?? []).map((a) => ({ id: a.id, filename: a.filename, content_type: a.contentType, size: a.size, url: a.url }))),
+      handoff: null,
+      source_ref: null,
+      created_at: message.createdAt,
+      received_at: this.clock.now(),
+    }, path);
+    return true;
+  }
+
+  /** A reaction: heard only on a message Herald sent. */
+  async react(reaction: InboundReaction): Promise<void> {
+    if (!(await this.ports.sentByHerald([reaction.messageId])).has(reaction.messageId)) return;
+    const now = this.clock.now();
+    await this.store({
+      event_id: `${this.o.platform}:${reaction.messageId}:reaction:${reaction.userId}:${reaction.emoji}`,
+      kind: 'reaction',
+      platform: this.o.platform,
+      channel_id: reaction.channelId,
+      guild_id: reaction.guildId ?? null,
+      thread_id: null,
+      message_id: reaction.messageId,
+      author_id: reaction.userId,
+      author_name: null,
+      author_bot: false,
+      reply_to: null,
+      content: '',
+      reaction: reaction.emoji,
+      attachments: '[]',
+      handoff: null,
+      source_ref: null,
+      created_at: now,
+      received_at: now,
+    }, 'live');
+  }
+
+  /** Take in the handoffs accepted since the last one taken in (each once, as kind handoff). */
+  async takeHandoffs(): Promise<number> {
+    const since = this.ports.handoffsSince;
+    if (since === undefined) return 0;
+    let after = await lastHandoffRef(this.db);
+    let taken = 0;
+    for (;;) {
+      const rows = await since(after, 100);
+      for (const h of rows) {
+        await this.store({
+          event_id: `${this.o.platform}:${h.handoff_message_id}`,
+          kind: 'handoff',
+          platform: this.o.platform,
+          channel_id: h.origin_thread_id ?? h.origin_channel_id,
+          guild_id: null,
+          thread_id: h.origin_thread_id,
+          message_id: h.handoff_message_id,
+          author_id: h.source_bot_id,
+          author_name: null,
+          author_bot: true,
+          reply_to: h.origin_message_id,
+          content: h.text,
+          reaction: null,
+          attachments: '[]',
+          handoff: JSON.stringify({ event_id: h.event_id, source_bot_id: h.source_bot_id, expires_at: h.expires_at.toISOString() }),
+          source_ref: h.id,
+          created_at: h.received_at,
+          received_at: this.clock.now(),
+        }, 'live');
+        taken += 1;
+      }
+      const last = rows.at(-1);
+      if (last === undefined || rows.length < 100) return taken;
+      after = last.id;
+    }
+  }
+
+  /**
+   * The live stream's receipt: tried at once, and retried in the background while the store is
+   * unreachable (up to a minute; a listened channel's catch-up reads it back after that).
+   */
+  admit(message: InboundMessage, path: HeardPath): { done: boolean; firstTry: Promise<void>; settled: Promise<boolean> } {
+    let tried: () => void = () => undefined;
+    const firstTry = new Promise<void>((resolve) => (tried = resolve));
+    const receipt = { done: false, firstTry, settled: Promise.resolve(false) };
+    receipt.settled = this.hearRetrying(message, path, () => tried()).then((ok) => {
+      receipt.done = ok;
+      tried();
+      return ok;
+    });
+    return receipt;
+  }
+
+  close(): void {
+    this.closing.abort();
+  }
+
+  private async hearRetrying(message: InboundMessage, path: HeardPath, tried: () => void): Promise<boolean> {
+    const deadline = Date.now() + RETRY_FOR_MS;
+    let wait = RETRY_FIRST_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.hear(message, path);
+      } catch (err) {
+        tried();
+        // Ids only: never the content.
+        const about = { err: errorSummary(err), message_id: message.messageId, channel_id: message.channelId, path, attempt };
+        if (this.closing.signal.aborted || Date.now() + wait >= deadline) {
+          this.o.log.warn(about, 'inbound message could not be stored; left to the catch-up of listened channels');
+          return false;
+        }
+        this.o.log.warn({ ...about, retry_in_ms: wait }, 'inbound message could not be stored; retrying');
+        await new Promise((r) => setTimeout(r, wait).unref());
+        wait = Math.min(wait * 2, RETRY_MOST_MS);
+      }
+    }
+  }
+
+  private async store(event: NewInboxEventRow, path: HeardPath): Promise<void> {
+    const id = await insertEvent(this.db, event, this.o.push, this.clock.now());
+    if (id === undefined) return;
+    this.o.metrics.heard(event.kind);
+    this.o.log.info({ inbox_id: id, kind: event.kind, channel_id: event.channel_id, message_id: event.message_id, path }, 'inbound event stored');
+    if (this.o.push) this.o.ring();
+    this.o.publish(id);
+  }
+
+  /** An event was stored (here or on another replica): waiters look now. */
+  heardElsewhere(): void {
+    this.news.emit('heard');
+  }
+
+  async list(after: string | undefined, limit: number): Promise<InboxPage> {
+    const cursor = await connectorCursor(this.db);
+    const rows = await listEvents(this.db, after ?? cursor, limit);
+    const items = rows.map(toWire);
+    return { items, next_cursor: items.at(-1)?.id ?? null, cursor };
+  }
+
+  /** The first event after the cursor, waiting up to `timeoutMs` for one. */
+  async next(after: string | undefined, timeoutMs: number, signal?: AbortSignal): Promise<InboxEvent | null> {
+    const from = after ?? (await connectorCursor(this.db));
+    const deadline = Date.now() + Math.min(Math.max(0, timeoutMs), MAX_WAIT_MS);
+    for (;;) {
+      const [first] = await listEvents(this.db, from, 1);
+      if (first !== undefined) return toWire(first);
+      const left = deadline - Date.now();
+      if (left <= 0 || signal?.aborted === true) return null;
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          clearTimeout(timer);
+          this.news.off('heard', done);
+          signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.min(left, this.o.waitPollMs));
+        this.news.on('heard', done);
+        signal?.addEventListener('abort', done);
+      });
+    }
+  }
+
+  async ack(cursor: string): Promise<string> {
+    if (BigInt(cursor) > BigInt(await newestId(this.db))) throw new InvalidRequestError('cursor is past the newest event');
+    return advanceCursor(this.db, cursor, this.clock.now());
+  }
+
+  /** A person unregistered: their stored DMs go. */
+  async forget(userId: string): Promise<number> {
+    const n = await deleteDmsOf(this.db, userId);
+    if (n > 0) this.o.metrics.dropped('unregistered', n);
+    this.o.log.info({ user_id: userId, deleted: n }, 'stored DMs of an unregistered user deleted');
+    return n;
+  }
+
+  /** Retention: by age, by count per channel, and DMs of anyone no longer registered (should news of an unregister be lost). */
+  async prune(now: Date, retentionMs: number, maxPerChannel: number): Promise<number> {
+    const aged = await pruneOlderThan(this.db, new Date(now.getTime() - retentionMs));
+    await prunePushes(this.db, new Date(now.getTime() - retentionMs));
+    if (aged > 0) this.o.metrics.dropped('age', aged);
+    const counted = await pruneBeyondCount(this.db, maxPerChannel);
+    if (counted > 0) this.o.metrics.dropped('count', counted);
+    let forgotten = 0;
+    for (const userId of await dmAuthors(this.db)) if (!(await this.ports.isRegistered(userId))) forgotten += await this.forget(userId);
+    return aged + counted + forgotten;
+  }
+}
+
+/** An event as the contract shows it. */
+export function toWire(row: InboxEventRow): InboxEvent {
+  const event: InboxEvent = {
+    id: row.id,
+    event_id: row.event_id,
+    kind: row.kind,
+    platform: row.platform,
+    channel_id: row.channel_id,
+    guild_id: row.guild_id,
+    thread_id: row.thread_id,
+    message_id: row.message_id,
+    author: { id: row.author_id, name: row.author_name, bot: row.author_bot },
+    reply_to: row.reply_to,
+    content: row.content,
+    attachments: JSON.parse(row.attachments) as InboxEvent['attachments'],
+    created_at: row.created_at.toISOString(),
+    received_at: row.received_at.toISOString(),
+  };
+  if (row.reaction !== null) event.reaction = row.reaction;
+  if (row.handoff !== null) event.handoff = JSON.parse(row.handoff) as NonNullable<InboxEvent['handoff']>;
+  return event;
+}

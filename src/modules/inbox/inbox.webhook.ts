@@ -1,0 +1,99 @@
+import { createHmac } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Job, JobKind, JobQueue } from '../../outbox/worker.js';
+import type { Clock } from '../../platform/clock.js';
+import { errorSummary } from '../../platform/errors.js';
+import type { InboxMetrics } from './inbox.metrics.js';
+import { findEvent, PUSH_KIND, pushesTable } from './inbox.repository.js';
+import { toWire } from './inbox.service.js';
+import type { InboxDb, InboxPushRow } from './inbox.table.js';
+
+/** One push of one event. */
+export interface PushJob extends Job {
+  readonly row: InboxPushRow;
+}
+
+/** How long one POST may take before it counts as a timeout (retried). */
+const POST_TIMEOUT_MS = 10_000;
+
+/**
+ * The signature a receiver checks: HMAC-SHA256 with the operator's key over `timestamp + "." +
+ * body`, hex, as `Herald-Signature: sha256=<hex>` beside `Herald-Timestamp: <unix seconds>`.
+ */
+export function signature(secret: string, timestamp: string, body: string): string {
+  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}
+
+export function pushQueue(db: Kysely<InboxDb>): JobQueue<PushJob> {
+  const table = pushesTable(db);
+  return {
+    claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: PUSH_KIND, attempts: row.attempts, row })),
+    release: (owner, now) => table.release(owner, now),
+  };
+}
+
+export interface PushOptions {
+  url: string;
+  secret: string;
+  /** A push still failing this long after the event was stored is given up. */
+  giveUpMs: number;
+  retryBaseMs: number;
+}
+
+/**
+ * The webhook push, a job of the outbox: POST the event (the contract's InboxEvent), signed, with
+ * `Idempotency-Key` = its event_id, so the receiver keeps each once however often it is sent (a
+ * retry after a lost answer). 2xx: done. 5xx, 408, 429, a timeout or no answer: again with backoff,
+ * until `giveUpMs` after the event was stored. Another 4xx: the receiver refused it, given up. Given
+ * up or not, the event stays in the inbox.
+ */
+export function pushKind(db: Kysely<InboxDb>, clock: Clock, log: Logger, metrics: InboxMetrics, o: PushOptions): JobKind<PushJob> {
+  const table = pushesTable(db);
+  return {
+    kind: PUSH_KIND,
+    concurrency: 4,
+    retry: { maxAttempts: 1_000_000, baseMs: o.retryBaseMs, capMs: 5 * 60_000 },
+    async handle(job, context) {
+      const event = await findEvent(db, job.id);
+      if (event === undefined) {
+        // Dropped by retention before it could be pushed.
+        await table.finish(job.id, context.owner, { status: 'failed', last_error: 'event no longer in the inbox' });
+        return;
+      }
+      const body = JSON.stringify(toWire(event));
+      const timestamp = String(Math.floor(clock.now().getTime() / 1000));
+      let outcome: { ok: true } | { ok: false; retry: boolean; why: string };
+      try {
+        const res = await fetch(o.url, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', 'Herald-Timestamp': timestamp, 'Herald-Signature': signature(o.secret, timestamp, body), 'Idempotency-Key': event.event_id },
+          body,
+          signal: AbortSignal.any([context.signal, AbortSignal.timeout(POST_TIMEOUT_MS)]),
+          redirect: 'manual',
+        });
+        await res.body?.cancel().catch(() => undefined);
+        outcome = res.ok ? { ok: true } : { ok: false, retry: res.status >= 500 || res.status === 408 || res.status === 429, why: `HTTP ${res.status}` };
+      } catch (err) {
+        outcome = { ok: false, retry: true, why: errorSummary(err).slice(0, 200) };
+      }
+      const about = { inbox_id: job.id, event_id: event.event_id, attempt: job.attempts };
+      if (outcome.ok) {
+        metrics.pushed('delivered');
+        log.info(about, 'inbox event pushed to the webhook');
+        await table.finish(job.id, context.owner, { status: 'done', last_error: null });
+        return;
+      }
+      const next = context.retryAt();
+      if (outcome.retry && next.getTime() < job.row.created_at.getTime() + o.giveUpMs) {
+        metrics.pushed('retried');
+        log.warn({ ...about, why: outcome.why, retry_at: next.toISOString() }, 'inbox webhook push failed; retrying');
+        await table.finish(job.id, context.owner, { status: 'pending', next_attempt_at: next, last_error: outcome.why });
+        return;
+      }
+      metrics.pushed('given_up');
+      log.error({ ...about, why: outcome.why }, 'inbox webhook push given up; the event stays in the inbox');
+      await table.finish(job.id, context.owner, { status: 'failed', last_error: outcome.why });
+    },
+  };
+}
