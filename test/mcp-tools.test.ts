@@ -73,6 +73,10 @@ const TOOLS: Readonly<Record<string, Row>> = {
   create_channel: { hints: [false, false, false, true], args: () => ({ name: 'every-tool' }), ok: false },
   list_channels: { hints: [true, false, true, true], args: () => ({}), ok: false },
   get_members: { hints: [true, false, true, true], args: () => ({ channel: 'alerts' }), ok: false },
+  download_attachment: { hints: [false, false, true, true], args: () => ({ channel_id: IDS.channels.alerts, message_id: '1', attachment_id: '1' }), ok: false },
+  wait_for_messages: { hints: [true, false, true, true], args: () => ({ timeout_seconds: 0 }), ok: true },
+  list_inbox: { hints: [true, false, true, true], args: () => ({}), ok: true },
+  ack_inbox: { hints: [false, false, true, false], args: () => ({ cursor: '0' }), ok: false },
 };
 
 describe('herald mcp: every tool, as the official SDK client sees it', { timeout: 180_000 }, () => {

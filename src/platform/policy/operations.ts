@@ -47,6 +47,13 @@ const OPERATIONS: Readonly<Record<string, (i: Input, chatPlatform: string) => Om
   queryMedia: () => ({ tool: 'query_media' }),
   getMediaItem: () => ({ tool: 'get_media_item' }),
   getMediaStorage: () => ({ tool: 'get_media_storage' }),
+  // An upload is part of a send (post_message or send_dm attach it): allowed where either is on, counted by neither.
+  uploadFile: () => ({ tool: undefined, alsoFor: ['post_message', 'send_dm'] }),
+  getFile: () => ({ tool: 'download_attachment', alsoFor: ['post_message', 'send_dm'] }),
+  downloadAttachment: ({ body }) => ({ tool: 'download_attachment', channel: field(body, 'channel_id') }),
+  listInbox: () => ({ tool: 'list_inbox', alsoFor: ['wait_for_messages'] }),
+  waitForInbox: () => ({ tool: 'wait_for_messages', alsoFor: ['list_inbox'] }),
+  ackInbox: () => ({ tool: 'ack_inbox' }),
 };
 
 /** What a bridge operation would do, for the rules: its tool, whether it writes (any method but GET/HEAD), where. */

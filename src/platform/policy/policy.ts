@@ -219,7 +219,7 @@ export interface Intent {
 /** The first rule (besides rates, which need the count) that refuses the intent, if any. */
 export function refusedBy(rules: Rules, intent: Intent): PolicyRule | undefined {
   if (rules.readOnly && intent.writes) return 'read_only';
-  if (rules.tools !== undefined && intent.tool !== undefined && ![intent.tool, ...(intent.alsoFor ?? [])].some((t) => rules.tools?.has(t) === true)) return 'tools';
+  if (rules.tools !== undefined && (intent.tool !== undefined || intent.alsoFor !== undefined) && ![intent.tool, ...(intent.alsoFor ?? [])].some((t) => t !== undefined && rules.tools?.has(t) === true)) return 'tools';
   if (!intent.writes) return undefined;
   if (rules.destinations !== undefined && intent.destination !== undefined && !rules.destinations.has(intent.destination)) return 'destinations';
   if (rules.channels !== undefined && intent.channel !== undefined && !rules.channels.has(channelKey(intent.channel))) return 'channels';
