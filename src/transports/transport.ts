@@ -130,6 +130,20 @@ export interface Editor {
   edit(channelId: string, messageId: string, message: OutgoingMessage, signal: AbortSignal): Promise<void>;
 }
 
+/** Herald's own reaction on a message (Discord's reaction PUT/DELETE, Slack's reactions.add/remove). */
+export interface Reactions {
+  /** Add Herald's reaction; one already there is success (idempotent). A unicode emoji, or `name:id`. */
+  add(channelId: string, messageId: string, emoji: string, signal: AbortSignal): Promise<void>;
+  /** Take Herald's reaction off; one already gone is success (idempotent). */
+  remove(channelId: string, messageId: string, emoji: string, signal: AbortSignal): Promise<void>;
+}
+
+/** Deleting a message Herald sent. */
+export interface Deleter {
+  /** Delete it; a message already gone is success (idempotent), so a retry after a lost answer is delivered. */
+  delete(channelId: string, messageId: string, signal: AbortSignal): Promise<void>;
+}
+
 export interface History {
   /** Herald's own user on the platform (the author of what it sends). */
   selfId(): Promise<string>;
@@ -328,6 +342,10 @@ export interface Transport {
   readonly inbound?: Inbound;
   readonly invokers?: Invokers;
   readonly chat?: Chat;
+  /** Adding and removing Herald's reactions. */
+  readonly reactions?: Reactions;
+  /** Deleting Herald's messages. */
+  readonly deleter?: Deleter;
   /** Whether `sender` honours idempotency keys (Discord's nonce). */
   readonly idempotentSend: boolean;
   /** Where people open a sent message; absent: a Discord message link. */
@@ -360,6 +378,15 @@ export interface TransportCapabilities {
   members: boolean;
   inbound: boolean;
   chat: boolean;
+  /** The `reaction` kind. */
+  reactions: boolean;
+  /** The `delete` kind. */
+  deletes: boolean;
+  /**
+   * Attachments on a post or DM: the one place it is decided. Discord's send carries them (the
+   * files work adds the multipart send); other platforms not yet.
+   */
+  files: boolean;
 }
 
 export function capabilitiesOf(t: Transport): TransportCapabilities {
@@ -373,5 +400,8 @@ export function capabilitiesOf(t: Transport): TransportCapabilities {
     members: t.members !== undefined,
     inbound: t.inbound !== undefined,
     chat: t.chat !== undefined,
+    reactions: t.reactions !== undefined,
+    deletes: t.deleter !== undefined,
+    files: t.sender !== undefined && t.name === 'discord',
   };
 }

@@ -29,6 +29,9 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
     post: can.send,
     dm: can.dm && !config.disabledKinds.includes('dm'),
     edit: can.edit && !config.disabledKinds.includes('edit'),
+    // The message may be on any platform this Herald runs: refused up front only when none can.
+    delete: transports.all.some((t) => capabilitiesOf(t).deletes),
+    reaction: transports.all.some((t) => capabilitiesOf(t).reactions),
   };
   const deliveries = new DeliveryService(db, clock, capabilities, {
     announce: () => doorbell.ring(),

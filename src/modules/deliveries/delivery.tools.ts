@@ -140,7 +140,7 @@ async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'requ
     }
     return bridgeError(accepted);
   }
-  if (request.kind !== 'edit') await deps.state.rememberMessage(requestId, request.kind);
+  if (request.kind === 'post' || request.kind === 'dm') await deps.state.rememberMessage(requestId, request.kind);
   const deadline = Date.now() + deps.waitMs;
   let latest: DeliveryState = accepted.data.state;
   let repostedAt = 0;
