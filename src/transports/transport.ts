@@ -138,6 +138,12 @@ export interface Reactions {
   remove(channelId: string, messageId: string, emoji: string, signal: AbortSignal): Promise<void>;
 }
 
+/** What a send can say besides where: a reply to a message, a thread of the channel. */
+export interface Threading {
+  readonly replies: boolean;
+  readonly threads: boolean;
+}
+
 /** Deleting a message Herald sent. */
 export interface Deleter {
   /** Delete it; a message already gone is success (idempotent), so a retry after a lost answer is delivered. */
@@ -346,6 +352,8 @@ export interface Transport {
   readonly reactions?: Reactions;
   /** Deleting Herald's messages. */
   readonly deleter?: Deleter;
+  /** Replies and threads on a send; absent: neither. */
+  readonly threading?: Threading;
   /** Whether `sender` honours idempotency keys (Discord's nonce). */
   readonly idempotentSend: boolean;
   /** Where people open a sent message; absent: a Discord message link. */
@@ -382,6 +390,10 @@ export interface TransportCapabilities {
   reactions: boolean;
   /** The `delete` kind. */
   deletes: boolean;
+  /** A post or DM may carry `reply_to`. */
+  replies: boolean;
+  /** A post may carry `thread`. */
+  threads: boolean;
   /**
    * Attachments on a post or DM: the one place it is decided. Discord's send carries them (the
    * files work adds the multipart send); other platforms not yet.
@@ -402,6 +414,8 @@ export function capabilitiesOf(t: Transport): TransportCapabilities {
     chat: t.chat !== undefined,
     reactions: t.reactions !== undefined,
     deletes: t.deleter !== undefined,
+    replies: t.sender !== undefined && t.threading?.replies === true,
+    threads: t.sender !== undefined && t.threading?.threads === true,
     files: t.sender !== undefined && t.name === 'discord',
   };
 }

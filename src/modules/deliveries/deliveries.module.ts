@@ -33,6 +33,11 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
     delete: transports.all.some((t) => capabilitiesOf(t).deletes),
     reaction: transports.all.some((t) => capabilitiesOf(t).reactions),
   };
+  // Per platform, what a message there may be and what may be done to it (capabilities?include=platforms).
+  const platforms = transports.all.map((t) => {
+    const c = capabilitiesOf(t);
+    return { name: t.name, files: c.files, reactions: c.reactions, replies: c.replies, threads: c.threads, deletes: c.deletes };
+  });
   const deliveries = new DeliveryService(db, clock, capabilities, {
     announce: () => doorbell.ring(),
     // PGlite is one session: one statement at a time whatever we do.
@@ -64,7 +69,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
       declare: (kind) => void jobs.declare(kind),
       answer: (given) => void Object.assign(answers, given),
     },
-    operations: [deliveryOperations(deliveries, capabilities, metrics), deliveryAdminOperations(deliveries, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
+    operations: [deliveryOperations(deliveries, capabilities, metrics, platforms), deliveryAdminOperations(deliveries, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
     jobs: [{ queue, kinds: jobs.kinds(), prune: true, report: true, listen: true }],
   };
 }
