@@ -303,9 +303,10 @@ function validEmoji(emoji: string): boolean {
  * after the change is made (the lost answer a retry must survive).
  */
 function messageOpRoutes(api: Router, state: SandboxState, botOf: (ctx: Context) => SandboxUser): void {
-  const answered = (ctx: Context): void => {
+  const answered = async (ctx: Context): Promise<void> => {
     state.save();
     const fault = ctx.state['fault'] as Fault | undefined;
+    if (fault?.action === 'delay_after_create') await sleep(fault.ms ?? 1_000);
     if (fault?.action === 'drop_after_create') {
       ctx.respond = false;
       ctx.req.socket.destroy();
@@ -325,7 +326,7 @@ function messageOpRoutes(api: Router, state: SandboxState, botOf: (ctx: Context)
     if (message === undefined) discordError(ctx, 404, 10008, 'Unknown Message');
     return message;
   };
-  const reaction = (ctx: Context, add: boolean): void => {
+  const reaction = async (ctx: Context, add: boolean): Promise<void> => {
     const message = located(ctx);
     if (message === undefined) return undefined;
     const raw = ctx.params['emoji'] ?? '';
@@ -346,17 +347,17 @@ function messageOpRoutes(api: Router, state: SandboxState, botOf: (ctx: Context)
       found.users = found.users.filter((u) => u !== me);
       if (found.users.length === 0) reactions.splice(reactions.indexOf(found), 1);
     }
-    return answered(ctx);
+    return await answered(ctx);
   };
   api.put('/channels/:id/messages/:messageId/reactions/:emoji/@me', (ctx) => reaction(ctx, true));
   api.delete('/channels/:id/messages/:messageId/reactions/:emoji/@me', (ctx) => reaction(ctx, false));
-  api.delete('/channels/:id/messages/:messageId', (ctx) => {
+  api.delete('/channels/:id/messages/:messageId', async (ctx) => {
     const message = located(ctx);
     if (message === undefined) return undefined;
     const me = botOf(ctx).id;
     if (message.author.id !== me) return discordError(ctx, 403, 50013, 'Missing Permissions');
     state.deleteMessage(message.channel_id, message.id, me);
-    return answered(ctx);
+    return await answered(ctx);
   });
 }
 
