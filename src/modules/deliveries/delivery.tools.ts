@@ -33,7 +33,7 @@ export const FAILURE_ADVICE: Readonly<Record<string, string>> = {
   UPSTREAM_UNAVAILABLE:
     'Discord refused it, or that destination has no channel mapped in that server. Sending it again will fail the same way until the server operator fixes the mapping or permissions.',
   RECIPIENT_UNREACHABLE: 'the user is not registered with the bot or does not accept DMs. Do not retry; ask them to run `/agent register` (and `/agent pair`).',
-  NOT_FOUND: 'the message to edit is unknown, not delivered (yet), older than 8 days, or itself an edit. Do not retry.',
+  NOT_FOUND: 'the message to edit, delete or react to is unknown, not delivered (yet), older than 8 days, deleted, or not one this agent sent. Do not retry.',
 };
 
 /** The deliveries module's MCP tools: capabilities, posts, DMs, edits, and a delivery's state. */
@@ -109,6 +109,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         return send(deps, { kind: 'edit', target: { message_ref: ref, seq }, body: body as { content: string } });
       },
     },
+    ...messageOpTools(),
     {
       name: 'get_delivery',
       description: 'The state of a message by its request_id: pending, delivered (with its link), failed (with the reason), or unknown (not confirmed yet). Use it instead of sending again.',
@@ -130,8 +131,58 @@ function bodyOf(args: Args): Body {
   return body;
 }
 
-/** Send with a fresh request_id, then wait (bounded) for delivered or failed. */
-async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'request_id'>): Promise<CallToolResult> {
+/**
+ * React and delete (issue 25): each a delivery like a post, sent exactly once; their structured
+ * result is the delivery's state (the contract's DeliveryState).
+ */
+function messageOpTools(): McpTool<DeliveryToolDeps>[] {
+  return [
+    {
+      name: 'react',
+      title: 'React to a message',
+      description: `Add a reaction to a message (or take this agent's reaction off with remove: true): a message this agent sent (message_ref, the request_id post_message or send_dm returned), a message in a server's destination channel (guild_id, destination and message_id), or a message in the DM with the paired user (message_id alone). Emoji: a unicode emoji such as 👍, or a custom one as name:id. Adding a reaction already there, or removing one already gone, is fine. ${NO_RETRY}`,
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+      output: 'DeliveryState',
+      inputSchema: object(
+        {
+          emoji: contractSchema('Emoji', 'A unicode emoji (👍) or a custom one as name:id.'),
+          message_ref: contractSchema('MessageRef', 'The request_id post_message or send_dm returned.'),
+          guild_id: contractSchema('GuildId', 'With destination and message_id: the Discord server.'),
+          destination: contractSchema('Destination', 'With guild_id and message_id: the destination channel the message is in.'),
+          message_id: contractSchema('MessageId', 'The platform message id (with guild_id and destination; alone: in the DM with the paired user).'),
+          remove: { type: 'boolean', description: 'True takes this agent\'s reaction off instead.' },
+        },
+        ['emoji'],
+      ),
+      async handler(args, deps) {
+        const body = { emoji: String(args['emoji']), ...(args['remove'] === true ? { remove: true } : {}) };
+        const messageId = args['message_id'] === undefined ? undefined : String(args['message_id']);
+        let target: Record<string, string>;
+        if (args['message_ref'] !== undefined) target = { message_ref: String(args['message_ref']) };
+        else if (args['guild_id'] !== undefined && args['destination'] !== undefined && messageId !== undefined) target = { guild_id: String(args['guild_id']), destination: String(args['destination']), message_id: messageId };
+        else if (messageId !== undefined && deps.state.pairing !== undefined) target = { user_id: deps.state.pairing.user_id, message_id: messageId };
+        else return text('Give message_ref, or guild_id with destination and message_id, or message_id alone for a message in the DM with the paired user (pair first).', true);
+        return send(deps, { kind: 'reaction', target, body } as Omit<DeliveryRequest, 'request_id'>, true);
+      },
+    },
+    {
+      name: 'delete_message',
+      title: 'Delete a message this agent sent',
+      description: `Delete a message this agent sent earlier (post_message or send_dm), by the request_id those tools returned. Only this agent's own messages can be deleted; a deleted message cannot be edited. ${NO_RETRY}`,
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+      output: 'DeliveryState',
+      inputSchema: object({ message_ref: contractSchema('MessageRef', 'The request_id post_message or send_dm returned.') }, ['message_ref']),
+      async handler(args, deps) {
+        const ref = String(args['message_ref']);
+        if (deps.state.message(ref) === undefined) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be deleted.', true);
+        return send(deps, { kind: 'delete', target: { message_ref: ref } } as Omit<DeliveryRequest, 'request_id'>, true);
+      },
+    },
+  ];
+}
+
+/** Send with a fresh request_id, then wait (bounded) for delivered or failed; `structured`: the final state as the structured result too. */
+async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'request_id'>, structured = false): Promise<CallToolResult> {
   const requestId = randomBytes(32).toString('hex');
   const accepted = await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest);
   if (!accepted.ok) {
@@ -153,7 +204,8 @@ async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'requ
     const r = repost ? await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest) : await deps.bridge.getDelivery(requestId);
     if (r.ok) latest = 'existing' in r.data ? r.data.state : r.data;
   }
-  return describe(latest, requestId, deps.bridge);
+  const described = await describe(latest, requestId, deps.bridge);
+  return structured ? { ...described, structuredContent: latest as unknown as Record<string, unknown> } : described;
 }
 
 /** Herald's own words for why a delivery failed or is unknown (the admin view), if it will say. */
@@ -179,7 +231,7 @@ function failureWords(s: DeliveryState & { state: 'failed' }, reason: string | u
 }
 
 async function describe(s: DeliveryState, requestId: string, bridge: BridgeClient): Promise<CallToolResult> {
-  const what = s.kind === 'post' ? 'Posted' : s.kind === 'dm' ? 'DM sent' : 'Edited';
+  const what = s.kind === 'post' ? 'Posted' : s.kind === 'dm' ? 'DM sent' : s.kind === 'delete' ? 'Deleted' : s.kind === 'reaction' ? ('remove' in s.body && s.body.remove === true ? 'Reaction removed' : 'Reacted') : 'Edited';
   switch (s.state) {
     case 'delivered':
       if ('applied' in s && s.applied === false) return text(`Not applied: a later edit of that message was already applied, so this older one was skipped. (request_id ${requestId})`);
