@@ -81,7 +81,7 @@ describe('deletes and reactions', () => {
     const edit = newRequestId();
     await h.bridge.post('/mcp/deliveries', { request_id: edit, kind: 'edit', target: { message_ref: ref, seq: 1 }, body: { content: 'too late' } });
     expect(await h.waitForState(edit, 'failed')).toMatchObject({ code: 'NOT_FOUND' });
-    expect(((await h.admin.get(`/admin/deliveries/${edit}`)).json as { reason: string }).reason).toMatch(/gone/);
+    expect(((await h.admin.get(`/admin/deliveries/${edit}`)).json as { reason: string }).reason).toMatch(/deleted/);
   });
 
   it('adds a reaction once, on Herald\'s post or by destination and message id, and removes it', async () => {

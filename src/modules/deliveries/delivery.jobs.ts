@@ -8,7 +8,7 @@ import { errorSummary } from '../../platform/errors.js';
 import { TransportError, type Address, type Mentions, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
 import type { DeliveriesDb } from './delivery.table.js';
 import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DeleteTarget, type DmTarget, type EditTarget, type ReactionTarget, type StoredKind } from './delivery.js';
-import { acquireEditLock, claimDue, findDelivery, findRecentOfKind, finishAttempt, outboxDepth, pruneDeliveries, recordAppliedSeq, releaseEditLock, releaseLeases, renewEditLock } from './delivery.repository.js';
+import { acquireEditLock, claimDue, deletedByHerald, findDelivery, findRecentOfKind, finishAttempt, outboxDepth, pruneDeliveries, recordAppliedSeq, releaseEditLock, releaseLeases, renewEditLock } from './delivery.repository.js';
 import { reconcile, RECONCILE_SETTLE_MS, TWIN_WAIT_MS, type Doubt } from './delivery.reconcile.js';
 import { DESTINATION_UNMAPPED, dmKind, postKind } from './delivery.kinds.js';
 import { facet, type DeliveryPorts, type SelfSendingKind, type SendKind } from './send-kind.js';
@@ -338,8 +338,11 @@ export class DeliveryJobs {
       try {
         await facet(transport.editor, 'edits').edit(original.channel_id, original.message_id, row.body, applying);
       } catch (err) {
-        // Deleted (a `delete` of it, or by someone on the platform): the edit fails plainly.
-        if (err instanceof TransportError && err.failure.kind === 'not_found') return { status: 'failed', failure_code: 'NOT_FOUND', reason: `the message is gone (${err.failure.detail})` };
+        // Deleted by a `delete` Herald delivered: the edit fails NOT_FOUND, plainly. (Gone otherwise,
+        // deleted by someone on the platform: as before, the platform's refusal.)
+        if (err instanceof TransportError && err.failure.kind === 'not_found' && (await deletedByHerald(this.db, original.request_id))) {
+          return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'the message was deleted (a delete delivery of it)' };
+        }
         throw err;
       }
       // Recorded before the lock is released, so the next edit compares against it. A crash before
