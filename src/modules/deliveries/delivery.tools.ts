@@ -45,10 +45,13 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         'What this Discord bridge can do (post, dm, edit) and the destinations a post may target, with what each is for. Give guild_id to learn which destinations that server has mapped to a channel: a post to an unmapped one fails.',
       inputSchema: object({ guild_id: contractSchema('GuildId', 'Optional: the Discord server (guild) you mean to post to.') }),
       async handler(args, { bridge }) {
-        const r = await bridge.capabilities();
+        const r = await bridge.capabilities('platforms');
         if (!r.ok) return bridgeError(r);
         const c = r.data;
         const lines = [`Posts: ${c.targeted_post ? 'yes' : 'no'}. DMs: ${c.dm ? 'yes' : 'no'}. Edits: ${c.edit ? 'yes' : 'no'}.`];
+        // Per platform (react, delete_message, and what a message may carry there).
+        const yes = (b: boolean): string => (b ? 'yes' : 'no');
+        for (const p of c.platforms ?? []) lines.push(`On ${p.name}: reactions ${yes(p.reactions)}, deletes ${yes(p.deletes)}, replies ${yes(p.replies)}, threads ${yes(p.threads)}, files ${yes(p.files)}.`);
         const guildId = args['guild_id'] === undefined ? undefined : String(args['guild_id']);
         const mapped = guildId === undefined ? undefined : await bridge.guildDestinations(guildId);
         if (guildId === undefined || mapped === undefined) {
