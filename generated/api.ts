@@ -31,7 +31,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Accept a post, DM or edit for exactly-once delivery.
+         * Accept a post, DM, edit, delete or reaction for exactly-once delivery.
          * @description Answers 202 only after the delivery is durably stored, then delivers in the background.
          *     Repeating a request_id with the same kind, target and body answers `existing: true` with the
          *     stored state (a failed or unknown delivery is reset to pending and attempted again).
@@ -873,11 +873,21 @@ export interface components {
                 destination: components["schemas"]["Destination"];
                 description: string;
             }[];
+            /**
+             * @description Only when asked for (`GET /mcp/capabilities?include=platforms`), so the answer to the plain
+             *     request stays as it was: each platform this Herald runs, home first, and which of files,
+             *     reactions, replies, threads and deletes it supports.
+             */
+            platforms?: components["schemas"]["PlatformCapabilities"][];
         };
         /** @description The connector's idempotency key for one delivery. */
         RequestId: string;
-        /** @enum {string} */
-        DeliveryKind: "post" | "dm" | "edit";
+        /**
+         * @description `delete` and `reaction` were added after the first three; the reason for a kind that is none
+         *     of them is the protocol's fixed one, unchanged, so connectors matching it keep working.
+         * @enum {string}
+         */
+        DeliveryKind: "post" | "dm" | "edit" | "delete" | "reaction";
         /** @enum {string} */
         Destination: "alerts" | "deals" | "digest" | "ops";
         GuildId: string;
@@ -938,7 +948,7 @@ export interface components {
             seq: number;
         };
         /** @description A post, DM or edit. Checked in the order of the properties here. */
-        DeliveryRequest: components["schemas"]["PostRequest"] | components["schemas"]["DmRequest"] | components["schemas"]["EditRequest"];
+        DeliveryRequest: components["schemas"]["PostRequest"] | components["schemas"]["DmRequest"] | components["schemas"]["EditRequest"] | components["schemas"]["DeleteRequest"] | components["schemas"]["ReactionRequest"];
         PostRequest: {
             request_id: components["schemas"]["RequestId"];
             /**
@@ -982,6 +992,15 @@ export interface components {
         } | {
             message_ref: components["schemas"]["RequestId"];
             seq: number;
+        } | {
+            message_ref: components["schemas"]["RequestId"];
+        } | {
+            guild_id: components["schemas"]["GuildId"];
+            destination: components["schemas"]["Destination"];
+            message_id: components["schemas"]["MessageId"];
+        } | {
+            user_id: components["schemas"]["UserId"];
+            message_id: components["schemas"]["MessageId"];
         };
         /** @description Where a `reply` goes, the channel the command was invoked in. */
         ReplyTarget: {
@@ -993,11 +1012,15 @@ export interface components {
             card?: components["schemas"]["Card"];
             links?: components["schemas"]["Links"];
             attachments?: components["schemas"]["Attachments"];
+            emoji?: components["schemas"]["Emoji"];
+            remove?: boolean;
         };
         /**
          * @description CAPABILITY_UNAVAILABLE: the host cannot DM or edit. UPSTREAM_UNAVAILABLE: Discord refused, or
          *     the destination has no channel mapped. RECIPIENT_UNREACHABLE: the user is not registered or
          *     does not accept DMs. NOT_FOUND: the edited message is unknown, not delivered, or an edit itself.
+         *     For `delete` and `reaction`: CAPABILITY_UNAVAILABLE, the platform the message is on cannot;
+         *     NOT_FOUND, the message is not Herald's delivered post or DM, or is gone (deleted).
          * @enum {string}
          */
         FailureCode: "CAPABILITY_UNAVAILABLE" | "UPSTREAM_UNAVAILABLE" | "RECIPIENT_UNREACHABLE" | "NOT_FOUND";
@@ -1036,7 +1059,7 @@ export interface components {
             target: components["schemas"]["WireTarget"];
             body: components["schemas"]["WireBody"];
             created_at: components["schemas"]["Timestamp"];
-            /** @description A post's or DM's own request_id; for an edit, the original's. */
+            /** @description A post's or DM's own request_id; for an edit, a delete or a reaction by `message_ref`, the original's. */
             message_ref: string;
             /**
              * @description Where a person opens the message, as the platform it went to gives it: the Discord message
@@ -1149,7 +1172,7 @@ export interface components {
              *     `responseMode: discord` queued to the invoking channel (Herald's own; a connector cannot send one).
              * @enum {string}
              */
-            kind: "post" | "dm" | "edit" | "reply";
+            kind: "post" | "dm" | "edit" | "reply" | "delete" | "reaction";
             /**
              * @description As `GET /mcp/deliveries/{request_id}` says, except `in_flight`: a dispatcher holds it
              *     right now (the protocol says `pending`; `unknown` once its lease has expired).
@@ -1595,6 +1618,82 @@ export interface components {
             message_id: string;
             attachment_id: string;
         };
+        PlatformCapabilities: {
+            /** @description The platform, by its transport's name (`discord`, `slack`, `irc`). */
+            name: string;
+            /** @description A post or DM may carry attachments. */
+            files: boolean;
+            /** @description The `reaction` kind: add or remove a reaction. */
+            reactions: boolean;
+            /** @description A post or DM may reply to a message (`reply_to`). */
+            replies: boolean;
+            /** @description A post may go into a thread (`thread`). */
+            threads: boolean;
+            /** @description The `delete` kind: delete a message Herald delivered. */
+            deletes: boolean;
+        };
+        /** @description The request_id of a post or DM Herald delivered. */
+        MessageRef: string;
+        /** @description A message on the platform, by the platform's id (a Discord snowflake, a Slack `ts`). */
+        MessageId: string;
+        /** @description The message to delete, by the request_id that sent it; only Herald's own post or DM. */
+        DeleteTarget: {
+            message_ref: components["schemas"]["MessageRef"];
+        };
+        /**
+         * @description The message to react to, in one of three forms: Herald's own post or DM (`message_ref`); a
+         *     message in the channel a guild's destination maps to (`guild_id`, `destination`,
+         *     `message_id`); a message in the DM with a registered user (`user_id`, `message_id`).
+         */
+        ReactionTarget: {
+            message_ref?: components["schemas"]["MessageRef"];
+            guild_id?: components["schemas"]["GuildId"];
+            destination?: components["schemas"]["Destination"];
+            user_id?: components["schemas"]["UserId"];
+            message_id?: components["schemas"]["MessageId"];
+        } | Record<string, never> | Record<string, never> | Record<string, never>;
+        /**
+         * @description A unicode emoji (`👍`), or a custom one as `name:id` (Discord). On Slack, a unicode emoji
+         *     Herald knows the name of, or an emoji name (`thumbsup`).
+         */
+        Emoji: string;
+        /** @description The reaction; `remove` true takes Herald's own reaction off instead. */
+        ReactionBody: {
+            emoji: components["schemas"]["Emoji"];
+            remove?: boolean;
+        };
+        /** @description A delete has nothing to say; the body may be left out (stored as `{}`). */
+        DeleteBody: Record<string, never>;
+        /**
+         * @description Delete a post or DM Herald delivered, exactly once: a retry that finds the message already
+         *     gone (its answer was lost) is delivered. Anything but Herald's own delivered post or DM fails
+         *     NOT_FOUND; an edit of a deleted message fails NOT_FOUND.
+         */
+        DeleteRequest: {
+            request_id: components["schemas"]["RequestId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "delete";
+            body?: components["schemas"]["DeleteBody"];
+            target: components["schemas"]["DeleteTarget"];
+        };
+        /**
+         * @description Add Herald's reaction to a message (or take it off, with `remove`), exactly once: adding one
+         *     already there, or removing one already gone, is delivered. A platform without reactions
+         *     (IRC) fails it CAPABILITY_UNAVAILABLE.
+         */
+        ReactionRequest: {
+            request_id: components["schemas"]["RequestId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "reaction";
+            body: components["schemas"]["ReactionBody"];
+            target: components["schemas"]["ReactionTarget"];
+        };
         CommandParameter: {
             name: string;
             description: string;
@@ -1855,7 +1954,13 @@ export type $defs = Record<string, never>;
 export interface operations {
     getCapabilities: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description `platforms`: the answer also lists, per platform, which of files, reactions, replies,
+                 *     threads and deletes it supports. Without it the answer is exactly the original one.
+                 */
+                include?: "platforms";
+            };
             header?: never;
             path?: never;
             cookie?: never;

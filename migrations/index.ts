@@ -15,6 +15,7 @@ import * as archiveNames from './2026-12-01T09-10-00_archive-names.js';
 import * as commandSources from './2026-12-01T10-00-00_command-sources.js';
 import * as mediaStorage from './2026-12-01T22-30-00_media-storage.js';
 import * as chatKind from './2026-12-02T03-00-00_chat-kind.js';
+import * as messageOpsKinds from './2026-12-02T12-20-00_message-ops-kinds.js';
 import * as singletons from './2026-12-02T05-00-00_singletons.js';
 import * as registrationPlatform from './2026-12-02T05-30-00_registration-platform.js';
 import * as handoffCatchup from './2026-12-02T08-30-00_handoff-catchup.js';
@@ -44,6 +45,7 @@ export const migrations: Record<string, Migration> = {
   '2026-12-02T05-30-00_registration-platform': registrationPlatform,
   '2026-12-02T08-30-00_handoff-catchup': handoffCatchup,
   '2026-12-02T12-10-00_files': files,
+  '2026-12-02T12-20-00_message-ops-kinds': messageOpsKinds,
   '2026-12-02T12-30-00_inbox': inbox,
   '2026-12-02T12-40-00_policy-usage': policyUsage,
 };

@@ -95,10 +95,10 @@ describe('the contract', () => {
       const validate = ajv.compile(rebased(schema) as object);
       expect(validate(value) ? [] : validate.errors, where).toEqual([]);
     }
-    // The delivery examples Swagger UI offers: a post with a card and a link, a DM and an edit.
+    // The delivery examples Swagger UI offers: a post with a card and a link, a DM, an edit, a reaction and a delete.
     const deliveries = (bundle.paths['/mcp/deliveries'] as unknown as { post: { requestBody: { content: Record<string, { examples: Record<string, { value: { kind: string; body: Record<string, unknown> } }> }> } } }).post;
     const offered = Object.values(deliveries.requestBody.content['application/json']?.examples ?? {}).map((e) => e.value);
-    expect(offered.map((v) => v.kind)).toEqual(['post', 'dm', 'edit']);
+    expect(offered.map((v) => v.kind)).toEqual(['post', 'dm', 'edit', 'reaction', 'delete']);
     expect(Object.keys(offered[0]?.body ?? {})).toEqual(['content', 'card', 'links']);
   });
 

@@ -53,6 +53,8 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
         'post_message',
         'send_dm',
         'edit_message',
+        'react',
+        'delete_message',
         'get_delivery',
         'pair',
         'list_recipients',

@@ -119,7 +119,7 @@ export function createBridgeClient(options: BridgeClientOptions) {
   }
 
   return {
-    capabilities: () => run<Capabilities>(() => api.GET('/mcp/capabilities')),
+    capabilities: (include?: 'platforms') => run<Capabilities>(() => (include === undefined ? api.GET('/mcp/capabilities') : api.GET('/mcp/capabilities', { params: { query: { include } } }))),
     createDelivery: (body: DeliveryRequest) => run<DeliveryAccepted>(() => api.POST('/mcp/deliveries', { body })),
     getDelivery: (requestId: string) => run<DeliveryState>(() => api.GET('/mcp/deliveries/{request_id}', { params: { path: { request_id: requestId } } })),
     recipients: () => run<RecipientList>(() => api.GET('/mcp/recipients')),

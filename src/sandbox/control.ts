@@ -169,6 +169,7 @@ export function controlRoutes({ state, faults, interactions, destinations }: Con
       dm_channels: [...state.channels.values()].filter((c) => c.type === 1).map((c) => ({ id: c.id, recipients: c.recipients?.map((u) => u.id) })),
       users: [...state.users.values()],
       messages: state.allMessages(),
+      deleted: state.deleted,
     };
   });
   router.post('/sandbox/api/faults', async (ctx) => {

@@ -75,6 +75,8 @@ export const SANDBOX_PAGE = `<!doctype html>
   .embed { border-left: 4px solid #5865f2; background: #232428; padding: 6px 10px; margin-top: 4px; border-radius: 4px; }
   .btn { display: inline-block; margin: 4px 6px 0 0; padding: 2px 10px; border-radius: 4px; background: #4e5058; color: #fff; text-decoration: none; }
   .empty { color: #949ba4; font-style: italic; }
+  .deleted { color: #949ba4; font-style: italic; text-decoration: line-through; }
+  .reactions { margin-top: 4px; font-size: 13px; }
   form { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; padding: 12px 20px; background: #2b2d31; }
   input, select, button { font: inherit; background: #1e1f22; color: #dbdee1; border: 1px solid #3f4147; border-radius: 4px; padding: 4px 8px; }
   input[type=text] { min-width: 360px; }
@@ -153,6 +155,11 @@ function render(state) {
     s.append(h);
     const msgs = state.messages.filter((m) => m.channel_id === ch.id);
     if (msgs.length === 0) s.append(el('div', 'empty', 'no messages'));
+    for (const m of (state.deleted || []).filter((x) => x.channel_id === ch.id)) {
+      const d = el('div', 'msg deleted', 'message ' + m.id + ' was deleted at ' + m.deleted_at + ' (by ' + m.deleted_by + ')');
+      d.id = 'm-' + m.id;
+      s.append(d);
+    }
     for (const m of msgs) {
       const d = el('div', 'msg');
       d.id = 'm-' + m.id;
@@ -178,6 +185,7 @@ function render(state) {
         if (f.description) box.append(el('div', 'meta', f.description));
         d.append(box);
       }
+      if (m.reactions && m.reactions.length > 0) d.append(el('div', 'reactions', m.reactions.map((r) => r.emoji + ' ' + r.users.length).join('  ')));
       s.append(d);
     }
     root.append(s);

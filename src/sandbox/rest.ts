@@ -223,6 +223,7 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
     ctx.body = createdMessage(message);
     return undefined;
   });
+  messageOpRoutes(api, state, botOf);
   api.patch('/channels/:id/messages/:messageId', async (ctx) => {
     const message = state.channelMessages(ctx.params['id'] ?? '').find((m) => m.id === ctx.params['messageId']);
     if (message === undefined) return discordError(ctx, 404, 10008, 'Unknown Message');
@@ -282,7 +283,89 @@ function listedMessage(m: SandboxMessage): Record<string, unknown> {
     attachments: m.attachments ?? [],
     pinned: false,
     ...(m.message_reference !== undefined ? { message_reference: m.message_reference } : {}),
+    ...(m.reactions !== undefined && m.reactions.length > 0 ? { reactions: m.reactions.map((r) => ({ count: r.users.length, me: r.users.includes(HERALD_BOT_ID), emoji: emojiObject(r.emoji) })) } : {}),
   };
+}
+
+/** The sandbox's Herald bot (SandboxState.bot): `me` in a listed reaction is whether it reacted. */
+const HERALD_BOT_ID = '111111111111111111';
+
+/** A reaction's emoji as Discord shows it: a unicode one by name, a custom one by name and id. */
+function emojiObject(emoji: string): { id: string | null; name: string } {
+  const custom = /^([A-Za-z0-9_]{2,32}):([0-9]{5,25})$/.exec(emoji);
+  return custom !== null ? { id: custom[2] ?? null, name: custom[1] ?? '' } : { id: null, name: emoji };
+}
+
+/** A custom emoji `name:id`, or a unicode one (no ASCII letters, digits or spaces): what Discord takes; else 10014 Unknown Emoji. */
+function validEmoji(emoji: string): boolean {
+  if (/^[A-Za-z0-9_]{2,32}:[0-9]{5,25}$/.test(emoji)) return true;
+  return emoji.length > 0 && emoji.length <= 32 && !/[\sA-Za-z0-9:]/.test(emoji);
+}
+
+/**
+ * Reactions (https://discord.com/developers/docs/resources/message#create-reaction, #delete-own-reaction)
+ * and deletes (#delete-message), with Discord's answers: 204 on success (a reaction already there
+ * or already gone included), 10003 Unknown Channel, 10008 Unknown Message, 10014 Unknown Emoji,
+ * 50013 Missing Permissions for another's message. A `drop_after_create` fault drops the answer
+ * after the change is made (the lost answer a retry must survive).
+ */
+function messageOpRoutes(api: Router, state: SandboxState, botOf: (ctx: Context) => SandboxUser): void {
+  const answered = async (ctx: Context): Promise<void> => {
+    state.save();
+    const fault = ctx.state['fault'] as Fault | undefined;
+    if (fault?.action === 'delay_after_create') await sleep(fault.ms ?? 1_000);
+    if (fault?.action === 'drop_after_create') {
+      ctx.respond = false;
+      ctx.req.socket.destroy();
+      return undefined;
+    }
+    if (fault?.action === 'error_after_create') return discordError(ctx, fault.status ?? 500, fault.code ?? 0, 'Internal Server Error');
+    ctx.status = 204;
+    return undefined;
+  };
+  const located = (ctx: Context): SandboxMessage | undefined => {
+    const channelId = ctx.params['id'] ?? '';
+    if (!state.channels.has(channelId)) {
+      discordError(ctx, 404, 10003, 'Unknown Channel');
+      return undefined;
+    }
+    const message = state.findMessage(channelId, ctx.params['messageId'] ?? '');
+    if (message === undefined) discordError(ctx, 404, 10008, 'Unknown Message');
+    return message;
+  };
+  const reaction = async (ctx: Context, add: boolean): Promise<void> => {
+    const message = located(ctx);
+    if (message === undefined) return undefined;
+    const raw = ctx.params['emoji'] ?? '';
+    let emoji: string;
+    try {
+      emoji = decodeURIComponent(raw);
+    } catch {
+      return discordError(ctx, 400, 10014, 'Unknown Emoji');
+    }
+    if (!validEmoji(emoji)) return discordError(ctx, 400, 10014, 'Unknown Emoji');
+    const me = botOf(ctx).id;
+    const reactions = (message.reactions ??= []);
+    const found = reactions.find((r) => r.emoji === emoji);
+    if (add) {
+      if (found === undefined) reactions.push({ emoji, users: [me] });
+      else if (!found.users.includes(me)) found.users.push(me);
+    } else if (found !== undefined) {
+      found.users = found.users.filter((u) => u !== me);
+      if (found.users.length === 0) reactions.splice(reactions.indexOf(found), 1);
+    }
+    return await answered(ctx);
+  };
+  api.put('/channels/:id/messages/:messageId/reactions/:emoji/@me', (ctx) => reaction(ctx, true));
+  api.delete('/channels/:id/messages/:messageId/reactions/:emoji/@me', (ctx) => reaction(ctx, false));
+  api.delete('/channels/:id/messages/:messageId', async (ctx) => {
+    const message = located(ctx);
+    if (message === undefined) return undefined;
+    const me = botOf(ctx).id;
+    if (message.author.id !== me) return discordError(ctx, 403, 50013, 'Missing Permissions');
+    state.deleteMessage(message.channel_id, message.id, me);
+    return await answered(ctx);
+  });
 }
 
 /** A message as Discord answers its creation (and reports it to the gateway): with its nonce. */

@@ -12,7 +12,7 @@ import { MediaHistory, mediaRoutes, SANDBOX_MEDIA_CHANNEL, SANDBOX_MEDIA_MESSAGE
 import { discordError } from './errors.js';
 import { restRoutes, type RequestLogEntry } from './rest.js';
 import { attachmentRoutes, AttachmentStore, DISCORD_UPLOAD_LIMITS, type UploadLimits } from './attachments.js';
-import { mentionsOf, publicUser, SandboxState, THREAD_TYPE, type RegisteredCommand, type SandboxChannel, type SandboxGuild, type SandboxMessage, type SandboxUser } from './state.js';
+import { mentionsOf, publicUser, SandboxState, THREAD_TYPE, type RegisteredCommand, type SandboxChannel, type SandboxGuild, type DeletedMessage, type SandboxMessage, type SandboxUser } from './state.js';
 
 export { SANDBOX_IDS, SANDBOX_MEDIA_CHANNEL, SANDBOX_MEMBER_IDS, SandboxError };
 export type { Fault, InteractionReply, Invocation, MappedDestination, RateLimitRule, SandboxChannel, SandboxMessage, SandboxUser };
@@ -192,6 +192,14 @@ export class DiscordSandbox {
   }
   allMessages(): SandboxMessage[] {
     return this.state.allMessages();
+  }
+  /** The message with this id in this channel (undefined once deleted). */
+  findMessage(channelId: string, messageId: string): SandboxMessage | undefined {
+    return this.state.findMessage(channelId, messageId);
+  }
+  /** Messages deleted, oldest deletion first. */
+  get deleted(): readonly DeletedMessage[] {
+    return this.state.deleted;
   }
 
   /**

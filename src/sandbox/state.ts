@@ -58,6 +58,21 @@ export interface SandboxMessage {
   attachments?: SandboxAttachment[];
   /** A reply's target (Discord's message_reference), when a person replied to a message. */
   message_reference?: { message_id: string; channel_id: string; guild_id?: string };
+  /** Reactions, in the order first added: the emoji (unicode, or `name:id`) and who reacted. */
+  reactions?: SandboxReaction[];
+}
+export interface SandboxReaction {
+  emoji: string;
+  users: string[];
+}
+/** A message that was deleted: gone from its channel (Discord answers Unknown Message), kept here for the page and the control API's truth. */
+export interface DeletedMessage {
+  id: string;
+  channel_id: string;
+  author_id: string;
+  deleted_at: string;
+  /** Who deleted it. */
+  deleted_by: string;
 }
 export interface SandboxGuild {
   id: string;
@@ -92,6 +107,8 @@ interface SavedWorld {
   users: SandboxUser[];
   messages: SandboxMessage[];
   nonces: [string, { messageId: string; at: number }][];
+  /** Messages deleted (absent in a world saved before deletes). */
+  deleted?: DeletedMessage[];
 }
 
 export class SandboxState {
@@ -101,6 +118,8 @@ export class SandboxState {
   readonly channels = new Map<string, SandboxChannel>();
   readonly messages = new Map<string, SandboxMessage[]>();
   readonly commands: RegisteredCommand[] = [];
+  /** Deleted messages, oldest deletion first. */
+  readonly deleted: DeletedMessage[] = [];
   private readonly nonces = new Map<string, { messageId: string; at: number }>();
   private readonly snowflakes = new SnowflakeGenerator();
 
@@ -133,6 +152,7 @@ export class SandboxState {
     for (const c of saved.channels) this.addChannel(c.recipients === undefined ? c : { ...c, recipients: c.recipients.map((u) => this.users.get(u.id) ?? u) });
     for (const m of saved.messages) this.messages.get(m.channel_id)?.push({ ...m, author: m.author.id === this.bot.id ? this.bot : m.author });
     for (const [key, entry] of saved.nonces) this.nonces.set(key, entry);
+    this.deleted.push(...(saved.deleted ?? []));
     return true;
   }
 
@@ -151,6 +171,7 @@ export class SandboxState {
       users: [...this.users.values()].filter((u) => u.id !== this.bot.id),
       messages: this.allMessages(),
       nonces: [...this.nonces.entries()].filter(([, e]) => Date.now() - e.at <= this.options.nonceWindowMs),
+      deleted: this.deleted,
     };
     mkdirSync(path.dirname(file), { recursive: true });
     const temp = `${file}.${process.pid}.tmp`;
@@ -229,6 +250,17 @@ export class SandboxState {
   /** Remember a message a bot created with an enforced nonce (nonces are per author, as on Discord). */
   rememberNonce(channelId: string, nonce: string | number, messageId: string, authorId = this.bot.id): void {
     this.nonces.set(this.nonceKey(channelId, nonce, authorId), { messageId, at: Date.now() });
+  }
+
+  /** Take a message out of its channel (a DELETE), keeping the record of it; false: no such message. */
+  deleteMessage(channelId: string, messageId: string, by: string): boolean {
+    const list = this.messages.get(channelId);
+    const index = list?.findIndex((m) => m.id === messageId) ?? -1;
+    const message = index >= 0 ? list?.[index] : undefined;
+    if (list === undefined || message === undefined) return false;
+    list.splice(index, 1);
+    this.deleted.push({ id: message.id, channel_id: channelId, author_id: message.author.id, deleted_at: new Date().toISOString(), deleted_by: by });
+    return true;
   }
 
   /** The message with this id in this channel, if any. */

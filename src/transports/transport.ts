@@ -173,6 +173,26 @@ export interface Editor {
   edit(channelId: string, messageId: string, message: OutgoingMessage, signal: AbortSignal): Promise<void>;
 }
 
+/** Herald's own reaction on a message (Discord's reaction PUT/DELETE, Slack's reactions.add/remove). */
+export interface Reactions {
+  /** Add Herald's reaction; one already there is success (idempotent). A unicode emoji, or `name:id`. */
+  add(channelId: string, messageId: string, emoji: string, signal: AbortSignal): Promise<void>;
+  /** Take Herald's reaction off; one already gone is success (idempotent). */
+  remove(channelId: string, messageId: string, emoji: string, signal: AbortSignal): Promise<void>;
+}
+
+/** What a send can say besides where: a reply to a message, a thread of the channel. */
+export interface Threading {
+  readonly replies: boolean;
+  readonly threads: boolean;
+}
+
+/** Deleting a message Herald sent. */
+export interface Deleter {
+  /** Delete it; a message already gone is success (idempotent), so a retry after a lost answer is delivered. */
+  delete(channelId: string, messageId: string, signal: AbortSignal): Promise<void>;
+}
+
 export interface History {
   /** Herald's own user on the platform (the author of what it sends). */
   selfId(): Promise<string>;
@@ -373,6 +393,12 @@ export interface Transport {
   readonly inbound?: Inbound;
   readonly invokers?: Invokers;
   readonly chat?: Chat;
+  /** Adding and removing Herald's reactions. */
+  readonly reactions?: Reactions;
+  /** Deleting Herald's messages. */
+  readonly deleter?: Deleter;
+  /** Replies and threads on a send; absent: neither. */
+  readonly threading?: Threading;
   /** Whether `sender` honours idempotency keys (Discord's nonce). */
   readonly idempotentSend: boolean;
   /** Files a sent message may carry; absent: the platform's sends carry none. */
@@ -407,6 +433,19 @@ export interface TransportCapabilities {
   members: boolean;
   inbound: boolean;
   chat: boolean;
+  /** The `reaction` kind. */
+  reactions: boolean;
+  /** The `delete` kind. */
+  deletes: boolean;
+  /** A post or DM may carry `reply_to`. */
+  replies: boolean;
+  /** A post may carry `thread`. */
+  threads: boolean;
+  /**
+   * Attachments on a post or DM: the one place it is decided. Discord's send carries them (the
+   * files work adds the multipart send); other platforms not yet.
+   */
+  files: boolean;
 }
 
 export function capabilitiesOf(t: Transport): TransportCapabilities {
@@ -420,5 +459,10 @@ export function capabilitiesOf(t: Transport): TransportCapabilities {
     members: t.members !== undefined,
     inbound: t.inbound !== undefined,
     chat: t.chat !== undefined,
+    reactions: t.reactions !== undefined,
+    deletes: t.deleter !== undefined,
+    replies: t.sender !== undefined && t.threading?.replies === true,
+    threads: t.sender !== undefined && t.threading?.threads === true,
+    files: t.sender !== undefined && t.name === 'discord',
   };
 }

@@ -6,7 +6,7 @@ import { DiscordSandbox, SANDBOX_IDS, type Fault, type SandboxMessage } from '..
 import { heraldEnv, newToken } from '../support/herald.js';
 import { startPgCluster, type PgCluster } from '../support/pg-cluster.js';
 import { waitFor } from '../support/wait.js';
-import { Connector, newStats, type ConnectorStats, type StateJson, type Tracked } from './connector.js';
+import { Connector, newStats, REACTING_ACTIONS, type ConnectorStats, type StateJson, type Tracked } from './connector.js';
 import { Fleet, startWatchdog, type Crash, type MemberSpec } from './fleet.js';
 import { countSandboxRequests, preparePhaseDatabase, readFinals, readFromApiOnly, settle, startChaos, type ChaosRun } from './phase-kit.js';
 import { kindLines } from './report.js';
@@ -199,7 +199,7 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
     // The chaos.
     const ledger = new Map<string, Tracked>();
     const stats = newStats();
-    const ctx = { phase, t0, bridgeToken, servers: () => f.serveUrls(), ledger, stats, log, maxFailedReposts: 2 };
+    const ctx = { phase, t0, bridgeToken, servers: () => f.serveUrls(), ledger, stats, log, maxFailedReposts: 2, ...(phase === 'default-window' ? { actions: REACTING_ACTIONS } : {}) };
     const connectors = Array.from({ length: c.connectors }, (_, i) => new Connector(i, rng.fork('connectors'), ctx));
     let acting = true;
     let following = true;

@@ -9,7 +9,7 @@ import type { Rng } from './prng.js';
  * `serve` when theirs is down. Every request they make is tracked in the ledger the verdict reads.
  */
 
-export type Kind = 'post' | 'dm' | 'edit';
+export type Kind = 'post' | 'dm' | 'edit' | 'reaction';
 
 /** The protocol's DeliveryState, as far as the campaign reads it. */
 export interface StateJson {
@@ -36,6 +36,8 @@ export interface Tracked {
   /** Edits: the original's request_id and this edit's seq. */
   original?: string;
   seq?: number;
+  /** Reactions: the emoji (unique per original, so each request owns one reaction on it). */
+  emoji?: string;
   /** Originals: the next seq to use, and the edits made of it. */
   nextSeq: number;
   edits: string[];
@@ -99,7 +101,21 @@ export interface ConnectorContext {
   pauseMs?: readonly [number, number];
 }
 
-export type Action = 'post' | 'group' | 'dm' | 'edit' | 'blind-repost' | 'unmapped';
+export type Action = 'post' | 'group' | 'dm' | 'edit' | 'blind-repost' | 'unmapped' | 'react';
+
+/** The default-window phase's actions: the defaults, and reactions on delivered posts and DMs. */
+export const REACTING_ACTIONS: readonly (readonly [Action, number])[] = [
+  ['post', 40],
+  ['group', 12],
+  ['dm', 14],
+  ['edit', 16],
+  ['blind-repost', 10],
+  ['unmapped', 2],
+  ['react', 12],
+];
+
+/** Emoji a connector reacts with: each reaction on one original gets its own. */
+const REACTION_EMOJI = ['👍', '✅', '👀', '🎉', '🔥', '🚀', '🙏', '❤️'] as const;
 
 const DEFAULT_ACTIONS: readonly (readonly [Action, number])[] = [
   ['post', 40],
@@ -190,7 +206,7 @@ export class Connector {
         const pair = this.plan.chance(0.35);
         const reversed = this.plan.chance(0.5);
         const pickIndex = this.plan.next();
-        const candidates = this.mine.filter((t) => t.kind !== 'edit' && t.last?.state === 'delivered' && t.edits.length < 8);
+        const candidates = this.mine.filter((t) => (t.kind === 'post' || t.kind === 'dm') && t.last?.state === 'delivered' && t.edits.length < 8);
         const original = candidates[Math.floor(pickIndex * candidates.length)];
         if (original === undefined) return;
         const edits = Array.from({ length: pair ? 2 : 1 }, () => {
@@ -204,6 +220,18 @@ export class Connector {
         await Promise.all(order.map((t, i) => sleep(i * 20).then(() => this.submit(t, `first POST (seq ${t.seq})`))));
         return;
       }
+      case 'react': {
+        // A reaction on a delivered post or DM of this connector's, each with its own emoji: the
+        // verdict counts exactly one reaction by Herald per delivered reaction.
+        const pickIndex = this.plan.next();
+        const candidates = this.mine.filter((t) => (t.kind === 'post' || t.kind === 'dm') && t.last?.state === 'delivered' && this.reactionsOn(t) < REACTION_EMOJI.length);
+        const original = candidates[Math.floor(pickIndex * candidates.length)];
+        if (original === undefined) return;
+        const emoji = REACTION_EMOJI[this.reactionsOn(original)] ?? '👍';
+        const t = this.track('reaction', { kind: 'reaction', target: { message_ref: original.requestId }, body: { emoji } }, { original: original.requestId, emoji });
+        await this.submit(t, 'first POST');
+        return;
+      }
       case 'blind-repost': {
         // A network-level retry: the same request again, whatever its state.
         const recent = this.mine.slice(-30);
@@ -215,6 +243,10 @@ export class Connector {
         return;
       }
     }
+  }
+
+  private reactionsOn(original: Tracked): number {
+    return this.mine.filter((t) => t.kind === 'reaction' && t.original === original.requestId).length;
   }
 
   private uniqueContent(what: string): string {
@@ -233,14 +265,14 @@ export class Connector {
 
   private track(kind: Kind, payload: Record<string, unknown>, extra: Partial<Tracked>): Tracked {
     const requestId = this.plan.hex(64);
-    const body = payload['body'] as { content: string };
+    const body = payload['body'] as { content?: string; emoji?: string };
     const t: Tracked = {
       requestId,
       phase: this.ctx.phase,
       connector: this.id,
       kind,
       payload: { request_id: requestId, ...payload },
-      content: body.content,
+      content: body.content ?? `reaction ${body.emoji ?? ''}`,
       nextSeq: 1,
       edits: [],
       createdAt: this.now(),

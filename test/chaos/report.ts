@@ -47,7 +47,7 @@ function phaseDetails(p: PhaseResult): string {
     .map(([k, v]) => `${k} ${v}`)
     .join(', ');
   const lines = [
-    `${p.phase}: ${c.posts} posts, ${c.dms} DMs, ${c.edits} edits (${c.appliedEdits} applied, ${c.unappliedEdits} applied:false); ${c.failedUnmapped} failed on purpose (unmapped destination)`,
+    `${p.phase}: ${c.posts} posts, ${c.dms} DMs, ${c.edits} edits (${c.appliedEdits} applied, ${c.unappliedEdits} applied:false)${c.reactions !== undefined && c.reactions > 0 ? `, ${c.reactions} reactions (${c.reactionsShown ?? 0} shown once each)` : ''}; ${c.failedUnmapped} failed on purpose (unmapped destination)`,
     `  chaos: ${p.chaos.kills} SIGKILLs, ${p.chaos.pgRestarts} PostgreSQL restarts, faults: ${faults || 'none'}`,
     `  Herald exits on its own (crashes): ${p.chaos.crashes.length}${p.chaos.crashes.length > 0 ? ` (${p.chaos.crashes.map((x) => `${x.member} code ${x.code} ${x.signal ?? ''}`.trim()).join('; ')})` : ''}; failed start-ups ${p.chaos.startFailures}`,
     `  connectors: ${p.connectors.posts} POSTs (${p.connectors.reposts} re-POSTs, ${p.connectors.blindReposts} blind), ${p.connectors.gets} GETs, ${p.connectors.networkErrors} network errors, ${p.connectors.serverErrors} 5xx, ${p.connectors.protocolErrors.length} unexpected 4xx`,

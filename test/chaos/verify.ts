@@ -38,6 +38,8 @@ export function zeroCounts(sent: Pick<PhaseCounts, 'deliveries' | 'posts' | 'dms
     failedUnmapped: 0,
     appliedEdits: 0,
     unappliedEdits: 0,
+    reactions: 0,
+    reactionsShown: 0,
   };
 }
 
@@ -68,6 +70,9 @@ export interface PhaseCounts {
   failedUnmapped: number;
   appliedEdits: number;
   unappliedEdits: number;
+  /** Reaction requests, and the ones the sandbox shows (exactly once each). */
+  reactions?: number;
+  reactionsShown?: number;
 }
 
 /** The reason Herald keeps on the row when it will not guess between twins in doubt. */
@@ -114,7 +119,7 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
   const { tracked, finals, messages } = input;
   const byId = new Map(tracked.map((t) => [t.requestId, t]));
   const nonceOwner = new Map<string, string>();
-  for (const t of tracked) if (t.kind !== 'edit') nonceOwner.set(deliveryNonce(t.requestId), t.requestId);
+  for (const t of tracked) if (t.kind === 'post' || t.kind === 'dm') nonceOwner.set(deliveryNonce(t.requestId), t.requestId);
   const byNonce = new Map<string, SandboxMessage[]>();
   const byMessage = new Map<string, SandboxMessage>();
   for (const m of messages) {
@@ -222,7 +227,7 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
   // Posts and DMs: their messages, found by nonce.
   const urlOwners = new Map<string, string[]>();
   for (const t of tracked) {
-    if (t.kind === 'edit') continue;
+    if (t.kind !== 'post' && t.kind !== 'dm') continue;
     const nonce = deliveryNonce(t.requestId);
     const own = byNonce.get(nonce) ?? [];
     const state = stateOf(t.requestId);
@@ -307,6 +312,8 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
       flag('edit-order', ids, `final content is ${source !== undefined ? `seq ${source.t.seq}'s (${source.state?.state ?? '?'}${source.state?.applied === false ? ', applied:false' : ''})` : JSON.stringify(message.content)}, expected ${top !== undefined ? `seq ${top.t.seq}'s` : "the original's"}`, [message]);
     }
   }
+
+  verifyReactions(tracked, stateOf, messages, flag, counts);
 
   counts.duplicates = flagged.get('duplicate')?.size ?? 0;
   counts.lost = flagged.get('lost')?.size ?? 0;
@@ -405,4 +412,36 @@ function parseUrl(url: string | undefined): { scope: string; channel: string; me
   const m = /^https:\/\/discord\.com\/channels\/([0-9]+|@me)\/([0-9]+)\/([0-9]+)$/.exec(url ?? '');
   if (m === null) return undefined;
   return { scope: m[1] ?? '', channel: m[2] ?? '', message: m[3] ?? '' };
+}
+
+/**
+ * Reactions (the default-window phase): each request reacts with its own emoji on its original, so
+ * the sandbox's truth must show, for each delivered one, that emoji on that message by Herald alone
+ * exactly once; for a failed one, not at all.
+ */
+function verifyReactions(
+  tracked: Tracked[],
+  stateOf: (id: string) => StateJson | undefined,
+  messages: SandboxMessage[],
+  flag: (kind: ViolationKind, requestIds: string[], detail: string, messagesToShow?: SandboxMessage[]) => void,
+  counts: PhaseCounts,
+): void {
+  const byId = new Map(messages.map((m) => [m.id, m]));
+  for (const t of tracked) {
+    if (t.kind !== 'reaction' || t.original === undefined) continue;
+    counts.reactions = (counts.reactions ?? 0) + 1;
+    const state = stateOf(t.requestId);
+    const messageId = parseUrl(stateOf(t.original)?.url)?.message;
+    const message = messageId === undefined ? undefined : byId.get(messageId);
+    if (message === undefined) {
+      if (state?.state === 'delivered') flag('lost', [t.requestId, t.original], 'reaction reported delivered, but its message is not in the sandbox');
+      continue;
+    }
+    const found = (message.reactions ?? []).filter((r) => r.emoji === t.emoji);
+    const by = found.flatMap((r) => r.users);
+    if (found.length > 1 || by.length > 1) flag('duplicate', [t.requestId], `${t.emoji ?? ''} shows ${found.length} time(s) by ${by.length} user(s)`, [message]);
+    if (state?.state === 'delivered' && by.length === 0) flag('lost', [t.requestId], `reaction ${t.emoji ?? ''} reported delivered, but the message does not show it`, [message]);
+    if (state?.state === 'failed' && by.length > 0) flag('failed-but-sent', [t.requestId], `reaction ${t.emoji ?? ''} reported failed, but the message shows it`, [message]);
+    if (by.length === 1) counts.reactionsShown = (counts.reactionsShown ?? 0) + 1;
+  }
 }

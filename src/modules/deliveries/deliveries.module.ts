@@ -39,7 +39,15 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
     post: can.send,
     dm: can.dm && !config.disabledKinds.includes('dm'),
     edit: can.edit && !config.disabledKinds.includes('edit'),
+    // The message may be on any platform this Herald runs: refused up front only when none can.
+    delete: transports.all.some((t) => capabilitiesOf(t).deletes),
+    reaction: transports.all.some((t) => capabilitiesOf(t).reactions),
   };
+  // Per platform, what a message there may be and what may be done to it (capabilities?include=platforms).
+  const platforms = transports.all.map((t) => {
+    const c = capabilitiesOf(t);
+    return { name: t.name, files: c.files, reactions: c.reactions, replies: c.replies, threads: c.threads, deletes: c.deletes };
+  });
   const deliveries = new DeliveryService(db, clock, capabilities, {
     announce: () => doorbell.ring(),
     // PGlite is one session: one statement at a time whatever we do.
@@ -75,7 +83,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
       answer: (given) => void Object.assign(answers, given),
       sentByHerald: (messageIds) => heraldMessages(db, messageIds),
     },
-    operations: [deliveryOperations(deliveries, capabilities, metrics, (delivery) => checkDeliveryAttachments(delivery, transports, ports)), deliveryAdminOperations(deliveries, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
+    operations: [deliveryOperations(deliveries, capabilities, metrics, platforms, (delivery) => checkDeliveryAttachments(delivery, transports, ports)), deliveryAdminOperations(deliveries, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
     jobs: [{ queue, kinds: jobs.kinds(), prune: true, report: true, listen: true }],
   };
 }

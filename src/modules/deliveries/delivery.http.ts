@@ -1,3 +1,4 @@
+import type { components } from '../../../generated/api.js';
 import type { OperationHandlers } from '../../platform/http/api.js';
 import { reply } from '../../platform/http/reply.js';
 import { DESTINATIONS, type Delivery } from './delivery.js';
@@ -6,17 +7,22 @@ import type { DeliveryService, KindSupport } from './delivery.service.js';
 import { DeliveryRequestValidator } from './delivery.validation.js';
 
 /** The bridge protocol's delivery operations: capabilities, accept, state. */
-export function deliveryOperations(deliveries: DeliveryService, capabilities: KindSupport, metrics?: DeliveryMetrics, checkAttachments?: (delivery: Delivery) => Promise<void>): OperationHandlers {
+/** One platform's line in `GET /mcp/capabilities?include=platforms`. */
+export type PlatformCapabilities = components['schemas']['PlatformCapabilities'];
+
+export function deliveryOperations(deliveries: DeliveryService, capabilities: KindSupport, metrics?: DeliveryMetrics, platforms: readonly PlatformCapabilities[] = [], checkAttachments?: (delivery: Delivery) => Promise<void>): OperationHandlers {
   return (kit) => {
     const validator = new DeliveryRequestValidator(kit.schemas, kit.reasons);
     return {
-      getCapabilities: () =>
+      getCapabilities: (c) =>
         reply('getCapabilities', 200, {
           dm: capabilities.dm,
           targeted_post: capabilities.post,
           cards: capabilities.post,
           edit: capabilities.edit,
           destinations: DESTINATIONS.map((d) => ({ destination: d.destination, description: d.description })),
+          // Only when asked: the plain answer stays byte for byte what connectors have always read.
+          ...(c.request.query['include'] === 'platforms' ? { platforms: platforms.map((p) => ({ ...p })) } : {}),
         }),
       createDelivery: async (_c, body) => {
         const delivery = validator.validate(body);

@@ -7,11 +7,12 @@ import { retryWhileUnreachable } from '../../platform/db/database.js';
 import { errorSummary } from '../../platform/errors.js';
 import { TransportError, type Address, type Mentions, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
 import type { DeliveriesDb } from './delivery.table.js';
-import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DmTarget, type EditTarget, type StoredKind } from './delivery.js';
-import { acquireEditLock, claimDue, findDelivery, findRecentOfKind, finishAttempt, outboxDepth, pruneDeliveries, recordAppliedSeq, releaseEditLock, releaseLeases, renewEditLock } from './delivery.repository.js';
+import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DeleteTarget, type DmTarget, type EditTarget, type ReactionTarget, type StoredKind } from './delivery.js';
+import { acquireEditLock, claimDue, deletedByHerald, findDelivery, findRecentOfKind, finishAttempt, outboxDepth, pruneDeliveries, recordAppliedSeq, releaseEditLock, releaseLeases, renewEditLock } from './delivery.repository.js';
 import { reconcile, RECONCILE_SETTLE_MS, TWIN_WAIT_MS, type Doubt } from './delivery.reconcile.js';
 import { DESTINATION_UNMAPPED, dmKind, postKind } from './delivery.kinds.js';
 import { facet, type DeliveryPorts, type SelfSendingKind, type SendKind } from './send-kind.js';
+import { deliverDelete, deliverReaction, type MessageOpContext } from './delivery.message-ops.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import { withAttachmentBytes } from './delivery.attachments.js';
 import type { DeliveryRow, DeliveryUpdate } from './delivery.table.js';
@@ -28,7 +29,7 @@ export interface DeliveryJobOptions {
  * `handoff` (a bot-to-bot handoff message, which the handoffs module stores here to share the
  * nonce and in-doubt machinery), and `chat` (a chat tool's send, declared by the chat module).
  */
-export const DELIVERY_KINDS: readonly StoredKind[] = ['post', 'dm', 'edit', 'reply', 'handoff', 'chat'];
+export const DELIVERY_KINDS: readonly StoredKind[] = ['post', 'dm', 'edit', 'reply', 'handoff', 'chat', 'delete', 'reaction'];
 
 /** A delivery row is its own outbox job. */
 export interface DeliveryJob extends Job {
@@ -220,6 +221,7 @@ export class DeliveryJobs {
   private async deliver(at: Attempt): Promise<Outcome> {
     const { row } = at;
     if (row.kind === 'edit') return this.deliverEdit(at, row.target as EditTarget);
+    if (row.kind === 'delete' || row.kind === 'reaction') return this.deliverMessageOp(at);
     const kind = this.sendKinds.get(row.kind);
     if (kind === undefined) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: `no send kind ${row.kind} is declared in this process` };
     if ('send' in kind) return this.selfSend(at, kind);
@@ -274,6 +276,26 @@ export class DeliveryJobs {
   }
 
   /**
+   * A delete or a reaction (delivery.message-ops.ts): one idempotent platform call, retried (and
+   * re-driven after a crash) until the platform answers; a lost answer leaves it in doubt, so it is
+   * never reported failed when it may have acted.
+   */
+  private async deliverMessageOp(at: Attempt): Promise<Outcome> {
+    const context: MessageOpContext = {
+      db: this.db,
+      transports: this.transports,
+      ports: this.ports,
+      signal: at.signal,
+      log: at.log,
+      acting: (transport, channelId) => {
+        at.sendingWith = transport.name;
+        at.creatingIn = channelId;
+      },
+    };
+    return at.row.kind === 'delete' ? deliverDelete(context, at.row.target as DeleteTarget) : deliverReaction(context, at.row.target as ReactionTarget, at.row.body);
+  }
+
+  /**
    * Edits of one message apply one at a time across every process (a short, renewed lease on the
    * original's row) and in seq order: a seq below the last applied one is reported unapplied, with
    * no Discord call. Applying is idempotent, so a re-drive after a crash is harmless.
@@ -314,7 +336,16 @@ export class DeliveryJobs {
         return { ...delivered, applied: false };
       }
       const transport = this.transport(original.transport ?? this.transports.home.name);
-      await facet(transport.editor, 'edits').edit(original.channel_id, original.message_id, row.body, applying);
+      try {
+        await facet(transport.editor, 'edits').edit(original.channel_id, original.message_id, row.body, applying);
+      } catch (err) {
+        // Deleted by a `delete` Herald delivered: the edit fails NOT_FOUND, plainly. (Gone otherwise,
+        // deleted by someone on the platform: as before, the platform's refusal.)
+        if (err instanceof TransportError && err.failure.kind === 'not_found' && (await deletedByHerald(this.db, original.request_id))) {
+          return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'the message was deleted (a delete delivery of it)' };
+        }
+        throw err;
+      }
       // Recorded before the lock is released, so the next edit compares against it. A crash before
       // this line re-drives the edit: equal seq applies again, which is harmless.
       await recordAppliedSeq(this.db, original.request_id, target.seq);

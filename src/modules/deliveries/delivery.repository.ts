@@ -47,6 +47,18 @@ export async function findDelivery(db: Db, requestId: string): Promise<DeliveryR
   return db.selectFrom('deliveries').selectAll().where('request_id', '=', requestId).executeTakeFirst();
 }
 
+/** Whether a `delete` of this message (by its message_ref) was delivered: an edit of it then fails NOT_FOUND. */
+export async function deletedByHerald(db: Db, messageRef: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('deliveries')
+    .select('request_id')
+    .where('kind', '=', 'delete')
+    .where('status', '=', 'delivered')
+    .where(sql<string>`target->>'message_ref'`, '=', messageRef)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 export async function lockDelivery(db: Db, requestId: string): Promise<DeliveryRow | undefined> {
   return db.selectFrom('deliveries').selectAll().where('request_id', '=', requestId).forUpdate().executeTakeFirst();
 }

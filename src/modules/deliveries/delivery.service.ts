@@ -9,7 +9,7 @@ import { findDelivery, insertDeliveries, lockDelivery, resetToPending, type Inse
 import type { DeliveryRow, NewDeliveryRow } from './delivery.table.js';
 
 /** Which kinds the chat host can deliver at all (docs/protocol.md §2 capabilities). */
-export type KindSupport = Readonly<Record<DeliveryKind, boolean>>;
+export type KindSupport = Readonly<Record<'post' | 'dm' | 'edit', boolean>> & Readonly<Partial<Record<'delete' | 'reaction', boolean>>>;
 
 
 export interface AcceptOptions {
@@ -67,7 +67,8 @@ export class DeliveryService {
    * unlocked read, and only a repeat that resets a failed or unknown delivery takes a row lock.
    */
   async accept(delivery: Delivery): Promise<{ state: DeliveryState; existing: boolean; redriven?: boolean }> {
-    const supported = this.support[delivery.kind];
+    // A kind added later (delete, reaction) that the wiring does not name is supported; the send says where not.
+    const supported = this.support[delivery.kind] ?? true;
     const stored = await this.store({ request_id: delivery.request_id, kind: delivery.kind, target: delivery.target, body: delivery.body, hash: payloadHash(delivery), supported });
     if (stored.existing) return { state: toDeliveryState(stored.row, this.clock.now()), existing: true, ...(stored.redriven ? { redriven: true } : {}) };
     // What the stored row reads back as (toDeliveryState), without reading it back.
@@ -207,7 +208,8 @@ export function toDeliveryState(row: DeliveryRow, now: Date): DeliveryState {
     case 'failed':
       return { state: 'failed', ...common, code: row.failure_code ?? 'UPSTREAM_UNAVAILABLE' };
     case 'delivered': {
-      const messageRef = row.kind === 'edit' && 'message_ref' in row.target ? row.target.message_ref : row.request_id;
+      // An edit, a delete or a reaction names the message it acted on (a reaction by message_id: its own).
+      const messageRef = (row.kind === 'edit' || row.kind === 'delete' || row.kind === 'reaction') && 'message_ref' in row.target ? row.target.message_ref : row.request_id;
       const delivered = { state: 'delivered' as const, ...common, message_ref: messageRef, url: row.url ?? '' };
       return row.kind === 'edit' ? { ...delivered, applied: row.applied ?? false } : delivered;
     }

@@ -37,7 +37,7 @@ export const FAILURE_ADVICE: Readonly<Record<string, string>> = {
   UPSTREAM_UNAVAILABLE:
     'Discord refused it, or that destination has no channel mapped in that server. Sending it again will fail the same way until the server operator fixes the mapping or permissions.',
   RECIPIENT_UNREACHABLE: 'the user is not registered with the bot or does not accept DMs. Do not retry; ask them to run `/agent register` (and `/agent pair`).',
-  NOT_FOUND: 'the message to edit is unknown, not delivered (yet), older than 8 days, or itself an edit. Do not retry.',
+  NOT_FOUND: 'the message to edit, delete or react to is unknown, not delivered (yet), older than 8 days, deleted, or not one this agent sent. Do not retry.',
 };
 
 /** The deliveries module's MCP tools: capabilities, posts, DMs, edits, and a delivery's state. */
@@ -52,10 +52,13 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         'What this Discord bridge can do (post, dm, edit) and the destinations a post may target, with what each is for. Give guild_id to learn which destinations that server has mapped to a channel: a post to an unmapped one fails.',
       inputSchema: object({ guild_id: contractSchema('GuildId', 'Optional: the Discord server (guild) you mean to post to.') }),
       async handler(args, { bridge }) {
-        const r = await bridge.capabilities();
+        const r = await bridge.capabilities('platforms');
         if (!r.ok) return bridgeError(r);
         const c = r.data;
         const lines = [`Posts: ${c.targeted_post ? 'yes' : 'no'}. DMs: ${c.dm ? 'yes' : 'no'}. Edits: ${c.edit ? 'yes' : 'no'}.`];
+        // Per platform (react, delete_message, and what a message may carry there).
+        const yes = (b: boolean): string => (b ? 'yes' : 'no');
+        for (const p of c.platforms ?? []) lines.push(`On ${p.name}: reactions ${yes(p.reactions)}, deletes ${yes(p.deletes)}, replies ${yes(p.replies)}, threads ${yes(p.threads)}, files ${yes(p.files)}.`);
         const guildId = args['guild_id'] === undefined ? undefined : String(args['guild_id']);
         const mapped = guildId === undefined ? undefined : await bridge.guildDestinations(guildId);
         if (guildId === undefined || mapped === undefined) {
@@ -140,6 +143,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         return send(deps, { kind: 'edit', target: { message_ref: ref, seq }, body: body as { content: string } });
       },
     },
+    ...messageOpTools(),
     {
       name: 'get_delivery',
       title: 'A message\'s delivery state',
@@ -167,6 +171,56 @@ function bodyOf(args: Args): Body {
 /** The request_id the agent gave, if any. */
 const idOf = (args: Args): string | undefined => (typeof args['request_id'] === 'string' ? args['request_id'] : undefined);
 
+/**
+ * React and delete (issue 25): each a delivery like a post, sent exactly once; their structured
+ * result is the delivery's state (the contract's DeliveryState).
+ */
+function messageOpTools(): McpTool<DeliveryToolDeps>[] {
+  return [
+    {
+      name: 'react',
+      title: 'React to a message',
+      description: `Add a reaction to a message (or take this agent's reaction off with remove: true): a message this agent sent (message_ref, the request_id post_message or send_dm returned), a message in a server's destination channel (guild_id, destination and message_id), or a message in the DM with the paired user (message_id alone). Emoji: a unicode emoji such as 👍, or a custom one as name:id. Adding a reaction already there, or removing one already gone, is fine. ${NO_RETRY}`,
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+      output: 'DeliveryState',
+      inputSchema: object(
+        {
+          emoji: contractSchema('Emoji', 'A unicode emoji (👍) or a custom one as name:id.'),
+          message_ref: contractSchema('MessageRef', 'The request_id post_message or send_dm returned.'),
+          guild_id: contractSchema('GuildId', 'With destination and message_id: the Discord server.'),
+          destination: contractSchema('Destination', 'With guild_id and message_id: the destination channel the message is in.'),
+          message_id: contractSchema('MessageId', 'The platform message id (with guild_id and destination; alone: in the DM with the paired user).'),
+          remove: { type: 'boolean', description: 'True takes this agent\'s reaction off instead.' },
+        },
+        ['emoji'],
+      ),
+      async handler(args, deps) {
+        const body = { emoji: String(args['emoji']), ...(args['remove'] === true ? { remove: true } : {}) };
+        const messageId = args['message_id'] === undefined ? undefined : String(args['message_id']);
+        let target: Record<string, string>;
+        if (args['message_ref'] !== undefined) target = { message_ref: String(args['message_ref']) };
+        else if (args['guild_id'] !== undefined && args['destination'] !== undefined && messageId !== undefined) target = { guild_id: String(args['guild_id']), destination: String(args['destination']), message_id: messageId };
+        else if (messageId !== undefined && deps.state.pairing !== undefined) target = { user_id: deps.state.pairing.user_id, message_id: messageId };
+        else return text('Give message_ref, or guild_id with destination and message_id, or message_id alone for a message in the DM with the paired user (pair first).', true);
+        return send(deps, { kind: 'reaction', target, body } as Omit<DeliveryRequest, 'request_id'>);
+      },
+    },
+    {
+      name: 'delete_message',
+      title: 'Delete a message this agent sent',
+      description: `Delete a message this agent sent earlier (post_message or send_dm), by the request_id those tools returned. Only this agent's own messages can be deleted; a deleted message cannot be edited. ${NO_RETRY}`,
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+      output: 'DeliveryState',
+      inputSchema: object({ message_ref: contractSchema('MessageRef', 'The request_id post_message or send_dm returned.') }, ['message_ref']),
+      async handler(args, deps) {
+        const ref = String(args['message_ref']);
+        if (deps.state.message(ref) === undefined) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be deleted.', true);
+        return send(deps, { kind: 'delete', target: { message_ref: ref } } as Omit<DeliveryRequest, 'request_id'>);
+      },
+    },
+  ];
+}
+
 /** Send with the agent's request_id or a fresh one, then wait (bounded) for delivered or failed. */
 async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'request_id'>, given?: string): Promise<CallToolResult> {
   const requestId = given ?? randomBytes(32).toString('hex');
@@ -177,7 +231,7 @@ async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'requ
     }
     return bridgeError(accepted);
   }
-  if (request.kind !== 'edit') await deps.state.rememberMessage(requestId, request.kind);
+  if (request.kind === 'post' || request.kind === 'dm') await deps.state.rememberMessage(requestId, request.kind);
   const deadline = Date.now() + deps.waitMs;
   let latest: DeliveryState = accepted.data.state;
   let repostedAt = 0;
@@ -216,7 +270,7 @@ function failureWords(s: DeliveryState & { state: 'failed' }, reason: string | u
 }
 
 async function describe(s: DeliveryState, requestId: string, bridge: BridgeClient): Promise<CallToolResult> {
-  const what = s.kind === 'post' ? 'Posted' : s.kind === 'dm' ? 'DM sent' : 'Edited';
+  const what = s.kind === 'post' ? 'Posted' : s.kind === 'dm' ? 'DM sent' : s.kind === 'delete' ? 'Deleted' : s.kind === 'reaction' ? ('remove' in s.body && s.body.remove === true ? 'Reaction removed' : 'Reacted') : 'Edited';
   switch (s.state) {
     case 'delivered':
       if ('applied' in s && s.applied === false) return result(`Not applied: a later edit of that message was already applied, so this older one was skipped. (request_id ${requestId})`, s);

@@ -7,6 +7,10 @@ export type Destination = Schemas['Destination'];
 export type PostTarget = Schemas['PostTarget'];
 export type DmTarget = Schemas['DmTarget'];
 export type EditTarget = Schemas['EditTarget'];
+/** A delete's target: Herald's own delivered post or DM, by its request_id. */
+export type DeleteTarget = { message_ref: string };
+/** A reaction's target, in one of its three forms (normalized: only that form's keys). */
+export type ReactionTarget = { message_ref: string } | { guild_id: string; destination: Destination; message_id: string } | { user_id: string; message_id: string };
 /** Where a `reply` goes: a channel, not a destination (Herald's own kind; connectors cannot send one). */
 export type ReplyTarget = Schemas['ReplyTarget'];
 /**
@@ -23,7 +27,7 @@ export interface ChatTarget {
   channel: string;
   sender: string;
 }
-export type Target = PostTarget | DmTarget | EditTarget | ReplyTarget | HandoffTarget | ChatTarget;
+export type Target = PostTarget | DmTarget | EditTarget | DeleteTarget | ReactionTarget | ReplyTarget | HandoffTarget | ChatTarget;
 /**
  * Every kind the outbox stores: the protocol's, `reply` (a command's reply to its channel) and
  * `handoff` (a bot-to-bot handoff message) and `chat` (a chat tool's send, split into lines); the
@@ -54,7 +58,9 @@ export const DESTINATIONS: readonly { destination: Destination; description: str
 export type Delivery =
   | { request_id: string; kind: 'post'; target: PostTarget; body: MessageBody }
   | { request_id: string; kind: 'dm'; target: DmTarget; body: MessageBody }
-  | { request_id: string; kind: 'edit'; target: EditTarget; body: MessageBody };
+  | { request_id: string; kind: 'edit'; target: EditTarget; body: MessageBody }
+  | { request_id: string; kind: 'delete'; target: DeleteTarget; body: MessageBody }
+  | { request_id: string; kind: 'reaction'; target: ReactionTarget; body: MessageBody };
 
 /** A delivery Herald queues for itself, never from the protocol (a command's reply, responseMode discord). */
 export interface Reply {
@@ -67,8 +73,9 @@ export interface Reply {
 /** Rebuild a validated request with only the keys the protocol knows, in its order. */
 export function normalizeDelivery(input: Record<string, unknown>): Delivery {
   const request_id = input['request_id'] as string;
-  const body = normalizeBody(input['body'] as Record<string, unknown>);
   const t = input['target'] as Record<string, unknown>;
+  if (input['kind'] === 'delete' || input['kind'] === 'reaction') return normalizeMessageOp(request_id, input['kind'], t, input['body']);
+  const body = normalizeBody(input['body'] as Record<string, unknown>);
   switch (input['kind']) {
     case 'post':
       return { request_id, kind: 'post', target: { guild_id: t['guild_id'] as string, destination: t['destination'] as Destination }, body };
@@ -77,6 +84,27 @@ export function normalizeDelivery(input: Record<string, unknown>): Delivery {
     default:
       return { request_id, kind: 'edit', target: { message_ref: t['message_ref'] as string, seq: t['seq'] as number }, body };
   }
+}
+
+/** A delete or a reaction, rebuilt like the others. */
+function normalizeMessageOp(request_id: string, kind: 'delete' | 'reaction', t: Record<string, unknown>, body: unknown): Delivery {
+  // A delete has no body: whatever was given is dropped, so a retry hashes the same.
+  if (kind === 'delete') return { request_id, kind, target: { message_ref: t['message_ref'] as string }, body: {} };
+  return { request_id, kind, target: normalizeReactionTarget(t), body: normalizeReactionBody(body as Record<string, unknown>) };
+}
+
+/** The one form a reaction's target gives, in the contract's order of forms. */
+function normalizeReactionTarget(t: Record<string, unknown>): ReactionTarget {
+  if (t['message_ref'] !== undefined) return { message_ref: t['message_ref'] as string };
+  if (t['guild_id'] !== undefined && t['destination'] !== undefined) {
+    return { guild_id: t['guild_id'] as string, destination: t['destination'] as Destination, message_id: t['message_id'] as string };
+  }
+  return { user_id: t['user_id'] as string, message_id: t['message_id'] as string };
+}
+
+function normalizeReactionBody(b: Record<string, unknown>): MessageBody {
+  // `remove: false` is the same request as no `remove`: stored without it, so both hash alike.
+  return b['remove'] === true ? { emoji: b['emoji'] as string, remove: true } : { emoji: b['emoji'] as string };
 }
 
 function normalizeBody(b: Record<string, unknown>): MessageBody {

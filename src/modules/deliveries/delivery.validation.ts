@@ -19,6 +19,7 @@ export class DeliveryRequestValidator {
     this.reasons.check(schema(s, 'RequestId'), input['request_id'], 'request_id');
     this.reasons.check(schema(s, 'DeliveryKind'), input['kind'], 'kind');
     const kind = input['kind'] as Delivery['kind'];
+    if (kind === 'delete' || kind === 'reaction') return this.validateMessageOp(input, kind);
     this.reasons.check(schema(s, kind === 'edit' ? 'EditBody' : 'MessageBody'), input['body'], 'body');
     const card = (input['body'] as Record<string, unknown>)['card'] as Card | undefined;
     const cardSchema = schema(s, 'Card');
@@ -27,6 +28,14 @@ export class DeliveryRequestValidator {
     }
     const targetSchema = { post: 'PostTarget', dm: 'DmTarget', edit: 'EditTarget' }[kind];
     this.reasons.check(schema(s, targetSchema), input['target'], 'target');
+    return normalizeDelivery(input);
+  }
+
+  /** A delete (its body may be left out) or a reaction: body, then target, like every kind. */
+  private validateMessageOp(input: Record<string, unknown>, kind: 'delete' | 'reaction'): Delivery {
+    const s = this.schemas;
+    if (kind === 'reaction' || input['body'] !== undefined) this.reasons.check(schema(s, kind === 'delete' ? 'DeleteBody' : 'ReactionBody'), input['body'], 'body');
+    this.reasons.check(schema(s, kind === 'delete' ? 'DeleteTarget' : 'ReactionTarget'), input['target'], 'target');
     return normalizeDelivery(input);
   }
 }

@@ -20,7 +20,7 @@ const OWN_MESSAGE_RETRY_MS = 60_000;
  */
 export const deliveriesModule = defineModule<Deliveries, DeliveryMetrics>({
   name: 'deliveries',
-  migrations: ['2026-11-29T19-30-00_bridge-core', '2026-11-30T04-00-00_in-doubt', '2026-11-30T05-00-00_addresses', '2026-11-30T06-30-00_outbox-health', '2026-11-30T08-30-00_reply-kind'],
+  migrations: ['2026-11-29T19-30-00_bridge-core', '2026-11-30T04-00-00_in-doubt', '2026-11-30T05-00-00_addresses', '2026-11-30T06-30-00_outbox-health', '2026-11-30T08-30-00_reply-kind', '2026-12-02T12-20-00_message-ops-kinds'],
   tools: deliveryTools,
   metrics: async (registry) => new (await import('./delivery.metrics.js')).DeliveryMetrics(registry),
   start: async (services, metrics) => (await import('./deliveries.module.js')).startDeliveries(services, metrics),

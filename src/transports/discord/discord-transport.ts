@@ -21,12 +21,14 @@ import {
 import { discordChannelIdProblem } from './discord-channels.js';
 import { DiscordChat } from './discord-chat.js';
 import { DiscordInboundHistory } from './discord-inbound-history.js';
-import { TransportError, type ArchivedMessage, type ChannelInfo, type Channels, type Chat, type DirectMessages, type Editor, type History, type HistoryPages, type Mentions, type NonceLedger, type FileLimits, type OutgoingFile, type OutgoingMessage, type SeenMessage, type SendDeadline, type Sender, type SentMessage, type Transport } from '../transport.js';
+import { TransportError, type ArchivedMessage, type ChannelInfo, type Channels, type Chat, type Deleter, type DirectMessages, type Editor, type Reactions, type History, type HistoryPages, type Mentions, type NonceLedger, type FileLimits, type OutgoingFile, type OutgoingMessage, type SeenMessage, type SendDeadline, type Sender, type SentMessage, type Transport } from '../transport.js';
 import type { PlatformMetrics } from './discord.metrics.js';
 import { snowflakeAt, snowflakeTime } from './snowflake.js';
 
 /** Discord's "Cannot send messages to this user". */
 const CANNOT_MESSAGE_USER = 50007;
+/** Discord's "Unknown Message": a delete that finds it gone has nothing left to do. */
+const UNKNOWN_MESSAGE = 10008;
 /** Longest 429 wait Herald lets discord.js sit out inside one attempt; longer ones reschedule. */
 const MAX_INLINE_RATE_LIMIT_MS = 5_000;
 
@@ -61,6 +63,11 @@ export class DiscordTransport implements Transport {
   readonly sender: Sender = { send: (channelId, message, nonce, signal, mentions, deadline) => this.createMessage(channelId, message, nonce, signal, mentions, deadline) };
   readonly dms: DirectMessages = { openDm: (userId, signal) => this.openDm(userId, signal) };
   readonly editor: Editor = { edit: (channelId, messageId, message, signal) => this.editMessage(channelId, messageId, message, signal) };
+  readonly reactions: Reactions = {
+    add: (channelId, messageId, emoji, signal) => this.react('put', channelId, messageId, emoji, signal),
+    remove: (channelId, messageId, emoji, signal) => this.react('delete', channelId, messageId, emoji, signal),
+  };
+  readonly deleter: Deleter = { delete: (channelId, messageId, signal) => this.deleteMessage(channelId, messageId, signal) };
   readonly history: History = {
     selfId: () => this.selfId(),
     fingerprint: (message) => this.fingerprint(message),
@@ -172,6 +179,26 @@ export class DiscordTransport implements Transport {
   private async editMessage(channelId: string, messageId: string, message: OutgoingMessage, signal: AbortSignal): Promise<void> {
     const body: RESTPatchAPIChannelMessageJSONBody = { ...toDiscordMessage(message), allowed_mentions: { parse: [] } };
     await call(() => this.rest.patch(Routes.channelMessage(channelId, messageId), { body, signal }));
+  }
+
+  /**
+   * https://discord.com/developers/docs/resources/message#create-reaction and #delete-own-reaction:
+   * both idempotent on Discord (a reaction already there, or already gone, answers 204). The emoji
+   * is URL-encoded, a unicode one or `name:id`.
+   */
+  private async react(method: 'put' | 'delete', channelId: string, messageId: string, emoji: string, signal: AbortSignal): Promise<void> {
+    const route = Routes.channelMessageOwnReaction(channelId, messageId, encodeURIComponent(emoji));
+    await call(() => (method === 'put' ? this.rest.put(route, { signal }) : this.rest.delete(route, { signal })));
+  }
+
+  /** https://discord.com/developers/docs/resources/message#delete-message: Unknown Message is already done. */
+  private async deleteMessage(channelId: string, messageId: string, signal: AbortSignal): Promise<void> {
+    try {
+      await this.rest.delete(Routes.channelMessage(channelId, messageId), { signal });
+    } catch (err) {
+      if (err instanceof DiscordAPIError && err.code === UNKNOWN_MESSAGE) return;
+      throw toTransportError(err);
+    }
   }
 
   /** https://discord.com/developers/docs/resources/message#get-channel-messages */

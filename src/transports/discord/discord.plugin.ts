@@ -76,6 +76,8 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
     sender: rest.sender,
     dms: rest.dms,
     editor: rest.editor,
+    reactions: rest.reactions,
+    deleter: rest.deleter,
     history: rest.history,
     pages: rest.pages,
     channels: loggedChannels(rest.channels, log),

@@ -1,7 +1,7 @@
 import type { WebAPICallResult } from '@slack/web-api';
 import { SlackApi, slackErrorCode, type Pace } from './slack-client.js';
 import { edited, rendered, type Block } from './slack-render.js';
-import { TransportError, type ChannelInfo, type Channels, type DirectMessages, type Editor, type KeyedFind, type KeyedHistory, type MemberInfo, type Members, type Mentions, type OutgoingMessage, type SendDeadline, type Sender, type SentMessage, type Transport } from '../transport.js';
+import { TransportError, type ChannelInfo, type Channels, type Deleter, type DirectMessages, type Editor, type Reactions, type KeyedFind, type KeyedHistory, type MemberInfo, type Members, type Mentions, type OutgoingMessage, type SendDeadline, type Sender, type SentMessage, type Transport } from '../transport.js';
 
 /** The metadata event type Herald marks its sends with (the send key is its payload's `id`). */
 export const DELIVERY_EVENT = 'herald_delivery';
@@ -50,6 +50,11 @@ export class SlackTransport implements Transport {
   readonly sender: Sender = { send: (channelId, message, key, signal, mentions, deadline) => this.post(channelId, message, key, signal, mentions, deadline) };
   readonly dms: DirectMessages = { openDm: (userId, signal) => this.openDm(userId, signal) };
   readonly editor: Editor = { edit: (channelId, ts, message, signal) => this.update(channelId, ts, message, signal) };
+  readonly reactions: Reactions = {
+    add: (channelId, ts, emoji, signal) => this.react('reactions.add', channelId, ts, emoji, signal),
+    remove: (channelId, ts, emoji, signal) => this.react('reactions.remove', channelId, ts, emoji, signal),
+  };
+  readonly deleter: Deleter = { delete: (channelId, ts, signal) => this.deleteMessage(channelId, ts, signal) };
   readonly keyed: KeyedHistory = { findByKey: (channelId, key, from, until, signal) => this.findByKey(channelId, key, from, until, signal) };
   readonly channels: Channels = { getChannel: (channelId) => this.getChannel(channelId), check: slackChannelIdProblem };
   readonly members: Members = { listMembers: (channelId) => this.listMembers(channelId) };
@@ -150,6 +155,30 @@ export class SlackTransport implements Transport {
     await this.api.call('chat.update', { channel: channelId, ts, text, blocks, parse: 'none', link_names: false }, { signal });
   }
 
+  /**
+   * reactions.add / reactions.remove (https://docs.slack.dev/reference/methods/reactions.add): Slack
+   * names an emoji by its name; `already_reacted` and `no_reaction` say it is already so (success).
+   */
+  private async react(method: 'reactions.add' | 'reactions.remove', channelId: string, ts: string, emoji: string, signal: AbortSignal): Promise<void> {
+    try {
+      await this.api.call(method, { channel: channelId, timestamp: ts, name: slackEmojiName(emoji) }, { signal });
+    } catch (err) {
+      const code = slackErrorCode(err);
+      if (code === 'already_reacted' || code === 'no_reaction') return;
+      throw err;
+    }
+  }
+
+  /** chat.delete (https://docs.slack.dev/reference/methods/chat.delete): `message_not_found` is already done. */
+  private async deleteMessage(channelId: string, ts: string, signal: AbortSignal): Promise<void> {
+    try {
+      await this.api.call('chat.delete', { channel: channelId, ts }, { signal });
+    } catch (err) {
+      if (slackErrorCode(err) === 'message_not_found') return;
+      throw err;
+    }
+  }
+
   /** One message by its ts (conversations.history from ts to ts, inclusive). */
   private async message(channelId: string, ts: string, signal: AbortSignal): Promise<HistoryMessage | undefined> {
     const page = await this.api.call<WebAPICallResult & { messages?: HistoryMessage[] }>('conversations.history', { channel: channelId, oldest: ts, latest: ts, inclusive: true, limit: 1 }, { signal });
@@ -244,4 +273,25 @@ export function slackChannelIdProblem(channel: string): string | undefined {
 export function slackTs(at: Date): string {
   const ms = at.getTime();
   return `${Math.floor(ms / 1000)}.${String((ms % 1000) * 1000).padStart(6, '0')}`;
+}
+
+/** The unicode emoji Herald names for Slack (Slack takes names); anything else is passed as a name, colons trimmed. */
+const SLACK_EMOJI_NAMES: Readonly<Record<string, string>> = {
+  '👍': '+1',
+  '👎': '-1',
+  '✅': 'white_check_mark',
+  '❌': 'x',
+  '👀': 'eyes',
+  '🎉': 'tada',
+  '❤️': 'heart',
+  '🔥': 'fire',
+  '🚀': 'rocket',
+  '⚠️': 'warning',
+  '🙏': 'pray',
+  '😄': 'smile',
+};
+
+/** An emoji as Slack names it: a known unicode one by its name, `:name:` or `name` as it is. */
+export function slackEmojiName(emoji: string): string {
+  return SLACK_EMOJI_NAMES[emoji] ?? emoji.replace(/^:(.*):$/, '$1');
 }

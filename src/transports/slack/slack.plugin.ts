@@ -83,6 +83,8 @@ export async function startSlack(config: SlackConfig, services: TransportService
     sender: transport.sender,
     dms: transport.dms,
     editor: transport.editor,
+    reactions: transport.reactions,
+    deleter: transport.deleter,
     keyed: transport.keyed,
     channels: transport.channels,
     members: transport.members,

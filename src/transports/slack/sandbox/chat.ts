@@ -71,6 +71,7 @@ export function chatMethods({ workspace, faults, workspaceUrl, posted }: ChatOpt
       workspace.save();
       return { channel: conversation.id, ts: message.ts, text, message: messageObject(message, team, true) };
     },
+    ...messageOpMethods(workspace, faults),
     'chat.getPermalink': ({ params }: ApiCall) => {
       const conversation = workspace.find(params.need('channel', 'channel_not_found'));
       if (conversation === undefined) throw new SlackApiError('channel_not_found');
@@ -102,4 +103,59 @@ function metadataOf(params: Params): SlackMetadata | undefined {
   const { event_type: type, event_payload: payload } = value;
   if (typeof type !== 'string' || !/^[a-z0-9_]{1,255}$/.test(type) || typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw new SlackApiError('invalid_metadata_schema');
   return { event_type: type, event_payload: payload as Record<string, unknown> };
+}
+
+/** A reaction's name, as Slack checks it: lowercase letters, digits and `_+-'`, at most 100. */
+const EMOJI_NAME = /^[a-z0-9_+\-']{1,100}$/;
+
+/**
+ * reactions.add, reactions.remove and chat.delete, with Slack's errors: `channel_not_found`,
+ * `message_not_found`, `invalid_name`, `already_reacted` (adding one already there), `no_reaction`
+ * (removing one not there), `cant_delete_message` (another's message).
+ * https://docs.slack.dev/reference/methods/reactions.add, …/reactions.remove, …/chat.delete
+ */
+function messageOpMethods(workspace: SlackWorkspace, faults: FaultQueue): Record<string, Handler> {
+  /** The answer, unless a fault drops it (the change is made either way). */
+  const answer = (method: string, ctx: ApiCall['ctx'], result: Record<string, unknown>): Record<string, unknown> | undefined => {
+    if (!faults.takeActDrop(method)) return result;
+    ctx.respond = false;
+    ctx.req.socket.destroy();
+    return undefined;
+  };
+  const located = (params: Params, tsName: string): { conversation: SlackConversation; message: SlackMessage } => {
+    const conversation = workspace.find(params.need('channel', 'channel_not_found'));
+    if (conversation === undefined) throw new SlackApiError('channel_not_found');
+    const message = workspace.message(conversation.id, params.need(tsName, 'message_not_found'));
+    if (message === undefined) throw new SlackApiError('message_not_found');
+    return { conversation, message };
+  };
+  const react = (params: Params, caller: { id: string }, add: boolean): Record<string, unknown> => {
+    const { message } = located(params, 'timestamp');
+    const name = params.need('name', 'invalid_name');
+    if (!EMOJI_NAME.test(name)) throw new SlackApiError('invalid_name');
+    const reactions = (message.reactions ??= []);
+    const found = reactions.find((r) => r.name === name);
+    if (add) {
+      if (found?.users.includes(caller.id) === true) throw new SlackApiError('already_reacted');
+      if (found === undefined) reactions.push({ name, users: [caller.id], count: 1 });
+      else found.users.push(caller.id);
+    } else {
+      if (found === undefined || !found.users.includes(caller.id)) throw new SlackApiError('no_reaction');
+      found.users = found.users.filter((u) => u !== caller.id);
+      if (found.users.length === 0) reactions.splice(reactions.indexOf(found), 1);
+    }
+    for (const r of reactions) r.count = r.users.length;
+    workspace.save();
+    return {};
+  };
+  return {
+    'reactions.add': ({ params, caller, ctx }: ApiCall) => answer('reactions.add', ctx, react(params, caller, true)),
+    'reactions.remove': ({ params, caller, ctx }: ApiCall) => answer('reactions.remove', ctx, react(params, caller, false)),
+    'chat.delete': ({ params, caller, ctx }: ApiCall) => {
+      const { conversation, message } = located(params, 'ts');
+      if (message.user !== caller.id) throw new SlackApiError('cant_delete_message');
+      workspace.remove(conversation.id, message.ts);
+      return answer('chat.delete', ctx, { channel: conversation.id, ts: message.ts });
+    },
+  };
 }

@@ -13,6 +13,8 @@ export interface SlackFaults {
   failNext(method: string, status: 500 | 503, count?: number): void;
   /** Answer 429 with this Retry-After (seconds) and `ratelimited`, without doing anything. */
   rateLimitNext(method: string, retryAfterSeconds: number, count?: number): void;
+  /** reactions.add, reactions.remove, chat.delete: do it, then destroy the connection without answering. */
+  dropAnswerAfterAct(method: string, count?: number): void;
   clear(): void;
 }
 
@@ -31,9 +33,21 @@ export class FaultQueue implements SlackFaults {
   rateLimitNext(method: string, retryAfterSeconds: number, count = 1): void {
     this.pending.push({ method, fault: { kind: 'ratelimit', retryAfter: retryAfterSeconds }, remaining: count });
   }
+  private readonly actDrops = new Map<string, number>();
+  dropAnswerAfterAct(method: string, count = 1): void {
+    this.actDrops.set(method, (this.actDrops.get(method) ?? 0) + count);
+  }
+  /** Whether this call's answer (a reaction or a delete, done) is to be dropped (counted as used). */
+  takeActDrop(method: string): boolean {
+    const left = this.actDrops.get(method) ?? 0;
+    if (left <= 0) return false;
+    this.actDrops.set(method, left - 1);
+    return true;
+  }
   clear(): void {
     this.drops = 0;
     this.pending.length = 0;
+    this.actDrops.clear();
   }
 
   /** The fault for this call, if one is pending, counted as used. */
@@ -76,6 +90,9 @@ const METHOD_TIERS: Record<string, keyof typeof TIERS> = {
   'conversations.open': 3,
   'users.info': 4,
   'apps.connections.open': 2,
+  'reactions.add': 3,
+  'reactions.remove': 2,
+  'chat.delete': 3,
 };
 
 /**

@@ -118,6 +118,7 @@ function messageBlock(workspace: SlackWorkspace, c: SlackConversation, m: SlackM
     `ts ${escape(m.ts)}`,
     ...(reply ? [`reply in thread ${escape(m.thread_ts ?? '')}`] : []),
     ...(m.edited === undefined ? [] : ['edited']),
+    ...(m.reactions === undefined || m.reactions.length === 0 ? [] : [`reactions ${m.reactions.map((r) => `:${escape(r.name)}: ${r.count}`).join(' ')}`]),
     ...(m.metadata === undefined ? [] : [`metadata ${escape(m.metadata.event_type)} ${escape(JSON.stringify(m.metadata.event_payload))}`]),
     `<a href="/archives/${escape(c.id)}/p${escape(m.ts.replace('.', ''))}">link</a>`,
   ].join(' · ');

@@ -87,6 +87,10 @@ export class SlackSandbox {
   messages(channel: string): SlackMessage[] {
     return structuredClone(this.workspace.messages.get(channel) ?? []);
   }
+  /** Messages deleted with chat.delete, oldest first. */
+  deleted(): { channel: string; ts: string; at: string }[] {
+    return structuredClone(this.workspace.deleted);
+  }
 
   /**
    * A person invokes a slash command in a channel (or, with the bot's user id as the channel, in

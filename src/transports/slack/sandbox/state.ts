@@ -55,6 +55,8 @@ export interface SlackMessage {
   thread_ts?: string;
   metadata?: SlackMetadata;
   edited?: { user: string; ts: string };
+  /** Reactions as Slack lists them: the emoji's name, who reacted, how many. */
+  reactions?: { name: string; users: string[]; count: number }[];
 }
 
 /** What the state file holds. */
@@ -148,6 +150,20 @@ export class SlackWorkspace {
     this.save();
     return message;
   }
+
+  /** Take a message out of its conversation (chat.delete), keeping a record for the page and the tests; false: no such message. */
+  remove(channel: string, ts: string): boolean {
+    const list = this.messages.get(channel);
+    const index = list?.findIndex((m) => m.ts === ts) ?? -1;
+    if (list === undefined || index < 0) return false;
+    list.splice(index, 1);
+    this.deleted.push({ channel, ts, at: new Date(this.now()).toISOString() });
+    this.save();
+    return true;
+  }
+
+  /** Messages deleted (chat.delete), oldest first; in memory only. */
+  readonly deleted: { channel: string; ts: string; at: string }[] = [];
 
   message(channel: string, ts: string): SlackMessage | undefined {
     return this.messages.get(channel)?.find((m) => m.ts === ts);
