@@ -77,6 +77,8 @@ const TOOLS: Readonly<Record<string, Row>> = {
   wait_for_messages: { hints: [true, false, true, true], args: () => ({ timeout_seconds: 0 }), ok: true },
   list_inbox: { hints: [true, false, true, true], args: () => ({}), ok: true },
   ack_inbox: { hints: [false, false, true, false], args: () => ({ cursor: '0' }), ok: false },
+  react: { hints: [false, false, true, true], args: () => ({ message_ref: REQUEST_ID, emoji: '👍' }), ok: true },
+  delete_message: { hints: [false, true, true, true], args: () => ({ message_ref: REQUEST_ID }), ok: true },
 };
 
 describe('herald mcp: every tool, as the official SDK client sees it', { timeout: 180_000 }, () => {

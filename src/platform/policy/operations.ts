@@ -8,7 +8,7 @@ const field = (value: unknown, key: string): string | undefined => {
 };
 
 /** A delivery's tool, by its kind: the tool that sends that kind. */
-const DELIVERY_TOOL: Readonly<Record<string, string>> = { post: 'post_message', dm: 'send_dm', edit: 'edit_message' };
+const DELIVERY_TOOL: Readonly<Record<string, string>> = { post: 'post_message', dm: 'send_dm', edit: 'edit_message', reaction: 'react', delete: 'delete_message' };
 
 /**
  * The MCP tool behind each bridge operation (by operationId) and what the call would do: the same
@@ -21,7 +21,7 @@ const OPERATIONS: Readonly<Record<string, (i: Input, chatPlatform: string) => Om
     const target = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)['target'] : undefined;
     return { tool: DELIVERY_TOOL[field(body, 'kind') ?? ''], destination: field(target, 'destination') };
   },
-  getDelivery: () => ({ tool: 'get_delivery', alsoFor: ['post_message', 'send_dm', 'edit_message'] }),
+  getDelivery: () => ({ tool: 'get_delivery', alsoFor: ['post_message', 'send_dm', 'edit_message', 'react', 'delete_message'] }),
   listRecipients: () => ({ tool: 'list_recipients' }),
   redeemPairingCode: () => ({ tool: 'pair' }),
   getRegistration: () => ({ tool: 'send_dm' }),
