@@ -87,6 +87,12 @@ export interface Config {
   readonly mcpToken: string | undefined;
   /** `HERALD_MCP_ALLOWED_ORIGINS`: browser origins `herald mcp --http` accepts besides loopback ones (comma-separated); any other Origin gets 403. */
   readonly mcpAllowedOrigins: readonly string[];
+  /**
+   * `HERALD_MCP_INBOX_NOTIFY`: `on` makes `herald mcp` send a `notifications/message` (logger
+   * `herald.inbox`) for each new inbox event while a session lasts (stdio, HTTP+SSE), for clients
+   * that act on notifications. Default off.
+   */
+  readonly mcpInboxNotify: boolean;
   /** `HERALD_MCP_OAUTH_ISSUER`: the authorization server whose access tokens `herald mcp --http` also accepts (OAuth mode); unset: the static token only. */
   readonly mcpOAuthIssuer: string | undefined;
   /** `HERALD_MCP_OAUTH_JWKS_URL`: where the issuer publishes its signing keys. Default ISSUER/.well-known/jwks.json. */
@@ -277,6 +283,7 @@ export function loadConfig(env: Env = process.env): Config {
     mcpPort: int('HERALD_MCP_PORT', 8790, 0, 65535),
     mcpToken: read.token('HERALD_MCP_TOKEN'),
     mcpAllowedOrigins: Object.freeze(read.list('HERALD_MCP_ALLOWED_ORIGINS')),
+    mcpInboxNotify: read.onOff('HERALD_MCP_INBOX_NOTIFY', false),
     mcpOAuthIssuer: read.url('HERALD_MCP_OAUTH_ISSUER'),
     mcpOAuthJwksUrl: read.url('HERALD_MCP_OAUTH_JWKS_URL'),
     mcpResource: read.url('HERALD_MCP_RESOURCE'),

@@ -15,6 +15,7 @@ import { errorSummary } from '../platform/errors.js';
 import { listenProblem } from '../platform/startup.js';
 import { metadataPath, oauthVerifier, resourceMetadata, type OAuthSettings } from './oauth.js';
 import { loadOperatorPolicy, McpPolicy, type Caller } from './policy.js';
+import { notifyInbox } from './inbox-notify.js';
 
 /** How long a call retries a bridge this server has not reached yet (or found down last time). */
 const UNREACHABLE_RETRY_MS = 2_000;
@@ -60,7 +61,9 @@ export async function runStdio(config: Config, bridgeToken: string, log: Logger)
   const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
   await server.connect(transport);
   log.info({ bridge: config.heraldUrl }, 'herald mcp serving on stdio');
+  const stopNotifying = config.mcpInboxNotify ? notifyInbox(server, { baseUrl: config.heraldUrl, token: bridgeToken }, log) : undefined;
   await closed;
+  stopNotifying?.();
 }
 
 /** Loopback origins (a local inspector, a desktop app's web view) are always allowed. */
@@ -143,12 +146,15 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
       const transport = new SSEServerTransport('/messages', res);
       sessions.set(transport.sessionId, { transport, caller });
       const mcp = createMcpServer(depsFor(caller), access);
+      let stopNotifying: (() => void) | undefined;
       // The stream's end ends the session (closing the server closes the transport, once).
       res.on('close', () => {
         sessions.delete(transport.sessionId);
+        stopNotifying?.();
         void mcp.close();
       });
       await mcp.connect(transport);
+      if (config.mcpInboxNotify) stopNotifying = notifyInbox(mcp, { baseUrl: config.heraldUrl, token: bridgeToken }, log);
       return;
     }
     if (url.pathname === '/messages') {

@@ -71,7 +71,8 @@ export interface McpServerAccess {
 export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): Server {
   const tools = compiledTools();
   const listed = access === undefined ? listedTools() : [...tools.values()].filter((c) => access.policy.listed(c.tool, access.caller)).map((c) => (access.policy.needsConfirm(c.tool, access.caller) ? withConfirm(c.listed) : c.listed));
-  const server = new Server({ name: 'herald', version: '0.1.0' }, { capabilities: { tools: {} } });
+  // logging: the inbox's notifications (src/mcp/inbox-notify.ts) are log messages a client may act on.
+  const server = new Server({ name: 'herald', version: '0.1.0' }, { capabilities: { tools: {}, logging: {} } });
 
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
