@@ -244,6 +244,7 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
         tracked: [...ledger.values()],
         finals,
         messages,
+        deleted: [...sandbox.deleted],
         channels: { ...POSTABLE_CHANNELS },
         dmChannels,
         rows,
@@ -263,7 +264,8 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
         settled,
         timings: { setupMs, chaosMs, settleMs, verifyMs },
         config: { sandboxNonceWindowMs, heraldNonceWindowMs, env: { ...HERALD_TIMINGS, ...(heraldNonceWindowMs !== undefined ? { HERALD_NONCE_WINDOW_MS: String(heraldNonceWindowMs) } : {}) } },
-        notes: [...kindLines([...ledger.values()], violations), ...takeoverNotes(handovers)],
+        // Posts and DMs with files get their own lines (post-files, dm-files) beside reactions and deletes.
+        notes: [...kindLines([...ledger.values()].map((t) => ({ ...t, kind: t.attachments !== undefined ? `${t.kind}-files` : t.kind })), violations), ...takeoverNotes(handovers)],
       };
       log(`verdict: ${result.violationCount === 0 ? 'no violations' : `${result.violationCount} VIOLATIONS`}`);
       return result;

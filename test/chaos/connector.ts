@@ -1,5 +1,6 @@
 import { SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
-import { followUntil, getFromAny, postWithFailover, repostAfter, rotated, sleep, unlessBusy } from './agent-kit.js';
+import { createHash } from 'node:crypto';
+import { errorName, followUntil, getFromAny, HTTP_TIMEOUT_MS, postWithFailover, repostAfter, rotated, sleep, unlessBusy } from './agent-kit.js';
 import type { Rng } from './prng.js';
 
 /**
@@ -9,7 +10,7 @@ import type { Rng } from './prng.js';
  * `serve` when theirs is down. Every request they make is tracked in the ledger the verdict reads.
  */
 
-export type Kind = 'post' | 'dm' | 'edit' | 'reaction';
+export type Kind = 'post' | 'dm' | 'edit' | 'reaction' | 'delete';
 
 /** The protocol's DeliveryState, as far as the campaign reads it. */
 export interface StateJson {
@@ -38,6 +39,10 @@ export interface Tracked {
   seq?: number;
   /** Reactions: the emoji (unique per original, so each request owns one reaction on it). */
   emoji?: string;
+  /** Posts and DMs with files: what the message must carry (filename and byte size, in order). */
+  attachments?: { file: string; filename: string; size: number }[];
+  /** Originals: the request_id of the delete asked for it. */
+  deletedBy?: string;
   /** Originals: the next seq to use, and the edits made of it. */
   nextSeq: number;
   edits: string[];
@@ -78,6 +83,10 @@ export interface ConnectorStats {
   serverErrors: number;
   /** Answers a correct connector should never get (4xx on a valid request). */
   protocolErrors: string[];
+  /** File uploads answered (POST /mcp/files), tries made again after no answer or a 5xx, and uploads given up. */
+  uploads?: number;
+  uploadRetries?: number;
+  uploadsGivenUp?: number;
 }
 
 export function newStats(): ConnectorStats {
@@ -101,9 +110,12 @@ export interface ConnectorContext {
   pauseMs?: readonly [number, number];
 }
 
-export type Action = 'post' | 'group' | 'dm' | 'edit' | 'blind-repost' | 'unmapped' | 'react';
+export type Action = 'post' | 'group' | 'dm' | 'edit' | 'blind-repost' | 'unmapped' | 'react' | 'file-post' | 'file-dm' | 'delete';
 
-/** The default-window phase's actions: the defaults, and reactions on delivered posts and DMs. */
+/**
+ * The default-window phase's actions: the defaults, reactions on delivered posts and DMs, posts and
+ * DMs with files (uploaded first), and deletes of delivered posts and DMs.
+ */
 export const REACTING_ACTIONS: readonly (readonly [Action, number])[] = [
   ['post', 40],
   ['group', 12],
@@ -112,7 +124,20 @@ export const REACTING_ACTIONS: readonly (readonly [Action, number])[] = [
   ['blind-repost', 10],
   ['unmapped', 2],
   ['react', 12],
+  ['file-post', 12],
+  ['file-dm', 5],
+  ['delete', 6],
 ];
+
+/** Bytes several connectors upload alike (same bytes, same file id): four of them, 1–4 KB. */
+const SHARED_FILES = 4;
+
+/** `size` bytes derived from `seed` (SHA-256 in counter mode): the same seed, the same bytes. */
+export function fileBytes(seed: string, size: number): Buffer {
+  const blocks: Buffer[] = [];
+  for (let i = 0; blocks.length * 32 < size; i++) blocks.push(createHash('sha256').update(`${seed}/${i}`).digest());
+  return Buffer.concat(blocks).subarray(0, size);
+}
 
 /** Emoji a connector reacts with: each reaction on one original gets its own. */
 const REACTION_EMOJI = ['👍', '✅', '👀', '🎉', '🔥', '🚀', '🙏', '❤️'] as const;
@@ -232,6 +257,52 @@ export class Connector {
         await this.submit(t, 'first POST');
         return;
       }
+      case 'file-post':
+      case 'file-dm': {
+        // Upload first (retried until some `serve` takes it, as a connector would), then the delivery.
+        const count = this.plan.int(1, 3);
+        const n = ++this.count;
+        const files = Array.from({ length: count }, (_, i) => {
+          const shared = this.plan.chance(0.3);
+          const k = this.plan.int(0, SHARED_FILES - 1);
+          const seed = shared ? `chaos shared file ${k}` : `${this.ctx.phase} c${this.id}-${n}-${i} ${this.plan.hex(16)}`;
+          const size = shared ? 1024 * (k + 1) : this.plan.int(512, 6 * 1024);
+          return { bytes: fileBytes(seed, size), filename: `c${this.id}-${n}-${i}${shared ? `-shared${k}` : ''}.bin` };
+        });
+        const attachments: { file: string; filename: string; size: number }[] = [];
+        for (const f of files) {
+          const file = await this.upload(f.bytes, f.filename);
+          if (file === undefined) return;
+          attachments.push({ file, filename: f.filename, size: f.bytes.length });
+        }
+        const content = this.uniqueContent(action === 'file-post' ? 'post with files' : 'dm with files');
+        const listed = attachments.map((a, i) => ({ file: a.file, filename: a.filename, ...(i === 0 && this.plan.chance(0.5) ? { description: `file ${a.filename}` } : {}) }));
+        if (action === 'file-post') {
+          const destination = this.plan.pick(POSTABLE);
+          const payload = this.postPayload(destination, content);
+          (payload['body'] as Record<string, unknown>)['attachments'] = listed;
+          await this.submit(this.track('post', payload, { destination, attachments }), 'first POST (files)');
+        } else {
+          const t = this.track('dm', { kind: 'dm', target: { user_id: SANDBOX_IDS.user }, body: { content, attachments: listed } }, { attachments });
+          await this.submit(t, 'first POST (files)');
+        }
+        return;
+      }
+      case 'delete': {
+        // A delete of a delivered post or DM of this connector's, once per original; now and then an
+        // edit of it at the same moment (either may win; the message must not come back).
+        const pickIndex = this.plan.next();
+        const racingEdit = this.plan.chance(0.3);
+        const candidates = this.mine.filter((t) => (t.kind === 'post' || t.kind === 'dm') && t.last?.state === 'delivered' && t.deletedBy === undefined);
+        const original = candidates[Math.floor(pickIndex * candidates.length)];
+        if (original === undefined) return;
+        const t = this.track('delete', { kind: 'delete', target: { message_ref: original.requestId } }, { original: original.requestId });
+        original.deletedBy = t.requestId;
+        const edit = racingEdit ? this.track('edit', { kind: 'edit', target: { message_ref: original.requestId, seq: original.nextSeq }, body: { content: `chaos ${this.ctx.phase} edit racing the delete of ${original.requestId.slice(0, 12)}` } }, { original: original.requestId, seq: original.nextSeq++ }) : undefined;
+        if (edit !== undefined) original.edits.push(edit.requestId);
+        await Promise.all([this.submit(t, 'first POST'), ...(edit !== undefined ? [this.submit(edit, 'first POST (racing a delete)')] : [])]);
+        return;
+      }
       case 'blind-repost': {
         // A network-level retry: the same request again, whatever its state.
         const recent = this.mine.slice(-30);
@@ -265,14 +336,14 @@ export class Connector {
 
   private track(kind: Kind, payload: Record<string, unknown>, extra: Partial<Tracked>): Tracked {
     const requestId = this.plan.hex(64);
-    const body = payload['body'] as { content?: string; emoji?: string };
+    const body = (payload['body'] ?? {}) as { content?: string; emoji?: string };
     const t: Tracked = {
       requestId,
       phase: this.ctx.phase,
       connector: this.id,
       kind,
       payload: { request_id: requestId, ...payload },
-      content: body.content ?? `reaction ${body.emoji ?? ''}`,
+      content: body.content ?? (kind === 'delete' ? 'delete' : `reaction ${body.emoji ?? ''}`),
       nextSeq: 1,
       edits: [],
       createdAt: this.now(),
@@ -294,6 +365,51 @@ export class Connector {
     this.ctx.ledger.set(requestId, t);
     this.mine.push(t);
     return t;
+  }
+
+  /**
+   * Uploads `bytes` (POST /mcp/files, raw, `?filename=`) as a connector does: every `serve` in turn,
+   * again with a growing pause while none answers or they answer 5xx (Herald restarting, its
+   * database down); uploads are idempotent by content, so a retry is always safe. Answers the file id,
+   * or undefined if it gave up (after about 40 s) or was refused.
+   */
+  private async upload(bytes: Buffer, filename: string): Promise<string | undefined> {
+    const stats = this.ctx.stats;
+    for (let round = 0; round < 15; round++) {
+      if (round > 0) stats.uploadRetries = (stats.uploadRetries ?? 0) + 1;
+      for (const server of this.servers()) {
+        let res: Response;
+        let text: string;
+        try {
+          res = await fetch(`${server}/mcp/files?filename=${encodeURIComponent(filename)}`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${this.ctx.bridgeToken}`, 'content-type': 'application/octet-stream' },
+            body: bytes,
+            signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
+          });
+          text = await res.text();
+        } catch (err) {
+          stats.networkErrors += 1;
+          this.ctx.log(`  connector ${this.id}: upload ${filename}: no answer (${errorName(err)})`);
+          continue;
+        }
+        if (res.status >= 500) {
+          stats.serverErrors += 1;
+          continue;
+        }
+        const json = JSON.parse(text) as { file?: string; sha256?: string; size?: number };
+        const sha = createHash('sha256').update(bytes).digest('hex');
+        if ((res.status === 200 || res.status === 201) && json.file === sha && json.size === bytes.length) {
+          stats.uploads = (stats.uploads ?? 0) + 1;
+          return json.file;
+        }
+        stats.protocolErrors.push(`upload ${filename}: ${res.status} ${text.slice(0, 200)}`);
+        return undefined;
+      }
+      await sleep(Math.min(500 * (round + 1), 4_000));
+    }
+    stats.uploadsGivenUp = (stats.uploadsGivenUp ?? 0) + 1;
+    return undefined;
   }
 
   /** Servers in a random order: the connector's own first, the others as failover. */

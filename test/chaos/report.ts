@@ -47,10 +47,10 @@ function phaseDetails(p: PhaseResult): string {
     .map(([k, v]) => `${k} ${v}`)
     .join(', ');
   const lines = [
-    `${p.phase}: ${c.posts} posts, ${c.dms} DMs, ${c.edits} edits (${c.appliedEdits} applied, ${c.unappliedEdits} applied:false)${c.reactions !== undefined && c.reactions > 0 ? `, ${c.reactions} reactions (${c.reactionsShown ?? 0} shown once each)` : ''}; ${c.failedUnmapped} failed on purpose (unmapped destination)`,
+    `${p.phase}: ${c.posts} posts, ${c.dms} DMs, ${c.edits} edits (${c.appliedEdits} applied, ${c.unappliedEdits} applied:false)${c.reactions !== undefined && c.reactions > 0 ? `, ${c.reactions} reactions (${c.reactionsShown ?? 0} shown once each)` : ''}${c.files !== undefined && c.files > 0 ? `, ${c.files} with files (${c.filesShown ?? 0} carrying exactly them, ${c.filesDeleted ?? 0} deleted on purpose)` : ''}${c.deletes !== undefined && c.deletes > 0 ? `, ${c.deletes} deletes (${c.deletesDone ?? 0} deleted exactly once)` : ''}; ${c.failedUnmapped} failed on purpose (unmapped destination)`,
     `  chaos: ${p.chaos.kills} SIGKILLs, ${p.chaos.pgRestarts} PostgreSQL restarts, faults: ${faults || 'none'}`,
     `  Herald exits on its own (crashes): ${p.chaos.crashes.length}${p.chaos.crashes.length > 0 ? ` (${p.chaos.crashes.map((x) => `${x.member} code ${x.code} ${x.signal ?? ''}`.trim()).join('; ')})` : ''}; failed start-ups ${p.chaos.startFailures}`,
-    `  connectors: ${p.connectors.posts} POSTs (${p.connectors.reposts} re-POSTs, ${p.connectors.blindReposts} blind), ${p.connectors.gets} GETs, ${p.connectors.networkErrors} network errors, ${p.connectors.serverErrors} 5xx, ${p.connectors.protocolErrors.length} unexpected 4xx`,
+    `  connectors: ${p.connectors.posts} POSTs (${p.connectors.reposts} re-POSTs, ${p.connectors.blindReposts} blind), ${p.connectors.gets} GETs, ${p.connectors.networkErrors} network errors, ${p.connectors.serverErrors} 5xx, ${p.connectors.protocolErrors.length} unexpected 4xx${p.connectors.uploads !== undefined ? `; ${p.connectors.uploads} file uploads (${p.connectors.uploadRetries ?? 0} rounds retried, ${p.connectors.uploadsGivenUp ?? 0} given up)` : ''}`,
     `  settled: ${p.settled ? 'yes' : 'NO'}; setup ${s(p.timings.setupMs)}, chaos ${s(p.timings.chaosMs)}, settle ${s(p.timings.settleMs)}, verify ${s(p.timings.verifyMs)}`,
   ];
   for (const note of p.notes ?? []) lines.push(`  ${note}`);

@@ -1,5 +1,6 @@
 import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import type { SandboxMessage } from '../../src/sandbox/sandbox.js';
+import type { DeletedMessage } from '../../src/sandbox/state.js';
 import { SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
 import type { StateJson, Tracked } from './connector.js';
 
@@ -40,6 +41,11 @@ export function zeroCounts(sent: Pick<PhaseCounts, 'deliveries' | 'posts' | 'dms
     unappliedEdits: 0,
     reactions: 0,
     reactionsShown: 0,
+    files: 0,
+    filesShown: 0,
+    filesDeleted: 0,
+    deletes: 0,
+    deletesDone: 0,
   };
 }
 
@@ -73,6 +79,16 @@ export interface PhaseCounts {
   /** Reaction requests, and the ones the sandbox shows (exactly once each). */
   reactions?: number;
   reactionsShown?: number;
+  /**
+   * Posts and DMs with files, the ones whose one message carries exactly their attachments, and the
+   * ones deleted on purpose before the check (their message is gone with its files).
+   */
+  files?: number;
+  filesShown?: number;
+  filesDeleted?: number;
+  /** Delete requests, and the ones whose message is gone, deleted exactly once by Herald. */
+  deletes?: number;
+  deletesDone?: number;
 }
 
 /** The reason Herald keeps on the row when it will not guess between twins in doubt. */
@@ -96,6 +112,8 @@ export interface VerifyInput {
   tracked: Tracked[];
   finals: Map<string, FinalState>;
   messages: SandboxMessage[];
+  /** Messages deleted, as the sandbox recorded them (the phases without deletes may leave it out). */
+  deleted?: readonly DeletedMessage[];
   /** destination → channel id, as mapped for the phase. */
   channels: Record<string, string>;
   /** The DM channel(s) of the user the DMs go to. */
@@ -127,6 +145,7 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
     if (m.nonce !== undefined) byNonce.set(String(m.nonce), [...(byNonce.get(String(m.nonce)) ?? []), m]);
   }
   const dmChannels = new Set(input.dmChannels);
+  const deletedIds = new Set((input.deleted ?? []).map((d) => `${d.channel_id}/${d.id}`));
 
   const violations: Violation[] = [];
   const flagged = new Map<ViolationKind, Set<string>>();
@@ -251,9 +270,22 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
     const scopeOk = t.kind === 'post' ? url.scope === SANDBOX_IDS.guild : url.scope === '@me';
     if (!scopeOk) flag('misattributed', [t.requestId], `url scope ${url.scope} does not fit a ${t.kind}`);
     const m = byMessage.get(`${url.channel}/${url.message}`);
+    if (m === undefined && deletedIds.has(`${url.channel}/${url.message}`)) {
+      // Deleted: whether a delete asked for it, and only once, is verifyDeletes' to say.
+      if (t.attachments !== undefined) counts.filesDeleted = (counts.filesDeleted ?? 0) + 1;
+      // Its url's message is gone: any message still carrying its nonce is a second one.
+      if (own.length === 1) flag('duplicate', [t.requestId], `its message ${url.message} was deleted, but ${own.length} other message(s) carry its nonce`, own);
+      continue;
+    }
     if (m === undefined) {
       flag('lost', [t.requestId], `delivered, but its url names no message (${state.url})`, own);
       continue;
+    }
+    if (t.attachments !== undefined) {
+      const expected = t.attachments.map((a) => `${a.filename} ${a.size}`);
+      const shown = (m.attachments ?? []).map((a) => `${a.filename} ${a.size}`);
+      if (JSON.stringify(shown) === JSON.stringify(expected)) counts.filesShown = (counts.filesShown ?? 0) + 1;
+      else flag('lost', [t.requestId], `its message carries [${shown.join(', ')}], not its files [${expected.join(', ')}]`, [m]);
     }
     if (String(m.nonce) !== nonce) {
       const owner = m.nonce !== undefined ? nonceOwner.get(String(m.nonce)) : undefined;
@@ -313,7 +345,9 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
     }
   }
 
-  verifyReactions(tracked, stateOf, messages, flag, counts);
+  for (const t of tracked) if (t.attachments !== undefined) counts.files = (counts.files ?? 0) + 1;
+  verifyReactions(tracked, stateOf, messages, deletedIds, flag, counts);
+  verifyDeletes(tracked, stateOf, messages, input.deleted ?? [], flag, counts);
 
   counts.duplicates = flagged.get('duplicate')?.size ?? 0;
   counts.lost = flagged.get('lost')?.size ?? 0;
@@ -423,6 +457,7 @@ function verifyReactions(
   tracked: Tracked[],
   stateOf: (id: string) => StateJson | undefined,
   messages: SandboxMessage[],
+  deletedIds: ReadonlySet<string>,
   flag: (kind: ViolationKind, requestIds: string[], detail: string, messagesToShow?: SandboxMessage[]) => void,
   counts: PhaseCounts,
 ): void {
@@ -431,8 +466,11 @@ function verifyReactions(
     if (t.kind !== 'reaction' || t.original === undefined) continue;
     counts.reactions = (counts.reactions ?? 0) + 1;
     const state = stateOf(t.requestId);
-    const messageId = parseUrl(stateOf(t.original)?.url)?.message;
+    const url = parseUrl(stateOf(t.original)?.url);
+    const messageId = url?.message;
     const message = messageId === undefined ? undefined : byId.get(messageId);
+    // Its message was deleted on purpose: the reaction went with it, or failed NOT_FOUND; both are right.
+    if (message === undefined && url !== undefined && deletedIds.has(`${url.channel}/${url.message}`)) continue;
     if (message === undefined) {
       if (state?.state === 'delivered') flag('lost', [t.requestId, t.original], 'reaction reported delivered, but its message is not in the sandbox');
       continue;
@@ -443,5 +481,55 @@ function verifyReactions(
     if (state?.state === 'delivered' && by.length === 0) flag('lost', [t.requestId], `reaction ${t.emoji ?? ''} reported delivered, but the message does not show it`, [message]);
     if (state?.state === 'failed' && by.length > 0) flag('failed-but-sent', [t.requestId], `reaction ${t.emoji ?? ''} reported failed, but the message shows it`, [message]);
     if (by.length === 1) counts.reactionsShown = (counts.reactionsShown ?? 0) + 1;
+  }
+}
+
+/**
+ * Deletes (the default-window phase): each delete request names one delivered post or DM of its
+ * connector's. A delivered delete leaves that message gone, recorded deleted exactly once, by the
+ * bot that wrote it; a failed one leaves it there. A message may be gone only if a delete asked for
+ * it, and a deleted message never shows again (an edit racing the delete must not bring it back).
+ */
+function verifyDeletes(
+  tracked: Tracked[],
+  stateOf: (id: string) => StateJson | undefined,
+  messages: SandboxMessage[],
+  deleted: readonly DeletedMessage[],
+  flag: (kind: ViolationKind, requestIds: string[], detail: string, messagesToShow?: SandboxMessage[]) => void,
+  counts: PhaseCounts,
+): void {
+  const live = new Map(messages.map((m) => [`${m.channel_id}/${m.id}`, m]));
+  const deletions = new Map<string, DeletedMessage[]>();
+  for (const d of deleted) deletions.set(`${d.channel_id}/${d.id}`, [...(deletions.get(`${d.channel_id}/${d.id}`) ?? []), d]);
+  const asked = new Set<string>();
+  for (const t of tracked) {
+    if (t.kind !== 'delete' || t.original === undefined) continue;
+    counts.deletes = (counts.deletes ?? 0) + 1;
+    const state = stateOf(t.requestId);
+    const url = parseUrl(stateOf(t.original)?.url);
+    if (url === undefined) continue;
+    const key = `${url.channel}/${url.message}`;
+    asked.add(key);
+    const records = deletions.get(key) ?? [];
+    const message = live.get(key);
+    const ids = [t.requestId, t.original];
+    if (records.length > 1) flag('duplicate', ids, `message ${url.message} recorded deleted ${records.length} times`);
+    if (records.length > 0 && message !== undefined) flag('duplicate', ids, `message ${url.message} was deleted, yet shows again`, [message]);
+    for (const r of records) if (r.deleted_by !== r.author_id) flag('misattributed', ids, `message ${url.message} deleted by ${r.deleted_by}, not its author ${r.author_id}`);
+    if (state?.state === 'delivered') {
+      if (records.length === 0) flag('lost', ids, `delete reported delivered, but message ${url.message} ${message !== undefined ? 'is still there' : 'was never recorded deleted'}`, message !== undefined ? [message] : []);
+      else if (records.length === 1 && message === undefined) counts.deletesDone = (counts.deletesDone ?? 0) + 1;
+    }
+    if (state?.state === 'failed' && records.length > 0) flag('failed-but-sent', ids, `delete reported failed ${state.code ?? ''}, but message ${url.message} was deleted`.replace('  ', ' '));
+  }
+  const owner = new Map<string, string>();
+  for (const t of tracked) {
+    const url = t.kind === 'post' || t.kind === 'dm' ? parseUrl(stateOf(t.requestId)?.url) : undefined;
+    if (url !== undefined) owner.set(`${url.channel}/${url.message}`, t.requestId);
+  }
+  for (const [key, records] of deletions) {
+    if (asked.has(key)) continue;
+    const who = owner.get(key);
+    flag('lost', who !== undefined ? [who] : [], `message ${key} was deleted (${records.length} time(s), by ${records.map((r) => r.deleted_by).join(', ')}) though no delete asked for it`);
   }
 }
