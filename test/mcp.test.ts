@@ -47,7 +47,7 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
   it('lists the tools, with input schemas taken from the contract', async () => {
     for (const client of [stdio, http]) {
       const { tools } = await client.listTools();
-      // Grouped by the module that owns them: deliveries, identity, commands, handoffs, the media archive, then chat.
+      // Grouped by the module that owns them: deliveries, identity, commands, handoffs, the media archive, chat, files, then the inbox.
       expect(tools.map((t) => t.name)).toEqual([
         'get_capabilities',
         'post_message',
@@ -78,6 +78,9 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
         'list_channels',
         'get_members',
         'download_attachment',
+        'wait_for_messages',
+        'list_inbox',
+        'ack_inbox',
       ]);
       const post = tools.find((t) => t.name === 'post_message');
       const props = post?.inputSchema.properties as Record<string, Record<string, unknown>>;

@@ -163,7 +163,7 @@ class FakeElement {
 
 describe('the sandbox page script', () => {
   it('renders messages with anchors, markdown and mapped destinations, from the state the control API serves', () => {
-    const byId = new Map<string, FakeElement>(['channels', 'destinations', 'reply', 'user', 'invoke', 'command', 'inGuild', 'manage'].map((id) => [id, new FakeElement('div')]));
+    const byId = new Map<string, FakeElement>(['channels', 'destinations', 'reply', 'user', 'invoke', 'command', 'inGuild', 'manage', 'write', 'channel', 'text', 'replyTo'].map((id) => [id, new FakeElement('div')]));
     const document = {
       createElement: (tag: string) => new FakeElement(tag),
       createTextNode: (text: string) => text,
