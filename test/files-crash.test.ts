@@ -71,7 +71,7 @@ describe('a file post killed between Discord accepting and the commit', () => {
     const content = `file-crash-nonce ${id}`;
     const data = await postFileAndKill(sandbox, id, content, {});
     await expectOneMessageWithItsFile(sandbox, id, content, data, {});
-  });
+  }, 150_000);
 
   it('past the nonce window: the restarted Herald finds the file post in the channel instead of sending again', async () => {
     db = await testDatabase();
@@ -87,5 +87,5 @@ describe('a file post killed between Discord accepting and the commit', () => {
     } finally {
       await forgetful.close();
     }
-  });
+  }, 150_000);
 });
