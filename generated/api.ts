@@ -937,9 +937,12 @@ export interface components {
         PostTarget: {
             guild_id: components["schemas"]["GuildId"];
             destination: components["schemas"]["Destination"];
+            reply_to?: components["schemas"]["ReplyTo"];
+            thread_id?: components["schemas"]["ThreadId"];
         };
         DmTarget: {
             user_id: components["schemas"]["UserId"];
+            reply_to?: components["schemas"]["ReplyTo"];
         };
         EditTarget: {
             /** @description The original post's or DM's request_id. */
@@ -987,8 +990,14 @@ export interface components {
         WireTarget: {
             guild_id: components["schemas"]["GuildId"];
             destination: components["schemas"]["Destination"];
+            /** @description Only when the request had it. */
+            reply_to?: components["schemas"]["ReplyTo"];
+            /** @description Only when the request had it. */
+            thread_id?: components["schemas"]["ThreadId"];
         } | {
             user_id: components["schemas"]["UserId"];
+            /** @description Only when the request had it. */
+            reply_to?: components["schemas"]["ReplyTo"];
         } | {
             message_ref: components["schemas"]["RequestId"];
             seq: number;
@@ -1627,7 +1636,7 @@ export interface components {
             reactions: boolean;
             /** @description A post or DM may reply to a message (`reply_to`). */
             replies: boolean;
-            /** @description A post may go into a thread (`thread`). */
+            /** @description A post may go into a thread (`thread_id`). */
             threads: boolean;
             /** @description The `delete` kind: delete a message Herald delivered. */
             deletes: boolean;
@@ -1694,6 +1703,21 @@ export interface components {
             body: components["schemas"]["ReactionBody"];
             target: components["schemas"]["ReactionTarget"];
         };
+        /**
+         * @description Optional. The platform's id of the message this one replies to (a Discord snowflake, a Slack
+         *     `ts`), in the channel the target resolves to (with `thread_id`, in that thread). Discord: a
+         *     reply (`message_reference`); if that message is gone by then, the message is still posted,
+         *     without the reference. Slack: the message goes into that message's thread (`thread_ts`). A
+         *     platform without replies (IRC) fails the delivery `CAPABILITY_UNAVAILABLE`.
+         */
+        ReplyTo: string;
+        /**
+         * @description Optional, posts only. A thread under the channel the destination maps to: Discord, the
+         *     thread channel's id (its parent must be that channel, checked at send time, else the
+         *     delivery fails `UPSTREAM_UNAVAILABLE`); Slack, the `ts` of the thread's parent message. A
+         *     platform without threads (IRC) fails the delivery `CAPABILITY_UNAVAILABLE`.
+         */
+        ThreadId: string;
         CommandParameter: {
             name: string;
             description: string;

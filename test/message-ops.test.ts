@@ -156,6 +156,6 @@ describe('deletes and reactions', () => {
     expect(Object.keys(plain.json as object)).toEqual(['dm', 'targeted_post', 'cards', 'edit', 'destinations']);
     const full = await h.bridge.get('/mcp/capabilities?include=platforms');
     expect(full.status).toBe(200);
-    expect((full.json as { platforms: unknown }).platforms).toEqual([{ name: 'discord', files: true, reactions: true, replies: false, threads: false, deletes: true }]);
+    expect((full.json as { platforms: unknown }).platforms).toEqual([{ name: 'discord', files: true, reactions: true, replies: true, threads: true, deletes: true }]);
   });
 });

@@ -164,7 +164,7 @@ export function controlRoutes({ state, faults, interactions, destinations }: Con
       destinations: destinations === undefined ? null : await destinations().catch(() => null),
       guilds: [...state.guilds.values()].map((g) => ({
         ...g,
-        channels: [...state.channels.values()].filter((c) => c.guild_id === g.id).map((c) => ({ id: c.id, name: c.name, type: c.type })),
+        channels: [...state.channels.values()].filter((c) => c.guild_id === g.id).map((c) => ({ id: c.id, name: c.name, type: c.type, ...(c.parent_id !== undefined ? { parent_id: c.parent_id } : {}) })),
       })),
       dm_channels: [...state.channels.values()].filter((c) => c.type === 1).map((c) => ({ id: c.id, recipients: c.recipients?.map((u) => u.id) })),
       users: [...state.users.values()],

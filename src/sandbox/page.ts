@@ -144,7 +144,7 @@ function render(state) {
   const root = document.getElementById('channels');
   root.replaceChildren();
   const channels = [];
-  for (const g of state.guilds) for (const c of g.channels) if (c.type === 0 || c.type === 11) channels.push({ id: c.id, scope: g.id, title: g.name + ' #' + c.name + (c.type === 11 ? ' (thread)' : '') });
+  for (const g of state.guilds) for (const c of g.channels) if (c.type === 0 || c.type === 11) channels.push({ id: c.id, scope: g.id, title: g.name + ' #' + c.name + (c.type === 11 ? ' (thread)' : ''), name: c.name, thread: c.type === 11, parent: c.type === 11 ? ((g.channels.find((p) => p.id === c.parent_id) || {}).name || c.parent_id) : undefined });
   for (const d of state.dm_channels) channels.push({ id: d.id, scope: '@me', title: 'DM with ' + (d.recipients || []).join(', ') });
   for (const ch of channels) {
     const s = el('section');
@@ -168,6 +168,8 @@ function render(state) {
       link.href = '/channels/' + ch.scope + '/' + ch.id + '/' + m.id;
       meta.append(link);
       d.append(meta);
+      if (ch.thread) d.append(el('div', 'meta', '🧵 in thread #' + ch.name + ' (under #' + ch.parent + ')'));
+      if (m.message_reference) { const r = el('a', 'meta', '↪ replying to message ' + m.message_reference.message_id); r.href = '#m-' + m.message_reference.message_id; d.append(r); }
       if (m.content) d.append(markdown(m.content));
       for (const e of m.embeds) {
         const b = el('div', 'embed');

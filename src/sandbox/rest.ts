@@ -8,7 +8,7 @@ import type { Fault, Faults, RateLimits } from './faults.js';
 import { guildChannelRoutes } from './guild-channels.js';
 import { guildMemberRoutes, type GuildMembers } from './guild-members.js';
 import type { MediaHistory } from './media-history.js';
-import { mentionsOf, publicUser, THREAD_TYPE, type RegisteredCommand, type SandboxMessage, type SandboxState, type SandboxUser } from './state.js';
+import { mentionsOf, publicUser, THREAD_TYPE, type RegisteredCommand, type SandboxChannel, type SandboxMessage, type SandboxState, type SandboxUser } from './state.js';
 
 /**
  * The slice of Discord's REST API (/api/v10) Herald uses: the bot user and application, command
@@ -48,9 +48,11 @@ export interface RestOptions {
   media?: MediaHistory | undefined;
   /** Attachments' bytes, and Discord's limits for files (413 code 40005 past them). */
   files?: { store: AttachmentStore; limits: UploadLimits };
+  /** Start a public thread under a guild text channel (by id: a thread from a message has the message's id); undefined: not a text channel. */
+  startThread?: (parentId: string, name: string, id?: string) => SandboxChannel | undefined;
 }
 
-export function restRoutes({ state, botFor, faults, rateLimits, requests, url, dispatchMessage, takeInteraction, people, media, files }: RestOptions): Router {
+export function restRoutes({ state, botFor, faults, rateLimits, requests, url, dispatchMessage, takeInteraction, people, media, files, startThread }: RestOptions): Router {
   const uploads = files ?? { store: new AttachmentStore(undefined), limits: DISCORD_UPLOAD_LIMITS };
   const api = new Router({ prefix: '/api/v10' });
   /** The bot this request authenticated as (Herald's own for interaction callbacks). */
@@ -183,6 +185,18 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
       const recipient = channel.recipients?.[0];
       if (recipient?.dms_closed) return discordError(ctx, 403, 50007, 'Cannot send messages to this user');
     }
+    // A reply (https://discord.com/developers/docs/resources/message#message-reference): to a
+    // message in this channel; one that is not there is refused unless fail_if_not_exists is false,
+    // when the message is created without the reference.
+    const ref = body['message_reference'];
+    let reference: SandboxMessage['message_reference'];
+    if (ref !== undefined && ref !== null) {
+      const r = ref as { message_id?: unknown; channel_id?: unknown; fail_if_not_exists?: unknown };
+      if (typeof ref !== 'object' || typeof r.message_id !== 'string') return discordError(ctx, 400, 50035, 'Invalid Form Body: message_reference.message_id is required');
+      const referenced = (r.channel_id === undefined || r.channel_id === channel.id) ? state.findMessage(channel.id, r.message_id) : undefined;
+      if (referenced !== undefined) reference = { message_id: referenced.id, channel_id: channel.id, ...(channel.guild_id !== undefined ? { guild_id: channel.guild_id } : {}) };
+      else if (r.fail_if_not_exists !== false) return discordError(ctx, 400, 50035, 'Invalid Form Body: message_reference: Unknown message');
+    }
     const author = botOf(ctx);
     const nonce = body['nonce'] as string | number | undefined;
     const enforced = nonce !== undefined && body['enforce_nonce'] === true ? nonce : undefined;
@@ -204,6 +218,7 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
       ...(nonce !== undefined ? { nonce } : {}),
       ...(body['allowed_mentions'] !== undefined ? { allowed_mentions: body['allowed_mentions'] } : {}),
       edits: 0,
+      ...(reference !== undefined ? { message_reference: reference, type: 19 } : {}),
     };
     if (parsed.files.length > 0) message.attachments = attach(parsed.files, body, channel.id, url(), () => state.nextSnowflake(), uploads.store);
     state.addMessage(message);
@@ -224,6 +239,7 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
     return undefined;
   });
   messageOpRoutes(api, state, botOf);
+  if (startThread !== undefined) threadRoutes(api, state, startThread);
   api.patch('/channels/:id/messages/:messageId', async (ctx) => {
     const message = state.channelMessages(ctx.params['id'] ?? '').find((m) => m.id === ctx.params['messageId']);
     if (message === undefined) return discordError(ctx, 404, 10008, 'Unknown Message');
@@ -376,4 +392,28 @@ function createdMessage(m: SandboxMessage): Record<string, unknown> {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Starting a public thread (type 11, with its parent_id), as Discord answers it:
+ * https://discord.com/developers/docs/resources/channel#start-thread-from-message (the thread's id
+ * is the message's) and #start-thread-without-message.
+ */
+function threadRoutes(api: Router, state: SandboxState, startThread: NonNullable<RestOptions['startThread']>): void {
+  const start = async (ctx: Context, messageId: string | undefined): Promise<void> => {
+    const channelId = ctx.params['id'] ?? '';
+    if (!state.channels.has(channelId)) return discordError(ctx, 404, 10003, 'Unknown Channel');
+    if (messageId !== undefined && state.findMessage(channelId, messageId) === undefined) return discordError(ctx, 404, 10008, 'Unknown Message');
+    if (messageId !== undefined && state.channels.has(messageId)) return discordError(ctx, 400, 160004, 'A thread has already been created for this message');
+    const parsed = await readJsonBody(ctx.req);
+    const name = parsed.ok ? (parsed.value as { name?: unknown }).name : undefined;
+    if (typeof name !== 'string' || name.length < 1 || name.length > 100) return discordError(ctx, 400, 50035, 'Invalid Form Body: name must be 1..100 characters');
+    const thread = startThread(channelId, name, messageId);
+    if (thread === undefined) return discordError(ctx, 400, 50024, 'Cannot execute action on this channel type');
+    ctx.status = 201;
+    ctx.body = { id: thread.id, type: thread.type, guild_id: thread.guild_id, parent_id: thread.parent_id, name: thread.name, owner_id: state.bot.id, message_count: 0, member_count: 1, thread_metadata: { archived: false, auto_archive_duration: 1440, archive_timestamp: new Date().toISOString(), locked: false } };
+    return undefined;
+  };
+  api.post('/channels/:id/messages/:messageId/threads', (ctx) => start(ctx, ctx.params['messageId']));
+  api.post('/channels/:id/threads', (ctx) => start(ctx, undefined));
 }

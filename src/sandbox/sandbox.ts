@@ -133,10 +133,10 @@ export class DiscordSandbox {
   }
 
   /** A public thread in a guild text channel; every connected bot is told (THREAD_CREATE). */
-  createThread(parentId: string, name: string): SandboxChannel {
+  createThread(parentId: string, name: string, id?: string): SandboxChannel {
     const parent = this.state.channels.get(parentId);
     if (parent === undefined || parent.guild_id === undefined || parent.type !== 0) throw new SandboxError('threads start in a guild text channel');
-    const thread: SandboxChannel = { id: this.state.nextSnowflake(), type: THREAD_TYPE, name, guild_id: parent.guild_id, parent_id: parent.id };
+    const thread: SandboxChannel = { id: id ?? this.state.nextSnowflake(), type: THREAD_TYPE, name, guild_id: parent.guild_id, parent_id: parent.id };
     this.state.addChannel(thread);
     this.state.save();
     this.gateway?.dispatchAll('THREAD_CREATE', { ...threadChannel(parent.guild_id, thread), newly_created: true });
@@ -235,6 +235,10 @@ export class DiscordSandbox {
       people: this.people,
       media: this.media,
       files: { store: this.attachmentStore, limits: this.uploadLimits },
+      startThread: (parentId, name, id) => {
+        const parent = this.state.channels.get(parentId);
+        return parent === undefined || parent.guild_id === undefined || parent.type !== 0 ? undefined : this.createThread(parentId, name, id);
+      },
     });
     // People's messages reach every connected bot, with content only for the bots they mention.
     userMessageRoute(control, this.state, (_type, data) => {

@@ -15,7 +15,7 @@ export type TransportName = string;
  * A message as a platform is asked to show it: the contract's message body (content, card, links,
  * attachments), with the attached files' bytes in `files` (read from Herald's file store for the send).
  */
-export type OutgoingMessage = components['schemas']['WireBody'] & { files?: readonly OutgoingFile[] };
+export type OutgoingMessage = components['schemas']['WireBody'] & { files?: readonly OutgoingFile[]; replyTo?: string };
 
 /** A file sent with a message: the name and description its attachment gives, and the stored bytes. */
 export interface OutgoingFile {
@@ -61,6 +61,8 @@ export interface ChannelInfo {
   guildId: string | undefined;
   name?: string | undefined;
   isText: boolean;
+  /** A thread's parent channel (absent: not a thread). */
+  parentId?: string;
 }
 
 export interface MemberInfo {
@@ -185,6 +187,12 @@ export interface Reactions {
 export interface Threading {
   readonly replies: boolean;
   readonly threads: boolean;
+  /**
+   * Where a send into thread `threadId` under channel `channelId` goes, checked now: the channel to
+   * send in (Discord: the thread's own channel) and the message it answers (Slack: the thread's
+   * parent `ts`); or why not (a sentence, e.g. the thread is under another channel).
+   */
+  inThread?(channelId: string, threadId: string, signal: AbortSignal): Promise<{ channelId: string; replyTo?: string } | { refused: string }>;
 }
 
 /** Deleting a message Herald sent. */

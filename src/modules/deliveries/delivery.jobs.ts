@@ -230,7 +230,7 @@ export class DeliveryJobs {
       if (row.kind === 'post' && resolved.refused.reason === DESTINATION_UNMAPPED) this.metrics.postUnmapped();
       return { status: 'failed', failure_code: resolved.refused.code, reason: resolved.refused.reason };
     }
-    return this.sendOnce(at, resolved.address, resolved.scope, resolved.mentions);
+    return this.sendOnce(at, resolved.address, resolved.scope, resolved.mentions, resolved.replyTo);
   }
 
   /**
@@ -361,7 +361,7 @@ export class DeliveryJobs {
    * nonce. `scope` is the url's guild part: the guild id, or `@me` for a DM. A delivery in doubt
    * goes to the channel (and platform) its doubtful create went to, whatever the target maps to now.
    */
-  private async sendOnce(at: Attempt, mapped: Address, scope: string, mentions?: Mentions): Promise<Outcome> {
+  private async sendOnce(at: Attempt, mapped: Address, scope: string, mentions?: Mentions, replyTo?: string): Promise<Outcome> {
     const channelId = at.doubt?.channelId ?? mapped.channelId;
     const transport = this.transport((at.doubt !== undefined ? at.doubtTransport : null) ?? mapped.transport);
     at.sendingWith = transport.name;
@@ -400,7 +400,8 @@ export class DeliveryJobs {
     const deadline = transport.idempotentSend && at.doubt !== undefined ? { notAfter: new Date(at.doubt.from.getTime() + this.options.nonceWindowMs) } : undefined;
     const outgoing = await withAttachmentBytes(at.row.body, transport, this.ports);
     if ('refused' in outgoing) return { status: 'failed', failure_code: outgoing.refused.code, reason: outgoing.refused.reason };
-    const sent = await facet(transport.sender, 'sending').send(channelId, outgoing.message, deliveryNonce(at.row.request_id), at.signal, mentions, deadline);
+    const message = replyTo !== undefined ? { ...outgoing.message, replyTo } : outgoing.message;
+    const sent = await facet(transport.sender, 'sending').send(channelId, message, deliveryNonce(at.row.request_id), at.signal, mentions, deadline);
     if (sent.confirmed === false) {
       // Written, with no proof the platform took it (an IRC server without labeled-response or
       // echo-message): never claimed delivered. Kept in doubt, so a re-POST looks in the channel first.

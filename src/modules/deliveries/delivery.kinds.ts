@@ -1,5 +1,6 @@
+import type { Address, Transports } from '../../transports/transport.js';
 import type { DmTarget, PostTarget } from './delivery.js';
-import { facet, type SendKind } from './send-kind.js';
+import { facet, type SendKind, type SendResolution } from './send-kind.js';
 
 /** The reason a post to an unmapped destination fails with (counted by the engine's metrics). */
 export const DESTINATION_UNMAPPED = 'destination not mapped';
@@ -7,15 +8,35 @@ export const DESTINATION_UNMAPPED = 'destination not mapped';
 /** A post: to the channel its guild's destination maps to now. */
 export const postKind: SendKind<PostTarget> = {
   kind: 'post',
-  async resolve(target, { ports, log }) {
+  async resolve(target, { ports, transports, signal, log }) {
     const address = await ports.resolveDestination(target.guild_id, target.destination);
     if (address === undefined) {
       log.warn({ guild_id: target.guild_id, destination: target.destination, reason: 'destination_unmapped' }, 'no channel mapped for this destination');
       return { refused: { code: 'UPSTREAM_UNAVAILABLE', reason: DESTINATION_UNMAPPED } };
     }
-    return { address, scope: target.guild_id };
+    return threaded(address, target.guild_id, target, transports, signal);
   },
 };
+
+/**
+ * A send with its `reply_to` and `thread_id` applied, checked now on the platform the address is
+ * on: a platform without them refuses (CAPABILITY_UNAVAILABLE); a thread that is not under the
+ * address's channel refuses (UPSTREAM_UNAVAILABLE). Without either, the address as it is.
+ */
+async function threaded(address: Address, scope: string, target: { reply_to?: string; thread_id?: string }, transports: Transports, signal: AbortSignal): Promise<SendResolution> {
+  if (target.reply_to === undefined && target.thread_id === undefined) return { address, scope };
+  const threading = transports.get(address.transport)?.threading;
+  let replyTo = target.reply_to;
+  if (target.thread_id !== undefined) {
+    if (threading?.threads !== true || threading.inThread === undefined) return { refused: { code: 'CAPABILITY_UNAVAILABLE', reason: `${address.transport} has no threads` } };
+    const thread = await threading.inThread(address.channelId, target.thread_id, signal);
+    if ('refused' in thread) return { refused: { code: 'UPSTREAM_UNAVAILABLE', reason: thread.refused } };
+    address = { transport: address.transport, channelId: thread.channelId };
+    replyTo = thread.replyTo ?? replyTo;
+  }
+  if (target.reply_to !== undefined && threading?.replies !== true) return { refused: { code: 'CAPABILITY_UNAVAILABLE', reason: `${address.transport} has no replies` } };
+  return { address, scope, ...(replyTo !== undefined ? { replyTo } : {}) };
+}
 
 /** A DM: to a registered user only, checked now (at send time), through their DM channel. */
 export const dmKind: SendKind<DmTarget> = {
@@ -30,6 +51,6 @@ export const dmKind: SendKind<DmTarget> = {
     const platform = transports.get(name);
     if (platform === undefined) return { refused: { code: 'RECIPIENT_UNREACHABLE', reason: `recipient registered on ${name}, which this Herald does not run` } };
     const channelId = await facet(platform.dms, 'direct messages').openDm(target.user_id, signal);
-    return { address: { transport: platform.name, channelId }, scope: '@me' };
+    return threaded({ transport: platform.name, channelId }, '@me', target, transports, signal);
   },
 };

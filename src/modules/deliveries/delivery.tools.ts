@@ -88,13 +88,15 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
           ...messageParts(),
           request_id: ownRequestId(),
           files: filesArgument,
+          reply_to: contractSchema('ReplyTo', 'Optional: the id of a message in that channel (or in thread_id) to reply to.'),
+          thread_id: contractSchema('ThreadId', 'Optional: post into this thread of the destination channel (Discord: the thread id; Slack: the ts of its first message).'),
         },
         ['guild_id', 'destination', 'content'],
       ),
       async handler(args, deps) {
         const files = await uploadToolFiles(deps.bridge, args['files']);
         if ('error' in files) return text(`Nothing was sent: ${files.error}.`, true);
-        return send(deps, { kind: 'post', target: { guild_id: String(args['guild_id']), destination: args['destination'] as 'alerts' }, body: { ...bodyOf(args), ...files } as { content: string } }, idOf(args));
+        return send(deps, { kind: 'post', target: { guild_id: String(args['guild_id']), destination: args['destination'] as 'alerts', ...threadingArgs(args) }, body: { ...bodyOf(args), ...files } as { content: string } }, idOf(args));
       },
     },
     {
@@ -103,7 +105,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
       annotations: hints(false, false, false, true),
       output: 'DeliveryState',
       description: `Send a direct message to the paired Discord user. Refuses when not paired, or when the user revoked access since pairing (pair again). ${NO_RETRY}`,
-      inputSchema: object({ ...messageParts(), request_id: ownRequestId(), files: filesArgument }, ['content']),
+      inputSchema: object({ ...messageParts(), request_id: ownRequestId(), files: filesArgument, reply_to: contractSchema('ReplyTo', 'Optional: the id of a message in the DM to reply to.') }, ['content']),
       async handler(args, deps) {
         const pairing = deps.state.pairing;
         if (pairing === undefined) return text('Not paired with anyone yet. Ask the user to run `/agent pair` in Discord and call pair with the code.', true);
@@ -115,7 +117,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         }
         const files = await uploadToolFiles(deps.bridge, args['files']);
         if ('error' in files) return text(`Nothing was sent: ${files.error}.`, true);
-        return send(deps, { kind: 'dm', target: { user_id: pairing.user_id }, body: { ...bodyOf(args), ...files } as { content: string } }, idOf(args));
+        return send(deps, { kind: 'dm', target: { user_id: pairing.user_id, ...(typeof args['reply_to'] === 'string' ? { reply_to: args['reply_to'] } : {}) }, body: { ...bodyOf(args), ...files } as { content: string } }, idOf(args));
       },
     },
     {
@@ -290,4 +292,12 @@ async function describe(s: DeliveryState, requestId: string, bridge: BridgeClien
         s,
       );
   }
+}
+
+/** A post's `reply_to` and `thread_id` arguments, only those given (a send without them is as before). */
+function threadingArgs(args: Record<string, unknown>): { reply_to?: string; thread_id?: string } {
+  return {
+    ...(typeof args['reply_to'] === 'string' ? { reply_to: args['reply_to'] } : {}),
+    ...(typeof args['thread_id'] === 'string' ? { thread_id: args['thread_id'] } : {}),
+  };
 }

@@ -78,12 +78,23 @@ export function normalizeDelivery(input: Record<string, unknown>): Delivery {
   const body = normalizeBody(input['body'] as Record<string, unknown>);
   switch (input['kind']) {
     case 'post':
-      return { request_id, kind: 'post', target: { guild_id: t['guild_id'] as string, destination: t['destination'] as Destination }, body };
+      return { request_id, kind: 'post', target: { guild_id: t['guild_id'] as string, destination: t['destination'] as Destination, ...threadingOf(t, true) }, body };
     case 'dm':
-      return { request_id, kind: 'dm', target: { user_id: t['user_id'] as string }, body };
+      return { request_id, kind: 'dm', target: { user_id: t['user_id'] as string, ...threadingOf(t, false) }, body };
     default:
       return { request_id, kind: 'edit', target: { message_ref: t['message_ref'] as string, seq: t['seq'] as number }, body };
   }
+}
+
+/**
+ * A post's or DM's `reply_to` (and a post's `thread_id`), only when given: a request without them
+ * stores, hashes and echoes exactly as before they existed.
+ */
+function threadingOf(t: Record<string, unknown>, post: boolean): { reply_to?: string; thread_id?: string } {
+  return {
+    ...(t['reply_to'] !== undefined ? { reply_to: t['reply_to'] as string } : {}),
+    ...(post && t['thread_id'] !== undefined ? { thread_id: t['thread_id'] as string } : {}),
+  };
 }
 
 /** A delete or a reaction, rebuilt like the others. */

@@ -29,6 +29,8 @@ export type SendResolution =
       scope: string;
       /** Who the message may notify (absent: no one). */
       mentions?: Mentions;
+      /** The platform message it replies to (absent: none). */
+      replyTo?: string;
     }
   | { refused: { code: FailureCode; reason: string } };
 

@@ -21,7 +21,7 @@ import {
 import { discordChannelIdProblem } from './discord-channels.js';
 import { DiscordChat } from './discord-chat.js';
 import { DiscordInboundHistory } from './discord-inbound-history.js';
-import { TransportError, type ArchivedMessage, type ChannelInfo, type Channels, type Chat, type Deleter, type DirectMessages, type Editor, type Reactions, type History, type HistoryPages, type Mentions, type NonceLedger, type FileLimits, type OutgoingFile, type OutgoingMessage, type SeenMessage, type SendDeadline, type Sender, type SentMessage, type Transport } from '../transport.js';
+import { TransportError, type ArchivedMessage, type ChannelInfo, type Channels, type Chat, type Deleter, type DirectMessages, type Editor, type Reactions, type History, type HistoryPages, type Mentions, type NonceLedger, type FileLimits, type OutgoingFile, type OutgoingMessage, type SeenMessage, type SendDeadline, type Sender, type SentMessage, type Threading, type Transport } from '../transport.js';
 import type { PlatformMetrics } from './discord.metrics.js';
 import { snowflakeAt, snowflakeTime } from './snowflake.js';
 
@@ -68,6 +68,8 @@ export class DiscordTransport implements Transport {
     remove: (channelId, messageId, emoji, signal) => this.react('delete', channelId, messageId, emoji, signal),
   };
   readonly deleter: Deleter = { delete: (channelId, messageId, signal) => this.deleteMessage(channelId, messageId, signal) };
+  /** Replies (`message_reference`) and threads (a thread is a channel of its own, under its parent). */
+  readonly threading: Threading = { replies: true, threads: true, inThread: (channelId, threadId) => this.inThread(channelId, threadId) };
   readonly history: History = {
     selfId: () => this.selfId(),
     fingerprint: (message) => this.fingerprint(message),
@@ -140,6 +142,9 @@ export class DiscordTransport implements Transport {
       ...toDiscordMessage(message),
       nonce,
       enforce_nonce: true,
+      // A reply whose message is gone by now is still posted, without the reference (a person
+      // still gets the message; the delivery is not failed for a deletion it could not prevent).
+      ...(message.replyTo !== undefined ? { message_reference: { message_id: message.replyTo, fail_if_not_exists: false } } : {}),
       // Nobody is notified, except the users a handoff names (its target bot); never a reply ping.
       allowed_mentions: mentions !== undefined && mentions.users.length > 0 ? { parse: [], users: [...mentions.users] } : { parse: [] },
     };
@@ -167,6 +172,14 @@ export class DiscordTransport implements Transport {
     } finally {
       this.creates.delete(nonce);
     }
+  }
+
+  /** A thread under `channelId`, by the thread channel's parent (read now): messages go to the thread's own channel. */
+  private async inThread(channelId: string, threadId: string): Promise<{ channelId: string } | { refused: string }> {
+    const thread = await this.getChannel(threadId);
+    if (thread === undefined) return { refused: `thread ${threadId} not found` };
+    if (thread.parentId !== channelId) return { refused: `${threadId} is not a thread of the destination's channel ${channelId}` };
+    return { channelId: threadId };
   }
 
   /** https://discord.com/developers/docs/resources/user#create-dm */
@@ -254,7 +267,8 @@ export class DiscordTransport implements Transport {
       const guildId = 'guild_id' in channel && typeof channel.guild_id === 'string' ? channel.guild_id : undefined;
       const isText = channel.type === ChannelType.GuildText || channel.type === ChannelType.GuildAnnouncement;
       const name = 'name' in channel && typeof channel.name === 'string' ? channel.name : undefined;
-      return { id: channel.id, guildId, name, isText };
+      const parentId = isThreadType(channel.type) && 'parent_id' in channel && typeof channel.parent_id === 'string' ? channel.parent_id : undefined;
+      return { id: channel.id, guildId, name, isText, ...(parentId !== undefined ? { parentId } : {}) };
     } catch (err) {
       if (err instanceof TransportError && err.failure.kind === 'not_found') return undefined;
       throw err;
@@ -433,4 +447,9 @@ function toTransportError(err: unknown): TransportError {
   const name = err instanceof Error ? err.name : 'Error';
   const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
   return new TransportError({ kind: 'transient', detail: `discord unreachable (${name}${code ? ` ${code}` : ''})` });
+}
+
+/** Discord's thread channel types (announcement, public and private threads). */
+function isThreadType(type: ChannelType): boolean {
+  return type === ChannelType.AnnouncementThread || type === ChannelType.PublicThread || type === ChannelType.PrivateThread;
 }

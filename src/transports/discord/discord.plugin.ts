@@ -78,6 +78,7 @@ export async function startDiscord(config: DiscordConfig, services: TransportSer
     editor: rest.editor,
     reactions: rest.reactions,
     deleter: rest.deleter,
+    threading: rest.threading,
     history: rest.history,
     pages: rest.pages,
     channels: loggedChannels(rest.channels, log),

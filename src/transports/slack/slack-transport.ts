@@ -1,7 +1,7 @@
 import type { WebAPICallResult } from '@slack/web-api';
 import { SlackApi, slackErrorCode, type Pace } from './slack-client.js';
 import { edited, rendered, type Block } from './slack-render.js';
-import { TransportError, type ChannelInfo, type Channels, type Deleter, type DirectMessages, type Editor, type Reactions, type KeyedFind, type KeyedHistory, type MemberInfo, type Members, type Mentions, type OutgoingMessage, type SendDeadline, type Sender, type SentMessage, type Transport } from '../transport.js';
+import { TransportError, type ChannelInfo, type Channels, type Deleter, type DirectMessages, type Editor, type Reactions, type KeyedFind, type KeyedHistory, type MemberInfo, type Members, type Mentions, type OutgoingMessage, type SendDeadline, type Sender, type SentMessage, type Threading, type Transport } from '../transport.js';
 
 /** The metadata event type Herald marks its sends with (the send key is its payload's `id`). */
 export const DELIVERY_EVENT = 'herald_delivery';
@@ -55,6 +55,8 @@ export class SlackTransport implements Transport {
     remove: (channelId, ts, emoji, signal) => this.react('reactions.remove', channelId, ts, emoji, signal),
   };
   readonly deleter: Deleter = { delete: (channelId, ts, signal) => this.deleteMessage(channelId, ts, signal) };
+  /** Replies and threads are one thing on Slack: a message in the thread of a `ts` (chat.postMessage's `thread_ts`). */
+  readonly threading: Threading = { replies: true, threads: true, inThread: (channelId, threadTs) => Promise.resolve({ channelId, replyTo: threadTs }) };
   readonly keyed: KeyedHistory = { findByKey: (channelId, key, from, until, signal) => this.findByKey(channelId, key, from, until, signal) };
   readonly channels: Channels = { getChannel: (channelId) => this.getChannel(channelId), check: slackChannelIdProblem };
   readonly members: Members = { listMembers: (channelId) => this.listMembers(channelId) };
@@ -105,6 +107,8 @@ export class SlackTransport implements Transport {
         text,
         blocks,
         metadata: { event_type: DELIVERY_EVENT, event_payload: { id: key } },
+        // A reply (or a post into a thread) goes into that message's thread.
+        ...(message.replyTo !== undefined ? { thread_ts: message.replyTo } : {}),
         // Nothing in the text is turned into a mention or a link by Slack; Herald's own escaping
         // already made <!here>-style sequences inert, and only `mentions` are left as <@U…>.
         parse: 'none',

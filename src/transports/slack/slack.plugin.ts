@@ -85,6 +85,7 @@ export async function startSlack(config: SlackConfig, services: TransportService
     editor: transport.editor,
     reactions: transport.reactions,
     deleter: transport.deleter,
+    threading: transport.threading,
     keyed: transport.keyed,
     channels: transport.channels,
     members: transport.members,
