@@ -216,6 +216,30 @@ describe('sending to Slack', () => {
     expect(members.map((m) => [m.userId, m.bot]).sort()).toEqual([[SLACK.bot.user, true], [SLACK.users.ada, false], [SLACK.users.bob, false]].sort());
     expect(members.find((m) => m.userId === SLACK.users.ada)?.displayName).toBe('ada');
   });
+
+  it('a reply in a thread is found by its key in that thread (the channel\'s history lists only the parent)', async () => {
+    const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
+    // Slack allows about one post a second in a channel: a 429 is waited out for as long as it says, as Herald does.
+    const post = async (message: { content: string; replyTo?: string }, key: string): Promise<{ messageId: string }> => {
+      for (;;) {
+        try {
+          return await transport.sender.send(SLACK.channels.general, message, key, AbortSignal.timeout(5_000));
+        } catch (err) {
+          const wait = (err as { failure?: { retryAfterMs?: number } }).failure?.retryAfterMs;
+          if (wait === undefined) throw err;
+          await new Promise((resolve) => setTimeout(resolve, wait));
+        }
+      }
+    };
+    const parent = await post({ content: 'the parent' }, newRequestId().slice(0, 32));
+    const key = newRequestId().slice(0, 32);
+    const reply = await post({ content: 'in the thread', replyTo: parent.messageId }, key);
+    const span = [new Date(Date.now() - 60_000), new Date(Date.now() + 60_000)] as const;
+    // Read as the channel's history, the reply is not there: a re-drive would have sent it again.
+    expect(await transport.keyed.findByKey(SLACK.channels.general, key, ...span, AbortSignal.timeout(5_000))).toEqual({ absent: true });
+    expect(await transport.keyed.findByKey(SLACK.channels.general, key, ...span, AbortSignal.timeout(5_000), parent.messageId)).toEqual({ found: { channelId: SLACK.channels.general, messageId: reply.messageId } });
+    expect(await transport.keyed.findByKey(SLACK.channels.general, 'x'.repeat(32), ...span, AbortSignal.timeout(5_000), parent.messageId)).toEqual({ absent: true });
+  });
 });
 
 describe("Slack's sandbox for sandbox mode", () => {

@@ -270,8 +270,10 @@ export interface KeyedHistory {
   /**
    * The message `key` created in `channelId` between `from` and `until`: found; absent only after
    * a complete read of that span; undecided (with Herald's words why) when the platform cannot say.
+   * `thread`: the send went into that thread (the message's `replyTo`), whose replies the channel's
+   * own history may not list (Slack's conversations.history shows only a thread's parent).
    */
-  findByKey(channelId: string, key: string, from: Date, until: Date, signal: AbortSignal): Promise<KeyedFind>;
+  findByKey(channelId: string, key: string, from: Date, until: Date, signal: AbortSignal, thread?: string): Promise<KeyedFind>;
 }
 
 export type KeyedFind = { found: SentMessage } | { absent: true } | { undecided: string };

@@ -381,7 +381,7 @@ export class DeliveryJobs {
     if (at.doubt !== undefined && (finalCheck || nowMs - at.doubt.from.getTime() > trustedWindowMs)) {
       const settled = at.doubt.until.getTime() + RECONCILE_SETTLE_MS;
       if (nowMs < settled) return { status: 'pending', next_attempt_at: new Date(settled), attempts: at.row.attempts - 1 };
-      const verdict = await reconcile(this.db, this.clock, at.row, at.signal, transport, at.doubt, channelId);
+      const verdict = await reconcile(this.db, this.clock, at.row, at.signal, transport, at.doubt, channelId, replyTo);
       this.metrics.reconciled(at.row.kind, verdict.kind);
       if (verdict.kind === 'found') return delivered(verdict.message);
       if (verdict.kind === 'wait') return { status: 'pending', next_attempt_at: new Date(nowMs + TWIN_WAIT_MS), attempts: at.row.attempts - 1 };

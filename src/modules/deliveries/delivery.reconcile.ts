@@ -40,7 +40,7 @@ export interface Doubt {
  * delivery recorded, or the gateway reported under another nonce, is not ours. While another unresolved delivery with the same body may have
  * created a message in that window, a match cannot be told apart from it: undecided, never a guess.
  */
-export async function reconcile(db: Kysely<DeliveriesDb>, clock: Clock, row: DeliveryRow, signal: AbortSignal, transport: Transport, doubt: Doubt, channelId: string): Promise<Verdict> {
+export async function reconcile(db: Kysely<DeliveriesDb>, clock: Clock, row: DeliveryRow, signal: AbortSignal, transport: Transport, doubt: Doubt, channelId: string, thread?: string): Promise<Verdict> {
   const nonce = deliveryNonce(row.request_id);
   // The gateway told us which message this nonce created: that settles it exactly.
   const reported = await findSentMessage(db, nonce);
@@ -49,7 +49,7 @@ export async function reconcile(db: Kysely<DeliveriesDb>, clock: Clock, row: Del
   const until = new Date(doubt.until.getTime() + RECONCILE_SKEW_MS);
   if (transport.keyed !== undefined) {
     // The platform keeps the key with the message: an exact answer, with no content matching.
-    const found = await transport.keyed.findByKey(channelId, nonce, from, until, signal);
+    const found = await transport.keyed.findByKey(channelId, nonce, from, until, signal, thread);
     if ('found' in found) return { kind: 'found', message: found.found };
     if ('absent' in found) return { kind: 'absent' };
     return { kind: 'undecided', reason: found.undecided };

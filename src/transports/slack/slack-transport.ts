@@ -57,7 +57,7 @@ export class SlackTransport implements Transport {
   readonly deleter: Deleter = { delete: (channelId, ts, signal) => this.deleteMessage(channelId, ts, signal) };
   /** Replies and threads are one thing on Slack: a message in the thread of a `ts` (chat.postMessage's `thread_ts`). */
   readonly threading: Threading = { replies: true, threads: true, inThread: (channelId, threadTs) => Promise.resolve({ channelId, replyTo: threadTs }) };
-  readonly keyed: KeyedHistory = { findByKey: (channelId, key, from, until, signal) => this.findByKey(channelId, key, from, until, signal) };
+  readonly keyed: KeyedHistory = { findByKey: (channelId, key, from, until, signal, thread) => this.findByKey(channelId, key, from, until, signal, thread) };
   readonly channels: Channels = { getChannel: (channelId) => this.getChannel(channelId), check: slackChannelIdProblem };
   readonly members: Members = { listMembers: (channelId) => this.listMembers(channelId) };
   readonly api: SlackApi;
@@ -196,7 +196,7 @@ export class SlackTransport implements Transport {
    * with every message's metadata, read up to now (later than `until`, which the key makes safe). Slack refusing to show the channel is
    * undecided (Herald cannot tell); Slack not answering is a transient error (looked at again later).
    */
-  private async findByKey(channelId: string, key: string, from: Date, _until: Date, signal: AbortSignal): Promise<KeyedFind> {
+  private async findByKey(channelId: string, key: string, from: Date, _until: Date, signal: AbortSignal, thread?: string): Promise<KeyedFind> {
     let me: SlackIdentity;
     try {
       me = await this.identity(signal);
@@ -208,8 +208,10 @@ export class SlackTransport implements Transport {
     for (let page = 0; page < MAX_HISTORY_PAGES; page++) {
       let answer: WebAPICallResult & { messages?: HistoryMessage[]; has_more?: boolean };
       try {
-        answer = await this.api.call('conversations.history', {
+        // A reply lives in its thread: conversations.history lists only the thread's parent.
+        answer = await this.api.call(thread !== undefined ? 'conversations.replies' : 'conversations.history', {
           channel: channelId,
+          ...(thread !== undefined ? { ts: thread } : {}),
           // Up to now, not `until`: the key alone decides, so a create Slack finished late (or a
           // Slack clock ahead of Herald's) is still found rather than sent again.
           oldest: slackTs(from),
