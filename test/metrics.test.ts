@@ -173,10 +173,10 @@ describe('metrics', () => {
     expect(value('herald_outbox_job_duration_seconds', { kind: 'post' })).toBeGreaterThanOrEqual(4);
     expect(value('herald_platform_responses_total', { transport: 'discord', method: 'POST', status: '200' })).toBeGreaterThanOrEqual(2);
     expect(families.get('herald_transport_link_up')?.metrics).toEqual([{ value: '1', labels: { transport: 'discord', link: 'gateway' } }]);
-    // Read from the database at scrape time: nothing waits now, every kind (post, dm, edit, reply, handoff, chat) and state reported.
-    expect(families.get('herald_outbox_jobs')?.metrics).toHaveLength(18);
+    // Read from the database at scrape time: nothing waits now, every kind (post, dm, edit, reaction, delete, reply, handoff, chat) and state reported.
+    expect(families.get('herald_outbox_jobs')?.metrics).toHaveLength(24);
     expect(value('herald_outbox_jobs', { state: 'pending' })).toBe(0);
-    expect(families.get('herald_outbox_oldest_due_age_seconds')?.metrics.map((m) => m.labels?.['kind']).sort()).toEqual(['chat', 'dm', 'edit', 'handoff', 'post', 'reply']);
+    expect(families.get('herald_outbox_oldest_due_age_seconds')?.metrics.map((m) => m.labels?.['kind']).sort()).toEqual(['chat', 'delete', 'dm', 'edit', 'handoff', 'post', 'reaction', 'reply']);
     for (const name of ['herald_delivery_retries_total', 'herald_delivery_reconciliations_total', 'herald_delivery_leases_lost_total', 'herald_platform_rate_limited_total', 'herald_outbox_depth_read_failures_total']) {
       expect(families.has(name), name).toBe(true);
     }
