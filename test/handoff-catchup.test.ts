@@ -227,7 +227,8 @@ describe('catching up from the channels history', () => {
     const next = await catchUp(await receiver(SELF, PEER), history).sweep();
     expect(next.read).toBe(1);
     expect((await r.service.list(undefined, 10)).items.map((i) => i.text)).toEqual(['old', 'new']);
-  });
+    // Two stores opened (each runs every migration): more than the default budget on a loaded machine.
+  }, 90_000);
 
   it('a message whose receipt failed is not passed over: progress stops before it', async () => {
     const failing = new FailingQueries(1);
