@@ -1,3 +1,4 @@
+import { operationIntent, usageKey } from './mcp/operations.js';
 import type { AddressInfo } from 'node:net';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
@@ -124,7 +125,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         adminToken: config.adminToken,
         log,
         onAuthFailure: (area, throttled) => httpMetrics.authFailure(area, throttled),
-        policy: policy === undefined ? undefined : policyCheck({ policy, db: store.db as Kysely<unknown>, registry, chatPlatform: config.chatTransport }),
+        policy: policy === undefined ? undefined : policyCheck({ policy, db: store.db as Kysely<unknown>, registry, intentOf: (id, input) => operationIntent(id, input, config.chatTransport), usageKey }),
         operations: [...parts.flatMap((p) => p.operations ?? []), probeOperations(readiness, () => singletons.states())],
       });
       const routes = parts.flatMap((p) => p.routes ?? []);

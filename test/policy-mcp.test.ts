@@ -11,7 +11,7 @@ import { loadConfig } from '../src/config.js';
 import { loadOperatorPolicy } from '../src/mcp/policy.js';
 import { startHttp } from '../src/mcp/run.js';
 import { createLogger } from '../src/platform/log.js';
-import { operationIntent } from '../src/platform/policy/operations.js';
+import { operationIntent } from '../src/mcp/operations.js';
 import { parsePolicy, PolicyError, refusedBy } from '../src/platform/policy/policy.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { mcpOverHttp, toolText, type ToolResult } from './support/mcp.js';

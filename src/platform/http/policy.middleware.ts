@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Context as KoaContext } from 'koa';
 import { Counter, type Registry } from 'prom-client';
-import { operationIntent, usageKey } from '../policy/operations.js';
-import { refusedBy, rulesFor, type Policy, type PolicyRule } from '../policy/policy.js';
+import { refusedBy, rulesFor, type Intent, type Policy, type PolicyRule } from '../policy/policy.js';
 import { PolicyUsage } from '../policy/usage.js';
 import type { Kysely } from 'kysely';
 import { errorReply, type Reply } from './reply.js';
@@ -34,8 +33,10 @@ export interface PolicyCheckOptions {
   policy: Policy;
   db: Kysely<unknown>;
   registry: Registry;
-  /** The chat platform a chat call without `transport` uses (HERALD_CHAT_TRANSPORT). */
-  chatPlatform: string;
+  /** What an operation would do, for the rules (the wiring gives the table of operations and their tools). */
+  intentOf(operationId: string | undefined, input: { method: string; body: unknown; query: Readonly<Record<string, unknown>> }): Intent;
+  /** The key a call is counted under against a rate cap (a retry of the same request counts once). */
+  usageKey(body: unknown): string | undefined;
   now?: () => number;
 }
 
@@ -53,7 +54,7 @@ export function policyCheck(options: PolicyCheckOptions): PolicyCheck {
   return async (ctx, operationId, body, query) => {
     if (ctx.state['authenticated'] !== 'bridge') return undefined;
     const client = ctx.get(POLICY_CLIENT_HEADER) || undefined;
-    const intent = operationIntent(operationId, { method: ctx.method, body, query }, options.chatPlatform);
+    const intent = options.intentOf(operationId, { method: ctx.method, body, query });
     const subjects = rulesFor(options.policy, client).map((rules, i) => ({ rules, subject: i === 0 ? 'connector' : `client:${client ?? ''}` }));
     for (const { rules } of subjects) {
       const rule = refusedBy(rules, intent);
@@ -64,7 +65,7 @@ export function policyCheck(options: PolicyCheckOptions): PolicyCheck {
     }
     // Rate caps count calls that write or read through a tool; a status poll of the same call (GET) is not a call.
     if (intent.tool === undefined || !intent.writes) return undefined;
-    const key = usageKey(body) ?? randomBytes(16).toString('hex');
+    const key = options.usageKey(body) ?? randomBytes(16).toString('hex');
     for (const { rules, subject } of subjects) {
       const cap = rules.rate.get(intent.tool);
       if (cap === undefined) continue;

@@ -16,7 +16,7 @@ export interface McpTool<Deps> {
   readonly title: string;
   /**
    * What the tool does to the world (MCP's hints), each said: read-only, destructive, idempotent
-   * (the same arguments again change nothing more), open-world (it reaches a chat platform or the web).
+   * (the same arguments again change nothing more), open-world (it reaches a platform or the web).
    */
   readonly annotations: Required<Pick<ToolAnnotations, 'readOnlyHint' | 'destructiveHint' | 'idempotentHint' | 'openWorldHint'>>;
   /**

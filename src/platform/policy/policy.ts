@@ -16,9 +16,9 @@ export interface Rules {
   readonly tools: ReadonlySet<string> | undefined;
   /** Posts may target only these destinations; undefined: any. */
   readonly destinations: ReadonlySet<string> | undefined;
-  /** Writes (chat sends, channel creation, handoffs, scrapes) may target only these channels; undefined: any. */
+  /** Writes may target only these channels; undefined: any. */
   readonly channels: ReadonlySet<string> | undefined;
-  /** Chat writes may use only these platforms; undefined: any. */
+  /** Writes may use only these platforms; undefined: any. */
   readonly platforms: ReadonlySet<string> | undefined;
   /** Calls per tool per minute and per day. */
   readonly rate: ReadonlyMap<string, { perMinute?: number; perDay?: number }>;
@@ -200,7 +200,7 @@ export function parsePolicy(source: string, file: string, known: { tools: readon
   return { connector, clients, file };
 }
 
-/** A channel as rules compare it: an IRC channel's `#` left out, in lower case. */
+/** A channel as rules compare it: a leading `#` left out, in lower case. */
 export function channelKey(channel: string): string {
   return channel.replace(/^#/, '').toLowerCase();
 }
@@ -208,7 +208,7 @@ export function channelKey(channel: string): string {
 /** What a call would do, as far as the rules look: which tool, whether it writes, and where. */
 export interface Intent {
   tool: string | undefined;
-  /** Other tools that call this operation too (a sending tool polls its delivery): any of them on lets it through. */
+  /** Other tools that call this operation too (a sending tool polls its outcome): any of them on lets it through. */
   alsoFor?: readonly string[] | undefined;
   writes: boolean;
   destination?: string | undefined;

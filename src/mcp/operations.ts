@@ -1,4 +1,4 @@
-import type { Intent } from './policy.js';
+import type { Intent } from '../platform/policy/policy.js';
 
 type Input = { method: string; body: unknown; query: Readonly<Record<string, unknown>> };
 
