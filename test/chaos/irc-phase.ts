@@ -37,6 +37,13 @@ const IRC_TIMINGS = { HERALD_SINGLETON_TTL_MS: '3000', HERALD_IRC_ECHO_TIMEOUT_M
 /** One InspIRCd restart per this much chaos (at least one); down long enough that its boot time (in msgids) changes. */
 const IRCD_RESTART_EVERY_MS = 12_000;
 const IRCD_DOWN_MS = [1_000, 2_500] as const;
+/**
+ * Seconds the phase may settle, at least. A send in doubt across an InspIRCd restart cannot be
+ * proven either way (the observer's record of the channel broke), so it spends its attempts and
+ * then waits for the final check (RECONCILE_SETTLE_MS, 11 s after the doubt) before it is
+ * reported unknown; with every process restarted first under a loaded machine, 25 s ran out.
+ */
+const IRC_SETTLE_S = 60;
 
 export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
   const rng = new Rng(c.seed, PHASE);
@@ -112,7 +119,7 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
       log('settling: restarting every Herald process');
       await f.restartAll();
       const open = () => [...ledger.values()].filter((t) => !ChatConnector.settled(t));
-      const { settled, settleMs } = await settle(c, () => open().length, () => summarizeOpen(open()), log);
+      const { settled, settleMs } = await settle({ ...c, settleS: Math.max(c.settleS, IRC_SETTLE_S) }, () => open().length, () => summarizeOpen(open()), log);
       following = false;
       await Promise.all(follows);
       c.signal?.throwIfAborted();
