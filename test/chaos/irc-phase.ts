@@ -311,7 +311,9 @@ function ircLines(fleet: Fleet, t0: number, fromMs: number, untilMs: number): st
 function summarizeOpen(open: TrackedChat[]): string {
   const by: Record<string, number> = {};
   for (const t of open) {
-    const key = t.last?.state ?? (t.accepted ? 'accepted' : 'unacknowledged');
+    // The state and, for a pending send, Herald's reason (a retry's failure, or the final check).
+    const state = t.last?.state ?? (t.accepted ? 'accepted' : 'unacknowledged');
+    const key = t.last?.reason !== undefined && state === 'pending' ? `${state}: ${t.last.reason.slice(0, 120)}` : state;
     by[key] = (by[key] ?? 0) + 1;
   }
   return Object.entries(by)
