@@ -74,8 +74,10 @@ async function main(argv: string[]): Promise<number> {
         }
         await checkPortFree(config.host, config.mcpPort, 'HERALD_MCP_PORT');
         const { url, server } = await startHttp(config, bridgeToken, config.mcpToken, log);
+        // Listening for the stop before saying it is up: whoever reads the line may signal at once.
+        const stopped = waitForSignal();
         console.error(`herald mcp: Streamable HTTP at ${url} (Authorization: Bearer $HERALD_MCP_TOKEN)`);
-        await waitForSignal();
+        await stopped;
         // Idle keep-alive connections of MCP clients would hold close() open.
         await new Promise<void>((resolve) => {
           server.close(() => resolve());
@@ -167,9 +169,11 @@ async function main(argv: string[]): Promise<number> {
         const db = tablesOf<import('./modules/destinations/destination.table.js').DestinationsDb>(herald.store.db);
         sandboxDiscord.destinations = async () => (await listDestinations(db)).map(({ guild_id, destination, channel_id }) => ({ guild_id, destination, channel_id }));
       }
+      // Listening for the stop before saying it is up: whoever reads the line may signal at once.
+      const stopped = waitForSignal();
       if (command === 'serve') printBanner(config, herald, supplied, sandbox);
       log.info({ url: herald.url, sandbox: sandbox?.url, metrics: herald.metricsUrl, store: herald.store.kind, role: command }, 'herald started');
-      await waitForSignal();
+      await stopped;
       log.info('stopping: no new claims; finishing in-flight deliveries');
       await herald.close();
       await sandbox?.close();
@@ -291,10 +295,12 @@ function printBanner(config: Config, herald: Herald, supplied: { bridge: boolean
 }
 
 /**
- * Resolves on the first SIGTERM or SIGINT. The handlers stay installed until the process exits:
- * a Ctrl-C under `npm start` reaches Herald twice (the terminal signals the whole process group,
- * and npm relays what it got to its child), and with no handler left the second one would kill
- * Herald halfway through its graceful stop. The stop is bounded (HERALD_SHUTDOWN_GRACE_MS), so a
+ * Resolves on the first SIGTERM or SIGINT. Call it before announcing that Herald is up: until a
+ * handler is installed a signal kills the process outright, and the reader of the announcement may
+ * send one the moment it reads it (before the next statement runs on a busy machine). The handlers
+ * stay installed until the process exits: a Ctrl-C under `npm start` reaches Herald twice (the
+ * terminal signals the whole process group, and npm relays what it got to its child), and with no
+ * handler left the second one would kill Herald halfway through its graceful stop. The stop is bounded (HERALD_SHUTDOWN_GRACE_MS), so a
  * repeated signal does not cut it short either; SIGKILL does.
  */
 function waitForSignal(): Promise<void> {

@@ -33,6 +33,34 @@ describe('the compiled CLI (bin/herald.js runs dist/, built by npm ci)', () => {
     expect(proc.output()).toContain('usage: herald [command] [options]');
   });
 
+  // The moment Herald says it is up, whoever reads that may stop it: a signal before the handler
+  // was installed killed the process outright (exit by SIGINT, no graceful stop), about one run in
+  // two when the signal went out on the line's first byte. Several runs, each signalled at once.
+  it('stops gracefully on a SIGINT sent the moment `herald mcp --http` says it is listening', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-ready-'));
+    try {
+      const token = newToken();
+      const env = { HERALD_DATA_DIR: dataDir, MCP_BRIDGE_TOKEN: token, HERALD_MCP_TOKEN: token, HERALD_MCP_PORT: '0' };
+      const exits: { code: number | null; signal: NodeJS.Signals | null }[] = [];
+      for (let i = 0; i < 8; i++) {
+        const proc = runHerald(['mcp', '--http'], env, { built: true });
+        let seen = '';
+        proc.child.stderr?.on('data', (d: Buffer) => {
+          seen += d.toString();
+          if (seen.includes('Streamable HTTP at') && proc.child.pid !== undefined && proc.child.exitCode === null) {
+            seen = '';
+            process.kill(proc.child.pid, 'SIGINT');
+          }
+        });
+        exits.push(await proc.exited);
+        await proc.closed;
+      }
+      expect(exits).toEqual(Array.from({ length: 8 }, () => ({ code: 0, signal: null })));
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   it('answers --help and -h for every command with its usage and options, and starts nothing', async () => {
     const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-help-'));
     try {
