@@ -163,8 +163,11 @@ export async function hearLatency<S extends HearStore>(harness: HearHarness<S>, 
     const botA = sandbox.bot.id;
     const botB = helper.user.id;
     const setupFrom = performance.now();
-    const [storeA, storeB] = await Promise.all([harness.store(), harness.store()]);
-    stores.push(storeA, storeB);
+    const made = await Promise.allSettled([harness.store(), harness.store()]);
+    for (const r of made) if (r.status === 'fulfilled') stores.push(r.value);
+    const notMade = made.find((r) => r.status === 'rejected');
+    if (notMade !== undefined) throw notMade.reason;
+    const [storeA, storeB] = stores as [S, S];
     const started = await Promise.allSettled([
       harness.start(storeA, sandbox, { HERALD_TRUSTED_BOT_IDS: botB, ...EXPERIMENT }),
       // Receipts are limited to 10 per source bot a minute by default: the samples are more.
@@ -331,8 +334,8 @@ export async function hearLatency<S extends HearStore>(harness: HearHarness<S>, 
     };
   } finally {
     bare.close();
-    for (const h of heralds.reverse()) await h.stop().catch(() => undefined);
-    for (const s of stores.reverse()) await s.close().catch(() => undefined);
+    await Promise.all(heralds.map((h) => h.stop().catch(() => undefined)));
+    await Promise.all(stores.map((st) => st.close().catch(() => undefined)));
     await sandbox.close();
   }
 }
