@@ -17,9 +17,12 @@
  * - query_media over 100,000 archived items, each filter's median ms per page (archive-query.ts;
  *   over 100 ms is reported);
  * - slack: 600 posts drained over 20 Slack sandbox channels (1 message/s each, as Slack) by three
- *   Herald processes, vs the floor 600/20 s; the 429s and duplicates (slack-drain.ts).
+ *   Herald processes, vs the floor 600/20 s; the 429s and duplicates (slack-drain.ts);
+ * - hear: a person's mention → /mcp/inbox/next, and POST /mcp/handoffs on one Herald → the other's
+ *   /mcp/handoffs/inbox/next, p50/p99 vs a bare gateway client receiving the same messages
+ *   (hear-latency.ts; --quick: PostgreSQL only).
  *
- * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,
+ * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,hear,
  * --steady=SECONDS, --out=FILE. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
@@ -39,12 +42,13 @@ import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
 import { startHeraldProcess, type HeraldProcess } from '../support/process.js';
 import { archiveQueryPhase, BENCH_ITEMS } from './archive-query.js';
 import { slackDrain } from './slack-drain.js';
+import { hearLatency } from './hear-latency.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const argv = process.argv.slice(2);
 /** Every phase, in the order a full run measures them; `--only=a,b` runs those. */
-const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive'];
+const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'hear'];
 const quick = argv.includes('--quick');
 const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? ALL_PHASES.join(',')).split(','));
 const outFile = argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ?? path.join(ROOT, 'data', 'bench', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
@@ -748,6 +752,7 @@ async function main(): Promise<void> {
       if (only.has('steady')) Object.assign(row, await steady(store, sandbox));
       if (only.has('memory')) Object.assign(row, await memory(store, sandbox));
       if (only.has('archive')) Object.assign(row, await archiveQueryPhase(store.databaseUrl, store.dataDir, quick ? BENCH_ITEMS / 5 : BENCH_ITEMS));
+      if (only.has('hear') && !(quick && kind === 'pglite')) Object.assign(row, await hearLatency({ store: () => (kind === 'postgres' ? postgresStore() : pgliteStore()), start: async (s, sb, env) => { const h = await startHerald(s, sb, 1, env); return { url: h.url, bridge: h.bridge, admin: h.admin, stop: () => stopHerald(h) }; } }, quick ? 30 : 200));
     } finally {
       await store.close();
     }
