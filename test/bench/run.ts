@@ -752,7 +752,7 @@ async function main(): Promise<void> {
       if (only.has('steady')) Object.assign(row, await steady(store, sandbox));
       if (only.has('memory')) Object.assign(row, await memory(store, sandbox));
       if (only.has('archive')) Object.assign(row, await archiveQueryPhase(store.databaseUrl, store.dataDir, quick ? BENCH_ITEMS / 5 : BENCH_ITEMS));
-      if (only.has('scrape') && kind === 'postgres') Object.assign(row, await scrapePhase({ start: async (sb) => { const h = await startHerald(store, sb); return { url: h.url, admin: h.admin, stop: () => stopHerald(h) }; } }, quick ? 2_000 : 20_000));
+      if (only.has('scrape') && kind === 'postgres') Object.assign(row, await scrapePhase({ start: async (sb, env) => { const h = await startHerald(store, sb, 1, env); return { url: h.url, admin: h.admin, output: () => h.procs[0]?.output() ?? '', stop: () => stopHerald(h) }; }, databaseUrl: store.databaseUrl }, quick ? 2_000 : 20_000, quick ? 200 : 600));
     } finally {
       await store.close();
     }
