@@ -23,7 +23,10 @@ import { runCommand, type HeraldProcess } from '../support/process.js';
  *   second, so Herald's own cost per page (read, index, one transaction, next claim) shows.
  *
  * Reported for each: the scrape's time (its row's createdAt → finishedAt, Herald's clock), the
- * floor, their ratio, the 429s the sandbox answered (by scope), and how the floor was derived.
+ * floor, their ratio, the 429s the sandbox answered (by scope), how the floor was derived, and
+ * where a page's time went (Herald's own metrics: the mean step, and the mean request within it).
+ * Then a download scrape of a smaller channel (600 messages, `--quick` 200) against its pacing floor
+ * and a bare fetch and write of the same files on the same disk (downloadScrape below).
  */
 
 /** What run.ts lends this phase: a Herald process on its database, against a sandbox of this phase's. */
