@@ -18,11 +18,14 @@
  *   over 100 ms is reported);
  * - slack: 600 posts drained over 20 Slack sandbox channels (1 message/s each, as Slack) by three
  *   Herald processes, vs the floor 600/20 s; the 429s and duplicates (slack-drain.ts);
+ * - scrape: a links scrape of the sandbox's media channel (20,000 messages, 2,000 quick) vs the floor
+ *   the history route's bucket and the global limit allow (pages / pages per second); 429s
+ *   (archive-scrape.ts);
  * - hear: a person's mention → /mcp/inbox/next, and POST /mcp/handoffs on one Herald → the other's
  *   /mcp/handoffs/inbox/next, p50/p99 vs a bare gateway client receiving the same messages
  *   (hear-latency.ts; --quick: PostgreSQL only).
  *
- * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,hear,
+ * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,
  * --steady=SECONDS, --out=FILE. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
@@ -41,6 +44,7 @@ import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
 import { startHeraldProcess, type HeraldProcess } from '../support/process.js';
 import { archiveQueryPhase, BENCH_ITEMS } from './archive-query.js';
+import { scrapePhase } from './archive-scrape.js';
 import { slackDrain } from './slack-drain.js';
 import { hearLatency } from './hear-latency.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
@@ -48,7 +52,7 @@ import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const argv = process.argv.slice(2);
 /** Every phase, in the order a full run measures them; `--only=a,b` runs those. */
-const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'hear'];
+const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'scrape', 'hear'];
 const quick = argv.includes('--quick');
 const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? ALL_PHASES.join(',')).split(','));
 const outFile = argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ?? path.join(ROOT, 'data', 'bench', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
@@ -753,6 +757,7 @@ async function main(): Promise<void> {
       if (only.has('memory')) Object.assign(row, await memory(store, sandbox));
       if (only.has('archive')) Object.assign(row, await archiveQueryPhase(store.databaseUrl, store.dataDir, quick ? BENCH_ITEMS / 5 : BENCH_ITEMS));
       if (only.has('hear') && !(quick && kind === 'pglite')) Object.assign(row, await hearLatency({ store: () => (kind === 'postgres' ? postgresStore() : pgliteStore()), start: async (s, sb, env) => { const h = await startHerald(s, sb, 1, env); return { url: h.url, bridge: h.bridge, admin: h.admin, stop: () => stopHerald(h) }; } }, quick ? 30 : 200));
+      if (only.has('scrape') && kind === 'postgres') Object.assign(row, await scrapePhase({ start: async (sb, env) => { const h = await startHerald(store, sb, 1, env); return { url: h.url, admin: h.admin, output: () => h.procs[0]?.output() ?? '', stop: () => stopHerald(h) }; }, databaseUrl: store.databaseUrl }, quick ? 2_000 : 20_000, quick ? 200 : 600));
     } finally {
       await store.close();
     }
