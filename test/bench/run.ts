@@ -17,9 +17,11 @@
  * - query_media over 100,000 archived items, each filter's median ms per page (archive-query.ts;
  *   over 100 ms is reported);
  * - slack: 600 posts drained over 20 Slack sandbox channels (1 message/s each, as Slack) by three
- *   Herald processes, vs the floor 600/20 s; the 429s and duplicates (slack-drain.ts).
+ *   Herald processes, vs the floor 600/20 s; the 429s and duplicates (slack-drain.ts);
+ * - irc: chat lines flooded to a throwaway InspIRCd under 4 sender nicks by one Herald, vs the floor
+ *   N / (min(the server's allowance, HERALD_IRC_LINES_PER_SECOND) × connections); lost, duplicated, flood QUITs (irc-flood.ts).
  *
- * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,
+ * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,irc,
  * --steady=SECONDS, --out=FILE. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
@@ -38,13 +40,14 @@ import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
 import { startHeraldProcess, type HeraldProcess } from '../support/process.js';
 import { archiveQueryPhase, BENCH_ITEMS } from './archive-query.js';
+import { ircFlood } from './irc-flood.js';
 import { slackDrain } from './slack-drain.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const argv = process.argv.slice(2);
 /** Every phase, in the order a full run measures them; `--only=a,b` runs those. */
-const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive'];
+const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'irc'];
 const quick = argv.includes('--quick');
 const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? ALL_PHASES.join(',')).split(','));
 const outFile = argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ?? path.join(ROOT, 'data', 'bench', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
@@ -744,6 +747,7 @@ async function main(): Promise<void> {
           ),
         );
       }
+      if (only.has('irc') && kind === 'postgres') Object.assign(row, await ircFlood({ connections: CONNECTIONS, truncate: async () => void (await store.sql('truncate deliveries')), start: async (env) => { const h = await startHerald(store, sandbox, 1, env); return { url: h.url, bridge: h.bridge, stop: () => stopHerald(h) }; } }, quick));
       if (only.has('idle')) Object.assign(row, await idle(store, sandbox));
       if (only.has('steady')) Object.assign(row, await steady(store, sandbox));
       if (only.has('memory')) Object.assign(row, await memory(store, sandbox));
