@@ -19,13 +19,14 @@ import { startIrcd, type Ircd } from '../support/inspircd.js';
  * lets each connection's burst go at once (Herald's, 5 lines: src/transports/irc/irc-connection.ts,
  * and the server's `threshold`).
  *
- * Three rounds, each with a fresh Herald:
+ * Three rounds, each after a warm-up (a line per sender in every channel, unmeasured: a sender's
+ * connection opens on its first line) and a pause for each connection's burst to come back:
  * - paced: HERALD_IRC_LINES_PER_SECOND at its default (4), the lines posted round-robin over the
  *   senders and channels, as agents chatting at once;
  * - blocks: the same, but each sender's lines posted as one block after the other's (one agent
  *   floods, then the next): whether the outbox keeps every connection busy or serialises them;
- * - allowance: HERALD_IRC_LINES_PER_SECOND at the server's own allowance, so the floor is the
- *   server's and what is measured is Herald's own ceiling.
+ * - allowance: another Herald, HERALD_IRC_LINES_PER_SECOND at the server's own allowance, so the
+ *   floor is the server's and what is measured is Herald's own ceiling.
  *
  * Reported per round: the time from the first POST to the last line read, the floors and the ratio
  * (target ≤ 1.10), lines per second reaching the channels, lines lost and duplicated (target 0),
@@ -55,6 +56,8 @@ export interface IrcFloodHarness {
 export interface IrcFloodHerald {
   url: string;
   bridge: Record<string, string>;
+  /** Its log so far (printed, warnings and errors only, with BENCH_IRC_DEBUG set). */
+  output?: () => string;
   stop(): Promise<void>;
 }
 
@@ -157,116 +160,180 @@ async function until(what: string, timeoutMs: number, check: () => boolean | Pro
 interface Round {
   name: 'paced' | 'blocks' | 'allowance';
   lines: number;
-  linesPerSecond: number;
   /** Each sender's lines posted as one block, sender after sender. */
   blocks: boolean;
 }
 
-const round2 = (x: number): number => Math.round(x * 100) / 100;
+interface Running {
+  url: string;
+  bridge: Record<string, string>;
+  linesPerSecond: number;
+  output(): string;
+}
 
-async function runRound(harness: IrcFloodHarness, ircd: Ircd, watcher: Watcher, round: Round): Promise<Record<string, number>> {
+interface ChatRequest {
+  request_id: string;
+  channel: string;
+  sender: string;
+  transport: 'irc';
+  text: string;
+}
+
+const round2 = (x: number): number => Math.round(x * 100) / 100;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function chatRequest(channel: string, sender: string, text: string): ChatRequest {
+  return { request_id: randomBytes(16).toString('hex'), channel, sender, transport: 'irc', text };
+}
+
+/** POST every request, `connections` at a time, in order. */
+async function postAll(h: Running, requests: readonly ChatRequest[], connections: number): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (next < requests.length) {
+        const r = requests[next++];
+        const res = await fetch(`${h.url}/mcp/chat/messages`, { method: 'POST', headers: { 'content-type': 'application/json', ...h.bridge }, body: JSON.stringify(r) });
+        await res.text();
+        if (res.status !== 202) throw new Error(`irc flood POST: ${res.status}`);
+      }
+    }),
+  );
+}
+
+/**
+ * One line per sender in every channel, not measured: each sender's connection is open and in
+ * every channel before the clock starts (a connection opens on a nick's first line), and then
+ * each connection's burst has come back. Answers how long the connections took to open.
+ */
+async function warmUp(h: Running, watcher: Watcher, connections: number): Promise<number> {
+  const t0 = performance.now();
+  const requests = SENDERS.flatMap((s) => CHANNELS.map((c) => chatRequest(c, s, `warm-up ${s}`)));
+  await postAll(h, requests, connections);
+  await until('the warm-up lines', 60_000, () => requests.every((r) => watcher.seen.has(r.request_id)));
+  const seconds = (performance.now() - t0) / 1000;
+  await sleep(((HERALD_BURST + 1) * 1000) / h.linesPerSecond + 200);
+  return seconds;
+}
+
+async function runRound(h: Running, watcher: Watcher, round: Round, connections: number): Promise<Record<string, number>> {
   const server = serverAllowance();
-  await harness.truncate();
   watcher.reset();
-  const h = await harness.start({
+  const perSender = Math.ceil(round.lines / SENDERS.length);
+  const requests = Array.from({ length: round.lines }, (_, i) => {
+    const sender = round.blocks ? SENDERS[Math.floor(i / perSender)] : SENDERS[i % SENDERS.length];
+    const channel = CHANNELS[(round.blocks ? i : Math.floor(i / SENDERS.length)) % CHANNELS.length];
+    return chatRequest(channel ?? CHANNELS[0], sender ?? SENDERS[0], `bench line ${i}`);
+  });
+  const keys = new Set(requests.map((r) => r.request_id));
+  const counts = new Map<string, number>();
+  for (const r of requests) counts.set(r.sender, (counts.get(r.sender) ?? 0) + 1);
+  // The floors: per connection the smaller of the server's allowance and Herald's pacing.
+  const rate = Math.min(server.linesPerSecond, h.linesPerSecond);
+  const burst = Math.min(server.burst, HERALD_BURST);
+  const floor = round.lines / (rate * SENDERS.length);
+  const burstFloor = Math.max(...[...counts.values()].map((n) => Math.max(0, n - burst) / rate));
+
+  const t0 = performance.now();
+  await postAll(h, requests, connections);
+  const accepted = (performance.now() - t0) / 1000;
+  const arrived = () => [...keys].filter((k) => watcher.seen.has(k)).length;
+  // Long enough for every sender's lines one after the other, and some.
+  const deadline = Date.now() + (floor * (SENDERS.length + 1) + 30) * 1000;
+  while (arrived() < keys.size && Date.now() < deadline) await sleep(20);
+  const seconds = (watcher.last - t0) / 1000;
+  const firstLine = (Math.min(...[...keys].map((k) => watcher.seen.get(k)?.at ?? Infinity)) - t0) / 1000;
+  // A line sent twice comes soon after the first: wait a little before counting.
+  await sleep(1_000);
+  const lost = keys.size - arrived();
+  let duplicates = 0;
+  for (const k of keys) duplicates += Math.max(0, (watcher.seen.get(k)?.count ?? 0) - 1);
+  const floodQuits = watcher.quits.filter((q) => FLOOD_QUIT.test(q.reason)).length;
+  const otherQuits = watcher.quits.length - floodQuits;
+  // Herald's own answer for each send.
+  const states: Record<string, number> = {};
+  let i = 0;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (i < requests.length) {
+        const r = requests[i++];
+        const res = await fetch(`${h.url}/mcp/chat/messages/${r?.request_id ?? ''}`, { headers: h.bridge });
+        const state = res.status === 200 ? ((await res.json()) as { state: string }).state : `http ${res.status}`;
+        states[state] = (states[state] ?? 0) + 1;
+      }
+    }),
+  );
+  const ratio = Math.round((seconds / floor) * 1000) / 1000;
+  if (process.env['BENCH_IRC_DEBUG'] !== undefined) {
+    // Lines read per half second, per sender.
+    for (const s of SENDERS) {
+      const buckets: number[] = [];
+      for (const k of keys) {
+        const x = watcher.seen.get(k);
+        if (x?.nick !== s) continue;
+        const b = Math.floor((x.at - t0) / 500);
+        buckets[b] = (buckets[b] ?? 0) + 1;
+      }
+      console.log(`    ${s}: ${Array.from(buckets, (n) => n ?? 0).join(' ')}`);
+    }
+  }
+  const name = `irc ${round.name}`;
+  console.log(
+    `  ${name}: ${round.lines} lines, ${SENDERS.length} senders × ${CHANNELS.length} channels, ${round.blocks ? 'posted sender by sender' : 'posted round-robin'}, Herald paced at ${h.linesPerSecond}/s per connection, server allows ${server.linesPerSecond}/s (burst ${server.burst}, fakelag ${server.fakelag ? 'on' : 'off'}): ` +
+      `${seconds.toFixed(2)} s, ${(round.lines / seconds).toFixed(1)} lines/s (floor ${round2(floor)} s = ${round.lines} / (min(${server.linesPerSecond}, ${h.linesPerSecond})/s × ${SENDERS.length} connections), ratio ${ratio}, target ≤ 1.10; with each connection's burst of ${burst}: ${round2(burstFloor)} s, ratio ${round2(seconds / burstFloor)}); ` +
+      `first line read after ${firstLine.toFixed(2)} s, all accepted in ${accepted.toFixed(2)} s; lost ${lost}, duplicates ${duplicates}, flood QUITs ${floodQuits}, other QUITs ${otherQuits}; Herald's states ${JSON.stringify(states)}`,
+  );
+  return {
+    [`${name} lines`]: round.lines,
+    [`${name} s`]: round2(seconds),
+    [`${name} lines/s`]: Math.round((round.lines / seconds) * 10) / 10,
+    [`${name} Herald lines/s per connection`]: h.linesPerSecond,
+    [`${name} server lines/s per connection`]: server.linesPerSecond,
+    [`${name} connections`]: SENDERS.length,
+    [`${name} floor s`]: round2(floor),
+    [`${name} ÷ floor`]: ratio,
+    [`${name} burst floor s`]: round2(burstFloor),
+    [`${name} ÷ burst floor`]: round2(seconds / burstFloor),
+    [`${name} first line s`]: round2(firstLine),
+    [`${name} accepted in s`]: round2(accepted),
+    [`${name} lost`]: lost,
+    [`${name} duplicates`]: duplicates,
+    [`${name} flood QUITs`]: floodQuits,
+    [`${name} delivered`]: states['delivered'] ?? 0,
+  };
+}
+
+/** One Herald paced at `linesPerSecond`, warmed up, through `rounds`; stopped after, also on failure. */
+async function withHerald(harness: IrcFloodHarness, ircd: Ircd, watcher: Watcher, linesPerSecond: number, rounds: Round[]): Promise<Record<string, number>> {
+  await harness.truncate();
+  const t = performance.now();
+  const debug = (what: string): void => void (process.env['BENCH_IRC_DEBUG'] !== undefined && console.log(`    ${((performance.now() - t) / 1000).toFixed(1)} s: ${what}`));
+  const started = await harness.start({
     HERALD_IRC_URL: ircd.url,
     HERALD_IRC_NICK: 'herald',
     HERALD_IRC_CHANNELS: CHANNELS.join(','),
-    HERALD_IRC_LINES_PER_SECOND: String(round.linesPerSecond),
+    HERALD_IRC_LINES_PER_SECOND: String(linesPerSecond),
   });
+  const h: Running = { url: started.url, bridge: started.bridge, linesPerSecond, output: started.output ?? (() => '') };
+  debug('Herald started');
   try {
     await until("Herald's observer in every channel", 15_000, () => CHANNELS.every((c) => watcher.joined.get(c)?.has('herald') === true));
-    const perSender = Math.ceil(round.lines / SENDERS.length);
-    const requests = Array.from({ length: round.lines }, (_, i) => {
-      const sender = round.blocks ? SENDERS[Math.floor(i / perSender)] : SENDERS[i % SENDERS.length];
-      const channel = CHANNELS[(round.blocks ? i : Math.floor(i / SENDERS.length)) % CHANNELS.length];
-      return { request_id: randomBytes(16).toString('hex'), channel: channel ?? CHANNELS[0], sender: sender ?? SENDERS[0], transport: 'irc', text: `bench line ${i}` };
-    });
-    const keys = new Set(requests.map((r) => r.request_id));
-    const counts = new Map<string, number>();
-    for (const r of requests) counts.set(r.sender, (counts.get(r.sender) ?? 0) + 1);
-    // The floors: per connection the smaller of the server's allowance and Herald's pacing.
-    const rate = Math.min(server.linesPerSecond, round.linesPerSecond);
-    const burst = Math.min(server.burst, HERALD_BURST);
-    const floor = round.lines / (rate * SENDERS.length);
-    const burstFloor = Math.max(...[...counts.values()].map((n) => Math.max(0, n - burst) / rate));
-
-    const t0 = performance.now();
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: harness.connections }, async () => {
-        while (next < requests.length) {
-          const r = requests[next++];
-          const res = await fetch(`${h.url}/mcp/chat/messages`, { method: 'POST', headers: { 'content-type': 'application/json', ...h.bridge }, body: JSON.stringify(r) });
-          await res.text();
-          if (res.status !== 202) throw new Error(`irc flood POST: ${res.status}`);
-        }
-      }),
-    );
-    const accepted = (performance.now() - t0) / 1000;
-    const arrived = () => [...keys].filter((k) => watcher.seen.has(k)).length;
-    // Long enough for every sender's lines one after the other, and some.
-    const deadline = Date.now() + (floor * (SENDERS.length + 1) + 30) * 1000;
-    while (arrived() < keys.size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    const seconds = (watcher.last - t0) / 1000;
-    // A line sent twice comes soon after the first: wait a little before counting.
-    await new Promise((r) => setTimeout(r, 1_000));
-    const lost = keys.size - arrived();
-    let duplicates = 0;
-    for (const k of keys) duplicates += Math.max(0, (watcher.seen.get(k)?.count ?? 0) - 1);
-    const floodQuits = watcher.quits.filter((q) => FLOOD_QUIT.test(q.reason)).length;
-    const otherQuits = watcher.quits.length - floodQuits;
-    // Herald's own answer for each send.
-    const states: Record<string, number> = {};
-    let i = 0;
-    await Promise.all(
-      Array.from({ length: harness.connections }, async () => {
-        while (i < requests.length) {
-          const r = requests[i++];
-          const res = await fetch(`${h.url}/mcp/chat/messages/${r?.request_id ?? ''}`, { headers: h.bridge });
-          const state = res.status === 200 ? ((await res.json()) as { state: string }).state : `http ${res.status}`;
-          states[state] = (states[state] ?? 0) + 1;
-        }
-      }),
-    );
-    const ratio = Math.round((seconds / floor) * 1000) / 1000;
-    if (process.env['BENCH_IRC_DEBUG'] !== undefined) {
-      for (const s of SENDERS) {
-        const buckets: number[] = [];
-        for (const k of keys) {
-          const x = watcher.seen.get(k);
-          if (x?.nick !== s) continue;
-          const b = Math.floor((x.at - t0) / 500);
-          buckets[b] = (buckets[b] ?? 0) + 1;
-        }
-        console.log(`    ${s}: ${Array.from(buckets, (n) => n ?? 0).join(' ')}`);
-      }
+    const row: Record<string, number> = {};
+    for (const r of rounds) {
+      debug('warming up');
+      const connect = await warmUp(h, watcher, harness.connections);
+      debug(`round ${r.name}`);
+      Object.assign(row, await runRound(h, watcher, r, harness.connections));
+      debug('round done');
+      row[`irc ${r.name} warm-up s`] = round2(connect);
     }
-    const name = `irc ${round.name}`;
-    console.log(
-      `  ${name}: ${round.lines} lines, ${SENDERS.length} senders × ${CHANNELS.length} channels, ${round.blocks ? 'posted sender by sender' : 'posted round-robin'}, Herald paced at ${round.linesPerSecond}/s per connection, server allows ${server.linesPerSecond}/s (burst ${server.burst}, fakelag ${server.fakelag ? 'on' : 'off'}): ` +
-        `${seconds.toFixed(2)} s, ${(round.lines / seconds).toFixed(1)} lines/s (floor ${round2(floor)} s = ${round.lines} / (min(${server.linesPerSecond}, ${round.linesPerSecond})/s × ${SENDERS.length} connections), ratio ${ratio}, target ≤ 1.10; with each connection's burst of ${burst}: ${round2(burstFloor)} s, ratio ${round2(seconds / burstFloor)}); ` +
-        `accepted in ${accepted.toFixed(2)} s; lost ${lost}, duplicates ${duplicates}, flood QUITs ${floodQuits}, other QUITs ${otherQuits}; Herald's states ${JSON.stringify(states)}`,
-    );
-    return {
-      [`${name} lines`]: round.lines,
-      [`${name} s`]: round2(seconds),
-      [`${name} lines/s`]: Math.round((round.lines / seconds) * 10) / 10,
-      [`${name} Herald lines/s per connection`]: round.linesPerSecond,
-      [`${name} server lines/s per connection`]: server.linesPerSecond,
-      [`${name} connections`]: SENDERS.length,
-      [`${name} floor s`]: round2(floor),
-      [`${name} ÷ floor`]: ratio,
-      [`${name} burst floor s`]: round2(burstFloor),
-      [`${name} ÷ burst floor`]: round2(seconds / burstFloor),
-      [`${name} accepted in s`]: round2(accepted),
-      [`${name} lost`]: lost,
-      [`${name} duplicates`]: duplicates,
-      [`${name} flood QUITs`]: floodQuits,
-      [`${name} delivered`]: states['delivered'] ?? 0,
-    };
+    if (process.env['BENCH_IRC_DEBUG'] !== undefined) {
+      for (const line of h.output().split('\n')) if (/"level":(40|50|60)/.test(line)) console.log(`    herald: ${line.slice(0, 300)}`);
+    }
+    return row;
   } finally {
-    await h.stop();
+    await started.stop();
+    debug('Herald stopped');
   }
 }
 
@@ -276,15 +343,17 @@ export async function ircFlood(harness: IrcFloodHarness, quick: boolean): Promis
   try {
     await watcher.start();
     const server = serverAllowance();
-    const paced = quick ? 96 : 480;
-    const rounds: Round[] = [
-      { name: 'paced', lines: paced, linesPerSecond: HERALD_DEFAULT_LPS, blocks: false },
-      { name: 'blocks', lines: paced, linesPerSecond: HERALD_DEFAULT_LPS, blocks: true },
-      // HERALD_IRC_LINES_PER_SECOND allows at most 1000 (src/transports/irc/index.ts).
-      { name: 'allowance', lines: quick ? 400 : 2_000, linesPerSecond: Math.min(1000, server.linesPerSecond), blocks: false },
-    ];
+    const lines = quick ? 64 : 480;
     const row: Record<string, number> = {};
-    for (const r of rounds) Object.assign(row, await runRound(harness, ircd, watcher, r));
+    Object.assign(
+      row,
+      await withHerald(harness, ircd, watcher, HERALD_DEFAULT_LPS, [
+        { name: 'paced', lines, blocks: false },
+        { name: 'blocks', lines, blocks: true },
+      ]),
+    );
+    // HERALD_IRC_LINES_PER_SECOND allows at most 1000 (src/transports/irc/index.ts).
+    Object.assign(row, await withHerald(harness, ircd, watcher, Math.min(1000, server.linesPerSecond), [{ name: 'allowance', lines: quick ? 200 : 2_000, blocks: false }]));
     return row;
   } finally {
     watcher.stop();

@@ -747,7 +747,7 @@ async function main(): Promise<void> {
           ),
         );
       }
-      if (only.has('irc') && kind === 'postgres') Object.assign(row, await ircFlood({ connections: CONNECTIONS, truncate: async () => void (await store.sql('truncate deliveries')), start: async (env) => { const h = await startHerald(store, sandbox, 1, env); return { url: h.url, bridge: h.bridge, stop: () => stopHerald(h) }; } }, quick));
+      if (only.has('irc') && kind === 'postgres') Object.assign(row, await ircFlood({ connections: CONNECTIONS, truncate: async () => void (await store.sql('truncate deliveries')), start: async (env) => { const h = await startHerald(store, sandbox, 1, env); return { url: h.url, bridge: h.bridge, output: () => h.procs.map((p) => p.output()).join(''), stop: () => stopHerald(h) }; } }, quick));
       if (only.has('idle')) Object.assign(row, await idle(store, sandbox));
       if (only.has('steady')) Object.assign(row, await steady(store, sandbox));
       if (only.has('memory')) Object.assign(row, await memory(store, sandbox));
