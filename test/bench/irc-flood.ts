@@ -216,7 +216,7 @@ async function warmUp(h: Running, watcher: Watcher, connections: number): Promis
   return seconds;
 }
 
-async function runRound(h: Running, watcher: Watcher, round: Round, connections: number): Promise<Record<string, number>> {
+async function runRound(h: Running, watcher: Watcher, round: Round, connections: number): Promise<Record<string, number | string>> {
   const server = serverAllowance();
   watcher.reset();
   const perSender = Math.ceil(round.lines / SENDERS.length);
@@ -292,6 +292,7 @@ async function runRound(h: Running, watcher: Watcher, round: Round, connections:
     [`${name} connections`]: SENDERS.length,
     [`${name} floor s`]: round2(floor),
     [`${name} ÷ floor`]: ratio,
+    [`${name} floor is`]: `${round.lines} / (min(server ${server.linesPerSecond}, Herald ${h.linesPerSecond}) lines/s × ${SENDERS.length} connections)`,
     [`${name} burst floor s`]: round2(burstFloor),
     [`${name} ÷ burst floor`]: round2(seconds / burstFloor),
     [`${name} first line s`]: round2(firstLine),
@@ -304,7 +305,7 @@ async function runRound(h: Running, watcher: Watcher, round: Round, connections:
 }
 
 /** One Herald paced at `linesPerSecond`, warmed up, through `rounds`; stopped after, also on failure. */
-async function withHerald(harness: IrcFloodHarness, ircd: Ircd, watcher: Watcher, linesPerSecond: number, rounds: Round[]): Promise<Record<string, number>> {
+async function withHerald(harness: IrcFloodHarness, ircd: Ircd, watcher: Watcher, linesPerSecond: number, rounds: Round[]): Promise<Record<string, number | string>> {
   await harness.truncate();
   const t = performance.now();
   const debug = (what: string): void => void (process.env['BENCH_IRC_DEBUG'] !== undefined && console.log(`    ${((performance.now() - t) / 1000).toFixed(1)} s: ${what}`));
@@ -318,7 +319,7 @@ async function withHerald(harness: IrcFloodHarness, ircd: Ircd, watcher: Watcher
   debug('Herald started');
   try {
     await until("Herald's observer in every channel", 15_000, () => CHANNELS.every((c) => watcher.joined.get(c)?.has('herald') === true));
-    const row: Record<string, number> = {};
+    const row: Record<string, number | string> = {};
     for (const r of rounds) {
       debug('warming up');
       const connect = await warmUp(h, watcher, harness.connections);
@@ -337,14 +338,15 @@ async function withHerald(harness: IrcFloodHarness, ircd: Ircd, watcher: Watcher
   }
 }
 
-export async function ircFlood(harness: IrcFloodHarness, quick: boolean): Promise<Record<string, number>> {
+export async function ircFlood(harness: IrcFloodHarness, quick: boolean): Promise<Record<string, number | string>> {
+  const began = performance.now();
   const ircd = await startIrcd();
   const watcher = new Watcher(ircd.port);
   try {
     await watcher.start();
     const server = serverAllowance();
     const lines = quick ? 64 : 480;
-    const row: Record<string, number> = {};
+    const row: Record<string, number | string> = {};
     Object.assign(
       row,
       await withHerald(harness, ircd, watcher, HERALD_DEFAULT_LPS, [
@@ -354,6 +356,7 @@ export async function ircFlood(harness: IrcFloodHarness, quick: boolean): Promis
     );
     // HERALD_IRC_LINES_PER_SECOND allows at most 1000 (src/transports/irc/index.ts).
     Object.assign(row, await withHerald(harness, ircd, watcher, Math.min(1000, server.linesPerSecond), [{ name: 'allowance', lines: quick ? 200 : 2_000, blocks: false }]));
+    console.log(`  irc phase: ${((performance.now() - began) / 1000).toFixed(1)} s in all`);
     return row;
   } finally {
     watcher.stop();
