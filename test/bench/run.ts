@@ -23,9 +23,12 @@
  *   (archive-scrape.ts);
  * - hear: a person's mention → /mcp/inbox/next, and POST /mcp/handoffs on one Herald → the other's
  *   /mcp/handoffs/inbox/next, p50/p99 vs a bare gateway client receiving the same messages
- *   (hear-latency.ts; --quick: PostgreSQL only).
+ *   (hear-latency.ts; --quick: PostgreSQL only);
+ * - irc: chat lines flooded to a throwaway InspIRCd under 4 sender nicks by one Herald, vs the floor
+ *   N / (min(the server's allowance, HERALD_IRC_LINES_PER_SECOND) × connections); lost, duplicated, flood QUITs
+ *   (irc-flood.ts).
  *
- * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,
+ * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,irc,
  * --steady=SECONDS, --out=FILE. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
@@ -45,6 +48,7 @@ import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
 import { startHeraldProcess, type HeraldProcess } from '../support/process.js';
 import { archiveQueryPhase, BENCH_ITEMS } from './archive-query.js';
 import { scrapePhase } from './archive-scrape.js';
+import { ircFlood } from './irc-flood.js';
 import { slackDrain } from './slack-drain.js';
 import { hearLatency } from './hear-latency.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
@@ -52,7 +56,7 @@ import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const argv = process.argv.slice(2);
 /** Every phase, in the order a full run measures them; `--only=a,b` runs those. */
-const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'scrape', 'hear'];
+const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'scrape', 'hear', 'irc'];
 const quick = argv.includes('--quick');
 const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? ALL_PHASES.join(',')).split(','));
 const outFile = argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ?? path.join(ROOT, 'data', 'bench', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
@@ -752,6 +756,7 @@ async function main(): Promise<void> {
           ),
         );
       }
+      if (only.has('irc') && kind === 'postgres') Object.assign(row, await ircFlood({ connections: CONNECTIONS, truncate: async () => void (await store.sql('truncate deliveries')), start: async (env) => { const h = await startHerald(store, sandbox, 1, env); return { url: h.url, bridge: h.bridge, output: () => h.procs.map((p) => p.output()).join(''), stop: () => stopHerald(h) }; } }, quick));
       if (only.has('idle')) Object.assign(row, await idle(store, sandbox));
       if (only.has('steady')) Object.assign(row, await steady(store, sandbox));
       if (only.has('memory')) Object.assign(row, await memory(store, sandbox));

@@ -287,10 +287,16 @@ export class IrcConnection {
     }
   }
 
+  /**
+   * Wait for this line's turn: BURST lines at once after a quiet spell, then one per interval.
+   * `nextFreeAt` is when the flood limit would have let the lines so far out one by one; a line
+   * may go up to BURST intervals ahead of it (before, the spell was also counted from BURST
+   * intervals back, which let twice BURST lines out at once).
+   */
   private async pace(signal: AbortSignal): Promise<void> {
     const interval = 1000 / this.options.linesPerSecond;
     const now = Date.now();
-    this.nextFreeAt = Math.max(this.nextFreeAt, now - BURST * interval) + interval;
+    this.nextFreeAt = Math.max(this.nextFreeAt, now) + interval;
     const wait = this.nextFreeAt - now - BURST * interval;
     if (wait > 0) await new Promise<void>((resolve, reject) => {
       const t = setTimeout(resolve, wait);
