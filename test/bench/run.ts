@@ -11,7 +11,8 @@
  * - drain of N deliveries over 100 channels through the sandbox with Discord's limits (50/s global,
  *   5 per 5 s per channel) with 1 and 3 dispatcher processes, vs the floor N/50 s; 429s by scope;
  * - 202 → sandbox receipt at low load, p50/p99;
- * - idle: resident memory, heap and external memory after start-up;
+ * - idle: resident memory, heap and external memory after start-up (with --heap, also where it is:
+ *   RSS by kind of mapping and a summarised heap snapshot, heap.ts);
  * - steady: RSS and event-loop lag under a steady 100 requests/s (--steady=SECONDS; 600 is the full run);
  * - resident memory with 100,000 stored deliveries vs with none;
  * - query_media over 100,000 archived items, each filter's median ms per page (archive-query.ts;
@@ -20,7 +21,7 @@
  *   Herald processes, vs the floor 600/20 s; the 429s and duplicates (slack-drain.ts).
  *
  * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,
- * --steady=SECONDS, --out=FILE. The JSON holds the command, the commit, the machine and each floor.
+ * --steady=SECONDS, --out=FILE, --heap. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
 import { randomBytes } from 'node:crypto';
@@ -38,6 +39,7 @@ import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
 import { startHeraldProcess, type HeraldProcess } from '../support/process.js';
 import { archiveQueryPhase, BENCH_ITEMS } from './archive-query.js';
+import { heapNodeOptions, heapReport } from './heap.js';
 import { slackDrain } from './slack-drain.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
 
@@ -452,18 +454,22 @@ const mb = (bytes: number): number => Math.round((bytes / 1_048_576) * 10) / 10;
  * from its own /metrics; the target on PostgreSQL is under 150 MB.
  */
 async function idle(store: Store, sandbox: DiscordSandbox): Promise<Row> {
-  const h = await startHerald(store, sandbox);
+  const heap = argv.includes('--heap') ? path.dirname(outFile) : undefined;
+  if (heap !== undefined) await mkdir(heap, { recursive: true });
+  const h = await startHerald(store, sandbox, 1, heap !== undefined ? { NODE_OPTIONS: heapNodeOptions(heap) } : {});
   try {
     await new Promise((r) => setTimeout(r, IDLE_S * 1000));
     const text = await scrape(h);
-    const rss = await rssMb(h.procs[0]?.child.pid);
-    const row = {
+    const pid = h.procs[0]?.child.pid;
+    const rss = await rssMb(pid);
+    const row: Row = {
       'idle RSS MB': rss,
       'idle heap used MB': mb(gauge(text, 'nodejs_heap_size_used_bytes')),
       'idle heap total MB': mb(gauge(text, 'nodejs_heap_size_total_bytes')),
       'idle external MB': mb(gauge(text, 'nodejs_external_memory_bytes')),
     };
     console.log(`  idle: ${JSON.stringify(row)}`);
+    if (heap !== undefined && pid !== undefined) Object.assign(row, await heapReport(pid, heap));
     return row;
   } finally {
     await stopHerald(h);
