@@ -11,7 +11,9 @@
  * - drain of N deliveries over 100 channels through the sandbox with Discord's limits (50/s global,
  *   5 per 5 s per channel) with 1 and 3 dispatcher processes, vs the floor N/50 s; 429s by scope;
  * - 202 → sandbox receipt at low load, p50/p99;
- * - idle: resident memory, heap and external memory after start-up;
+ * - idle: resident memory, heap and external memory after start-up (with --heap, also where it is:
+ *   RSS by kind of mapping and a summarised heap snapshot, heap.ts; with --built, of the compiled
+ *   CLI as `npm start` runs it, after `npm run build`, without tsx's compiler and source maps);
  * - steady: RSS and event-loop lag under a steady 100 requests/s (--steady=SECONDS; 600 is the full run);
  * - resident memory with 1,000,000 stored deliveries (20,000 with --quick) vs with none;
  * - query_media over 100,000 archived items, each filter's median ms per page (archive-query.ts;
@@ -29,7 +31,7 @@
  *   (irc-flood.ts).
  *
  * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,irc,
- * --steady=SECONDS, --out=FILE. The JSON holds the command, the commit, the machine and each floor.
+ * --steady=SECONDS, --out=FILE, --heap, --built. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
 import { randomBytes } from 'node:crypto';
@@ -45,10 +47,11 @@ import { openStore } from '../../src/platform/db/database.js';
 import { migrateToLatest } from '../../src/platform/db/migrate.js';
 import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
-import { startHeraldProcess, type HeraldProcess } from '../support/process.js';
+import { startHeraldProcess, type HeraldProcess, type RunOptions } from '../support/process.js';
 import { archiveQueryPhase, BENCH_ITEMS } from './archive-query.js';
 import { scrapePhase } from './archive-scrape.js';
 import { ircFlood } from './irc-flood.js';
+import { heapNodeOptions, heapReport } from './heap.js';
 import { slackDrain } from './slack-drain.js';
 import { hearLatency } from './hear-latency.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
@@ -253,7 +256,7 @@ interface Running {
   admin: Record<string, string>;
 }
 
-async function startHerald(store: Store, sandbox: DiscordSandbox, dispatchers = 1, extra: Record<string, string> = {}): Promise<Running> {
+async function startHerald(store: Store, sandbox: DiscordSandbox, dispatchers = 1, extra: Record<string, string> = {}, options: RunOptions = {}): Promise<Running> {
   const bridgeToken = randomBytes(32).toString('base64url');
   const adminToken = randomBytes(32).toString('base64url');
   const env = {
@@ -268,7 +271,7 @@ async function startHerald(store: Store, sandbox: DiscordSandbox, dispatchers = 
     ...(store.databaseUrl !== undefined ? { DATABASE_URL: store.databaseUrl } : {}),
     ...extra,
   };
-  const serve = await startHeraldProcess(['serve'], env);
+  const serve = await startHeraldProcess(['serve'], env, 60_000, options);
   children.add(serve.child);
   const procs = [serve];
   for (let i = 1; i < dispatchers; i++) {
@@ -464,18 +467,23 @@ const mb = (bytes: number): number => Math.round((bytes / 1_048_576) * 10) / 10;
  * from its own /metrics; the target on PostgreSQL is under 150 MB.
  */
 async function idle(store: Store, sandbox: DiscordSandbox): Promise<Row> {
-  const h = await startHerald(store, sandbox);
+  const heap = argv.includes('--heap') ? path.dirname(outFile) : undefined;
+  if (heap !== undefined) await mkdir(heap, { recursive: true });
+  const h = await startHerald(store, sandbox, 1, heap !== undefined ? { NODE_OPTIONS: heapNodeOptions(heap) } : {}, { built: argv.includes('--built') });
   try {
     await new Promise((r) => setTimeout(r, IDLE_S * 1000));
     const text = await scrape(h);
-    const rss = await rssMb(h.procs[0]?.child.pid);
-    const row = {
+    const pid = h.procs[0]?.child.pid;
+    const rss = await rssMb(pid);
+    const row: Row = {
+      'idle started by': argv.includes('--built') ? 'node bin/herald.js (dist/)' : 'node --import tsx src/cli.ts',
       'idle RSS MB': rss,
       'idle heap used MB': mb(gauge(text, 'nodejs_heap_size_used_bytes')),
       'idle heap total MB': mb(gauge(text, 'nodejs_heap_size_total_bytes')),
       'idle external MB': mb(gauge(text, 'nodejs_external_memory_bytes')),
     };
     console.log(`  idle: ${JSON.stringify(row)}`);
+    if (heap !== undefined && pid !== undefined) Object.assign(row, await heapReport(pid, heap));
     return row;
   } finally {
     await stopHerald(h);

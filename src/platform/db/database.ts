@@ -1,8 +1,7 @@
-import { PGlite } from '@electric-sql/pglite';
-import { Kysely, PostgresDialect } from 'kysely';
+import type { PGlite } from '@electric-sql/pglite';
+import { Kysely, PostgresDialect, type Dialect } from 'kysely';
 import pg from 'pg';
 import { checkDataDir, lockDataDir } from './data-dir-lock.js';
-import { PGliteDialect } from './pglite-dialect.js';
 
 /**
  * The store: Kysely over Postgres or embedded PGlite, plus LISTEN for wake-ups. `DB` is the
@@ -201,14 +200,18 @@ const UNREACHABLE_MESSAGES = [
 async function openPGlite<DB>(dataDir: string): Promise<Store<DB>> {
   await checkDataDir(dataDir, false);
   const unlock = await lockDataDir(dataDir);
+  // Loaded here, not at the top: a PostgreSQL Herald never holds PGlite's code in memory.
   let pglite: PGlite;
+  let dialect: Dialect;
   try {
+    const [{ PGlite }, { PGliteDialect }] = await Promise.all([import('@electric-sql/pglite'), import('./pglite-dialect.js')]);
     pglite = await PGlite.create(`${dataDir}/pglite`);
+    dialect = new PGliteDialect(pglite);
   } catch (err) {
     await unlock();
     throw err;
   }
-  const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
+  const db = new Kysely<DB>({ dialect });
   return {
     kind: 'pglite',
     db,

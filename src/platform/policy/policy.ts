@@ -1,5 +1,7 @@
 import { readFile } from 'node:fs/promises';
-import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
+import { createRequire } from 'node:module';
+import type * as Yaml from 'yaml';
+import type { Node } from 'yaml';
 import { StartupError } from '../startup.js';
 
 /**
@@ -65,8 +67,16 @@ export async function loadPolicy(file: string, known: { tools: readonly string[]
   return parsePolicy(source, file, known);
 }
 
+/**
+ * The YAML parser, loaded at the first policy parsed (synchronously, as parsePolicy is): a Herald
+ * without HERALD_POLICY never holds its code in memory.
+ */
+let yamlModule: typeof Yaml | undefined;
+const yaml = (): typeof Yaml => (yamlModule ??= createRequire(import.meta.url)('yaml') as typeof Yaml);
+
 /** Parses a policy's text (loadPolicy's work, without the file). */
 export function parsePolicy(source: string, file: string, known: { tools: readonly string[]; platforms: readonly string[] }): Policy {
+  const { isMap, isScalar, isSeq, LineCounter, parseDocument } = yaml();
   const problems: string[] = [];
   const lines = new LineCounter();
   const doc = parseDocument(source, { lineCounter: lines, uniqueKeys: true });
