@@ -12,8 +12,9 @@
  *   5 per 5 s per channel) with 1 and 3 dispatcher processes, vs the floor N/50 s; 429s by scope;
  * - 202 → sandbox receipt at low load, p50/p99;
  * - idle: resident memory, heap and external memory after start-up (with --heap, also where it is:
- *   RSS by kind of mapping and a summarised heap snapshot, heap.ts; with --built, of the compiled
- *   CLI as `npm start` runs it, after `npm run build`, without tsx's compiler and source maps);
+ *   RSS by kind of mapping and a summarised heap snapshot, heap.ts); of the compiled CLI as
+ *   `npm start` runs it (built first when dist/ is older than src/), as is the memory phase;
+ *   --tsx measures both under tsx instead (its compiler and source maps cost about 30 MB);
  * - steady: RSS and event-loop lag under a steady 100 requests/s (--steady=SECONDS; 600 is the full run);
  * - resident memory with 1,000,000 stored deliveries (20,000 with --quick) vs with none;
  * - query_media over 100,000 archived items, each filter's median ms per page (archive-query.ts;
@@ -31,12 +32,12 @@
  *   (irc-flood.ts).
  *
  * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,irc,
- * --steady=SECONDS, --out=FILE, --heap, --built. The JSON holds the command, the commit, the machine and each floor.
+ * --steady=SECONDS, --out=FILE, --heap, --tsx. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
 import { randomBytes } from 'node:crypto';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os, { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -469,14 +470,14 @@ const mb = (bytes: number): number => Math.round((bytes / 1_048_576) * 10) / 10;
 async function idle(store: Store, sandbox: DiscordSandbox): Promise<Row> {
   const heap = argv.includes('--heap') ? path.dirname(outFile) : undefined;
   if (heap !== undefined) await mkdir(heap, { recursive: true });
-  const h = await startHerald(store, sandbox, 1, heap !== undefined ? { NODE_OPTIONS: heapNodeOptions(heap) } : {}, { built: argv.includes('--built') });
+  const h = await startHerald(store, sandbox, 1, heap !== undefined ? { NODE_OPTIONS: heapNodeOptions(heap) } : {}, { built: BUILT });
   try {
     await new Promise((r) => setTimeout(r, IDLE_S * 1000));
     const text = await scrape(h);
     const pid = h.procs[0]?.child.pid;
     const rss = await rssMb(pid);
     const row: Row = {
-      'idle started by': argv.includes('--built') ? 'node bin/herald.js (dist/)' : 'node --import tsx src/cli.ts',
+      'idle started by': BUILT ? 'node bin/herald.js (dist/)' : 'node --import tsx src/cli.ts',
       'idle RSS MB': rss,
       'idle heap used MB': mb(gauge(text, 'nodejs_heap_size_used_bytes')),
       'idle heap total MB': mb(gauge(text, 'nodejs_heap_size_total_bytes')),
@@ -671,7 +672,7 @@ async function latency(store: Store, sandbox: DiscordSandbox): Promise<Row> {
 /** Resident memory of `herald serve` after GETs, with 100,000 stored deliveries vs none. */
 async function memory(store: Store, sandbox: DiscordSandbox): Promise<Row> {
   const measure = async (): Promise<number> => {
-    const h = await startHerald(store, sandbox);
+    const h = await startHerald(store, sandbox, 1, {}, { built: BUILT });
     try {
       const ids = await call(h, 'GET', '/healthz', {});
       if (ids.status !== 200) throw new Error('healthz');
@@ -730,8 +731,27 @@ const machine = {
   loadavg_start: os.loadavg().map((x) => Math.round(x * 100) / 100),
 };
 
+/** Memory is measured on the compiled CLI, the way operators run Herald, unless --tsx. */
+const BUILT = !argv.includes('--tsx');
+
+/** Newest modification time of the files under `dir` (0 when it does not exist). */
+async function newest(dir: string): Promise<number> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
+  const times = await Promise.all(entries.filter((e) => e.isFile()).map(async (e) => (await stat(path.join(e.parentPath, e.name))).mtimeMs));
+  return Math.max(0, ...times);
+}
+
+/** dist/ as `npm start` would run it: rebuilt when a source is newer than the compiled CLI. */
+async function buildIfStale(): Promise<void> {
+  const built = await stat(path.join(ROOT, 'dist/src/cli.js')).then((s) => s.mtimeMs, () => 0);
+  if (built >= Math.max(await newest(path.join(ROOT, 'src')), await newest(path.join(ROOT, 'openapi')))) return;
+  console.log('dist/ is older than src/: npm run build');
+  execFileSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: 'inherit' });
+}
+
 async function main(): Promise<void> {
   console.log(`machine: ${JSON.stringify(machine)}, commit ${commit}`);
+  if (BUILT && (only.has('idle') || only.has('memory'))) await buildIfStale();
   const sandbox = await new DiscordSandbox({ routeLimit: { limit: 5, windowMs: 5_000 }, globalLimit: { limit: GLOBAL_PER_S, windowMs: 1_000 } }).start();
   cleanups.push(() => sandbox.close());
   const results: Record<string, Row> = { postgres: {}, pglite: {} };
