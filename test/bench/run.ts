@@ -17,7 +17,9 @@
  * - query_media over 100,000 archived items, each filter's median ms per page (archive-query.ts;
  *   over 100 ms is reported);
  * - slack: 600 posts drained over 20 Slack sandbox channels (1 message/s each, as Slack) by three
- *   Herald processes, vs the floor 600/20 s; the 429s and duplicates (slack-drain.ts).
+ *   Herald processes, vs the floor 600/20 s; the 429s and duplicates (slack-drain.ts);
+ * - vacuum: the outbox's claims/s while a long transaction holds back vacuum vs with nothing held,
+ *   the dead tuples and the claim's plan (vacuum.ts; PostgreSQL only).
  *
  * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,
  * --steady=SECONDS, --out=FILE. The JSON holds the command, the commit, the machine and each floor.
@@ -39,12 +41,13 @@ import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
 import { startHeraldProcess, type HeraldProcess } from '../support/process.js';
 import { archiveQueryPhase, BENCH_ITEMS } from './archive-query.js';
 import { slackDrain } from './slack-drain.js';
+import { vacuumPhase } from './vacuum.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const argv = process.argv.slice(2);
 /** Every phase, in the order a full run measures them; `--only=a,b` runs those. */
-const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive'];
+const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'vacuum'];
 const quick = argv.includes('--quick');
 const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? ALL_PHASES.join(',')).split(','));
 const outFile = argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ?? path.join(ROOT, 'data', 'bench', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
@@ -748,6 +751,7 @@ async function main(): Promise<void> {
       if (only.has('steady')) Object.assign(row, await steady(store, sandbox));
       if (only.has('memory')) Object.assign(row, await memory(store, sandbox));
       if (only.has('archive')) Object.assign(row, await archiveQueryPhase(store.databaseUrl, store.dataDir, quick ? BENCH_ITEMS / 5 : BENCH_ITEMS));
+      if (only.has('vacuum') && store.databaseUrl !== undefined) Object.assign(row, await vacuumPhase(store.databaseUrl, quick));
     } finally {
       await store.close();
     }
