@@ -56,4 +56,13 @@ describe('the claim cursor', () => {
     expect(await ids()).toEqual(['late', 'r4', 'r5']);
     expect(await ids()).toEqual([]);
   });
+
+  it('has no cursor with HERALD_CLAIM_SWEEP_MS=0: every claim reads the whole due range', async () => {
+    const queue = deliveryQueue(tablesOf<DeliveriesDb>(fixture.store.db), undefined, 0);
+    for (let i = 0; i < 8; i++) await pending(`r${i}`, at(i));
+    const ids = async () => (await queue.claim('w', at(1_000), 60_000, ['post'], 4)).map((j) => j.id).sort();
+    expect(await ids()).toEqual(['r0', 'r1', 'r2', 'r3']);
+    await pending('late', at(-5));
+    expect(await ids()).toEqual(['late', 'r4', 'r5', 'r6']);
+  });
 });

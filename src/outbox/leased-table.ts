@@ -115,8 +115,8 @@ export class LeasedTable<Row> {
  * when there is no cursor. Each scope (the kinds a claim asks for) has its own cursor.
  */
 export class ClaimCursor {
-  /** The default `sweepMs`: a row the cursor passed waits at most this long past its time. */
-  static readonly SWEEP_MS = 1_000;
+  /** The default `sweepMs` (HERALD_CLAIM_SWEEP_MS): a row the cursor passed waits at most this long past its time. 0: no cursor. */
+  static readonly SWEEP_MS = 5_000;
 
   private readonly cursors = new Map<string, { from: Date | undefined; sweptAt: number }>();
 
@@ -125,7 +125,7 @@ export class ClaimCursor {
   /** Where a claim of `scope` at `now` may start; undefined: read the whole due range. */
   from(scope: string, now: Date): Date | undefined {
     const c = this.cursors.get(scope);
-    if (c === undefined || now.getTime() - c.sweptAt >= this.sweepMs) return undefined;
+    if (this.sweepMs <= 0 || c === undefined || now.getTime() - c.sweptAt >= this.sweepMs) return undefined;
     return c.from;
   }
 

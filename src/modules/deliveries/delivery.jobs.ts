@@ -38,9 +38,9 @@ export interface DeliveryJob extends Job {
 }
 
 /** The outbox's view of the deliveries table. */
-export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetrics): JobQueue<DeliveryJob> {
+export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetrics, claimSweepMs = ClaimCursor.SWEEP_MS): JobQueue<DeliveryJob> {
   // Under a backlog, claims start past the rows already claimed (src/outbox/leased-table.ts).
-  const cursor = new ClaimCursor(ClaimCursor.SWEEP_MS);
+  const cursor = new ClaimCursor(claimSweepMs);
   return {
     claim: async (owner, now, leaseMs, kinds, limit) =>
       (await claimDue(db, owner, now, leaseMs, kinds as StoredKind[], limit, cursor)).map(({ claimed_from, ...row }) => {
