@@ -14,8 +14,8 @@ export interface LeasedTableSpec {
   /** Which rows are due at `now` (a pending row whose time came, a lease that expired). */
   due(now: Date): RawBuilder<unknown>;
   /**
-   * The pending rows due at `now` whose `orderBy` is `from` or later, read through the index on
-   * `orderBy` alone (see ClaimCursor). Absent: every claim reads the whole due range.
+   * The pending rows due at `now` whose `orderBy` is `from` or later: one range of the index on
+   * `orderBy`, no OR (see ClaimCursor). Absent: every claim reads the whole due range.
    */
   dueFrom?(now: Date, from: Date): RawBuilder<unknown>;
   /** What a claim sets besides the lease and the attempt count (SQL, may read the row). */
@@ -39,7 +39,8 @@ export class LeasedTable<Row> {
 
   /**
    * Lease up to `limit` due rows (`FOR UPDATE SKIP LOCKED`: any number of workers share the
-   * table) and count the attempt. `where` narrows which rows (e.g. the kinds a worker runs).
+   * table) and count the attempt. `where` narrows which rows (e.g. the kinds a worker runs);
+   * `cursor`, under a backlog, starts the claim past the rows its scope already claimed.
    */
   async claim(owner: string, now: Date, leaseMs: number, limit: number, where?: RawBuilder<unknown>, cursor?: { at: ClaimCursor; scope: string }): Promise<(Row & { claimed_from?: string })[]> {
     const { dueFrom, orderBy } = this.spec;
