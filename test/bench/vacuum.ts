@@ -12,14 +12,16 @@ import { openStore } from '../../src/platform/db/database.js';
  * src/modules/deliveries/delivery.repository.ts, the leased-table statements of
  * src/outbox/leased-table.ts) run by WORKERS loops of a dispatcher's default concurrency, each
  * claimed delivery finished as delivered at once (no platform: the database is what is measured),
- * while a feeder keeps BACKLOG deliveries pending (and CHURN_PER_S more churn). First a baseline with nothing held; then another
- * connection opens `BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1` and keeps it open while the
- * same load runs, so no dead row version left by a claim or a finish can be vacuumed. Two rounds:
- * every claim over the whole due range (claimDue without a cursor, as before the cursor of
- * src/outbox/leased-table.ts), then Herald's delivery queue (deliveryQueue, with its cursor).
- * Reported for each: claims/s of the baseline, of the held period's first and last seconds, their ratios to
- * the baseline, the mean time of one claim, the dead tuples (pg_stat_user_tables.n_dead_tup) and
- * the claim's plan and time (EXPLAIN ANALYZE of its due-row select) at the end of each period.
+ * while a feeder keeps BACKLOG deliveries pending and CHURN_PER_S more go through in bulk. First a
+ * baseline with nothing held; then another connection opens `BEGIN ISOLATION LEVEL REPEATABLE
+ * READ; SELECT 1` and keeps it open while the same load runs, so no dead row version left by a
+ * claim or a finish can be vacuumed. Two rounds: every claim over the whole due range (claimDue
+ * without a cursor, the claim before src/outbox/leased-table.ts had one, and with
+ * HERALD_CLAIM_SWEEP_MS=0), then Herald's delivery queue (deliveryQueue, its cursor at the default
+ * sweep). Reported for each: claims/s of the baseline, of the held period's first and last
+ * seconds, their ratios to the baseline, the mean time of one claim, the dead tuples
+ * (pg_stat_user_tables.n_dead_tup) and the claim's plan and time (EXPLAIN ANALYZE of its due-row
+ * select) at the end of each period.
  */
 
 /** Claim loops, and the claim size of each (HERALD_DISPATCH_CONCURRENCY's default, src/config.ts). */
