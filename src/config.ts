@@ -64,6 +64,14 @@ export interface Config {
   readonly retryBaseMs: number;
   /** `HERALD_DISPATCH_CONCURRENCY`: deliveries one process sends at once. */
   readonly dispatchConcurrency: number;
+  /**
+   * `HERALD_CLAIM_SWEEP_MS`: under a backlog a dispatcher claims past the deliveries it already
+   * claimed, and looks at every due one only this often (and whenever the backlog runs out), so a
+   * long transaction holding back vacuum does not slow every claim; a delivery due below that point
+   * (a late commit) or a lapsed lease waits at most this long. 0: every claim looks at every due
+   * delivery. Default 5 s.
+   */
+  readonly claimSweepMs: number;
   /** `HERALD_SHUTDOWN_GRACE_MS`: on SIGTERM, how long in-flight deliveries may finish before they are released. */
   readonly shutdownGraceMs: number;
   /**
@@ -275,6 +283,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxAttempts: int('HERALD_MAX_ATTEMPTS', 10, 1, 1_000),
     retryBaseMs: int('HERALD_RETRY_BASE_MS', 1_000, 1, 600_000),
     dispatchConcurrency: int('HERALD_DISPATCH_CONCURRENCY', 8, 1, 256),
+    claimSweepMs: int('HERALD_CLAIM_SWEEP_MS', 5_000, 0, 600_000),
     shutdownGraceMs: int('HERALD_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     disabledKinds: kinds(),
     heraldUrl: read.url('HERALD_URL') ?? `http://127.0.0.1:${port === 0 ? 8787 : port}`,

@@ -29,9 +29,11 @@
  *   (hear-latency.ts; --quick: PostgreSQL only);
  * - irc: chat lines flooded to a throwaway InspIRCd under 4 sender nicks by one Herald, vs the floor
  *   N / (min(the server's allowance, HERALD_IRC_LINES_PER_SECOND) × connections); lost, duplicated, flood QUITs
- *   (irc-flood.ts).
+ *   (irc-flood.ts);
+ * - vacuum: the outbox's claims/s while a long transaction holds back vacuum vs with nothing held,
+ *   the dead tuples and the claim's plan (vacuum.ts; PostgreSQL only).
  *
- * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,irc,
+ * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,irc,vacuum,
  * --steady=SECONDS, --out=FILE, --heap, --tsx. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
@@ -55,12 +57,13 @@ import { ircFlood } from './irc-flood.js';
 import { heapNodeOptions, heapReport } from './heap.js';
 import { slackDrain } from './slack-drain.js';
 import { hearLatency } from './hear-latency.js';
+import { vacuumPhase } from './vacuum.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const argv = process.argv.slice(2);
 /** Every phase, in the order a full run measures them; `--only=a,b` runs those. */
-const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'scrape', 'hear', 'irc'];
+const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'scrape', 'hear', 'irc', 'vacuum'];
 const quick = argv.includes('--quick');
 const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? ALL_PHASES.join(',')).split(','));
 const outFile = argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ?? path.join(ROOT, 'data', 'bench', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
@@ -791,6 +794,7 @@ async function main(): Promise<void> {
       if (only.has('archive')) Object.assign(row, await archiveQueryPhase(store.databaseUrl, store.dataDir, quick ? BENCH_ITEMS / 5 : BENCH_ITEMS));
       if (only.has('hear') && !(quick && kind === 'pglite')) Object.assign(row, await hearLatency({ store: () => (kind === 'postgres' ? postgresStore() : pgliteStore()), start: async (s, sb, env) => { const h = await startHerald(s, sb, 1, env); return { url: h.url, bridge: h.bridge, admin: h.admin, stop: () => stopHerald(h) }; } }, quick ? 30 : 200));
       if (only.has('scrape') && kind === 'postgres') Object.assign(row, await scrapePhase({ start: async (sb, env) => { const h = await startHerald(store, sb, 1, env); return { url: h.url, admin: h.admin, output: () => h.procs[0]?.output() ?? '', stop: () => stopHerald(h) }; }, databaseUrl: store.databaseUrl }, quick ? 2_000 : 20_000, quick ? 200 : 600));
+      if (only.has('vacuum') && store.databaseUrl !== undefined) Object.assign(row, await vacuumPhase(store.databaseUrl, quick));
     } finally {
       await store.close();
     }

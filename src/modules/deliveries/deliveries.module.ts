@@ -53,7 +53,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
     // PGlite is one session: one statement at a time whatever we do.
     maxInFlight: store.kind === 'postgres' ? Math.max(1, Math.floor(config.dbPoolSize / 4)) : 1,
   });
-  const queue = deliveryQueue(db, metrics);
+  const queue = deliveryQueue(db, metrics, config.claimSweepMs);
   // What the engine asks other modules: each answers its own question when it starts (see `answer`).
   const answers: Partial<DeliveryPorts> = {};
   const asked = <K extends keyof DeliveryPorts>(port: K): DeliveryPorts[K] => {

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { afterFailure, failureOf } from '../../outbox/failure-rule.js';
+import { ClaimCursor } from '../../outbox/leased-table.js';
 import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js';
 import type { Clock } from '../../platform/clock.js';
 import { retryWhileUnreachable } from '../../platform/db/database.js';
@@ -37,10 +38,12 @@ export interface DeliveryJob extends Job {
 }
 
 /** The outbox's view of the deliveries table. */
-export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetrics): JobQueue<DeliveryJob> {
+export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetrics, claimSweepMs = ClaimCursor.SWEEP_MS): JobQueue<DeliveryJob> {
+  // Under a backlog, claims start past the rows already claimed (src/outbox/leased-table.ts).
+  const cursor = new ClaimCursor(claimSweepMs);
   return {
     claim: async (owner, now, leaseMs, kinds, limit) =>
-      (await claimDue(db, owner, now, leaseMs, kinds as StoredKind[], limit)).map(({ claimed_from, ...row }) => {
+      (await claimDue(db, owner, now, leaseMs, kinds as StoredKind[], limit, cursor)).map(({ claimed_from, ...row }) => {
         if (claimed_from === 'in_flight') metrics?.leaseExpired(row.kind);
         return { id: row.request_id, kind: row.kind, attempts: row.attempts, row };
       }),

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import { LeasedTable } from '../../outbox/leased-table.js';
+import { ClaimCursor, LeasedTable } from '../../outbox/leased-table.js';
 import type { DeliveriesDb } from './delivery.table.js';
 import type { StoredKind as DeliveryKind } from './delivery.js';
 import type { DeliveryRow, DeliveryStatus, DeliveryUpdate, NewDeliveryRow } from './delivery.table.js';
@@ -116,6 +116,8 @@ function deliveriesTable(db: Db): LeasedTable<DeliveryRow> {
     key: 'request_id',
     orderBy: 'next_attempt_at',
     due: (now) => sql`(status = 'pending' and next_attempt_at <= ${now}) or (status = 'in_flight' and lease_expires_at <= ${now})`,
+    // Read through deliveries_due alone, in its order, from the cursor on.
+    dueFrom: (now, from) => sql`status = 'pending' and next_attempt_at >= ${from} and next_attempt_at <= ${now}`,
     // The status before the claim: in_flight means an expired lease (metrics count those).
     claimedFrom: 'status',
     // A re-claimed expired lease: its owner died mid-attempt, perhaps after Discord created the message.
@@ -126,9 +128,9 @@ function deliveriesTable(db: Db): LeasedTable<DeliveryRow> {
 }
 
 /** Lease up to `limit` due deliveries of these kinds. */
-export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number, kinds: readonly DeliveryKind[], limit: number): Promise<(DeliveryRow & { claimed_from: DeliveryStatus })[]> {
+export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number, kinds: readonly DeliveryKind[], limit: number, cursor?: ClaimCursor): Promise<(DeliveryRow & { claimed_from: DeliveryStatus })[]> {
   if (kinds.length === 0) return [];
-  const rows = await deliveriesTable(db).claim(owner, now, leaseMs, limit, sql`kind in (${sql.join(kinds)})`);
+  const rows = await deliveriesTable(db).claim(owner, now, leaseMs, limit, sql`kind in (${sql.join(kinds)})`, cursor !== undefined ? { at: cursor, scope: kinds.join(',') } : undefined);
   return rows.map((r) => ({ ...r, claimed_from: r.claimed_from as DeliveryStatus }));
 }
 
