@@ -42,7 +42,7 @@ describe('the claim cursor', () => {
     await pending('late', at(-5));
     await pending('lost', at(-10), 'in_flight');
     expect(await ids(at(1_000))).toEqual(['r04', 'r05', 'r06', 'r07']);
-    // A second later the claim reads the whole due range again, oldest first.
+    // At the next sweep (ClaimCursor.SWEEP_MS later) the claim reads the whole due range again, oldest first.
     expect(await ids(at(1_000 + ClaimCursor.SWEEP_MS))).toEqual(['late', 'lost', 'r08', 'r09']);
   });
 
