@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DiscordSandbox, SANDBOX_MEDIA_CHANNEL, type RateLimitRule } from '../../src/sandbox/sandbox.js';
 import { SCRAPE_PAGE_SIZE } from '../../src/modules/archive/scrape.jobs.js';
-import { runCommand, type HeraldProcess } from '../support/process.js';
+import { awaitStarted, runCommand, type HeraldProcess } from '../support/process.js';
 
 /**
  * `npm run bench -- --only=scrape`: a links scrape of the sandbox's generated media channel
@@ -269,24 +269,7 @@ async function downloadScrape(databaseUrl: string | undefined, messages: number)
 
 /** archive-herald.ts in a child process, once it has said it started. */
 async function startTrusting(env: Record<string, string>): Promise<HeraldProcess> {
-  const proc = runCommand(process.execPath, ['--import', 'tsx', 'test/bench/archive-herald.ts'], env);
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const line = proc
-      .output()
-      .split('\n')
-      .find((l) => l.includes('"msg":"herald started"'));
-    if (line !== undefined) {
-      proc.url = (JSON.parse(line) as { url?: string }).url;
-      return proc;
-    }
-    if (proc.child.exitCode !== null || Date.now() > deadline) {
-      proc.kill('SIGKILL');
-      await proc.closed;
-      throw new Error(`the download bench's Herald did not start (exit code ${proc.child.exitCode})`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  return awaitStarted(runCommand(process.execPath, ['--import', 'tsx', 'test/bench/archive-herald.ts'], env), "the download bench's Herald");
 }
 
 /** The same files fetched one by one, hashed and written as Herald writes them; and the writes alone. */

@@ -81,7 +81,11 @@ export function runCommand(command: string, args: string[], env: Record<string, 
 
 /** Start `herald serve|dispatch` and wait until it logs that it started. */
 export async function startHeraldProcess(args: string[], env: Record<string, string>, timeoutMs = 60_000, options: RunOptions = {}): Promise<HeraldProcess> {
-  const proc = runHerald(args, env, options);
+  return awaitStarted(runHerald(args, env, options), `herald ${args.join(' ')}`, timeoutMs);
+}
+
+/** Wait until a started process logs "herald started" (its url is kept); killed if it exits or takes too long. */
+export async function awaitStarted(proc: HeraldProcess, what: string, timeoutMs = 60_000): Promise<HeraldProcess> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const line = proc
@@ -95,7 +99,7 @@ export async function startHeraldProcess(args: string[], env: Record<string, str
     }
     if (proc.child.exitCode !== null || Date.now() > deadline) {
       proc.kill('SIGKILL');
-      throw new Error(`herald ${args.join(' ')} did not start in ${timeoutMs} ms (exit code ${proc.child.exitCode}):\n${proc.output()}`);
+      throw new Error(`${what} did not start in ${timeoutMs} ms (exit code ${proc.child.exitCode}):\n${proc.output()}`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
