@@ -21,7 +21,7 @@ import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
  * before its message is posted, so each sample measures the wake path (NOTIFY / in-process news),
  * not an answer that was already there. Herald runs with its defaults (HERALD_POLL_MS 1000: a
  * waiter's fallback poll every 250 ms), except the handoff rate limit, raised for the samples.
- * HEAR_ENV (a JSON object) adds to both Heralds' environment, e.g. HEAR_ENV='{"HERALD_POLL_MS":"60000"}'
+ * BENCH_HEAR_ENV (a JSON object) adds to both Heralds' environment, e.g. BENCH_HEAR_ENV='{"HERALD_POLL_MS":"60000"}'
  * to show the figures do not rest on a poll (the waits are woken by news of the commit, not found by
  * their fallback poll).
  *
@@ -53,7 +53,7 @@ export interface HearHarness<S extends HearStore> {
 }
 
 /** Added to both Heralds' environment (see above). */
-const EXPERIMENT = JSON.parse(process.env['HEAR_ENV'] ?? '{}') as Record<string, string>;
+const EXPERIMENT = JSON.parse(process.env['BENCH_HEAR_ENV'] ?? '{}') as Record<string, string>;
 const WARM_UP = 5;
 /** Between a waiter's request and the message it waits for: long enough for the request to be parked. */
 const PARK_MS = 20;
