@@ -25,6 +25,26 @@ class StatementLog implements KyselyPlugin {
   }
 }
 
+/** Loses the session of the next `count` statements, before they run or after they committed, as a failover does. */
+class LostSessions implements KyselyPlugin {
+  count = 0;
+  constructor(private readonly when: 'before' | 'after') {}
+  transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
+    if (this.when === 'before' && this.count > 0) {
+      this.count -= 1;
+      throw Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
+    }
+    return args.node;
+  }
+  async transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
+    if (this.when === 'after' && this.count > 0) {
+      this.count -= 1;
+      throw new Error('Connection terminated unexpectedly');
+    }
+    return args.result;
+  }
+}
+
 const post = (content: string): Delivery => ({ request_id: newRequestId(), kind: 'post', target: { guild_id: GUILD, destination: 'alerts' }, body: { content } });
 
 /** The accept path: one statement for a new delivery and for a repeat (its unlocked read), group commit. */
@@ -95,5 +115,21 @@ describe('accept (service level)', () => {
     expect(results.at(-1)?.existing).toBe(true);
     const stored = await s.store.db.selectFrom('deliveries').select((eb) => eb.fn.countAll<string>().as('n')).where('request_id', 'in', batch.map((d) => d.request_id)).executeTakeFirstOrThrow();
     expect(Number(stored.n)).toBe(batch.length);
+  });
+  it('sends the statement again when its session was lost, before it ran or after it committed: one row, a new delivery', async () => {
+    for (const when of ['before', 'after'] as const) {
+      const lost = new LostSessions(when);
+      const db = tablesOf<DeliveriesDb>(s.store.db.withPlugin(lost));
+      const flaky = new DeliveryService(db, { now: () => new Date() }, { post: true, dm: true, edit: true });
+      const d = post(`session lost ${when}`);
+      lost.count = 1;
+      const accepted = await flaky.accept(d);
+      expect(accepted.existing, when).toBe(false);
+      expect(lost.count).toBe(0);
+      expect((await db.selectFrom('deliveries').select('request_id').where('request_id', '=', d.request_id).execute()).length).toBe(1);
+      // A store that stays unreachable is still an error (the API answers 503).
+      lost.count = 10;
+      await expect(flaky.accept(post(`still lost ${when}`))).rejects.toThrow();
+    }
   });
 });

@@ -38,6 +38,8 @@ export interface PreparedDelivery {
 /** A new row (created now), or the one already stored under that request_id (reset when it needed a retry). */
 export type StoreOutcome = { existing: false; createdAt: Date } | { existing: true; row: DeliveryRow; redriven: boolean };
 
+/** How often an accept's statement is sent again after its session was lost (then: 503). */
+const LOST_SESSION_RESENDS = 2;
 /** Most deliveries one group-commit statement inserts. */
 const MAX_BATCH = 256;
 
@@ -95,18 +97,28 @@ export class DeliveryService {
   async store(prepared: PreparedDelivery): Promise<StoreOutcome> {
     const now = this.clock.now();
     const { hash, supported } = prepared;
+    let resent = 0;
     for (;;) {
-      const inserted = await this.intake.submit({
-        request_id: prepared.request_id,
-        kind: prepared.kind,
-        target: JSON.stringify(prepared.target),
-        body: JSON.stringify(prepared.body),
-        payload_hash: hash,
-        status: supported ? 'pending' : 'failed',
-        failure_code: supported ? null : 'CAPABILITY_UNAVAILABLE',
-        created_at: now,
-        next_attempt_at: now,
-      });
+      let inserted: InsertOutcome;
+      try {
+        inserted = await this.intake.submit({
+          request_id: prepared.request_id,
+          kind: prepared.kind,
+          target: JSON.stringify(prepared.target),
+          body: JSON.stringify(prepared.body),
+          payload_hash: hash,
+          status: supported ? 'pending' : 'failed',
+          failure_code: supported ? null : 'CAPABILITY_UNAVAILABLE',
+          created_at: now,
+          next_attempt_at: now,
+        });
+      } catch (err) {
+        // A server restart or failover ends every pooled session, and the pool may hand one out
+        // before it has noticed: the statement is sent again on another (the insert is idempotent).
+        if (!isStoreUnavailable(err) || resent >= LOST_SESSION_RESENDS) throw err;
+        resent += 1;
+        continue;
+      }
       if (inserted === true) {
         if (supported) this.announce();
         return { existing: false, createdAt: now };
@@ -116,6 +128,11 @@ export class DeliveryService {
       const row = inserted;
       if (row === undefined) continue;
       if (row.payload_hash !== hash) throw new ConflictError(REUSED_ID);
+      // This call's own insert, committed before its answer was lost: the row has this call's time.
+      if (resent > 0 && row.created_at.getTime() === now.getTime()) {
+        if (supported) this.announce();
+        return { existing: false, createdAt: now };
+      }
       if (!(supported && prepared.redrive !== false && needsReset(row, now))) return { existing: true, row, redriven: false };
       return this.resetForRetry(prepared.request_id, hash, supported, now);
     }
