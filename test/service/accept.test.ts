@@ -116,6 +116,18 @@ describe('accept (service level)', () => {
     const stored = await s.store.db.selectFrom('deliveries').select((eb) => eb.fn.countAll<string>().as('n')).where('request_id', 'in', batch.map((d) => d.request_id)).executeTakeFirstOrThrow();
     expect(Number(stored.n)).toBe(batch.length);
   });
+  it('answers a burst of repeats of one stored request_id together: the statement that reads it answers each', async () => {
+    const d = post('retried at once');
+    const first = await service.accept(d);
+    log.kinds.length = 0;
+    const repeats = await Promise.all(Array.from({ length: 32 }, () => service.accept(d)));
+    expect(repeats.every((r) => r.existing && JSON.stringify(r.state) === JSON.stringify(first.state))).toBe(true);
+    // Group commit gathers the burst into a few statements (at most one a slot): a twin in a batch is
+    // answered by the row read for the first, not sent round again (which took one statement a repeat).
+    expect(log.kinds.every((k) => k === 'Insert')).toBe(true);
+    expect(log.kinds.length).toBeLessThanOrEqual(8);
+  });
+
   it('sends the statement again when its session was lost, before it ran or after it committed: one row, a new delivery', async () => {
     for (const when of ['before', 'after'] as const) {
       const lost = new LostSessions(when);

@@ -11,8 +11,9 @@ type Db = Kysely<DeliveriesDb>;
 
 /**
  * What one row of an insert came to: `true`, inserted; a row, the delivery already stored under its
- * request_id (read by the same statement); `undefined`, neither (an earlier twin in the batch took
- * the id, or another session's insert of it had not committed when the statement began: read again).
+ * request_id (read by the same statement, and the answer for every twin of it in the batch too);
+ * `undefined`, neither (an earlier twin in the batch inserted the id, or another session's insert of
+ * it had not committed when the statement began: read again).
  */
 export type InsertOutcome = true | DeliveryRow | undefined;
 
@@ -40,7 +41,9 @@ export async function insertDeliveries(db: Db, rows: readonly NewDeliveryRow[]):
     if (insertedId !== null) ids.add(insertedId);
     else if (row.request_id !== null) existing.set(row.request_id, row as DeliveryRow);
   }
-  return rows.map((r, i) => (first.get(r.request_id) !== i ? undefined : ids.has(r.request_id) ? true : existing.get(r.request_id)));
+  // A twin of a stored id gets the row read for it (a connector's retries in flight at once are
+  // answered by one statement, not one a statement); a twin of an id inserted now reads it again.
+  return rows.map((r, i) => (ids.has(r.request_id) ? (first.get(r.request_id) === i ? true : undefined) : existing.get(r.request_id)));
 }
 
 export async function findDelivery(db: Db, requestId: string): Promise<DeliveryRow | undefined> {
