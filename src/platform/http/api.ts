@@ -1,4 +1,5 @@
 import type { Context as KoaContext, Middleware } from 'koa';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ParsedUrlQuery } from 'node:querystring';
 import { OpenAPIBackend, type Context, type Document, type Operation, type Request as ApiRequest } from 'openapi-backend';
 import type { Logger } from 'pino';
@@ -35,6 +36,16 @@ export interface HandlerKit {
 }
 
 export type Handler = (c: Context, body: unknown, koa: KoaContext) => Promise<Reply> | Reply;
+
+/**
+ * Answers a request for an operation marked `x-herald-plain` (openapi/probes.yaml) straight from
+ * Node's request, before Koa builds its context, and says so (true); false: not such a request.
+ * `answered` is told the operation, the status and the milliseconds taken, as the other requests' are.
+ */
+export type PlainRoutes = (req: IncomingMessage, res: ServerResponse, answered: (operation: string, status: number, ms: number) => void) => boolean;
+
+/** The contract bound to Koa, and the operations answered without it. */
+export type Api = Middleware & { plain: PlainRoutes };
 /** A module's handlers by operationId, built once the contract is loaded. */
 export type OperationHandlers = (kit: HandlerKit) => Record<string, Handler>;
 
@@ -44,7 +55,7 @@ export type OperationHandlers = (kit: HandlerKit) => Record<string, Handler>;
  * The contract bound to Koa: openapi-backend routes and validates every request against
  * `openapi/herald.yaml`, and each operationId has exactly one handler here.
  */
-export async function createApi(deps: ApiOptions): Promise<Middleware> {
+export async function createApi(deps: ApiOptions): Promise<Api> {
   const api = new OpenAPIBackend({
     definition: specDocument() as unknown as Document,
     // The document is OpenAPI 3.1; openapi-backend would check it against the 3.0 schema. CI lints it with redocly.
@@ -214,7 +225,47 @@ export async function createApi(deps: ApiOptions): Promise<Middleware> {
     const result = (await api.handleRequest(request, ctx, body)) as Reply;
     return send(ctx, result);
   };
-  return middleware;
+  return Object.assign(middleware, { plain: plainRoutes(api, deps.log) });
+}
+
+/**
+ * The operations marked `x-herald-plain`, answered from Node's request as the Koa path answers them:
+ * a GET of the exact path (a query string is ignored, as undeclared query parameters are), the same
+ * status, headers and JSON to the byte. A marked operation with parameters, a body or security is a
+ * contract mistake, refused at start-up.
+ */
+function plainRoutes(api: OpenAPIBackend, log: Logger): PlainRoutes {
+  const byPath = new Map<string, Operation>();
+  for (const op of api.getOperations()) {
+    if ((op as Record<string, unknown>)['x-herald-plain'] !== true) continue;
+    if (op.method !== 'get' || op.path.includes('{') || (op.parameters ?? []).length > 0 || op.requestBody !== undefined || op.security === undefined || op.security.length > 0) {
+      throw new Error(`operation ${op.operationId ?? op.path} is marked x-herald-plain but takes parameters, a body or a token`);
+    }
+    byPath.set(op.path, op);
+  }
+  return (req, res, answered) => {
+    if (req.method !== 'GET' || byPath.size === 0) return false;
+    const url = req.url ?? '';
+    const q = url.indexOf('?');
+    const operation = byPath.get(q === -1 ? url : url.slice(0, q));
+    const registered = operation === undefined ? undefined : (api.handlers[operation.operationId ?? ''] as ((c: Context, koa: KoaContext | undefined, body: unknown) => Promise<Reply>) | undefined);
+    if (operation === undefined || registered === undefined) return false;
+    const started = performance.now();
+    const c = { api, operation, request: { method: 'get', path: operation.path, headers: {}, query: {}, params: {}, cookies: {}, requestBody: undefined }, validation: { valid: true, errors: null }, security: {} } as unknown as Context;
+    void (async () => {
+      const r = await registered(c, undefined, undefined);
+      // What Koa writes for a JSON body: its type and length first, then Node's own headers.
+      const json = r.body === undefined ? '' : JSON.stringify(r.body);
+      res.writeHead(r.status, { ...r.headers, ...(r.body === undefined ? {} : { 'Content-Type': 'application/json; charset=utf-8' }), 'Content-Length': Buffer.byteLength(json) });
+      res.end(json);
+      answered(operation.operationId ?? '', r.status, performance.now() - started);
+    })().catch((err: unknown) => {
+      log.error({ err: errorSummary(err), operation: operation.operationId }, 'plain route failed');
+      if (!res.headersSent) res.writeHead(500, { 'Content-Type': 'application/json; charset=utf-8' });
+      res.end('{"error":"internal error"}');
+    });
+    return true;
+  };
 }
 
 /** An operation's parameter as the dereferenced contract has it, with Herald's answer for an invalid value. */

@@ -4,25 +4,28 @@ import Koa from 'koa';
 import type { Logger } from 'pino';
 import { listenProblem } from '../startup.js';
 import { docsRouter } from './docs.js';
+import type { Api } from './api.js';
 import type { HttpMetrics } from './http.metrics.js';
 
 /** The API's HTTP server: the contract's operations, `/docs`, and the routes outside the contract. */
 export async function serveHttp(
   where: { host: string; port: number },
-  api: Koa.Middleware,
+  api: Api,
   log: Logger,
   metrics: HttpMetrics,
   routers: readonly Router[] = [],
 ): Promise<Server> {
+  const answered = (operation: string | undefined, status: number, ms: number, method: string, path: string): void => {
+    metrics.request(operation, status, ms / 1000);
+    // Method, path and status only: never bodies or headers (they hold content and tokens).
+    // At debug: a synchronous line per request would cost a sixth of the throughput.
+    if (log.isLevelEnabled('debug')) log.debug({ method, path, status, ms: Math.round(ms) }, 'request');
+  };
   const app = new Koa({ proxy: false });
   app.use(async (ctx, next) => {
     const started = performance.now();
     await next();
-    const ms = performance.now() - started;
-    metrics.request(ctx.state['operation'] as string | undefined, ctx.status, ms / 1000);
-    // Method, path and status only: never bodies or headers (they hold content and tokens).
-    // At debug: a synchronous line per request would cost a sixth of the throughput.
-    if (log.isLevelEnabled('debug')) log.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms) }, 'request');
+    answered(ctx.state['operation'] as string | undefined, ctx.status, performance.now() - started, ctx.method, ctx.path);
   });
   app.use(api);
   const docs = docsRouter();
@@ -30,7 +33,11 @@ export async function serveHttp(
   router.get('/', (ctx) => ctx.redirect('/docs'));
   app.use(docs.routes()).use(router.routes());
   for (const r of routers) app.use(r.routes());
-  const server = createServer(app.callback());
+  const koa = app.callback();
+  // The probes are answered before Koa builds a context for them (src/platform/http/api.ts, plainRoutes).
+  const server = createServer((req, res) => {
+    if (!api.plain(req, res, (operation, status, ms) => answered(operation, status, ms, 'GET', (req.url ?? '').split('?')[0] ?? ''))) void koa(req, res);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err) => reject(listenProblem(err, where.host, where.port, 'PORT') ?? err));
     server.listen(where.port, where.host, () => resolve());
