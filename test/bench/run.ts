@@ -5,6 +5,7 @@
  *
  * - ingest: distinct request_ids with realistic bodies at 32 connections vs the same single-row
  *   INSERT run directly at the same concurrency, and vs a bare Node HTTP server doing that INSERT;
+ *   then the same load spread over three replicas (serve processes) on the one database;
  * - reads: a GET and a repeated POST (one statement) vs a bare Node server doing the same
  *   primary-key SELECT through a pool of Herald's size in its own process; /healthz vs a bare Node
  *   HTTP server (alternating rounds after a warm-up);
@@ -81,6 +82,8 @@ const IDLE_S = quick ? 3 : 10;
 const STEADY_S = Number(argv.find((a) => a.startsWith('--steady='))?.slice('--steady='.length) ?? (quick ? 30 : 120));
 const STEADY_RATE = 100;
 const CONNECTIONS = 32;
+/** Ingest on several replicas (serve processes) on one PostgreSQL database. */
+const REPLICAS = 3;
 const DRAIN_N = quick ? 600 : 3_000;
 const GLOBAL_PER_S = 50;
 const STORED = quick ? 20_000 : 1_000_000;
@@ -137,11 +140,11 @@ function fromCannon(r: Result): Rate {
   return { rate: r.requests.total / r.duration, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts + r.non2xx };
 }
 
-async function cannon(url: string, seconds: number, request: { method?: string; headers?: Record<string, string>; body?: () => string }): Promise<Rate> {
+async function cannon(url: string, seconds: number, request: { method?: string; headers?: Record<string, string>; body?: () => string }, connections = CONNECTIONS): Promise<Rate> {
   const body = request.body;
   const result = await autocannon({
     url,
-    connections: CONNECTIONS,
+    connections,
     duration: seconds,
     requests: [
       {
@@ -152,6 +155,21 @@ async function cannon(url: string, seconds: number, request: { method?: string; 
     ],
   });
   return fromCannon(result);
+}
+
+/**
+ * CONNECTIONS connections spread over several servers (each target its own share), at once: the
+ * rates add up; each latency is the worst target's (a conservative p50 and p99).
+ */
+async function cannonSpread(targets: readonly { url: string; headers: Record<string, string> }[], seconds: number, request: { method?: string; body?: () => string }): Promise<Rate> {
+  const share = (i: number): number => Math.floor(CONNECTIONS / targets.length) + (i < CONNECTIONS % targets.length ? 1 : 0);
+  const rates = await Promise.all(targets.map((t, i) => cannon(t.url, seconds, { ...request, headers: t.headers }, share(i))));
+  return {
+    rate: rates.reduce((sum, r) => sum + r.rate, 0),
+    p50: Math.max(...rates.map((r) => r.p50)),
+    p99: Math.max(...rates.map((r) => r.p99)),
+    errors: rates.reduce((sum, r) => sum + r.errors, 0),
+  };
 }
 
 const ratio = (a: number, b: number): number => Math.round((a / b) * 100) / 100;
@@ -363,6 +381,28 @@ async function ingest(store: Store, sandbox: DiscordSandbox): Promise<Row> {
     });
   } finally {
     await stopHerald(h);
+  }
+  // Replicas: REPLICAS serve processes on the one database, the same connections spread over them.
+  if (store.name === 'postgres') {
+    await store.sql('truncate deliveries');
+    const replicas: Running[] = [];
+    try {
+      for (let i = 0; i < REPLICAS; i++) replicas.push(await startHerald(store, sandbox));
+      const spread = await cannonSpread(
+        replicas.map((r) => ({ url: `${r.url}/mcp/deliveries`, headers: r.bridge })),
+        INGEST_S,
+        { method: 'POST', body: () => JSON.stringify(deliveryRequest(guild, 'alerts')) },
+      );
+      console.log(`  Herald accept, ${REPLICAS} replicas: ${spread.rate.toFixed(0)}/s p50 ≤ ${ms(spread.p50)} ms p99 ≤ ${ms(spread.p99)} ms (errors ${spread.errors})`);
+      Object.assign(row, {
+        [`ingest ×${REPLICAS} replicas/s`]: Math.round(spread.rate),
+        [`ingest ×${REPLICAS} replicas p99 ms`]: ms(spread.p99),
+        [`ingest ×${REPLICAS} replicas errors`]: spread.errors,
+        [`ingest ×${REPLICAS} replicas ÷ raw INSERT`]: ratio(spread.rate, raw.rate),
+      });
+    } finally {
+      await Promise.all(replicas.map((r) => stopHerald(r)));
+    }
   }
   return row;
 }
@@ -708,6 +748,7 @@ const FLOORS: Record<string, string> = {
   'healthz ÷ bare node': 'a bare Node server answering 200 {"status":"ok"}; target ≥ 0.4',
   'ingest ÷ raw INSERT': "the same single-row INSERT run directly at 32 connections; target ≥ 1.0 on PostgreSQL, p99 < 50 ms",
   'ingest ÷ bare node+INSERT': 'a bare Node server doing that INSERT per request',
+  [`ingest ×${REPLICAS} replicas ÷ raw INSERT`]: `the same raw INSERT; ${REPLICAS} serve processes on one database, the 32 connections spread over them; target ≥ 1.0, p99 < 50 ms`,
   'drain ×N ÷ floor': 'N deliveries over 100 channels at 50/s global: N/50 s; target ≤ 1.1',
   'slack ÷ floor': "Slack's 1 message/s per channel over 20 channels; target ≤ 1.1",
   'idle RSS MB': 'target < 150 MB on PostgreSQL',
