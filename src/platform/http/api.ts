@@ -393,6 +393,8 @@ const SCHEME_TIER: Readonly<Record<string, Tier>> = { bridgeToken: 'bridge', adm
  * e.g. 404 `not found`) instead of an exception while decoding it.
  */
 export function decodablePath(path: string): string {
+  // Most paths escape nothing: nothing to check.
+  if (!path.includes('%')) return path;
   return path
     .split('/')
     .map((segment) => {
@@ -406,9 +408,17 @@ export function decodablePath(path: string): string {
     .join('/');
 }
 
+/** Each operation's declared query parameters' names, read from the contract once. */
+const queryNames = new WeakMap<Operation, ReadonlySet<string>>();
+
 /** Only the query parameters the operation declares. */
 function declaredQuery(operation: Operation | undefined, query: ParsedUrlQuery): Record<string, string | string[]> {
-  const declared = new Set((operation?.parameters ?? []).flatMap((p) => ('in' in p && p.in === 'query' ? [p.name] : [])));
+  let declared = operation === undefined ? undefined : queryNames.get(operation);
+  if (declared === undefined) {
+    declared = new Set((operation?.parameters ?? []).flatMap((p) => ('in' in p && p.in === 'query' ? [p.name] : [])));
+    if (operation !== undefined) queryNames.set(operation, declared);
+  }
+  if (declared.size === 0) return {};
   const kept: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(query)) if (declared.has(name) && value !== undefined) kept[name] = value;
   return kept;

@@ -9,6 +9,7 @@ export class HttpMetrics {
   private readonly requests: Counter<'operation' | 'status'>;
   private readonly duration: Histogram<'operation'>;
   private readonly authFailures: Counter<'area' | 'reason'>;
+  private readonly series = new Map<string, { count: Counter.Internal; time: Histogram.Internal<'operation'> }>();
 
   constructor(registry: Registry) {
     this.requests = new Counter({
@@ -40,8 +41,16 @@ export class HttpMetrics {
   /** One answered request; `operation` is the contract's operationId (a fixed set), never a path. */
   request(operation: string | undefined, status: number, seconds: number): void {
     const op = operation ?? 'unmatched';
-    this.requests.inc({ operation: op, status: String(status) });
-    this.duration.observe({ operation: op }, seconds);
+    const key = `${op} ${status}`;
+    // Each series' child is looked up once (prom-client hashes the labels on every call otherwise);
+    // operations are the contract's fixed set and statuses a handful, so the map stays small.
+    let series = this.series.get(key);
+    if (series === undefined) {
+      series = { count: this.requests.labels(op, String(status)), time: this.duration.labels(op) };
+      this.series.set(key, series);
+    }
+    series.count.inc();
+    series.time.observe(seconds);
   }
 
   authFailure(area: AuthArea, throttled: boolean): void {
