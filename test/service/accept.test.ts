@@ -128,6 +128,22 @@ describe('accept (service level)', () => {
     expect(log.kinds.length).toBeLessThanOrEqual(8);
   });
 
+  it('reads a burst of GETs together: one statement answers many, each as a read alone does', async () => {
+    const posts = Array.from({ length: 8 }, (_, i) => post(`read ${i}`));
+    await Promise.all(posts.map((d) => service.accept(d)));
+    const ids = posts.map((d) => d.request_id);
+    const alone: string[] = [];
+    for (const id of ids) alone.push(JSON.stringify(await service.get(id)));
+    log.kinds.length = 0;
+    const asked = Array.from({ length: 32 }, (_, i) => ids[i % 8] ?? '');
+    const together = await Promise.all(asked.map(async (id) => JSON.stringify(await service.get(id))));
+    expect(together).toEqual(asked.map((_, i) => alone[i % 8]));
+    // At most one statement a slot in flight, then the rest gathered: far fewer than one a read.
+    expect(log.kinds.every((k) => k === 'Select')).toBe(true);
+    expect(log.kinds.length).toBeLessThanOrEqual(8);
+    await expect(service.get(newRequestId())).rejects.toThrow('unknown request_id');
+  });
+
   it('sends the statement again when its session was lost, before it ran or after it committed: one row, a new delivery', async () => {
     for (const when of ['before', 'after'] as const) {
       const lost = new LostSessions(when);

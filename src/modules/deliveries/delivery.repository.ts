@@ -64,6 +64,17 @@ export async function findDelivery(db: Db, requestId: string): Promise<DeliveryR
   return rows[0];
 }
 
+/**
+ * Several deliveries by request_id in one statement, answered in the order asked (undefined: none
+ * stored; an id asked twice gets the same row). One id is the single read.
+ */
+export async function findDeliveries(db: Db, requestIds: readonly string[]): Promise<(DeliveryRow | undefined)[]> {
+  if (requestIds.length === 1) return [await findDelivery(db, requestIds[0] ?? '')];
+  const rows = await db.selectFrom('deliveries').selectAll().where('request_id', 'in', [...new Set(requestIds)]).execute();
+  const byId = new Map(rows.map((r) => [r.request_id, r]));
+  return requestIds.map((id) => byId.get(id));
+}
+
 /** Whether a `delete` of this message (by its message_ref) was delivered: an edit of it then fails NOT_FOUND. */
 export async function deletedByHerald(db: Db, messageRef: string): Promise<boolean> {
   const row = await db

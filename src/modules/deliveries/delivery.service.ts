@@ -5,7 +5,7 @@ import { ConflictError, NotFoundError } from '../../platform/errors.js';
 import { isLeaseExpired, payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState, type MessageBody, type Reply, type StoredKind, type Target } from './delivery.js';
 import { GroupCommit } from '../../platform/db/group-commit.js';
 import { isStoreUnavailable } from '../../platform/db/database.js';
-import { findDelivery, insertDeliveries, lockDelivery, resetToPending, type InsertOutcome } from './delivery.repository.js';
+import { findDeliveries, insertDeliveries, lockDelivery, resetToPending, type InsertOutcome } from './delivery.repository.js';
 import type { DeliveryRow, NewDeliveryRow } from './delivery.table.js';
 
 /** Which kinds the chat host can deliver at all (docs/protocol.md §2 capabilities). */
@@ -45,6 +45,8 @@ const MAX_BATCH = 256;
 
 export class DeliveryService {
   private readonly intake: GroupCommit<NewDeliveryRow, InsertOutcome>;
+  /** Reads by request_id: those arriving while others are being read are read together. */
+  private readonly reads: GroupCommit<string, DeliveryRow | undefined>;
   private readonly announce: () => void;
 
   constructor(
@@ -56,6 +58,14 @@ export class DeliveryService {
     this.announce = options.announce ?? (() => undefined);
     this.intake = new GroupCommit({
       commit: (rows) => insertDeliveries(db, rows),
+      maxInFlight: options.maxInFlight ?? 4,
+      maxBatch: MAX_BATCH,
+      isFatal: isStoreUnavailable,
+    });
+    // The same gathering for reads (a GET of a delivery): under load one statement answers many
+    // requests, each read begun after its request arrived; an idle store reads at once, alone.
+    this.reads = new GroupCommit({
+      commit: (ids) => findDeliveries(db, ids),
       maxInFlight: options.maxInFlight ?? 4,
       maxBatch: MAX_BATCH,
       isFatal: isStoreUnavailable,
@@ -157,11 +167,11 @@ export class DeliveryService {
 
   /** A stored row by request_id, whatever its kind (handoffs read theirs). */
   find(requestId: string): Promise<DeliveryRow | undefined> {
-    return findDelivery(this.db, requestId);
+    return this.reads.submit(requestId);
   }
 
   async get(requestId: string): Promise<DeliveryState> {
-    const row = await findDelivery(this.db, requestId);
+    const row = await this.reads.submit(requestId);
     // Herald's own kinds (a command's reply, a handoff) are not the protocol's deliveries.
     if (row === undefined || row.kind === 'reply' || row.kind === 'handoff' || row.kind === 'chat') throw new NotFoundError('unknown request_id');
     return toDeliveryState(row, this.clock.now());
@@ -169,7 +179,7 @@ export class DeliveryService {
 
   /** An operator's view of one delivery: state, code, reason, attempts, where it went; never its body. */
   async detail(requestId: string): Promise<DeliveryDetail> {
-    const row = await findDelivery(this.db, requestId);
+    const row = await this.reads.submit(requestId);
     // Operators see replies here; a handoff's state is the handoffs module's (GET /mcp/handoffs/{id}),
     // a chat send's the chat module's (GET /mcp/chat/messages/{id}).
     if (row === undefined || row.kind === 'handoff' || row.kind === 'chat') throw new NotFoundError('unknown request_id');

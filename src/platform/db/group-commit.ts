@@ -1,7 +1,8 @@
 /**
  * Group commit: writes submitted while earlier ones are being committed are gathered and committed
  * together by one statement, so under load one commit (one WAL flush) carries many rows. An idle
- * store adds no wait: a write submitted when a slot is free is flushed at once, alone.
+ * store adds no wait: a write submitted when a slot is free is flushed at once, alone. Reads gather
+ * the same way (one statement answering many reads, each begun after its caller asked).
  *
  * Each submitter's promise settles only after the statement holding its item has finished, with
  * that item's own result. A batch that fails for any reason other than the store being unavailable
