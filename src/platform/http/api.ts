@@ -222,6 +222,16 @@ export async function createApi(deps: ApiOptions): Promise<Api> {
     }
     const refused = deps.policy === undefined ? undefined : await deps.policy(ctx, operation?.operationId, body, request.query);
     if (refused !== undefined) return send(ctx, refused);
+    // An operation whose handler validates its body and that takes no parameters (an accept): its
+    // handler is called here. openapi-backend would parse the request again (headers, cookies, the
+    // path against its template) and validate nothing; the token was checked above.
+    if (body !== undefined && handlerValidates(operation) && (operation?.parameters ?? []).length === 0) {
+      const own = api.handlers[operation?.operationId ?? ''] as ((c: Context, koa: KoaContext, body: unknown) => Promise<Reply>) | undefined;
+      if (own !== undefined) {
+        const c = { api, operation, request: { ...request, params: {}, cookies: {}, requestBody: body }, validation: { valid: true, errors: null }, security: {} } as unknown as Context;
+        return send(ctx, await own(c, ctx, body));
+      }
+    }
     const result = (await api.handleRequest(request, ctx, body)) as Reply;
     return send(ctx, result);
   };
@@ -283,8 +293,13 @@ interface Parameter {
  * neither parameters nor a body (the probes, capabilities) has nothing to validate.
  */
 function validates(operation: Operation | undefined): boolean {
-  if (operation === undefined || (operation as Record<string, unknown>)['x-herald-handler-validates'] === true) return false;
+  if (operation === undefined || handlerValidates(operation)) return false;
   return (operation.parameters ?? []).length > 0 || operation.requestBody !== undefined;
+}
+
+/** Whether the operation's handler checks its input itself (`x-herald-handler-validates`). */
+function handlerValidates(operation: Operation | undefined): boolean {
+  return (operation as Record<string, unknown> | undefined)?.['x-herald-handler-validates'] === true;
 }
 
 /**
