@@ -6,8 +6,8 @@
  * - ingest: distinct request_ids with realistic bodies at 32 connections vs the same single-row
  *   INSERT run directly at the same concurrency, and vs a bare Node HTTP server doing that INSERT;
  *   then the same load spread over three replicas (serve processes) on the one database;
- * - reads: a GET and a repeated POST (one statement) vs a bare Node server doing the same
- *   primary-key SELECT through a pool of Herald's size in its own process; /healthz vs a bare Node
+ * - reads: a GET and a repeated POST (one statement) of 1,000 stored deliveries in random order vs a
+ *   bare Node server doing the same primary-key SELECT through a pool of Herald's size in its own process; /healthz vs a bare Node
  *   HTTP server (alternating rounds after a warm-up);
  * - drain of N deliveries over 100 channels through the sandbox with Discord's limits (50/s global,
  *   5 per 5 s per channel) with 1 and 3 dispatcher processes, vs the floor N/50 s; 429s by scope;
@@ -76,6 +76,8 @@ const READ_S = quick ? 2 : 4;
 const READ_ROUNDS = quick ? 2 : 3;
 /** Herald's HERALD_DB_POOL_SIZE default: the bare SELECT server's pool. */
 const HERALD_POOL = 16;
+/** Deliveries the reads phase stores, then reads and repeats in random order. */
+const READ_ROWS = 1_000;
 /** Idle: seconds after start-up before the resident set is read. */
 const IDLE_S = quick ? 3 : 10;
 /** Steady load: seconds (`--steady=600` for the full 10 minutes) and requests per second. */
@@ -140,8 +142,9 @@ function fromCannon(r: Result): Rate {
   return { rate: r.requests.total / r.duration, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts + r.non2xx };
 }
 
-async function cannon(url: string, seconds: number, request: { method?: string; headers?: Record<string, string>; body?: () => string }, connections = CONNECTIONS): Promise<Rate> {
+async function cannon(url: string, seconds: number, request: { method?: string; headers?: Record<string, string>; body?: () => string; path?: () => string }, connections = CONNECTIONS): Promise<Rate> {
   const body = request.body;
+  const path = request.path;
   const result = await autocannon({
     url,
     connections,
@@ -150,7 +153,7 @@ async function cannon(url: string, seconds: number, request: { method?: string; 
       {
         method: request.method ?? 'GET',
         headers: { 'content-type': 'application/json', ...(request.headers ?? {}) },
-        ...(body !== undefined ? { setupRequest: (req) => ({ ...req, body: body() }) } : {}),
+        ...(body !== undefined || path !== undefined ? { setupRequest: (req) => ({ ...req, ...(body !== undefined ? { body: body() } : {}), ...(path !== undefined ? { path: path() } : {}) }) } : {}),
       },
     ],
   });
@@ -408,20 +411,26 @@ async function ingest(store: Store, sandbox: DiscordSandbox): Promise<Row> {
 }
 
 /**
- * Reads: Herald's GET of a delivery and a repeat POST of it (same request_id, same payload) vs a bare
- * Node server doing the same primary-key SELECT in its own process (the honest ceiling of a read over
- * HTTP here), and Herald's /healthz vs a bare Node server answering it. The measurements alternate in
+ * Reads: Herald's GET of a delivery and a repeat POST of one (same request_id, same payload), each of
+ * a random one of READ_ROWS stored deliveries, vs a bare Node server doing the same primary-key SELECT
+ * of the same random ids in its own process (one statement a request: the honest ceiling of a read
+ * over HTTP here, which Herald's gathering of reads under load may pass), and Herald's /healthz vs a bare Node server answering it. The measurements alternate in
  * READ_ROUNDS rounds, so the machine's load drifts over all of them alike (PGlite: the bare SELECT runs
  * before and after Herald, which holds the data folder while it runs).
  */
 async function reads(store: Store, sandbox: DiscordSandbox): Promise<Row> {
   const guild = SANDBOX_IDS.guild;
   await store.sql('truncate deliveries');
-  const fixed = deliveryRequest(guild, 'alerts');
-  const id = String(fixed['request_id']);
+  // READ_ROWS deliveries, read and repeated in random order (a GET of one id over and over would
+  // flatter a store, or Herald's gathering of reads, that answers repeats of one id once).
+  const stored = Array.from({ length: READ_ROWS }, () => deliveryRequest(guild, 'alerts'));
+  const ids = stored.map((r) => String(r['request_id']));
+  const pick = (): number => Math.floor(Math.random() * READ_ROWS);
+  const readPath = (): string => `/mcp/deliveries/${ids[pick()] ?? ''}`;
+  const repeatBody = (): string => JSON.stringify(stored[pick()]);
   // Stored delivered, as a connector's repeat usually finds it (a failed one would be re-driven).
-  await store.sql(INSERT_SQL, insertParams(fixed));
-  await store.sql(`update deliveries set status = 'delivered', attempts = 1, url = 'https://discord.com/channels/1/2/3' where request_id = $1`, [id]);
+  for (const r of stored) await store.sql(INSERT_SQL, insertParams(r));
+  await store.sql(`update deliveries set status = 'delivered', attempts = 1, url = 'https://discord.com/channels/1/2/3'`);
   const totals = new Map<string, { requests: number; seconds: number; p99: number[] }>();
   const add = (name: string, r: Rate, seconds: number): void => {
     const t = totals.get(name) ?? { requests: 0, seconds: 0, p99: [] };
@@ -433,30 +442,30 @@ async function reads(store: Store, sandbox: DiscordSandbox): Promise<Row> {
   const bareHz = await spawnChild('test/bench/bare-server.ts', { BENCH_MODE: 'healthz' });
   const bareSelect = async (): Promise<{ child: ChildProcess; port: number }> =>
     spawnChild('test/bench/bare-server.ts', { BENCH_MODE: 'select', DATABASE_URL: store.databaseUrl ?? '', BENCH_DATA_DIR: store.dataDir, BENCH_POOL: String(HERALD_POOL) });
-  const selectRound = async (port: number): Promise<void> => add('bare SELECT', await cannon(`http://127.0.0.1:${port}/mcp/deliveries/${id}`, READ_S, {}), READ_S);
+  const selectRound = async (port: number): Promise<void> => add('bare SELECT', await cannon(`http://127.0.0.1:${port}/`, READ_S, { path: readPath }), READ_S);
   // Each server answers a second of load first, unmeasured: its pool connected, its code compiled.
   const warm = (url: string, request: Parameters<typeof cannon>[2] = {}): Promise<Rate> => cannon(url, 1, request);
   try {
     let select = store.name === 'pglite' ? await bareSelect() : undefined;
     if (select !== undefined) {
-      await warm(`http://127.0.0.1:${select.port}/mcp/deliveries/${id}`);
+      await warm(`http://127.0.0.1:${select.port}/`, { path: readPath });
       for (let i = 0; i < READ_ROUNDS; i++) await selectRound(select.port);
       await stop(select.child);
     }
     const h = await startHerald(store, sandbox);
     try {
       select = store.name === 'postgres' ? await bareSelect() : undefined;
-      if (select !== undefined) await warm(`http://127.0.0.1:${select.port}/mcp/deliveries/${id}`);
+      if (select !== undefined) await warm(`http://127.0.0.1:${select.port}/`, { path: readPath });
       await warm(`http://127.0.0.1:${bareHz.port}/`);
       await warm(`${h.url}/healthz`);
-      await warm(`${h.url}/mcp/deliveries/${id}`, { headers: h.bridge });
-      await warm(`${h.url}/mcp/deliveries`, { method: 'POST', headers: h.bridge, body: () => JSON.stringify(fixed) });
+      await warm(`${h.url}/`, { headers: h.bridge, path: readPath });
+      await warm(`${h.url}/mcp/deliveries`, { method: 'POST', headers: h.bridge, body: repeatBody });
       for (let i = 0; i < READ_ROUNDS; i++) {
         add('bare node', await cannon(`http://127.0.0.1:${bareHz.port}/`, READ_S, {}), READ_S);
         add('healthz', await cannon(`${h.url}/healthz`, READ_S, {}), READ_S);
         if (select !== undefined) await selectRound(select.port);
-        add('GET', await cannon(`${h.url}/mcp/deliveries/${id}`, READ_S, { headers: h.bridge }), READ_S);
-        add('repeat POST', await cannon(`${h.url}/mcp/deliveries`, READ_S, { method: 'POST', headers: h.bridge, body: () => JSON.stringify(fixed) }), READ_S);
+        add('GET', await cannon(`${h.url}/`, READ_S, { headers: h.bridge, path: readPath }), READ_S);
+        add('repeat POST', await cannon(`${h.url}/mcp/deliveries`, READ_S, { method: 'POST', headers: h.bridge, body: repeatBody }), READ_S);
       }
       if (select !== undefined) await stop(select.child);
     } finally {
@@ -464,7 +473,7 @@ async function reads(store: Store, sandbox: DiscordSandbox): Promise<Row> {
     }
     if (store.name === 'pglite') {
       select = await bareSelect();
-      await warm(`http://127.0.0.1:${select.port}/mcp/deliveries/${id}`);
+      await warm(`http://127.0.0.1:${select.port}/`, { path: readPath });
       for (let i = 0; i < READ_ROUNDS; i++) await selectRound(select.port);
       await stop(select.child);
     }
