@@ -1,0 +1,79 @@
+/**
+ * Fair slots across lanes. A lane is what paces a job's sends together, so that jobs of one lane
+ * wait for each other whatever the pool's size: a chat send on IRC waits its turn on its sender's
+ * connection (src/transports/irc/irc-connection.ts, `pace()`). Claimed oldest first alone, one lane's
+ * backlog took every slot of the pool while the other lanes' connections idled (one flooding
+ * sender, then the next: `npm run bench -- --only=irc`, the blocks round). A job of no lane (a
+ * Discord delivery, whose limits Discord's client keeps) is claimed as before.
+ *
+ * The worker knows how many jobs of each lane it runs; a claim (`pickFair`) fills the room level by
+ * level, the lanes running fewest first: at level k a lane running k jobs or fewer takes its oldest
+ * due row, and a lane never runs more than `perLane`. Each level reads due rows oldest first,
+ * without locking, leaving out the lanes already at the level (in SQL, so one lane's backlog cannot
+ * hide the others' rows behind it) and the rows already picked; the queue then claims exactly the
+ * picked rows with its ordinary claim, under its due condition and `FOR UPDATE SKIP LOCKED`, so a
+ * row taken meanwhile by another worker, or no longer due, is just not claimed.
+ *
+ * What a lane takes is always its oldest due rows, in order, and the worker launches them in that
+ * order: the order of one sender's lines is kept as before.
+ */
+
+/** The worker's lanes for a claim: how many jobs each runs now, and how many a lane may run. */
+export interface LaneRoom {
+  readonly busy: ReadonlyMap<string, number>;
+  readonly perLane: number;
+}
+
+/** A due row as a claim first reads it: its key and its lane (null: none). */
+export interface LaneCandidate {
+  key: string;
+  lane: string | null;
+}
+
+/** Reads due rows oldest first, without locking: not of `fullLanes`, not keyed in `picked`, at most `limit`. */
+export type PeekDue = (fullLanes: readonly string[], picked: readonly string[], limit: number) => Promise<LaneCandidate[]>;
+
+/** At most this many reads of due rows for one claim. */
+const MAX_PEEKS = 12;
+
+/**
+ * Which due rows a claim of `limit` should take: their keys (with their lanes), and `skipped`:
+ * whether a due row may have been left behind for its lane (then a claim cursor must not move past it).
+ */
+export async function pickFair(peek: PeekDue, limit: number, room: LaneRoom): Promise<{ picked: Map<string, string | null>; skipped: boolean }> {
+  const held = new Map(room.busy);
+  const picked = new Map<string, string | null>();
+  const window = Math.max(32, 4 * limit);
+  let skipped = false;
+  let peeks = 0;
+  for (let level = 0; level < Math.max(1, room.perLane) && picked.size < limit && peeks < MAX_PEEKS; level++) {
+    let excludedAny = false;
+    let more = false;
+    while (picked.size < limit && peeks < MAX_PEEKS) {
+      const full = [...held].filter(([, n]) => n > level).map(([lane]) => lane);
+      if (full.length > 0) excludedAny = skipped = true;
+      const rows = await peek(full, [...picked.keys()], window);
+      peeks += 1;
+      for (const { key, lane } of rows) {
+        if (picked.size >= limit) break;
+        if (lane === null) {
+          picked.set(key, null);
+          continue;
+        }
+        const n = held.get(lane) ?? 0;
+        if (n > level) {
+          skipped = true;
+          continue;
+        }
+        held.set(lane, n + 1);
+        picked.set(key, lane);
+      }
+      more = rows.length >= window;
+      if (!more) break;
+    }
+    // Nothing was left out and the read saw every due row: a higher level would find no other.
+    if (!excludedAny && !more && !skipped) break;
+  }
+  if (picked.size < limit && peeks >= MAX_PEEKS) skipped = true;
+  return { picked, skipped };
+}
