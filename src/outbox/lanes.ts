@@ -44,35 +44,34 @@ export async function pickFair(peek: PeekDue, limit: number, room: LaneRoom): Pr
   const held = new Map(room.busy);
   const picked = new Map<string, string | null>();
   const window = Math.max(32, 4 * limit);
+  const perLane = Math.max(1, room.perLane);
   let skipped = false;
   let peeks = 0;
-  for (let level = 0; level < Math.max(1, room.perLane) && picked.size < limit && peeks < MAX_PEEKS; level++) {
-    let excludedAny = false;
-    let more = false;
-    while (picked.size < limit && peeks < MAX_PEEKS) {
-      const full = [...held].filter(([, n]) => n > level).map(([lane]) => lane);
-      if (full.length > 0) excludedAny = skipped = true;
-      const rows = await peek(full, [...picked.keys()], window);
-      peeks += 1;
-      for (const { key, lane } of rows) {
-        if (picked.size >= limit) break;
-        if (lane === null) {
-          picked.set(key, null);
-          continue;
-        }
-        const n = held.get(lane) ?? 0;
-        if (n > level) {
-          skipped = true;
-          continue;
-        }
-        held.set(lane, n + 1);
-        picked.set(key, lane);
+  let level = 0;
+  while (level < perLane && picked.size < limit && peeks < MAX_PEEKS) {
+    const full = [...held].filter(([, n]) => n > level).map(([lane]) => lane);
+    if (full.length > 0) skipped = true;
+    const rows = await peek(full, [...picked.keys()], window);
+    peeks += 1;
+    for (const { key, lane } of rows) {
+      if (picked.size >= limit) break;
+      if (lane === null) {
+        picked.set(key, null);
+        continue;
       }
-      more = rows.length >= window;
-      if (!more) break;
+      const n = held.get(lane) ?? 0;
+      if (n > level) {
+        skipped = true;
+        continue;
+      }
+      held.set(lane, n + 1);
+      picked.set(key, lane);
     }
-    // Nothing was left out and the read saw every due row: a higher level would find no other.
-    if (!excludedAny && !more && !skipped) break;
+    // A full read may have more behind it: read again, leaving out the lanes that just filled up.
+    if (rows.length >= window) continue;
+    // Every due row of the lanes not left out was seen: the next level worth reading lets in the
+    // least busy of those left out (none: nothing more to take).
+    level = Math.min(...[...held.values()].filter((n) => n > level));
   }
   if (picked.size < limit && peeks >= MAX_PEEKS) skipped = true;
   return { picked, skipped };
