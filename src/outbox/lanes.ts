@@ -8,11 +8,14 @@
  *
  * The worker knows how many jobs of each lane it runs; a claim (`pickFair`) fills the room level by
  * level, the lanes running fewest first: at level k a lane running k jobs or fewer takes its oldest
- * due row, and a lane never runs more than `perLane`. Each level reads due rows oldest first,
- * without locking, leaving out the lanes already at the level (in SQL, so one lane's backlog cannot
- * hide the others' rows behind it) and the rows already picked; the queue then claims exactly the
- * picked rows with its ordinary claim, under its due condition and `FOR UPDATE SKIP LOCKED`, so a
- * row taken meanwhile by another worker, or no longer due, is just not claimed.
+ * due row, and a lane never runs more than `perLane` (the worker's default: half the pool, so with
+ * 8 slots 4 busy senders run 2 each, and a lone sender 4, enough to keep its connection's pace).
+ * Each level reads due rows oldest first, without locking, leaving out the lanes already past the
+ * level (in SQL, so one lane's backlog cannot hide the others' rows behind it) and the rows already
+ * picked; a level no lane could enter is not read. The queue then claims exactly the picked rows
+ * with its ordinary claim, under its due condition and `FOR UPDATE SKIP LOCKED`, so a row taken
+ * meanwhile by another worker, or no longer due, is just not claimed. A claim that left a due row
+ * behind for its lane does not move the claim cursor past it (src/outbox/leased-table.ts).
  *
  * What a lane takes is always its oldest due rows, in order, and the worker launches them in that
  * order: the order of one sender's lines is kept as before.
