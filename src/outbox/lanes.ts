@@ -19,13 +19,27 @@
  *
  * What a lane takes is always its oldest due rows, in order, and the worker launches them in that
  * order: the order of one sender's lines is kept as before.
+ *
+ * Leaving busy lanes out costs a read through their backlog: when every lane with due rows is
+ * busy, through all of it, and under a flood that was every claim (a read of thousands of rows per
+ * claim, a third of the irc bench's allowance round). So a read that leaves lanes out looks at
+ * most SCAN_DEPTH due rows deep, except in a `deep` claim (the worker's, LANE_DEEP_SCAN_MS apart):
+ * a lane whose first row lies deeper behind busy lanes' backlogs waits at most that long to be found.
  */
 
 /** The worker's lanes for a claim: how many jobs each runs now, and how many a lane may run. */
 export interface LaneRoom {
   readonly busy: ReadonlyMap<string, number>;
   readonly perLane: number;
+  /** Read past busy lanes' backlogs as deep as they go (otherwise at most SCAN_DEPTH rows). */
+  readonly deep?: boolean;
 }
+
+/** How often a worker's claim reads as deep as the due rows go, looking for lanes behind backlogs. */
+export const LANE_DEEP_SCAN_MS = 200;
+
+/** How many due rows deep a read that leaves busy lanes out looks, unless deep. */
+export const SCAN_DEPTH = 256;
 
 /** A due row as a claim first reads it: its key and its lane (null: none). */
 export interface LaneCandidate {
@@ -33,8 +47,11 @@ export interface LaneCandidate {
   lane: string | null;
 }
 
-/** Reads due rows oldest first, without locking: not of `fullLanes`, not keyed in `picked`, at most `limit`. */
-export type PeekDue = (fullLanes: readonly string[], picked: readonly string[], limit: number) => Promise<LaneCandidate[]>;
+/**
+ * Reads due rows oldest first, without locking: not of `fullLanes`, not keyed in `picked`, at most
+ * `limit`; with `depth`, only among the oldest `depth` due rows.
+ */
+export type PeekDue = (fullLanes: readonly string[], picked: readonly string[], limit: number, depth: number | undefined) => Promise<LaneCandidate[]>;
 
 /** At most this many reads of due rows for one claim. */
 const MAX_PEEKS = 12;
@@ -54,7 +71,7 @@ export async function pickFair(peek: PeekDue, limit: number, room: LaneRoom): Pr
   while (level < perLane && picked.size < limit && peeks < MAX_PEEKS) {
     const full = [...held].filter(([, n]) => n > level).map(([lane]) => lane);
     if (full.length > 0) skipped = true;
-    const rows = await peek(full, [...picked.keys()], window);
+    const rows = await peek(full, [...picked.keys()], window, full.length > 0 && room.deep !== true ? Math.max(SCAN_DEPTH, 2 * window) : undefined);
     peeks += 1;
     for (const { key, lane } of rows) {
       if (picked.size >= limit) break;
@@ -72,8 +89,8 @@ export async function pickFair(peek: PeekDue, limit: number, room: LaneRoom): Pr
     }
     // A full read may have more behind it: read again, leaving out the lanes that just filled up.
     if (rows.length >= window) continue;
-    // Every due row of the lanes not left out was seen: the next level worth reading lets in the
-    // least busy of those left out (none: nothing more to take).
+    // Every due row of the lanes not left out was seen (down to the depth read): the next level
+    // worth reading lets in the least busy of those left out (none: nothing more to take).
     level = Math.min(...[...held.values()].filter((n) => n > level));
   }
   if (picked.size < limit && peeks >= MAX_PEEKS) skipped = true;

@@ -88,14 +88,17 @@ export class LeasedTable<Row> {
     if (lanes !== undefined && lane !== undefined) {
       // Which rows, fair across lanes: read without locking, then claimed below under the same conditions.
       const pick = await pickFair(
-        async (fullLanes, picked, n) =>
-          (
-            await sql<{ key: string; lane: string | null }>`
-              select ${k} as key, (${lane}) as lane from ${t} where ${scope}
-              ${fullLanes.length > 0 ? sql`and ((${lane}) is null or (${lane}) not in (${sql.join(fullLanes)}))` : sql``}
-              ${picked.length > 0 ? sql`and ${k} not in (${sql.join(picked)})` : sql``}
-              order by ${sql.ref(orderBy)} limit ${n}`.execute(this.db)
-          ).rows,
+        async (fullLanes, picked, n, depth) => {
+          const notPicked = picked.length > 0 ? sql`and ${k} not in (${sql.join(picked)})` : sql``;
+          const notFull = fullLanes.length > 0 ? sql`where lane is null or lane not in (${sql.join(fullLanes)})` : sql``;
+          // The due rows (the oldest `depth` of them), then those of lanes not full.
+          const read = await sql<{ key: string; lane: string | null }>`
+            select key, lane from (
+              select ${k} as key, (${lane}) as lane, ${sql.ref(orderBy)} as at from ${t} where ${scope} ${notPicked}
+              order by ${sql.ref(orderBy)}${depth !== undefined ? sql` limit ${depth}` : sql``}
+            ) due ${notFull} order by at limit ${n}`.execute(this.db);
+          return read.rows;
+        },
         limit,
         lanes,
       );

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../platform/clock.js';
 import { errorSummary } from '../platform/errors.js';
-import type { LaneRoom } from './lanes.js';
+import { LANE_DEEP_SCAN_MS, type LaneRoom } from './lanes.js';
 import type { QueueDepth, WorkerMetrics } from './outbox.metrics.js';
 
 /** What the worker needs of a job; the job's own table holds the rest. */
@@ -101,6 +101,8 @@ export class OutboxWorker<J extends Job> {
   private woken = false;
   private lastPrune = 0;
   private turn = 0;
+  /** When a claim last read past busy lanes' backlogs as deep as they go (performance.now()). */
+  private deepScanAt = -Infinity;
 
   /** `queue`: where kinds registered without a queue of their own wait (absent: every kind brings one). */
   constructor(
@@ -247,7 +249,10 @@ export class OutboxWorker<J extends Job> {
   private lanes(): LaneRoom {
     const busy = new Map<string, number>();
     for (const a of this.inFlight.values()) if (a.lane !== undefined) busy.set(a.lane, (busy.get(a.lane) ?? 0) + 1);
-    return { busy, perLane: this.options.perLane ?? Math.max(1, Math.ceil(this.options.concurrency / 2)) };
+    const now = performance.now();
+    const deep = now - this.deepScanAt >= LANE_DEEP_SCAN_MS;
+    if (deep) this.deepScanAt = now;
+    return { busy, perLane: this.options.perLane ?? Math.max(1, Math.ceil(this.options.concurrency / 2)), deep };
   }
 
   private launch(job: J): void {
