@@ -1,5 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import { pickFair, type LaneRoom } from './lanes.js';
+import { SCAN_DEPTH, type LaneRoom } from './lanes.js';
 
 /**
  * A table whose rows are their own outbox entries, described once: which rows are due, what a
@@ -83,35 +83,12 @@ export class LeasedTable<Row> {
     const t = sql.table(table);
     const k = sql.ref(key);
     const scope = sql`(${due})${where !== undefined ? sql` and (${where})` : sql``}`;
-    let only: RawBuilder<unknown> | undefined;
-    let skipped = false;
-    if (lanes !== undefined && lane !== undefined) {
-      // Which rows, fair across lanes: read without locking, then claimed below under the same conditions.
-      const pick = await pickFair(
-        async (fullLanes, picked, n, depth) => {
-          const notPicked = picked.length > 0 ? sql`and ${k} not in (${sql.join(picked)})` : sql``;
-          const notFull = fullLanes.length > 0 ? sql`where lane is null or lane not in (${sql.join(fullLanes)})` : sql``;
-          // The due rows (the oldest `depth` of them), then those of lanes not full.
-          const read = await sql<{ key: string; lane: string | null }>`
-            select key, lane from (
-              select ${k} as key, (${lane}) as lane, ${sql.ref(orderBy)} as at from ${t} where ${scope} ${notPicked}
-              order by ${sql.ref(orderBy)}${depth !== undefined ? sql` limit ${depth}` : sql``}
-            ) due ${notFull} order by at limit ${n}`.execute(this.db);
-          return read.rows;
-        },
-        limit,
-        lanes,
-      );
-      if (pick.picked.size === 0) return { rows: [], skipped: pick.skipped };
-      only = sql`${k} in (${sql.join([...pick.picked.keys()])})`;
-      limit = pick.picked.size;
-      skipped = pick.skipped;
-    }
+    const fair = lanes !== undefined && lane !== undefined ? this.fairChoice(scope, lane, lanes, limit) : undefined;
     const extra = Object.entries(this.spec.onClaim?.(now) ?? {}).map(([column, value]) => sql`, ${sql.ref(column)} = ${value}`);
     const rows = await sql<Claimed<Row>>`
-      with due as (
+      with ${fair !== undefined ? sql`${fair}, ` : sql``}due as (
         select ${k}${claimedFrom !== undefined ? sql`, ${sql.ref(claimedFrom)} as claimed_from` : sql``} from ${t}
-        where ${scope}${only !== undefined ? sql` and ${only}` : sql``}
+        where ${scope}${fair !== undefined ? sql` and ${k} in (select key from chosen)` : sql``}
         order by ${sql.ref(orderBy)}
         limit ${limit}
         for update skip locked
@@ -119,8 +96,33 @@ export class LeasedTable<Row> {
       update ${t} set lease_owner = ${owner}, lease_expires_at = ${new Date(now.getTime() + leaseMs)}, attempts = ${sql.ref(`${table}.attempts`)} + 1${sql.join(extra, sql``)}
       from due where ${sql.ref(`${table}.${key}`)} = ${sql.ref(`due.${key}`)}
       returning ${t}.*${claimedFrom !== undefined ? sql`, due.claimed_from` : sql``}${lane !== undefined ? sql`, (${lane}) as lane` : sql``}`.execute(this.db);
+    // A due row may have been left for its lane when one was busy or a lane took a row (the cursor must not pass it).
+    const skipped = fair !== undefined && ((lanes?.busy.size ?? 0) > 0 || rows.rows.some((r) => typeof r.lane === 'string'));
     // Oldest first, as they were chosen (an UPDATE returns its rows in no set order): launched in that order.
     return { rows: rows.rows.sort((a, b) => compareBy(a, b, orderBy, key)), skipped };
+  }
+
+  /**
+   * The CTEs `cand` and `chosen`: which due rows a claim of `limit` takes, fair across lanes
+   * (src/outbox/lanes.ts). Each candidate's level is how many jobs its lane would run with it
+   * (running now plus its rank among its lane's due rows), less one; rows of no lane are level 0.
+   * A lane's rows past `perLane` are left; the rest go lowest level first, then oldest.
+   */
+  private fairChoice(scope: RawBuilder<unknown>, lane: RawBuilder<unknown>, lanes: LaneRoom, limit: number): RawBuilder<unknown> {
+    const { key, orderBy } = this.spec;
+    const busy = [...lanes.busy];
+    const running = busy.length > 0 ? sql`(values ${sql.join(busy.map(([l, n]) => sql`(${l}::text, ${n}::int)`))}) as b(lane, n)` : sql`(select null::text as lane, 0 as n where false) as b`;
+    const depth = lanes.deep === true ? sql`` : sql` limit ${Math.max(SCAN_DEPTH, 4 * limit)}`;
+    return sql`cand as (
+        select key, lane, at, row_number() over (partition by lane order by at, key) as rn from (
+          select ${sql.ref(key)} as key, (${lane}) as lane, ${sql.ref(orderBy)} as at from ${sql.table(this.spec.table)} where ${scope} order by ${sql.ref(orderBy)}${depth}
+        ) c
+      ), chosen as (
+        select cand.key from cand left join ${running} on b.lane = cand.lane
+        where cand.lane is null or coalesce(b.n, 0) + cand.rn <= ${Math.max(1, lanes.perLane)}
+        order by case when cand.lane is null then 0 else coalesce(b.n, 0) + cand.rn - 1 end, cand.at
+        limit ${limit}
+      )`;
   }
 
   /** Write an attempt's outcome and end the lease, only while `owner` holds it. False: the lease was lost. */
