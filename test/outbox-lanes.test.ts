@@ -66,6 +66,18 @@ describe('outbox lanes', () => {
       expect(await claim(4, { 'irc ada': 1, 'irc bob': 2 })).toEqual([['a2', 'irc ada']]);
     });
 
+    it('finds a lane behind a long backlog in a deep claim', async () => {
+      const queue = deliveryQueue(db(), undefined, undefined, ['irc']);
+      const values = Array.from({ length: 300 }, (_, i) => ({ request_id: `a${String(i).padStart(3, '0')}`, kind: 'chat' as const, target: JSON.stringify({ transport: 'irc', channel: '#a', sender: 'ada' }), body: '{"content":"x"}', payload_hash: 'h', status: 'pending' as const, failure_code: null, created_at: at(i), next_attempt_at: at(i) }));
+      await db().insertInto('deliveries').values(values).execute();
+      await row('b0', at(400), 'chat', 'bob');
+      const claim = async (deep: boolean) => (await queue.claim('w', at(1_000), 60_000, ['chat'], 1, { busy: new Map([['irc ada', 1]]), perLane: 2, deep })).map((j) => j.id);
+      // Bob's row lies past the rows a claim usually chooses among (SCAN_DEPTH): ada takes the slot.
+      expect(await claim(false)).toEqual(['a000']);
+      // A deep claim (the worker's, every LANE_DEEP_SCAN_MS) reads them all: bob runs nothing, so he goes first.
+      expect(await claim(true)).toEqual(['b0']);
+    });
+
     it('claims rows of no lane oldest first, as without lanes', async () => {
       const queue = deliveryQueue(db(), undefined, undefined, ['irc']);
       for (let i = 0; i < 10; i++) await row(`p${i}`, at(i), 'post');

@@ -189,7 +189,7 @@ export class ClaimCursor {
 function withClaimed(lanes: LaneRoom, rows: readonly { lane?: string | null }[]): LaneRoom {
   const busy = new Map(lanes.busy);
   for (const r of rows) if (r.lane !== undefined && r.lane !== null) busy.set(r.lane, (busy.get(r.lane) ?? 0) + 1);
-  return { busy, perLane: lanes.perLane };
+  return { ...lanes, busy };
 }
 
 function compareBy(a: object, b: object, orderBy: string, key: string): number {

@@ -101,8 +101,8 @@ export class OutboxWorker<J extends Job> {
   private woken = false;
   private lastPrune = 0;
   private turn = 0;
-  /** When a claim last read past busy lanes' backlogs as deep as they go (performance.now()). */
-  private deepScanAt = -Infinity;
+  /** When each queue's claim last chose among every due row (performance.now()): see src/outbox/lanes.ts. */
+  private readonly deepScanAt = new Map<JobQueue<J>, number>();
 
   /** `queue`: where kinds registered without a queue of their own wait (absent: every kind brings one). */
   constructor(
@@ -238,7 +238,7 @@ export class OutboxWorker<J extends Job> {
     for (const q of [...all.slice(first), ...all.slice(0, first)]) {
       const mine = kinds.filter((k) => this.queueOf.get(k) === q);
       if (mine.length === 0 || room <= 0) continue;
-      const jobs = await q.claim(this.owner, this.clock.now(), this.options.leaseMs, mine, room, this.lanes());
+      const jobs = await q.claim(this.owner, this.clock.now(), this.options.leaseMs, mine, room, this.lanes(q));
       room -= jobs.length;
       // A full batch may leave more due: each finished job wakes the loop, so it looks again.
       for (const job of jobs) this.launch(job);
@@ -246,12 +246,13 @@ export class OutboxWorker<J extends Job> {
   }
 
   /** The jobs running per lane (of every kind: a lane is paced as one), and a lane's share of the pool. */
-  private lanes(): LaneRoom {
+  private lanes(q: JobQueue<J>): LaneRoom {
     const busy = new Map<string, number>();
     for (const a of this.inFlight.values()) if (a.lane !== undefined) busy.set(a.lane, (busy.get(a.lane) ?? 0) + 1);
     const now = performance.now();
-    const deep = now - this.deepScanAt >= LANE_DEEP_SCAN_MS;
-    if (deep) this.deepScanAt = now;
+    // Per queue: a claim of another queue (which has no lanes) must not use up this one's turn.
+    const deep = now - (this.deepScanAt.get(q) ?? -Infinity) >= LANE_DEEP_SCAN_MS;
+    if (deep) this.deepScanAt.set(q, now);
     return { busy, perLane: this.options.perLane ?? Math.max(1, Math.ceil(this.options.concurrency / 2)), deep };
   }
 
