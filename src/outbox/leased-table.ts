@@ -1,4 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { SCAN_DEPTH, type LaneRoom } from './lanes.js';
 
 /**
  * A table whose rows are their own outbox entries, described once: which rows are due, what a
@@ -28,7 +29,16 @@ export interface LeasedTableSpec {
   onRelease(now: Date): Record<string, RawBuilder<unknown>>;
   /** The column prune compares with its cutoff. */
   createdAt?: string;
+  /**
+   * A row's lane (SQL, text; null: none): what paces its job's sends together. With it, a claim
+   * given the worker's lanes is fair across them (src/outbox/lanes.ts) and each row claimed says
+   * its `lane`. Absent: rows have no lane.
+   */
+  lane?: RawBuilder<unknown>;
 }
+
+/** A claimed row: what the claim read before (`claimedFrom`) and its lane (`lane` in the spec). */
+export type Claimed<Row> = Row & { claimed_from?: string; lane?: string | null };
 
 /** The leased-table queue over one table: claim, finish under the lease, release, prune. */
 export class LeasedTable<Row> {
@@ -40,41 +50,79 @@ export class LeasedTable<Row> {
   /**
    * Lease up to `limit` due rows (`FOR UPDATE SKIP LOCKED`: any number of workers share the
    * table) and count the attempt. `where` narrows which rows (e.g. the kinds a worker runs);
-   * `cursor`, under a backlog, starts the claim past the rows its scope already claimed.
+   * `cursor`, under a backlog, starts the claim past the rows its scope already claimed; `lanes`
+   * (with a `lane` in the spec) makes the claim fair across lanes. Rows come oldest first.
    */
-  async claim(owner: string, now: Date, leaseMs: number, limit: number, where?: RawBuilder<unknown>, cursor?: { at: ClaimCursor; scope: string }): Promise<(Row & { claimed_from?: string })[]> {
+  async claim(owner: string, now: Date, leaseMs: number, limit: number, where?: RawBuilder<unknown>, cursor?: { at: ClaimCursor; scope: string }, lanes?: LaneRoom): Promise<Claimed<Row>[]> {
     const { dueFrom, orderBy } = this.spec;
+    const fair = this.spec.lane !== undefined ? lanes : undefined;
     const from = dueFrom !== undefined ? cursor?.at.from(cursor.scope, now) : undefined;
-    if (cursor === undefined || dueFrom === undefined) return this.claimWhere(this.spec.due(now), owner, now, leaseMs, limit, where);
-    let rows = from !== undefined ? await this.claimWhere(dueFrom(now, from), owner, now, leaseMs, limit, where) : [];
+    if (cursor === undefined || dueFrom === undefined) return (await this.claimWhere(this.spec.due(now), owner, now, leaseMs, limit, where, fair)).rows;
+    const first = from !== undefined ? await this.claimWhere(dueFrom(now, from), owner, now, leaseMs, limit, where, fair) : { rows: [], skipped: false };
+    let rows = first.rows;
+    let skipped = first.skipped;
     const swept = from === undefined || rows.length < limit;
     // No cursor yet, time to sweep, or the backlog past the cursor ran out: the whole due range.
-    if (swept) rows = [...rows, ...(await this.claimWhere(this.spec.due(now), owner, now, leaseMs, limit - rows.length, where))];
+    if (swept) {
+      const more = await this.claimWhere(this.spec.due(now), owner, now, leaseMs, limit - rows.length, where, fair !== undefined ? withClaimed(fair, rows) : undefined);
+      rows = [...rows, ...more.rows];
+      skipped ||= more.skipped;
+    }
     const oldest = rows.reduce<Date | undefined>((m, r) => {
       const v = (r as Record<string, unknown>)[orderBy];
       return v instanceof Date && (m === undefined || v < m) ? v : m;
     }, undefined);
-    cursor.at.claimed(cursor.scope, now, rows.length === limit ? oldest : undefined, swept);
+    // A row left behind for its lane may be older than the batch: the cursor stays where it was.
+    cursor.at.claimed(cursor.scope, now, skipped ? from : rows.length === limit ? oldest : undefined, swept);
     return rows;
   }
 
-  private async claimWhere(due: RawBuilder<unknown>, owner: string, now: Date, leaseMs: number, limit: number, where?: RawBuilder<unknown>): Promise<(Row & { claimed_from?: string })[]> {
-    const { table, key, orderBy, claimedFrom } = this.spec;
+  private async claimWhere(due: RawBuilder<unknown>, owner: string, now: Date, leaseMs: number, limit: number, where?: RawBuilder<unknown>, lanes?: LaneRoom): Promise<{ rows: Claimed<Row>[]; skipped: boolean }> {
+    const { table, key, orderBy, claimedFrom, lane } = this.spec;
+    if (limit <= 0) return { rows: [], skipped: false };
     const t = sql.table(table);
     const k = sql.ref(key);
+    const scope = sql`(${due})${where !== undefined ? sql` and (${where})` : sql``}`;
+    const fair = lanes !== undefined && lane !== undefined ? this.fairChoice(scope, lane, lanes, limit) : undefined;
     const extra = Object.entries(this.spec.onClaim?.(now) ?? {}).map(([column, value]) => sql`, ${sql.ref(column)} = ${value}`);
-    const rows = await sql<Row & { claimed_from?: string }>`
-      with due as (
+    const rows = await sql<Claimed<Row>>`
+      with ${fair !== undefined ? sql`${fair}, ` : sql``}due as (
         select ${k}${claimedFrom !== undefined ? sql`, ${sql.ref(claimedFrom)} as claimed_from` : sql``} from ${t}
-        where (${due})${where !== undefined ? sql` and (${where})` : sql``}
+        where ${scope}${fair !== undefined ? sql` and ${k} in (select key from chosen)` : sql``}
         order by ${sql.ref(orderBy)}
         limit ${limit}
         for update skip locked
       )
       update ${t} set lease_owner = ${owner}, lease_expires_at = ${new Date(now.getTime() + leaseMs)}, attempts = ${sql.ref(`${table}.attempts`)} + 1${sql.join(extra, sql``)}
       from due where ${sql.ref(`${table}.${key}`)} = ${sql.ref(`due.${key}`)}
-      returning ${t}.*${claimedFrom !== undefined ? sql`, due.claimed_from` : sql``}`.execute(this.db);
-    return rows.rows;
+      returning ${t}.*${claimedFrom !== undefined ? sql`, due.claimed_from` : sql``}${lane !== undefined ? sql`, (${lane}) as lane` : sql``}`.execute(this.db);
+    // A due row may have been left for its lane when one was busy or a lane took a row (the cursor must not pass it).
+    const skipped = fair !== undefined && ((lanes?.busy.size ?? 0) > 0 || rows.rows.some((r) => typeof r.lane === 'string'));
+    // Oldest first, as they were chosen (an UPDATE returns its rows in no set order): launched in that order.
+    return { rows: rows.rows.sort((a, b) => compareBy(a, b, orderBy, key)), skipped };
+  }
+
+  /**
+   * The CTEs `cand` and `chosen`: which due rows a claim of `limit` takes, fair across lanes
+   * (src/outbox/lanes.ts). Each candidate's level is how many jobs its lane would run with it
+   * (running now plus its rank among its lane's due rows), less one; rows of no lane are level 0.
+   * A lane's rows past `perLane` are left; the rest go lowest level first, then oldest.
+   */
+  private fairChoice(scope: RawBuilder<unknown>, lane: RawBuilder<unknown>, lanes: LaneRoom, limit: number): RawBuilder<unknown> {
+    const { key, orderBy } = this.spec;
+    const busy = [...lanes.busy];
+    const running = busy.length > 0 ? sql`(values ${sql.join(busy.map(([l, n]) => sql`(${l}::text, ${n}::int)`))}) as b(lane, n)` : sql`(select null::text as lane, 0 as n where false) as b`;
+    const depth = lanes.deep === true ? sql`` : sql` limit ${Math.max(SCAN_DEPTH, 4 * limit)}`;
+    return sql`cand as (
+        select key, lane, at, row_number() over (partition by lane order by at, key) as rn from (
+          select ${sql.ref(key)} as key, (${lane}) as lane, ${sql.ref(orderBy)} as at from ${sql.table(this.spec.table)} where ${scope} order by ${sql.ref(orderBy)}${depth}
+        ) c
+      ), chosen as (
+        select cand.key from cand left join ${running} on b.lane = cand.lane
+        where cand.lane is null or coalesce(b.n, 0) + cand.rn <= ${Math.max(1, lanes.perLane)}
+        order by case when cand.lane is null then 0 else coalesce(b.n, 0) + cand.rn - 1 end, cand.at
+        limit ${limit}
+      )`;
   }
 
   /** Write an attempt's outcome and end the lease, only while `owner` holds it. False: the lease was lost. */
@@ -135,6 +183,20 @@ export class ClaimCursor {
     const sweptAt = swept ? now.getTime() : (this.cursors.get(scope)?.sweptAt ?? now.getTime());
     this.cursors.set(scope, { from: oldest, sweptAt });
   }
+}
+
+/** `lanes` with the rows just claimed counted as running. */
+function withClaimed(lanes: LaneRoom, rows: readonly { lane?: string | null }[]): LaneRoom {
+  const busy = new Map(lanes.busy);
+  for (const r of rows) if (r.lane !== undefined && r.lane !== null) busy.set(r.lane, (busy.get(r.lane) ?? 0) + 1);
+  return { ...lanes, busy };
+}
+
+function compareBy(a: object, b: object, orderBy: string, key: string): number {
+  const x = (a as Record<string, unknown>)[orderBy];
+  const y = (b as Record<string, unknown>)[orderBy];
+  const byOrder = x instanceof Date && y instanceof Date ? x.getTime() - y.getTime() : 0;
+  return byOrder !== 0 ? byOrder : String((a as Record<string, unknown>)[key]).localeCompare(String((b as Record<string, unknown>)[key]));
 }
 
 function isRaw(value: unknown): value is RawBuilder<unknown> {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../platform/clock.js';
 import { errorSummary } from '../platform/errors.js';
+import { LANE_DEEP_SCAN_MS, type LaneRoom } from './lanes.js';
 import type { QueueDepth, WorkerMetrics } from './outbox.metrics.js';
 
 /** What the worker needs of a job; the job's own table holds the rest. */
@@ -10,6 +11,8 @@ export interface Job {
   readonly kind: string;
   /** Attempts so far, this one included (the claim counts it). */
   readonly attempts: number;
+  /** What paces this job's sends together with others' (src/outbox/lanes.ts); absent: nothing. */
+  readonly lane?: string;
 }
 
 /**
@@ -18,7 +21,11 @@ export interface Job {
  * a row whose lease expired (its worker died) is due again.
  */
 export interface JobQueue<J extends Job> {
-  claim(owner: string, now: Date, leaseMs: number, kinds: readonly string[], limit: number): Promise<J[]>;
+  /**
+   * Oldest first. `lanes`: the jobs this worker runs per lane and how many a lane may run; a queue
+   * whose rows have lanes claims fairly across them (src/outbox/lanes.ts), others ignore it.
+   */
+  claim(owner: string, now: Date, leaseMs: number, kinds: readonly string[], limit: number, lanes?: LaneRoom): Promise<J[]>;
   /** On shutdown: hand this owner's leased rows back, due now. */
   release(owner: string, now: Date): Promise<number>;
   /** Periodic upkeep, e.g. deleting rows past retention. */
@@ -61,6 +68,8 @@ export interface WorkerOptions {
   pollMs: number;
   /** Size of the shared pool. */
   concurrency: number;
+  /** Jobs of one lane this worker runs at once (default: half the pool, at least 1). */
+  perLane?: number;
   shutdownGraceMs: number;
   pruneEveryMs?: number;
   metrics?: WorkerMetrics;
@@ -84,7 +93,7 @@ export class OutboxWorker<J extends Job> {
   private readonly kinds = new Map<string, JobKind<J>>();
   /** Which queue each kind's jobs wait in: the worker's own unless the kind was registered with another. */
   private readonly queueOf = new Map<string, JobQueue<J>>();
-  private readonly inFlight = new Map<string, { kind: string; done: Promise<void>; abort: AbortController }>();
+  private readonly inFlight = new Map<string, { kind: string; lane: string | undefined; done: Promise<void>; abort: AbortController }>();
   private stopping = false;
   private loopDone: Promise<void> | undefined;
   private wakeUp: (() => void) | undefined;
@@ -92,6 +101,8 @@ export class OutboxWorker<J extends Job> {
   private woken = false;
   private lastPrune = 0;
   private turn = 0;
+  /** When each queue's claim last chose among every due row (performance.now()): see src/outbox/lanes.ts. */
+  private readonly deepScanAt = new Map<JobQueue<J>, number>();
 
   /** `queue`: where kinds registered without a queue of their own wait (absent: every kind brings one). */
   constructor(
@@ -227,11 +238,22 @@ export class OutboxWorker<J extends Job> {
     for (const q of [...all.slice(first), ...all.slice(0, first)]) {
       const mine = kinds.filter((k) => this.queueOf.get(k) === q);
       if (mine.length === 0 || room <= 0) continue;
-      const jobs = await q.claim(this.owner, this.clock.now(), this.options.leaseMs, mine, room);
+      const jobs = await q.claim(this.owner, this.clock.now(), this.options.leaseMs, mine, room, this.lanes(q));
       room -= jobs.length;
       // A full batch may leave more due: each finished job wakes the loop, so it looks again.
       for (const job of jobs) this.launch(job);
     }
+  }
+
+  /** The jobs running per lane (of every kind: a lane is paced as one), and a lane's share of the pool. */
+  private lanes(q: JobQueue<J>): LaneRoom {
+    const busy = new Map<string, number>();
+    for (const a of this.inFlight.values()) if (a.lane !== undefined) busy.set(a.lane, (busy.get(a.lane) ?? 0) + 1);
+    const now = performance.now();
+    // Per queue: a claim of another queue (which has no lanes) must not use up this one's turn.
+    const deep = now - (this.deepScanAt.get(q) ?? -Infinity) >= LANE_DEEP_SCAN_MS;
+    if (deep) this.deepScanAt.set(q, now);
+    return { busy, perLane: this.options.perLane ?? Math.max(1, Math.ceil(this.options.concurrency / 2)), deep };
   }
 
   private launch(job: J): void {
@@ -265,6 +287,6 @@ export class OutboxWorker<J extends Job> {
         this.inFlight.delete(job.id);
         this.wake();
       });
-    this.inFlight.set(job.id, { kind: job.kind, done, abort });
+    this.inFlight.set(job.id, { kind: job.kind, lane: job.lane, done, abort });
   }
 }

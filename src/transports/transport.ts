@@ -384,6 +384,11 @@ export interface Chat {
   checkChannel(channel: string): string | undefined;
   /** Whether `text` can be sent here as it is, and why not (IRC: no control characters but formatting). */
   checkText(text: string): string | undefined;
+  /**
+   * Each sender's lines go out on a connection of its own, paced there in the order sent (IRC):
+   * the outbox then shares its slots fairly among senders (src/outbox/lanes.ts).
+   */
+  readonly pacedBySender?: boolean;
 }
 
 export type { CommandHandler, CommandInvocation, CommandInvoker, FetchedMessage, Invokers } from './commands.js';

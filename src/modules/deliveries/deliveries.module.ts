@@ -53,7 +53,8 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
     // PGlite is one session: one statement at a time whatever we do.
     maxInFlight: store.kind === 'postgres' ? Math.max(1, Math.floor(config.dbPoolSize / 4)) : 1,
   });
-  const queue = deliveryQueue(db, metrics, config.claimSweepMs);
+  // Chat sends on a platform that paces each sender on its own connection share the pool fairly by sender.
+  const queue = deliveryQueue(db, metrics, config.claimSweepMs, transports.all.filter((t) => t.chat?.pacedBySender === true).map((t) => t.name));
   // What the engine asks other modules: each answers its own question when it starts (see `answer`).
   const answers: Partial<DeliveryPorts> = {};
   const asked = <K extends keyof DeliveryPorts>(port: K): DeliveryPorts[K] => {

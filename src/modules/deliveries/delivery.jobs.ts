@@ -38,14 +38,15 @@ export interface DeliveryJob extends Job {
 }
 
 /** The outbox's view of the deliveries table. */
-export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetrics, claimSweepMs = ClaimCursor.SWEEP_MS): JobQueue<DeliveryJob> {
+export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetrics, claimSweepMs = ClaimCursor.SWEEP_MS, pacedBySender: readonly string[] = []): JobQueue<DeliveryJob> {
   // Under a backlog, claims start past the rows already claimed (src/outbox/leased-table.ts).
   const cursor = new ClaimCursor(claimSweepMs);
   return {
-    claim: async (owner, now, leaseMs, kinds, limit) =>
-      (await claimDue(db, owner, now, leaseMs, kinds as StoredKind[], limit, cursor)).map(({ claimed_from, ...row }) => {
+    // `pacedBySender`: the platforms whose chat sends have a lane per sender (src/outbox/lanes.ts).
+    claim: async (owner, now, leaseMs, kinds, limit, lanes) =>
+      (await claimDue(db, owner, now, leaseMs, kinds as StoredKind[], limit, cursor, lanes !== undefined && pacedBySender.length > 0 ? { room: lanes, pacedBySender } : undefined)).map(({ claimed_from, lane, ...row }) => {
         if (claimed_from === 'in_flight') metrics?.leaseExpired(row.kind);
-        return { id: row.request_id, kind: row.kind, attempts: row.attempts, row };
+        return { id: row.request_id, kind: row.kind, attempts: row.attempts, row, ...(typeof lane === 'string' ? { lane } : {}) };
       }),
     release: (owner, now) => releaseLeases(db, owner, now),
     depth: async (now) =>

@@ -1,5 +1,6 @@
 import { sql, type CompiledQuery, type Kysely } from 'kysely';
 import { ClaimCursor, LeasedTable } from '../../outbox/leased-table.js';
+import type { LaneRoom } from '../../outbox/lanes.js';
 import type { DeliveriesDb } from './delivery.table.js';
 import type { StoredKind as DeliveryKind } from './delivery.js';
 import type { DeliveryRow, DeliveryStatus, DeliveryUpdate, NewDeliveryRow } from './delivery.table.js';
@@ -138,8 +139,12 @@ export async function resetToPending(db: Db, requestId: string, now: Date): Prom
  * lease expired (their dispatcher died: they read as `unknown` until re-driven). A claim records
  * when the attempt started and widens the doubt of an abandoned attempt; so does a release.
  */
-function deliveriesTable(db: Db): LeasedTable<DeliveryRow> {
+function deliveriesTable(db: Db, pacedBySender: readonly string[] = []): LeasedTable<DeliveryRow> {
   return new LeasedTable<DeliveryRow>(db as unknown as Kysely<unknown>, {
+    // A chat send on a platform that paces each sender's lines on a connection of its own (IRC)
+    // waits for that sender's other sends: its lane is the platform and the sender (as the
+    // connection is keyed: a nick in lower case). Every other row has none (src/outbox/lanes.ts).
+    ...(pacedBySender.length > 0 ? { lane: sql`case when kind = 'chat' and target->>'transport' in (${sql.join(pacedBySender)}) then (target->>'transport') || ' ' || lower(target->>'sender') end` } : {}),
     table: 'deliveries',
     key: 'request_id',
     orderBy: 'next_attempt_at',
@@ -156,9 +161,9 @@ function deliveriesTable(db: Db): LeasedTable<DeliveryRow> {
 }
 
 /** Lease up to `limit` due deliveries of these kinds. */
-export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number, kinds: readonly DeliveryKind[], limit: number, cursor?: ClaimCursor): Promise<(DeliveryRow & { claimed_from: DeliveryStatus })[]> {
+export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number, kinds: readonly DeliveryKind[], limit: number, cursor?: ClaimCursor, lanes?: { room: LaneRoom; pacedBySender: readonly string[] }): Promise<(DeliveryRow & { claimed_from: DeliveryStatus; lane?: string | null })[]> {
   if (kinds.length === 0) return [];
-  const rows = await deliveriesTable(db).claim(owner, now, leaseMs, limit, sql`kind in (${sql.join(kinds)})`, cursor !== undefined ? { at: cursor, scope: kinds.join(',') } : undefined);
+  const rows = await deliveriesTable(db, lanes?.pacedBySender).claim(owner, now, leaseMs, limit, sql`kind in (${sql.join(kinds)})`, cursor !== undefined ? { at: cursor, scope: kinds.join(',') } : undefined, lanes?.room);
   return rows.map((r) => ({ ...r, claimed_from: r.claimed_from as DeliveryStatus }));
 }
 

@@ -324,6 +324,8 @@ export class IrcTransport implements Transport {
   };
 
   readonly chat: Chat = {
+    // One connection per sender nick, paced in call order (irc-connection.ts).
+    pacedBySender: true,
     checkSender: (sender) => {
       if (!NICK.test(sender) || sender.length > NICK_MAX) return 'sender must be an IRC nick: a letter or one of []\\`_^{|} first, then letters, digits, those or -, at most 30';
       if (sender.toLowerCase() === this.options.nick.toLowerCase()) return `sender ${sender} is Herald's own observer nick`;

@@ -1,0 +1,41 @@
+/**
+ * Fair slots across lanes. A lane is what paces a job's sends together, so that jobs of one lane
+ * wait for each other whatever the pool's size: a chat send on IRC waits its turn on its sender's
+ * connection (src/transports/irc/irc-connection.ts, `pace()`). Claimed oldest first alone, one lane's
+ * backlog took every slot of the pool while the other lanes' connections idled (one flooding
+ * sender, then the next: `npm run bench -- --only=irc`, the blocks round). A job of no lane (a
+ * Discord delivery, whose limits Discord's client keeps) has none of this.
+ *
+ * The worker knows how many jobs of each lane it runs (`LaneRoom`), and a queue whose rows have a
+ * lane (LeasedTableSpec.lane, src/outbox/leased-table.ts) fills the room in its one claim
+ * statement level by level, the lanes running fewest first: a due row's level is how many jobs its
+ * lane would run with it, less one (rows of no lane: 0); rows go lowest level first, then oldest,
+ * and a lane never runs more than `perLane` (the worker's default: half the pool, so with 8 slots
+ * 4 busy senders run 2 each and a lone sender 4, enough to keep its connection's pace). The choice
+ * is made among the due rows read oldest first without locking; the rows chosen are then claimed
+ * under the claim's own due condition and `FOR UPDATE SKIP LOCKED`, as every claim, so a row taken
+ * meanwhile by another worker, or no longer due, is just not claimed.
+ *
+ * What a lane takes is always its oldest due rows, and the worker launches them oldest first: the
+ * order of one sender's lines is kept as before. A claim that may have left a due row behind for
+ * its lane does not move the claim cursor past it.
+ *
+ * The choice reads at most SCAN_DEPTH due rows (or 4 × the claim's limit), except in a `deep` claim
+ * (the worker's, LANE_DEEP_SCAN_MS apart): a lane whose first row lies deeper behind other lanes'
+ * backlogs waits at most that long to be found. Reading the whole backlog in every claim, or a
+ * statement per level, cost most of Herald's ceiling under a flood (the irc bench's allowance round).
+ */
+
+/** The worker's lanes for a claim: how many jobs each runs now, and how many a lane may run. */
+export interface LaneRoom {
+  readonly busy: ReadonlyMap<string, number>;
+  readonly perLane: number;
+  /** Choose among every due row, not only the oldest SCAN_DEPTH. */
+  readonly deep?: boolean;
+}
+
+/** How often a worker's claim chooses among every due row, looking for lanes behind backlogs. */
+export const LANE_DEEP_SCAN_MS = 200;
+
+/** How many of the oldest due rows a claim that is not deep chooses among (at least). */
+export const SCAN_DEPTH = 256;
