@@ -21,16 +21,19 @@
  * its lane does not move the claim cursor past it.
  *
  * The choice reads at most SCAN_DEPTH due rows (or 4 × the claim's limit), except in a `deep` claim
- * (the worker's, LANE_DEEP_SCAN_MS apart): a lane whose first row lies deeper behind other lanes'
- * backlogs waits at most that long to be found. Reading the whole backlog in every claim, or a
- * statement per level, cost most of Herald's ceiling under a flood (the irc bench's allowance round).
+ * (the worker's, LANE_DEEP_SCAN_MS apart), which reads up to DEEP_SCAN_DEPTH: a lane whose first row
+ * lies deeper behind other lanes' backlogs waits at most that long to be found (behind more than
+ * DEEP_SCAN_DEPTH due rows, until the backlog ahead of it shrinks: a deep read of a backlog of a
+ * million rows five times a second would cost more than the fairness is worth). Reading the whole
+ * backlog in every claim, or a statement per level, cost most of Herald's ceiling under a flood (the
+ * irc bench's allowance round).
  */
 
 /** The worker's lanes for a claim: how many jobs each runs now, and how many a lane may run. */
 export interface LaneRoom {
   readonly busy: ReadonlyMap<string, number>;
   readonly perLane: number;
-  /** Choose among every due row, not only the oldest SCAN_DEPTH. */
+  /** Choose among the oldest DEEP_SCAN_DEPTH due rows, not only the oldest SCAN_DEPTH. */
   readonly deep?: boolean;
 }
 
@@ -39,3 +42,6 @@ export const LANE_DEEP_SCAN_MS = 200;
 
 /** How many of the oldest due rows a claim that is not deep chooses among (at least). */
 export const SCAN_DEPTH = 256;
+
+/** How many of the oldest due rows a deep claim chooses among. */
+export const DEEP_SCAN_DEPTH = 8_192;

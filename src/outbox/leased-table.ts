@@ -1,5 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import { SCAN_DEPTH, type LaneRoom } from './lanes.js';
+import { DEEP_SCAN_DEPTH, SCAN_DEPTH, type LaneRoom } from './lanes.js';
 
 /**
  * A table whose rows are their own outbox entries, described once: which rows are due, what a
@@ -112,7 +112,7 @@ export class LeasedTable<Row> {
     const { key, orderBy } = this.spec;
     const busy = [...lanes.busy];
     const running = busy.length > 0 ? sql`(values ${sql.join(busy.map(([l, n]) => sql`(${l}::text, ${n}::int)`))}) as b(lane, n)` : sql`(select null::text as lane, 0 as n where false) as b`;
-    const depth = lanes.deep === true ? sql`` : sql` limit ${Math.max(SCAN_DEPTH, 4 * limit)}`;
+    const depth = sql` limit ${lanes.deep === true ? DEEP_SCAN_DEPTH : Math.max(SCAN_DEPTH, 4 * limit)}`;
     return sql`cand as (
         select key, lane, at, row_number() over (partition by lane order by at, key) as rn from (
           select ${sql.ref(key)} as key, (${lane}) as lane, ${sql.ref(orderBy)} as at from ${sql.table(this.spec.table)} where ${scope} order by ${sql.ref(orderBy)}${depth}
