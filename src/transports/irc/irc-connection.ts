@@ -173,7 +173,8 @@ export class IrcConnection {
   async join(channel: string, timeoutMs = 10_000): Promise<void> {
     await this.registered();
     const key = channel.toLowerCase();
-    if (this.joined.has(key)) return;
+    // Under way: wait for the server to finish answering it (the replayed lines are read then).
+    if (this.joined.has(key) && !this.queries.joining(key)) return;
     await this.queries.join(channel, timeoutMs);
     this.joined.add(key);
   }
@@ -320,6 +321,9 @@ export class IrcConnection {
     } else if (command === 'JOIN' && line.nick.toLowerCase() === self && line.params[0] !== undefined) {
       const channel = line.params[0].toLowerCase();
       if (!this.readSince.has(channel)) this.readSince.set(channel, Date.now());
+      // The server let us in, even where the JOIN's answer came after join() gave up waiting: a
+      // later JOIN of the channel would be ignored by the server, so join() must not send one.
+      this.joined.add(channel);
     } else if (command === 'PART' && line.nick.toLowerCase() === self && line.params[0] !== undefined) {
       this.readSince.delete(line.params[0].toLowerCase());
     } else if (command === 'KICK' && line.params[1]?.toLowerCase() === self && line.params[0] !== undefined) {

@@ -12,6 +12,8 @@ interface PendingJoin {
   joined: boolean;
   /** The PING token whose PONG ends the server's answer to this JOIN. */
   token: string;
+  /** Settles with this JOIN: what a second join() of the channel meanwhile waits on. */
+  settled: Promise<void>;
 }
 
 /**
@@ -37,24 +39,36 @@ export class IrcQueries {
    */
   join(channel: string, timeoutMs: number): Promise<void> {
     const key = channel.toLowerCase();
-    return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pendingJoins.delete(key);
-        reject(new TransportError({ kind: 'transient', detail: `no answer to JOIN ${channel}` }));
-      }, timeoutMs);
-      const token = `herald-join-${randomBytes(6).toString('hex')}`;
-      this.pendingJoins.set(key, {
-        joined: false,
-        token,
-        resolve: () => (clearTimeout(timer), resolve()),
-        reject: (e) => (clearTimeout(timer), reject(e)),
-      });
-      // Never labeled: a labeled JOIN wraps the history batch, and the replayed lines are lost.
-      this.client.raw('JOIN', channel);
-      // The server answers commands in order: its PONG comes after everything the JOIN caused
-      // (names, and the history replay, which InspIRCd sends after the names).
-      this.client.raw('PING', token);
+    // A JOIN of this channel is under way: wait for it. A second JOIN would replace its entry, and
+    // the server ignores a JOIN of a channel it has just let us into, so the second would be
+    // answered by its PONG alone and read as a refusal (and the first never settled).
+    const underWay = this.pendingJoins.get(key);
+    if (underWay !== undefined) return underWay.settled;
+    let settle!: { resolve: () => void; reject: (e: Error) => void };
+    const settled = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
+    const timer = setTimeout(() => {
+      if (this.pendingJoins.get(key)?.settled === settled) this.pendingJoins.delete(key);
+      settle.reject(new TransportError({ kind: 'transient', detail: `no answer to JOIN ${channel}` }));
+    }, timeoutMs);
+    const token = `herald-join-${randomBytes(6).toString('hex')}`;
+    this.pendingJoins.set(key, {
+      joined: false,
+      token,
+      settled,
+      resolve: () => (clearTimeout(timer), settle.resolve()),
+      reject: (e) => (clearTimeout(timer), settle.reject(e)),
     });
+    // Never labeled: a labeled JOIN wraps the history batch, and the replayed lines are lost.
+    this.client.raw('JOIN', channel);
+    // The server answers commands in order: its PONG comes after everything the JOIN caused
+    // (names, and the history replay, which InspIRCd sends after the names).
+    this.client.raw('PING', token);
+    return settled;
+  }
+
+  /** Whether a JOIN of `channel` is waiting for the server's answer. */
+  joining(channel: string): boolean {
+    return this.pendingJoins.has(channel.toLowerCase());
   }
 
   /** The nicks in a channel (NAMES), without mode prefixes. */
