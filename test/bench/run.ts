@@ -385,9 +385,24 @@ async function ingest(store: Store, sandbox: DiscordSandbox): Promise<Row> {
   } finally {
     await stopHerald(h);
   }
-  // Replicas: REPLICAS serve processes on the one database, the same connections spread over them.
+  // Replicas: REPLICAS serve processes on the one database, the same connections spread over them;
+  // their floor, REPLICAS bare Node servers doing the INSERT, the connections spread alike.
   if (store.name === 'postgres') {
     await store.sql('truncate deliveries');
+    const bares: { child: ChildProcess; port: number }[] = [];
+    let bareSpread: Rate;
+    try {
+      for (let i = 0; i < REPLICAS; i++) bares.push(await spawnChild('test/bench/bare-server.ts', { BENCH_MODE: 'insert', DATABASE_URL: store.databaseUrl ?? '', BENCH_POOL: String(Math.ceil(CONNECTIONS / REPLICAS)) }));
+      bareSpread = await cannonSpread(
+        bares.map((b) => ({ url: `http://127.0.0.1:${b.port}/`, headers: {} })),
+        INGEST_S,
+        { method: 'POST', body: () => JSON.stringify(deliveryRequest(guild, 'alerts')) },
+      );
+    } finally {
+      await Promise.all(bares.map((b) => stop(b.child)));
+    }
+    await store.sql('truncate deliveries');
+    console.log(`  bare node + INSERT, ${REPLICAS} processes: ${bareSpread.rate.toFixed(0)}/s p99 ≤ ${ms(bareSpread.p99)} ms`);
     const replicas: Running[] = [];
     try {
       for (let i = 0; i < REPLICAS; i++) replicas.push(await startHerald(store, sandbox));
@@ -402,6 +417,8 @@ async function ingest(store: Store, sandbox: DiscordSandbox): Promise<Row> {
         [`ingest ×${REPLICAS} replicas p99 ms`]: ms(spread.p99),
         [`ingest ×${REPLICAS} replicas errors`]: spread.errors,
         [`ingest ×${REPLICAS} replicas ÷ raw INSERT`]: ratio(spread.rate, raw.rate),
+        [`bare node+INSERT ×${REPLICAS} processes/s`]: Math.round(bareSpread.rate),
+        [`ingest ×${REPLICAS} replicas ÷ bare node+INSERT ×${REPLICAS}`]: ratio(spread.rate, bareSpread.rate),
       });
     } finally {
       await Promise.all(replicas.map((r) => stopHerald(r)));
@@ -757,6 +774,7 @@ const FLOORS: Record<string, string> = {
   'healthz ÷ bare node': 'a bare Node server answering 200 {"status":"ok"}; target ≥ 0.4',
   'ingest ÷ raw INSERT': "the same single-row INSERT run directly at 32 connections; target ≥ 1.0 on PostgreSQL, p99 < 50 ms",
   'ingest ÷ bare node+INSERT': 'a bare Node server doing that INSERT per request',
+  [`ingest ×${REPLICAS} replicas ÷ bare node+INSERT ×${REPLICAS}`]: `${REPLICAS} bare Node servers doing that INSERT, the same connections spread over them`,
   [`ingest ×${REPLICAS} replicas ÷ raw INSERT`]: `the same raw INSERT; ${REPLICAS} serve processes on one database, the 32 connections spread over them; target ≥ 1.0, p99 < 50 ms`,
   'drain ×N ÷ floor': 'N deliveries over 100 channels at 50/s global: N/50 s; target ≤ 1.1',
   'slack ÷ floor': "Slack's 1 message/s per channel over 20 channels; target ≤ 1.1",
