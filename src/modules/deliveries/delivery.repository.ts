@@ -5,8 +5,6 @@ import type { DeliveriesDb } from './delivery.table.js';
 import type { StoredKind as DeliveryKind } from './delivery.js';
 import type { DeliveryRow, DeliveryStatus, DeliveryUpdate, NewDeliveryRow } from './delivery.table.js';
 
-/** Wakes dispatchers (LISTEN/NOTIFY) when a delivery becomes due; delivered at commit. */
-export const DELIVERY_CHANNEL = 'herald_deliveries';
 
 type Db = Kysely<DeliveriesDb>;
 
@@ -90,11 +88,6 @@ export async function deletedByHerald(db: Db, messageRef: string): Promise<boole
 
 export async function lockDelivery(db: Db, requestId: string): Promise<DeliveryRow | undefined> {
   return db.selectFrom('deliveries').selectAll().where('request_id', '=', requestId).forUpdate().executeTakeFirst();
-}
-
-/** Wake the dispatchers LISTENing on other sessions (delivered when the caller's transaction commits). */
-export async function notifyDue(db: Db): Promise<void> {
-  await sql`select pg_notify(${DELIVERY_CHANNEL}, '')`.execute(db);
 }
 
 /**
