@@ -5,7 +5,6 @@ import type { DeliveriesDb } from './delivery.table.js';
 import type { StoredKind as DeliveryKind } from './delivery.js';
 import type { DeliveryRow, DeliveryStatus, DeliveryUpdate, NewDeliveryRow } from './delivery.table.js';
 
-
 type Db = Kysely<DeliveriesDb>;
 
 /**

@@ -47,7 +47,7 @@ export class IrcQueries {
     let settle!: { resolve: () => void; reject: (e: Error) => void };
     const settled = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
     const timer = setTimeout(() => {
-      if (this.pendingJoins.get(key)?.settled === settled) this.pendingJoins.delete(key);
+      this.pendingJoins.delete(key);
       settle.reject(new TransportError({ kind: 'transient', detail: `no answer to JOIN ${channel}` }));
     }, timeoutMs);
     const token = `herald-join-${randomBytes(6).toString('hex')}`;
