@@ -11,6 +11,7 @@ import { bearerCheck, FailureThrottle } from '../platform/http/auth.js';
 import { POLICY_CLIENT_HEADER, policyRefusals } from '../platform/http/policy.middleware.js';
 import { createMcpServer, type McpServerDeps } from './server.js';
 import { McpState } from './state.js';
+import type { LocalFiles } from '../modules/deliveries/delivery.tool-files.js';
 import { errorSummary } from '../platform/errors.js';
 import { listenProblem } from '../platform/startup.js';
 import { metadataPath, oauthVerifier, resourceMetadata, type OAuthSettings } from './oauth.js';
@@ -36,8 +37,9 @@ function bridgeClient(config: Config, bridgeToken: string, headers: Record<strin
   });
 }
 
-async function deps(config: Config, bridgeToken: string, log: Logger): Promise<McpServerDeps> {
+async function deps(config: Config, bridgeToken: string, log: Logger, localFiles: LocalFiles): Promise<McpServerDeps> {
   return {
+    localFiles,
     bridge: bridgeClient(config, bridgeToken),
     // The media archive's admin tier, only when the operator gave this server the admin token too.
     admin: config.adminToken === undefined ? undefined : createBridgeClient({ baseUrl: config.heraldUrl, token: config.adminToken, headers: MCP_CLIENT }),
@@ -56,7 +58,8 @@ async function mcpPolicy(config: Config, registry: Registry): Promise<McpPolicy>
 /** `herald mcp`: MCP over stdio (stdout is the protocol; logs go to stderr). */
 export async function runStdio(config: Config, bridgeToken: string, log: Logger): Promise<void> {
   const policy = await mcpPolicy(config, new Registry());
-  const server = createMcpServer(await deps(config, bridgeToken, log), { policy, caller: {} });
+  // stdio: the person who started this process; a path is theirs to give.
+  const server = createMcpServer(await deps(config, bridgeToken, log, { kind: 'any' }), { policy, caller: {} });
   const transport = new StdioServerTransport();
   const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
   await server.connect(transport);
@@ -98,7 +101,8 @@ export interface HttpMcp {
  * issuer), failed attempts throttled per address as the API's are.
  */
 export async function startHttp(config: Config, bridgeToken: string, mcpToken: string, log: Logger): Promise<HttpMcp> {
-  const shared = await deps(config, bridgeToken, log);
+  // Over HTTP a path is a remote caller's word: read only inside the folder the operator named.
+  const shared = await deps(config, bridgeToken, log, config.mcpFilesDir === undefined ? { kind: 'none' } : { kind: 'folder', dir: config.mcpFilesDir });
   const registry = new Registry();
   const policy = await mcpPolicy(config, registry);
   const staticToken = bearerCheck(mcpToken);

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, DeliveryRequest, DeliveryState } from '../../client/bridge-client.js';
 import { bridgeError, contractSchema, hints, object, result, text, unreachable, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
-import { filesArgument, uploadToolFiles } from './delivery.tool-files.js';
+import { filesArgument, uploadToolFiles, type LocalFiles } from './delivery.tool-files.js';
 
 /** What these tools need from `herald mcp`: the bridge, the agent's own records, how long to wait. */
 export interface DeliveryToolDeps {
@@ -14,6 +14,8 @@ export interface DeliveryToolDeps {
     nextSeq(requestId: string): Promise<number>;
   };
   waitMs: number;
+  /** Which `files: [{path}]` a call may attach (stdio: any; HTTP: the operator's folder or none). Default none. */
+  localFiles?: LocalFiles | undefined;
 }
 
 type Args = Record<string, unknown>;
@@ -94,7 +96,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         ['guild_id', 'destination', 'content'],
       ),
       async handler(args, deps) {
-        const files = await uploadToolFiles(deps.bridge, args['files']);
+        const files = await uploadToolFiles(deps.bridge, args['files'], deps.localFiles);
         if ('error' in files) return text(`Nothing was sent: ${files.error}.`, true);
         return send(deps, { kind: 'post', target: { guild_id: String(args['guild_id']), destination: args['destination'] as 'alerts', ...threadingArgs(args) }, body: { ...bodyOf(args), ...files } as { content: string } }, idOf(args));
       },
@@ -115,7 +117,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         if (reg.data.generation !== pairing.generation) {
           return text('The paired user revoked access and registered again since pairing. Refusing to DM until you pair again: ask them to run `/agent pair` and call pair with the code.', true);
         }
-        const files = await uploadToolFiles(deps.bridge, args['files']);
+        const files = await uploadToolFiles(deps.bridge, args['files'], deps.localFiles);
         if ('error' in files) return text(`Nothing was sent: ${files.error}.`, true);
         return send(deps, { kind: 'dm', target: { user_id: pairing.user_id, ...(typeof args['reply_to'] === 'string' ? { reply_to: args['reply_to'] } : {}) }, body: { ...bodyOf(args), ...files } as { content: string } }, idOf(args));
       },
