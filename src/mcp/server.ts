@@ -82,6 +82,8 @@ function withConfirm(listed: Tool): Tool {
 export interface McpServerAccess {
   policy: McpPolicy;
   caller: Caller;
+  /** A session outliving its caller's token (HTTP+SSE): true once the token has expired; every call then refused. */
+  lapsed?: () => boolean;
 }
 
 /**
@@ -103,6 +105,8 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
     const { name } = request.params;
     let args: Record<string, unknown> = request.params.arguments ?? {};
+    // Checked on every call, not once when the session opened: a session whose token expired does nothing.
+    if (access?.lapsed?.() === true) return text('Refused: the access token this session was opened with has expired. Connect again with a fresh token.', true);
     const entry = tools.get(name);
     if (entry === undefined) return text(`Unknown tool ${name}.`, true);
     const { tool } = entry;
