@@ -35,7 +35,7 @@ function compiledTools(): Map<string, Compiled> {
     const ajv = withUtf16Lengths(new Ajv({ strict: false, allErrors: false, validateFormats: false }));
     compiled = new Map(
       mcpTools().map((tool) => {
-        const outputSchema = contractOutput(tool.output);
+        const outputSchema = tool.replay !== undefined && 'key' in tool.replay ? withReplayed(contractOutput(tool.output)) : contractOutput(tool.output);
         const listed: Tool = { name: tool.name, title: tool.title, description: tool.description, inputSchema: localPaths(tool.inputSchema, true) as Tool['inputSchema'], outputSchema, annotations: { title: tool.title, ...tool.annotations } };
         const listedWithoutPaths: Tool = { ...listed, inputSchema: localPaths(tool.inputSchema, false) as Tool['inputSchema'] };
         return [tool.name, { tool, listed, listedWithoutPaths, input: ajv.compile(tool.inputSchema), output: ajv.compile(outputSchema) }];
@@ -43,6 +43,17 @@ function compiledTools(): Map<string, Compiled> {
     );
   }
   return compiled;
+}
+
+/** What a tool with a replay key answers beside the contract's schema: whether this call was a replay. */
+const REPLAYED = { type: 'boolean', description: 'True when this call repeated an earlier one (the same key): nothing new was sent.' } as const;
+
+/** A copy of an output schema (an object, or a oneOf of objects) with a required `replayed`. */
+function withReplayed<S extends Record<string, unknown>>(schema: S): S {
+  const oneOf = schema['oneOf'];
+  if (Array.isArray(oneOf)) return { ...schema, oneOf: oneOf.map((b: Record<string, unknown>) => withReplayed(b)) };
+  const required = Array.isArray(schema['required']) ? (schema['required'] as string[]) : [];
+  return { ...schema, properties: { ...((schema['properties'] as object | undefined) ?? {}), replayed: REPLAYED }, required: required.includes('replayed') ? required : [...required, 'replayed'] };
 }
 
 /**
