@@ -107,10 +107,7 @@ export interface Config {
   readonly mcpOAuthJwksUrl: string | undefined;
   /** `HERALD_MCP_RESOURCE`: this MCP server's canonical URL, the audience its access tokens must name (RFC 8707). Default the URL it serves /mcp at. */
   readonly mcpResource: string | undefined;
-  /**
-   * `HERALD_MCP_FILES_DIR`: a folder whose files `herald mcp --http` may attach by `{path}` (inside it
-   * only: symlinks and `..` cannot leave it). Unset: over HTTP only `{base64}`; stdio reads any path.
-   */
+  /** `HERALD_MCP_FILES_DIR`: the folder `herald mcp --http` may attach `{path}` files from (only inside it); unset: none over HTTP (stdio reads any). */
   readonly mcpFilesDir: string | undefined;
   /** `HERALD_POLICY`: the operator's policy file (YAML): what connectors and OAuth clients may do. Unset: no rules. */
   readonly policyPath: string | undefined;
