@@ -1560,6 +1560,8 @@ export interface components {
             /** @description Per line, in order (IRC msgids). */
             message_ids?: string[];
             reason?: string;
+            /** @description In the answer to a send only: true when this request_id was already known, so this call sent nothing new (a replay). */
+            existing?: boolean;
         };
         ChatMessage: {
             at: components["schemas"]["Timestamp"];

@@ -107,6 +107,8 @@ export interface Config {
   readonly mcpOAuthJwksUrl: string | undefined;
   /** `HERALD_MCP_RESOURCE`: this MCP server's canonical URL, the audience its access tokens must name (RFC 8707). Default the URL it serves /mcp at. */
   readonly mcpResource: string | undefined;
+  /** `HERALD_MCP_FILES_DIR`: the folder `herald mcp --http` may attach `{path}` files from (only inside it); unset: none over HTTP (stdio reads any). */
+  readonly mcpFilesDir: string | undefined;
   /** `HERALD_POLICY`: the operator's policy file (YAML): what connectors and OAuth clients may do. Unset: no rules. */
   readonly policyPath: string | undefined;
   /** `run_command`'s switch and limits (seed 001's defaults). */
@@ -296,6 +298,7 @@ export function loadConfig(env: Env = process.env): Config {
     mcpOAuthIssuer: read.url('HERALD_MCP_OAUTH_ISSUER'),
     mcpOAuthJwksUrl: read.url('HERALD_MCP_OAUTH_JWKS_URL'),
     mcpResource: read.url('HERALD_MCP_RESOURCE'),
+    mcpFilesDir: text('HERALD_MCP_FILES_DIR') === undefined ? undefined : path.resolve(text('HERALD_MCP_FILES_DIR') as string),
     policyPath: text('HERALD_POLICY') === undefined ? undefined : path.resolve(text('HERALD_POLICY') as string),
     commands: Object.freeze({
       executionEnabled: read.trueFalse('HERALD_COMMAND_EXECUTION_ENABLED', false),

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { BridgeClient } from '../client/bridge-client.js';
+import type { LocalFiles } from '../modules/deliveries/delivery.tool-files.js';
 import type { McpState } from './state.js';
 
 /** What `herald mcp` hands every tool: the bridge (over HTTP), its local state, its limits. */
@@ -11,4 +12,9 @@ export interface McpServerDeps {
   /** How long a sending tool waits for delivered/failed. */
   waitMs: number;
   log: Logger;
+  /**
+   * Which `files: [{path}]` the sending tools may read: a path is the local user's word. stdio: any;
+   * HTTP: inside HERALD_MCP_FILES_DIR, else none. Unset: none.
+   */
+  localFiles?: LocalFiles | undefined;
 }

@@ -1,5 +1,21 @@
+import { createHash } from 'node:crypto';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
 import type { Caller } from './policy.js';
+
+/**
+ * A caller as authenticated by one bearer token: its client and scopes (what the policy reads), the
+ * token itself (by its SHA-256: a session is bound to the very token that opened it, so to its
+ * client, subject, scopes and expiry alike), and when it expires.
+ */
+export interface Principal extends Caller {
+  /** SHA-256 of the bearer token, hex: never the token. */
+  readonly token: string;
+  /** When the token stops being valid (ms since the epoch); undefined for the static token. */
+  readonly expiresAt?: number | undefined;
+}
+
+/** A bearer token's digest, as a Principal holds it. */
+export const tokenDigest = (token: string): string => createHash('sha256').update(token).digest('hex');
 
 /** The scopes Herald's tools take (src/mcp/policy.ts scopeOf): read-only tools, writes, destructive ones. */
 export const SCOPES = ['read', 'write', 'admin'] as const;
@@ -19,7 +35,7 @@ export interface OAuthSettings {
  * (`aud`), from that issuer (`iss`), not expired (`exp`, `nbf`). Nothing else is trusted: a token
  * that fails any check is no token.
  */
-export function oauthVerifier(settings: OAuthSettings): (token: string) => Promise<Caller | undefined> {
+export function oauthVerifier(settings: OAuthSettings): (token: string) => Promise<Principal | undefined> {
   const keys = createRemoteJWKSet(new URL(settings.jwksUrl));
   return async (token) => {
     try {
@@ -27,7 +43,7 @@ export function oauthVerifier(settings: OAuthSettings): (token: string) => Promi
       const raw = payload['scope'] ?? payload['scp'];
       const scopes = new Set(typeof raw === 'string' ? raw.split(' ').filter((s) => s !== '') : Array.isArray(raw) ? raw.filter((s): s is string => typeof s === 'string') : []);
       const client = [payload['client_id'], payload['azp'], payload.sub].find((v): v is string => typeof v === 'string' && v !== '');
-      return { client, scopes };
+      return { client, scopes, token: tokenDigest(token), ...(typeof payload.exp === 'number' ? { expiresAt: payload.exp * 1000 } : {}) };
     } catch {
       return undefined;
     }

@@ -11,9 +11,10 @@ import { bearerCheck, FailureThrottle } from '../platform/http/auth.js';
 import { POLICY_CLIENT_HEADER, policyRefusals } from '../platform/http/policy.middleware.js';
 import { createMcpServer, type McpServerDeps } from './server.js';
 import { McpState } from './state.js';
+import type { LocalFiles } from '../modules/deliveries/delivery.tool-files.js';
 import { errorSummary } from '../platform/errors.js';
 import { listenProblem } from '../platform/startup.js';
-import { metadataPath, oauthVerifier, resourceMetadata, type OAuthSettings } from './oauth.js';
+import { metadataPath, oauthVerifier, resourceMetadata, tokenDigest, type OAuthSettings, type Principal } from './oauth.js';
 import { loadOperatorPolicy, McpPolicy, type Caller } from './policy.js';
 import { notifyInbox } from './inbox-notify.js';
 
@@ -36,8 +37,9 @@ function bridgeClient(config: Config, bridgeToken: string, headers: Record<strin
   });
 }
 
-async function deps(config: Config, bridgeToken: string, log: Logger): Promise<McpServerDeps> {
+async function deps(config: Config, bridgeToken: string, log: Logger, localFiles: LocalFiles): Promise<McpServerDeps> {
   return {
+    localFiles,
     bridge: bridgeClient(config, bridgeToken),
     // The media archive's admin tier, only when the operator gave this server the admin token too.
     admin: config.adminToken === undefined ? undefined : createBridgeClient({ baseUrl: config.heraldUrl, token: config.adminToken, headers: MCP_CLIENT }),
@@ -56,7 +58,8 @@ async function mcpPolicy(config: Config, registry: Registry): Promise<McpPolicy>
 /** `herald mcp`: MCP over stdio (stdout is the protocol; logs go to stderr). */
 export async function runStdio(config: Config, bridgeToken: string, log: Logger): Promise<void> {
   const policy = await mcpPolicy(config, new Registry());
-  const server = createMcpServer(await deps(config, bridgeToken, log), { policy, caller: {} });
+  // stdio: the person who started this process; a path is theirs to give.
+  const server = createMcpServer(await deps(config, bridgeToken, log, { kind: 'any' }), { policy, caller: {} });
   const transport = new StdioServerTransport();
   const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
   await server.connect(transport);
@@ -65,6 +68,9 @@ export async function runStdio(config: Config, bridgeToken: string, log: Logger)
   await closed;
   stopNotifying?.();
 }
+
+/** Whether a principal's token has expired (the static token never does). */
+const lapsed = (p: Principal): boolean => p.expiresAt !== undefined && p.expiresAt <= Date.now();
 
 /** Loopback origins (a local inspector, a desktop app's web view) are always allowed. */
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
@@ -98,7 +104,8 @@ export interface HttpMcp {
  * issuer), failed attempts throttled per address as the API's are.
  */
 export async function startHttp(config: Config, bridgeToken: string, mcpToken: string, log: Logger): Promise<HttpMcp> {
-  const shared = await deps(config, bridgeToken, log);
+  // Over HTTP a path is a remote caller's word: read only inside the folder the operator named.
+  const shared = await deps(config, bridgeToken, log, config.mcpFilesDir === undefined ? { kind: 'none' } : { kind: 'folder', dir: config.mcpFilesDir });
   const registry = new Registry();
   const policy = await mcpPolicy(config, registry);
   const staticToken = bearerCheck(mcpToken);
@@ -114,13 +121,13 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
     }
     return d;
   };
-  let oauth: (OAuthSettings & { verify: (token: string) => Promise<Caller | undefined>; metadataPath: string }) | undefined;
-  /** Old HTTP+SSE sessions, by session id, with who opened them. */
-  const sessions = new Map<string, { transport: SSEServerTransport; caller: Caller }>();
+  let oauth: (OAuthSettings & { verify: (token: string) => Promise<Principal | undefined>; metadataPath: string }) | undefined;
+  /** Old HTTP+SSE sessions, by session id, with the principal that opened them. */
+  const sessions = new Map<string, { transport: SSEServerTransport; principal: Principal }>();
 
-  const authenticate = async (req: IncomingMessage): Promise<Caller | undefined> => {
+  const authenticate = async (req: IncomingMessage): Promise<Principal | undefined> => {
     const header = req.headers.authorization;
-    if (staticToken(header)) return {};
+    if (staticToken(header)) return { token: tokenDigest(header?.slice('Bearer '.length) ?? '') };
     if (oauth !== undefined && header?.startsWith('Bearer ') === true) return oauth.verify(header.slice('Bearer '.length));
     return undefined;
   };
@@ -134,7 +141,7 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
     }
     if (url.pathname !== '/mcp' && url.pathname !== '/sse' && url.pathname !== '/messages') return json(res, 404, { error: 'not found' });
     const caller = await authenticate(req);
-    if (caller === undefined) {
+    if (caller === undefined || lapsed(caller)) {
       const verdict = throttle.fail(req.socket.remoteAddress ?? 'unknown');
       if (verdict.limited) return json(res, 429, { error: 'too many failed attempts' }, { 'retry-after': String(verdict.retryAfterSeconds) });
       const challenge = oauth === undefined ? 'Bearer' : `Bearer resource_metadata="${new URL(oauth.metadataPath, oauth.resource).href}", scope="read write admin"`;
@@ -144,11 +151,16 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
     if (url.pathname === '/sse') {
       if (req.method !== 'GET') return json(res, 405, { error: 'method not allowed' });
       const transport = new SSEServerTransport('/messages', res);
-      sessions.set(transport.sessionId, { transport, caller });
-      const mcp = createMcpServer(depsFor(caller), access);
+      sessions.set(transport.sessionId, { transport, principal: caller });
+      // Every call on the session is checked against the token that opened it: lapsed, it is refused.
+      const mcp = createMcpServer(depsFor(caller), { ...access, lapsed: () => lapsed(caller) });
       let stopNotifying: (() => void) | undefined;
+      // The session ends when its token expires: nothing more is pushed to it (inbox notifications).
+      const expiry = caller.expiresAt === undefined ? undefined : setTimeout(() => res.end(), Math.max(0, caller.expiresAt - Date.now()));
+      expiry?.unref();
       // The stream's end ends the session (closing the server closes the transport, once).
       res.on('close', () => {
+        clearTimeout(expiry);
         sessions.delete(transport.sessionId);
         stopNotifying?.();
         void mcp.close();
@@ -159,8 +171,9 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
     }
     if (url.pathname === '/messages') {
       const session = sessions.get(url.searchParams.get('sessionId') ?? '');
-      // A session is its opener's: another caller (another OAuth client) cannot post into it.
-      if (session === undefined || session.caller.client !== caller.client) return json(res, 404, { error: 'unknown session' });
+      // A session is its opener's principal: only the very token that opened it (so the same client,
+      // subject, scopes and expiry) posts into it; another client's, or a downgraded token, cannot.
+      if (session === undefined || session.principal.token !== caller.token) return json(res, 404, { error: 'unknown session' });
       await session.transport.handlePostMessage(req, res);
       return;
     }

@@ -8,6 +8,7 @@ import type { McpServerDeps } from './deps.js';
 import type { Caller, McpPolicy } from './policy.js';
 import { mcpTools } from './tools.js';
 import { errorSummary } from '../platform/errors.js';
+import { LOCAL_PATH } from '../modules/deliveries/delivery.tool-files.js';
 
 export type { McpServerDeps };
 
@@ -15,6 +16,8 @@ export type { McpServerDeps };
 interface Compiled {
   tool: McpTool<McpServerDeps>;
   listed: Tool;
+  /** As listed where no `{path}` is read (HTTP without HERALD_MCP_FILES_DIR): without the path properties. */
+  listedWithoutPaths: Tool;
   input: ValidateFunction;
   output: ValidateFunction;
 }
@@ -32,18 +35,49 @@ function compiledTools(): Map<string, Compiled> {
     const ajv = withUtf16Lengths(new Ajv({ strict: false, allErrors: false, validateFormats: false }));
     compiled = new Map(
       mcpTools().map((tool) => {
-        const outputSchema = contractOutput(tool.output);
-        const listed: Tool = { name: tool.name, title: tool.title, description: tool.description, inputSchema: tool.inputSchema, outputSchema, annotations: { title: tool.title, ...tool.annotations } };
-        return [tool.name, { tool, listed, input: ajv.compile(tool.inputSchema), output: ajv.compile(outputSchema) }];
+        const outputSchema = tool.replay !== undefined && 'key' in tool.replay ? withReplayed(contractOutput(tool.output)) : contractOutput(tool.output);
+        const listed: Tool = { name: tool.name, title: tool.title, description: tool.description, inputSchema: localPaths(tool.inputSchema, true) as Tool['inputSchema'], outputSchema, annotations: { title: tool.title, ...tool.annotations } };
+        const listedWithoutPaths: Tool = { ...listed, inputSchema: localPaths(tool.inputSchema, false) as Tool['inputSchema'] };
+        return [tool.name, { tool, listed, listedWithoutPaths, input: ajv.compile(tool.inputSchema), output: ajv.compile(outputSchema) }];
       }),
     );
   }
   return compiled;
 }
 
-/** Every tool as MCP lists it. */
-export function listedTools(): Tool[] {
-  return [...compiledTools().values()].map((c) => c.listed);
+/** What a tool with a replay key answers beside the contract's schema: whether this call was a replay. */
+const REPLAYED = { type: 'boolean', description: 'True when this call repeated an earlier one (the same key): nothing new was sent.' } as const;
+
+/** A copy of an output schema (an object, or a oneOf of objects) with a required `replayed`. */
+function withReplayed<S extends Record<string, unknown>>(schema: S): S {
+  const oneOf = schema['oneOf'];
+  if (Array.isArray(oneOf)) return { ...schema, oneOf: oneOf.map((b: Record<string, unknown>) => withReplayed(b)) };
+  const required = Array.isArray(schema['required']) ? (schema['required'] as string[]) : [];
+  return { ...schema, properties: { ...((schema['properties'] as object | undefined) ?? {}), replayed: REPLAYED }, required: required.includes('replayed') ? required : [...required, 'replayed'] };
+}
+
+/**
+ * A tool's input schema as listed: the properties marked as a local path (a file on the server's
+ * disk, LOCAL_PATH) kept where this server reads paths, dropped where it reads none; the mark itself
+ * never listed.
+ */
+function localPaths(node: unknown, keep: boolean): unknown {
+  if (Array.isArray(node)) return node.map((n) => localPaths(n, keep));
+  if (typeof node !== 'object' || node === null) return node;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(node)) {
+    if (k === LOCAL_PATH) continue;
+    if (k === 'properties' && typeof v === 'object' && v !== null) {
+      const props = Object.entries(v as Record<string, unknown>).filter(([, p]) => keep || (p as Record<string, unknown> | null)?.[LOCAL_PATH] !== true);
+      out[k] = Object.fromEntries(props.map(([name, p]) => [name, localPaths(p, keep)]));
+    } else out[k] = localPaths(v, keep);
+  }
+  return out;
+}
+
+/** Every tool as MCP lists it (`paths`: where this server reads a `{path}`; default yes, as stdio does). */
+export function listedTools(paths = true): Tool[] {
+  return [...compiledTools().values()].map((c) => (paths ? c.listed : c.listedWithoutPaths));
 }
 
 /** The `confirm` argument the operator's policy adds to a tool that needs a confirming call. */
@@ -59,6 +93,8 @@ function withConfirm(listed: Tool): Tool {
 export interface McpServerAccess {
   policy: McpPolicy;
   caller: Caller;
+  /** A session outliving its caller's token (HTTP+SSE): true once the token has expired; every call then refused. */
+  lapsed?: () => boolean;
 }
 
 /**
@@ -70,7 +106,9 @@ export interface McpServerAccess {
  */
 export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): Server {
   const tools = compiledTools();
-  const listed = access === undefined ? listedTools() : [...tools.values()].filter((c) => access.policy.listed(c.tool, access.caller)).map((c) => (access.policy.needsConfirm(c.tool, access.caller) ? withConfirm(c.listed) : c.listed));
+  const paths = deps.localFiles !== undefined && deps.localFiles.kind !== 'none';
+  const shown = (c: Compiled): Tool => (paths ? c.listed : c.listedWithoutPaths);
+  const listed = access === undefined ? listedTools(paths) : [...tools.values()].filter((c) => access.policy.listed(c.tool, access.caller)).map((c) => (access.policy.needsConfirm(c.tool, access.caller) ? withConfirm(shown(c)) : shown(c)));
   // logging: the inbox's notifications (src/mcp/inbox-notify.ts) are log messages a client may act on.
   const server = new Server({ name: 'herald', version: '0.1.0' }, { capabilities: { tools: {}, logging: {} } });
 
@@ -78,6 +116,8 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
     const { name } = request.params;
     let args: Record<string, unknown> = request.params.arguments ?? {};
+    // Checked on every call, not once when the session opened: a session whose token expired does nothing.
+    if (access?.lapsed?.() === true) return text('Refused: the access token this session was opened with has expired. Connect again with a fresh token.', true);
     const entry = tools.get(name);
     if (entry === undefined) return text(`Unknown tool ${name}.`, true);
     const { tool } = entry;

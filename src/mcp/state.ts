@@ -7,7 +7,7 @@ export interface McpStateData {
   /** The Discord user this server is paired with (from /agent pair → redeem). */
   pairing?: { user_id: string; generation: string; paired_at: string };
   /** Messages this server sent, by request_id, with the last edit seq it used. */
-  messages: Record<string, { kind: 'post' | 'dm'; seq: number; sent_at: string }>;
+  messages: Record<string, { kind: 'post' | 'dm'; seq: number; sent_at: string; edits?: Record<string, number> }>;
 }
 
 /** Herald keeps records RETENTION_MS (8 days); an older message can no longer be edited. */
@@ -56,11 +56,17 @@ export class McpState {
     await this.save();
   }
 
-  /** The next edit seq for a message, stored before it is used. */
-  async nextSeq(requestId: string): Promise<number> {
+  /**
+   * The next edit seq for a message, stored before it is used. With the edit's own id (edit_id):
+   * the seq that edit was given before, if it was, so a retried edit is the very same request.
+   */
+  async nextSeq(requestId: string, editId?: string): Promise<number> {
     const m = this.data.messages[requestId];
     if (m === undefined) throw new Error('unknown message');
+    const earlier = editId === undefined ? undefined : m.edits?.[editId];
+    if (earlier !== undefined) return earlier;
     m.seq += 1;
+    if (editId !== undefined) m.edits = { ...(m.edits ?? {}), [editId]: m.seq };
     await this.save();
     return m.seq;
   }

@@ -31,6 +31,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
       title: "Scrape a channel's media",
       annotations: hints(false, false, false, true),
       output: 'ScrapeJob',
+      replay: { natural: "one scrape per channel: the same call again resumes that channel's scrape, or is refused while it runs; it never starts a second" },
       description:
         'Start a scrape of one channel\'s media into the archive (or resume its stopped or paused scrape from where it stopped). mode "links" records metadata and original URLs; mode "download" also stores the files and needs the admin tier. One scrape per channel runs at a time. If storage is near its limit the answer is a warning: call again with confirm: true to go ahead. Follow progress with get_media_scrape.',
       inputSchema: { ...contractSchema('StartScrapeRequest'), type: 'object' },
@@ -76,6 +77,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
       title: 'Stop a media scrape',
       annotations: hints(false, false, true, false),
       output: 'ScrapeJob',
+      replay: { natural: 'stopping a stopped scrape changes nothing' },
       description: 'Stop a running or paused scrape. scrape_media on the same channel and mode later resumes it from its cursor.',
       inputSchema: object({ scrapeId }, ['scrapeId']),
       async handler(args, { bridge }) {
@@ -137,6 +139,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
       title: 'Delete a media scrape and its files',
       annotations: hints(false, true, true, false),
       output: 'ScrapeJob',
+      replay: { natural: 'a deleted scrape is gone: deleting it again is refused (not found) and changes nothing' },
       description: 'Delete a scrape, its index entries and its files (a file another scrape also references is kept). Admin tier. Answers with the scrape as it was just before.',
       inputSchema: object({ scrapeId }, ['scrapeId']),
       async handler(args, { bridge, admin }) {

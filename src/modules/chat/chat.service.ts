@@ -72,8 +72,8 @@ export class ChatService {
       if (err instanceof ConflictError) throw new ConflictError('request_id reused with a different payload');
       throw err;
     }
-    if (stored.existing) return view(stored.row);
-    return { id, transport: name, channel: input.channel, sender: input.sender, state: 'pending' };
+    if (stored.existing) return { ...view(stored.row), existing: true };
+    return { id, transport: name, channel: input.channel, sender: input.sender, state: 'pending', existing: false };
   }
 
   async get(id: string): Promise<ChatSendView> {

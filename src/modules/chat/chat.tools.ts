@@ -1,7 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, ChatSend, ChatTransport } from '../../client/bridge-client.js';
 import { TRANSPORT_NAMES } from '../../transports/registry.js';
-import { bridgeError, hints, object, result, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, contractSchema, hints, object, replayMarked, result, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
 
 /** What these tools need from `herald mcp`: the bridge, and how long a send waits for its outcome. */
 export interface ChatToolDeps {
@@ -29,11 +29,22 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
       title: 'Send to a chat channel',
       annotations: hints(false, false, false, true),
       output: 'ChatSend',
+      replay: { key: 'request_id' },
       description:
-        'Send text to a chat channel as `sender` (on IRC, your own nick: letters, digits, []\\`_^{|}-, not starting with a digit or -). Long text is split into lines and arrives in order. Sent exactly once, but each call is a new message (not idempotent): do not call again for the same text; if it answers pending, it is still going out.',
-      inputSchema: object({ channel, text: { type: 'string', minLength: 1, maxLength: 8000 }, sender: { type: 'string', minLength: 1, maxLength: 32 }, transport }, ['channel', 'text', 'sender']),
+        'Send text to a chat channel as `sender` (on IRC, your own nick: letters, digits, []\\`_^{|}-, not starting with a digit or -). Long text is split into lines and arrives in order. Sent exactly once per request_id: without one, each call is a new message (not idempotent); give the same request_id to retry safely (a repeat answers that it replayed, sending nothing new). If it answers pending, it is still going out.',
+      inputSchema: object(
+        {
+          channel,
+          text: { type: 'string', minLength: 1, maxLength: 8000 },
+          sender: { type: 'string', minLength: 1, maxLength: 32 },
+          transport,
+          request_id: contractSchema('ChatSendId', 'Optional: 32 to 64 lowercase hex characters naming this send; the same one again never sends twice. Default: a fresh one.'),
+        },
+        ['channel', 'text', 'sender'],
+      ),
       async handler(args, { bridge, waitMs }) {
-        const r = await bridge.sendChatMessage({ channel: String(args['channel']), text: String(args['text']), sender: String(args['sender']), ...transportOf(args) });
+        const requestId = typeof args['request_id'] === 'string' ? { request_id: args['request_id'] } : {};
+        const r = await bridge.sendChatMessage({ channel: String(args['channel']), text: String(args['text']), sender: String(args['sender']), ...transportOf(args), ...requestId });
         if (!r.ok) return bridgeError(r);
         let latest: ChatSend = r.data;
         const deadline = Date.now() + waitMs;
@@ -42,7 +53,7 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
           const s = await bridge.getChatMessage(latest.id);
           if (s.ok) latest = s.data;
         }
-        return describeSend(latest);
+        return replayMarked(describeSend(latest), r.data.existing === true, 'request_id', r.data.id);
       },
     },
     {
@@ -69,6 +80,7 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
       title: 'Create a chat channel',
       annotations: hints(false, false, false, true),
       output: 'ChatChannel',
+      replay: { natural: 'a channel is known by its name: creating one that exists answers it and creates nothing' },
       description: 'Create a chat channel (on IRC Herald joins it and keeps reading it; on Discord the bot needs Manage Channels).',
       inputSchema: object({ name: { type: 'string', minLength: 1, maxLength: 100 }, transport }, ['name']),
       async handler(args, { bridge }) {

@@ -42,6 +42,8 @@ export function commandTools(): McpTool<CommandToolDeps>[] {
       // idempotencyKey again returns the stored result, and validate mode changes nothing.
       annotations: hints(false, true, true, true),
       output: 'CommandRunResult',
+      // Its result carries `replayed` already (the bridge's own answer), in its text and its data.
+      replay: { key: 'idempotencyKey' },
       description:
         'Run one of Herald\'s commands as the Discord user userId would, in guildId/channelId, with that user\'s real permissions (Herald looks them up; a request cannot grant any). mode "validate" (the default) parses and checks preconditions and changes nothing. mode "execute" (only when the operator enabled it) needs sourceMessageId (the user\'s own message asking for it, written in the last few minutes; one message authorises one executed command, so ask again for another) and an idempotencyKey (16-128 characters, e.g. derived from that message): repeating the same call returns the stored result. Validate first; if sideEffectsMayHaveOccurred is true, never retry with a new key. slashCommandOnly commands (agent register, pair, unregister) are refused: ask the user to run them in Discord. Ids are decimal strings.',
       inputSchema: { ...contractSchema('CommandRunRequest'), type: 'object' },

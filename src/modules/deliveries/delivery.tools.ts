@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, DeliveryRequest, DeliveryState } from '../../client/bridge-client.js';
-import { bridgeError, contractSchema, hints, object, result, text, unreachable, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
-import { filesArgument, uploadToolFiles } from './delivery.tool-files.js';
+import { bridgeError, contractSchema, hints, object, replayMarked, result, text, unreachable, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
+import { filesArgument, uploadToolFiles, type LocalFiles } from './delivery.tool-files.js';
 
 /** What these tools need from `herald mcp`: the bridge, the agent's own records, how long to wait. */
 export interface DeliveryToolDeps {
@@ -11,9 +11,11 @@ export interface DeliveryToolDeps {
     readonly pairing: { user_id: string; generation: string } | undefined;
     message(requestId: string): unknown;
     rememberMessage(requestId: string, kind: 'post' | 'dm'): Promise<void>;
-    nextSeq(requestId: string): Promise<number>;
+    nextSeq(requestId: string, editId?: string): Promise<number>;
   };
   waitMs: number;
+  /** Which `files: [{path}]` a call may attach (stdio: any; HTTP: the operator's folder or none). Default none. */
+  localFiles?: LocalFiles | undefined;
 }
 
 type Args = Record<string, unknown>;
@@ -80,6 +82,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
       title: 'Post to a destination channel',
       annotations: hints(false, false, false, true),
       output: 'DeliveryState',
+      replay: { key: 'request_id' },
       description: `Post a message to a Discord server's destination channel (alerts, deals, digest or ops; the server's operator maps each to a channel). ${NO_RETRY} Returns the message link, or why it failed.`,
       inputSchema: object(
         {
@@ -94,7 +97,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         ['guild_id', 'destination', 'content'],
       ),
       async handler(args, deps) {
-        const files = await uploadToolFiles(deps.bridge, args['files']);
+        const files = await uploadToolFiles(deps.bridge, args['files'], deps.localFiles);
         if ('error' in files) return text(`Nothing was sent: ${files.error}.`, true);
         return send(deps, { kind: 'post', target: { guild_id: String(args['guild_id']), destination: args['destination'] as 'alerts', ...threadingArgs(args) }, body: { ...bodyOf(args), ...files } as { content: string } }, idOf(args));
       },
@@ -104,6 +107,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
       title: 'DM the paired user',
       annotations: hints(false, false, false, true),
       output: 'DeliveryState',
+      replay: { key: 'request_id' },
       description: `Send a direct message to the paired Discord user. Refuses when not paired, or when the user revoked access since pairing (pair again). ${NO_RETRY}`,
       inputSchema: object({ ...messageParts(), request_id: ownRequestId(), files: filesArgument, reply_to: contractSchema('ReplyTo', 'Optional: the id of a message in the DM to reply to.') }, ['content']),
       async handler(args, deps) {
@@ -115,7 +119,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         if (reg.data.generation !== pairing.generation) {
           return text('The paired user revoked access and registered again since pairing. Refusing to DM until you pair again: ask them to run `/agent pair` and call pair with the code.', true);
         }
-        const files = await uploadToolFiles(deps.bridge, args['files']);
+        const files = await uploadToolFiles(deps.bridge, args['files'], deps.localFiles);
         if ('error' in files) return text(`Nothing was sent: ${files.error}.`, true);
         return send(deps, { kind: 'dm', target: { user_id: pairing.user_id, ...(typeof args['reply_to'] === 'string' ? { reply_to: args['reply_to'] } : {}) }, body: { ...bodyOf(args), ...files } as { content: string } }, idOf(args));
       },
@@ -126,12 +130,15 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
       // Replaces what the message said (destructive); the same edit again leaves it as it is (idempotent).
       annotations: hints(false, true, true, true),
       output: 'DeliveryState',
+      // request_id names the message edited, so the edit's own key is edit_id.
+      replay: { key: 'edit_id' },
       description:
-        'Change a message this agent sent earlier (post_message or send_dm), by the request_id those tools returned (give it as request_id; message_ref, its older name, is the same). Include at least one of content, card or links; what you include replaces that part. Edits apply in the order you make them; the same edit again leaves the message as it is. Messages older than 8 days cannot be edited.',
+        'Change a message this agent sent earlier (post_message or send_dm), by the request_id those tools returned (give it as request_id; message_ref, its older name, is the same). Include at least one of content, card or links; what you include replaces that part. Edits apply in the order you make them; the same edit again leaves the message as it is. Give edit_id to retry an edit safely: the same edit_id again is the same edit, never applied twice. Messages older than 8 days cannot be edited.',
       inputSchema: object({
         request_id: contractSchema('RequestId', 'The request_id post_message or send_dm returned: the message to edit.'),
         message_ref: contractSchema('RequestId', 'The same as request_id (its older name); give one of the two.'),
         ...messageParts(),
+        edit_id: contractSchema('RequestId', "Optional: 64 lowercase hex characters naming this edit; the same one again is this edit, not a new one. Default: a fresh one."),
       }),
       async handler(args, deps) {
         const given = [args['request_id'], args['message_ref']].filter((v): v is string => typeof v === 'string');
@@ -141,8 +148,10 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         const body = bodyOf(args);
         if (body.content === undefined && body.card === undefined && body.links === undefined) return text('Include at least one of content, card or links.', true);
         if (deps.state.message(ref) === undefined) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be edited.', true);
-        const seq = await deps.state.nextSeq(ref);
-        return send(deps, { kind: 'edit', target: { message_ref: ref, seq }, body: body as { content: string } });
+        const editId = typeof args['edit_id'] === 'string' ? args['edit_id'] : undefined;
+        // The same edit_id keeps its seq, so its retry is the very same request (answered as a replay).
+        const seq = await deps.state.nextSeq(ref, editId);
+        return send(deps, { kind: 'edit', target: { message_ref: ref, seq }, body: body as { content: string } }, editId, 'edit_id');
       },
     },
     ...messageOpTools(),
@@ -185,9 +194,11 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
       description: `Add a reaction to a message (or take this agent's reaction off with remove: true): a message this agent sent (message_ref, the request_id post_message or send_dm returned), a message in a server's destination channel (guild_id, destination and message_id), or a message in the DM with the paired user (message_id alone). Emoji: a unicode emoji such as 👍, or a custom one as name:id. Adding a reaction already there, or removing one already gone, is fine. ${NO_RETRY}`,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
       output: 'DeliveryState',
+      replay: { key: 'request_id' },
       inputSchema: object(
         {
           emoji: contractSchema('Emoji', 'A unicode emoji (👍) or a custom one as name:id.'),
+          request_id: contractSchema('RequestId', 'Optional: 64 lowercase hex characters naming this reaction (not the message: that is message_ref); the same one again never sends twice. Default: a fresh one.'),
           message_ref: contractSchema('MessageRef', 'The request_id post_message or send_dm returned.'),
           guild_id: contractSchema('GuildId', 'With destination and message_id: the Discord server.'),
           destination: contractSchema('Destination', 'With guild_id and message_id: the destination channel the message is in.'),
@@ -204,7 +215,7 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
         else if (args['guild_id'] !== undefined && args['destination'] !== undefined && messageId !== undefined) target = { guild_id: String(args['guild_id']), destination: String(args['destination']), message_id: messageId };
         else if (messageId !== undefined && deps.state.pairing !== undefined) target = { user_id: deps.state.pairing.user_id, message_id: messageId };
         else return text('Give message_ref, or guild_id with destination and message_id, or message_id alone for a message in the DM with the paired user (pair first).', true);
-        return send(deps, { kind: 'reaction', target, body } as Omit<DeliveryRequest, 'request_id'>);
+        return send(deps, { kind: 'reaction', target, body } as Omit<DeliveryRequest, 'request_id'>, idOf(args));
       },
     },
     {
@@ -213,18 +224,25 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
       description: `Delete a message this agent sent earlier (post_message or send_dm), by the request_id those tools returned. Only this agent's own messages can be deleted; a deleted message cannot be edited. ${NO_RETRY}`,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
       output: 'DeliveryState',
-      inputSchema: object({ message_ref: contractSchema('MessageRef', 'The request_id post_message or send_dm returned.') }, ['message_ref']),
+      replay: { key: 'request_id' },
+      inputSchema: object(
+        {
+          message_ref: contractSchema('MessageRef', 'The request_id post_message or send_dm returned.'),
+          request_id: contractSchema('RequestId', 'Optional: 64 lowercase hex characters naming this delete (not the message: that is message_ref); the same one again never sends twice. Default: a fresh one.'),
+        },
+        ['message_ref'],
+      ),
       async handler(args, deps) {
         const ref = String(args['message_ref']);
         if (deps.state.message(ref) === undefined) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be deleted.', true);
-        return send(deps, { kind: 'delete', target: { message_ref: ref } } as Omit<DeliveryRequest, 'request_id'>);
+        return send(deps, { kind: 'delete', target: { message_ref: ref } } as Omit<DeliveryRequest, 'request_id'>, idOf(args));
       },
     },
   ];
 }
 
 /** Send with the agent's request_id or a fresh one, then wait (bounded) for delivered or failed. */
-async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'request_id'>, given?: string): Promise<CallToolResult> {
+async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'request_id'>, given?: string, key = 'request_id'): Promise<CallToolResult> {
   const requestId = given ?? randomBytes(32).toString('hex');
   const accepted = await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest);
   if (!accepted.ok) {
@@ -246,7 +264,8 @@ async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'requ
     const r = repost ? await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest) : await deps.bridge.getDelivery(requestId);
     if (r.ok) latest = 'existing' in r.data ? r.data.state : r.data;
   }
-  return describe(latest, requestId, deps.bridge);
+  // Whether this call repeated an earlier one is the bridge's first answer (a re-POST above is ours).
+  return replayMarked(await describe(latest, requestId, deps.bridge), accepted.data.existing, key, requestId);
 }
 
 /** Herald's own words for why a delivery failed or is unknown (the admin view), if it will say. */

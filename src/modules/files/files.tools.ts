@@ -16,6 +16,7 @@ export function fileTools(): McpTool<FileToolDeps>[] {
         "Fetch a file attached to a Discord message into Herald's file store, and get its name, type, size, SHA-256 and a Herald URL (GET it with the bridge token) — never the bytes themselves. The message must be in a channel a destination maps to, or in a DM with a registered user. Fetching the same attachment again answers the stored file without downloading it again.",
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
       output: 'StoredFile',
+      replay: { natural: 'the same attachment again answers the file already stored (existing: true) and downloads nothing' },
       inputSchema: object(
         {
           channel_id: contractSchema('ChannelId', 'The channel (or DM channel) the message is in.'),

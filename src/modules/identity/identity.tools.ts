@@ -16,6 +16,7 @@ export function identityTools(): McpTool<IdentityToolDeps>[] {
       // Replaces an earlier pairing (destructive); a code is single use, so the same call again changes nothing.
       annotations: hints(false, true, true, false),
       output: 'Pairing',
+      replay: { natural: 'a pairing code is single use: the same code again is refused and changes nothing' },
       description:
         'Pair this agent with a Discord user: they run `/agent pair` in Discord and give you the 27-character code (valid 10 minutes, single use). Needed before send_dm, and again after the user revokes with `/agent unregister`.',
       inputSchema: object({ code: { type: 'string', pattern: '^[A-Z2-9]{27}$', description: 'The pairing code, 27 characters A-Z and 2-9.' } }, ['code']),

@@ -62,6 +62,7 @@ export function inboxTools(): McpTool<InboxToolDeps>[] {
       description: 'Mark every event up to and including this id handled: the acknowledged cursor moves forward (never back), and list_inbox / wait_for_messages start after it.',
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
       output: 'InboxAcked',
+      replay: { natural: 'the acknowledged cursor only moves forward: the same cursor again changes nothing' },
       inputSchema: object({ cursor: { ...CURSOR, description: 'The id of the last event handled.' } }, ['cursor']),
       async handler(args, { bridge }) {
         const r = await bridge.ackInbox(String(args['cursor']));

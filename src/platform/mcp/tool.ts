@@ -24,6 +24,13 @@ export interface McpTool<Deps> {
    * name, or an operationId (its success response's schema). Published as the tool's `outputSchema`.
    */
   readonly output: string;
+  /**
+   * How a second identical call is told from the first; every tool that is not read-only says
+   * (test/mcp-replay.test.ts walks them). `key`: the argument naming the call: the same value again
+   * sends nothing new, and the answer's `replayed` (text and structuredContent) says so. `natural`:
+   * why the same call again changes nothing more, so it needs no key.
+   */
+  readonly replay?: { readonly key: string } | { readonly natural: string };
   readonly inputSchema: JsonSchema & { type: 'object' };
   handler(args: Record<string, unknown>, deps: Deps): Promise<CallToolResult>;
 }
@@ -36,6 +43,15 @@ export const text = (t: string, isError = false): CallToolResult => ({ content: 
  * valid against the tool's `output` schema (the bridge's own response, as the contract has it).
  */
 export const result = (t: string, data: unknown): CallToolResult => ({ content: [{ type: 'text', text: t }], structuredContent: data as Record<string, unknown> });
+
+/**
+ * A write tool's answer marked with whether this call repeated an earlier one (its `replay` key,
+ * `key`=`value`, seen before): `replayed` in its data, and in its words first when it did.
+ */
+export function replayMarked(r: CallToolResult, replayed: boolean, key: string, value: string): CallToolResult {
+  const words = r.content.map((c, i) => (i === 0 && c.type === 'text' && replayed ? { ...c, text: `Replayed (${key} ${value} was used before): this call sent nothing new.\n${c.text}` } : c));
+  return { ...r, content: words, ...(r.structuredContent !== undefined ? { structuredContent: { ...r.structuredContent, replayed } } : {}) };
+}
 
 /** A successful answer whose text is the data itself, as JSON. */
 export const json = (data: unknown): CallToolResult => result(JSON.stringify(data, null, 2), data);
