@@ -86,5 +86,11 @@ describe('the embedded store lock is released by the kernel with its process', (
     expect(await readdir(deep)).toEqual(['pglite.lock']);
     await unlock();
     expect(await readdir(deep)).toEqual([]);
+    // Named relative to the working folder (HERALD_DATA_DIR=./data is the default), deep too.
+    const relative = path.relative(process.cwd(), deep);
+    expect(Buffer.byteLength(path.join(relative, 'pglite.lock'))).toBeGreaterThan(100);
+    const relativeUnlock = await lockDataDir(relative);
+    await expect(lockDataDir(deep)).rejects.toThrow(inUse(deep, process.pid));
+    await relativeUnlock();
   });
 });

@@ -9,7 +9,7 @@ import { StartupError } from '../startup.js';
 
 const LOCK_FILE = 'pglite.lock';
 /** How long a live holder has to say its pid before the answer names no pid. */
-const ANSWER_MS = 2_000;
+const ANSWER_MS = 10_000;
 /** Room for a socket path: sun_path is 108 bytes on Linux, 104 on macOS, with its NUL. */
 const SOCKET_PATH_MAX = 100;
 
@@ -129,7 +129,7 @@ async function viaShortPath<T>(file: string, use: (address: string) => Promise<T
   if (Buffer.byteLength(file) <= SOCKET_PATH_MAX) return use(file);
   const base = await mkdtemp(path.join(Buffer.byteLength(tmpdir()) < 60 ? tmpdir() : '/tmp', 'herald-lock-'));
   try {
-    await symlink(path.dirname(file), path.join(base, 'd'));
+    await symlink(path.resolve(path.dirname(file)), path.join(base, 'd'));
     return await use(path.join(base, 'd', path.basename(file)));
   } finally {
     await rm(base, { recursive: true, force: true });
