@@ -37,9 +37,10 @@ export async function lockDataDir(dataDir: string): Promise<() => Promise<void>>
       return async () => {
         if (released) return;
         released = true;
+        // Unlinked while still listening, so never another process's lock taken since: libuv does
+        // so for the path it bound; one bound through the short path (gone by now) is unlinked here.
+        if (Buffer.byteLength(file) > SOCKET_PATH_MAX) await unlink(file).catch(() => undefined);
         await new Promise<void>((resolve) => server.close(() => resolve()));
-        // libuv unlinks the path it bound; a socket bound through the short path is unlinked here.
-        await unlink(file).catch(() => undefined);
       };
     }
     if (bound.code !== 'EADDRINUSE') throw unusableDataDir(dataDir, bound) ?? bound;
