@@ -87,10 +87,16 @@ describe('the embedded store lock is released by the kernel with its process', (
     await unlock();
     expect(await readdir(deep)).toEqual([]);
     // Named relative to the working folder (HERALD_DATA_DIR=./data is the default), deep too.
-    const relative = path.relative(process.cwd(), deep);
-    expect(Buffer.byteLength(path.join(relative, 'pglite.lock'))).toBeGreaterThan(100);
-    const relativeUnlock = await lockDataDir(relative);
-    await expect(lockDataDir(deep)).rejects.toThrow(inUse(deep, process.pid));
-    await relativeUnlock();
+    const cwd = process.cwd();
+    process.chdir(dir);
+    try {
+      const relative = path.relative(dir, deep);
+      expect(Buffer.byteLength(path.join(relative, 'pglite.lock'))).toBeGreaterThan(100);
+      const relativeUnlock = await lockDataDir(relative);
+      await expect(lockDataDir(deep)).rejects.toThrow(inUse(deep, process.pid));
+      await relativeUnlock();
+    } finally {
+      process.chdir(cwd);
+    }
   });
 });
