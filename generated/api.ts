@@ -198,7 +198,11 @@ export interface paths {
          *     same request answers the stored handoff (`existing: true`); with another request, 422.
          *     Refused with 400 before anything is stored: handoffs off (`HERALD_TRUSTED_BOT_IDS` empty),
          *     the target not trusted, the target being this bot, a whole message over 2,000 UTF-16 units
-         *     (never truncated or split). The envelope expires `expires_in_seconds` after the request
+         *     (never truncated or split), `channel_id` neither a channel some destination maps to nor a
+         *     thread under one (a DM, an unmapped channel: `channel_id must be a mapped destination's
+         *     channel or a thread under one …`). The same request stored before its channel was unmapped
+         *     still answers as stored; a stored handoff whose channel is no longer mapped when it is sent
+         *     fails `UPSTREAM_UNAVAILABLE`. The envelope expires `expires_in_seconds` after the request
          *     (default and most: 300).
          */
         post: operations["sendHandoff"];
@@ -2513,6 +2517,18 @@ export interface operations {
                 };
             };
             429: components["responses"]["TooManyFailedAttempts"];
+            /** @description The platform could not be asked whether `channel_id` is a thread under a mapped channel (`discord unavailable`); nothing was stored. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @example discord unavailable */
+                        error: string;
+                    };
+                };
+            };
             503: components["responses"]["BridgeNotConfigured"];
         };
     };

@@ -206,6 +206,8 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
       const text = `crash handoff ${requestId}`;
       const trusted = { HERALD_TRUSTED_BOT_IDS: PEER, ...extra };
       const first = await start(['serve'], trusted);
+      // A handoff goes only to a mapped destination's channel.
+      expect((await client(first.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/ops`, { channel_id: IDS.channels.ops })).status).toBe(200);
       discord.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000 });
       const accepted = await client(first.url ?? '', bridgeToken).post('/mcp/handoffs', { request_id: requestId, target_bot_id: PEER, channel_id: IDS.channels.ops, text });
       expect(accepted.status).toBe(202);

@@ -104,6 +104,8 @@ async function receiver(self: string, trusted: string, failing?: FailingQueries)
     limits: config.handoffs,
     selfId: async () => self,
     canSend: true,
+    // Catching up only receives: no channel is mapped to send to.
+    places: { transport: 'discord', mapped: async () => false, channels: undefined },
     log,
     metrics: new HandoffMetrics(registry),
   });

@@ -15,6 +15,9 @@ import { tablesOf } from '../src/platform/db/tables.js';
 import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 import type { HandoffsDb } from '../src/modules/handoffs/handoff.table.js';
 
+/** Receiving needs no place to send to: no channel is mapped. */
+const NOWHERE = { transport: 'discord', mapped: async () => false, channels: undefined };
+
 /**
  * Receiving handoffs against the database (PGlite, or PostgreSQL with TEST_DATABASE_URL): replay,
  * capacity and rate are decided there, so a second receiver (another replica) agrees.
@@ -40,7 +43,7 @@ async function receiver(clock: TestClock, env: Record<string, string> = {}): Pro
   stores.push(store);
   const config = loadConfig({ HERALD_TRUSTED_BOT_IDS: `${PEER},${OTHER_PEER}`, ...env });
   const deliveries = new DeliveryService(tablesOf<DeliveriesDb>(store.db), clock, { post: true, dm: true, edit: true }, { maxInFlight: 1 });
-  return new HandoffService(tablesOf<HandoffsDb>(store.db), deliveries, clock, { limits: config.handoffs, selfId: async () => SELF, canSend: true, log: silent });
+  return new HandoffService(tablesOf<HandoffsDb>(store.db), deliveries, clock, { limits: config.handoffs, selfId: async () => SELF, canSend: true, log: silent, places: NOWHERE });
 }
 
 /** A second receiver on the same database: its own pool on PostgreSQL; on PGlite (one process per data folder) another service on the same store. */
@@ -49,7 +52,7 @@ async function secondReceiver(clock: TestClock): Promise<HandoffService> {
   const store = stores[0];
   if (store === undefined) throw new Error('no first receiver');
   const config = loadConfig({ HERALD_TRUSTED_BOT_IDS: `${PEER},${OTHER_PEER}` });
-  return new HandoffService(tablesOf<HandoffsDb>(store.db), new DeliveryService(tablesOf<DeliveriesDb>(store.db), clock, { post: true, dm: true, edit: true }), clock, { limits: config.handoffs, selfId: async () => SELF, canSend: true, log: silent });
+  return new HandoffService(tablesOf<HandoffsDb>(store.db), new DeliveryService(tablesOf<DeliveriesDb>(store.db), clock, { post: true, dm: true, edit: true }), clock, { limits: config.handoffs, selfId: async () => SELF, canSend: true, log: silent, places: NOWHERE });
 }
 
 let seq = 0;

@@ -29,6 +29,9 @@ describe('bot-to-bot handoffs between two Herald instances', () => {
     b = await startTestHerald({ useSandbox: sandbox, env: { DISCORD_TOKEN: helper.token, HERALD_TRUSTED_BOT_IDS: botA } });
     // Both gateways identified (Herald's and the helper's).
     await waitFor(() => sandbox.gatewaySessions === 2, 'both bots on the gateway');
+    // A handoff goes only to a mapped destination's channel (or a thread under one).
+    for (const destination of ['ops', 'deals', 'digest'] as const) await a.mapDestination(destination, IDS.channels[destination]);
+    await b.mapDestination('ops', IDS.channels.ops);
   }, 120_000);
   afterAll(async () => {
     await b?.close();
@@ -124,6 +127,40 @@ describe('bot-to-bot handoffs between two Herald instances', () => {
     expect(tooLong.status).toBe(400);
     expect((tooLong.json as { error: string }).error).toMatch(/^the handoff message would be 2\d{3} characters, over Discord's 2000/);
     expect(sandbox.allMessages().length).toBe(before);
+  });
+
+  it('goes only to a mapped destination channel or a thread under one: a DM, an unmapped channel or its thread is refused naming channel_id, nothing stored', async () => {
+    const before = sandbox.allMessages().length;
+    // The DM channel of a person (as the review found: a user who had unregistered), opened as Discord would.
+    const opened = await fetch(`${sandbox.apiUrl}/v10/users/@me/channels`, {
+      method: 'POST',
+      headers: { authorization: `Bot ${sandbox.botToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ recipient_id: IDS.user }),
+    });
+    const dm = ((await opened.json()) as { id: string }).id;
+    const unmappedThread = sandbox.createThread(IDS.channels.alerts, 'not a destination of A');
+    const error = "channel_id must be a mapped destination's channel or a thread under one (map it with /destinations set or PUT /admin/destinations/{guild_id}/{destination})";
+    for (const channel of [dm, IDS.channels.alerts, unmappedThread.id, IDS.otherChannel, '999999999999999999']) {
+      const requestId = newRequestId();
+      const res = await send(a, { request_id: requestId, target_bot_id: botB, channel_id: channel, text: 'anywhere?' });
+      expect({ channel, status: res.status, body: res.json }).toEqual({ channel, status: 400, body: { error } });
+      expect((await a.bridge.get(`/mcp/handoffs/${requestId}`)).status).toBe(404);
+    }
+    expect(sandbox.allMessages().length).toBe(before);
+
+    // Stored while mapped, the same request still answers as stored once the mapping is gone; a new one is refused.
+    await a.mapDestination('alerts', IDS.channels.alerts);
+    const requestId = newRequestId();
+    const body = { request_id: requestId, target_bot_id: botB, channel_id: IDS.channels.alerts, text: `mapped then unmapped ${requestId}` };
+    expect((await send(a, body)).status).toBe(202);
+    await delivered(a, requestId);
+    expect((await a.admin.delete(`/admin/destinations/${IDS.guild}/alerts`)).status).toBe(204);
+    const again = await send(a, body);
+    expect([again.status, (again.json as { existing: boolean }).existing]).toEqual([202, true]);
+    const fresh = await send(a, { ...body, request_id: newRequestId() });
+    expect([fresh.status, fresh.json]).toEqual([400, { error }]);
+    const item = await waitFor(async () => ((await b.bridge.get('/mcp/handoffs/inbox')).json as { items: { id: string; text: string }[] }).items.find((i) => i.text === body.text), 'B to take it in');
+    await b.bridge.post('/mcp/handoffs/inbox/ack', { ids: [item.id] });
   });
 
   it('a message of exactly 2,000 UTF-16 units is sent and arrives whole; one unit more is refused, never truncated or split', async () => {

@@ -13,6 +13,7 @@ import { client } from './support/client.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
 import { heraldEnv, IDS, newToken } from './support/herald.js';
 import { runCommand, runHerald, startHeraldProcess } from './support/process.js';
+import { holdDataDir } from './support/lock-holder.js';
 import { freePort } from './support/ports.js';
 import { waitFor } from './support/wait.js';
 
@@ -216,10 +217,11 @@ describe('start-up fails fast, in plain words', () => {
 
   it('exits 2 saying what to do when another process holds the data folder', async () => {
     const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-locked-'));
+    let holder: Awaited<ReturnType<typeof holdDataDir>> | undefined;
     try {
-      // A live process (this one) holds the lock, as a running Herald would.
-      await writeFile(path.join(dataDir, 'pglite.lock'), String(process.pid));
-      const expected = `herald: HERALD_DATA_DIR (${dataDir}) is in use by process ${process.pid}: embedded PGlite serves one process. Stop that process, set HERALD_DATA_DIR to another folder, or set DATABASE_URL to share one PostgreSQL database\n`;
+      // A live process holds the lock, as a running Herald would.
+      holder = await holdDataDir(dataDir);
+      const expected = `herald: HERALD_DATA_DIR (${dataDir}) is in use by process ${holder.pid}: embedded PGlite serves one process. Stop that process, set HERALD_DATA_DIR to another folder, or set DATABASE_URL to share one PostgreSQL database\n`;
       for (const command of ['serve', 'migrate']) {
         const proc = runHerald([command], { PORT: '0', HERALD_DATA_DIR: dataDir }, { built: true });
         expect({ command, exit: await proc.exited }).toEqual({ command, exit: { code: 2, signal: null } });
@@ -227,6 +229,8 @@ describe('start-up fails fast, in plain words', () => {
       }
       expect((await readdir(dataDir)).sort()).toEqual(['pglite.lock']);
     } finally {
+      holder?.proc.kill('SIGKILL');
+      await holder?.proc.closed;
       await rm(dataDir, { recursive: true, force: true });
     }
   });

@@ -113,6 +113,7 @@ export async function runHandoffPhase(c: PhaseContext): Promise<PhaseResult> {
   const pidFileB = path.join(c.workDir, `${PHASE}-b.pids`);
   const stopWatchdogB = startWatchdog(pidFileB, path.join(c.workDir, `${PHASE}-b-watch`));
   const deployments: Deployment[] = [];
+  const adminTokens = new Map<string, string>();
   const aborted = () => c.signal?.aborted === true;
   const onAbort = () => void Promise.all(deployments.map((d) => d.fleet.stopAll()));
   c.signal?.addEventListener('abort', onAbort);
@@ -123,8 +124,10 @@ export async function runHandoffPhase(c: PhaseContext): Promise<PhaseResult> {
     ] as const) {
       const { databaseUrl, dataDir } = await preparePhaseDatabase(c, `${PHASE}-${name}`);
       const bridgeToken = newToken();
+      const adminToken = newToken();
+      adminTokens.set(name, adminToken);
       const env = heraldEnv(
-        { sandbox, db: { databaseUrl, dataDir, drop: async () => undefined }, bridgeToken, adminToken: newToken() },
+        { sandbox, db: { databaseUrl, dataDir, drop: async () => undefined }, bridgeToken, adminToken },
         // Receipts are limited to 10 per source bot a minute by default: the phase sends more, and counts every one.
         { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...HERALD_TIMINGS, DISCORD_TOKEN: token, HERALD_TRUSTED_BOT_IDS: trusts, HERALD_HANDOFF_RATE_LIMIT: '100000' },
       );
@@ -137,6 +140,18 @@ export async function runHandoffPhase(c: PhaseContext): Promise<PhaseResult> {
     await Promise.all(deployments.map((d) => d.fleet.startAll()));
     c.signal?.throwIfAborted();
     await waitFor(() => sandbox.gatewaySessions >= 2, 'both bots on the gateway', 60_000);
+    // A handoff goes only to a mapped destination's channel (or a thread under one): each bot maps the four.
+    for (const d of deployments) {
+      const [url] = d.fleet.serveUrls();
+      for (const [destination, channelId] of Object.entries(SANDBOX_IDS.channels)) {
+        const res = await fetch(`${url}/admin/destinations/${SANDBOX_IDS.guild}/${destination}`, {
+          method: 'PUT',
+          headers: { authorization: `Bearer ${adminTokens.get(d.name) ?? ''}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ channel_id: channelId }),
+        });
+        if (res.status !== 200) throw new Error(`mapping ${destination} on ${d.name}: ${res.status} ${await res.text()}`);
+      }
+    }
     const setupMs = Date.now() - t0;
     log(`ready in ${(setupMs / 1000).toFixed(1)}s: A ${botA}, B ${botB}, thread ${thread.id} in #ops`);
 

@@ -13,7 +13,7 @@ import { acquireEditLock, claimDue, deletedByHerald, findDelivery, findRecentOfK
 import { reconcile, RECONCILE_SETTLE_MS, TWIN_WAIT_MS, type Doubt } from './delivery.reconcile.js';
 import { DESTINATION_UNMAPPED, dmKind, postKind } from './delivery.kinds.js';
 import { facet, type DeliveryPorts, type SelfSendingKind, type SendKind } from './send-kind.js';
-import { deliverDelete, deliverReaction, type MessageOpContext } from './delivery.message-ops.js';
+import { deliverDelete, deliverReaction, isOwnMessage, type MessageOpContext } from './delivery.message-ops.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import { withAttachmentBytes } from './delivery.attachments.js';
 import type { DeliveryRow, DeliveryUpdate } from './delivery.table.js';
@@ -307,9 +307,8 @@ export class DeliveryJobs {
   private async deliverEdit(at: Attempt, target: EditTarget): Promise<Outcome> {
     const { row, log } = at;
     const original = await findDelivery(this.db, target.message_ref);
-    if (original === undefined || original.status !== 'delivered' || original.kind === 'edit' || original.kind === 'handoff' || original.channel_id === null || original.message_id === null) {
-      return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'original not found or not delivered' };
-    }
+    // Only Herald's own post or DM: never a reaction, a delete, an edit, a handoff, a reply or a chat send's row.
+    if (original === undefined || !isOwnMessage(original)) return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'original not found or not delivered' };
     if (original.kind === 'dm' && !(await this.ports.isRegistered((original.target as DmTarget).user_id))) {
       return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' };
     }

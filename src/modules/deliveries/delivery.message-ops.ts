@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { TransportError, type Transport, type Transports } from '../../transports/transport.js';
 import { discordMessageUrl, type DeleteTarget, type FailureCode, type MessageBody, type ReactionTarget } from './delivery.js';
 import { findDelivery } from './delivery.repository.js';
-import type { DeliveriesDb, DeliveryUpdate } from './delivery.table.js';
+import type { DeliveriesDb, DeliveryRow, DeliveryUpdate } from './delivery.table.js';
 import type { DeliveryPorts } from './send-kind.js';
 
 /**
@@ -40,12 +40,19 @@ type Refusal = { refused: { code: FailureCode; reason: string } };
 /** The reason an act on a message that is not Herald's delivered post or DM fails with. */
 export const NOT_HERALDS_MESSAGE = 'message_ref is not a post or DM Herald delivered';
 
+/**
+ * Whether a row is a message an edit, a delete or a `message_ref` reaction may act on: Herald's
+ * own post or DM, delivered. An allow-list, so a kind added later (and every kind but these two
+ * now: a reaction, a delete, an edit, a handoff, a command's reply, a chat send) is never a target.
+ */
+export function isOwnMessage(row: DeliveryRow): row is DeliveryRow & { channel_id: string; message_id: string } {
+  return (row.kind === 'post' || row.kind === 'dm') && row.status === 'delivered' && row.channel_id !== null && row.message_id !== null;
+}
+
 /** Herald's own delivered post or DM, by the request_id that sent it. */
 async function ownMessage(ctx: MessageOpContext, messageRef: string): Promise<Located | Refusal> {
   const original = await findDelivery(ctx.db, messageRef);
-  if (original === undefined || (original.kind !== 'post' && original.kind !== 'dm') || original.status !== 'delivered' || original.channel_id === null || original.message_id === null) {
-    return { refused: { code: 'NOT_FOUND', reason: NOT_HERALDS_MESSAGE } };
-  }
+  if (original === undefined || !isOwnMessage(original)) return { refused: { code: 'NOT_FOUND', reason: NOT_HERALDS_MESSAGE } };
   const transport = ctx.transports.get(original.transport ?? ctx.transports.home.name);
   if (transport === undefined) return { refused: { code: 'UPSTREAM_UNAVAILABLE', reason: `the message is on ${original.transport ?? 'its platform'}, which this Herald does not run` } };
   return { transport, channelId: original.channel_id, messageId: original.message_id, url: original.url ?? '' };

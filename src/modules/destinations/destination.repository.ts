@@ -20,6 +20,12 @@ export async function findDestinationAddress(db: Db, guildId: string, destinatio
   return row === undefined ? undefined : { transport: row.transport, channelId: row.channel_id };
 }
 
+/** Whether some (guild, destination) maps to this channel of this transport. */
+export async function isMappedChannel(db: Db, transport: string, channelId: string): Promise<boolean> {
+  const row = await db.selectFrom('destinations').select('destination').where('transport', '=', transport).where('channel_id', '=', channelId).limit(1).executeTakeFirst();
+  return row !== undefined;
+}
+
 export async function upsertDestination(db: Db, guildId: string, destination: Destination, to: Address, now: Date): Promise<DestinationRow> {
   return db
     .insertInto('destinations')

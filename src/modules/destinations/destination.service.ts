@@ -5,7 +5,7 @@ import type { Clock } from '../../platform/clock.js';
 import type { DestinationsDb } from './destination.table.js';
 import { DESTINATIONS, type Destination } from '../deliveries/index.js';
 import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../platform/errors.js';
-import { deleteDestination, listDestinations, listenedChannels, listGuildDestinations, setDestinationListen, upsertDestination } from './destination.repository.js';
+import { deleteDestination, isMappedChannel, listDestinations, listenedChannels, listGuildDestinations, setDestinationListen, upsertDestination } from './destination.repository.js';
 
 /**
  * A platform destinations may map to, as this module needs it. The wiring builds one for each
@@ -84,6 +84,11 @@ export class DestinationService {
   /** Whether destinations may map to the platform of this transport name. */
   runs(transport: string): boolean {
     return this.byName.has(transport);
+  }
+
+  /** Whether some destination maps to this channel of this transport (where a handoff may go). */
+  mapped(transport: string, channelId: string): Promise<boolean> {
+    return isMappedChannel(this.db, transport, channelId);
   }
 
   async list(): Promise<DestinationMapping[]> {

@@ -16,6 +16,7 @@ import { HANDOFF_SCHEMA, handoffContent, isCandidate, MAX_MESSAGE_UNITS, parseHa
 import { acceptedSince, acknowledge, listInbox, recordReceipt } from './handoff.repository.js';
 import type { HandoffMetrics } from './handoff.metrics.js';
 import type { HandoffInboxRow } from './handoff.table.js';
+import { mayHandOffTo, UNMAPPED_CHANNEL, type HandoffPlaces } from './handoff.place.js';
 
 type Schemas = components['schemas'];
 export type HandoffRequest = Schemas['HandoffRequest'];
@@ -52,6 +53,8 @@ export interface HandoffServiceOptions {
   limits: HandoffLimits;
   /** This bot's own user id (the platform's answer, cached by the transport). */
   selfId: () => Promise<string>;
+  /** Where a handoff may go: a mapped destination's channel, or a thread under one (handoff.place.ts). */
+  places: HandoffPlaces;
   /** False: the platform cannot send, so handoffs are stored failed CAPABILITY_UNAVAILABLE. */
   canSend: boolean;
   log: Logger;
@@ -99,8 +102,10 @@ export class HandoffService {
 
   /**
    * Hand a task to a trusted bot. Refused before anything is stored when handoffs are off, the
-   * target is this bot or untrusted, the text is blank, or the whole message would exceed
-   * Discord's 2,000 UTF-16 units (never truncated or split).
+   * target is this bot or untrusted, the text is blank, the whole message would exceed Discord's
+   * 2,000 UTF-16 units (never truncated or split), or the channel is neither a mapped
+   * destination's channel nor a thread under one (the same request stored before it was unmapped
+   * still answers as stored).
    */
   async send(request: HandoffRequest): Promise<{ handoff: SentHandoff; existing: boolean }> {
     if (!this.enabled) throw new InvalidRequestError('handoffs are off: HERALD_TRUSTED_BOT_IDS is empty');
@@ -134,6 +139,9 @@ export class HandoffService {
     const asked = [request.target_bot_id, request.channel_id, request.in_thread === true, request.origin_message_id ?? null, request.text, request.expires_in_seconds ?? null];
     const hash = createHash('sha256').update(JSON.stringify(['handoff', ...asked])).digest('hex');
     const id = handoffDeliveryId(request.request_id);
+    if (!(await mayHandOffTo(this.options.places, request.channel_id)) && (await this.deliveries.find(id)) === undefined) {
+      throw new InvalidRequestError(UNMAPPED_CHANNEL);
+    }
     const stored = await this.deliveries.store({ request_id: id, kind: 'handoff', target, body: { content }, hash, supported: this.options.canSend });
     if (stored.existing) return { handoff: toSentHandoff(request.request_id, stored.row, now), existing: true };
     this.options.metrics?.accepted();

@@ -1,6 +1,7 @@
 import { capabilitiesOf } from '../../transports/transport.js';
 import type { ModuleParts, ModuleServices } from '../contract.js';
 import { deliveriesModule } from '../deliveries/index.js';
+import { destinationsModule } from '../destinations/index.js';
 import { handoffOperations } from './handoff.http.js';
 import { handoffSendKind } from './handoff.kind.js';
 import { HandoffMetrics } from './handoff.metrics.js';
@@ -22,8 +23,12 @@ export async function startHandoffs({ config, db: tables, clock, log, registry, 
   const home = transports.home;
   const can = capabilitiesOf(home);
   const { deliveries, declare } = use(deliveriesModule);
-  declare(handoffSendKind);
+  const { destinations } = use(destinationsModule);
+  // A handoff goes only to a mapped destination's channel, or a thread under one (handoff.place.ts).
+  const places = { transport: home.name, mapped: (transport: string, channelId: string) => destinations.mapped(transport, channelId), channels: home.channels };
+  declare(handoffSendKind(places));
   const handoffs = new HandoffService(db, deliveries, clock, {
+    places,
     limits: config.handoffs,
     selfId: () => (home.history !== undefined ? home.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot is`))),
     canSend: can.send && can.channels,
