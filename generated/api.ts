@@ -1334,7 +1334,7 @@ export interface components {
         };
         InboxHandoff: {
             /** @description Inbox id: the cursor, and what /ack takes. */
-            id: string;
+            id: components["schemas"]["Int8Cursor"];
             event_id: string;
             source_bot_id: components["schemas"]["BotId"];
             origin: {
@@ -1355,7 +1355,7 @@ export interface components {
             next_cursor: string | null;
         };
         HandoffAck: {
-            ids: string[];
+            ids: components["schemas"]["Int8Cursor"][];
         };
         InboxEvent: {
             id: components["schemas"]["InboxCursor"];
@@ -1417,7 +1417,7 @@ export interface components {
             event: components["schemas"]["InboxEvent"] | null;
         };
         InboxAckRequest: {
-            cursor: string;
+            cursor: components["schemas"]["Int8Cursor"];
         };
         InboxAcked: {
             cursor: components["schemas"]["InboxCursor"];
@@ -1785,8 +1785,14 @@ export interface components {
                 request_id: string;
             };
         };
+        /**
+         * @description A place in a list the store numbers with a 64-bit integer (an inbox id): decimal digits, at most
+         *     9223372036854775807 (2^63 - 1). A larger number is refused with a 400 naming the field, not
+         *     passed to the store.
+         */
+        Int8Cursor: string;
         /** @description An event's place in the inbox; later events have larger ones. */
-        InboxCursor: string;
+        InboxCursor: components["schemas"]["Int8Cursor"];
         /**
          * @description Why it was heard: `mention` (it mentions the bot), `dm` (a registered user's DM), `reply`
          *     (it replies to a message Herald sent), `message` (written in a listened channel),
@@ -2518,7 +2524,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Only handoffs after this cursor (an inbox id). */
-                after?: string;
+                after?: components["schemas"]["Int8Cursor"];
                 /** @description At most this many (1-100, default 50). */
                 limit?: string;
             };
@@ -2555,7 +2561,7 @@ export interface operations {
     waitForHandoff: {
         parameters: {
             query?: {
-                after?: string;
+                after?: components["schemas"]["Int8Cursor"];
                 /** @description How long to wait (0-30000, default 10000). */
                 timeout_ms?: string;
             };
@@ -2681,7 +2687,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Only events after this cursor (an event id; default the connector's cursor). */
-                after?: string;
+                after?: components["schemas"]["Int8Cursor"];
                 /** @description At most this many (1-100, default 50). */
                 limit?: string;
             };
@@ -2718,7 +2724,7 @@ export interface operations {
     waitForInbox: {
         parameters: {
             query?: {
-                after?: string;
+                after?: components["schemas"]["Int8Cursor"];
                 /** @description How long to wait (0-30000, default 30000). */
                 timeout_ms?: string;
             };

@@ -154,8 +154,8 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
     expect((await h.bridge.post('/mcp/inbox/ack', { cursor: events[0]?.id })).json).toEqual({ cursor: events[1]?.id });
     const newest = events.at(-1)?.id ?? '0';
     expect((await h.bridge.post('/mcp/inbox/ack', { cursor: String(BigInt(newest) + 1000n) })).json).toEqual({ error: 'cursor is past the newest event' });
-    expect((await h.bridge.post('/mcp/inbox/ack', { cursor: 'x' })).json).toEqual({ error: 'cursor must be an inbox cursor (an event id: up to 19 digits)' });
-    expect((await h.bridge.get('/mcp/inbox?after=abc')).json).toEqual({ error: 'after must be an inbox cursor (an event id: up to 19 digits)' });
+    expect((await h.bridge.post('/mcp/inbox/ack', { cursor: 'x' })).json).toEqual({ error: 'cursor must be an inbox cursor (an event id: 0 to 9223372036854775807)' });
+    expect((await h.bridge.get('/mcp/inbox?after=abc')).json).toEqual({ error: 'after must be an inbox cursor (an event id: 0 to 9223372036854775807)' });
     expect((await h.bridge.get('/mcp/inbox/next?timeout_ms=30001')).json).toEqual({ error: 'timeout_ms must be 0..30000' });
     expect((await h.bridge.get(`/mcp/inbox/next?after=${newest}&timeout_ms=0`)).json).toEqual({ event: null });
     // Only with the bridge token.
