@@ -516,10 +516,11 @@ export interface paths {
          * @description With `listen: true`, every message people write in the destination's channel is stored in
          *     the inbound inbox (`GET /mcp/inbox`), and what was written while Herald's gateway was down is
          *     read back from the channel's history when it reconnects. Off (the default), only messages
-         *     that mention the bot, DMs from registered users and replies to Herald's own messages are
-         *     heard there. On Discord, listening needs the privileged Message Content intent
-         *     (`DISCORD_MESSAGE_CONTENT=1`); without it Discord sends these messages with empty content,
-         *     and they are stored with `content: ""`. The mapping answers `listen: true` while it listens
+         *     that mention the bot and replies to messages Herald posted are heard there (DMs from
+         *     registered users are heard wherever). On Discord, the text of these messages needs the
+         *     privileged Message Content intent, granted in the developer portal and asked for with
+         *     `HERALD_DISCORD_MESSAGE_CONTENT=on`; without it Discord sends them with empty content, and
+         *     they are stored with `content: ""`. The mapping answers `listen: true` while it listens
          *     (a mapping that does not listen answers exactly as before, without the field).
          */
         put: operations["setDestinationListen"];
@@ -1794,10 +1795,12 @@ export interface components {
         /** @description An event's place in the inbox; later events have larger ones. */
         InboxCursor: components["schemas"]["Int8Cursor"];
         /**
-         * @description Why it was heard: `mention` (it mentions the bot), `dm` (a registered user's DM), `reply`
-         *     (it replies to a message Herald sent), `message` (written in a listened channel),
-         *     `reaction` (a reaction on a message Herald sent), `handoff` (a bot-to-bot handoff, also in
-         *     `/mcp/handoffs/inbox`). One kind per event, in that order of precedence.
+         * @description Why it was heard: `handoff` (a bot-to-bot handoff, also in `/mcp/handoffs/inbox`), `dm`
+         *     (a registered user's DM), `reply` (it replies to a message Herald posted), `mention` (it
+         *     mentions the bot, in a channel a destination maps), `message` (written in a listened
+         *     channel), `reaction` (a reaction on a message Herald posted, its own event). One kind per
+         *     message, in that order of precedence: a reply to Herald that also mentions the bot is a
+         *     `reply`, and a handoff is never heard as anything else.
          * @enum {string}
          */
         InboxEventKind: "mention" | "dm" | "reply" | "message" | "reaction" | "handoff";
