@@ -63,7 +63,10 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
   };
   const heard = (messageId: string) => waitFor(async () => (await all()).find((e) => e.message_id === messageId), `message ${messageId} in the inbox`, 10_000);
 
-  it('a mention of the bot is heard with its author, channel and content; a message in a channel nobody listens to is not stored', async () => {
+  it('a mention of the bot is heard with its author, channel and content where a destination maps the channel; a message in a channel nobody listens to is not stored', async () => {
+    // A channel no destination maps: a mention there is not for the agent (neither stored nor pushed).
+    const unmapped = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: `<@${sandbox.bot.id}> before any mapping` });
+    await h.mapDestination('ops', IDS.channels.ops);
     const unrelated = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: 'nothing for the bot here' });
     const mention = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: `<@${sandbox.bot.id}> can you look at the deploy?` });
     const event = await heard(mention);
@@ -80,6 +83,7 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
       attachments: [],
     });
     expect((await all()).some((e) => e.message_id === unrelated)).toBe(false);
+    expect((await all()).some((e) => e.message_id === unmapped)).toBe(false);
   });
 
   it('a listened channel: every message is stored (content empty without the Message Content intent); the admin answers stay as before for the others', async () => {
@@ -95,6 +99,7 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
       items: [
         { guild_id: IDS.guild, destination: 'alerts', channel_id: IDS.channels.alerts, listen: true },
         { guild_id: IDS.guild, destination: 'digest', channel_id: IDS.channels.digest },
+        { guild_id: IDS.guild, destination: 'ops', channel_id: IDS.channels.ops },
       ],
     });
     const plain = await write({ userId: IDS.user, channelId: IDS.channels.alerts, content: 'the disk is full again' });
@@ -127,6 +132,27 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
     const reaction = await waitFor(async () => (await all()).find((e) => e.kind === 'reaction'), 'the reaction in the inbox', 10_000);
     expect(reaction).toMatchObject({ message_id: sent?.id, reaction: '👍', author: { id: IDS.user }, content: '' });
     expect((await all()).filter((e) => e.kind === 'reaction')).toHaveLength(1);
+  });
+
+  it("after Herald only reacted to a person's message, a reply to it and a reaction on it are not Herald's: not stored; a reply that also mentions the bot is a reply", async () => {
+    const theirs = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: 'the deploy is done' });
+    const id = newRequestId();
+    const reacted = await h.bridge.post('/mcp/deliveries', { request_id: id, kind: 'reaction', target: { guild_id: IDS.guild, destination: 'ops', message_id: theirs }, body: { emoji: '✅' } });
+    expect(reacted.status).toBe(202);
+    await h.waitForState(id, 'delivered');
+    const reply = await write({ userId: STRANGER, channelId: IDS.channels.ops, content: 'nice work', replyTo: theirs });
+    const res = await fetch(`${sandbox.url}/sandbox/api/reactions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: STRANGER, channelId: IDS.channels.ops, messageId: theirs, emoji: '🎉' }) });
+    expect(res.status).toBe(204);
+    // Herald's own post: a reply to it that mentions the bot is heard once, as a reply (the contract's precedence).
+    const postId = newRequestId();
+    expect((await h.bridge.post('/mcp/deliveries', post(postId, 'rollout paused', 'ops'))).status).toBe(202);
+    await h.waitForState(postId, 'delivered');
+    const mine = sandbox.channelMessages(IDS.channels.ops).find((m) => m.content === 'rollout paused');
+    const both = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: `<@${sandbox.bot.id}> resume it?`, replyTo: mine?.id });
+    expect(await heard(both)).toMatchObject({ kind: 'reply', reply_to: mine?.id });
+    const events = await all();
+    expect(events.some((e) => e.message_id === reply)).toBe(false);
+    expect(events.some((e) => e.kind === 'reaction' && e.message_id === theirs)).toBe(false);
   });
 
   it("a registered user's DM is stored, an unregistered one's is not, and unregistering deletes the stored DMs", async () => {

@@ -18,6 +18,8 @@ describe('webhook pushes of the inbox: signed, retried on 5xx, each event once f
     const h = await startTestHerald({ useSandbox: sandbox, env });
     closers.push(() => h.close());
     await waitFor(() => sandbox.gatewaySessions === 1, 'Herald on the gateway');
+    // A mention is heard only where a destination maps the channel.
+    await h.mapDestination('ops', IDS.channels.ops);
     return { h, sandbox };
   };
   const mention = async (sandbox: DiscordSandbox, text: string): Promise<string> => {
@@ -61,7 +63,6 @@ describe('webhook pushes of the inbox: signed, retried on 5xx, each event once f
     const receiver = await webhookReceiver(secret, 0);
     closers.push(() => receiver.close());
     const { h, sandbox } = await start({ HERALD_INBOX_WEBHOOK_URL: receiver.url, HERALD_INBOX_WEBHOOK_SECRET: secret });
-    await h.mapDestination('ops', IDS.channels.ops);
     const id = newRequestId();
     expect((await h.bridge.post('/mcp/deliveries', post(id, 'deploy 7 done', 'ops'))).status).toBe(202);
     await h.waitForState(id, 'delivered');

@@ -183,9 +183,12 @@ export async function hearLatency<S extends HearStore>(harness: HearHarness<S>, 
       if (Date.now() > deadline) throw new Error(`hear: ${sandbox.gatewaySessions} of 3 gateway sessions after 60 s`);
       await sleep(50);
     }
-    // A destination of A's, for the plain deliveries compared with handoffs.
-    const mapped = await fetch(`${a.url}/admin/destinations/${SANDBOX_IDS.guild}/alerts`, { method: 'PUT', headers: { 'content-type': 'application/json', ...a.admin }, body: JSON.stringify({ channel_id: SANDBOX_IDS.channels.alerts }) });
-    await json(mapped, 'PUT /admin/destinations');
+    // A's destinations: alerts for the plain deliveries compared with handoffs, and every channel
+    // the rounds mention A in (a mention is heard only where a destination maps the channel).
+    for (const destination of ['alerts', 'deals', 'digest', 'ops'] as const) {
+      const mapped = await fetch(`${a.url}/admin/destinations/${SANDBOX_IDS.guild}/${destination}`, { method: 'PUT', headers: { 'content-type': 'application/json', ...a.admin }, body: JSON.stringify({ channel_id: SANDBOX_IDS.channels[destination] }) });
+      await json(mapped, 'PUT /admin/destinations');
+    }
     const setupS = Math.round((performance.now() - setupFrom) / 100) / 10;
     const measureFrom = performance.now();
 
