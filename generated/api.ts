@@ -2719,6 +2719,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -2756,6 +2757,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -2798,6 +2800,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyFailedAttempts"];
