@@ -64,9 +64,9 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
   const heard = (messageId: string) => waitFor(async () => (await all()).find((e) => e.message_id === messageId), `message ${messageId} in the inbox`, 10_000);
 
   it('a mention of the bot is heard with its author, channel and content where a destination maps the channel; a message in a channel nobody listens to is not stored', async () => {
-    // A channel no destination maps: a mention there is not for the agent (neither stored nor pushed).
-    const unmapped = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: `<@${sandbox.bot.id}> before any mapping` });
+    // A channel no destination maps (deals, never mapped here): a mention there is not for the agent (neither stored nor pushed).
     await h.mapDestination('ops', IDS.channels.ops);
+    const unmapped = await write({ userId: IDS.user, channelId: IDS.channels.deals, content: `<@${sandbox.bot.id}> nobody mapped this channel` });
     const unrelated = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: 'nothing for the bot here' });
     const mention = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: `<@${sandbox.bot.id}> can you look at the deploy?` });
     const event = await heard(mention);
@@ -213,9 +213,11 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
       body: { content, allowed_mentions: { parse: [], users: [sandbox.bot.id] } },
     })) as APIMessage;
     const event = await heard(sent.id);
-    expect(event).toMatchObject({ kind: 'handoff', content: 'please triage the deals channel', author: { id: peer.user.id, bot: true }, handoff: { source_bot_id: peer.user.id } });
+    expect(event).toMatchObject({ kind: 'handoff', guild_id: IDS.guild, content: 'please triage the deals channel', author: { id: peer.user.id, bot: true }, handoff: { source_bot_id: peer.user.id } });
     const handoffs = await h.bridge.get('/mcp/handoffs/inbox');
     expect((handoffs.json as { items: { handoff_message_id?: string; origin: { handoff_message_id: string } }[] }).items.map((i) => i.origin.handoff_message_id)).toContain(sent.id);
     expect((await all()).filter((e) => e.message_id === sent.id)).toHaveLength(1);
+    // Nothing else of deals, which no destination maps, was stored (the first test's mention there).
+    expect((await all()).filter((e) => e.channel_id === IDS.channels.deals).map((e) => e.kind)).toEqual(['handoff']);
   });
 });

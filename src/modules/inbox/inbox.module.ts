@@ -1,6 +1,7 @@
 import { errorSummary } from '../../platform/errors.js';
 import { tablesOf } from '../../platform/db/tables.js';
 import { InboundCatchUp } from '../../transports/inbound-catchup.js';
+import type { ChannelInfo } from '../../transports/transport.js';
 import type { JobsDeclaration, ModuleParts, ModuleServices } from '../contract.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import { destinationsModule, LISTEN_CHANGED } from '../destinations/index.js';
@@ -48,9 +49,19 @@ export async function startInbox({ config, db: tables, clock, log, registry, tra
   };
   const unsubscribeListen = await events.subscribe(LISTEN_CHANGED, () => (listened = undefined));
 
-  // Where events were written, as scopes and mentions ask: read when asked (a mapping's change is
-  // heard at once), and a thread's parent once per thread.
-  const parents = new Map<string, Promise<string | undefined>>();
+  // Where events were written, as scopes and mentions ask: the mappings read when asked (a
+  // mapping's change is heard at once), and a channel's guild and parent once per channel.
+  const infos = new Map<string, Promise<ChannelInfo | undefined>>();
+  const infoOf = (channelId: string): Promise<ChannelInfo | undefined> => {
+    let known = infos.get(channelId);
+    if (known === undefined) {
+      if (infos.size > 10_000) infos.clear();
+      known = home.channels?.getChannel(channelId) ?? Promise.resolve(undefined);
+      known.catch(() => infos.delete(channelId));
+      infos.set(channelId, known);
+    }
+    return known;
+  };
   const scopePorts: ScopePorts = {
     destinationsByChannel: async () => {
       const byChannel = new Map<string, Set<string>>();
@@ -62,22 +73,14 @@ export async function startInbox({ config, db: tables, clock, log, registry, tra
       }
       return byChannel;
     },
-    parentOf: (channelId) => {
-      let known = parents.get(channelId);
-      if (known === undefined) {
-        if (parents.size > 10_000) parents.clear();
-        known = (home.channels?.getChannel(channelId) ?? Promise.resolve(undefined)).then((c) => c?.parentId);
-        known.catch(() => parents.delete(channelId));
-        parents.set(channelId, known);
-      }
-      return known;
-    },
+    parentOf: async (channelId) => (await infoOf(channelId))?.parentId,
   };
 
   const inbox = new InboxService(
     db,
     {
       ...scopePorts,
+      guildOf: async (channelId) => (await infoOf(channelId))?.guildId,
       selfId: () => (home.history !== undefined ? home.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot is`))),
       isRegistered: (userId) => identity.isRegistered(userId),
       sentByHerald,

@@ -48,6 +48,8 @@ export interface InboxPorts extends ScopePorts {
   listened(): Promise<ReadonlySet<string>>;
   /** Whether the handoffs module decides this message (a handoff candidate while handoffs are on). */
   handoffClaims(message: InboundMessage): boolean;
+  /** The guild a channel is in, if the platform says (a handoff's origin). */
+  guildOf?(channelId: string): Promise<string | undefined>;
   /** Accepted handoffs after an id in the handoff inbox. */
   handoffsSince?(after: string, limit: number): Promise<HandoffInboxRow[]>;
 }
@@ -177,12 +179,14 @@ export class InboxService {
     for (;;) {
       const rows = await since(after, 100);
       for (const h of rows) {
+        // A handoff is written in a guild's channel: the contract allows a null guild only in a DM.
+        const guildId = (await this.ports.guildOf?.(h.origin_channel_id).catch(() => undefined)) ?? null;
         await this.store({
           event_id: `${this.o.platform}:${h.handoff_message_id}`,
           kind: 'handoff',
           platform: this.o.platform,
           channel_id: h.origin_thread_id ?? h.origin_channel_id,
-          guild_id: null,
+          guild_id: guildId,
           thread_id: h.origin_thread_id,
           message_id: h.handoff_message_id,
           author_id: h.source_bot_id,
