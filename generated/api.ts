@@ -520,10 +520,11 @@ export interface paths {
          * @description With `listen: true`, every message people write in the destination's channel is stored in
          *     the inbound inbox (`GET /mcp/inbox`), and what was written while Herald's gateway was down is
          *     read back from the channel's history when it reconnects. Off (the default), only messages
-         *     that mention the bot, DMs from registered users and replies to Herald's own messages are
-         *     heard there. On Discord, listening needs the privileged Message Content intent
-         *     (`DISCORD_MESSAGE_CONTENT=1`); without it Discord sends these messages with empty content,
-         *     and they are stored with `content: ""`. The mapping answers `listen: true` while it listens
+         *     that mention the bot and replies to messages Herald posted are heard there (DMs from
+         *     registered users are heard wherever). On Discord, the text of these messages needs the
+         *     privileged Message Content intent, granted in the developer portal and asked for with
+         *     `HERALD_DISCORD_MESSAGE_CONTENT=on`; without it Discord sends them with empty content, and
+         *     they are stored with `content: ""`. The mapping answers `listen: true` while it listens
          *     (a mapping that does not listen answers exactly as before, without the field).
          */
         put: operations["setDestinationListen"];
@@ -1338,7 +1339,7 @@ export interface components {
         };
         InboxHandoff: {
             /** @description Inbox id: the cursor, and what /ack takes. */
-            id: string;
+            id: components["schemas"]["Int8Cursor"];
             event_id: string;
             source_bot_id: components["schemas"]["BotId"];
             origin: {
@@ -1359,7 +1360,7 @@ export interface components {
             next_cursor: string | null;
         };
         HandoffAck: {
-            ids: string[];
+            ids: components["schemas"]["Int8Cursor"][];
         };
         InboxEvent: {
             id: components["schemas"]["InboxCursor"];
@@ -1421,7 +1422,7 @@ export interface components {
             event: components["schemas"]["InboxEvent"] | null;
         };
         InboxAckRequest: {
-            cursor: string;
+            cursor: components["schemas"]["Int8Cursor"];
         };
         InboxAcked: {
             cursor: components["schemas"]["InboxCursor"];
@@ -1791,13 +1792,21 @@ export interface components {
                 request_id: string;
             };
         };
-        /** @description An event's place in the inbox; later events have larger ones. */
-        InboxCursor: string;
         /**
-         * @description Why it was heard: `mention` (it mentions the bot), `dm` (a registered user's DM), `reply`
-         *     (it replies to a message Herald sent), `message` (written in a listened channel),
-         *     `reaction` (a reaction on a message Herald sent), `handoff` (a bot-to-bot handoff, also in
-         *     `/mcp/handoffs/inbox`). One kind per event, in that order of precedence.
+         * @description A place in a list the store numbers with a 64-bit integer (an inbox id): decimal digits, at most
+         *     9223372036854775807 (2^63 - 1). A larger number is refused with a 400 naming the field, not
+         *     passed to the store.
+         */
+        Int8Cursor: string;
+        /** @description An event's place in the inbox; later events have larger ones. */
+        InboxCursor: components["schemas"]["Int8Cursor"];
+        /**
+         * @description Why it was heard: `handoff` (a bot-to-bot handoff, also in `/mcp/handoffs/inbox`), `dm`
+         *     (a registered user's DM), `reply` (it replies to a message Herald posted), `mention` (it
+         *     mentions the bot, in a channel a destination maps), `message` (written in a listened
+         *     channel), `reaction` (a reaction on a message Herald posted, its own event). One kind per
+         *     message, in that order of precedence: a reply to Herald that also mentions the bot is a
+         *     `reply`, and a handoff is never heard as anything else.
          * @enum {string}
          */
         InboxEventKind: "mention" | "dm" | "reply" | "message" | "reaction" | "handoff";
@@ -2536,7 +2545,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Only handoffs after this cursor (an inbox id). */
-                after?: string;
+                after?: components["schemas"]["Int8Cursor"];
                 /** @description At most this many (1-100, default 50). */
                 limit?: string;
             };
@@ -2573,7 +2582,7 @@ export interface operations {
     waitForHandoff: {
         parameters: {
             query?: {
-                after?: string;
+                after?: components["schemas"]["Int8Cursor"];
                 /** @description How long to wait (0-30000, default 10000). */
                 timeout_ms?: string;
             };
@@ -2699,7 +2708,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Only events after this cursor (an event id; default the connector's cursor). */
-                after?: string;
+                after?: components["schemas"]["Int8Cursor"];
                 /** @description At most this many (1-100, default 50). */
                 limit?: string;
             };
@@ -2728,6 +2737,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -2736,7 +2746,7 @@ export interface operations {
     waitForInbox: {
         parameters: {
             query?: {
-                after?: string;
+                after?: components["schemas"]["Int8Cursor"];
                 /** @description How long to wait (0-30000, default 30000). */
                 timeout_ms?: string;
             };
@@ -2765,6 +2775,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -2807,6 +2818,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyFailedAttempts"];

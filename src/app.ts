@@ -101,7 +101,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     const events = new Events(store as Store);
     cleanups.push(() => events.close());
     const site = { messageLinkBase: options.messageLinkBase, mediaOrigins: options.mediaOrigins ?? [] };
-    const modules = await startModules(MODULES, metrics, { config, store: store as Store, db: store.db as Kysely<unknown>, clock, log, registry, transports, doorbell, events, roles, site });
+    const modules = await startModules(MODULES, metrics, { config, store: store as Store, db: store.db as Kysely<unknown>, clock, log, registry, transports, doorbell, events, roles, site, policy });
     cleanups.push(() => modules.close());
     const parts = modules.parts;
     const jobs = parts.flatMap((p) => p.jobs ?? []);

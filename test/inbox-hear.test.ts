@@ -63,7 +63,10 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
   };
   const heard = (messageId: string) => waitFor(async () => (await all()).find((e) => e.message_id === messageId), `message ${messageId} in the inbox`, 10_000);
 
-  it('a mention of the bot is heard with its author, channel and content; a message in a channel nobody listens to is not stored', async () => {
+  it('a mention of the bot is heard with its author, channel and content where a destination maps the channel; a message in a channel nobody listens to is not stored', async () => {
+    // A channel no destination maps (deals, never mapped here): a mention there is not for the agent (neither stored nor pushed).
+    await h.mapDestination('ops', IDS.channels.ops);
+    const unmapped = await write({ userId: IDS.user, channelId: IDS.channels.deals, content: `<@${sandbox.bot.id}> nobody mapped this channel` });
     const unrelated = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: 'nothing for the bot here' });
     const mention = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: `<@${sandbox.bot.id}> can you look at the deploy?` });
     const event = await heard(mention);
@@ -80,6 +83,7 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
       attachments: [],
     });
     expect((await all()).some((e) => e.message_id === unrelated)).toBe(false);
+    expect((await all()).some((e) => e.message_id === unmapped)).toBe(false);
   });
 
   it('a listened channel: every message is stored (content empty without the Message Content intent); the admin answers stay as before for the others', async () => {
@@ -95,6 +99,7 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
       items: [
         { guild_id: IDS.guild, destination: 'alerts', channel_id: IDS.channels.alerts, listen: true },
         { guild_id: IDS.guild, destination: 'digest', channel_id: IDS.channels.digest },
+        { guild_id: IDS.guild, destination: 'ops', channel_id: IDS.channels.ops },
       ],
     });
     const plain = await write({ userId: IDS.user, channelId: IDS.channels.alerts, content: 'the disk is full again' });
@@ -129,6 +134,27 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
     expect((await all()).filter((e) => e.kind === 'reaction')).toHaveLength(1);
   });
 
+  it("after Herald only reacted to a person's message, a reply to it and a reaction on it are not Herald's: not stored; a reply that also mentions the bot is a reply", async () => {
+    const theirs = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: 'the deploy is done' });
+    const id = newRequestId();
+    const reacted = await h.bridge.post('/mcp/deliveries', { request_id: id, kind: 'reaction', target: { guild_id: IDS.guild, destination: 'ops', message_id: theirs }, body: { emoji: '✅' } });
+    expect(reacted.status).toBe(202);
+    await h.waitForState(id, 'delivered');
+    const reply = await write({ userId: STRANGER, channelId: IDS.channels.ops, content: 'nice work', replyTo: theirs });
+    const res = await fetch(`${sandbox.url}/sandbox/api/reactions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: STRANGER, channelId: IDS.channels.ops, messageId: theirs, emoji: '🎉' }) });
+    expect(res.status).toBe(204);
+    // Herald's own post: a reply to it that mentions the bot is heard once, as a reply (the contract's precedence).
+    const postId = newRequestId();
+    expect((await h.bridge.post('/mcp/deliveries', post(postId, 'rollout paused', 'ops'))).status).toBe(202);
+    await h.waitForState(postId, 'delivered');
+    const mine = sandbox.channelMessages(IDS.channels.ops).find((m) => m.content === 'rollout paused');
+    const both = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: `<@${sandbox.bot.id}> resume it?`, replyTo: mine?.id });
+    expect(await heard(both)).toMatchObject({ kind: 'reply', reply_to: mine?.id });
+    const events = await all();
+    expect(events.some((e) => e.message_id === reply)).toBe(false);
+    expect(events.some((e) => e.kind === 'reaction' && e.message_id === theirs)).toBe(false);
+  });
+
   it("a registered user's DM is stored, an unregistered one's is not, and unregistering deletes the stored DMs", async () => {
     const strangerDm = await write({ userId: STRANGER, dm: true, content: 'hi bot' });
     expect((await sandbox.invoke({ userId: IDS.user, command: 'agent', subcommand: 'register' })).data?.content).toContain('Registered');
@@ -154,8 +180,8 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
     expect((await h.bridge.post('/mcp/inbox/ack', { cursor: events[0]?.id })).json).toEqual({ cursor: events[1]?.id });
     const newest = events.at(-1)?.id ?? '0';
     expect((await h.bridge.post('/mcp/inbox/ack', { cursor: String(BigInt(newest) + 1000n) })).json).toEqual({ error: 'cursor is past the newest event' });
-    expect((await h.bridge.post('/mcp/inbox/ack', { cursor: 'x' })).json).toEqual({ error: 'cursor must be an inbox cursor (an event id: up to 19 digits)' });
-    expect((await h.bridge.get('/mcp/inbox?after=abc')).json).toEqual({ error: 'after must be an inbox cursor (an event id: up to 19 digits)' });
+    expect((await h.bridge.post('/mcp/inbox/ack', { cursor: 'x' })).json).toEqual({ error: 'cursor must be an inbox cursor (an event id: 0 to 9223372036854775807)' });
+    expect((await h.bridge.get('/mcp/inbox?after=abc')).json).toEqual({ error: 'after must be an inbox cursor (an event id: 0 to 9223372036854775807)' });
     expect((await h.bridge.get('/mcp/inbox/next?timeout_ms=30001')).json).toEqual({ error: 'timeout_ms must be 0..30000' });
     expect((await h.bridge.get(`/mcp/inbox/next?after=${newest}&timeout_ms=0`)).json).toEqual({ event: null });
     // Only with the bridge token.
@@ -187,9 +213,11 @@ describe('the inbound inbox hears mentions, DMs, replies, reactions, listened ch
       body: { content, allowed_mentions: { parse: [], users: [sandbox.bot.id] } },
     })) as APIMessage;
     const event = await heard(sent.id);
-    expect(event).toMatchObject({ kind: 'handoff', content: 'please triage the deals channel', author: { id: peer.user.id, bot: true }, handoff: { source_bot_id: peer.user.id } });
+    expect(event).toMatchObject({ kind: 'handoff', guild_id: IDS.guild, content: 'please triage the deals channel', author: { id: peer.user.id, bot: true }, handoff: { source_bot_id: peer.user.id } });
     const handoffs = await h.bridge.get('/mcp/handoffs/inbox');
     expect((handoffs.json as { items: { handoff_message_id?: string; origin: { handoff_message_id: string } }[] }).items.map((i) => i.origin.handoff_message_id)).toContain(sent.id);
     expect((await all()).filter((e) => e.message_id === sent.id)).toHaveLength(1);
+    // Nothing else of deals, which no destination maps, was stored (the first test's mention there).
+    expect((await all()).filter((e) => e.channel_id === IDS.channels.deals).map((e) => e.kind)).toEqual(['handoff']);
   });
 });

@@ -24,6 +24,8 @@ describe('herald mcp: inbox notifications', { timeout: 120_000 }, () => {
   beforeAll(async () => {
     h = await startTestHerald();
     await waitFor(() => h.sandbox.gatewaySessions === 1 && h.sandbox.commands.length > 0, 'Herald on the gateway', 120_000);
+    // A mention is heard only where a destination maps the channel.
+    await h.mapDestination('ops', IDS.channels.ops);
     stateDir = await mkdtemp(path.join(tmpdir(), 'herald-inbox-notify-'));
     const env = { HERALD_URL: h.url, MCP_BRIDGE_TOKEN: h.bridgeToken, HERALD_MCP_STATE: path.join(stateDir, 'state.json') };
     notified = await mcpOverStdio('notified', { ...env, HERALD_MCP_INBOX_NOTIFY: 'on' });

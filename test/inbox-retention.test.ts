@@ -3,6 +3,7 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InboxMetrics } from '../src/modules/inbox/inbox.metrics.js';
+import { CONNECTOR } from '../src/modules/inbox/inbox.scope.js';
 import { InboxService } from '../src/modules/inbox/inbox.service.js';
 import type { InboxDb } from '../src/modules/inbox/inbox.table.js';
 import { tablesOf } from '../src/platform/db/tables.js';
@@ -18,6 +19,7 @@ import { TestClock } from './support/herald.js';
 
 const SELF = '111111111111111111';
 const PERSON = '123456789012345678';
+const CONNECTOR_SCOPE = { cursor: CONNECTOR, visible: undefined };
 let fixture: MigratedStore | undefined;
 afterEach(async () => {
   await fixture?.close();
@@ -32,7 +34,15 @@ function service(registered: Set<string>) {
   const db = tablesOf<InboxDb>(fixture?.store.db ?? (undefined as never));
   const inbox = new InboxService(
     db,
-    { selfId: async () => SELF, isRegistered: async (id) => registered.has(id), sentByHerald: async () => new Set(), listened: async () => new Set(['c1', 'c2']), handoffClaims: () => false },
+    {
+      selfId: async () => SELF,
+      isRegistered: async (id) => registered.has(id),
+      sentByHerald: async () => new Set(),
+      listened: async () => new Set(['c1', 'c2']),
+      handoffClaims: () => false,
+      destinationsByChannel: async () => new Map([['c1', new Set(['alerts'])], ['c2', new Set(['ops'])]]),
+      parentOf: async () => undefined,
+    },
     clock,
     { platform: 'discord', push: false, publish: () => undefined, ring: () => undefined, log, metrics: new InboxMetrics(registry), waitPollMs: 50 },
   );
@@ -59,11 +69,11 @@ describe('inbox retention and privacy', () => {
     for (let i = 0; i < 5; i++) await inbox.hear(message('c1', `secret words ${i}`), 'live');
     await inbox.hear(message('c2', 'secret words in c2'), 'live');
     await inbox.hear(message('dm1', 'a secret DM', true), 'live');
-    expect((await inbox.list('0', 100)).items.map((e) => e.kind)).toEqual(['message', 'message', 'message', 'message', 'message', 'message', 'dm']);
+    expect((await inbox.list(CONNECTOR_SCOPE, '0', 100)).items.map((e) => e.kind)).toEqual(['message', 'message', 'message', 'message', 'message', 'message', 'dm']);
 
     // By count: at most 2 per channel, the newest kept.
     await inbox.prune(clock.now(), 30 * 86_400_000, 2);
-    const kept = (await inbox.list('0', 100)).items;
+    const kept = (await inbox.list(CONNECTOR_SCOPE, '0', 100)).items;
     expect(kept.filter((e) => e.channel_id === 'c1').map((e) => e.content)).toEqual(['secret words 3', 'secret words 4']);
     expect(kept.filter((e) => e.channel_id === 'c2')).toHaveLength(1);
     const dropped = async (reason: string) => (await registry.getSingleMetricAsString('herald_inbox_dropped_total')).match(new RegExp(`reason="${reason}"} ([0-9]+)`))?.[1];
@@ -72,13 +82,13 @@ describe('inbox retention and privacy', () => {
     // The person unregistered while no news of it reached this process: the prune forgets their DMs.
     registered.delete(PERSON);
     await inbox.prune(clock.now(), 30 * 86_400_000, 2);
-    expect((await inbox.list('0', 100)).items.some((e) => e.kind === 'dm')).toBe(false);
+    expect((await inbox.list(CONNECTOR_SCOPE, '0', 100)).items.some((e) => e.kind === 'dm')).toBe(false);
     expect(await dropped('unregistered')).toBe('1');
 
     // By age.
     clock.offsetMs = 31 * 86_400_000;
     await inbox.prune(clock.now(), 30 * 86_400_000, 2);
-    expect((await inbox.list('0', 100)).items).toEqual([]);
+    expect((await inbox.list(CONNECTOR_SCOPE, '0', 100)).items).toEqual([]);
     expect(await dropped('age')).toBe('3');
 
     // Ids and kinds are logged; content never.
@@ -93,6 +103,6 @@ describe('inbox retention and privacy', () => {
     await Promise.all([inbox.hear(m, 'live'), inbox.hear(m, 'catch-up'), inbox.hear(m, 'live')]);
     await inbox.hear(message('dm2', 'from a stranger', true), 'live');
     await inbox.hear(message('elsewhere', 'not listened'), 'live');
-    expect((await inbox.list('0', 100)).items.map((e) => e.message_id)).toEqual([m.messageId]);
+    expect((await inbox.list(CONNECTOR_SCOPE, '0', 100)).items.map((e) => e.message_id)).toEqual([m.messageId]);
   }, 90_000);
 });

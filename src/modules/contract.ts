@@ -8,6 +8,7 @@ import type { Store } from '../platform/db/database.js';
 import type { Doorbell } from '../platform/db/doorbell.js';
 import type { Events } from '../platform/db/events.js';
 import type { OperationHandlers } from '../platform/http/api.js';
+import type { Policy } from '../platform/policy/policy.js';
 import type { McpTool } from '../platform/mcp/tool.js';
 import type { Registry } from '../platform/metrics.js';
 import type { Surfaces } from '../transports/plugin.js';
@@ -46,6 +47,8 @@ export interface ModuleServices {
   readonly roles: Roles;
   /** Where people open what Herald sent, and the private origins media may come from (sandbox mode). */
   readonly site: { readonly messageLinkBase: string | undefined; readonly mediaOrigins: readonly string[] };
+  /** The operator's policy (HERALD_POLICY), as loaded and checked at start-up; undefined: no rules. */
+  readonly policy?: Policy | undefined;
   /** What an earlier module of the list gives (its `start` answer's `gives`). */
   use<G>(module: HeraldModule<G>): G;
   /** Every module's commands, bound to what their module gives (for the command router). */

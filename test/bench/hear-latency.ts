@@ -183,7 +183,9 @@ export async function hearLatency<S extends HearStore>(harness: HearHarness<S>, 
       if (Date.now() > deadline) throw new Error(`hear: ${sandbox.gatewaySessions} of 3 gateway sessions after 60 s`);
       await sleep(50);
     }
-    // A's destinations: for the plain deliveries compared with handoffs, and where handoffs may go (a mapped channel).
+    // A's destinations: for the plain deliveries compared with handoffs, where handoffs may go (a
+    // mapped channel), and every channel the rounds mention A in (a mention is heard only where a
+    // destination maps the channel).
     for (const [destination, channelId] of Object.entries(SANDBOX_IDS.channels)) {
       const mapped = await fetch(`${a.url}/admin/destinations/${SANDBOX_IDS.guild}/${destination}`, { method: 'PUT', headers: { 'content-type': 'application/json', ...a.admin }, body: JSON.stringify({ channel_id: channelId }) });
       await json(mapped, 'PUT /admin/destinations');

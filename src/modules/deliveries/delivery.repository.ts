@@ -188,10 +188,15 @@ export async function recordedMessages(db: Db, messageIds: readonly string[], ex
   return new Set(rows.map((r) => r.message_id ?? ''));
 }
 
-/** Which of these platform messages Herald sent: recorded on a delivery, or reported by the platform as its own. */
+/** The kinds whose send creates a message of Herald's own (their message_id is Herald's message). */
+export const POSTING_KINDS: readonly DeliveryKind[] = ['post', 'dm', 'reply', 'handoff', 'chat'];
+
+/** Which of these platform messages Herald posted: recorded on a posting delivery, or reported by the platform as its own. */
 export async function heraldMessages(db: Db, messageIds: readonly string[]): Promise<Set<string>> {
   if (messageIds.length === 0) return new Set();
-  const delivered = await db.selectFrom('deliveries').select('message_id').where('message_id', 'in', messageIds).execute();
+  // Only a send that created a message: an edit, a reaction or a delete keeps the id of a message
+  // it acted on (a person's, for a reaction), which Herald did not post.
+  const delivered = await db.selectFrom('deliveries').select('message_id').where('message_id', 'in', messageIds).where('kind', 'in', POSTING_KINDS).execute();
   const reported = await db.selectFrom('sent_messages').select('message_id').where('message_id', 'in', messageIds).execute();
   return new Set([...delivered, ...reported].map((r) => r.message_id ?? ''));
 }

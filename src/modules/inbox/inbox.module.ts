@@ -1,6 +1,7 @@
 import { errorSummary } from '../../platform/errors.js';
 import { tablesOf } from '../../platform/db/tables.js';
 import { InboundCatchUp } from '../../transports/inbound-catchup.js';
+import type { ChannelInfo } from '../../transports/transport.js';
 import type { JobsDeclaration, ModuleParts, ModuleServices } from '../contract.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import { destinationsModule, LISTEN_CHANGED } from '../destinations/index.js';
@@ -9,6 +10,7 @@ import { identityModule, UNREGISTERED } from '../identity/index.js';
 import { inboxOperations } from './inbox.http.js';
 import { InboxMetrics } from './inbox.metrics.js';
 import { catchupCursors, saveCatchupCursor } from './inbox.repository.js';
+import { inboxScope, type ScopePorts } from './inbox.scope.js';
 import { InboxService } from './inbox.service.js';
 import type { InboxDb } from './inbox.table.js';
 import { pushKind, pushQueue, type PushJob } from './inbox.webhook.js';
@@ -23,7 +25,7 @@ const HANDOFF_POLL_MS = 5_000;
 const LISTENED_MAX_AGE_MS = 30_000;
 
 /** Start the inbox module (its declaration is index.ts). */
-export async function startInbox({ config, db: tables, clock, log, registry, transports, events, doorbell, use }: ModuleServices): Promise<ModuleParts<{ inbox: InboxService }>> {
+export async function startInbox({ config, db: tables, clock, log, registry, transports, events, doorbell, use, policy }: ModuleServices): Promise<ModuleParts<{ inbox: InboxService }>> {
   const db = tablesOf<InboxDb>(tables);
   const home = transports.home;
   const { sentByHerald } = use(deliveriesModule);
@@ -47,9 +49,38 @@ export async function startInbox({ config, db: tables, clock, log, registry, tra
   };
   const unsubscribeListen = await events.subscribe(LISTEN_CHANGED, () => (listened = undefined));
 
+  // Where events were written, as scopes and mentions ask: the mappings read when asked (a
+  // mapping's change is heard at once), and a channel's guild and parent once per channel.
+  const infos = new Map<string, Promise<ChannelInfo | undefined>>();
+  const infoOf = (channelId: string): Promise<ChannelInfo | undefined> => {
+    let known = infos.get(channelId);
+    if (known === undefined) {
+      if (infos.size > 10_000) infos.clear();
+      known = home.channels?.getChannel(channelId) ?? Promise.resolve(undefined);
+      known.catch(() => infos.delete(channelId));
+      infos.set(channelId, known);
+    }
+    return known;
+  };
+  const scopePorts: ScopePorts = {
+    destinationsByChannel: async () => {
+      const byChannel = new Map<string, Set<string>>();
+      for (const m of await destinations.list()) {
+        if (m.channel_id === undefined) continue;
+        const set = byChannel.get(m.channel_id) ?? new Set<string>();
+        set.add(m.destination);
+        byChannel.set(m.channel_id, set);
+      }
+      return byChannel;
+    },
+    parentOf: async (channelId) => (await infoOf(channelId))?.parentId,
+  };
+
   const inbox = new InboxService(
     db,
     {
+      ...scopePorts,
+      guildOf: async (channelId) => (await infoOf(channelId))?.guildId,
       selfId: () => (home.history !== undefined ? home.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot is`))),
       isRegistered: (userId) => identity.isRegistered(userId),
       sentByHerald,
@@ -130,7 +161,7 @@ export async function startInbox({ config, db: tables, clock, log, registry, tra
       : [];
   return {
     gives: { inbox },
-    operations: [inboxOperations(inbox)],
+    operations: [inboxOperations(inbox, (client) => inboxScope(policy, client, scopePorts))],
     jobs: jobs as unknown as JobsDeclaration[],
     prune: [{ what: 'the inbox', run: (now) => inbox.prune(now, retentionMs, settings.maxPerChannel) }],
     close: async () => {

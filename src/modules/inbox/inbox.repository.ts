@@ -7,9 +7,6 @@ type Db = Kysely<InboxDb>;
 /** The advisory lock key every insert into the inbox takes ("INBX"). */
 const INSERT_LOCK = 0x494e4258;
 
-/** The connector's cursor row (one connector per bridge token). */
-const CONNECTOR = 'connector';
-
 const columns = [
   sql<string>`id::text`.as('id'),
   'event_id',
@@ -67,15 +64,16 @@ export async function newestId(db: Db): Promise<string> {
   return row.id;
 }
 
-export async function connectorCursor(db: Db): Promise<string> {
-  const row = await db.selectFrom('inbox_cursors').select(sql<string>`after_id::text`.as('after_id')).where('name', '=', CONNECTOR).executeTakeFirst();
+/** A reader's acknowledged cursor (`connector`, or `client:<id>` for an OAuth client): "0" before its first ack. */
+export async function cursorOf(db: Db, name: string): Promise<string> {
+  const row = await db.selectFrom('inbox_cursors').select(sql<string>`after_id::text`.as('after_id')).where('name', '=', name).executeTakeFirst();
   return row?.after_id ?? '0';
 }
 
-/** Move the connector's cursor forward only; the cursor as it stands after. */
-export async function advanceCursor(db: Db, to: string, now: Date): Promise<string> {
+/** Move a reader's cursor forward only; the cursor as it stands after. */
+export async function advanceCursor(db: Db, name: string, to: string, now: Date): Promise<string> {
   const row = await sql<{ after_id: string }>`
-    insert into inbox_cursors (name, after_id, updated_at) values (${CONNECTOR}, ${to}::bigint, ${now})
+    insert into inbox_cursors (name, after_id, updated_at) values (${name}, ${to}::bigint, ${now})
     on conflict (name) do update set after_id = greatest(inbox_cursors.after_id, excluded.after_id), updated_at = excluded.updated_at
     returning after_id::text as after_id`.execute(db);
   return row.rows[0]?.after_id ?? to;
@@ -87,15 +85,15 @@ export async function lastHandoffRef(db: Db): Promise<string> {
   return row.ref;
 }
 
-/** Delete a person's stored DMs (they unregistered); how many. */
+/** Delete what a person did in their DM with the bot (they unregistered): their messages and reactions there; how many. */
 export async function deleteDmsOf(db: Db, userId: string): Promise<number> {
-  const r = await db.deleteFrom('inbox_events').where('kind', '=', 'dm').where('author_id', '=', userId).executeTakeFirst();
+  const r = await db.deleteFrom('inbox_events').where('guild_id', 'is', null).where('kind', 'in', ['dm', 'reaction']).where('author_id', '=', userId).executeTakeFirst();
   return Number(r.numDeletedRows);
 }
 
-/** Who has DMs stored (for the check that each is still registered). */
+/** Who has events stored from a DM (for the check that each is still registered). */
 export async function dmAuthors(db: Db): Promise<string[]> {
-  return (await db.selectFrom('inbox_events').select('author_id').distinct().where('kind', '=', 'dm').execute()).map((r) => r.author_id);
+  return (await db.selectFrom('inbox_events').select('author_id').distinct().where('guild_id', 'is', null).where('kind', 'in', ['dm', 'reaction']).execute()).map((r) => r.author_id);
 }
 
 /** Drop events heard before `cutoff`; how many. */

@@ -7,9 +7,10 @@ import { errorSummary, InvalidRequestError } from '../../platform/errors.js';
 import type { InboundMessage, InboundReaction } from '../../transports/transport.js';
 import type { HandoffInboxRow } from '../handoffs/index.js';
 import type { InboxMetrics } from './inbox.metrics.js';
+import type { InboxScope, ScopePorts } from './inbox.scope.js';
 import {
   advanceCursor,
-  connectorCursor,
+  cursorOf,
   deleteDmsOf,
   dmAuthors,
   insertEvent,
@@ -33,8 +34,11 @@ const RETRY_MOST_MS = 10_000;
 /** How long a live message is retried at most (a listened channel's catch-up covers longer outages). */
 const RETRY_FOR_MS = 60_000;
 
+/** How many events a scoped read looks at per statement while it fills a page. */
+const SCAN = 200;
+
 /** What the inbox asks of other modules and the platform (ports, never their tables). */
-export interface InboxPorts {
+export interface InboxPorts extends ScopePorts {
   /** Herald's own user on the home platform. */
   selfId(): Promise<string>;
   isRegistered(userId: string): Promise<boolean>;
@@ -44,6 +48,8 @@ export interface InboxPorts {
   listened(): Promise<ReadonlySet<string>>;
   /** Whether the handoffs module decides this message (a handoff candidate while handoffs are on). */
   handoffClaims(message: InboundMessage): boolean;
+  /** The guild a channel is in, if the platform says (a handoff's origin). */
+  guildOf?(channelId: string): Promise<string | undefined>;
   /** Accepted handoffs after an id in the handoff inbox. */
   handoffsSince?(after: string, limit: number): Promise<HandoffInboxRow[]>;
 }
@@ -91,9 +97,21 @@ export class InboxService {
     const replyTo = message.heard?.replyTo ?? null;
     if (replyTo !== null && (await this.ports.sentByHerald([replyTo])).has(replyTo)) return 'reply';
     const mentions = message.heard?.mentions ?? [];
-    if (mentions.includes(self) || message.content.includes(`<@${self}>`) || message.content.includes(`<@!${self}>`)) return 'mention';
+    // A mention is heard only where a destination maps the channel (or the thread's channel): the
+    // bot is in channels the operator never gave it, and what is said there is not for the agent.
+    if ((mentions.includes(self) || message.content.includes(`<@${self}>`) || message.content.includes(`<@!${self}>`)) && (await this.mapped(message))) return 'mention';
     if ((await this.ports.listened()).has(message.channelId)) return 'message';
     return undefined;
+  }
+
+  /** Whether a destination maps the message's channel, or the channel of the thread it is in. */
+  private async mapped(message: InboundMessage): Promise<boolean> {
+    const byChannel = await this.ports.destinationsByChannel();
+    if (byChannel.has(message.channelId)) return true;
+    const thread = message.heard?.threadId ?? null;
+    if (thread === null) return false;
+    const parent = await this.ports.parentOf(thread);
+    return parent !== undefined && byChannel.has(parent);
   }
 
   /** Hear a message: classified, then stored once. True when it is settled (stored, known, or not heard). */
@@ -125,9 +143,10 @@ export class InboxService {
     return true;
   }
 
-  /** A reaction: heard only on a message Herald sent. */
+  /** A reaction: heard only on a message Herald posted, and in a DM only from a registered user. */
   async react(reaction: InboundReaction): Promise<void> {
     if (!(await this.ports.sentByHerald([reaction.messageId])).has(reaction.messageId)) return;
+    if (reaction.guildId === undefined && !(await this.ports.isRegistered(reaction.userId))) return;
     const now = this.clock.now();
     await this.store({
       event_id: `${this.o.platform}:${reaction.messageId}:reaction:${reaction.userId}:${reaction.emoji}`,
@@ -160,12 +179,14 @@ export class InboxService {
     for (;;) {
       const rows = await since(after, 100);
       for (const h of rows) {
+        // A handoff is written in a guild's channel: the contract allows a null guild only in a DM.
+        const guildId = (await this.ports.guildOf?.(h.origin_channel_id).catch(() => undefined)) ?? null;
         await this.store({
           event_id: `${this.o.platform}:${h.handoff_message_id}`,
           kind: 'handoff',
           platform: this.o.platform,
           channel_id: h.origin_thread_id ?? h.origin_channel_id,
-          guild_id: null,
+          guild_id: guildId,
           thread_id: h.origin_thread_id,
           message_id: h.handoff_message_id,
           author_id: h.source_bot_id,
@@ -243,20 +264,24 @@ export class InboxService {
     this.news.emit('heard');
   }
 
-  async list(after: string | undefined, limit: number): Promise<InboxPage> {
-    const cursor = await connectorCursor(this.db);
-    const rows = await listEvents(this.db, after ?? cursor, limit);
+  /** A page of what `scope` may see after `after` (default: its cursor). */
+  async list(scope: InboxScope, after: string | undefined, limit: number): Promise<InboxPage> {
+    const cursor = await cursorOf(this.db, scope.cursor);
+    const rows = await this.visible(scope, after ?? cursor, limit);
     const items = rows.map(toWire);
     return { items, next_cursor: items.at(-1)?.id ?? null, cursor };
   }
 
-  /** The first event after the cursor, waiting up to `timeoutMs` for one. */
-  async next(after: string | undefined, timeoutMs: number, signal?: AbortSignal): Promise<InboxEvent | null> {
-    const from = after ?? (await connectorCursor(this.db));
+  /** The first event `scope` may see after the cursor, waiting up to `timeoutMs` for one. */
+  async next(scope: InboxScope, after: string | undefined, timeoutMs: number, signal?: AbortSignal): Promise<InboxEvent | null> {
+    let from = after ?? (await cursorOf(this.db, scope.cursor));
     const deadline = Date.now() + Math.min(Math.max(0, timeoutMs), MAX_WAIT_MS);
     for (;;) {
-      const [first] = await listEvents(this.db, from, 1);
+      // Read before the scan, so the scan saw it: what this scope may not see up to it is passed for good.
+      const newest = scope.visible === undefined ? from : await newestId(this.db);
+      const [first] = await this.visible(scope, from, 1);
       if (first !== undefined) return toWire(first);
+      if (BigInt(newest) > BigInt(from)) from = newest;
       const left = deadline - Date.now();
       if (left <= 0 || signal?.aborted === true) return null;
       await new Promise<void>((resolve) => {
@@ -273,9 +298,23 @@ export class InboxService {
     }
   }
 
-  async ack(cursor: string): Promise<string> {
+  /** Move `scope`'s own cursor forward (another reader's stays where it is). */
+  async ack(scope: InboxScope, cursor: string): Promise<string> {
     if (BigInt(cursor) > BigInt(await newestId(this.db))) throw new InvalidRequestError('cursor is past the newest event');
-    return advanceCursor(this.db, cursor, this.clock.now());
+    return advanceCursor(this.db, scope.cursor, cursor, this.clock.now());
+  }
+
+  /** Up to `limit` events after `after` that `scope` may see, in order. */
+  private async visible(scope: InboxScope, after: string, limit: number): Promise<InboxEventRow[]> {
+    if (scope.visible === undefined) return listEvents(this.db, after, limit);
+    const out: InboxEventRow[] = [];
+    for (let from = after; ; ) {
+      const batch = await listEvents(this.db, from, SCAN);
+      out.push(...(await scope.visible(batch)));
+      const last = batch.at(-1);
+      if (out.length >= limit || last === undefined || batch.length < SCAN) return out.slice(0, limit);
+      from = last.id;
+    }
   }
 
   /** A person unregistered: their stored DMs go. */

@@ -26,6 +26,8 @@ export interface DiscordInboundHistoryOptions {
 export class DiscordInboundHistory implements Pick<InboundHistory, 'channels' | 'since'> {
   /** The threads `channels` listed (a message read from one is in that thread). */
   private readonly threads = new Set<string>();
+  /** The guild of each channel and thread `channels` listed, or `since` looked up (a message read back is in it). */
+  private readonly guildOf = new Map<string, string>();
 
   constructor(private readonly o: DiscordInboundHistoryOptions) {}
 
@@ -38,12 +40,17 @@ export class DiscordInboundHistory implements Pick<InboundHistory, 'channels' | 
     const ids = new Set<string>();
     for (const guildId of await this.guilds(signal)) {
       const channels = (await this.o.call(() => this.o.rest.get(Routes.guildChannels(guildId), { signal }))) as APIChannel[];
-      for (const c of channels) if (READABLE.has(c.type)) ids.add(c.id);
+      for (const c of channels) {
+        if (!READABLE.has(c.type)) continue;
+        ids.add(c.id);
+        this.guildOf.set(c.id, guildId);
+      }
       const active = (await this.o.call(() => this.o.rest.get(Routes.guildActiveThreads(guildId), { signal }))) as { threads: APIThreadChannel[] };
       for (const t of active.threads) {
         if (!READABLE.has(t.type)) continue;
         ids.add(t.id);
         this.threads.add(t.id);
+        this.guildOf.set(t.id, guildId);
       }
     }
     return [...ids];
@@ -56,6 +63,7 @@ export class DiscordInboundHistory implements Pick<InboundHistory, 'channels' | 
     const query = new URLSearchParams({ after, limit: String(PAGE) });
     const page = (await this.o.call(() => this.o.rest.get(Routes.channelMessages(channelId), { query, signal }))) as APIMessage[];
     const self = await this.o.selfId();
+    const guildId = page.length > 0 ? await this.guild(channelId, signal) : undefined;
     const ordered = [...page].sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
     const messages = ordered
       .filter((m) => m.author.id !== self)
@@ -64,7 +72,8 @@ export class DiscordInboundHistory implements Pick<InboundHistory, 'channels' | 
         messageId: m.id,
         authorId: m.author.id,
         authorIsBot: m.author.bot === true,
-        guildId: undefined,
+        // Every channel read back is a guild's (the contract allows a null guild only in a DM).
+        guildId,
         content: m.content,
         createdAt: snowflakeTime(m.id),
         heard: {
@@ -76,6 +85,18 @@ export class DiscordInboundHistory implements Pick<InboundHistory, 'channels' | 
         },
       }));
     return { messages, last: ordered.at(-1)?.id, complete: page.length < PAGE };
+  }
+
+  /**
+   * The guild a channel read back is in: as `channels` listed it, or asked of Discord once
+   * (https://discord.com/developers/docs/resources/channel#get-channel).
+   */
+  private async guild(channelId: string, signal: AbortSignal): Promise<string | undefined> {
+    const known = this.guildOf.get(channelId);
+    if (known !== undefined) return known;
+    const channel = (await this.o.call(() => this.o.rest.get(Routes.channel(channelId), { signal }))) as { guild_id?: string };
+    if (channel.guild_id !== undefined) this.guildOf.set(channelId, channel.guild_id);
+    return channel.guild_id;
   }
 
   private async guilds(signal: AbortSignal): Promise<string[]> {
