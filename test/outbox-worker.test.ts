@@ -36,6 +36,14 @@ class FakeQueue implements JobQueue<FakeJob> {
     this.prunes += 1;
     return 0;
   }
+  readonly quarantined: { id: string; reason: string }[] = [];
+  async quarantine(job: FakeJob, owner: string, reason: string): Promise<boolean> {
+    const j = this.jobs.find((x) => x.id === job.id && x.owner === owner);
+    if (j === undefined) return false;
+    this.quarantined.push({ id: j.id, reason });
+    this.finish(j.id);
+    return true;
+  }
   finish(id: string): void {
     const j = this.jobs.find((x) => x.id === id);
     if (j !== undefined) {

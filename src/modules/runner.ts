@@ -131,7 +131,7 @@ export async function runJobs<DB>(
 /** The queue with its methods bound, less its upkeep (a queue whose declaration does not ask to be pruned). */
 function withoutPrune<J extends Job>(q: JobQueue<J>): JobQueue<J> {
   const depth = q.depth?.bind(q);
-  return { claim: q.claim.bind(q), release: q.release.bind(q), ...(depth !== undefined ? { depth } : {}) };
+  return { claim: q.claim.bind(q), release: q.release.bind(q), quarantine: q.quarantine.bind(q), ...(depth !== undefined ? { depth } : {}) };
 }
 
 /** Run every module's upkeep hourly (a failure is logged; the next hour tries again). Returns the stop. */

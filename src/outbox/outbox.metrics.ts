@@ -19,6 +19,7 @@ export class WorkerMetrics {
   private readonly duration: Histogram<'kind'>;
   private readonly errors: Counter<'kind'>;
   private readonly tickFailures: Counter;
+  private readonly quarantines: Counter<'kind'>;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -37,6 +38,12 @@ export class WorkerMetrics {
       labelNames: ['kind'],
       registers,
     });
+    this.quarantines = new Counter({
+      name: 'herald_outbox_jobs_quarantined_total',
+      help: 'Jobs set aside as failed because their handling threw on their own row (or on every attempt), instead of being retried in front of the others, by job kind',
+      labelNames: ['kind'],
+      registers,
+    });
     this.tickFailures = new Counter({ name: 'herald_outbox_claim_failures_total', help: 'Worker rounds (claim, prune) that failed, e.g. the database was unreachable', registers });
   }
 
@@ -45,6 +52,11 @@ export class WorkerMetrics {
     this.claimed.inc({ kind }, 0);
     this.running.set({ kind }, 0);
     this.errors.inc({ kind }, 0);
+    this.quarantines.inc({ kind }, 0);
+  }
+
+  quarantined(kind: string): void {
+    this.quarantines.inc({ kind });
   }
 
   started(kind: string): void {

@@ -49,6 +49,8 @@ export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetric
         return { id: row.request_id, kind: row.kind, attempts: row.attempts, row, ...(typeof lane === 'string' ? { lane } : {}) };
       }),
     release: (owner, now) => releaseLeases(db, owner, now),
+    // A row whose handling cannot succeed: failed, or unknown when an earlier attempt may have sent it (never resent blind).
+    quarantine: (job, owner, reason) => finishAttempt(db, job.id, owner, { status: job.row.doubt_from !== null ? 'unknown' : 'failed', failure_code: job.row.doubt_from !== null ? null : 'UPSTREAM_UNAVAILABLE', reason }),
     depth: async (now) =>
       (await outboxDepth(db, now)).map((r) => ({ kind: r.kind, state: r.status, jobs: r.jobs, oldestDueAt: r.oldest_due_at })),
     // Records are kept 8 days (by created_at).
