@@ -152,6 +152,18 @@ export class LeasedTable<Row> {
     return Number(r.numAffectedRows ?? 0n);
   }
 
+  /** The table's name: the queue's name in metrics and /readyz. */
+  get name(): string {
+    return this.spec.table;
+  }
+
+  /** Since when the oldest due row has been due (its `orderBy`), or null when none is: a plain min over the due rows, no row's content read. */
+  async oldestDue(now: Date): Promise<Date | null> {
+    const r = await sql<{ at: Date | string | null }>`select min(${sql.ref(this.spec.orderBy)}) as at from ${sql.table(this.spec.table)} where ${this.spec.due(now)}`.execute(this.db);
+    const at = r.rows[0]?.at ?? null;
+    return at === null ? null : new Date(at);
+  }
+
   /** Delete rows created before `cutoff`. */
   async prune(cutoff: Date): Promise<number> {
     const column = this.spec.createdAt ?? 'created_at';

@@ -23,6 +23,8 @@ export interface Job {
  * a row whose lease expired (its worker died) is due again.
  */
 export interface JobQueue<J extends Job> {
+  /** Its name in metrics and /readyz (its table's). */
+  readonly name: string;
   /**
    * Oldest first. `lanes`: the jobs this worker runs per lane and how many a lane may run; a queue
    * whose rows have lanes claims fairly across them (src/outbox/lanes.ts), others ignore it.
@@ -37,6 +39,11 @@ export interface JobQueue<J extends Job> {
    * front of the others. False: the lease was lost meanwhile, nothing written.
    */
   quarantine(job: J, owner: string, reason: string): Promise<boolean>;
+  /**
+   * Since when the oldest due job has been due (null: none is): a queue that stopped moving shows
+   * here first (herald_queue_oldest_due_age_seconds, /readyz), whatever stopped it.
+   */
+  oldestDue(now: Date): Promise<Date | null>;
   /** Periodic upkeep, e.g. deleting rows past retention. */
   prune?(now: Date): Promise<number>;
   /** For metrics: how many jobs wait, by kind and state, read within `timeoutMs`. */
@@ -134,6 +141,8 @@ export class OutboxWorker<J extends Job> {
     this.kinds.set(kind.kind, kind as unknown as JobKind<J>);
     this.queueOf.set(kind.kind, q);
     this.options.metrics?.register(kind.kind);
+    // The queue's prune failures have their series (at 0) before the first.
+    if (q.prune !== undefined) this.options.metrics?.pruneFailed(q.name, 0);
     return this;
   }
 
@@ -179,10 +188,20 @@ export class OutboxWorker<J extends Job> {
     if (released > 0) this.log.info({ released }, 'released in-flight jobs');
   }
 
-  /** Run the queue's upkeep now. */
+  /**
+   * Run the queues' upkeep now. One queue's failing prune is logged and counted (by queue) and
+   * does not keep the others from theirs, nor this round from claiming.
+   */
   async prune(): Promise<number> {
     let removed = 0;
-    for (const q of this.queues()) removed += (await q.prune?.(this.clock.now())) ?? 0;
+    for (const q of this.queues()) {
+      try {
+        removed += (await q.prune?.(this.clock.now())) ?? 0;
+      } catch (err) {
+        this.options.metrics?.pruneFailed(q.name);
+        this.log.error({ err: errorSummary(err), queue: q.name }, 'could not prune a queue');
+      }
+    }
     if (removed > 0) this.log.info({ removed }, 'pruned old jobs');
     return removed;
   }

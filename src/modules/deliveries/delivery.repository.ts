@@ -160,6 +160,11 @@ export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number
   return rows.map((r) => ({ ...r, claimed_from: r.claimed_from as DeliveryStatus }));
 }
 
+/** Since when the oldest due delivery has been due (null: none is). */
+export function oldestDueDelivery(db: Db, now: Date): Promise<Date | null> {
+  return deliveriesTable(db).oldestDue(now);
+}
+
 /** Finish an attempt, only if this dispatcher still holds the lease. Returns false if it lost it. */
 export function finishAttempt(db: Db, requestId: string, owner: string, update: DeliveryUpdate): Promise<boolean> {
   return deliveriesTable(db).finish(requestId, owner, update);

@@ -28,6 +28,8 @@ export function signature(secret: string, timestamp: string, body: string): stri
 export function pushQueue(db: Kysely<InboxDb>): JobQueue<PushJob> {
   const table = pushesTable(db);
   return {
+    name: table.name,
+    oldestDue: (now) => table.oldestDue(now),
     claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: PUSH_KIND, attempts: row.attempts, row })),
     release: (owner, now) => table.release(owner, now),
     quarantine: (job, owner, reason) => table.finish(job.id, owner, { status: 'failed', last_error: reason }),
