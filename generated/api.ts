@@ -1228,6 +1228,12 @@ export interface components {
             singletons?: {
                 [key: string]: string;
             };
+            /** @description Only when a job queue stopped moving: each queue (`deliveries`, the inbox's pushes, the archive's scrapes, by table) whose oldest due job has waited a minute or more, with that age. It does not change `status` (every replica shares the queues); the metric `herald_queue_oldest_due_age_seconds` and the alert rules watch it. */
+            queues?: {
+                [key: string]: {
+                    oldest_due_age_seconds: number;
+                };
+            };
         };
         CommandList: {
             /** @description SHA-256 of the registry's canonical text (the reviewed parity gate). */

@@ -105,7 +105,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     cleanups.push(() => modules.close());
     const parts = modules.parts;
     const jobs = parts.flatMap((p) => p.jobs ?? []);
-    reportQueues(jobs, registry, clock);
+    const queueAges = reportQueues(jobs, registry, clock);
     const worker = roles.dispatcher ? await runJobs(jobs, { config, store, clock, log, doorbell, registry }) : undefined;
     if (worker !== undefined) cleanups.push(() => worker.stop());
 
@@ -116,7 +116,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     let url: string | undefined;
     let api: { host: string; port: number; pages: { title: string; path: string }[] } | undefined;
     if (roles.http) {
-      const stopPruning = schedulePrune(parts.flatMap((p) => p.prune ?? []), clock, log);
+      const stopPruning = schedulePrune(parts.flatMap((p) => p.prune ?? []), clock, log, registry);
       cleanups.push(async () => stopPruning());
       const readiness = readinessOf(store, worker, [...running.map((r) => () => r.readiness()), ...parts.map((p) => p.readiness ?? {})]);
       const httpMetrics = new HttpMetrics(registry);
@@ -126,7 +126,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         log,
         onAuthFailure: (area, throttled) => httpMetrics.authFailure(area, throttled),
         policy: policy === undefined ? undefined : policyCheck({ policy, db: store.db as Kysely<unknown>, registry, intentOf: (id, input) => operationIntent(id, input, config.chatTransport), usageKey }),
-        operations: [...parts.flatMap((p) => p.operations ?? []), probeOperations(readiness, () => singletons.states())],
+        operations: [...parts.flatMap((p) => p.operations ?? []), probeOperations(readiness, () => singletons.states(), queueAges)],
       });
       const routes = parts.flatMap((p) => p.routes ?? []);
       const server = await serveHttp(config, middleware, log, httpMetrics, routes.map((r) => r.router));

@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FileStore } from '../src/modules/files/files.service.js';
 import type { FilesDb } from '../src/modules/files/files.table.js';
@@ -56,5 +57,22 @@ describe('file retention', () => {
     await fixture.store.db.deleteFrom('deliveries').where('request_id', '=', 'e'.repeat(64)).execute();
     expect(await files.prune(new Date(clock.now().getTime() + 25 * HOUR))).toBe(1);
     expect(await exists(kept.file)).toBe(false);
+  });
+
+  it('a delivery record holding U+0000 or a lone surrogate cannot stop the prune (body::jsonb failed on it every hour for its 8 days)', async () => {
+    const loose = await files.store(Readable.from([randomBytes(100)]), { filename: 'loose.bin', contentType: 'application/octet-stream' });
+    const kept = await files.store(Readable.from([randomBytes(100)]), { filename: 'kept.bin', contentType: 'application/octet-stream' });
+    const now = clock.now();
+    // As an older Herald stored them (its accept let both in): json text with the escapes.
+    const bodies = ['{"content":"a\\u0000b"}', '{"content":"a\\ud800b"}', `{"content":"\\udc00","attachments":[{"file":"${kept.file}","filename":"kept.bin"}]}`];
+    for (const [i, body] of bodies.entries()) {
+      await sql`insert into deliveries (request_id, kind, target, body, payload_hash, status, created_at, next_attempt_at)
+        values (${String(i).repeat(64)}, 'post', '{"guild_id":"234567890123456789","destination":"alerts"}'::json, ${body}::json, 'h', 'pending', ${now}, ${now})`.execute(fixture.store.db);
+    }
+    expect(await files.prune(new Date(clock.now().getTime() + 25 * HOUR))).toBe(1);
+    expect(await exists(loose.file)).toBe(false);
+    // The record that lists a file keeps it, whatever else its text holds.
+    expect(await exists(kept.file)).toBe(true);
+    await sql`delete from deliveries`.execute(fixture.store.db);
   });
 });

@@ -7,10 +7,12 @@ import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/h
 /**
  * Bad input is a 4xx that names the field, on every operation the contract has: one request per
  * field, built from the contract itself (its examples as the valid baseline), so an operation or a
- * field added later is covered too. Two kinds of bad input: text holding U+0000 (which
- * PostgreSQL's text refuses: it was a 500 `invalid byte sequence`), and a value the field's schema
- * refuses. Answers are checked against the contract (the client does), so a 400 an operation does
- * not declare fails as well. POST /mcp/deliveries keeps the protocol's own checks
+ * field added later is covered too. Two kinds of bad input: text PostgreSQL's text or jsonb refuses
+ * (U+0000: it was a 500 `invalid byte sequence`; a lone surrogate, which a `json` column takes and
+ * every later read of the row fails on), in every operation, those whose handlers validate their
+ * own bodies too (POST /mcp/deliveries); and a value the field's schema refuses. Answers are
+ * checked against the contract (the client does), so a 400 an operation does not declare fails as
+ * well. For schema refusals POST /mcp/deliveries keeps the protocol's own checks
  * (validation.test.ts); pair/redeem keeps the protocol's fixed `malformed request`.
  */
 
@@ -35,16 +37,29 @@ interface Case {
 }
 
 const NUL = 'a\u0000b';
+/** What a JSON body can carry that no UTF-8 text can: a high surrogate alone, a low one alone. */
+const LONE_HIGH = '#a\ud800';
+const LONE_LOW = '\udc00b';
+/** Text PostgreSQL cannot store, by name. */
+const UNSTORABLE: Readonly<Record<string, string>> = { NUL, LONE_HIGH, LONE_LOW };
 
 function parameters(op: Operation): Parameter[] {
   return (op.parameters ?? []) as unknown as Parameter[];
 }
 
-function bodyOf(op: Operation): { schema: SchemaNode; example: Record<string, unknown> } | undefined {
+function bodyOf(op: Operation): { schema: SchemaNode; example: Record<string, unknown>; examples: Record<string, unknown>[] } | undefined {
   const media = (op.requestBody as { content?: Record<string, { schema?: SchemaNode; example?: unknown; examples?: Record<string, { value: unknown }> }> } | undefined)?.content?.['application/json'];
   if (media?.schema === undefined) return undefined;
-  const example = media.example ?? Object.values(media.examples ?? {})[0]?.value;
-  return { schema: media.schema, example: structuredClone(example) as Record<string, unknown> };
+  const examples = (media.example !== undefined ? [media.example] : Object.values(media.examples ?? {}).map((e) => e.value)).map((e) => structuredClone(e) as Record<string, unknown>);
+  return { schema: media.schema, example: structuredClone(examples[0] ?? {}), examples };
+}
+
+/** Every string an example holds, with its place (an array's first item as `name[]`). */
+function exampleStrings(value: unknown, path: string[] = []): string[][] {
+  if (typeof value === 'string') return [path];
+  if (Array.isArray(value)) return value.length > 0 ? exampleStrings(value[0], [...path.slice(0, -1), `${path.at(-1) ?? ''}[]`]) : [];
+  if (typeof value === 'object' && value !== null) return Object.entries(value).flatMap(([k, child]) => exampleStrings(child, [...path, k]));
+  return [];
 }
 
 /** The operation's path with each path parameter's example, and its required query parameters' examples. */
@@ -96,7 +111,42 @@ function withValue(example: Record<string, unknown>, path: string[], value: unkn
   return copy;
 }
 
-async function cases(kind: 'nul' | 'refused'): Promise<Case[]> {
+/**
+ * Text no store can hold in every string of every operation's query and body (each example's, and
+ * each the schema describes), and in a key of each body: one case each. Nothing is left out, the
+ * operations whose handlers validate their own bodies included.
+ */
+async function unstorableCases(): Promise<Case[]> {
+  const api = await contractApi();
+  const out: Case[] = [];
+  for (const op of api.getOperations()) {
+    if ((op as Record<string, unknown>)['x-herald-outside-api'] === true) continue;
+    const fixed = (op as Record<string, unknown>)['x-herald-invalid-body'] as Case['fixed'];
+    const method = op.method.toUpperCase();
+    // A query is UTF-8 on the wire: a lone surrogate cannot be written in it (it decodes as U+FFFD).
+    for (const p of parameters(op).filter((p) => p.in === 'query' && p.schema?.type === 'string')) {
+      out.push({ name: `${op.operationId} ?${p.name} NUL`, method, path: baseline(op, { [p.name]: NUL }), field: p.name });
+    }
+    const body = bodyOf(op);
+    if (body === undefined) continue;
+    for (const [i, example] of body.examples.entries()) {
+      const seen = new Set<string>();
+      const fields = [...exampleStrings(example), ...(i === 0 ? stringFields(body.schema) : [])].filter((f) => !seen.has(f.join('.')) && seen.add(f.join('.')));
+      for (const path of fields) {
+        for (const [what, value] of Object.entries(UNSTORABLE)) {
+          const top = (path[0] ?? '').replace(/\[\]$/, '');
+          out.push({ name: `${op.operationId}#${i} ${path.join('.')} ${what}`, method, path: baseline(op), body: withValue(example, path, value), field: top, ...(fixed ? { fixed } : {}) });
+        }
+      }
+    }
+    for (const [what, value] of Object.entries(UNSTORABLE)) {
+      out.push({ name: `${op.operationId} a key ${what}`, method, path: baseline(op), body: { ...body.example, [`k${value}`]: 'x' }, field: 'key', ...(fixed ? { fixed } : {}) });
+    }
+  }
+  return out;
+}
+
+async function refusedCases(): Promise<Case[]> {
   const api = await contractApi();
   const out: Case[] = [];
   for (const op of api.getOperations()) {
@@ -104,20 +154,15 @@ async function cases(kind: 'nul' | 'refused'): Promise<Case[]> {
     const fixed = (op as Record<string, unknown>)['x-herald-invalid-body'] as Case['fixed'];
     const method = op.method.toUpperCase();
     for (const p of parameters(op).filter((p) => p.in === 'query')) {
-      const value = kind === 'nul' ? (p.schema?.type === 'string' ? NUL : undefined) : refused(p.schema ?? {}, true);
+      const value = refused(p.schema ?? {}, true);
       if (value === undefined) continue;
       out.push({ name: `${op.operationId} ?${p.name}`, method, path: baseline(op, { [p.name]: String(value) }), field: p.name });
     }
     const body = bodyOf(op);
     if (body === undefined) continue;
-    const fields =
-      kind === 'nul'
-        ? stringFields(body.schema)
-        : Object.keys(body.schema.properties ?? {}).map((k) => [k]);
-    for (const path of fields) {
-      const top = (path[0] ?? '').replace(/\[\]$/, '');
-      const value = kind === 'nul' ? NUL : refused(body.schema.properties?.[top] ?? {}, false);
-      out.push({ name: `${op.operationId} ${path.join('.')}`, method, path: baseline(op), body: withValue(body.example, path, value), field: top, ...(fixed ? { fixed } : {}) });
+    for (const path of Object.keys(body.schema.properties ?? {}).map((k) => [k])) {
+      const top = path[0] ?? '';
+      out.push({ name: `${op.operationId} ${top}`, method, path: baseline(op), body: withValue(body.example, path, refused(body.schema.properties?.[top] ?? {}, false)), field: top, ...(fixed ? { fixed } : {}) });
     }
   }
   return out;
@@ -149,11 +194,15 @@ describe('every operation answers bad input with a 4xx that names the field', ()
     return found;
   };
 
-  it('text holding U+0000, in any query parameter or body field: 400 naming it (not a 500 from the store)', async () => {
-    const all = await cases('nul');
-    // The two the security review found, among the rest.
-    expect(all.map((c) => c.name)).toEqual(expect.arrayContaining(['sendChatMessage text', 'queryMedia ?text']));
-    expect(all.length).toBeGreaterThan(30);
+  it('text holding U+0000 or a lone surrogate, in any query parameter, body field or key of any operation: 400 naming it (never 2xx, never a 500 from the store)', async () => {
+    const all = await unstorableCases();
+    // What the security reviews found, among the rest: every operation is walked, those whose handlers validate included.
+    expect(all.map((c) => c.name)).toEqual(
+      expect.arrayContaining(['sendChatMessage#0 text NUL', 'sendChatMessage#0 channel LONE_HIGH', 'queryMedia ?text NUL', 'createDelivery#0 body.content NUL', 'createDelivery#1 target.user_id LONE_LOW', 'createDelivery a key NUL']),
+    );
+    const ops = new Set(all.map((c) => c.name.split(/[# ]/)[0]));
+    const withInput = (await contractApi()).getOperations().filter((op) => (op as Record<string, unknown>)['x-herald-outside-api'] !== true && (op.requestBody !== undefined || parameters(op).some((p) => p.in === 'query' && p.schema?.type === 'string')));
+    expect([...ops].sort()).toEqual(withInput.map((op) => op.operationId).sort());
     expect(await problems(all)).toEqual([]);
   });
 
@@ -169,7 +218,7 @@ describe('every operation answers bad input with a 4xx that names the field', ()
   });
 
   it('a value its schema refuses, in any query parameter or body field: 400 naming it', async () => {
-    const all = await cases('refused');
+    const all = await refusedCases();
     expect(all.length).toBeGreaterThan(40);
     expect(await problems(all)).toEqual([]);
   });
@@ -198,9 +247,13 @@ describe('every operation answers bad input with a 4xx that names the field', ()
     }
   });
 
-  it('the protocol keeps its answers: a delivery\'s content may hold U+0000 (202), a malformed pairing code is `malformed request`', async () => {
-    const res = await h.bridge.post('/mcp/deliveries', { request_id: newRequestId(), kind: 'post', target: { guild_id: IDS.guild, destination: 'alerts' }, body: { content: NUL } });
-    expect(res.status).toBe(202);
+  it('a delivery whose content holds U+0000 is refused naming the field (it was 202, and the NUL reached Discord), and nothing is stored; a malformed pairing code is `malformed request`', async () => {
+    const requestId = newRequestId();
+    const res = await h.bridge.post('/mcp/deliveries', { request_id: requestId, kind: 'post', target: { guild_id: IDS.guild, destination: 'alerts' }, body: { content: NUL } });
+    expect([res.status, res.json]).toEqual([400, { error: 'body.content must not contain NUL (U+0000)' }]);
+    expect((await h.bridge.get(`/mcp/deliveries/${requestId}`)).status).toBe(404);
+    const surrogate = await h.bridge.post('/mcp/deliveries', { request_id: requestId, kind: 'post', target: { guild_id: IDS.guild, destination: 'alerts' }, body: { content: 'ok', card: { title: LONE_HIGH } } });
+    expect([surrogate.status, surrogate.json]).toEqual([400, { error: 'body.card.title must not contain a lone surrogate (U+D800..U+DFFF without its pair)' }]);
     for (const code of [NUL, 'abcdefghjkmnpqrstvwxyz23456', 'A'.repeat(26), 42]) {
       const redeem = await h.bridge.post('/mcp/pair/redeem', { code });
       expect([redeem.status, redeem.text]).toEqual([400, '{"error":"malformed request"}']);

@@ -1,5 +1,7 @@
 import pino from 'pino';
+import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
+import { WorkerMetrics } from '../src/outbox/outbox.metrics.js';
 import { backoffMs, OutboxWorker, type Job, type JobKind, type JobQueue } from '../src/outbox/worker.js';
 import { waitFor } from './support/wait.js';
 
@@ -35,6 +37,18 @@ class FakeQueue implements JobQueue<FakeJob> {
   async prune(): Promise<number> {
     this.prunes += 1;
     return 0;
+  }
+  readonly name = 'fake';
+  async oldestDue(): Promise<Date | null> {
+    return null;
+  }
+  readonly quarantined: { id: string; reason: string }[] = [];
+  async quarantine(job: FakeJob, owner: string, reason: string): Promise<boolean> {
+    const j = this.jobs.find((x) => x.id === job.id && x.owner === owner);
+    if (j === undefined) return false;
+    this.quarantined.push({ id: j.id, reason });
+    this.finish(j.id);
+    return true;
   }
   finish(id: string): void {
     const j = this.jobs.find((x) => x.id === id);
@@ -229,6 +243,58 @@ describe('the outbox worker', () => {
       // retryAfter wins over a smaller backoff.
       expect(retryAt!.getTime() - before).toBeGreaterThanOrEqual(2_000);
       expect(queue.prunes).toBe(1);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it("counts a queue's failing prune by queue (an alert) and still claims in that round", async () => {
+    const queue = new FakeQueue();
+    queue.prune = async () => Promise.reject(new Error('prune failed'));
+    queue.add('r');
+    const registry = new Registry();
+    const ran: string[] = [];
+    const worker = new OutboxWorker(queue, clock, log, { ...options, pruneEveryMs: 60_000, metrics: new WorkerMetrics(registry) }).register(
+      kind('r', async (job) => {
+        ran.push(job.id);
+        queue.finish(job.id);
+      }),
+    );
+    expect(await registry.getSingleMetricAsString('herald_periodic_work_failures_total')).toContain('{what="queue fake"} 0');
+    worker.start();
+    try {
+      await waitFor(() => ran.length === 1, 'the job', 3_000);
+      expect(await registry.getSingleMetricAsString('herald_periodic_work_failures_total')).toContain('{what="queue fake"} 1');
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('quarantines a job that throws on its own content at once, one that throws anything else on its last attempt, and never one whose store is unreachable', async () => {
+    const queue = new FakeQueue();
+    queue.add('own');
+    queue.add('last');
+    queue.add('down');
+    const registry = new Registry();
+    const thrown: string[] = [];
+    const worker = new OutboxWorker(queue, clock, log, { ...options, metrics: new WorkerMetrics(registry) })
+      .register(kind('own', async () => void JSON.parse('{secret')))
+      .register(kind('last', async () => Promise.reject(new Error('odd')), { retry: { maxAttempts: 1, baseMs: 10 } }))
+      .register(
+        kind('down', async (job) => {
+          thrown.push(job.id);
+          throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+        }),
+      );
+    worker.start();
+    try {
+      await waitFor(() => queue.quarantined.length === 2 && thrown.length === 1, 'two quarantined, one thrown', 3_000);
+      expect(queue.quarantined.sort((a, b) => a.id.localeCompare(b.id))).toEqual([
+        { id: 'last-1', reason: 'quarantined: handling this job threw on each of its 1 attempts (Error)' },
+        { id: 'own-0', reason: 'quarantined: handling this job threw on its own content (SyntaxError)' },
+      ]);
+      expect(queue.jobs.find((j) => j.id === 'down-2')?.done).toBe(false);
+      expect(await registry.getSingleMetricAsString('herald_outbox_jobs_quarantined_total')).toMatch(/kind="own"} 1[\s\S]*kind="last"} 1[\s\S]*kind="down"} 0/);
     } finally {
       await worker.stop();
     }

@@ -1,4 +1,5 @@
 import pino from 'pino';
+import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { defineModule, type ModuleServices } from '../src/modules/contract.js';
 import { PRUNE_EVERY_MS, schedulePrune, startModules } from '../src/modules/runner.js';
@@ -9,9 +10,10 @@ const clock = { now: () => new Date() };
 describe('the module runner', () => {
   afterEach(() => vi.useRealTimers());
 
-  it('runs every module\'s upkeep each hour until stopped, and a failing task does not stop the others', async () => {
+  it('runs every module\'s upkeep each hour until stopped, and a failing task does not stop the others: it is counted by name (an alert), not a silent log line', async () => {
     vi.useFakeTimers();
     const runs: string[] = [];
+    const registry = new Registry();
     const stop = schedulePrune(
       [
         { what: 'a', run: async () => void runs.push('a') },
@@ -20,10 +22,15 @@ describe('the module runner', () => {
       ],
       clock,
       log,
+      registry,
     );
     expect(runs).toEqual([]);
+    const failures = async () => (await registry.getSingleMetricAsString('herald_periodic_work_failures_total')).split('\n').filter((l) => !l.startsWith('#')).sort();
+    // Every task's series exists before it fails.
+    expect(await failures()).toEqual(['herald_periodic_work_failures_total{what="a"} 0', 'herald_periodic_work_failures_total{what="b"} 0', 'herald_periodic_work_failures_total{what="broken"} 0']);
     await vi.advanceTimersByTimeAsync(PRUNE_EVERY_MS);
     expect(runs).toEqual(['a', 'b']);
+    expect(await failures()).toContain('herald_periodic_work_failures_total{what="broken"} 1');
     stop();
     await vi.advanceTimersByTimeAsync(PRUNE_EVERY_MS);
     expect(runs).toEqual(['a', 'b']);

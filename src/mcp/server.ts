@@ -3,6 +3,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, typ
 import { Ajv, type ValidateFunction } from 'ajv';
 import { withUtf16Lengths } from '../platform/contract/ajv.js';
 import { SchemaReasons } from '../platform/contract/reasons.js';
+import { unstorableField } from '../platform/contract/storable.js';
 import { contractOutput, text, type McpTool } from '../platform/mcp/tool.js';
 import type { McpServerDeps } from './deps.js';
 import type { Caller, McpPolicy } from './policy.js';
@@ -120,6 +121,9 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
     if (access?.lapsed?.() === true) return text('Refused: the access token this session was opened with has expired. Connect again with a fresh token.', true);
     const entry = tools.get(name);
     if (entry === undefined) return text(`Unknown tool ${name}.`, true);
+    // The one input gate (src/platform/contract/storable.ts): text no store can hold goes no further, whatever the tool.
+    const unfit = unstorableField({}, args);
+    if (unfit !== undefined) return text(`Invalid arguments: ${unfit.replace(/^a key of the request body/, "an argument's name")}.`, true);
     const { tool } = entry;
     // The policy's `confirm` argument is the policy's, not the tool's (unless the tool has its own: scrape_media).
     const confirmed = args['confirm'] === true;

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import { registerOutboxHealth, WorkerMetrics } from '../outbox/outbox.metrics.js';
+import { periodicFailures, registerOutboxHealth, registerQueueAges, WorkerMetrics, type QueueAges } from '../outbox/outbox.metrics.js';
 import { OutboxWorker, type Job, type JobQueue } from '../outbox/worker.js';
 import type { Clock } from '../platform/clock.js';
 import type { Store } from '../platform/db/database.js';
@@ -70,11 +70,16 @@ export async function startModules(modules: readonly HeraldModule[], metrics: re
   return { parts: started, use, close };
 }
 
-/** Every role reports the queues it shares (one database): dashboards take the max across processes. */
-export function reportQueues(declared: readonly JobsDeclaration[], registry: Registry, clock: Clock): void {
+/**
+ * Every role reports the queues it shares (one database): dashboards take the max across processes.
+ * Every declared queue's oldest due job is read (herald_queue_oldest_due_age_seconds); the answer
+ * reads it for /readyz.
+ */
+export function reportQueues(declared: readonly JobsDeclaration[], registry: Registry, clock: Clock): QueueAges {
   for (const d of declared) {
     if (d.report === true && d.queue.depth !== undefined) registerOutboxHealth(registry, d.queue.depth, clock, { kinds: d.kinds.map((k) => k.kind) });
   }
+  return registerQueueAges(registry, [...new Set(declared.map((d) => d.queue))], clock);
 }
 
 /** Every queue's jobs, run in this process. */
@@ -131,13 +136,25 @@ export async function runJobs<DB>(
 /** The queue with its methods bound, less its upkeep (a queue whose declaration does not ask to be pruned). */
 function withoutPrune<J extends Job>(q: JobQueue<J>): JobQueue<J> {
   const depth = q.depth?.bind(q);
-  return { claim: q.claim.bind(q), release: q.release.bind(q), ...(depth !== undefined ? { depth } : {}) };
+  return { name: q.name, claim: q.claim.bind(q), release: q.release.bind(q), quarantine: q.quarantine.bind(q), oldestDue: q.oldestDue.bind(q), ...(depth !== undefined ? { depth } : {}) };
 }
 
-/** Run every module's upkeep hourly (a failure is logged; the next hour tries again). Returns the stop. */
-export function schedulePrune(tasks: readonly PruneTask[], clock: Clock, log: Logger): () => void {
+/**
+ * Run every module's upkeep hourly. A failure is logged as an error and counted by what failed
+ * (herald_periodic_work_failures_total, alerted on: a prune that fails keeps what it should
+ * remove, hour after hour); the next hour tries again. Returns the stop.
+ */
+export function schedulePrune(tasks: readonly PruneTask[], clock: Clock, log: Logger, registry?: Registry): () => void {
+  const failed = registry !== undefined ? periodicFailures(registry) : undefined;
+  // Each task's series exists (at 0) before it first fails: an increase() sees the first failure.
+  for (const task of tasks) failed?.(task.what, 0);
   const timer = setInterval(() => {
-    for (const task of tasks) task.run(clock.now()).catch((err: unknown) => log.warn({ err: errorSummary(err) }, `could not prune ${task.what}`));
+    for (const task of tasks) {
+      task.run(clock.now()).catch((err: unknown) => {
+        failed?.(task.what);
+        log.error({ err: errorSummary(err), what: task.what }, `could not prune ${task.what}`);
+      });
+    }
   }, PRUNE_EVERY_MS);
   timer.unref();
   return () => clearInterval(timer);

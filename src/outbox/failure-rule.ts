@@ -1,4 +1,5 @@
 import { errorSummary } from '../platform/errors.js';
+import { isStoreUnavailable } from '../platform/db/database.js';
 import { TransportError, type TransportFailure } from '../transports/transport.js';
 
 /**
@@ -29,4 +30,27 @@ export function afterFailure(err: unknown, attempts: number, maxAttempts: number
   if (attempts < maxAttempts) return { next: 'retry', failure };
   if (!inDoubt) return { next: 'failed', failure, exhausted: true };
   return attempts === maxAttempts ? { next: 'final_check', failure } : { next: 'in_doubt', failure };
+}
+
+/**
+ * Whether a job's handler threw for a reason that is the row's own: its content cannot be read or
+ * handled (a PostgreSQL data exception, SQLSTATE class 22, such as a `\u0000` its json cannot turn
+ * into text; a JavaScript SyntaxError, TypeError or RangeError on what the row holds), not the
+ * store's or the platform's (a lost connection, a timeout, a shutdown). Such a row would throw on
+ * every attempt: it is quarantined, not retried in front of the others.
+ */
+export function isRowsOwnFault(err: unknown): boolean {
+  if (!(err instanceof Error) || isStoreUnavailable(err)) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code.startsWith('22');
+  // undici's fetch says a network failure with a TypeError: the platform's, not the row's.
+  if (err instanceof TypeError && err.message === 'fetch failed') return false;
+  return err instanceof SyntaxError || err instanceof TypeError || err instanceof RangeError;
+}
+
+/** What went wrong, in words that never repeat the row's content (a JSON.parse error quotes the text it read). */
+export function faultName(err: unknown): string {
+  if (!(err instanceof Error)) return typeof err;
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? `${err.name} (SQLSTATE ${code})` : err.name;
 }

@@ -32,9 +32,22 @@ export interface LeasedTableSpec {
   /**
    * A row's lane (SQL, text; null: none): what paces its job's sends together. With it, a claim
    * given the worker's lanes is fair across them (src/outbox/lanes.ts) and each row claimed says
-   * its `lane`. Absent: rows have no lane.
+   * its `lane`. Absent: rows have no lane. The claim evaluates it on every due row it looks at, so
+   * it must not be able to fail on one row's content: read a json column's fields with `jsonText`.
    */
   lane?: RawBuilder<unknown>;
+}
+
+/**
+ * `column->>'key'`, never failing on the row's content: null where the json text holds a `\u`
+ * escape. A `json` column keeps its text as written, and `->>` turns the escapes of the whole
+ * document into text: `\u0000`, or a lone surrogate's `\ud800`, then fails the statement, on this
+ * row and so for every row a claim reads (one stored chat channel `#a\ud800` once held every
+ * delivery `pending` for good). Herald's own JSON has a `\u` escape only for a control character
+ * or a lone surrogate (JSON.stringify), which its input gate refuses (src/platform/contract/storable.ts).
+ */
+export function jsonText(column: string, key: string): RawBuilder<string | null> {
+  return sql<string | null>`(case when strpos(${sql.ref(column)}::text, ${'\\u'}) = 0 then ${sql.ref(column)}->>${sql.lit(key)} end)`;
 }
 
 /** A claimed row: what the claim read before (`claimedFrom`) and its lane (`lane` in the spec). */
@@ -137,6 +150,18 @@ export class LeasedTable<Row> {
     const sets = Object.entries(this.spec.onRelease(now)).map(([column, value]) => sql`, ${sql.ref(column)} = ${value}`);
     const r = await sql`update ${sql.table(this.spec.table)} set lease_owner = null, lease_expires_at = null${sql.join(sets, sql``)} where lease_owner = ${owner}${this.held()}`.execute(this.db);
     return Number(r.numAffectedRows ?? 0n);
+  }
+
+  /** The table's name: the queue's name in metrics and /readyz. */
+  get name(): string {
+    return this.spec.table;
+  }
+
+  /** Since when the oldest due row has been due (its `orderBy`), or null when none is: a plain min over the due rows, no row's content read. */
+  async oldestDue(now: Date): Promise<Date | null> {
+    const r = await sql<{ at: Date | string | null }>`select min(${sql.ref(this.spec.orderBy)}) as at from ${sql.table(this.spec.table)} where ${this.spec.due(now)}`.execute(this.db);
+    const at = r.rows[0]?.at ?? null;
+    return at === null ? null : new Date(at);
   }
 
   /** Delete rows created before `cutoff`. */

@@ -19,6 +19,8 @@ export class WorkerMetrics {
   private readonly duration: Histogram<'kind'>;
   private readonly errors: Counter<'kind'>;
   private readonly tickFailures: Counter;
+  private readonly quarantines: Counter<'kind'>;
+  private readonly periodicFailed: (what: string, times?: number) => void;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -37,6 +39,13 @@ export class WorkerMetrics {
       labelNames: ['kind'],
       registers,
     });
+    this.quarantines = new Counter({
+      name: 'herald_outbox_jobs_quarantined_total',
+      help: 'Jobs set aside as failed because their handling threw on their own row (or on every attempt), instead of being retried in front of the others, by job kind',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.periodicFailed = periodicFailures(registry);
     this.tickFailures = new Counter({ name: 'herald_outbox_claim_failures_total', help: 'Worker rounds (claim, prune) that failed, e.g. the database was unreachable', registers });
   }
 
@@ -45,6 +54,16 @@ export class WorkerMetrics {
     this.claimed.inc({ kind }, 0);
     this.running.set({ kind }, 0);
     this.errors.inc({ kind }, 0);
+    this.quarantines.inc({ kind }, 0);
+  }
+
+  /** A queue's hourly prune failed (herald_periodic_work_failures_total{what="queue <name>"}). */
+  pruneFailed(queue: string, times = 1): void {
+    this.periodicFailed(`queue ${queue}`, times);
+  }
+
+  quarantined(kind: string): void {
+    this.quarantines.inc({ kind });
   }
 
   started(kind: string): void {
@@ -118,4 +137,53 @@ export function registerOutboxHealth(registry: Registry, depth: (now: Date, time
     { section: 'outbox', title: 'Oldest due job waiting', metric: 'herald_outbox_oldest_due_age_seconds', show: 'max', unit: ' s' },
     { section: 'outbox', title: 'In doubt (unknown), stored', metric: 'herald_outbox_jobs', show: 'sum', where: (l) => l['state'] === 'unknown' },
   );
+}
+
+/** A queue as its age is read: its name and since when its oldest due job has been due. */
+export interface AgedQueue {
+  readonly name: string;
+  oldestDue(now: Date): Promise<Date | null>;
+}
+
+/** How long each queue's oldest due job has waited, in seconds (0: none is due); undefined when the store did not answer in time. */
+export type QueueAges = () => Promise<Readonly<Record<string, number>> | undefined>;
+
+/**
+ * herald_queue_oldest_due_age_seconds{queue}, for every queue (deliveries, inbox pushes, archive
+ * scrapes): the one signal that a queue stopped moving, whatever stopped it (no dispatcher, a
+ * failing platform, a row the claim cannot get past). Read at scrape time like the outbox depth
+ * (reused for a few seconds, bounded by a timeout); the same reading answers /readyz.
+ */
+export function registerQueueAges(registry: Registry, queues: readonly AgedQueue[], clock: Clock, options: { maxAgeMs?: number; timeoutMs?: number } = {}): QueueAges {
+  const read = async (): Promise<Record<string, number>> => {
+    const now = clock.now();
+    const ages: Record<string, number> = {};
+    for (const q of queues) {
+      const at = await q.oldestDue(now);
+      ages[q.name] = Math.max(ages[q.name] ?? 0, at === null ? 0 : Math.max(0, (now.getTime() - at.getTime()) / 1000));
+    }
+    return ages;
+  };
+  const reading = new ScrapeRead(read, { maxAgeMs: options.maxAgeMs ?? 5_000, timeoutMs: options.timeoutMs ?? 1_000 });
+  new Gauge({
+    name: 'herald_queue_oldest_due_age_seconds',
+    help: 'How long the oldest due job of each queue (deliveries, inbox pushes, archive scrapes) has been waiting; 0 when none is due',
+    labelNames: ['queue'],
+    registers: [registry],
+    async collect() {
+      const ages = await reading.get();
+      this.reset();
+      for (const [queue, age] of Object.entries(ages ?? {})) this.set({ queue }, age);
+    },
+  });
+  return () => reading.get();
+}
+
+/** The counter of failed periodic work (a prune, a sweep), by what it is: one per registry, shared by whoever runs such work. */
+export function periodicFailures(registry: Registry): (what: string, times?: number) => void {
+  const name = 'herald_periodic_work_failures_total';
+  const counter =
+    (registry.getSingleMetric(name) as Counter<'what'> | undefined) ??
+    new Counter({ name, help: 'Runs of periodic work (hourly prunes of each queue and module, sweeps) that failed, by what it is: a failing prune keeps what it should remove, so this alerts', labelNames: ['what'], registers: [registry] });
+  return (what, times = 1) => counter.inc({ what }, times);
 }

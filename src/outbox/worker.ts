@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../platform/clock.js';
 import { errorSummary } from '../platform/errors.js';
+import { isStoreUnavailable } from '../platform/db/database.js';
+import { faultName, isRowsOwnFault } from './failure-rule.js';
 import { LANE_DEEP_SCAN_MS, type LaneRoom } from './lanes.js';
 import type { QueueDepth, WorkerMetrics } from './outbox.metrics.js';
 
@@ -21,6 +23,8 @@ export interface Job {
  * a row whose lease expired (its worker died) is due again.
  */
 export interface JobQueue<J extends Job> {
+  /** Its name in metrics and /readyz (its table's). */
+  readonly name: string;
   /**
    * Oldest first. `lanes`: the jobs this worker runs per lane and how many a lane may run; a queue
    * whose rows have lanes claims fairly across them (src/outbox/lanes.ts), others ignore it.
@@ -28,6 +32,18 @@ export interface JobQueue<J extends Job> {
   claim(owner: string, now: Date, leaseMs: number, kinds: readonly string[], limit: number, lanes?: LaneRoom): Promise<J[]>;
   /** On shutdown: hand this owner's leased rows back, due now. */
   release(owner: string, now: Date): Promise<number>;
+  /**
+   * Set a job aside for good, while `owner` holds its lease: its handling threw for a reason of its
+   * own row (src/outbox/failure-rule.ts, `isRowsOwnFault`) or kept throwing to its last attempt.
+   * The row ends `failed` (or its queue's word for it) with `reason`, so it never again waits in
+   * front of the others. False: the lease was lost meanwhile, nothing written.
+   */
+  quarantine(job: J, owner: string, reason: string): Promise<boolean>;
+  /**
+   * Since when the oldest due job has been due (null: none is): a queue that stopped moving shows
+   * here first (herald_queue_oldest_due_age_seconds, /readyz), whatever stopped it.
+   */
+  oldestDue(now: Date): Promise<Date | null>;
   /** Periodic upkeep, e.g. deleting rows past retention. */
   prune?(now: Date): Promise<number>;
   /** For metrics: how many jobs wait, by kind and state, read within `timeoutMs`. */
@@ -125,6 +141,8 @@ export class OutboxWorker<J extends Job> {
     this.kinds.set(kind.kind, kind as unknown as JobKind<J>);
     this.queueOf.set(kind.kind, q);
     this.options.metrics?.register(kind.kind);
+    // The queue's prune failures have their series (at 0) before the first.
+    if (q.prune !== undefined) this.options.metrics?.pruneFailed(q.name, 0);
     return this;
   }
 
@@ -170,10 +188,20 @@ export class OutboxWorker<J extends Job> {
     if (released > 0) this.log.info({ released }, 'released in-flight jobs');
   }
 
-  /** Run the queue's upkeep now. */
+  /**
+   * Run the queues' upkeep now. One queue's failing prune is logged and counted (by queue) and
+   * does not keep the others from theirs, nor this round from claiming.
+   */
   async prune(): Promise<number> {
     let removed = 0;
-    for (const q of this.queues()) removed += (await q.prune?.(this.clock.now())) ?? 0;
+    for (const q of this.queues()) {
+      try {
+        removed += (await q.prune?.(this.clock.now())) ?? 0;
+      } catch (err) {
+        this.options.metrics?.pruneFailed(q.name);
+        this.log.error({ err: errorSummary(err), queue: q.name }, 'could not prune a queue');
+      }
+    }
     if (removed > 0) this.log.info({ removed }, 'pruned old jobs');
     return removed;
   }
@@ -277,8 +305,9 @@ export class OutboxWorker<J extends Job> {
     this.options.metrics?.started(job.kind);
     const done = kind
       .handle(job, context)
-      .catch((err: unknown) => {
+      .catch(async (err: unknown) => {
         failed = true;
+        if (await this.quarantined(job, kind, err, abort.signal)) return;
         this.log.error({ job: job.id, kind: job.kind, err: errorSummary(err) }, 'job bookkeeping failed');
       })
       .finally(() => {
@@ -288,5 +317,28 @@ export class OutboxWorker<J extends Job> {
         this.wake();
       });
     this.inFlight.set(job.id, { kind: job.kind, lane: job.lane, done, abort });
+  }
+
+  /**
+   * After a handler threw: a job whose own row is at fault (its content cannot be read or handled),
+   * or one that threw on its last attempt for any reason but the store's, is quarantined under its
+   * lease, logged (what went wrong, never the row's content) and counted. Otherwise it is re-driven
+   * when its lease expires, as before. True: quarantined.
+   */
+  private async quarantined(job: J, kind: JobKind<J>, err: unknown, signal: AbortSignal): Promise<boolean> {
+    if (signal.aborted || isStoreUnavailable(err)) return false;
+    const own = isRowsOwnFault(err);
+    if (!own && job.attempts < kind.retry.maxAttempts) return false;
+    const queue = this.queueOf.get(job.kind);
+    const fault = faultName(err);
+    const reason = own ? `quarantined: handling this job threw on its own content (${fault})` : `quarantined: handling this job threw on each of its ${job.attempts} attempts (${fault})`;
+    const done = await queue?.quarantine(job, this.owner, reason).catch((e: unknown) => {
+      this.log.error({ job: job.id, kind: job.kind, err: errorSummary(e) }, 'could not quarantine a job');
+      return false;
+    });
+    if (done !== true) return false;
+    this.options.metrics?.quarantined(job.kind);
+    this.log.error({ job: job.id, kind: job.kind, fault, attempts: job.attempts }, 'job quarantined: its handling threw, and it is set aside as failed instead of retried in front of the others');
+    return true;
   }
 }

@@ -3,6 +3,7 @@ import http from 'node:http';
 import fc from 'fast-check';
 import WebSocket from 'ws';
 import { cardLength, deliveryNonce, type Card } from '../../src/modules/deliveries/delivery.js';
+import { unstorableField } from '../../src/platform/contract/storable.js';
 import { SANDBOX_IDS } from '../../src/sandbox/ids.js';
 import { answerProblems, contractApi } from '../support/client.js';
 import { fuzzRequest, type CategoryGroup, type FuzzRequest } from './arbitraries.js';
@@ -279,12 +280,14 @@ async function checkDelivery(
   }
   const verdict = contract.validateRequest({ method: 'POST', path: '/mcp/deliveries', body, headers: { 'content-type': 'application/json' }, query: {} });
   const card = (body as { body?: { card?: unknown } } | null)?.body?.card;
-  const valid = verdict.valid && !(typeof card === 'object' && card !== null && cardLength(card as Card) > 6000);
+  // Text no store can hold (U+0000, a lone surrogate) is refused like the contract's own checks: the one input gate.
+  const storable = unstorableField({}, body) === undefined;
+  const valid = verdict.valid && storable && !(typeof card === 'object' && card !== null && cardLength(card as Card) > 6000);
   // Which files Herald holds is state, not shape: an attachment naming a file never uploaded is
   // refused with the reason the contract gives for it (openapi/files.yaml), never queued.
   const unknownFile = answer.text === JSON.stringify({ error: UNKNOWN_FILE });
   if (valid && answer.status === 400 && !unknownFile) violate('validity', `a request valid by the contract was refused: ${answer.text.slice(0, 200)}`);
-  if (!valid && answer.status !== 400) violate('validity', `a request invalid by the contract answered ${answer.status} (${verdict.errors?.[0]?.instancePath ?? ''} ${verdict.errors?.[0]?.message ?? 'card total'})`);
+  if (!valid && answer.status !== 400) violate('validity', `a request invalid by the contract answered ${answer.status} (${storable ? `${verdict.errors?.[0]?.instancePath ?? ''} ${verdict.errors?.[0]?.message ?? 'card total'}` : 'unstorable text'})`);
   if (wellFormedId === undefined) return;
   if (answer.status === 202) {
     const json = JSON.parse(answer.text) as { existing: boolean; state: Record<string, unknown> };

@@ -34,8 +34,11 @@ export interface ScrapeStepJob extends Job {
 export function scrapeQueue(db: Kysely<ArchiveDb>): JobQueue<ScrapeStepJob> {
   const table = scrapesTable(db);
   return {
+    name: table.name,
+    oldestDue: (now) => table.oldestDue(now),
     claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: SCRAPE_KIND, attempts: row.attempts, row })),
     release: (owner, now) => table.release(owner, now),
+    quarantine: (job, owner, reason) => table.finish(job.id, owner, { state: 'failed', last_error: reason, finished_at: new Date() }),
   };
 }
 

@@ -9,7 +9,7 @@ import { errorSummary } from '../../platform/errors.js';
 import { TransportError, type Address, type Mentions, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
 import type { DeliveriesDb } from './delivery.table.js';
 import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DeleteTarget, type DmTarget, type EditTarget, type ReactionTarget, type StoredKind } from './delivery.js';
-import { acquireEditLock, claimDue, deletedByHerald, findDelivery, findRecentOfKind, finishAttempt, outboxDepth, pruneDeliveries, recordAppliedSeq, releaseEditLock, releaseLeases, renewEditLock } from './delivery.repository.js';
+import { acquireEditLock, claimDue, deletedByHerald, oldestDueDelivery, findDelivery, findRecentOfKind, finishAttempt, outboxDepth, pruneDeliveries, recordAppliedSeq, releaseEditLock, releaseLeases, renewEditLock } from './delivery.repository.js';
 import { reconcile, RECONCILE_SETTLE_MS, TWIN_WAIT_MS, type Doubt } from './delivery.reconcile.js';
 import { DESTINATION_UNMAPPED, dmKind, postKind } from './delivery.kinds.js';
 import { facet, type DeliveryPorts, type SelfSendingKind, type SendKind } from './send-kind.js';
@@ -48,7 +48,11 @@ export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetric
         if (claimed_from === 'in_flight') metrics?.leaseExpired(row.kind);
         return { id: row.request_id, kind: row.kind, attempts: row.attempts, row, ...(typeof lane === 'string' ? { lane } : {}) };
       }),
+    name: 'deliveries',
+    oldestDue: (now) => oldestDueDelivery(db, now),
     release: (owner, now) => releaseLeases(db, owner, now),
+    // A row whose handling cannot succeed: failed, or unknown when an earlier attempt may have sent it (never resent blind).
+    quarantine: (job, owner, reason) => finishAttempt(db, job.id, owner, { status: job.row.doubt_from !== null ? 'unknown' : 'failed', failure_code: job.row.doubt_from !== null ? null : 'UPSTREAM_UNAVAILABLE', reason }),
     depth: async (now) =>
       (await outboxDepth(db, now)).map((r) => ({ kind: r.kind, state: r.status, jobs: r.jobs, oldestDueAt: r.oldest_due_at })),
     // Records are kept 8 days (by created_at).

@@ -1,5 +1,5 @@
 import { sql, type CompiledQuery, type Kysely } from 'kysely';
-import { ClaimCursor, LeasedTable } from '../../outbox/leased-table.js';
+import { ClaimCursor, jsonText, LeasedTable } from '../../outbox/leased-table.js';
 import type { LaneRoom } from '../../outbox/lanes.js';
 import type { DeliveriesDb } from './delivery.table.js';
 import type { StoredKind as DeliveryKind } from './delivery.js';
@@ -80,7 +80,7 @@ export async function deletedByHerald(db: Db, messageRef: string): Promise<boole
     .select('request_id')
     .where('kind', '=', 'delete')
     .where('status', '=', 'delivered')
-    .where(sql<string>`target->>'message_ref'`, '=', messageRef)
+    .where(jsonText('target', 'message_ref'), '=', messageRef)
     .executeTakeFirst();
   return row !== undefined;
 }
@@ -136,7 +136,8 @@ function deliveriesTable(db: Db, pacedBySender: readonly string[] = []): LeasedT
     // A chat send on a platform that paces each sender's lines on a connection of its own (IRC)
     // waits for that sender's other sends: its lane is the platform and the sender (as the
     // connection is keyed: a nick in lower case). Every other row has none (src/outbox/lanes.ts).
-    ...(pacedBySender.length > 0 ? { lane: sql`case when kind = 'chat' and target->>'transport' in (${sql.join(pacedBySender)}) then (target->>'transport') || ' ' || lower(target->>'sender') end` } : {}),
+    // Read with jsonText: a claim must not fail on one row's json (src/outbox/leased-table.ts).
+    ...(pacedBySender.length > 0 ? { lane: sql`case when kind = 'chat' and ${jsonText('target', 'transport')} in (${sql.join(pacedBySender)}) then ${jsonText('target', 'transport')} || ' ' || lower(${jsonText('target', 'sender')}) end` } : {}),
     table: 'deliveries',
     key: 'request_id',
     orderBy: 'next_attempt_at',
@@ -157,6 +158,11 @@ export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number
   if (kinds.length === 0) return [];
   const rows = await deliveriesTable(db, lanes?.pacedBySender).claim(owner, now, leaseMs, limit, sql`kind in (${sql.join(kinds)})`, cursor !== undefined ? { at: cursor, scope: kinds.join(',') } : undefined, lanes?.room);
   return rows.map((r) => ({ ...r, claimed_from: r.claimed_from as DeliveryStatus }));
+}
+
+/** Since when the oldest due delivery has been due (null: none is). */
+export function oldestDueDelivery(db: Db, now: Date): Promise<Date | null> {
+  return deliveriesTable(db).oldestDue(now);
 }
 
 /** Finish an attempt, only if this dispatcher still holds the lease. Returns false if it lost it. */

@@ -56,7 +56,10 @@ export async function recordDownload(db: Db, key: { transport: string; channelId
  * Delete files unused since `cutoff` that no delivery record lists (deliveries are kept 8 days,
  * and a pending one is never pruned before its files: its row lists them), and call `remove` for
  * each one's bytes before the commit. Rows another transaction holds (an upload or attach under
- * way) are skipped.
+ * way) are skipped. A record lists a file when its body's text holds the file's hash: a plain
+ * text search, which no row's content can make fail (`body::jsonb` failed on a body holding
+ * `\u0000`, every hour for the 8 days the row was kept, and no upload was reclaimed meanwhile); a
+ * hash quoted in a message's text keeps the file until that record goes too.
  */
 export async function pruneFiles(db: Db, cutoff: Date, remove: (sha256: string) => Promise<void>): Promise<number> {
   return db.transaction().execute(async (trx) => {
@@ -65,7 +68,7 @@ export async function pruneFiles(db: Db, cutoff: Date, remove: (sha256: string) 
       where f.used_at < ${cutoff}
         and not exists (
           select 1 from deliveries d
-          where d.body::jsonb @> jsonb_build_object('attachments', jsonb_build_array(jsonb_build_object('file', f.sha256))))
+          where strpos(d.body::text, f.sha256) > 0)
       order by f.used_at
       limit 1000
       for update skip locked`.execute(trx);

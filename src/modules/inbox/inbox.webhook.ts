@@ -41,8 +41,11 @@ export function idempotencyKey(eventId: string): string {
 export function pushQueue(db: Kysely<InboxDb>): JobQueue<PushJob> {
   const table = pushesTable(db);
   return {
+    name: table.name,
+    oldestDue: (now) => table.oldestDue(now),
     claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: PUSH_KIND, attempts: row.attempts, row })),
     release: (owner, now) => table.release(owner, now),
+    quarantine: (job, owner, reason) => table.finish(job.id, owner, { status: 'failed', last_error: reason }),
   };
 }
 

@@ -7,6 +7,7 @@ import type { PolicyCheck } from './policy.middleware.js';
 import { isStoreUnavailable } from '../db/database.js';
 import { describeSchema, isPlainObject, SchemaReasons } from '../contract/reasons.js';
 import { specDocument, type SchemaNode } from '../contract/spec.js';
+import { unstorableField } from '../contract/storable.js';
 import { ConflictError, errorSummary, InvalidRequestError, NotFoundError, UpstreamError } from '../errors.js';
 import { bearerCheck, FailureThrottle } from './auth.js';
 import { readJsonBody } from './body.js';
@@ -206,12 +207,12 @@ export async function createApi(deps: ApiOptions): Promise<Api> {
       const c = { api, operation, request: { ...request, params: direct, cookies: {}, requestBody: undefined }, validation: { valid: true, errors: null }, security: {} } as unknown as Context;
       return send(ctx, await registered(c, ctx, undefined));
     }
-    // Text Herald keeps goes to PostgreSQL, whose text cannot hold U+0000: refused here, on every
-    // operation validated here, naming the field (one whose handler validates is left to the handler).
-    const nul = validates(operation) ? fieldWithNul(request.query, body) : undefined;
-    if (nul !== undefined) {
+    // Text Herald keeps goes to PostgreSQL, whose text and jsonb hold neither U+0000 nor a lone
+    // surrogate: refused here, on every operation (those whose handlers validate too), naming the field.
+    const unfit = operation !== undefined ? unstorableField(request.query, body) : undefined;
+    if (unfit !== undefined) {
       const invalidBody = (operation as Record<string, unknown>)['x-herald-invalid-body'] as { status: number; error: string } | undefined;
-      return send(ctx, { status: invalidBody?.status ?? 400, body: { error: invalidBody?.error ?? `${nul} must not contain NUL (U+0000)` } });
+      return send(ctx, { status: invalidBody?.status ?? 400, body: { error: invalidBody?.error ?? unfit } });
     }
     const refused = deps.policy === undefined ? undefined : await deps.policy(ctx, operation?.operationId, body, request.query);
     if (refused !== undefined) return send(ctx, refused);
@@ -245,44 +246,6 @@ function validates(operation: Operation | undefined): boolean {
 /** Whether the operation's handler checks its input itself (`x-herald-handler-validates`). */
 function handlerValidates(operation: Operation | undefined): boolean {
   return (operation as Record<string, unknown> | undefined)?.['x-herald-handler-validates'] === true;
-}
-
-/**
- * The first query parameter or body field whose text holds U+0000 (`text`, `card.title`, `ids[]`),
- * if any. Walked with a stack of its own, in document order: a body may nest arrays thousands deep.
- */
-function fieldWithNul(query: Readonly<Record<string, string | string[]>>, body: unknown): string | undefined {
-  for (const [name, value] of Object.entries(query)) if ((Array.isArray(value) ? value : [value]).some((v) => v.includes('\u0000'))) return shortName(name);
-  const pending: [unknown, string | undefined][] = [[body, undefined]];
-  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
-    const [value, field] = next;
-    if (typeof value === 'string') {
-      if (value.includes('\u0000')) return shortName(field ?? 'request body');
-    } else if (Array.isArray(value)) {
-      const items = within(`${field ?? 'request body'}[]`);
-      for (let i = value.length - 1; i >= 0; i--) pending.push([value[i], items]);
-    } else if (isPlainObject(value)) {
-      const entries = Object.entries(value);
-      for (let i = entries.length - 1; i >= 0; i--) {
-        const [key, item] = entries[i] as [string, unknown];
-        pending.push([item, within(field === undefined ? key : `${field}.${key}`)]);
-      }
-    }
-  }
-  return undefined;
-}
-
-/** The longest field name an error message repeats. */
-const FIELD_NAME_MAX = 100;
-
-/** A field's name while walking, kept just past FIELD_NAME_MAX (deep nesting must not build ever longer names). */
-function within(name: string): string {
-  return name.length > FIELD_NAME_MAX + 1 ? name.slice(0, FIELD_NAME_MAX + 1) : name;
-}
-
-/** A field name as the caller wrote it, cut to a length fit for an error message. */
-function shortName(name: string): string {
-  return name.length > FIELD_NAME_MAX ? `${name.slice(0, FIELD_NAME_MAX)}…` : name;
 }
 
 /** Who the middleware authenticated: the bridge token's caller or the admin token's. */

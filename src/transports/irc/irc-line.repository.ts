@@ -1,15 +1,16 @@
 import { sql, type Kysely } from 'kysely';
 import type { ChannelLine } from './irc-connection.js';
 import type { IrcDb } from './irc-line.table.js';
+import { storableText } from '../../platform/contract/storable.js';
 import type { IrcLineRow } from './irc-line.table.js';
 
 type Db = Kysely<IrcDb>;
 
-/** Store a line; one the store already has (same msgid) is ignored. */
+/** Store a line (its text made storable: an IRC server's line may hold what PostgreSQL refuses); one the store already has (same msgid) is ignored. */
 export async function storeLine(db: Db, line: ChannelLine): Promise<void> {
   await db
     .insertInto('irc_lines')
-    .values({ channel: line.channel, nick: line.nick, text: line.text, at: line.time, msgid: line.msgid ?? null, delivery_tag: line.deliveryTag ?? null })
+    .values({ channel: storableText(line.channel), nick: storableText(line.nick), text: storableText(line.text), at: line.time, msgid: line.msgid === undefined ? null : storableText(line.msgid), delivery_tag: line.deliveryTag ?? null })
     .onConflict((oc) => oc.column('msgid').doNothing())
     .execute();
 }

@@ -1,0 +1,37 @@
+import { storableValue } from '../platform/contract/storable.js';
+import type { Inbound, InboundHistory, Transport } from './transport.js';
+
+/**
+ * A platform's facets with every inbound event made storable, once, where events enter Herald: each
+ * message (live, or read back from history after a failover) and each reaction reaches the modules
+ * (the inbox, handoffs) with no U+0000 and no lone surrogate in any of its text, which PostgreSQL
+ * would refuse (src/platform/contract/storable.ts). An event cannot be answered with a 400, and one
+ * bad character must not cost it. Applied to every platform as it starts (src/transports/start.ts),
+ * so a platform added later is covered without doing anything.
+ */
+export function storableFacets(facets: Transport): Transport {
+  const inbound = facets.inbound;
+  if (inbound === undefined) return facets;
+  return Object.create(facets, { inbound: { value: storableInbound(inbound), enumerable: true } }) as Transport;
+}
+
+function storableInbound(inbound: Inbound): Inbound {
+  const onReaction = inbound.onReaction?.bind(inbound);
+  return {
+    onMessage: (listener) => inbound.onMessage((message) => listener(storableValue(message))),
+    ...(onReaction !== undefined ? { onReaction: (listener) => onReaction((reaction) => listener(storableValue(reaction))) } : {}),
+    ...(inbound.recent !== undefined ? { recent: storableHistory(inbound.recent) } : {}),
+  } satisfies Inbound;
+}
+
+function storableHistory(recent: InboundHistory): InboundHistory {
+  return {
+    held: () => recent.held(),
+    onHeld: (listener) => recent.onHeld(listener),
+    channels: (signal) => recent.channels(signal),
+    since: async (channelId, afterId, from, signal) => {
+      const page = await recent.since(channelId, afterId, from, signal);
+      return { ...page, messages: page.messages.map((m) => storableValue(m)) };
+    },
+  };
+}
