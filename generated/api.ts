@@ -1370,7 +1370,12 @@ export interface components {
         };
         InboxEvent: {
             id: components["schemas"]["InboxCursor"];
-            /** @description Stable across replicas and retries (`<platform>:<message id>`, a reaction adds its user and emoji); a webhook's `Idempotency-Key`. */
+            /**
+             * @description Stable across replicas and retries (`<platform>:<message id>`, a reaction adds its user and
+             *     emoji). A webhook push is signed over the body, which holds it: a receiver dedups on it. The
+             *     push's `Idempotency-Key` header is derived from it (every character outside printable ASCII,
+             *     and `%`, percent-encoded as UTF-8), so a receiver can check the header against the signed body.
+             */
             event_id: string;
             kind: components["schemas"]["InboxEventKind"];
             /** @example discord */
