@@ -21,6 +21,8 @@ interface Session {
   endpoint: URL;
   /** Resolves with the JSON-RPC answer to `id` on the stream. */
   answer(id: number): Promise<Record<string, unknown>>;
+  /** Every JSON-RPC message the stream carried so far. */
+  messages(): Record<string, unknown>[];
   /** Resolves when the server ends the stream. */
   ended: Promise<void>;
   close(): void;
@@ -46,8 +48,10 @@ async function openSession(url: string, token: string): Promise<Session> {
     done = true;
   })();
   const endpoint = new URL((await waitFor(() => /event: endpoint\ndata: (\S+)/.exec(seen)?.[1], 'the session endpoint')) ?? '', url);
+  const messages = (): Record<string, unknown>[] => [...seen.matchAll(/data: (\{.*\})/g)].map((m) => JSON.parse(m[1] ?? '{}') as Record<string, unknown>);
   return {
     endpoint,
+    messages,
     answer: (id) =>
       waitFor(() => {
         for (const m of seen.matchAll(/data: (\{.*\})/g)) {
@@ -105,6 +109,7 @@ describe('herald mcp --http: HTTP+SSE sessions are bound to their principal', { 
       HERALD_MCP_TOKEN: staticToken,
       HERALD_MCP_WAIT_MS: '15000',
       HERALD_MCP_OAUTH_ISSUER: issuer.url,
+      HERALD_MCP_INBOX_NOTIFY: 'on',
     });
     ({ url, server } = await startHttp(config, h.bridgeToken, staticToken, createLogger('silent')));
   }, 120_000);
@@ -148,6 +153,27 @@ describe('herald mcp --http: HTTP+SSE sessions are bound to their principal', { 
     const fresh = await issuer.sign({ client_id: 'agent', sub: 'alice', scope: 'write', aud: url });
     expect((await post(s, fresh, postMessage(5, content))).status).toBe(404);
     expect(posted(content)).toHaveLength(0);
+  });
+
+  it("a session is told only of the events its own client's inbox holds: no DM for a client the policy gives no send_dm", async () => {
+    const reader = await issuer.sign({ client_id: 'reader', sub: 'bob', scope: 'read', aud: url });
+    // A DM from a registered user (the connector's inbox holds it), then a mention in a mapped channel.
+    expect((await h.sandbox.invoke({ userId: IDS.user, command: 'agent', subcommand: 'register' })).data?.content).toContain('Registered');
+    const write = async (body: Record<string, unknown>): Promise<string> => {
+      const res = await fetch(`${h.sandbox.url}/sandbox/api/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { id: string }).id;
+    };
+    const dm = await write({ userId: IDS.user, dm: true, content: 'a private word' });
+    await waitFor(async () => JSON.stringify((await h.bridge.get('/mcp/inbox?after=0&limit=100')).json).includes(dm), 'the DM in the connector\'s inbox');
+    const s = await open(reader);
+    await initialize(s, reader);
+    const mention = await write({ userId: IDS.user, channelId: IDS.channels.alerts, content: `<@${h.sandbox.bot.id}> status?` });
+    const inbox = (): Record<string, unknown>[] => s.messages().flatMap((m) => (m['method'] === 'notifications/message' ? [((m['params'] as { data: Record<string, unknown> }).data)] : []));
+    await waitFor(() => inbox().find((n) => n['kind'] === 'mention'), 'the mention notified', 30_000);
+    expect(mention).not.toBe(dm);
+    // The DM came first and the connector sees it; this client's view has no DMs, so neither do its notifications.
+    expect(inbox().filter((n) => n['kind'] === 'dm')).toEqual([]);
   });
 
   it('checks the session against its token on every call, not once when it opened', async () => {

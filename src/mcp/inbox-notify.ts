@@ -14,9 +14,10 @@ export const INBOX_LOGGER = 'herald.inbox';
  * wait on the agent's inbox and send one `notifications/message` per new event, naming it (id,
  * kind, platform, channel, author) but never its content: the agent reads that with list_inbox or
  * wait_for_messages and acknowledges with ack_inbox. Starts after the acknowledged cursor; returns
- * the stop.
+ * the stop. `headers` name the reader (an OAuth client's policy header): it is told only of the
+ * events its own view of the inbox holds, after its own cursor.
  */
-export function notifyInbox(server: Server, herald: { baseUrl: string; token: string }, log: Logger): () => void {
+export function notifyInbox(server: Server, herald: { baseUrl: string; token: string; headers?: Record<string, string> }, log: Logger): () => void {
   let stopped = false;
   // Its own client, whose long wait the stop cuts short (nothing is left pending when the session ends).
   const abort = new AbortController();

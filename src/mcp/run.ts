@@ -166,7 +166,7 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
         void mcp.close();
       });
       await mcp.connect(transport);
-      if (config.mcpInboxNotify) stopNotifying = notifyInbox(mcp, { baseUrl: config.heraldUrl, token: bridgeToken }, log);
+      if (config.mcpInboxNotify) stopNotifying = notifyInbox(mcp, { baseUrl: config.heraldUrl, token: bridgeToken, ...(caller.client === undefined ? {} : { headers: { [POLICY_CLIENT_HEADER]: caller.client } }) }, log);
       return;
     }
     if (url.pathname === '/messages') {
