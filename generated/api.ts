@@ -1703,6 +1703,28 @@ export interface components {
             body: components["schemas"]["ReactionBody"];
             target: components["schemas"]["ReactionTarget"];
         };
+        PolicyRefusal: {
+            /** @enum {unknown} */
+            error: "refused by policy: read_only" | "refused by policy: tools" | "refused by policy: destinations" | "refused by policy: channels" | "refused by policy: platforms" | "refused by policy: rate_per_minute" | "refused by policy: rate_per_day" | "refused by policy: files";
+        };
+        PolicyConfirmation: {
+            /** @enum {unknown} */
+            error: "confirmation required" | "confirmation required: the herald-confirm token is used" | "confirmation required: the herald-confirm token is expired" | "confirmation required: the herald-confirm token is not for this call";
+            confirm_token: string;
+            /** @description When the token stops being good (ISO 8601, UTC). */
+            expires_at: string;
+            /** @description What the call would do, as the policy sees it (from the operation's `x-herald-policy`). */
+            would: {
+                operation: string;
+                tool: string;
+                /** @enum {unknown} */
+                access: "read" | "write" | "admin";
+                destination?: string;
+                channel?: string;
+                platform?: string;
+                message_ref?: string;
+            };
+        };
         /**
          * @description Optional. The platform's id of the message this one replies to (a Discord snowflake, a Slack
          *     `ts`), in the channel the target resolves to (with `thread_id`, in that thread). Discord: a
@@ -1821,6 +1843,10 @@ export interface components {
          * @enum {string}
          */
         ScrapeState: "running" | "paused" | "stopped" | "completed" | "failed";
+        schema: {
+            /** @constant */
+            error: "admin token required";
+        };
         /** @enum {string} */
         MediaKind: "image" | "video" | "audio" | "file";
         /** @enum {string} */
@@ -1923,10 +1949,15 @@ export interface components {
         };
         /**
          * @description The operator's policy (`HERALD_POLICY`) refuses this call from the bridge token's caller; the
-         *     reason names the rule: `read_only` (a write by a read-only connector), `tools` (the tool this
-         *     operation serves is off), `destinations`, `channels`, `platforms` (a write to a target the
-         *     policy does not list), `rate_per_minute`, `rate_per_day` (the tool's cap is used up:
-         *     `Retry-After` says when a call is free again). With no policy file nothing is refused so.
+         *     reason names the rule: `read_only` (a write by a read-only connector), `tools` (no tool this
+         *     operation serves is on: an operation that serves no tool is off under any `tools` rule),
+         *     `destinations`, `channels`, `platforms` (a write to a target the policy does not list; for an
+         *     edit, reaction or delete by `message_ref`, where the original went), `rate_per_minute`,
+         *     `rate_per_day` (the tool's cap is used up: `Retry-After` says when a call is free again),
+         *     `files` (an upload that would take the caller's stored uploads past its
+         *     `files.max_total_bytes`; an OAuth client without one has 104857600). Which operation serves
+         *     which tool, and where its target is, is each operation's `x-herald-policy`. With no policy
+         *     file only an OAuth client's upload cap holds.
          */
         PolicyRefused: {
             headers: {
@@ -1935,9 +1966,33 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                "application/json": components["schemas"]["PolicyRefusal"];
+            };
+        };
+        /**
+         * @description The operator's policy (rule `confirm`) asks for a second, confirming call of this tool: nothing
+         *     was done. The answer says what the call would do and carries a one-use `confirm_token`, bound
+         *     to this caller, this operation and these exact arguments (body and query), good until
+         *     `expires_at` (5 minutes). Repeat the same call with the token in the `Herald-Confirm` header
+         *     to go ahead. A token that is used, expired or for another call is answered so, with a fresh one.
+         */
+        PolicyConfirmRequired: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PolicyConfirmation"];
+            };
+        };
+        /** @description No such scrape. */
+        ScrapeNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
                 "application/json": {
-                    /** @enum {unknown} */
-                    error: "refused by policy: read_only" | "refused by policy: tools" | "refused by policy: destinations" | "refused by policy: channels" | "refused by policy: platforms" | "refused by policy: rate_per_minute" | "refused by policy: rate_per_day";
+                    /** @constant */
+                    error: "scrape not found";
                 };
             };
         };
@@ -1950,18 +2005,6 @@ export interface components {
                 "application/json": {
                     /** @constant */
                     error: "admin token required";
-                };
-            };
-        };
-        /** @description No such scrape. */
-        ScrapeNotFound: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": {
-                    /** @constant */
-                    error: "scrape not found";
                 };
             };
         };
@@ -2041,7 +2084,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2128,6 +2173,7 @@ export interface operations {
                     };
                 };
             };
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2157,6 +2203,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No delivery with this request_id (pruned after 8 days), or a malformed id. */
             404: {
                 headers: {
@@ -2170,6 +2217,7 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2203,7 +2251,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2253,6 +2303,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description Unknown, expired, used, or issued before an unregister (one answer for all). */
             404: {
                 headers: {
@@ -2267,6 +2318,7 @@ export interface operations {
             };
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["PolicyConfirmRequired"];
             /**
              * @description More than 10 failed authentications, or failed redeems, in 60 s from this address.
              *     A valid code (with the right token) is never refused.
@@ -2317,6 +2369,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description Not registered, or a malformed id. */
             404: {
                 headers: {
@@ -2353,7 +2406,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2399,8 +2454,10 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             /** @description Bridge not configured, or Discord (or the store) could not be reached to resolve the invoker. */
             503: {
@@ -2438,6 +2495,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No visible command has this name or alias. */
             404: {
                 headers: {
@@ -2451,6 +2509,7 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2510,6 +2569,7 @@ export interface operations {
                     };
                 };
             };
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2547,7 +2607,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2586,7 +2648,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2632,6 +2696,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyFailedAttempts"];
@@ -2660,6 +2725,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No handoff was sent with this request_id. */
             404: {
                 headers: {
@@ -2710,7 +2776,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2747,7 +2815,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2789,8 +2859,10 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2830,8 +2902,10 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             422: components["responses"]["PlatformRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -2891,6 +2965,7 @@ export interface operations {
                     };
                 };
             };
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2917,6 +2992,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No such send (records are kept 8 days). */
             404: {
                 headers: {
@@ -2961,8 +3037,10 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             422: components["responses"]["PlatformRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -3009,6 +3087,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["PlatformRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -3046,8 +3125,10 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             422: components["responses"]["PlatformRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -3148,6 +3229,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3369,6 +3451,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No delivery with this request_id (pruned after 8 days), or a malformed id. */
             404: {
                 headers: {
@@ -3406,6 +3489,8 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3457,7 +3542,15 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["AdminTierRequired"];
+            /** @description This call needs the admin token (download mode, delete), or the operator's policy refuses it (PolicyRefused). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["schema"] | components["schemas"]["PolicyRefusal"];
+                };
+            };
             /** @description The channel does not exist or the bot cannot see it. */
             404: {
                 headers: {
@@ -3484,13 +3577,16 @@ export interface operations {
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
-            /** @description Storage is at or past its warning level; repeat the call with `confirm` true. */
+            /**
+             * @description Storage is at or past its warning level; repeat the call with `confirm` true. Or the
+             *     operator's policy asks for a confirming call (PolicyConfirmRequired).
+             */
             428: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ConfirmRequired"];
+                    "application/json": components["schemas"]["ConfirmRequired"] | components["schemas"]["PolicyConfirmation"];
                 };
             };
             429: components["responses"]["TooManyFailedAttempts"];
@@ -3530,7 +3626,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             404: components["responses"]["ScrapeNotFound"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3555,8 +3653,17 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["AdminTierRequired"];
+            /** @description This call needs the admin token (download mode, delete), or the operator's policy refuses it (PolicyRefused). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["schema"] | components["schemas"]["PolicyRefusal"];
+                };
+            };
             404: components["responses"]["ScrapeNotFound"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3583,7 +3690,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             404: components["responses"]["ScrapeNotFound"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3634,6 +3743,8 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3660,6 +3771,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No such item. */
             404: {
                 headers: {
@@ -3672,6 +3784,7 @@ export interface operations {
                     };
                 };
             };
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3695,6 +3808,8 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3857,6 +3972,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             /** @description The file is larger than `HERALD_FILE_MAX_BYTES`; nothing was stored. */
             413: {
@@ -3896,6 +4012,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No stored file with this id (never stored, or expired). */
             404: {
                 headers: {
@@ -3949,7 +4066,10 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description The channel is neither a mapped destination's nor a registered user's DM channel. */
+            /**
+             * @description The channel is neither a mapped destination's nor a registered user's DM channel, or the
+             *     operator's policy refuses the call (`refused by policy: <rule>`, as PolicyRefused says).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3958,7 +4078,7 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         error: "channel_id is not a channel the agent can read";
-                    };
+                    } | components["schemas"]["PolicyRefusal"];
                 };
             };
             /** @description The message or the attachment is not there. */
@@ -3984,6 +4104,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             /** @description The platform or its media host could not be reached; try again. */
             502: {

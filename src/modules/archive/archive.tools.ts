@@ -28,6 +28,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
   return [
     {
       name: 'scrape_media',
+      operations: ['startMediaScrape'],
       title: "Scrape a channel's media",
       annotations: hints(false, false, false, true),
       output: 'ScrapeJob',
@@ -49,6 +50,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'list_media_scrapes',
+      operations: ['listMediaScrapes'],
       title: 'Every media scrape',
       annotations: hints(true, false, true, false),
       output: 'listMediaScrapes',
@@ -61,6 +63,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'get_media_scrape',
+      operations: ['getMediaScrape'],
       title: 'One media scrape',
       annotations: hints(true, false, true, false),
       output: 'ScrapeJob',
@@ -73,6 +76,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'stop_media_scrape',
+      operations: ['stopMediaScrape'],
       title: 'Stop a media scrape',
       annotations: hints(false, false, true, false),
       output: 'ScrapeJob',
@@ -85,6 +89,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'query_media',
+      operations: ['queryMedia'],
       title: 'Search archived media',
       annotations: hints(true, false, true, false),
       output: 'MediaPage',
@@ -110,6 +115,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'get_media_item',
+      operations: ['getMediaItem'],
       title: 'One archived media item',
       annotations: hints(true, false, true, false),
       output: 'MediaItem',
@@ -122,6 +128,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'get_media_storage',
+      operations: ['getMediaStorage'],
       title: 'Media storage use',
       annotations: hints(true, false, true, false),
       output: 'StorageStatus',
@@ -134,6 +141,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'delete_media_scrape',
+      operations: ['getMediaScrape', 'deleteMediaScrape'],
       title: 'Delete a media scrape and its files',
       annotations: hints(false, true, true, false),
       output: 'ScrapeJob',

@@ -24,6 +24,12 @@ export interface McpTool<Deps> {
    * name, or an operationId (its success response's schema). Published as the tool's `outputSchema`.
    */
   readonly output: string;
+  /**
+   * The contract's operations (operationIds) this tool calls: each must name the tool in its
+   * `x-herald-policy` (as its tool or in `also_for`), so the operator's rules that let the tool
+   * run let its calls through, and none other (test/policy-declarations.test.ts walks them).
+   */
+  readonly operations: readonly string[];
   readonly inputSchema: JsonSchema & { type: 'object' };
   handler(args: Record<string, unknown>, deps: Deps): Promise<CallToolResult>;
 }
