@@ -77,11 +77,13 @@ function targetOf(d: PolicyDeclaration, input: PolicyInput, defaults: Readonly<R
 }
 
 /** What the operation would do, for the rules: read from its declaration alone. */
-async function intentOf(d: PolicyDeclaration, input: PolicyInput, options: PolicyCheckOptions): Promise<Intent & { ref?: string; unresolved?: boolean }> {
+async function intentOf(d: PolicyDeclaration, input: PolicyInput, options: PolicyCheckOptions, rules: readonly Rules[]): Promise<Intent & { ref?: string; unresolved?: boolean }> {
   const tool = typeof d.tool === 'string' ? d.tool : d.tool === undefined ? undefined : d.tool.values[pointed(input, d.tool.by) ?? ''];
   const base = { tool, alsoFor: d.also_for, writes: d.access !== 'read' };
   const ref = pointed(input, d.message_ref);
   if (ref === undefined) return { ...base, ...targetOf(d, input, options.defaults ?? {}) };
+  // Looked up only where a rule looks at targets (or a confirm says what would happen): most callers have none.
+  if (!rules.some((r) => targetingRule(r) !== undefined || r.confirm.size > 0)) return { ...base, ref };
   // An edit, reaction or delete of an earlier message is judged by where that original went.
   const original = await options.originalOf?.(ref);
   if (original === undefined) return { ...base, ref, unresolved: true };
@@ -125,10 +127,10 @@ export function policyCheck(options: PolicyCheckOptions): PolicyCheck {
     // Not declared (a contract the walk would have failed): held as the strictest, refused.
     if (d === undefined) return refuse('tools');
     const client = ctx.get(POLICY_CLIENT_HEADER) || undefined;
-    const intent = await intentOf(d, input, options);
     const subjects = rulesFor(options.policy, client).map((rules, i) => ({ rules, subject: i === 0 ? 'connector' : `client:${client ?? ''}` }));
     // An OAuth client the policy names no rules for: the connector's alone, plus the defaults a client gets.
     if (client !== undefined && subjects.length === 1) subjects.push({ rules: NO_RULES, subject: `client:${client}` });
+    const intent = await intentOf(d, input, options, subjects.map((s) => s.rules));
     for (const { rules } of subjects) {
       const rule = refusedBy(rules, intent);
       if (rule !== undefined) return refuse(rule);
