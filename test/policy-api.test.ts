@@ -2,7 +2,10 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { Operation } from 'openapi-backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { declarationOf, toolsNamed } from '../src/platform/policy/declaration.js';
+import { call, contractApi } from './support/client.js';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
 
 // The operator's policy on the API itself, as a bridge-token caller meets it (black-box, every
@@ -26,6 +29,21 @@ clients:
 const CLIENT = 'x-herald-policy-client';
 const as = (client: string): { headers: Record<string, string> } => ({ headers: { [CLIENT]: client } });
 const sha = (data: Buffer): string => createHash('sha256').update(data).digest('hex');
+
+type Example = { example?: unknown; examples?: Record<string, { value: unknown }> };
+const exampleOf = (node: Example | undefined): unknown => node?.example ?? Object.values(node?.examples ?? {})[0]?.value;
+
+/** A request the contract calls valid for the operation: its path and required query parameters from their examples, its body's example. */
+function exampleRequest(op: Operation): { path: string; body: unknown } {
+  let path = op.path;
+  const query = new URLSearchParams();
+  for (const p of (op.parameters ?? []) as (Example & { in: string; name: string; required?: boolean })[]) {
+    if (p.in === 'path') path = path.replace(`{${p.name}}`, encodeURIComponent(String(exampleOf(p))));
+    if (p.in === 'query' && p.required === true) query.set(p.name, String(exampleOf(p)));
+  }
+  const content = (op.requestBody as { content?: Record<string, Example> } | undefined)?.content?.['application/json'];
+  return { path: query.size > 0 ? `${path}?${query}` : path, body: content === undefined ? undefined : exampleOf(content) };
+}
 
 describe("the operator's policy on the API", { timeout: 120_000 }, () => {
   let h: TestHerald;
@@ -59,6 +77,30 @@ describe("the operator's policy on the API", { timeout: 120_000 }, () => {
     expect(read.status).toBe(403);
     expect(read.json).toEqual({ error: 'refused by policy: tools' });
     expect((await fetch(`${h.url}/mcp/files/${sha(data)}`, { headers: { authorization: `Bearer ${h.bridgeToken}` } })).status).toBe(200);
+  });
+
+  it('holds on every operation the bridge token reaches, however it is served: each one the rules turn off is refused', async () => {
+    const operations = (await contractApi()).getOperations().filter((op) => ((op.security ?? [{ bridgeToken: [] }]) as Record<string, unknown>[]).some((r) => 'bridgeToken' in r));
+    expect(operations.length).toBeGreaterThan(30);
+    const problems: string[] = [];
+    for (const op of operations) {
+      const declaration = declarationOf(op).declaration;
+      const { path, body } = exampleRequest(op);
+      const ask = async (client: string) => {
+        const res = await call(h.url, op.method.toUpperCase(), path, { token: h.bridgeToken, headers: { [CLIENT]: client }, ...(body !== undefined ? { body } : op.requestBody !== undefined ? { raw: 'x' } : {}) });
+        return JSON.stringify(res.json);
+      };
+      // A client limited to get_capabilities: every operation that does not serve it is off.
+      const tools = await ask('caps-only');
+      const off = !toolsNamed(declaration ?? { access: 'admin' }).includes('get_capabilities');
+      if (off !== (tools === '{"error":"refused by policy: tools"}')) problems.push(`${op.operationId} as caps-only: ${tools}`);
+      // A read-only client: every operation that changes something is refused (reads are not called: they would run).
+      if (declaration?.access !== 'read') {
+        const readOnly = await ask('reader');
+        if (readOnly !== '{"error":"refused by policy: read_only"}') problems.push(`${op.operationId} as reader: ${readOnly}`);
+      }
+    }
+    expect(problems).toEqual([]);
   });
 
   it('caps what a client keeps uploaded (files.max_total_bytes); the same bytes again count once', async () => {
