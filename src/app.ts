@@ -163,6 +163,8 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
 /** Where an earlier post or DM went, by its request_id: its kind and target as it was accepted (the policy's `message_ref`). */
 function originalDelivery(deliveries: { detail(requestId: string): Promise<{ kind: string; target: unknown }> }): OriginalOf {
   return async (ref) => {
+    // Only a request_id can name one (asked before the input is checked: the text may be anything).
+    if (!/^[0-9a-f]{64}$/.test(ref)) return undefined;
     try {
       const original = await deliveries.detail(ref);
       return { body: { kind: original.kind, target: original.target } };

@@ -141,6 +141,9 @@ describe("the operator's policy on the API", { timeout: 120_000 }, () => {
     // A reference to nothing Herald sent is not let through a destinations rule either.
     const unknown = await h.bridge.post('/mcp/deliveries', { ...edit, request_id: newRequestId(), target: { message_ref: 'e'.repeat(64), seq: 1 } }, as('alerts-only'));
     expect(unknown.json).toEqual({ error: 'refused by policy: destinations' });
+    // Text the store cannot hold in a reference or a retry key never reaches a statement (asked before the input gate).
+    const unstorable = await h.bridge.post('/mcp/deliveries', { ...edit, request_id: 'a\u0000\ud800', target: { message_ref: 'b\u0000', seq: 1 } }, as('alerts-only'));
+    expect(unstorable.status).toBe(403);
     // Its own post in alerts it may edit.
     const inAlerts = newRequestId();
     expect((await h.bridge.post('/mcp/deliveries', post(inAlerts, `alerts post ${inAlerts}`), as('alerts-only'))).status).toBe(202);

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Context as KoaContext } from 'koa';
 import type { Kysely } from 'kysely';
 import { Counter, type Registry } from 'prom-client';
@@ -139,7 +139,9 @@ export function policyCheck(options: PolicyCheckOptions): PolicyCheck {
         if (targeting !== undefined) return refuse(targeting);
       }
     }
-    const key = pointed(input, d.key);
+    // Stored hashed: the policy runs before the input gate, and a key is the caller's text (any length, any character).
+    const given = pointed(input, d.key);
+    const key = given === undefined ? undefined : createHash('sha256').update(given).digest('hex');
     // A confirming second call: the first one answered a token bound to this caller, call and arguments.
     if (intent.tool !== undefined && subjects.some((s) => s.rules.confirm.has(intent.tool as string))) {
       const subject = subjects[subjects.length - 1]?.subject ?? 'connector';
