@@ -1721,6 +1721,28 @@ export interface components {
             body: components["schemas"]["ReactionBody"];
             target: components["schemas"]["ReactionTarget"];
         };
+        PolicyRefusal: {
+            /** @enum {unknown} */
+            error: "refused by policy: read_only" | "refused by policy: tools" | "refused by policy: destinations" | "refused by policy: channels" | "refused by policy: platforms" | "refused by policy: rate_per_minute" | "refused by policy: rate_per_day" | "refused by policy: files";
+        };
+        PolicyConfirmation: {
+            /** @enum {unknown} */
+            error: "confirmation required" | "confirmation required: the herald-confirm token is used" | "confirmation required: the herald-confirm token is expired" | "confirmation required: the herald-confirm token is not for this call";
+            confirm_token: string;
+            /** @description When the token stops being good (ISO 8601, UTC). */
+            expires_at: string;
+            /** @description What the call would do, as the policy sees it (from the operation's `x-herald-policy`). */
+            would: {
+                operation: string;
+                tool: string;
+                /** @enum {unknown} */
+                access: "read" | "write" | "admin";
+                destination?: string;
+                channel?: string;
+                platform?: string;
+                message_ref?: string;
+            };
+        };
         /**
          * @description Optional. The platform's id of the message this one replies to (a Discord snowflake, a Slack
          *     `ts`), in the channel the target resolves to (with `thread_id`, in that thread). Discord: a
@@ -1847,6 +1869,10 @@ export interface components {
          * @enum {string}
          */
         ScrapeState: "running" | "paused" | "stopped" | "completed" | "failed";
+        schema: {
+            /** @constant */
+            error: "admin token required";
+        };
         /** @enum {string} */
         MediaKind: "image" | "video" | "audio" | "file";
         /** @enum {string} */
@@ -1949,10 +1975,15 @@ export interface components {
         };
         /**
          * @description The operator's policy (`HERALD_POLICY`) refuses this call from the bridge token's caller; the
-         *     reason names the rule: `read_only` (a write by a read-only connector), `tools` (the tool this
-         *     operation serves is off), `destinations`, `channels`, `platforms` (a write to a target the
-         *     policy does not list), `rate_per_minute`, `rate_per_day` (the tool's cap is used up:
-         *     `Retry-After` says when a call is free again). With no policy file nothing is refused so.
+         *     reason names the rule: `read_only` (a write by a read-only connector), `tools` (no tool this
+         *     operation serves is on: an operation that serves no tool is off under any `tools` rule),
+         *     `destinations`, `channels`, `platforms` (a write to a target the policy does not list; for an
+         *     edit, reaction or delete by `message_ref`, where the original went), `rate_per_minute`,
+         *     `rate_per_day` (the tool's cap is used up: `Retry-After` says when a call is free again),
+         *     `files` (an upload that would take the caller's stored uploads past its
+         *     `files.max_total_bytes`; an OAuth client without one has 104857600). Which operation serves
+         *     which tool, and where its target is, is each operation's `x-herald-policy`. With no policy
+         *     file only an OAuth client's upload cap holds.
          */
         PolicyRefused: {
             headers: {
@@ -1961,9 +1992,33 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                "application/json": components["schemas"]["PolicyRefusal"];
+            };
+        };
+        /**
+         * @description The operator's policy (rule `confirm`) asks for a second, confirming call of this tool: nothing
+         *     was done. The answer says what the call would do and carries a one-use `confirm_token`, bound
+         *     to this caller, this operation and these exact arguments (body and query), good until
+         *     `expires_at` (5 minutes). Repeat the same call with the token in the `Herald-Confirm` header
+         *     to go ahead. A token that is used, expired or for another call is answered so, with a fresh one.
+         */
+        PolicyConfirmRequired: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PolicyConfirmation"];
+            };
+        };
+        /** @description No such scrape. */
+        ScrapeNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
                 "application/json": {
-                    /** @enum {unknown} */
-                    error: "refused by policy: read_only" | "refused by policy: tools" | "refused by policy: destinations" | "refused by policy: channels" | "refused by policy: platforms" | "refused by policy: rate_per_minute" | "refused by policy: rate_per_day";
+                    /** @constant */
+                    error: "scrape not found";
                 };
             };
         };
@@ -1976,18 +2031,6 @@ export interface components {
                 "application/json": {
                     /** @constant */
                     error: "admin token required";
-                };
-            };
-        };
-        /** @description No such scrape. */
-        ScrapeNotFound: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": {
-                    /** @constant */
-                    error: "scrape not found";
                 };
             };
         };
@@ -2067,7 +2110,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2154,6 +2199,7 @@ export interface operations {
                     };
                 };
             };
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2183,6 +2229,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No delivery with this request_id (pruned after 8 days), or a malformed id. */
             404: {
                 headers: {
@@ -2196,6 +2243,7 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2229,7 +2277,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2279,6 +2329,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description Unknown, expired, used, or issued before an unregister (one answer for all). */
             404: {
                 headers: {
@@ -2293,6 +2344,7 @@ export interface operations {
             };
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["PolicyConfirmRequired"];
             /**
              * @description More than 10 failed authentications, or failed redeems, in 60 s from this address.
              *     A valid code (with the right token) is never refused.
@@ -2343,6 +2395,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description Not registered, or a malformed id. */
             404: {
                 headers: {
@@ -2379,7 +2432,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2425,8 +2480,10 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             /** @description Bridge not configured, or Discord (or the store) could not be reached to resolve the invoker. */
             503: {
@@ -2464,6 +2521,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No visible command has this name or alias. */
             404: {
                 headers: {
@@ -2477,6 +2535,7 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2536,6 +2595,7 @@ export interface operations {
                     };
                 };
             };
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             /** @description The platform could not be asked whether `channel_id` is a thread under a mapped channel (`discord unavailable`); nothing was stored. */
             502: {
@@ -2585,7 +2645,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2624,7 +2686,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2670,6 +2734,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyFailedAttempts"];
@@ -2698,6 +2763,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No handoff was sent with this request_id. */
             404: {
                 headers: {
@@ -2750,6 +2816,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2788,6 +2855,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2832,6 +2900,7 @@ export interface operations {
             403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2871,8 +2940,10 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             422: components["responses"]["PlatformRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -2932,6 +3003,7 @@ export interface operations {
                     };
                 };
             };
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -2958,6 +3030,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No such send (records are kept 8 days). */
             404: {
                 headers: {
@@ -3002,8 +3075,10 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             422: components["responses"]["PlatformRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -3050,6 +3125,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["PlatformRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -3087,8 +3163,10 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             422: components["responses"]["PlatformRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
@@ -3189,6 +3267,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3410,6 +3489,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No delivery with this request_id (pruned after 8 days), or a malformed id. */
             404: {
                 headers: {
@@ -3447,6 +3527,8 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3498,7 +3580,15 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["AdminTierRequired"];
+            /** @description This call needs the admin token (download mode, delete), or the operator's policy refuses it (PolicyRefused). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["schema"] | components["schemas"]["PolicyRefusal"];
+                };
+            };
             /** @description The channel does not exist or the bot cannot see it. */
             404: {
                 headers: {
@@ -3525,13 +3615,16 @@ export interface operations {
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
-            /** @description Storage is at or past its warning level; repeat the call with `confirm` true. */
+            /**
+             * @description Storage is at or past its warning level; repeat the call with `confirm` true. Or the
+             *     operator's policy asks for a confirming call (PolicyConfirmRequired).
+             */
             428: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ConfirmRequired"];
+                    "application/json": components["schemas"]["ConfirmRequired"] | components["schemas"]["PolicyConfirmation"];
                 };
             };
             429: components["responses"]["TooManyFailedAttempts"];
@@ -3571,7 +3664,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             404: components["responses"]["ScrapeNotFound"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3596,8 +3691,17 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["AdminTierRequired"];
+            /** @description This call needs the admin token (download mode, delete), or the operator's policy refuses it (PolicyRefused). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["schema"] | components["schemas"]["PolicyRefusal"];
+                };
+            };
             404: components["responses"]["ScrapeNotFound"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3624,7 +3728,9 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             404: components["responses"]["ScrapeNotFound"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3675,6 +3781,8 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3701,6 +3809,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No such item. */
             404: {
                 headers: {
@@ -3713,6 +3822,7 @@ export interface operations {
                     };
                 };
             };
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3736,6 +3846,8 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
         };
@@ -3898,6 +4010,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             /** @description The file is larger than `HERALD_FILE_MAX_BYTES`; nothing was stored. */
             413: {
@@ -3937,6 +4050,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             /** @description No stored file with this id (never stored, or expired). */
             404: {
                 headers: {
@@ -3990,7 +4104,10 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description The channel is neither a mapped destination's nor a registered user's DM channel. */
+            /**
+             * @description The channel is neither a mapped destination's nor a registered user's DM channel, or the
+             *     operator's policy refuses the call (`refused by policy: <rule>`, as PolicyRefused says).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3999,7 +4116,7 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         error: "channel_id is not a channel the agent can read";
-                    };
+                    } | components["schemas"]["PolicyRefusal"];
                 };
             };
             /** @description The message or the attachment is not there. */
@@ -4025,6 +4142,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            428: components["responses"]["PolicyConfirmRequired"];
             429: components["responses"]["TooManyFailedAttempts"];
             /** @description The platform or its media host could not be reached; try again. */
             502: {

@@ -22,6 +22,8 @@ import * as handoffCatchup from './2026-12-02T08-30-00_handoff-catchup.js';
 import * as files from './2026-12-02T12-10-00_files.js';
 import * as inbox from './2026-12-02T12-30-00_inbox.js';
 import * as policyUsage from './2026-12-02T12-40-00_policy-usage.js';
+import * as policyConfirmations from './2026-12-06T07-40-00_policy-confirmations.js';
+import * as fileUploads from './2026-12-06T07-50-00_file-uploads.js';
 
 /** Every migration, by name; names sort in the order they apply. Add new ones here. */
 export const migrations: Record<string, Migration> = {
@@ -48,4 +50,6 @@ export const migrations: Record<string, Migration> = {
   '2026-12-02T12-20-00_message-ops-kinds': messageOpsKinds,
   '2026-12-02T12-30-00_inbox': inbox,
   '2026-12-02T12-40-00_policy-usage': policyUsage,
+  '2026-12-06T07-40-00_policy-confirmations': policyConfirmations,
+  '2026-12-06T07-50-00_file-uploads': fileUploads,
 };

@@ -1,10 +1,9 @@
-import { operationIntent, usageKey } from './mcp/operations.js';
 import type { AddressInfo } from 'node:net';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import type { HeraldModule, Roles } from './modules/contract.js';
-import { ownMessageLedger } from './modules/deliveries/index.js';
+import { deliveriesModule, ownMessageLedger } from './modules/deliveries/index.js';
 import { MODULES } from './modules/registry.js';
 import { defineMetrics, doorbellOf, readinessOf, reportQueues, runJobs, schedulePrune, startModules, type JobRunner } from './modules/runner.js';
 import { systemClock, type Clock } from './platform/clock.js';
@@ -12,7 +11,7 @@ import { openStore, type Store } from './platform/db/database.js';
 import { Events } from './platform/db/events.js';
 import { tablesOf } from './platform/db/tables.js';
 import { migrateToLatest } from './platform/db/migrate.js';
-import { errorSummary } from './platform/errors.js';
+import { errorSummary, NotFoundError } from './platform/errors.js';
 import { createApi } from './platform/http/api.js';
 import { HttpMetrics } from './platform/http/http.metrics.js';
 import { serveMetrics } from './platform/http/metrics-server.js';
@@ -25,7 +24,9 @@ import type { Surfaces } from './transports/plugin.js';
 import { configuredPlatforms, startPlatforms } from './transports/start.js';
 import { transportsOf, type Transport, type Transports } from './transports/transport.js';
 import { loadOperatorPolicy } from './mcp/policy.js';
-import { policyCheck } from './platform/http/policy.middleware.js';
+import { policyCheck, type OriginalOf } from './platform/http/policy.middleware.js';
+import { confirmKey } from './platform/policy/confirm.js';
+import { NO_POLICY } from './platform/policy/policy.js';
 
 export interface HeraldOptions {
   config: Config;
@@ -125,7 +126,15 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         adminToken: config.adminToken,
         log,
         onAuthFailure: (area, throttled) => httpMetrics.authFailure(area, throttled),
-        policy: policy === undefined ? undefined : policyCheck({ policy, db: store.db as Kysely<unknown>, registry, intentOf: (id, input) => operationIntent(id, input, config.chatTransport), usageKey }),
+        // Held on every bridge call, with or without a policy file (an OAuth client's upload cap has a default).
+        policy: policyCheck({
+          policy: policy ?? NO_POLICY,
+          db: store.db as Kysely<unknown>,
+          registry,
+          confirmKey: confirmKey(config.bridgeToken ?? ''),
+          defaults: { chat: config.chatTransport },
+          originalOf: originalDelivery(modules.use(deliveriesModule).deliveries),
+        }),
         operations: [...parts.flatMap((p) => p.operations ?? []), probeOperations(readiness, () => singletons.states(), queueAges)],
       });
       const routes = parts.flatMap((p) => p.routes ?? []);
@@ -149,4 +158,19 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     await close();
     throw err;
   }
+}
+
+/** Where an earlier post or DM went, by its request_id: its kind and target as it was accepted (the policy's `message_ref`). */
+function originalDelivery(deliveries: { detail(requestId: string): Promise<{ kind: string; target: unknown }> }): OriginalOf {
+  return async (ref) => {
+    // Only a request_id can name one (asked before the input is checked: the text may be anything).
+    if (!/^[0-9a-f]{64}$/.test(ref)) return undefined;
+    try {
+      const original = await deliveries.detail(ref);
+      return { body: { kind: original.kind, target: original.target } };
+    } catch (err) {
+      if (err instanceof NotFoundError) return undefined;
+      throw err;
+    }
+  };
 }

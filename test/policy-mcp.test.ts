@@ -11,7 +11,6 @@ import { loadConfig } from '../src/config.js';
 import { loadOperatorPolicy } from '../src/mcp/policy.js';
 import { startHttp } from '../src/mcp/run.js';
 import { createLogger } from '../src/platform/log.js';
-import { operationIntent } from '../src/mcp/operations.js';
 import { parsePolicy, PolicyError, refusedBy } from '../src/platform/policy/policy.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { mcpOverHttp, toolText, type ToolResult } from './support/mcp.js';
@@ -28,6 +27,8 @@ clients:
     rate:
       post_message: { per_minute: 2, per_day: 100 }
   confirming:
+    confirm: [post_message]
+  confirming-too:
     confirm: [post_message]
 `;
 
@@ -180,14 +181,27 @@ describe("herald mcp: OAuth mode and the operator's policy", { timeout: 180_000 
     expect(toolText(await other.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: `uncapped ${Date.now()}` } }))).toMatch(/^Posted: /);
   });
 
-  it('a tool the policy wants confirmed runs only on the confirming call', async () => {
+  it('a tool the policy wants confirmed runs only on a second call with the one-use token the first answered', async () => {
     const c = await connect(await token('confirming', 'write'));
     const tool = (await c.listTools()).tools.find((t) => t.name === 'post_message');
-    expect(Object.keys(tool?.inputSchema.properties ?? {})).toContain('confirm');
+    expect(Object.keys(tool?.inputSchema.properties ?? {})).toContain('confirm_token');
     const args = { guild_id: IDS.guild, destination: 'alerts', content: `confirmed ${Date.now()}` };
+    // confirm: true on the first call no longer confirms anything (it is not even an argument).
+    expect(toolText(await c.callTool({ name: 'post_message', arguments: { ...args, confirm: true } }))).toMatch(/^Invalid arguments/);
     const first = (await c.callTool({ name: 'post_message', arguments: args })) as ToolResult;
     expect(toolText(first)).toContain('rule confirm');
-    expect(toolText(await c.callTool({ name: 'post_message', arguments: { ...args, confirm: true } }))).toMatch(/^Posted: /);
+    expect(h.sandbox.allMessages().filter((m) => m.content === args.content)).toHaveLength(0);
+    const confirmToken = /confirm_token: "([^"]+)"/.exec(toolText(first))?.[1] ?? '';
+    // Bound to the arguments: other content with this token is not confirmed.
+    expect(toolText(await c.callTool({ name: 'post_message', arguments: { ...args, content: 'other', confirm_token: confirmToken } }))).toContain('not for this call');
+    // Bound to the caller: another client's token is not this one's.
+    const other = await connect(await token('confirming-too', 'write'));
+    expect(toolText(await other.callTool({ name: 'post_message', arguments: { ...args, confirm_token: confirmToken } }))).not.toMatch(/^Posted: /);
+    expect(toolText(await c.callTool({ name: 'post_message', arguments: { ...args, confirm_token: confirmToken } }))).toMatch(/^Posted: /);
+    // Used once: the same token again (a new request_id) is refused by Herald, which recorded its use.
+    const second = (await c.callTool({ name: 'post_message', arguments: { ...args, confirm_token: confirmToken } })) as ToolResult;
+    expect(toolText(second)).not.toMatch(/^Posted: /);
+    expect(h.sandbox.allMessages().filter((m) => m.content === args.content)).toHaveLength(1);
   });
 
   it('a disallowed channel is refused over MCP and over HTTP, and the refusals are counted', async () => {
@@ -223,7 +237,7 @@ describe('the policy file', () => {
       'line 3: connector.tools: no tool is called post_mesage (the tools: post_message, read_messages)',
       'line 4: connector.platforms: no platform is called matrix (the platforms: discord, irc)',
       'line 6: connector.rate.read_messages.per_minute must be a whole number, 0 or more',
-      'line 8: clients.bot: unknown rule channel (the rules: read_only, tools, destinations, channels, platforms, rate, confirm)',
+      'line 8: clients.bot: unknown rule channel (the rules: read_only, tools, destinations, channels, platforms, rate, confirm, files)',
       'line 9: unknown section extra (the sections: connector, clients)',
     ]);
   });
@@ -236,11 +250,11 @@ describe('the policy file', () => {
   });
   it('an operation is on when any tool that calls it is on (post_message polls its delivery)', () => {
     const { connector } = parsePolicy('connector:\n  tools: [post_message]\n', 'p.yaml', known);
-    const intent = (operationId: string, method = 'GET') => operationIntent(operationId, { method, body: { kind: 'post', target: { destination: 'alerts' } }, query: {} }, 'discord');
-    expect(refusedBy(connector, intent('getDelivery'))).toBeUndefined();
-    expect(refusedBy(connector, intent('createDelivery', 'POST'))).toBeUndefined();
-    expect(refusedBy(connector, intent('getCapabilities'))).toBe('tools');
-    expect(refusedBy(connector, intent('readChatMessages'))).toBe('tools');
+    expect(refusedBy(connector, { tool: 'get_delivery', alsoFor: ['post_message'], writes: false })).toBeUndefined();
+    expect(refusedBy(connector, { tool: 'post_message', writes: true })).toBeUndefined();
+    expect(refusedBy(connector, { tool: 'get_capabilities', writes: false })).toBe('tools');
+    // An operation that serves no tool is off under any tools rule.
+    expect(refusedBy(connector, { tool: undefined, writes: true })).toBe('tools');
   });
   it('an empty file is no rules', () => {
     expect(parsePolicy('', 'p.yaml', known).connector.readOnly).toBe(false);

@@ -1,6 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Config } from '../config.js';
 import { text, type McpTool } from '../platform/mcp/tool.js';
+import { argumentsHash, ConfirmTokens } from '../platform/policy/confirm.js';
 import { loadPolicy, refusedBy, rulesFor, type Policy, type PolicyRule, type Rules } from '../platform/policy/policy.js';
 import { TRANSPORT_NAMES } from '../transports/registry.js';
 import type { McpServerDeps } from './deps.js';
@@ -62,10 +63,16 @@ class ReadCounter {
 export class McpPolicy {
   private readonly reads = new ReadCounter();
 
+  private readonly confirms: ConfirmTokens | undefined;
+
+  /** `confirmKey`: what confirm tokens are signed with (confirmKey of the bridge token, as Herald signs them). */
   constructor(
     private readonly policy: Policy | undefined,
     private readonly onRefusal: (rule: PolicyRule) => void = () => undefined,
-  ) {}
+    confirmKey?: Buffer,
+  ) {
+    this.confirms = confirmKey === undefined ? undefined : new ConfirmTokens(confirmKey, undefined);
+  }
 
   private rules(caller: Caller): Rules[] {
     return this.policy === undefined ? [] : rulesFor(this.policy, caller.client);
@@ -81,7 +88,7 @@ export class McpPolicy {
     return undefined;
   }
 
-  /** Whether the caller must confirm the tool with `confirm: true`. */
+  /** Whether the caller must confirm the tool: a second call with the `confirm_token` the first one answered. */
   needsConfirm(tool: Tool, caller: Caller): boolean {
     return this.rules(caller).some((r) => r.confirm.has(tool.name));
   }
@@ -90,17 +97,32 @@ export class McpPolicy {
     return this.off(tool, caller) === undefined;
   }
 
-  /** Undefined to go ahead, or the refusal the agent reads. `confirmed`: the call carried confirm: true. */
-  check(tool: Tool, caller: Caller, confirmed: boolean): CallToolResult | undefined {
+  /**
+   * Undefined (or the confirm token to forward) to go ahead, else the answer the agent reads.
+   * `args`: the call's arguments without `confirm_token`; `confirmToken`: the one it carried.
+   */
+  check(tool: Tool, caller: Caller, args: Record<string, unknown> = {}, confirmToken?: string): CallToolResult | { confirmed: string } | undefined {
     const off = this.off(tool, caller);
     if (off !== undefined) {
       this.onRefusal(off);
       if (off === 'scope') return refusal('scope', tool.name, `the access token lacks the ${scopeOf(tool)} scope this tool needs`);
       return refusal(off, tool.name, RULE_WORDS[off] ?? 'not allowed');
     }
-    if (this.needsConfirm(tool, caller) && !confirmed) {
-      this.onRefusal('confirm');
-      return text(`Not done yet: the operator's policy asks for a second, confirming call (rule confirm). Call ${tool.name} again with the same arguments and confirm: true to go ahead.`, true);
+    let confirmed: { confirmed: string } | undefined;
+    if (this.needsConfirm(tool, caller)) {
+      const binding = { subject: caller.client === undefined ? 'connector' : `client:${caller.client}`, what: `tool:${tool.name}`, args: argumentsHash(args) };
+      const checked = confirmToken === undefined || this.confirms === undefined ? undefined : this.confirms.verify(confirmToken, binding);
+      if (checked === undefined || 'problem' in checked) {
+        this.onRefusal('confirm');
+        const minted = this.confirms?.mint(binding);
+        const why = checked === undefined ? '' : ` The confirm_token given is ${checked.problem === 'invalid' ? 'not for this call (another tool, caller or arguments)' : checked.problem}.`;
+        return text(
+          `Not done yet: the operator's policy asks for a second, confirming call (rule confirm).${why} This call would run ${tool.name} with ${JSON.stringify(args)}. ` +
+            (minted === undefined ? 'This server cannot confirm calls.' : `To go ahead, call ${tool.name} again with the same arguments and confirm_token: "${minted.token}" (good once, until ${minted.expiresAt.toISOString()}).`),
+          true,
+        );
+      }
+      confirmed = { confirmed: confirmToken as string };
     }
     if (tool.annotations.readOnlyHint) {
       for (const [i, rules] of this.rules(caller).entries()) {
@@ -112,7 +134,7 @@ export class McpPolicy {
         }
       }
     }
-    return undefined;
+    return confirmed;
   }
 }
 

@@ -8,7 +8,8 @@ import { Registry } from 'prom-client';
 import { createBridgeClient, type BridgeClient } from '../client/bridge-client.js';
 import type { Config } from '../config.js';
 import { bearerCheck, FailureThrottle } from '../platform/http/auth.js';
-import { POLICY_CLIENT_HEADER, policyRefusals } from '../platform/http/policy.middleware.js';
+import { CONFIRM_HEADER, POLICY_CLIENT_HEADER, policyRefusals } from '../platform/http/policy.middleware.js';
+import { confirmKey } from '../platform/policy/confirm.js';
 import { createMcpServer, type McpServerDeps } from './server.js';
 import { McpState } from './state.js';
 import type { LocalFiles } from '../modules/deliveries/delivery.tool-files.js';
@@ -50,16 +51,22 @@ async function deps(config: Config, bridgeToken: string, log: Logger, localFiles
 }
 
 /** The operator's policy as this server applies it; its refusals counted (herald_policy_refusals_total, surface mcp). */
-async function mcpPolicy(config: Config, registry: Registry): Promise<McpPolicy> {
+async function mcpPolicy(config: Config, registry: Registry, bridgeToken: string): Promise<McpPolicy> {
   const refusals = policyRefusals(registry);
-  return new McpPolicy(await loadOperatorPolicy(config), (rule) => refusals.inc({ rule, surface: 'mcp' }));
+  return new McpPolicy(await loadOperatorPolicy(config), (rule) => refusals.inc({ rule, surface: 'mcp' }), confirmKey(bridgeToken));
+}
+
+/** The caller's tools' dependencies with their bridge calls carrying a confirm token (a confirmed call's). */
+function confirming(config: Config, bridgeToken: string, base: McpServerDeps, caller: Caller): (token: string) => McpServerDeps {
+  return (token) => ({ ...base, bridge: bridgeClient(config, bridgeToken, { ...(caller.client === undefined ? {} : { [POLICY_CLIENT_HEADER]: caller.client }), [CONFIRM_HEADER]: token }) });
 }
 
 /** `herald mcp`: MCP over stdio (stdout is the protocol; logs go to stderr). */
 export async function runStdio(config: Config, bridgeToken: string, log: Logger): Promise<void> {
-  const policy = await mcpPolicy(config, new Registry());
+  const policy = await mcpPolicy(config, new Registry(), bridgeToken);
   // stdio: the person who started this process; a path is theirs to give.
-  const server = createMcpServer(await deps(config, bridgeToken, log, { kind: 'any' }), { policy, caller: {} });
+  const base = await deps(config, bridgeToken, log, { kind: 'any' });
+  const server = createMcpServer(base, { policy, caller: {}, confirmed: confirming(config, bridgeToken, base, {}) });
   const transport = new StdioServerTransport();
   const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
   await server.connect(transport);
@@ -107,7 +114,7 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
   // Over HTTP a path is a remote caller's word: read only inside the folder the operator named.
   const shared = await deps(config, bridgeToken, log, config.mcpFilesDir === undefined ? { kind: 'none' } : { kind: 'folder', dir: config.mcpFilesDir });
   const registry = new Registry();
-  const policy = await mcpPolicy(config, registry);
+  const policy = await mcpPolicy(config, registry, bridgeToken);
   const staticToken = bearerCheck(mcpToken);
   const throttle = new FailureThrottle();
   // Each OAuth client's calls carry its id to Herald, so its rules hold on the bridge too.
@@ -147,7 +154,7 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
       const challenge = oauth === undefined ? 'Bearer' : `Bearer resource_metadata="${new URL(oauth.metadataPath, oauth.resource).href}", scope="read write admin"`;
       return json(res, 401, { error: 'unauthorized' }, { 'www-authenticate': challenge });
     }
-    const access = { policy, caller };
+    const access = { policy, caller, confirmed: confirming(config, bridgeToken, shared, caller) };
     if (url.pathname === '/sse') {
       if (req.method !== 'GET') return json(res, 405, { error: 'method not allowed' });
       const transport = new SSEServerTransport('/messages', res);

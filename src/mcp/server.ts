@@ -81,13 +81,17 @@ export function listedTools(paths = true): Tool[] {
   return [...compiledTools().values()].map((c) => (paths ? c.listed : c.listedWithoutPaths));
 }
 
-/** The `confirm` argument the operator's policy adds to a tool that needs a confirming call. */
-const CONFIRM = { type: 'boolean', description: "true to go ahead: the operator's policy asks for this second, confirming call." } as const;
+/** The `confirm_token` argument the operator's policy adds to a tool that needs a confirming call. */
+const CONFIRM_TOKEN = {
+  type: 'string',
+  minLength: 1,
+  description: "The operator's policy asks for a second, confirming call: the confirm_token the first call answered (with the same arguments), to go ahead.",
+} as const;
 
-/** A tool as listed to a caller who must confirm it: with a `confirm` argument. */
+/** A tool as listed to a caller who must confirm it: with a `confirm_token` argument. */
 function withConfirm(listed: Tool): Tool {
   const properties = (listed.inputSchema.properties ?? {}) as Record<string, object>;
-  return properties['confirm'] !== undefined ? listed : { ...listed, inputSchema: { ...listed.inputSchema, properties: { ...properties, confirm: CONFIRM } } };
+  return { ...listed, inputSchema: { ...listed.inputSchema, properties: { ...properties, confirm_token: CONFIRM_TOKEN } } };
 }
 
 /** Who calls, and the operator's policy for them (src/mcp/policy.ts); without it, every tool for everyone. */
@@ -96,6 +100,8 @@ export interface McpServerAccess {
   caller: Caller;
   /** A session outliving its caller's token (HTTP+SSE): true once the token has expired; every call then refused. */
   lapsed?: () => boolean;
+  /** What a confirmed call runs with: the same, its bridge calls carrying the confirm token (Herald checks and uses it). */
+  confirmed?(confirmToken: string): McpServerDeps;
 }
 
 /**
@@ -125,11 +131,11 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
     const unfit = unstorableField({}, args);
     if (unfit !== undefined) return text(`Invalid arguments: ${unfit.replace(/^a key of the request body/, "an argument's name")}.`, true);
     const { tool } = entry;
-    // The policy's `confirm` argument is the policy's, not the tool's (unless the tool has its own: scrape_media).
-    const confirmed = args['confirm'] === true;
-    const ownConfirm = (tool.inputSchema['properties'] as Record<string, unknown> | undefined)?.['confirm'] !== undefined;
-    if (!ownConfirm && access?.policy.needsConfirm(tool, access.caller) === true && 'confirm' in args) {
-      const { confirm: _confirm, ...rest } = args;
+    // The policy's `confirm_token` argument is the policy's, not the tool's.
+    let confirmToken: string | undefined;
+    if (access?.policy.needsConfirm(tool, access.caller) === true && 'confirm_token' in args) {
+      const { confirm_token: given, ...rest } = args;
+      confirmToken = typeof given === 'string' ? given : undefined;
       args = rest;
     }
     if (!entry.input(args)) {
@@ -143,9 +149,10 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
       return text(`Invalid arguments: ${reason}${typeof about === 'string' ? ` (${key}: ${about.replace(/\.$/, '')})` : ''}.`, true);
     }
     try {
-      const refused = access?.policy.check(tool, access.caller, confirmed);
-      if (refused !== undefined) return refused;
-      const result = await tool.handler(args, deps);
+      const verdict = access?.policy.check(tool, access.caller, args, confirmToken);
+      const confirmed = verdict !== undefined && 'confirmed' in verdict && typeof verdict['confirmed'] === 'string' ? verdict['confirmed'] : undefined;
+      if (verdict !== undefined && confirmed === undefined) return verdict as CallToolResult;
+      const result = await tool.handler(args, confirmed === undefined ? deps : (access?.confirmed?.(confirmed) ?? deps));
       // A structured result the contract does not describe is Herald's bug: said in the log, never hidden.
       if (result.structuredContent !== undefined && !entry.output(result.structuredContent)) {
         deps.log.error({ tool: name, errors: entry.output.errors?.slice(0, 3) }, 'tool result does not match its output schema');

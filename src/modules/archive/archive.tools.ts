@@ -28,6 +28,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
   return [
     {
       name: 'scrape_media',
+      operations: ['startMediaScrape'],
       title: "Scrape a channel's media",
       annotations: hints(false, false, false, true),
       output: 'ScrapeJob',
@@ -50,6 +51,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'list_media_scrapes',
+      operations: ['listMediaScrapes'],
       title: 'Every media scrape',
       annotations: hints(true, false, true, false),
       output: 'listMediaScrapes',
@@ -62,6 +64,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'get_media_scrape',
+      operations: ['getMediaScrape'],
       title: 'One media scrape',
       annotations: hints(true, false, true, false),
       output: 'ScrapeJob',
@@ -74,6 +77,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'stop_media_scrape',
+      operations: ['stopMediaScrape'],
       title: 'Stop a media scrape',
       annotations: hints(false, false, true, false),
       output: 'ScrapeJob',
@@ -87,6 +91,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'query_media',
+      operations: ['queryMedia'],
       title: 'Search archived media',
       annotations: hints(true, false, true, false),
       output: 'MediaPage',
@@ -112,6 +117,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'get_media_item',
+      operations: ['getMediaItem'],
       title: 'One archived media item',
       annotations: hints(true, false, true, false),
       output: 'MediaItem',
@@ -124,6 +130,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'get_media_storage',
+      operations: ['getMediaStorage'],
       title: 'Media storage use',
       annotations: hints(true, false, true, false),
       output: 'StorageStatus',
@@ -136,6 +143,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
     },
     {
       name: 'delete_media_scrape',
+      operations: ['getMediaScrape', 'deleteMediaScrape'],
       title: 'Delete a media scrape and its files',
       annotations: hints(false, true, true, false),
       output: 'ScrapeJob',

@@ -26,6 +26,7 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
   return [
     {
       name: 'send_message',
+      operations: ['sendChatMessage', 'getChatMessage'],
       title: 'Send to a chat channel',
       annotations: hints(false, false, false, true),
       output: 'ChatSend',
@@ -58,6 +59,7 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
     },
     {
       name: 'read_messages',
+      operations: ['readChatMessages'],
       title: 'Read a chat channel',
       annotations: hints(true, false, true, true),
       output: 'ChatMessages',
@@ -77,6 +79,7 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
     },
     {
       name: 'create_channel',
+      operations: ['createChatChannel'],
       title: 'Create a chat channel',
       annotations: hints(false, false, false, true),
       output: 'ChatChannel',
@@ -90,6 +93,7 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
     },
     {
       name: 'list_channels',
+      operations: ['listChatChannels'],
       title: 'The chat channels',
       annotations: hints(true, false, true, true),
       output: 'ChatChannels',
@@ -103,6 +107,7 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
     },
     {
       name: 'get_members',
+      operations: ['getChatMembers'],
       title: 'Who is in a chat channel',
       annotations: hints(true, false, true, true),
       output: 'ChatMembers',

@@ -11,6 +11,7 @@ export function commandTools(): McpTool<CommandToolDeps>[] {
   return [
     {
       name: 'list_commands',
+      operations: ['listCommands'],
       title: "Herald's commands",
       annotations: hints(true, false, true, false),
       output: 'CommandList',
@@ -24,6 +25,7 @@ export function commandTools(): McpTool<CommandToolDeps>[] {
     },
     {
       name: 'describe_command',
+      operations: ['describeCommand'],
       title: 'One command',
       annotations: hints(true, false, true, false),
       output: 'CommandDescription',
@@ -37,6 +39,7 @@ export function commandTools(): McpTool<CommandToolDeps>[] {
     },
     {
       name: 'run_command',
+      operations: ['runCommand'],
       title: 'Validate or run a command as a user',
       // execute mode changes Herald's data or the platform (a command may revoke credentials); the same
       // idempotencyKey again returns the stored result, and validate mode changes nothing.

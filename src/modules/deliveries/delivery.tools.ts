@@ -47,6 +47,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
   return [
     {
       name: 'get_capabilities',
+      operations: ['getCapabilities', 'getGuildDestinations'],
       title: 'What the bridge can do',
       annotations: hints(true, false, true, false),
       output: 'Capabilities',
@@ -79,6 +80,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
     },
     {
       name: 'post_message',
+      operations: ['uploadFile', 'createDelivery', 'getDelivery', 'getDeliveryDetail'],
       title: 'Post to a destination channel',
       annotations: hints(false, false, false, true),
       output: 'DeliveryState',
@@ -104,6 +106,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
     },
     {
       name: 'send_dm',
+      operations: ['getRegistration', 'uploadFile', 'createDelivery', 'getDelivery', 'getDeliveryDetail'],
       title: 'DM the paired user',
       annotations: hints(false, false, false, true),
       output: 'DeliveryState',
@@ -126,6 +129,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
     },
     {
       name: 'edit_message',
+      operations: ['createDelivery', 'getDelivery', 'getDeliveryDetail'],
       title: 'Edit a message this agent sent',
       // Replaces what the message said (destructive); the same edit again leaves it as it is (idempotent).
       annotations: hints(false, true, true, true),
@@ -157,6 +161,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
     ...messageOpTools(),
     {
       name: 'get_delivery',
+      operations: ['getDelivery', 'getDeliveryDetail'],
       title: 'A message\'s delivery state',
       annotations: hints(true, false, true, false),
       output: 'DeliveryState',
@@ -190,6 +195,7 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
   return [
     {
       name: 'react',
+      operations: ['createDelivery', 'getDelivery', 'getDeliveryDetail'],
       title: 'React to a message',
       description: `Add a reaction to a message (or take this agent's reaction off with remove: true): a message this agent sent (message_ref, the request_id post_message or send_dm returned), a message in a server's destination channel (guild_id, destination and message_id), or a message in the DM with the paired user (message_id alone). Emoji: a unicode emoji such as 👍, or a custom one as name:id. Adding a reaction already there, or removing one already gone, is fine. ${NO_RETRY}`,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
@@ -220,6 +226,7 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
     },
     {
       name: 'delete_message',
+      operations: ['createDelivery', 'getDelivery', 'getDeliveryDetail'],
       title: 'Delete a message this agent sent',
       description: `Delete a message this agent sent earlier (post_message or send_dm), by the request_id those tools returned. Only this agent's own messages can be deleted; a deleted message cannot be edited. ${NO_RETRY}`,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },

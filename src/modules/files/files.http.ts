@@ -7,7 +7,8 @@ import type { OperationHandlers } from '../../platform/http/api.js';
 import { reply } from '../../platform/http/reply.js';
 import { DomainError, errorSummary, InvalidRequestError } from '../../platform/errors.js';
 import type { Logger } from 'pino';
-import { FileTooLargeError, type FileStore, type StoredFile } from './files.service.js';
+import { uploadCapsOf } from '../../platform/http/policy.middleware.js';
+import { FilesQuotaError, FileTooLargeError, type FileStore, type StoredFile } from './files.service.js';
 import type { AttachmentReader } from './attachments.js';
 
 /** The contract's reasons (openapi/files.yaml). */
@@ -49,6 +50,9 @@ export function fileRoutes(files: FileStore, log: Logger): Router {
       if (err instanceof FileTooLargeError) {
         ctx.status = 413;
         ctx.body = { error: err.reason };
+      } else if (err instanceof FilesQuotaError) {
+        ctx.status = 403;
+        ctx.body = { error: err.reason };
       } else if (err instanceof DomainError) {
         ctx.status = 400;
         ctx.body = { error: err.reason };
@@ -84,6 +88,16 @@ export function fileRoutes(files: FileStore, log: Logger): Router {
 
 /** One upload: a raw body, or the one file part of a multipart body. */
 async function upload(ctx: KoaContext, files: FileStore): Promise<StoredFile> {
+  // The caller's cap on what its uploads hold (the operator's policy, asked by the API middleware before this route).
+  // Checked once the bytes' digest is known (the same bytes again cost nothing), before they are kept.
+  const subjects = uploadCapsOf(ctx);
+  const stored = await uploadBody(ctx, files, (sha256, size) => files.admit(subjects, sha256, size));
+  await files.countUpload(subjects, stored);
+  return stored;
+}
+
+/** The body of one upload, stored: a raw body, or the one file part of a multipart body. */
+async function uploadBody(ctx: KoaContext, files: FileStore, admit: (sha256: string, size: number) => Promise<void>): Promise<StoredFile> {
   const queryName = typeof ctx.query['filename'] === 'string' ? ctx.query['filename'] : undefined;
   const header = ctx.get('x-herald-filename');
   const given = queryName ?? (header !== '' ? headerFilename(header) : undefined);
@@ -92,7 +106,7 @@ async function upload(ctx: KoaContext, files: FileStore): Promise<StoredFile> {
     const filename = checkFilename(given);
     const declared = Number(ctx.get('content-length'));
     if (Number.isFinite(declared) && declared > files.options.maxBytes) throw new FileTooLargeError();
-    return files.store(ctx.req, { filename, contentType: type.split(';')[0]?.trim() || 'application/octet-stream' });
+    return files.store(ctx.req, { filename, contentType: type.split(';')[0]?.trim() || 'application/octet-stream' }, admit);
   }
   if (given !== undefined) checkFilename(given);
   return new Promise<StoredFile>((resolve, reject) => {
@@ -123,7 +137,7 @@ async function upload(ctx: KoaContext, files: FileStore): Promise<StoredFile> {
       // Through a PassThrough: the store's pipeline ends it, and a refused file is drained, not left paused.
       const body = new PassThrough();
       stream.pipe(body);
-      storing = files.store(body, { filename: name, contentType: info.mimeType || 'application/octet-stream' });
+      storing = files.store(body, { filename: name, contentType: info.mimeType || 'application/octet-stream' }, admit);
       storing.catch(() => stream.resume());
     });
     parser.on('filesLimit', () => (extra = true));

@@ -4,7 +4,7 @@ import { mkdir, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Clock } from '../../platform/clock.js';
 import { DomainError, errorSummary, InvalidRequestError } from '../../platform/errors.js';
@@ -32,6 +32,21 @@ export class FileTooLargeError extends DomainError {
   }
 }
 
+/** The reason an upload past the caller's cap is refused with (the contract's PolicyRefused). */
+export const FILES_QUOTA = 'refused by policy: files';
+
+/** An upload that would take a caller's stored uploads past its cap (policy rule files.max_total_bytes). */
+export class FilesQuotaError extends DomainError {
+  constructor() {
+    super(FILES_QUOTA);
+  }
+}
+
+/** A caller an upload is counted for, and its cap (undefined: counted, not capped). */
+export interface UploadSubject {
+  subject: string;
+  maxTotalBytes: number | undefined;
+}
 
 export interface FileStoreOptions {
   /** HERALD_DATA_DIR/files. */
@@ -59,8 +74,61 @@ export class FileStore {
     return path.join(this.options.dir, blobRelativePath(sha256));
   }
 
-  /** Store a body (an upload's), refusing it past the cap while it streams. */
-  async store(source: Readable, meta: { filename: string; contentType: string }): Promise<StoredFile> {
+  /**
+   * Bytes the store holds of each subject's uploads (a pruned file no longer counts), and so how
+   * many more the tightest cap among them lets in (Infinity with no cap).
+   */
+  async uploadRoom(subjects: readonly UploadSubject[]): Promise<number> {
+    const capped = subjects.filter((s) => s.maxTotalBytes !== undefined);
+    if (capped.length === 0) return Infinity;
+    const used = await this.uploadedBytes(capped.map((s) => s.subject));
+    return Math.min(...capped.map((s) => (s.maxTotalBytes as number) - (used.get(s.subject) ?? 0)));
+  }
+
+  private async uploadedBytes(subjects: readonly string[]): Promise<Map<string, number>> {
+    const rows = await this.db
+      .selectFrom('file_uploads as u')
+      .innerJoin('files as f', 'f.sha256', 'u.sha256')
+      .select(['u.subject', sql<string>`sum(f.size_bytes)`.as('bytes')])
+      .where('u.subject', 'in', [...subjects])
+      .groupBy('u.subject')
+      .execute();
+    return new Map(rows.map((r) => [r.subject, Number(r.bytes)]));
+  }
+
+  /**
+   * Count a stored upload for its subjects; refused (FilesQuotaError, the count undone) when that
+   * takes a capped subject past its cap: two replicas racing for the last bytes may both be refused,
+   * never both let through. The same bytes again by the same subject count once.
+   */
+  async countUpload(subjects: readonly UploadSubject[], file: StoredFile): Promise<void> {
+    if (subjects.length === 0) return;
+    const now = this.clock.now();
+    const added = await this.db
+      .insertInto('file_uploads')
+      .values(subjects.map((s) => ({ subject: s.subject, sha256: file.sha256, at: now })))
+      .onConflict((oc) => oc.doNothing())
+      .returning('subject')
+      .execute();
+    if (added.length === 0 || (await this.uploadRoom(subjects)) >= 0) return;
+    await this.db.deleteFrom('file_uploads').where('sha256', '=', file.sha256).where('subject', 'in', added.map((a) => a.subject)).execute();
+    throw new FilesQuotaError();
+  }
+
+  /**
+   * Whether the caller's caps let these bytes in: bytes every capped subject holds already count
+   * nothing; others must fit in what the tightest cap leaves (FilesQuotaError when not).
+   */
+  async admit(subjects: readonly UploadSubject[], sha256: string, size: number): Promise<void> {
+    const capped = subjects.filter((s) => s.maxTotalBytes !== undefined);
+    if (capped.length === 0) return;
+    const held = await this.db.selectFrom('file_uploads').select('subject').where('sha256', '=', sha256).where('subject', 'in', capped.map((s) => s.subject)).execute();
+    if (held.length === capped.length) return;
+    if (size > (await this.uploadRoom(capped))) throw new FilesQuotaError();
+  }
+
+  /** Store a body (an upload's), refusing it past the size cap while it streams; `admit` may refuse it once its digest is known, before it is kept. */
+  async store(source: Readable, meta: { filename: string; contentType: string }, admit?: (sha256: string, size: number) => Promise<void>): Promise<StoredFile> {
     const tmpDir = path.join(this.options.dir, 'tmp');
     await mkdir(tmpDir, { recursive: true });
     const tmp = path.join(tmpDir, randomUUID());
@@ -81,7 +149,9 @@ export class FileStore {
         createWriteStream(tmp, { mode: 0o600 }),
       );
       if (size === 0) throw new InvalidRequestError(FILE_EMPTY);
-      return await this.keep(tmp, { sha256: hash.digest('hex'), size, ...meta });
+      const sha256 = hash.digest('hex');
+      await admit?.(sha256, size);
+      return await this.keep(tmp, { sha256, size, ...meta });
     } finally {
       await rm(tmp, { force: true });
     }

@@ -30,10 +30,18 @@ export interface AttachmentDownloadTable {
   created_at: Date;
 }
 
+/** Who uploaded a stored file (`connector` or `client:<OAuth client id>`), for the policy's per-caller upload cap. */
+export interface FileUploadTable {
+  subject: string;
+  sha256: string;
+  at: Date;
+}
+
 export type FileRow = Selectable<FileTable>;
 
 /** This part's tables, as it sees the store (the whole schema is src/schema.ts, at the wiring). */
 export interface FilesDb {
   files: FileTable;
   attachment_downloads: AttachmentDownloadTable;
+  file_uploads: FileUploadTable;
 }

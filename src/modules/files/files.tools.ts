@@ -11,6 +11,7 @@ export function fileTools(): McpTool<FileToolDeps>[] {
   return [
     {
       name: 'download_attachment',
+      operations: ['downloadAttachment'],
       title: 'Download an attachment',
       description:
         "Fetch a file attached to a Discord message into Herald's file store, and get its name, type, size, SHA-256 and a Herald URL (GET it with the bridge token) — never the bytes themselves. The message must be in a channel a destination maps to, or in a DM with a registered user. Fetching the same attachment again answers the stored file without downloading it again.",

@@ -10,7 +10,7 @@ export type { FileStore } from './files.service.js';
  */
 export const filesModule = defineModule<{ files: FileStore }>({
   name: 'files',
-  migrations: ['2026-12-02T12-10-00_files'],
+  migrations: ['2026-12-02T12-10-00_files', '2026-12-06T07-50-00_file-uploads'],
   tools: fileTools,
   start: async (services) => (await import('./files.module.js')).startFiles(services),
 });

@@ -17,6 +17,7 @@ export function handoffTools(): McpTool<HandoffToolDeps>[] {
   return [
     {
       name: 'hand_off',
+      operations: ['sendHandoff', 'getHandoff'],
       title: 'Hand a task to another bot',
       // Idempotent only by its request_id: without one, each call is a fresh handoff.
       annotations: hints(false, false, false, true),
@@ -57,6 +58,7 @@ export function handoffTools(): McpTool<HandoffToolDeps>[] {
     },
     {
       name: 'list_handoffs',
+      operations: ['listHandoffs', 'ackHandoffs'],
       title: 'Tasks handed to this bot',
       // Acknowledges what it returns (unless acknowledge is false): not read-only, and a second call lists what is left.
       annotations: hints(false, false, false, false),
@@ -81,6 +83,7 @@ export function handoffTools(): McpTool<HandoffToolDeps>[] {
     },
     {
       name: 'wait_for_handoff',
+      operations: ['waitForHandoff', 'ackHandoffs'],
       title: 'Wait for the next handoff',
       annotations: hints(false, false, false, false),
       output: 'waitForHandoff',

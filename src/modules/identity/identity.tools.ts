@@ -12,6 +12,7 @@ export function identityTools(): McpTool<IdentityToolDeps>[] {
   return [
     {
       name: 'pair',
+      operations: ['redeemPairingCode'],
       title: 'Pair with a Discord user',
       // Replaces an earlier pairing (destructive); a code is single use, so the same call again changes nothing.
       annotations: hints(false, true, true, false),
@@ -29,6 +30,7 @@ export function identityTools(): McpTool<IdentityToolDeps>[] {
     },
     {
       name: 'list_recipients',
+      operations: ['listRecipients'],
       title: 'Who could be paired',
       annotations: hints(true, false, true, false),
       output: 'RecipientList',

@@ -23,7 +23,7 @@ export interface ApiOptions {
   log: Logger;
   /** Told of each refused bearer token (metrics). */
   onAuthFailure?: (area: 'bridge' | 'admin', throttled: boolean) => void;
-  /** The operator's policy (HERALD_POLICY), asked once the body is read: src/platform/http/policy.middleware.ts. */
+  /** The operator's policy (HERALD_POLICY), asked for every operation matched, once its body is read: src/platform/http/policy.middleware.ts. */
   policy?: PolicyCheck | undefined;
 }
 
@@ -174,7 +174,12 @@ export async function createApi(deps: ApiOptions): Promise<Api> {
     ctx.state['operation'] = operation?.operationId;
     // Query parameters the operation does not declare are ignored, not refused.
     request.query = declaredQuery(operation, ctx.query);
-    if (outside(operation) || (operation === undefined && area === undefined && !routing.knowsPath(request))) return next();
+    if (outside(operation)) {
+      // Served by a plain route (files, event streams): the operator's policy holds there too, asked before the hand-off.
+      const refused = await deps.policy?.(ctx, operation?.operationId, operation, { query: request.query });
+      return refused === undefined ? next() : send(ctx, refused);
+    }
+    if (operation === undefined && area === undefined && !routing.knowsPath(request)) return next();
     // A token the operation does not take (the bridge token on an admin-only write) is refused
     // here, before the body is read: an unauthorised caller learns nothing from how it is parsed.
     if (operation !== undefined && !admits(operation, ctx.state['authenticated'] as Tier | undefined)) return send(ctx, errorReply<'Unauthorized'>(401, { error: 'unauthorized' }));
@@ -198,6 +203,9 @@ export async function createApi(deps: ApiOptions): Promise<Api> {
       body = parsed.value;
       request.body = body;
     }
+    // The operator's policy, for every operation matched (before any shortcut below hands it off).
+    const refused = operation === undefined || deps.policy === undefined ? undefined : await deps.policy(ctx, operation.operationId, operation, { body, query: request.query });
+    if (refused !== undefined) return send(ctx, refused);
     // An operation without a body whose parameters the contract checks by a pattern alone: answered
     // here when they match, without openapi-backend parsing and validating the request again.
     const direct = body === undefined ? directCall(operation, request.path, directPlans) : undefined;
@@ -214,8 +222,6 @@ export async function createApi(deps: ApiOptions): Promise<Api> {
       const invalidBody = (operation as Record<string, unknown>)['x-herald-invalid-body'] as { status: number; error: string } | undefined;
       return send(ctx, { status: invalidBody?.status ?? 400, body: { error: invalidBody?.error ?? unfit } });
     }
-    const refused = deps.policy === undefined ? undefined : await deps.policy(ctx, operation?.operationId, body, request.query);
-    if (refused !== undefined) return send(ctx, refused);
     // An operation whose handler validates its body and that takes no parameters (an accept): its
     // handler is called here. openapi-backend would parse the request again (headers, cookies, the
     // path against its template) and validate nothing; the token was checked above.

@@ -31,6 +31,12 @@ export interface McpTool<Deps> {
    * why the same call again changes nothing more, so it needs no key.
    */
   readonly replay?: { readonly key: string } | { readonly natural: string };
+  /**
+   * The contract's operations (operationIds) this tool calls: each must name the tool in its
+   * `x-herald-policy` (as its tool or in `also_for`), so the operator's rules that let the tool
+   * run let its calls through, and none other (test/policy-declarations.test.ts walks them).
+   */
+  readonly operations: readonly string[];
   readonly inputSchema: JsonSchema & { type: 'object' };
   handler(args: Record<string, unknown>, deps: Deps): Promise<CallToolResult>;
 }

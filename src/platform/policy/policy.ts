@@ -24,8 +24,10 @@ export interface Rules {
   readonly platforms: ReadonlySet<string> | undefined;
   /** Calls per tool per minute and per day. */
   readonly rate: ReadonlyMap<string, { perMinute?: number; perDay?: number }>;
-  /** Tools that run only when called with `confirm: true` (a second, confirming call). */
+  /** Tools that run only on a second call that carries the confirm token the first call answered. */
   readonly confirm: ReadonlySet<string>;
+  /** The most bytes of files this caller's uploads may hold in the store at once; undefined: no cap of its own. */
+  readonly filesMaxTotalBytes?: number | undefined;
 }
 
 export interface Policy {
@@ -38,7 +40,7 @@ export interface Policy {
 }
 
 /** The rule a refusal names (the contract's `refused by policy: <rule>`; the metric's `rule` label). */
-export type PolicyRule = 'read_only' | 'tools' | 'destinations' | 'channels' | 'platforms' | 'rate_per_minute' | 'rate_per_day' | 'confirm' | 'scope';
+export type PolicyRule = 'read_only' | 'tools' | 'destinations' | 'channels' | 'platforms' | 'rate_per_minute' | 'rate_per_day' | 'confirm' | 'scope' | 'files';
 
 /** The policy file's problems, every one with its line, as the configuration's are listed. */
 export class PolicyError extends StartupError {
@@ -51,7 +53,13 @@ export class PolicyError extends StartupError {
   }
 }
 
-const RULE_KEYS = ['read_only', 'tools', 'destinations', 'channels', 'platforms', 'rate', 'confirm'] as const;
+const RULE_KEYS = ['read_only', 'tools', 'destinations', 'channels', 'platforms', 'rate', 'confirm', 'files'] as const;
+
+/**
+ * An OAuth client's upload cap when the policy gives it none (100 MiB: four files of the largest
+ * size one Discord message carries): a remote client cannot fill the operator's disk by default.
+ */
+export const DEFAULT_CLIENT_FILES_MAX_TOTAL_BYTES = 104_857_600;
 
 /**
  * Reads and checks the policy file; every problem is listed at once (PolicyError). `toolNames`:
@@ -87,7 +95,7 @@ export function parsePolicy(source: string, file: string, known: { tools: readon
   for (const e of doc.errors) problems.push(`line ${e.linePos?.[0].line ?? '?'}: ${e.message.split('\n')[0]}`);
   if (problems.length > 0) throw new PolicyError(file, problems);
   const root = doc.contents;
-  const empty: Rules = { readOnly: false, tools: undefined, destinations: undefined, channels: undefined, platforms: undefined, rate: new Map(), confirm: new Set() };
+  const empty = NO_RULES;
   if (root === null || (isScalar(root) && root.value === null)) return { connector: empty, clients: new Map(), file };
   if (!isMap(root)) throw new PolicyError(file, [`${at(root)}the policy must be a mapping with connector and/or clients`]);
 
@@ -132,6 +140,7 @@ export function parsePolicy(source: string, file: string, known: { tools: readon
     let platforms: Set<string> | undefined;
     const rate = new Map<string, { perMinute?: number; perDay?: number }>();
     let confirm = new Set<string>();
+    let filesMaxTotalBytes: number | undefined;
     for (const pair of node.items) {
       const key = isScalar(pair.key) ? String(pair.key.value) : '';
       const value = pair.value;
@@ -155,6 +164,17 @@ export function parsePolicy(source: string, file: string, known: { tools: readon
           break;
         case 'confirm':
           confirm = names(value, `${where}.confirm`, toolName) ?? new Set();
+          break;
+        case 'files':
+          if (!isMap(value)) {
+            problems.push(`${at(value as Node)}${where}.files must be { max_total_bytes }`);
+            break;
+          }
+          for (const f of value.items) {
+            const k = isScalar(f.key) ? String(f.key.value) : '';
+            if (k === 'max_total_bytes') filesMaxTotalBytes = count(f.value, `${where}.files.max_total_bytes`);
+            else problems.push(`${at(f.key as Node)}${where}.files: unknown key ${k} (max_total_bytes)`);
+          }
           break;
         case 'rate':
           if (!isMap(value)) {
@@ -187,7 +207,7 @@ export function parsePolicy(source: string, file: string, known: { tools: readon
           problems.push(`${at(pair.key as Node)}${where}: unknown rule ${key} (the rules: ${RULE_KEYS.join(', ')})`);
       }
     }
-    return { readOnly, tools, destinations, channels, platforms, rate, confirm };
+    return { readOnly, tools, destinations, channels, platforms, rate, confirm, filesMaxTotalBytes };
   };
 
   let connector = empty;
@@ -215,8 +235,12 @@ export function channelKey(channel: string): string {
   return channel.replace(/^#/, '').toLowerCase();
 }
 
-/** What a call would do, as far as the rules look: which tool, whether it writes, and where. */
+/**
+ * What a call would do, as far as the rules look: which tool, whether it writes, and where. For an
+ * operation it comes from the operation's declaration alone (declaration.ts); for a tool, from the tool.
+ */
 export interface Intent {
+  /** The tool it is; undefined for an operation that is no tool of its own (it may serve others: alsoFor). */
   tool: string | undefined;
   /** Other tools that call this operation too (a sending tool polls its outcome): any of them on lets it through. */
   alsoFor?: readonly string[] | undefined;
@@ -229,13 +253,20 @@ export interface Intent {
 /** The first rule (besides rates, which need the count) that refuses the intent, if any. */
 export function refusedBy(rules: Rules, intent: Intent): PolicyRule | undefined {
   if (rules.readOnly && intent.writes) return 'read_only';
-  if (rules.tools !== undefined && (intent.tool !== undefined || intent.alsoFor !== undefined) && ![intent.tool, ...(intent.alsoFor ?? [])].some((t) => t !== undefined && rules.tools?.has(t) === true)) return 'tools';
+  // An operation that belongs to no tool on the list is off: one no tool names is off under any tools rule.
+  if (rules.tools !== undefined && ![intent.tool, ...(intent.alsoFor ?? [])].some((t) => t !== undefined && rules.tools?.has(t) === true)) return 'tools';
   if (!intent.writes) return undefined;
   if (rules.destinations !== undefined && intent.destination !== undefined && !rules.destinations.has(intent.destination)) return 'destinations';
   if (rules.channels !== undefined && intent.channel !== undefined && !rules.channels.has(channelKey(intent.channel))) return 'channels';
   if (rules.platforms !== undefined && intent.platform !== undefined && !rules.platforms.has(intent.platform)) return 'platforms';
   return undefined;
 }
+
+/** No rules: every tool, every target, no caps. */
+export const NO_RULES: Rules = { readOnly: false, tools: undefined, destinations: undefined, channels: undefined, platforms: undefined, rate: new Map(), confirm: new Set() };
+
+/** No policy file: the connector and every client have no rules of their own (an OAuth client's defaults still hold). */
+export const NO_POLICY: Policy = { connector: NO_RULES, clients: new Map(), file: '' };
 
 /** The rules that hold for a caller: the connector's, and the OAuth client's on top (both must allow). */
 export function rulesFor(policy: Policy, client: string | undefined): Rules[] {
