@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import type { CommandInvocation } from '../src/transports/commands.js';
+import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
+import type { RunningTransport, Surfaces } from '../src/transports/plugin.js';
+import { storableRunning } from '../src/transports/storable-inbound.js';
 import { IDS, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 
@@ -46,5 +50,17 @@ describe('inbound platform events are made storable where they enter', () => {
     expect(named.author.name).toBe('Odd \ufffd');
     const next = await write(`<@${sandbox.bot.id}> fine`);
     expect((await heard(next)).content).toBe(`<@${sandbox.bot.id}> fine`);
+  });
+});
+
+describe('command invocations are made storable where they enter', () => {
+  it("a platform's command surface hands the modules names and options without U+0000 or lone surrogates", async () => {
+    const seen: CommandInvocation[] = [];
+    let surface: Partial<Surfaces> = {};
+    const started: RunningTransport = { facets: new MemoryTransport(), readiness: () => ({}), serve: async (s) => void (surface = s), close: async () => undefined };
+    await storableRunning(started).serve?.({ commands: { definitions: [], run: async (invocation) => (seen.push(invocation), 'ok') } });
+    const odd: CommandInvocation = { user: { id: '1', username: 'o\u0000dd', globalName: 'O\ud800' }, guildId: null, channelId: null, name: 'agent', subcommand: 'register', option: () => 'x\u0000\udc00y', canManageGuild: false };
+    expect(await surface.commands?.run(odd)).toBe('ok');
+    expect([seen[0]?.user, seen[0]?.option('any')]).toEqual([{ id: '1', username: 'odd', globalName: 'O\ufffd' }, 'x\ufffdy']);
   });
 });

@@ -5,7 +5,7 @@ import { LinkMetrics } from './links.js';
 import type { RunningTransport, TransportPlugin, TransportServices } from './plugin.js';
 import { TRANSPORTS } from './registry.js';
 import { Singletons } from './singletons.js';
-import { storableFacets } from './storable-inbound.js';
+import { storableRunning } from './storable-inbound.js';
 
 /** The platforms these settings configure, home first: people's identities live there, and DMs go there. */
 export function configuredPlatforms(settings: Readonly<Record<string, unknown>>, home: string): TransportPlugin[] {
@@ -39,9 +39,8 @@ export async function startPlatforms(
     const link = (name: string, up: () => boolean): void => links.track(p.name, name, up);
     const started = await p.start(settings[p.name], { ...services, store, db, link, singleton: (name, request) => singletons.hold(name, request) });
     cleanups.push(() => started.close());
-    // Every platform's inbound events are made storable as they enter (src/transports/storable-inbound.ts).
-    const facets = storableFacets(started.facets);
-    running.push(facets === started.facets ? started : Object.assign(Object.create(started) as RunningTransport, { facets }));
+    // Every platform's inbound events and command invocations are made storable as they enter (src/transports/storable-inbound.ts).
+    running.push(storableRunning(started));
   }
   return { running, singletons };
 }

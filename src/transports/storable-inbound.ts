@@ -1,5 +1,44 @@
-import { storableValue } from '../platform/contract/storable.js';
+import { storableText, storableValue } from '../platform/contract/storable.js';
+import type { CommandInvocation } from './commands.js';
+import type { RunningTransport, Surfaces } from './plugin.js';
 import type { Inbound, InboundHistory, Transport } from './transport.js';
+
+/**
+ * A started platform whose inbound events and command invocations are made storable as they enter
+ * (what `storableFacets` does for events; each invocation's names and options likewise).
+ */
+export function storableRunning(started: RunningTransport): RunningTransport {
+  const serve = started.serve?.bind(started);
+  return {
+    facets: storableFacets(started.facets),
+    readiness: () => started.readiness(),
+    ...(serve !== undefined ? { serve: (surfaces: Partial<Surfaces>) => serve(storableSurfaces(surfaces)) } : {}),
+    close: () => started.close(),
+  };
+}
+
+function storableSurfaces(surfaces: Partial<Surfaces>): Partial<Surfaces> {
+  const commands = surfaces.commands;
+  if (commands === undefined) return surfaces;
+  return { ...surfaces, commands: { definitions: commands.definitions, run: (invocation) => commands.run(storableInvocation(invocation)) } };
+}
+
+/** A command invocation with every text a person chose (their names, the options) made storable. */
+export function storableInvocation(invocation: CommandInvocation): CommandInvocation {
+  return {
+    user: storableValue({ ...invocation.user }),
+    guildId: invocation.guildId,
+    channelId: invocation.channelId,
+    name: storableText(invocation.name),
+    subcommand: invocation.subcommand === null ? null : storableText(invocation.subcommand),
+    option: (name) => {
+      const value = invocation.option(name);
+      return value === null ? null : storableText(value);
+    },
+    canManageGuild: invocation.canManageGuild,
+    ...(invocation.platform !== undefined ? { platform: invocation.platform } : {}),
+  };
+}
 
 /**
  * A platform's facets with every inbound event made storable, once, where events enter Herald: each
