@@ -1,11 +1,11 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import { periodicFailures, registerOutboxHealth, registerQueueAges, WorkerMetrics, type QueueAges } from '../outbox/outbox.metrics.js';
+import { registerOutboxHealth, registerQueueAges, WorkerMetrics, type QueueAges } from '../outbox/outbox.metrics.js';
 import { OutboxWorker, type Job, type JobQueue } from '../outbox/worker.js';
 import type { Clock } from '../platform/clock.js';
 import type { Store } from '../platform/db/database.js';
-import type { Registry } from '../platform/metrics.js';
+import { periodicFailures, type Registry } from '../platform/metrics.js';
 import { Doorbell } from '../platform/db/doorbell.js';
 import { errorSummary } from '../platform/errors.js';
 import type { Command, HeraldModule, JobsDeclaration, ModuleParts, ModuleServices, PruneTask } from './contract.js';

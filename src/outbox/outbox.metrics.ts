@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { Clock } from '../platform/clock.js';
-import { addStatusPanels, LATENCY_BUCKETS, ScrapeRead } from '../platform/metrics.js';
+import { addStatusPanels, LATENCY_BUCKETS, periodicFailures, ScrapeRead } from '../platform/metrics.js';
 
 /** How many jobs of a queue wait, by kind and state (a queue's `depth`). */
 export interface QueueDepth {
@@ -177,13 +177,4 @@ export function registerQueueAges(registry: Registry, queues: readonly AgedQueue
     },
   });
   return () => reading.get();
-}
-
-/** The counter of failed periodic work (a prune, a sweep), by what it is: one per registry, shared by whoever runs such work. */
-export function periodicFailures(registry: Registry): (what: string, times?: number) => void {
-  const name = 'herald_periodic_work_failures_total';
-  const counter =
-    (registry.getSingleMetric(name) as Counter<'what'> | undefined) ??
-    new Counter({ name, help: 'Runs of periodic work (hourly prunes of each queue and module, sweeps) that failed, by what it is: a failing prune keeps what it should remove, so this alerts', labelNames: ['what'], registers: [registry] });
-  return (what, times = 1) => counter.inc({ what }, times);
 }

@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
 
 export { Registry } from 'prom-client';
 
@@ -103,4 +103,13 @@ export function addStatusPanels(registry: Registry, ...panels: StatusPanel[]): v
 /** The status page's figures, in the order they were added. */
 export function statusPanels(registry: Registry): readonly StatusPanel[] {
   return panelsOf.get(registry) ?? [];
+}
+
+/** The counter of failed periodic work (a prune, a sweep), by what it is: one per registry, shared by whoever runs such work. */
+export function periodicFailures(registry: Registry): (what: string, times?: number) => void {
+  const name = 'herald_periodic_work_failures_total';
+  const counter =
+    (registry.getSingleMetric(name) as Counter<'what'> | undefined) ??
+    new Counter({ name, help: 'Runs of periodic work (hourly prunes of each queue and module, sweeps) that failed, by what it is: a failing prune keeps what it should remove, so this alerts', labelNames: ['what'], registers: [registry] });
+  return (what, times = 1) => counter.inc({ what }, times);
 }

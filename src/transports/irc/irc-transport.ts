@@ -173,7 +173,8 @@ export class IrcTransport implements Transport {
     try {
       return await pruneLines(this.options.db, new Date(now.getTime() - this.options.retention.maxAgeMs), this.options.retention.perChannel);
     } catch (err) {
-      this.options.log.warn({ err: errorSummary(err) }, 'could not prune IRC lines');
+      this.options.metrics.pruneFailed();
+      this.options.log.error({ err: errorSummary(err) }, 'could not prune IRC lines');
       return 0;
     }
   }
