@@ -72,4 +72,19 @@ describe('what an edit, a delete or a reaction may name by message_ref', () => {
     expect(await outcome(edit(postRef, 'edited as a post'))).toMatchObject({ state: 'delivered' });
     expect(h.sandbox.findMessage(message.channel_id, message.id)?.content).toBe('edited as a post');
   });
+
+  it("walks every stored kind: a connector reads back only the protocol's kinds, an operator also a command's reply", async () => {
+    const db = tablesOf<DeliveriesDb>(h.herald.store.db);
+    const now = new Date();
+    const wire = ['post', 'dm', 'edit', 'delete', 'reaction'];
+    for (const kind of DELIVERY_KINDS) {
+      const ref = newRequestId();
+      await db.insertInto('deliveries').values({ request_id: ref, kind, target: '{}', body: '{}', payload_hash: ref, status: 'failed', created_at: now, next_attempt_at: now }).execute();
+      // Status only (the rows are bare, not valid deliveries): read past the contract-checking client.
+      const status = async (path: string, token: string) => (await fetch(`${h.url}${path}`, { headers: { authorization: `Bearer ${token}` } })).status;
+      const connector = await status(`/mcp/deliveries/${ref}`, h.bridgeToken);
+      const operator = await status(`/admin/deliveries/${ref}`, h.adminToken);
+      expect({ kind, connector, operator }).toEqual({ kind, connector: wire.includes(kind) ? 200 : 404, operator: wire.includes(kind) || kind === 'reply' ? 200 : 404 });
+    }
+  });
 });

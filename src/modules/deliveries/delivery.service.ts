@@ -172,20 +172,27 @@ export class DeliveryService {
 
   async get(requestId: string): Promise<DeliveryState> {
     const row = await this.reads.submit(requestId);
-    // Herald's own kinds (a command's reply, a handoff) are not the protocol's deliveries.
-    if (row === undefined || row.kind === 'reply' || row.kind === 'handoff' || row.kind === 'chat') throw new NotFoundError('unknown request_id');
+    // Only the protocol's kinds: another module's rows (a command's reply, a handoff, a chat send, one added later) are not deliveries.
+    if (row === undefined || !WIRE_KINDS.has(row.kind)) throw new NotFoundError('unknown request_id');
     return toDeliveryState(row, this.clock.now());
   }
 
   /** An operator's view of one delivery: state, code, reason, attempts, where it went; never its body. */
   async detail(requestId: string): Promise<DeliveryDetail> {
     const row = await this.reads.submit(requestId);
-    // Operators see replies here; a handoff's state is the handoffs module's (GET /mcp/handoffs/{id}),
+    // Operators see replies here too; a handoff's state is the handoffs module's (GET /mcp/handoffs/{id}),
     // a chat send's the chat module's (GET /mcp/chat/messages/{id}).
-    if (row === undefined || row.kind === 'handoff' || row.kind === 'chat') throw new NotFoundError('unknown request_id');
+    if (row === undefined || !(WIRE_KINDS.has(row.kind) || row.kind === 'reply')) throw new NotFoundError('unknown request_id');
     return toDeliveryDetail(row, this.clock.now());
   }
 }
+
+/**
+ * The kinds `GET /mcp/deliveries/{request_id}` shows: the protocol's own, an allow-list (a record
+ * over the contract's DeliveryKind, so a kind the contract adds must be named here), never another
+ * module's rows that share the outbox.
+ */
+const WIRE_KINDS: ReadonlySet<string> = new Set(Object.keys({ post: true, dm: true, edit: true, delete: true, reaction: true } satisfies Record<DeliveryKind, true>));
 
 /** Optional keys are left out rather than null (`exactOptionalPropertyTypes`). */
 export function toDeliveryDetail(row: DeliveryRow, now: Date): DeliveryDetail {
