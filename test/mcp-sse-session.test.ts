@@ -176,6 +176,21 @@ describe('herald mcp --http: HTTP+SSE sessions are bound to their principal', { 
     expect(inbox().filter((n) => n['kind'] === 'dm')).toEqual([]);
   });
 
+  it('a token that names no client (no client_id, azp or sub, or an empty one) is refused: it would act as the connector', async () => {
+    for (const claims of [{}, { sub: '' }, { client_id: '', azp: '', sub: '' }]) {
+      const nobody = await issuer.sign({ ...claims, scope: 'read write', aud: url });
+      const res = await fetch(new URL('/mcp', url), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${nobody}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_inbox', arguments: { after: '0' } } }),
+      });
+      expect({ claims, status: res.status }).toEqual({ claims, status: 401 });
+      const stream = await fetch(new URL('/sse', url), { headers: { authorization: `Bearer ${nobody}` } });
+      expect({ claims, status: stream.status }).toEqual({ claims, status: 401 });
+      await stream.body?.cancel();
+    }
+  });
+
   it('checks the session against its token on every call, not once when it opened', async () => {
     let expired = false;
     const mcp = createMcpServer(

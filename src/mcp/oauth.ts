@@ -32,8 +32,8 @@ export interface OAuthSettings {
 /**
  * OAuth 2.1 resource server for `herald mcp --http`: access tokens are JWTs signed by the
  * operator's authorization server (its JWKS, fetched and cached by jose), for this resource
- * (`aud`), from that issuer (`iss`), not expired (`exp`, `nbf`). Nothing else is trusted: a token
- * that fails any check is no token.
+ * (`aud`), from that issuer (`iss`), not expired (`exp`, `nbf`), naming its client (`client_id`,
+ * else `azp`, else `sub`). Nothing else is trusted: a token that fails any check is no token.
  */
 export function oauthVerifier(settings: OAuthSettings): (token: string) => Promise<Principal | undefined> {
   const keys = createRemoteJWKSet(new URL(settings.jwksUrl));
@@ -43,6 +43,9 @@ export function oauthVerifier(settings: OAuthSettings): (token: string) => Promi
       const raw = payload['scope'] ?? payload['scp'];
       const scopes = new Set(typeof raw === 'string' ? raw.split(' ').filter((s) => s !== '') : Array.isArray(raw) ? raw.filter((s): s is string => typeof s === 'string') : []);
       const client = [payload['client_id'], payload['azp'], payload.sub].find((v): v is string => typeof v === 'string' && v !== '');
+      // A token that names no client is no token: without a client it would call the bridge as the
+      // connector (no policy header), with the connector's inbox, cursor and upload allowance.
+      if (client === undefined) return undefined;
       return { client, scopes, token: tokenDigest(token), ...(typeof payload.exp === 'number' ? { expiresAt: payload.exp * 1000 } : {}) };
     } catch {
       return undefined;
