@@ -25,3 +25,9 @@ export function errorSummary(err: unknown): string {
   const http = typeof status === 'number' ? ` (status ${status}${typeof code === 'number' || typeof code === 'string' ? `, code ${code}` : ''})` : '';
   return `${err.name}: ${err.message}${http}`;
 }
+
+/** Whether the client caused an error Koa reports: it went away, or its request was malformed (a 4xx). */
+export function clientCaused(err: unknown): boolean {
+  const { status, code } = (typeof err === 'object' && err !== null ? err : {}) as { status?: unknown; code?: unknown };
+  return (typeof status === 'number' && status < 500) || code === 'ECONNRESET' || code === 'ECONNABORTED' || (typeof code === 'string' && code.startsWith('HPE_'));
+}

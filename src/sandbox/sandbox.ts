@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
+import { clientCaused, errorSummary } from '../platform/errors.js';
 import { readJsonBody } from '../platform/http/body.js';
 import { controlRoutes, Interactions, SandboxError, type InteractionReply, type Invocation, type MappedDestination } from './control.js';
 import { Faults, RateLimits, type Fault, type RateLimitRule } from './faults.js';
@@ -212,6 +213,10 @@ export class DiscordSandbox {
 
   async start(port = 0, host = '127.0.0.1'): Promise<this> {
     const app = new Koa();
+    // Not Koa's stack trace on stderr for a client that went away mid-request; one line for the sandbox's own faults.
+    app.on('error', (err: unknown) => {
+      if (!clientCaused(err)) process.stderr.write(`sandbox request failed: ${errorSummary(err)}\n`);
+    });
     // Discord accepts percent-encoded paths (discord.js sends /users/%40me).
     app.use(async (ctx, next) => {
       try {

@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import Router from '@koa/router';
 import Koa from 'koa';
 import type { Logger } from 'pino';
+import { clientCaused, errorSummary } from '../errors.js';
 import { listenProblem } from '../startup.js';
 import { docsRouter } from './docs.js';
 import type { Api } from './api.js';
@@ -27,6 +28,9 @@ export async function serveHttp(
     await next();
     answered(ctx.state['operation'] as string | undefined, ctx.status, performance.now() - started, ctx.method, ctx.path);
   });
+  // Koa's own handler would print an error's stack to stderr, outside the JSON log: a client that
+  // goes away mid-body (a request shorter than its Content-Length) could write there at will.
+  app.on('error', (err: unknown) => logRequestError(log, err));
   app.use(api);
   const docs = docsRouter();
   const router = new Router();
@@ -51,4 +55,10 @@ export function closeServer(server: Server): Promise<void> {
     server.close(() => resolve());
     server.closeIdleConnections();
   });
+}
+
+/** An error Koa reports for a request, in the JSON log, never with a body or a header: at debug when the client caused it. */
+export function logRequestError(log: Logger, err: unknown): void {
+  if (clientCaused(err)) log.debug({ err: errorSummary(err) }, 'request ended by the client');
+  else log.error({ err: errorSummary(err) }, 'request failed');
 }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
+import { clientCaused, errorSummary } from '../../../platform/errors.js';
 import { chatMethods } from './chat.js';
 import { workspaceMethods } from './conversations.js';
 import { FaultQueue, RateLimits, type SlackFaults } from './limits.js';
@@ -122,6 +123,10 @@ export class SlackSandbox {
 
   async start(port = 0, host = '127.0.0.1'): Promise<void> {
     const app = new Koa();
+    // Not Koa's stack trace on stderr for a client that went away mid-request; one line for the sandbox's own faults.
+    app.on('error', (err: unknown) => {
+      if (!clientCaused(err)) process.stderr.write(`sandbox request failed: ${errorSummary(err)}\n`);
+    });
     const workspaceUrl = (): string => this.workspaceUrl;
     const methods = {
       ...workspaceMethods({ workspace: this.workspace, workspaceUrl }),
