@@ -1,4 +1,5 @@
 import type { PGlite } from '@electric-sql/pglite';
+import { chmod, mkdir } from 'node:fs/promises';
 import { Kysely, PostgresDialect, type Dialect } from 'kysely';
 import pg from 'pg';
 import { checkDataDir, lockDataDir } from './data-dir-lock.js';
@@ -205,6 +206,10 @@ async function openPGlite<DB>(dataDir: string): Promise<Store<DB>> {
   let dialect: Dialect;
   try {
     const [{ PGlite }, { PGliteDialect }] = await Promise.all([import('@electric-sql/pglite'), import('./pglite-dialect.js')]);
+    // The database holds message text (DMs, the inbox): only this user may read it, as the
+    // uploads and the tokens beside it (PGlite writes its files 0644 under the umask).
+    await mkdir(`${dataDir}/pglite`, { recursive: true, mode: 0o700 });
+    await chmod(`${dataDir}/pglite`, 0o700);
     pglite = await PGlite.create(`${dataDir}/pglite`);
     dialect = new PGliteDialect(pglite);
   } catch (err) {
