@@ -6,6 +6,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { startHttp } from '../src/mcp/run.js';
+import { McpState } from '../src/mcp/state.js';
 import { createLogger } from '../src/platform/log.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { mcpOverHttp, toolText } from './support/mcp.js';
@@ -145,5 +146,20 @@ describe('herald mcp --http: each OAuth client acts only on what it sent', { tim
     const ref = requestIdOf(posted.text);
     expect((await call(await connect('static'), 'edit_message', { message_ref: ref, content: 'the connector' })).isError).toBe(true);
     expect((await call(confirming, 'edit_message', { message_ref: ref, content: `${args.content} v2` })).text).toMatch(/^Edited: /);
+  });
+
+  it("keeps a client's records across a restart, whatever its id (`__proto__` is only a name)", async () => {
+    const file = path.join(dir, 'restart.json');
+    const ref = 'a'.repeat(64);
+    const state = await McpState.open(file);
+    await state.forClient('__proto__').rememberMessage(ref, 'post');
+    await state.forClient('__proto__').setPairing(IDS.user, 'g1');
+    const reopened = await McpState.open(file);
+    expect(reopened.forClient('__proto__').message(ref)).toMatchObject({ kind: 'post', seq: 0 });
+    expect(reopened.forClient('__proto__').pairing).toMatchObject({ user_id: IDS.user });
+    expect(reopened.message(ref)).toBeUndefined();
+    expect(reopened.pairing).toBeUndefined();
+    expect(reopened.forClient('constructor').owns(ref)).toBe(false);
+    expect(Object.keys(Object.prototype)).toEqual([]);
   });
 });
