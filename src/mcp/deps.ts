@@ -1,14 +1,15 @@
 import type { Logger } from 'pino';
 import type { BridgeClient } from '../client/bridge-client.js';
 import type { LocalFiles } from '../modules/deliveries/delivery.tool-files.js';
-import type { McpState } from './state.js';
+import type { AgentRecords } from './state.js';
 
 /** What `herald mcp` hands every tool: the bridge (over HTTP), its local state, its limits. */
 export interface McpServerDeps {
   bridge: BridgeClient;
   /** With HERALD_ADMIN_TOKEN set for `herald mcp`: the admin tier (download scrapes, deletes). */
   admin?: BridgeClient | undefined;
-  state: McpState;
+  /** The caller's own records (stdio and the static token: the connector's; an OAuth client: its own). */
+  state: AgentRecords;
   /** How long a sending tool waits for delivered/failed. */
   waitMs: number;
   log: Logger;

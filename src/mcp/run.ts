@@ -38,7 +38,7 @@ function bridgeClient(config: Config, bridgeToken: string, headers: Record<strin
   });
 }
 
-async function deps(config: Config, bridgeToken: string, log: Logger, localFiles: LocalFiles): Promise<McpServerDeps> {
+async function deps(config: Config, bridgeToken: string, log: Logger, localFiles: LocalFiles): Promise<McpServerDeps & { state: McpState }> {
   return {
     localFiles,
     bridge: bridgeClient(config, bridgeToken),
@@ -117,13 +117,14 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
   const policy = await mcpPolicy(config, registry, bridgeToken);
   const staticToken = bearerCheck(mcpToken);
   const throttle = new FailureThrottle();
-  // Each OAuth client's calls carry its id to Herald, so its rules hold on the bridge too.
+  // Each OAuth client's calls carry its id to Herald, so its rules hold on the bridge too; and it has
+  // its own records (pairing, messages, edit seqs): another client's message is one it never sent.
   const clients = new Map<string, McpServerDeps>();
   const depsFor = (caller: Caller): McpServerDeps => {
     if (caller.client === undefined) return shared;
     let d = clients.get(caller.client);
     if (d === undefined) {
-      d = { ...shared, bridge: bridgeClient(config, bridgeToken, { [POLICY_CLIENT_HEADER]: caller.client }) };
+      d = { ...shared, state: shared.state.forClient(caller.client), bridge: bridgeClient(config, bridgeToken, { [POLICY_CLIENT_HEADER]: caller.client }) };
       clients.set(caller.client, d);
     }
     return d;
@@ -154,7 +155,8 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
       const challenge = oauth === undefined ? 'Bearer' : `Bearer resource_metadata="${new URL(oauth.metadataPath, oauth.resource).href}", scope="read write admin"`;
       return json(res, 401, { error: 'unauthorized' }, { 'www-authenticate': challenge });
     }
-    const access = { policy, caller, confirmed: confirming(config, bridgeToken, shared, caller) };
+    // A confirmed call is the caller's too: its records, not the connector's.
+    const access = { policy, caller, confirmed: confirming(config, bridgeToken, depsFor(caller), caller) };
     if (url.pathname === '/sse') {
       if (req.method !== 'GET') return json(res, 405, { error: 'method not allowed' });
       const transport = new SSEServerTransport('/messages', res);

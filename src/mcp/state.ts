@@ -2,23 +2,82 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { RETENTION_MS } from '../modules/deliveries/delivery.js';
 
+type Pairing = { user_id: string; generation: string; paired_at: string };
+type SentMessage = { kind: 'post' | 'dm'; seq: number; sent_at: string; edits?: Record<string, number> };
+
+/** One sender's records: the connector's at the top of the file, each OAuth client's under `clients`. */
+interface Records {
+  /** The Discord user this sender is paired with (from /agent pair → redeem). */
+  pairing?: Pairing;
+  /** Messages this sender sent, by request_id, with the last edit seq it used. */
+  messages: Record<string, SentMessage>;
+  /** An OAuth client's only: every request_id it sent (any kind), with when: what get_delivery shows it. */
+  sent?: Record<string, string>;
+}
+
 /** What `herald mcp` remembers across restarts. */
-export interface McpStateData {
-  /** The Discord user this server is paired with (from /agent pair → redeem). */
-  pairing?: { user_id: string; generation: string; paired_at: string };
-  /** Messages this server sent, by request_id, with the last edit seq it used. */
-  messages: Record<string, { kind: 'post' | 'dm'; seq: number; sent_at: string; edits?: Record<string, number> }>;
+export interface McpStateData extends Records {
+  /** Each OAuth client's own records (`herald mcp --http`), by client id; absent until one sends or pairs. */
+  clients?: Record<string, Records>;
+}
+
+/**
+ * What one sender of `herald mcp` knows of what it did: its pairing, its messages and their edit
+ * seqs. stdio and the static HERALD_MCP_TOKEN are the connector's (McpState itself); each OAuth
+ * client of `herald mcp --http` has its own (McpState.forClient): one client's message is, to
+ * another, one it never sent.
+ */
+export interface AgentRecords {
+  readonly pairing: Pairing | undefined;
+  setPairing(userId: string, generation: string): Promise<void>;
+  message(requestId: string): SentMessage | undefined;
+  rememberMessage(requestId: string, kind: 'post' | 'dm'): Promise<void>;
+  nextSeq(requestId: string, editId?: string): Promise<number>;
+  /** Whether this sender may see or act on what was sent under `requestId` (the connector: all the bridge token may). */
+  owns(requestId: string): boolean;
+  /**
+   * Noted before the bridge sees `requestId`, so a retry after a lost answer is known as this
+   * sender's own. Answers whether a delivery Herald already holds under that id is this sender's to
+   * be answered as a replay: the connector's, always; a client's, only when it claimed it before.
+   */
+  claim(requestId: string): Promise<boolean>;
+  /** Forgets a claim the bridge refused outright (nothing of this sender's is stored under it). */
+  release(requestId: string): Promise<void>;
 }
 
 /** Herald keeps records RETENTION_MS (8 days); an older message can no longer be edited. */
 const MESSAGE_TTL_MS = RETENTION_MS;
 
+const expired = (sentAt: string, now: number): boolean => now - Date.parse(sentAt) > MESSAGE_TTL_MS;
+
+const messageIn = (records: Records, requestId: string): SentMessage | undefined => (Object.hasOwn(records.messages, requestId) ? records.messages[requestId] : undefined);
+
+/** The next edit seq of a message in `records`, noted before it is used (see nextSeq). */
+function nextSeqIn(records: Records, requestId: string, editId: string | undefined): number {
+  const m = messageIn(records, requestId);
+  if (m === undefined) throw new Error('unknown message');
+  const earlier = editId === undefined ? undefined : m.edits?.[editId];
+  if (earlier !== undefined) return earlier;
+  m.seq += 1;
+  if (editId !== undefined) m.edits = { ...(m.edits ?? {}), [editId]: m.seq };
+  return m.seq;
+}
+
+function rememberIn(records: Records, requestId: string, kind: 'post' | 'dm', now: number): void {
+  for (const [id, m] of Object.entries(records.messages)) {
+    if (expired(m.sent_at, now)) delete records.messages[id];
+  }
+  records.messages[requestId] ??= { kind, seq: 0, sent_at: new Date(now).toISOString() };
+}
+
 /**
  * A small JSON file, written atomically (temp file + rename) after every change, so a crash
- * never leaves half a state and an edit's seq is never reused.
+ * never leaves half a state and an edit's seq is never reused. Itself the connector's records.
  */
-export class McpState {
+export class McpState implements AgentRecords {
   private data: McpStateData = { messages: {} };
+  /** The OAuth clients' records (a Map: a client id is the token's word, never an object key in memory). */
+  private readonly clients = new Map<string, Records>();
   private writing: Promise<void> = Promise.resolve();
 
   private constructor(private readonly file: string) {}
@@ -28,6 +87,8 @@ export class McpState {
     try {
       state.data = JSON.parse(await readFile(file, 'utf8')) as McpStateData;
       state.data.messages ??= {};
+      for (const [id, records] of Object.entries(state.data.clients ?? {})) state.clients.set(id, { ...records, messages: records.messages ?? {} });
+      delete state.data.clients;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`cannot read ${file}: ${(err as Error).message}`);
     }
@@ -43,16 +104,12 @@ export class McpState {
     await this.save();
   }
 
-  message(requestId: string): McpStateData['messages'][string] | undefined {
-    return this.data.messages[requestId];
+  message(requestId: string): SentMessage | undefined {
+    return messageIn(this.data, requestId);
   }
 
   async rememberMessage(requestId: string, kind: 'post' | 'dm'): Promise<void> {
-    const now = Date.now();
-    for (const [id, m] of Object.entries(this.data.messages)) {
-      if (now - Date.parse(m.sent_at) > MESSAGE_TTL_MS) delete this.data.messages[id];
-    }
-    this.data.messages[requestId] ??= { kind, seq: 0, sent_at: new Date(now).toISOString() };
+    rememberIn(this.data, requestId, kind, Date.now());
     await this.save();
   }
 
@@ -61,18 +118,81 @@ export class McpState {
    * the seq that edit was given before, if it was, so a retried edit is the very same request.
    */
   async nextSeq(requestId: string, editId?: string): Promise<number> {
-    const m = this.data.messages[requestId];
-    if (m === undefined) throw new Error('unknown message');
-    const earlier = editId === undefined ? undefined : m.edits?.[editId];
-    if (earlier !== undefined) return earlier;
-    m.seq += 1;
-    if (editId !== undefined) m.edits = { ...(m.edits ?? {}), [editId]: m.seq };
+    const seq = nextSeqIn(this.data, requestId, editId);
     await this.save();
-    return m.seq;
+    return seq;
+  }
+
+  /** The connector holds the bridge token: what it may see through Herald's API, it may see here. */
+  owns(): boolean {
+    return true;
+  }
+
+  claim(): Promise<boolean> {
+    return Promise.resolve(true);
+  }
+
+  release(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** An OAuth client's own records, kept in this same file under `clients`. */
+  forClient(clientId: string): AgentRecords {
+    const records = (): Records | undefined => this.clients.get(clientId);
+    const own = (): Records => {
+      let r = this.clients.get(clientId);
+      if (r === undefined) this.clients.set(clientId, (r = { messages: {} }));
+      return r;
+    };
+    const save = (): Promise<void> => this.save();
+    return {
+      get pairing() {
+        return records()?.pairing;
+      },
+      async setPairing(userId, generation) {
+        own().pairing = { user_id: userId, generation, paired_at: new Date().toISOString() };
+        await save();
+      },
+      message: (requestId) => {
+        const r = records();
+        return r === undefined ? undefined : messageIn(r, requestId);
+      },
+      async rememberMessage(requestId, kind) {
+        rememberIn(own(), requestId, kind, Date.now());
+        await save();
+      },
+      async nextSeq(requestId, editId) {
+        const seq = nextSeqIn(own(), requestId, editId);
+        await save();
+        return seq;
+      },
+      owns: (requestId) => {
+        const r = records();
+        return r !== undefined && ((r.sent !== undefined && Object.hasOwn(r.sent, requestId)) || messageIn(r, requestId) !== undefined);
+      },
+      async claim(requestId) {
+        const r = own();
+        const now = Date.now();
+        const sent = Object.fromEntries(Object.entries(r.sent ?? {}).filter(([, at]) => !expired(at, now)));
+        const before = Object.hasOwn(sent, requestId);
+        if (!before) sent[requestId] = new Date(now).toISOString();
+        r.sent = sent;
+        await save();
+        return before;
+      },
+      async release(requestId) {
+        const r = records();
+        if (r?.sent === undefined || !Object.hasOwn(r.sent, requestId)) return;
+        r.sent = Object.fromEntries(Object.entries(r.sent).filter(([id]) => id !== requestId));
+        await save();
+      },
+    };
   }
 
   private save(): Promise<void> {
-    const snapshot = JSON.stringify(this.data, null, 2);
+    // The connector's records as they always were; the clients' after them, only once there are any.
+    const data: McpStateData = this.clients.size === 0 ? this.data : { ...this.data, clients: Object.fromEntries(this.clients) };
+    const snapshot = JSON.stringify(data, null, 2);
     this.writing = this.writing.then(async () => {
       await mkdir(path.dirname(this.file), { recursive: true });
       const tmp = `${this.file}.${process.pid}.tmp`;

@@ -12,6 +12,9 @@ export interface DeliveryToolDeps {
     message(requestId: string): unknown;
     rememberMessage(requestId: string, kind: 'post' | 'dm'): Promise<void>;
     nextSeq(requestId: string, editId?: string): Promise<number>;
+    owns(requestId: string): boolean;
+    claim(requestId: string): Promise<boolean>;
+    release(requestId: string): Promise<void>;
   };
   waitMs: number;
   /** Which `files: [{path}]` a call may attach (stdio: any; HTTP: the operator's folder or none). Default none. */
@@ -167,9 +170,12 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
       output: 'DeliveryState',
       description: 'The state of a message by its request_id: pending, delivered (with its link), failed (with the reason), or unknown (not confirmed yet). Use it instead of sending again.',
       inputSchema: object({ request_id: contractSchema('RequestId', 'The request_id a sending tool returned.') }, ['request_id']),
-      async handler(args, { bridge }) {
+      async handler(args, { bridge, state }) {
+        // Another OAuth client's delivery is, to this one, no delivery at all.
+        const unknown = text('No delivery with that request_id (records are kept 8 days).', true);
+        if (!state.owns(String(args['request_id']))) return unknown;
         const r = await bridge.getDelivery(String(args['request_id']));
-        if (!r.ok) return r.status === 404 ? text('No delivery with that request_id (records are kept 8 days).', true) : bridgeError(r);
+        if (!r.ok) return r.status === 404 ? unknown : bridgeError(r);
         return describe(r.data, String(args['request_id']), bridge);
       },
     },
@@ -217,7 +223,10 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
         const body = { emoji: String(args['emoji']), ...(args['remove'] === true ? { remove: true } : {}) };
         const messageId = args['message_id'] === undefined ? undefined : String(args['message_id']);
         let target: Record<string, string>;
-        if (args['message_ref'] !== undefined) target = { message_ref: String(args['message_ref']) };
+        if (args['message_ref'] !== undefined) {
+          if (!deps.state.owns(String(args['message_ref']))) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be reacted to by message_ref.', true);
+          target = { message_ref: String(args['message_ref']) };
+        }
         else if (args['guild_id'] !== undefined && args['destination'] !== undefined && messageId !== undefined) target = { guild_id: String(args['guild_id']), destination: String(args['destination']), message_id: messageId };
         else if (messageId !== undefined && deps.state.pairing !== undefined) target = { user_id: deps.state.pairing.user_id, message_id: messageId };
         else return text('Give message_ref, or guild_id with destination and message_id, or message_id alone for a message in the DM with the paired user (pair first).', true);
@@ -251,12 +260,20 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
 /** Send with the agent's request_id or a fresh one, then wait (bounded) for delivered or failed. */
 async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'request_id'>, given?: string, key = 'request_id'): Promise<CallToolResult> {
   const requestId = given ?? randomBytes(32).toString('hex');
+  // Noted as this caller's before Herald sees it: a retry after a lost answer is then its own replay.
+  const ours = await deps.state.claim(requestId);
   const accepted = await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest);
   if (!accepted.ok) {
     if (accepted.status === 0) {
       return text(`${unreachable(accepted)} The message may or may not have been stored: check get_delivery with request_id ${requestId} before sending again.`, true);
     }
+    if (!ours && accepted.status >= 400 && accepted.status < 500) await deps.state.release(requestId);
     return bridgeError(accepted);
+  }
+  if (accepted.data.existing && !ours) {
+    // Another OAuth client's delivery: not this caller's to replay, nor to see.
+    await deps.state.release(requestId);
+    return text(`Nothing was sent: that ${key} was used by another sender. Give a fresh one, or none.`, true);
   }
   if (request.kind === 'post' || request.kind === 'dm') await deps.state.rememberMessage(requestId, request.kind);
   const deadline = Date.now() + deps.waitMs;
