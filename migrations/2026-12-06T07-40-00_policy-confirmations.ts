@@ -5,12 +5,12 @@ import { type Kysely } from 'kysely';
 // The operator's policy can ask for a second, confirming call (rule `confirm`): the first call
 // answers a one-use token (an HMAC that carries its caller, operation or tool, arguments' hash and
 // expiry); its use is a row here, in the shared store, so a token is used once across replicas.
-// - nonce: the token's own random part
+// - token_id: the token's own random part
 // - key: the confirmed call's retry key (its request_id), so a retry of that same call still passes
 export async function up(db: Kysely<any>): Promise<void> {
   await db.schema
     .createTable('policy_confirmations')
-    .addColumn('nonce', 'text', (c) => c.primaryKey())
+    .addColumn('token_id', 'text', (c) => c.primaryKey())
     .addColumn('key', 'text', (c) => c.notNull())
     .addColumn('at', 'timestamptz', (c) => c.notNull())
     .execute();

@@ -42,7 +42,7 @@ describe('confirm tokens (src/platform/policy/confirm.ts)', () => {
     let now = 1_000_000;
     const tokens = new ConfirmTokens(confirmKey('k'), undefined, () => now);
     const { token } = tokens.mint(binding);
-    expect('nonce' in tokens.verify(token, { ...binding, args: argumentsHash({ a: [1, { x: 1, y: 2 }], b: 1 }) })).toBe(true);
+    expect('tokenId' in tokens.verify(token, { ...binding, args: argumentsHash({ a: [1, { x: 1, y: 2 }], b: 1 }) })).toBe(true);
     expect(tokens.verify(token, { ...binding, subject: 'client:b' })).toEqual({ problem: 'invalid' });
     expect(tokens.verify(token, { ...binding, args: argumentsHash({ b: 2 }) })).toEqual({ problem: 'invalid' });
     expect(new ConfirmTokens(confirmKey('another key'), undefined, () => now).verify(token, binding)).toEqual({ problem: 'invalid' });

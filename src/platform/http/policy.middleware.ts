@@ -50,7 +50,7 @@ export function uploadCapsOf(ctx: KoaContext): readonly UploadCap[] {
   return (ctx.state[UPLOAD_CAPS] as UploadCap[] | undefined) ?? [];
 }
 
-/** An earlier delivery's own input (its kind and target), as its operation took it: where it went. */
+/** An earlier send's own input (its kind and target), as its operation took it: where it went. */
 export type OriginalOf = (messageRef: string) => Promise<PolicyInput | undefined>;
 
 export interface PolicyCheckOptions {
@@ -60,9 +60,9 @@ export interface PolicyCheckOptions {
   registry: Registry;
   /** The key confirm tokens are signed with (confirmKey of the bridge token). */
   confirmKey: Buffer;
-  /** The defaults a declaration's `platform_default` names (e.g. `chat`: the chat platform). */
+  /** The defaults a declaration's `platform_default` names (e.g. the platform a caller gets when it names none). */
   defaults?: Readonly<Record<string, string>>;
-  /** Where an earlier delivery went (by its request_id), for a declaration's `message_ref`: given by the wiring. */
+  /** Where an earlier send went (by its request_id), for a declaration's `message_ref`: given by the wiring. */
   originalOf?: OriginalOf;
   now?: () => number;
 }

@@ -39,8 +39,8 @@ export function confirmKey(secret: string): Buffer {
 
 /**
  * One-use confirm tokens: `<payload>.<hmac>`, the payload carrying the binding, an expiry and a
- * random nonce. Minting needs no store; checking a token needs none either (`verify`); using one
- * (`redeem`) records its nonce in the store (table policy_confirmations), so it is used once across
+ * random id. Minting needs no store; checking a token needs none either (`verify`); using one
+ * (`redeem`) records its id in the store (table policy_confirmations), so it is used once across
  * every replica. The same call retried (the same retry key) may present it again.
  */
 export class ConfirmTokens {
@@ -56,8 +56,8 @@ export class ConfirmTokens {
     return { token: `${payload}.${this.sign(payload)}`, expiresAt: new Date(expires) };
   }
 
-  /** The token's nonce when it is genuine, bound to exactly this and not expired; else why not. */
-  verify(token: string, binding: Omit<ConfirmBinding, 'args'> & { args?: string }): { nonce: string } | { problem: ConfirmProblem } {
+  /** The token's id when it is genuine, bound to exactly this and not expired; else why not. */
+  verify(token: string, binding: Omit<ConfirmBinding, 'args'> & { args?: string }): { tokenId: string } | { problem: ConfirmProblem } {
     const [payload, mac, extra] = token.split('.');
     if (payload === undefined || mac === undefined || extra !== undefined) return { problem: 'invalid' };
     const expected = Buffer.from(this.sign(payload));
@@ -71,7 +71,7 @@ export class ConfirmTokens {
     }
     if (claims.s !== binding.subject || claims.w !== binding.what || (binding.args !== undefined && claims.a !== binding.args) || typeof claims.n !== 'string') return { problem: 'invalid' };
     if (typeof claims.e !== 'number' || claims.e <= this.now()) return { problem: 'expired' };
-    return { nonce: claims.n };
+    return { tokenId: claims.n };
   }
 
   /**
@@ -85,9 +85,9 @@ export class ConfirmTokens {
     const db = this.db as Kysely<ConfirmTables>;
     const at = new Date(this.now());
     await db.deleteFrom('policy_confirmations').where('at', '<', new Date(at.getTime() - 2 * CONFIRM_TTL_MS)).execute();
-    const inserted = await db.insertInto('policy_confirmations').values({ nonce: checked.nonce, key, at }).onConflict((oc) => oc.doNothing()).returning('nonce').executeTakeFirst();
+    const inserted = await db.insertInto('policy_confirmations').values({ token_id: checked.tokenId, key, at }).onConflict((oc) => oc.doNothing()).returning('token_id').executeTakeFirst();
     if (inserted !== undefined) return undefined;
-    const row = await db.selectFrom('policy_confirmations').select('key').where('nonce', '=', checked.nonce).executeTakeFirst();
+    const row = await db.selectFrom('policy_confirmations').select('key').where('token_id', '=', checked.tokenId).executeTakeFirst();
     return row?.key === key ? undefined : 'used';
   }
 
@@ -97,5 +97,5 @@ export class ConfirmTokens {
 }
 
 interface ConfirmTables {
-  policy_confirmations: { nonce: string; key: string; at: Date };
+  policy_confirmations: { token_id: string; key: string; at: Date };
 }

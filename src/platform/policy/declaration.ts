@@ -9,7 +9,7 @@
 export interface PolicyDeclaration {
   /** `read` changes nothing; `write` changes something; `admin` changes what others rely on (a read-only rule refuses both). */
   readonly access: 'read' | 'write' | 'admin';
-  /** The tool this operation is: a name, or by a value of its input (createDelivery's kind). */
+  /** The tool this operation is: a name, or by a value of its input (e.g. a send's kind). */
   readonly tool?: string | { readonly by: string; readonly values: Readonly<Record<string, string>> };
   /** Other tools that call it (a sending tool polls its outcome): any of them on lets it through. */
   readonly also_for?: readonly string[];
@@ -19,7 +19,7 @@ export interface PolicyDeclaration {
   readonly platform?: string;
   /** Where the input names no platform: the default the wiring supplies under this name. */
   readonly platform_default?: string;
-  /** A reference to an earlier delivery: the targeting rules apply to where that original went. */
+  /** A reference to an earlier send: the targeting rules apply to where that original went. */
   readonly message_ref?: string;
   /** The call's own retry key: a retry is counted once against a rate cap. */
   readonly key?: string;

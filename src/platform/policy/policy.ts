@@ -57,7 +57,7 @@ const RULE_KEYS = ['read_only', 'tools', 'destinations', 'channels', 'platforms'
 
 /**
  * An OAuth client's upload cap when the policy gives it none (100 MiB: four files of the largest
- * size one Discord message carries): a remote client cannot fill the operator's disk by default.
+ * size one message carries on the platforms): a remote client cannot fill the operator's disk by default.
  */
 export const DEFAULT_CLIENT_FILES_MAX_TOTAL_BYTES = 104_857_600;
 
