@@ -25,6 +25,8 @@ describe('inbound platform events are made storable where they enter', () => {
     sandbox.addUser({ id: ODD, username: 'odd', global_name: 'O\u0000dd \ud800', bot: false });
     h = await startTestHerald({ useSandbox: sandbox });
     await waitFor(() => sandbox.gatewaySessions === 1, 'Herald on the gateway');
+    // A mention is heard only where a destination maps the channel.
+    await h.mapDestination('ops', IDS.channels.ops);
   }, 60_000);
   afterAll(async () => {
     await h?.close();
