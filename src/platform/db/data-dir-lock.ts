@@ -103,20 +103,22 @@ async function probe(file: string): Promise<{ live: false } | { live: true; pid:
         let connected = false;
         let answer = '';
         const socket = net.connect(address);
-        const done = (): void => {
+        const done = (timedOut: boolean): void => {
           clearTimeout(timer);
           socket.destroy();
           const pid = /^[1-9][0-9]*$/.test(answer) ? Number(answer) : undefined;
-          resolve(connected ? { live: true, pid } : { live: false });
+          // Live: it named its pid, or it is connected and busy (the kernel accepted; its event loop
+          // has not answered yet). A connection closed with no answer is a holder going away as it
+          // was asked (a killed process whose last threads still held the socket): not live.
+          resolve(connected && (pid !== undefined || timedOut) ? { live: true, pid } : { live: false });
         };
-        // A holder whose event loop is busy is still live (the kernel accepted): it just names no pid.
-        const timer = setTimeout(done, ANSWER_MS);
+        const timer = setTimeout(() => done(true), ANSWER_MS);
         socket.setEncoding('utf8');
         socket.on('connect', () => (connected = true));
         socket.on('data', (chunk: string) => (answer += chunk));
-        socket.on('end', done);
-        socket.on('close', done);
-        socket.on('error', done);
+        socket.on('end', () => done(false));
+        socket.on('close', () => done(false));
+        socket.on('error', () => done(false));
       }),
   );
 }
