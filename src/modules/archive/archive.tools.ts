@@ -34,7 +34,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
       output: 'ScrapeJob',
       replay: { key: 'request_id' },
       description:
-        'Start a scrape of one channel\'s media into the archive (or resume its stopped or paused scrape from where it stopped). mode "links" records metadata and original URLs; mode "download" also stores the files and needs the admin tier. One scrape per channel runs at a time. Give a request_id to retry safely: the same one again starts nothing and answers (replayed) the scrape it started; without one, each call is a new start. If storage is near its limit the answer is a warning: call again with confirm: true to go ahead. Follow progress with get_media_scrape.',
+        'Start a scrape of one channel\'s media into the archive (or resume its stopped or paused scrape from where it stopped). mode "links" records metadata and original URLs; mode "download" also stores the files and needs the admin tier. One scrape per channel runs at a time. Give a request_id to retry safely: the same one again starts nothing and answers (replayed) the scrape it started; without one, each call is a new start (not idempotent). If storage is near its limit the answer is a warning: call again with confirm: true to go ahead. Follow progress with get_media_scrape.',
       inputSchema: { ...contractSchema('StartScrapeRequest'), type: 'object' },
       async handler(args, { bridge, admin }) {
         const body = args as unknown as StartScrapeRequest;
