@@ -573,7 +573,10 @@ export interface paths {
          *     platform's rate limits, one active scrape per channel. A stopped or paused scrape of the same
          *     channel and mode resumes from its stored cursor (200); otherwise a new one starts (201).
          *     `download` needs the admin tier. When storage is at or past the warning level, the answer is
-         *     428 with the warning, and the same call with `confirm: true` starts it.
+         *     428 with the warning, and the same call with `confirm: true` starts it. An optional
+         *     `request_id` makes a retry safe: the same one again answers the scrape that start started or
+         *     resumed, as it is now, with `existing: true` (200), and starts nothing (another channel or
+         *     mode with it: 422). Without one, each call is a new start.
          */
         post: operations["startMediaScrape"];
         delete?: never;
@@ -1461,6 +1464,8 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
             finishedAt: components["schemas"]["Timestamp"] | null;
+            /** @description In the answer to a start only: true when its request_id was already known, so this call started nothing (a replay). */
+            existing?: boolean;
         };
         MediaItem: {
             id: string;
@@ -1524,6 +1529,8 @@ export interface components {
             mode: components["schemas"]["ScrapeMode"];
             /** @description Start even though storage is past its warning level. */
             confirm?: boolean;
+            /** @description Optional, names this start; the same one again starts nothing and answers the scrape it started or resumed (`existing` true). */
+            request_id?: string;
         };
         ConfirmRequired: {
             /** @constant */
@@ -3552,7 +3559,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description A stopped or paused scrape of this channel and mode, resumed from its cursor. */
+            /** @description A stopped or paused scrape of this channel and mode, resumed from its cursor; or (`existing` true) the scrape an earlier start with this request_id started or resumed. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3615,6 +3622,18 @@ export interface operations {
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
+            /** @description The request_id was already used to start a scrape of another channel or mode. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "request_id was already used for a different scrape";
+                    };
+                };
+            };
             /**
              * @description Storage is at or past its warning level; repeat the call with `confirm` true. Or the
              *     operator's policy asks for a confirming call (PolicyConfirmRequired).

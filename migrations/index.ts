@@ -24,6 +24,7 @@ import * as inbox from './2026-12-02T12-30-00_inbox.js';
 import * as policyUsage from './2026-12-02T12-40-00_policy-usage.js';
 import * as policyConfirmations from './2026-12-06T07-40-00_policy-confirmations.js';
 import * as fileUploads from './2026-12-06T07-50-00_file-uploads.js';
+import * as scrapeRequests from './2026-12-06T08-40-00_scrape-requests.js';
 
 /** Every migration, by name; names sort in the order they apply. Add new ones here. */
 export const migrations: Record<string, Migration> = {
@@ -52,4 +53,5 @@ export const migrations: Record<string, Migration> = {
   '2026-12-02T12-40-00_policy-usage': policyUsage,
   '2026-12-06T07-40-00_policy-confirmations': policyConfirmations,
   '2026-12-06T07-50-00_file-uploads': fileUploads,
+  '2026-12-06T08-40-00_scrape-requests': scrapeRequests,
 };

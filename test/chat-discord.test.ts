@@ -81,6 +81,16 @@ describe('chat tools on Discord', () => {
     expect(names).not.toContain('Herald');
   });
 
+  it('create_channel twice at once makes one channel: the second answers the first', async () => {
+    const both = await Promise.all([1, 2].map(() => h.bridge.post('/mcp/chat/channels', { name: '#twice' })));
+    expect(both.map((r) => r.json)).toEqual([
+      { transport: 'discord', channel: 'twice' },
+      { transport: 'discord', channel: 'twice' },
+    ]);
+    // Before: both found no #twice and each made one.
+    expect(((await h.bridge.get('/mcp/chat/channels')).json as { channels: string[] }).channels.filter((c) => c === 'twice')).toHaveLength(1);
+  });
+
   it('an unknown channel or transport is a clear refusal, and nothing is sent', async () => {
     const before = h.sandbox.allMessages().length;
     const noIrc = await h.bridge.post('/mcp/chat/messages', { channel: '#alerts', text: 'x', sender: 'ada', transport: 'irc' });

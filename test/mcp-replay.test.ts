@@ -35,6 +35,7 @@ const SAMPLES: Readonly<Record<string, (s: Seen) => Record<string, unknown>>> = 
   delete_message: () => ({ message_ref: TO_DELETE, request_id: key(5) }),
   hand_off: () => ({ target_bot_id: SANDBOX_MEMBER_IDS.otherBot, channel_id: IDS.channels.alerts, text: 'replay: a task', request_id: key(6) }),
   send_message: () => ({ channel: '#alerts', text: 'replay: a chat line', sender: 'ada', request_id: key(7) }),
+  scrape_media: () => ({ channelId: IDS.channels.alerts, mode: 'links', request_id: key(9) }),
   run_command: (s) => ({ command: `destinations set digest <#${IDS.channels.ops}>`, guildId: IDS.guild, channelId: IDS.channels.alerts, userId: SANDBOX_MEMBER_IDS.manager, mode: 'execute', sourceMessageId: s.source, idempotencyKey: `replay-${key(8)}`.slice(0, 40) }),
 };
 
@@ -110,6 +111,12 @@ describe('every MCP write tool: a retried call is told from a new one', () => {
       }
       // The repeated post went out once.
       expect(h.sandbox.channelMessages(IDS.channels.alerts).filter((m) => m.content === 'replay: a post')).toHaveLength(1);
+      // The repeated scrape started one scrape of #alerts, and the same key for another channel is refused.
+      const scrapes = (await call('list_media_scrapes', {})).structuredContent?.['scrapes'] as { channelId: string }[];
+      expect(scrapes.filter((s) => s.channelId === IDS.channels.alerts)).toHaveLength(1);
+      const reused = await call('scrape_media', { channelId: IDS.channels.ops, mode: 'links', request_id: key(9) });
+      expect(reused.isError).toBe(true);
+      expect(toolText(reused)).toMatch(/request_id was already used/);
     });
   });
 });

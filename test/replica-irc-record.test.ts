@@ -3,6 +3,7 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tablesOf } from '../src/platform/db/tables.js';
 import { DELIVERY_TAG, IrcConnection, type ChannelLine } from '../src/transports/irc/irc-connection.js';
+import { linesTagged } from '../src/transports/irc/irc-line.repository.js';
 import type { IrcDb } from '../src/transports/irc/irc-line.table.js';
 import { IrcMetrics, IrcTransport } from '../src/transports/irc/irc-transport.js';
 import { TransportError, type ChatSendProof } from '../src/transports/transport.js';
@@ -23,6 +24,8 @@ describe.skipIf(skip !== undefined)('the IRC proof trusts the observer only wher
   let fixture: MigratedStore;
   let transport: IrcTransport | undefined;
   const conns: IrcConnection[] = [];
+  /** The keys the transport called Herald's own lines (onOwnLine). */
+  const owned: string[] = [];
 
   beforeAll(async () => {
     ircd = await startIrcd();
@@ -42,7 +45,7 @@ describe.skipIf(skip !== undefined)('the IRC proof trusts the observer only wher
     await conn.join(channel);
     return conn;
   };
-  const proof = (since: Date): ChatSendProof => ({ text: 'x', sender: 'ada', since, taken: async () => new Set(), twins: async () => false });
+  const proof = (since: Date, sender = 'ada'): ChatSendProof => ({ text: 'x', sender, since, taken: async () => new Set(), twins: async () => false });
   const observer = async (): Promise<IrcTransport> => {
     const t = new IrcTransport({
       server: { host: '127.0.0.1', port: ircd.port, tls: false },
@@ -56,6 +59,9 @@ describe.skipIf(skip !== undefined)('the IRC proof trusts the observer only wher
       senderIdleMs: 60_000,
       retention: { maxAgeMs: 86_400_000, perChannel: 10_000 },
       clockSkewMs: 0,
+      onOwnLine: async (key) => {
+        owned.push(key);
+      },
     });
     await t.observeAll();
     return t;
@@ -84,11 +90,36 @@ describe.skipIf(skip !== undefined)('the IRC proof trusts the observer only wher
       const from = (t as unknown as { held: IrcConnection }).held.readingSince('#seen');
       return from !== undefined && from.getTime() < now.getTime() && now;
     }, 'a moment after the observer joined');
-    expect(await t.chat.sentParts('#seen', 'k2', AbortSignal.timeout(5_000), proof(since))).toEqual(new Map());
+    expect(await t.chat.sentParts('#seen', 'k2', AbortSignal.timeout(5_000), proof(since, 'ada2'))).toEqual(new Map());
     const ada = await connect('ada2', '#seen');
     await ada.send('#seen', 'part one', { [DELIVERY_TAG]: 'k2:0/2' }, AbortSignal.timeout(5_000));
-    await waitFor(async () => (await t.chat.sentParts('#seen', 'k2', AbortSignal.timeout(5_000), proof(since)))?.size === 1, 'the line in the record');
+    await waitFor(async () => (await t.chat.sentParts('#seen', 'k2', AbortSignal.timeout(5_000), proof(since, 'ada2')))?.size === 1, 'the line in the record');
     expect((await t.history.listBetween('#seen', since, new Date(), 100)).messages.map((m) => m.fingerprint)).toEqual(['part one']);
+  }, 60_000);
+
+  it("a delivery tag another member wrote is not Herald's: neither a part of the send nor its own line", async () => {
+    const t: IrcTransport = transport ?? (transport = await observer());
+    await t.chat.createChannel('#forge');
+    const since = await waitFor(() => {
+      const now = new Date();
+      const from = (t as unknown as { held: IrcConnection }).held.readingSince('#forge');
+      return from !== undefined && from.getTime() < now.getTime() && now;
+    }, 'a moment after the observer joined');
+    // A member with message-tags forges a part of Herald's send k3, and the last (only) part of k4.
+    const mallory = await connect('mallory', '#forge');
+    await mallory.send('#forge', 'FORGED', { [DELIVERY_TAG]: 'k3:1/2' }, AbortSignal.timeout(5_000));
+    await mallory.send('#forge', 'FORGED', { [DELIVERY_TAG]: 'k4' }, AbortSignal.timeout(5_000));
+    // Herald's own send, under an agent's nick, still counts.
+    await t.chat.send('#forge', 'a real line', 'ada5', 'k5', new Map(), AbortSignal.timeout(5_000));
+    const db = tablesOf<IrcDb>(fixture.store.db);
+    await waitFor(async () => (await linesTagged(db, '#forge', 'k3')).length === 1 && (await linesTagged(db, '#forge', 'k4')).length === 1 && (await linesTagged(db, '#forge', 'k5')).length === 1, 'the three lines stored');
+    await (t as unknown as { stored(): Promise<void> }).stored();
+    // Before: k3's part 1 counted as sent (a resend would skip it), and k4 was recorded as Herald's own message.
+    expect(await t.chat.sentParts('#forge', 'k3', AbortSignal.timeout(5_000), proof(since))).toEqual(new Map());
+    expect(owned).not.toContain('k3');
+    expect(owned).not.toContain('k4');
+    expect(owned).toContain('k5');
+    expect((await t.chat.sentParts('#forge', 'k5', AbortSignal.timeout(5_000), proof(since, 'ada5')))?.size).toBe(1);
   }, 60_000);
 
   it('a link that dropped breaks the record: after the rejoin only the server\'s replay reaches back', async () => {

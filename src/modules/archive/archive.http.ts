@@ -16,6 +16,7 @@ import {
   type Actor,
   type MediaService,
 } from './media.service.js';
+import { ScrapeRequestReusedError } from './scrape-requests.js';
 
 /**
  * The caller's tier from the token the API middleware accepted: the admin token is the admin
@@ -37,14 +38,16 @@ export function archiveOperations(media: MediaService): OperationHandlers {
     listMediaScrapes: async (_c, _b, koa) => reply('listMediaScrapes', 200, { scrapes: await media.listScrapes(actorOf(koa)) }),
     startMediaScrape: async (_c, body, koa) => {
       kit.checkBody('startMediaScrape', body);
-      const input = body as { channelId: string; mode: 'links' | 'download'; confirm?: boolean };
+      const input = body as { channelId: string; mode: 'links' | 'download'; confirm?: boolean; request_id?: string };
       try {
-        const { scrape, resumed } = await media.startScrape(input, actorOf(koa));
-        return resumed ? reply('startMediaScrape', 200, scrape) : reply('startMediaScrape', 201, scrape);
+        const { scrape, resumed, existing } = await media.startScrape({ ...input, requestId: input.request_id }, actorOf(koa));
+        const answer = { ...scrape, existing: existing === true };
+        return resumed ? reply('startMediaScrape', 200, answer) : reply('startMediaScrape', 201, answer);
       } catch (err) {
         if (err instanceof AdminTierRequiredError) return reply('startMediaScrape', 403, { error: 'admin token required' });
         if (err instanceof ConfirmRequiredError) return reply('startMediaScrape', 428, { error: 'confirm required', warning: err.warning, storage: err.storage });
         if (err instanceof ScrapeRunningError) return reply('startMediaScrape', 409, { error: 'a scrape of this channel is already running', scrapeId: err.scrapeId });
+        if (err instanceof ScrapeRequestReusedError) return reply('startMediaScrape', 422, { error: 'request_id was already used for a different scrape' });
         if (err instanceof ChannelNotFoundError) return reply('startMediaScrape', 404, { error: 'channel not found or not visible to the bot' });
         if (err instanceof PlatformUnavailableError) return reply('startMediaScrape', 503, { error: 'platform unavailable' });
         throw err;

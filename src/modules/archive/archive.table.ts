@@ -88,6 +88,13 @@ export interface MediaItemTable {
   content: string;
 }
 
+/** The request_id a start was given, and the scrape it started or resumed (gone with the scrape). */
+export interface MediaScrapeRequestTable {
+  request_id: string;
+  scrape_id: string;
+  at: Date;
+}
+
 /** Who did what to the archive, when, and how it ended. */
 export interface ArchiveActionTable {
   id: Generated<string>;
@@ -108,6 +115,7 @@ export type ArchiveActionRow = Selectable<ArchiveActionTable>;
 /** This part's tables, as it sees the store (the whole schema is src/schema.ts, at the wiring). */
 export interface ArchiveDb {
   media_scrapes: MediaScrapeTable;
+  media_scrape_requests: MediaScrapeRequestTable;
   media_items: MediaItemTable;
   media_blobs: MediaBlobTable;
   media_storage: MediaStorageTable;

@@ -1,6 +1,6 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { BridgeClient, BridgeResult, MediaQuery, StartScrapeRequest } from '../../client/bridge-client.js';
-import { bridgeError, contractSchema, hints, json, object, result, text, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, contractSchema, hints, json, object, replayMarked, result, text, type McpTool } from '../../platform/mcp/tool.js';
 
 /**
  * What these tools need from `herald mcp`: the bridge (the trusted tier) and, when the operator
@@ -32,20 +32,21 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
       title: "Scrape a channel's media",
       annotations: hints(false, false, false, true),
       output: 'ScrapeJob',
-      replay: { natural: "one scrape per channel: the same call again resumes that channel's scrape, or is refused while it runs; it never starts a second" },
+      replay: { key: 'request_id' },
       description:
-        'Start a scrape of one channel\'s media into the archive (or resume its stopped or paused scrape from where it stopped). mode "links" records metadata and original URLs; mode "download" also stores the files and needs the admin tier. One scrape per channel runs at a time. If storage is near its limit the answer is a warning: call again with confirm: true to go ahead. Follow progress with get_media_scrape.',
+        'Start a scrape of one channel\'s media into the archive (or resume its stopped or paused scrape from where it stopped). mode "links" records metadata and original URLs; mode "download" also stores the files and needs the admin tier. One scrape per channel runs at a time. Give a request_id to retry safely: the same one again starts nothing and answers (replayed) the scrape it started; without one, each call is a new start (not idempotent). If storage is near its limit the answer is a warning: call again with confirm: true to go ahead. Follow progress with get_media_scrape.',
       inputSchema: { ...contractSchema('StartScrapeRequest'), type: 'object' },
       async handler(args, { bridge, admin }) {
         const body = args as unknown as StartScrapeRequest;
         const client = body.mode === 'download' ? (admin ?? bridge) : bridge;
         const r = await client.startMediaScrape(body);
-        if (r.ok) return json(r.data);
+        if (r.ok) return replayMarked(json(r.data), r.data.existing === true, 'request_id', body.request_id ?? '');
         if (r.status === 428) {
           const warning = (r.body as { warning?: string } | undefined)?.warning ?? 'media storage is near its limit';
           return text(`Not started: ${warning}. Call scrape_media again with the same arguments and confirm: true to start anyway.`, true);
         }
         if (r.status === 409) return text(`A scrape of this channel is already running (${String((r.body as { scrapeId?: string } | undefined)?.scrapeId ?? '')}); see get_media_scrape, or stop it first.`, true);
+        if (r.status === 422) return text('This request_id was already used to start a scrape of another channel or mode: give a new one.', true);
         return refusal(r);
       },
     },

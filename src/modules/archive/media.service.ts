@@ -31,6 +31,7 @@ import {
   type StepLease,
 } from './archive.repository.js';
 import { RETENTION_MS } from '../deliveries/index.js';
+import { keyedWrite, scrapeOfRequest } from './scrape-requests.js';
 import type { ArchiveActionTable, ScrapeMode } from './archive.table.js';
 import type { StorageBudget } from './media.downloader.js';
 import { toArchiveAction, toMediaItem, toScrapeJob, type ArchiveAction, type MediaItem, type ScrapeJob, type StorageStatus } from './media.js';
@@ -139,37 +140,39 @@ export class MediaService {
 
   /**
    * Start a scrape, or resume the stopped or paused one of this channel and mode from its cursor.
-   * `download` needs the admin tier; past the warning level it needs `confirm`.
+   * `download` needs the admin tier; past the warning level it needs `confirm`. The same
+   * `requestId` again answers the scrape it started or resumed (`existing`), starting nothing.
    */
-  async startScrape(input: { channelId: string; mode: ScrapeMode; confirm?: boolean | undefined; /** Only a channel of this guild (a Discord command). */ guildId?: string | undefined }, actor: Actor): Promise<{ scrape: ScrapeJob; resumed: boolean }> {
+  async startScrape(input: { channelId: string; mode: ScrapeMode; confirm?: boolean | undefined; /** Only a channel of this guild (a Discord command). */ guildId?: string | undefined; requestId?: string | undefined }, actor: Actor): Promise<{ scrape: ScrapeJob; resumed: boolean; existing?: boolean }> {
     return this.audited(actor, `start_scrape:${input.mode}`, input.channelId, async () => {
       if (input.mode === 'download' && actor.tier !== 'admin') throw new AdminTierRequiredError();
       if (!this.options.canScrape) throw new InvalidRequestError('this platform has no history to scrape');
+      const earlier = input.requestId === undefined ? undefined : await scrapeOfRequest(this.db, input.requestId, input);
+      if (earlier !== undefined) return { scrape: toScrapeJob(earlier), resumed: true, existing: true };
       const running = await runningScrapeOf(this.db, input.channelId);
       if (running !== undefined) throw new ScrapeRunningError(running.id);
       const storage = await this.storageStatus();
       if (storage.level !== 'ok' && input.confirm !== true) {
         const pct = storage.limitBytes === 0 ? 100 : Math.floor((storage.usedBytes / storage.limitBytes) * 100);
-        throw new ConfirmRequiredError(
-          `media storage is at ${pct}% of its limit (${storage.usedBytes} of ${storage.limitBytes} bytes; warning at ${storage.warnPercent}%, downloads pause at ${storage.overrunPercent}%): repeat with confirm true to start`,
-          storage,
-        );
+        throw new ConfirmRequiredError(`media storage is at ${pct}% of its limit (${storage.usedBytes} of ${storage.limitBytes} bytes; warning at ${storage.warnPercent}%, downloads pause at ${storage.overrunPercent}%): repeat with confirm true to start`, storage);
       }
       const now = this.clock.now();
       const stopped = await resumableScrape(this.db, input.channelId, input.mode);
       try {
         if (input.guildId !== undefined && stopped !== undefined && stopped.guild_id !== input.guildId) throw new ChannelNotFoundError();
         if (stopped !== undefined) {
-          const resumed = await resumeScrape(this.db, stopped.id, now);
+          const resumed = await keyedWrite(this.db, input.requestId, now, (db) => resumeScrape(db, stopped.id, now));
           if (resumed !== undefined) return this.started(toScrapeJob(resumed), true);
         }
         const channel = await this.channel(input.channelId);
         if (input.guildId !== undefined && channel.guildId !== input.guildId) throw new ChannelNotFoundError();
-        const row = await insertScrape(this.db, { id: randomUUID(), channelId: input.channelId, channelName: channel.name ?? null, guildId: channel.guildId ?? null, mode: input.mode, now });
-        return this.started(toScrapeJob(row), false);
+        const row = await keyedWrite(this.db, input.requestId, now, (db) => insertScrape(db, { id: randomUUID(), channelId: input.channelId, channelName: channel.name ?? null, guildId: channel.guildId ?? null, mode: input.mode, now }));
+        return this.started(toScrapeJob(row as NonNullable<typeof row>), false);
       } catch (err) {
-        // The one-running-scrape index: another start won the race.
-        if (/media_scrapes_one_running/.test(String((err as Error).message))) {
+        // The one-running-scrape index or the request_id: another start won the race (with this key: that start is this one).
+        if (/media_scrapes_one_running|media_scrape_requests_pkey/.test(String((err as Error).message))) {
+          const same = input.requestId === undefined ? undefined : await scrapeOfRequest(this.db, input.requestId, input);
+          if (same !== undefined) return { scrape: toScrapeJob(same), resumed: true, existing: true };
           const winner = await runningScrapeOf(this.db, input.channelId);
           throw new ScrapeRunningError(winner?.id ?? '');
         }

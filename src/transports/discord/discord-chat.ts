@@ -171,7 +171,19 @@ export class DiscordChat implements Chat {
       });
   }
 
+  /**
+   * One create at a time in this process: two at once both found no channel of the name and made
+   * two (Discord allows twins), where the same name again must answer the one that exists.
+   */
   async createChannel(name: string): Promise<string> {
+    const turn = this.creating.then(() => this.createOne(name));
+    this.creating = turn.catch(() => undefined);
+    return turn;
+  }
+
+  private creating: Promise<unknown> = Promise.resolve();
+
+  private async createOne(name: string): Promise<string> {
     const bare = name.replace(/^#/, '').toLowerCase();
     const existing = (await this.textChannels()).find((c) => 'name' in c && c.name === bare);
     if (existing !== undefined && 'name' in existing && existing.name !== null) return existing.name;

@@ -188,12 +188,19 @@ export class IrcTransport implements Transport {
         throw err;
       }
       const tag = line.deliveryTag === undefined ? undefined : parseTag(line.deliveryTag);
-      if (tag !== undefined && tag.index === tag.count - 1 && line.msgid !== undefined && this.options.onOwnLine !== undefined) {
+      // Any member with message-tags can write the tag: only a line under a nick Herald connects as is Herald's.
+      if (tag !== undefined && tag.index === tag.count - 1 && line.msgid !== undefined && this.options.onOwnLine !== undefined && this.ownNick(line.nick)) {
         await this.options.onOwnLine(tag.key, line.channel, line.msgid, line.time);
       }
     })().catch((err: unknown) => this.options.log.warn({ err: errorSummary(err) }, 'could not store an IRC line'));
     this.storing.add(p);
     void p.finally(() => this.storing.delete(p));
+  }
+
+  /** Whether `nick` is one Herald connects as now: the observer's (as the server has it), or an agent's sender. */
+  private ownNick(nick: string): boolean {
+    const n = nick.toLowerCase();
+    return n === (this.held?.nick || this.options.nick).toLowerCase() || this.senders.has(n);
   }
 
   /** Lines read so far are in the store. */
@@ -356,7 +363,8 @@ export class IrcTransport implements Transport {
       let count: number | undefined;
       for (const row of await linesTagged(this.options.db, name, key)) {
         const tag = row.delivery_tag === null ? undefined : parseTag(row.delivery_tag);
-        if (tag === undefined || tag.key !== key) continue;
+        // The tag is a client tag any member can forge: only the send's own sender nick wrote its parts.
+        if (tag === undefined || tag.key !== key || row.nick.toLowerCase() !== sent.sender.toLowerCase()) continue;
         found.set(tag.index, row.msgid ?? row.id);
         count = tag.count;
       }
