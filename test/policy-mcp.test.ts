@@ -1,10 +1,9 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer, type Server as HttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { Server as HttpServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
+import type { CryptoKey } from 'jose';
 import { sql, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { loadConfig } from '../src/config.js';
@@ -14,6 +13,7 @@ import { createLogger } from '../src/platform/log.js';
 import { parsePolicy, PolicyError, refusedBy } from '../src/platform/policy/policy.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { mcpOverHttp, toolText, type ToolResult } from './support/mcp.js';
+import { localIssuer, type LocalIssuer } from './support/oauth.js';
 import { waitFor } from './support/wait.js';
 
 const POLICY = `
@@ -32,31 +32,10 @@ clients:
     confirm: [post_message]
 `;
 
-/** A local authorization server: its signing key, its JWKS, the tokens it issues. */
-async function localIssuer(): Promise<{ url: string; server: HttpServer; sign: (claims: Record<string, unknown>, o?: { key?: CryptoKey; expiresIn?: string | number }) => Promise<string>; other: CryptoKey }> {
-  const { privateKey, publicKey } = await generateKeyPair('RS256');
-  const other = (await generateKeyPair('RS256')).privateKey;
-  const jwk: JWK = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
-  const server = createServer((req, res) => {
-    if (req.url === '/.well-known/jwks.json') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] }));
-    else res.writeHead(404).end();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const sign = (claims: Record<string, unknown>, o: { key?: CryptoKey; expiresIn?: string | number } = {}): Promise<string> =>
-    new SignJWT(claims)
-      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
-      .setIssuer(url)
-      .setIssuedAt()
-      .setExpirationTime(o.expiresIn ?? '5m')
-      .sign(o.key ?? privateKey);
-  return { url, server, sign, other };
-}
-
 describe("herald mcp: OAuth mode and the operator's policy", { timeout: 180_000 }, () => {
   let h: TestHerald;
   let dir: string;
-  let issuer: Awaited<ReturnType<typeof localIssuer>>;
+  let issuer: LocalIssuer;
   let mcp: HttpServer;
   let url: string;
   const clients: Client[] = [];
@@ -93,7 +72,7 @@ describe("herald mcp: OAuth mode and the operator's policy", { timeout: 180_000 
     for (const c of clients) await c.close();
     mcp?.closeAllConnections();
     await new Promise<void>((resolve) => mcp?.close(() => resolve()));
-    await new Promise<void>((resolve) => issuer?.server.close(() => resolve()));
+    await issuer?.close();
     await h?.close();
     if (dir !== undefined) await rm(dir, { recursive: true, force: true });
   });
