@@ -232,6 +232,12 @@ describe('the policy file', () => {
     expect(refusedBy(connector, { tool: 'get_delivery', alsoFor: ['post_message'], writes: false })).toBeUndefined();
     expect(refusedBy(connector, { tool: 'post_message', writes: true })).toBeUndefined();
     expect(refusedBy(connector, { tool: 'get_capabilities', writes: false })).toBe('tools');
+    // Reads that name a place are held by the target rules too: read_messages reached a channel whose inbox events the caller may not see.
+    const agentsOnly = parsePolicy('connector:\n  channels: ["#agents"]\n  platforms: [irc]\n', 'inline', { tools: ['read_messages', 'list_channels'], platforms: ['irc', 'discord'] }).connector;
+    expect(refusedBy(agentsOnly, { tool: 'read_messages', writes: false, channel: 'ops', platform: 'irc' })).toBe('channels');
+    expect(refusedBy(agentsOnly, { tool: 'read_messages', writes: false, channel: '#agents', platform: 'discord' })).toBe('platforms');
+    expect(refusedBy(agentsOnly, { tool: 'read_messages', writes: false, channel: '#AGENTS', platform: 'irc' })).toBeUndefined();
+    expect(refusedBy(agentsOnly, { tool: 'list_channels', writes: false, platform: 'discord' })).toBe('platforms');
     // An operation that serves no tool is off under any tools rule.
     expect(refusedBy(connector, { tool: undefined, writes: true })).toBe('tools');
   });

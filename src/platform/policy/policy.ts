@@ -250,12 +250,15 @@ export interface Intent {
   platform?: string | undefined;
 }
 
-/** The first rule (besides rates, which need the count) that refuses the intent, if any. */
+/**
+ * The first rule (besides rates, which need the count) that refuses the intent, if any. The target
+ * rules hold on reads that name a place too (reading a channel's messages or members, listing a
+ * platform's channels): a caller kept out of a channel's inbox events must not read it another way.
+ */
 export function refusedBy(rules: Rules, intent: Intent): PolicyRule | undefined {
   if (rules.readOnly && intent.writes) return 'read_only';
   // An operation that belongs to no tool on the list is off: one no tool names is off under any tools rule.
   if (rules.tools !== undefined && ![intent.tool, ...(intent.alsoFor ?? [])].some((t) => t !== undefined && rules.tools?.has(t) === true)) return 'tools';
-  if (!intent.writes) return undefined;
   if (rules.destinations !== undefined && intent.destination !== undefined && !rules.destinations.has(intent.destination)) return 'destinations';
   if (rules.channels !== undefined && intent.channel !== undefined && !rules.channels.has(channelKey(intent.channel))) return 'channels';
   if (rules.platforms !== undefined && intent.platform !== undefined && !rules.platforms.has(intent.platform)) return 'platforms';
