@@ -1,23 +1,10 @@
 import { InvalidRequestError } from '../../platform/errors.js';
-import type { FileLimits, OutgoingFile, OutgoingMessage, Transport, Transports } from '../../transports/transport.js';
+import type { OutgoingMessage, Transport, Transports } from '../../transports/transport.js';
 import type { Delivery, MessageBody } from './delivery.js';
-import type { DeliveryPorts } from './send-kind.js';
-
-export type Attachments = NonNullable<MessageBody['attachments']>;
+import type { AttachmentPorts, DeliveryPorts } from './send-kind.js';
 
 /** The contract's reason for attachments on a platform that cannot send files (openapi/files.yaml). */
 export const FILES_UNSUPPORTED = 'body.attachments cannot be sent on this platform';
-
-/**
- * What the files module answers (the engine asks it through the ports): a delivery's attachments
- * checked before it is queued, and their bytes for the send.
- */
-export interface AttachmentPorts {
-  /** Every file stored and within `limits` (undefined: the platform attaches nothing); throws the contract's reason. */
-  checkAttachments(attachments: Attachments, limits: FileLimits | undefined): Promise<void>;
-  /** The files' bytes, in order; undefined when one is no longer stored. */
-  attachmentBytes(attachments: Attachments): Promise<OutgoingFile[] | undefined>;
-}
 
 /**
  * Check a post's or DM's attachments before anything is queued, against the limits of the

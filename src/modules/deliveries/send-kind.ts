@@ -1,9 +1,21 @@
 import type { Logger } from 'pino';
-import { TransportError, type Address, type Mentions, type Transports } from '../../transports/transport.js';
-import type { Destination, FailureCode, StoredKind } from './delivery.js';
+import { TransportError, type Address, type FileLimits, type Mentions, type OutgoingFile, type Transports } from '../../transports/transport.js';
+import type { Destination, FailureCode, MessageBody, StoredKind } from './delivery.js';
 import type { Doubt } from './delivery.reconcile.js';
 import type { DeliveryRow } from './delivery.table.js';
-import type { AttachmentPorts } from './delivery.attachments.js';
+
+export type Attachments = NonNullable<MessageBody['attachments']>;
+
+/**
+ * What the files module answers (the engine asks it through the ports): a delivery's attachments
+ * checked before it is queued, and their bytes for the send.
+ */
+export interface AttachmentPorts {
+  /** Every file stored and within `limits` (undefined: the platform attaches nothing); throws the contract's reason. */
+  checkAttachments(attachments: Attachments, limits: FileLimits | undefined): Promise<void>;
+  /** The files' bytes, in order; undefined when one is no longer stored. */
+  attachmentBytes(attachments: Attachments): Promise<OutgoingFile[] | undefined>;
+}
 
 /**
  * What the send engine asks other modules, instead of reading their tables: given to it by the
