@@ -22,6 +22,8 @@ describe('a poison row in the inbox', () => {
     sandbox = await new DiscordSandbox().start();
     h = await startTestHerald({ useSandbox: sandbox, env: { HERALD_INBOX_WEBHOOK_URL: receiver.url, HERALD_INBOX_WEBHOOK_SECRET: secret } });
     await waitFor(() => sandbox.gatewaySessions === 1, 'Herald on the gateway');
+    // A mention is heard only where a destination maps the channel.
+    await h.mapDestination('ops', IDS.channels.ops);
   }, 60_000);
   afterAll(async () => {
     await h?.close();
