@@ -8,8 +8,8 @@ const ROOT = path.dirname(fileURLToPath(import.meta.url));
 /**
  * The floors of docs/architecture.md, as a rule: where an import of src/ may point.
  * - a module (src/modules/<name>/) reaches another module only through its index.ts;
- * - a platform folder (src/transports/) imports no module;
- * - platform code (src/platform/) imports no module, no outbox and no platform folder.
+ * - a platform folder (src/platforms/) imports no module;
+ * - infrastructure (src/infra/) imports no module, no outbox and no platform folder.
  */
 const floors = {
   meta: { type: 'problem', schema: [], messages: { wrong: '{{why}} ({{target}})' } },
@@ -22,8 +22,8 @@ const floors = {
       if (typeof spec !== 'string' || !spec.startsWith('.')) return;
       const target = path.posix.normalize(path.posix.join(path.posix.dirname(file), spec));
       let why;
-      if (inside(file, 'src/platform') && ['src/modules', 'src/outbox', 'src/transports'].some((d) => inside(target, d))) why = 'platform code imports no module, outbox or transport';
-      else if (inside(file, 'src/transports') && inside(target, 'src/modules')) why = 'a transport imports no module';
+      if (inside(file, 'src/infra') && ['src/modules', 'src/outbox', 'src/platforms'].some((d) => inside(target, d))) why = 'infrastructure imports no module, outbox or platform';
+      else if (inside(file, 'src/platforms') && inside(target, 'src/modules')) why = 'a platform imports no module';
       else {
         const own = /^src\/modules\/([^/]+)\//.exec(file)?.[1];
         const other = /^src\/modules\/([^/]+)\/(.+)$/.exec(target);

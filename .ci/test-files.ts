@@ -48,8 +48,8 @@ function opensStore(text: string, openers: Set<string>): boolean {
   return [...openers].some((name) => new RegExp(`\\b${name}\\(`).test(text));
 }
 
-/** Helpers and calls that start another process: a Herald, PostgreSQL, InspIRCd, Chromium, a CLI. */
-const SPAWNS = /\b(?:startHeraldProcess|processHarness|runHerald|mcpOverStdio|runCommand|startPgCluster|startIrcd|runCampaign|runFuzz|spawn|spawnSync|execSync|execFile|execFileSync)\(|chromium\.launch/;
+/** Helpers and calls that start another process: a Herald, PostgreSQL, InspIRCd, Chromium, a CLI (crashRig: test/support/rigs.ts). */
+const SPAWNS = /\b(?:startHeraldProcess|processHarness|crashRig|crashRigOn|runHerald|mcpOverStdio|runCommand|startPgCluster|startIrcd|runCampaign|runFuzz|spawn|spawnSync|execSync|execFile|execFileSync)\(|chromium\.launch/;
 
 /** True when the test file at `file` (absolute) starts another process. */
 export function startsProcesses(file: string): boolean {

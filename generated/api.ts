@@ -87,8 +87,36 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Exchange a one-time pairing code from `/agent pair` for the user id and generation. */
+        /**
+         * Exchange a one-time pairing code from `/agent pair` for the user id and generation.
+         * @description The pairing is kept in Herald's store for the caller (the connector, or the OAuth client
+         *     `herald mcp` names in `x-herald-policy-client`), replacing its earlier one: `GET /mcp/pairing`
+         *     answers it, and `herald mcp`'s `send_dm` DMs that user, whichever way the code was redeemed.
+         */
         post: operations["redeemPairingCode"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/pairing": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who the caller is paired with (its last redeemed pairing code), from Herald's store.
+         * @description One pairing per caller: the connector (the bridge token), or each OAuth client `herald mcp`
+         *     names in `x-herald-policy-client`. Set by `POST /mcp/pair/redeem`, however it was called (over
+         *     HTTP, or by `herald mcp`'s `pair` tool). The generation is the one the code was issued for: when
+         *     `GET /mcp/registration/{user_id}` answers another, the user revoked since and must pair again.
+         */
+        get: operations["getPairing"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1127,6 +1155,11 @@ export interface components {
              *     (`slack`): `discord_user_id` is then their id there, and their DMs go there.
              */
             platform?: string;
+            /**
+             * @description The same id as `discord_user_id`, under the name every other operation and tool uses for
+             *     a person (whatever the platform). `discord_user_id` stays, as the protocol fixes it.
+             */
+            user_id?: string;
         };
         Registration: {
             generation: components["schemas"]["Generation"];
@@ -1210,9 +1243,11 @@ export interface components {
             reason?: string;
             /** @description The platform the message went to (or may have). */
             transport?: string;
-            channel_id?: components["schemas"]["ChannelId"];
+            /** @description The channel on `transport` it went to, in that platform's own form (a Discord id, a Slack channel id, an IRC channel). */
+            channel_id?: string;
+            /** @description The message it created, in its platform's own form (a Discord id, a Slack ts, an IRC msgid). */
             message_id?: string;
-            /** @description Delivered only; the protocol's url (`https://discord.com/channels/…`). */
+            /** @description Delivered only; the protocol's url (`https://discord.com/channels/…` on Discord). */
             url?: string;
             /**
              * @description Delivered only; where a person opens the message: the url, or in sandbox mode the same
@@ -1552,10 +1587,11 @@ export interface components {
             detail: string | null;
         };
         /**
-         * @description The platform; default HERALD_CHAT_TRANSPORT.
-         * @enum {string}
+         * @description The platform, by its name (`irc`, `discord`, `slack`, `memory`, …); default
+         *     HERALD_CHAT_TRANSPORT. A name Herald does not know is refused with the names it knows; one
+         *     it knows but does not run with chat, as not configured for chat.
          */
-        ChatTransport: "irc" | "discord" | "memory" | "slack";
+        ChatTransport: string;
         /** @description The send's id (the request_id given, or one Herald made). */
         ChatSendId: string;
         ChatSendRequest: {
@@ -1765,6 +1801,18 @@ export interface components {
          *     platform without threads (IRC) fails the delivery `CAPABILITY_UNAVAILABLE`.
          */
         ThreadId: string;
+        PolicyRateRefusal: {
+            /** @enum {unknown} */
+            error: "refused by policy: rate_per_minute" | "refused by policy: rate_per_day";
+        };
+        AgentPairing: {
+            /** @description The paired person's id on their platform. */
+            user_id: string;
+            generation: components["schemas"]["Generation"];
+            paired_at: components["schemas"]["Timestamp"];
+            /** @description Present only when the person registered on a platform other than Herald's home one. */
+            platform?: string;
+        };
         CommandParameter: {
             name: string;
             description: string;
@@ -1914,6 +1962,27 @@ export interface components {
                 };
             };
         };
+        /**
+         * @description More than 10 failed authentications in 60 s from this address (`too many failed attempts`;
+         *     the correct token is never refused), or, for a call of a tool the operator's policy caps
+         *     (`HERALD_POLICY`, `rate`), that cap used up for this caller (`refused by policy:
+         *     rate_per_minute` or `rate_per_day`). Each caller counts for itself: the connector (the bridge
+         *     token), and each OAuth client `herald mcp` names, under the strictest of the caps its rules
+         *     give the tool. `Retry-After` says when a call fits again.
+         */
+        TooManyRequests: {
+            headers: {
+                /** @description Seconds until a failed attempt is counted again, or until a call fits under the cap. */
+                "Retry-After": number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @constant */
+                    error: "too many failed attempts";
+                } | components["schemas"]["PolicyRateRefusal"];
+            };
+        };
         /** @description The path exists but not with this method (HEAD and OPTIONS included). */
         MethodNotAllowed: {
             headers: {
@@ -1985,17 +2054,15 @@ export interface components {
          *     reason names the rule: `read_only` (a write by a read-only connector), `tools` (no tool this
          *     operation serves is on: an operation that serves no tool is off under any `tools` rule),
          *     `destinations`, `channels`, `platforms` (a write to a target the policy does not list; for an
-         *     edit, reaction or delete by `message_ref`, where the original went), `rate_per_minute`,
-         *     `rate_per_day` (the tool's cap is used up: `Retry-After` says when a call is free again),
-         *     `files` (an upload that would take the caller's stored uploads past its
+         *     edit, reaction or delete by `message_ref`, where the original went), `files` (an upload that would take the caller's stored uploads past its
          *     `files.max_total_bytes`; an OAuth client without one has 104857600). Which operation serves
          *     which tool, and where its target is, is each operation's `x-herald-policy`. With no policy
-         *     file only an OAuth client's upload cap holds.
+         *     file only an OAuth client's upload cap holds. A rate cap used up (`rate_per_minute`,
+         *     `rate_per_day`) is answered 429 with `Retry-After` instead (TooManyRequests), with the same
+         *     body shape.
          */
         PolicyRefused: {
             headers: {
-                /** @description With a rate cap, seconds until a call fits under it again. */
-                "Retry-After"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -2207,7 +2274,7 @@ export interface operations {
                 };
             };
             428: components["responses"]["PolicyConfirmRequired"];
-            429: components["responses"]["TooManyFailedAttempts"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["BridgeNotConfigured"];
         };
     };
@@ -2313,7 +2380,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "discord_user_id": "123456789012345678",
-                     *       "generation": "Q2hhbmdlIG1lIHBsZWFzZQ"
+                     *       "generation": "Q2hhbmdlIG1lIHBsZWFzZQ",
+                     *       "user_id": "123456789012345678"
                      *     }
                      */
                     "application/json": components["schemas"]["Pairing"];
@@ -2354,11 +2422,12 @@ export interface operations {
             428: components["responses"]["PolicyConfirmRequired"];
             /**
              * @description More than 10 failed authentications, or failed redeems, in 60 s from this address.
-             *     A valid code (with the right token) is never refused.
+             *     A valid code (with the right token) is never refused by that. Or the operator's policy's
+             *     rate cap for `pair` used up for this caller (TooManyRequests).
              */
             429: {
                 headers: {
-                    /** @description Seconds until a failed attempt is counted again. */
+                    /** @description Seconds until a failed attempt is counted again, or until a call fits under the cap. */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };
@@ -2366,9 +2435,53 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         error: "too many failed attempts";
+                    } | components["schemas"]["PolicyRateRefusal"];
+                };
+            };
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    getPairing: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Paired. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "user_id": "123456789012345678",
+                     *       "generation": "Q2hhbmdlIG1lIHBsZWFzZQ",
+                     *       "paired_at": "2026-09-25T00:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentPairing"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            /** @description The caller has redeemed no pairing code yet. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        error: "not paired";
                     };
                 };
             };
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };
     };
@@ -2491,7 +2604,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             428: components["responses"]["PolicyConfirmRequired"];
-            429: components["responses"]["TooManyFailedAttempts"];
+            429: components["responses"]["TooManyRequests"];
             /** @description Bridge not configured, or Discord (or the store) could not be reached to resolve the invoker. */
             503: {
                 headers: {
@@ -2603,7 +2716,7 @@ export interface operations {
                 };
             };
             428: components["responses"]["PolicyConfirmRequired"];
-            429: components["responses"]["TooManyFailedAttempts"];
+            429: components["responses"]["TooManyRequests"];
             /** @description The platform could not be asked whether `channel_id` is a thread under a mapped channel (`discord unavailable`); nothing was stored. */
             502: {
                 headers: {
@@ -2908,7 +3021,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             428: components["responses"]["PolicyConfirmRequired"];
-            429: components["responses"]["TooManyFailedAttempts"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["BridgeNotConfigured"];
         };
     };
@@ -3011,7 +3124,7 @@ export interface operations {
                 };
             };
             428: components["responses"]["PolicyConfirmRequired"];
-            429: components["responses"]["TooManyFailedAttempts"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["BridgeNotConfigured"];
         };
     };
@@ -3133,7 +3246,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["PlatformRefused"];
             428: components["responses"]["PolicyConfirmRequired"];
-            429: components["responses"]["TooManyFailedAttempts"];
+            429: components["responses"]["TooManyRequests"];
             502: components["responses"]["PlatformUnavailable"];
             503: components["responses"]["BridgeNotConfigured"];
         };
@@ -3646,7 +3759,7 @@ export interface operations {
                     "application/json": components["schemas"]["ConfirmRequired"] | components["schemas"]["PolicyConfirmation"];
                 };
             };
-            429: components["responses"]["TooManyFailedAttempts"];
+            429: components["responses"]["TooManyRequests"];
             /** @description Admin API not configured, or the platform could not be asked about the channel. */
             503: {
                 headers: {
@@ -3721,7 +3834,7 @@ export interface operations {
             };
             404: components["responses"]["ScrapeNotFound"];
             428: components["responses"]["PolicyConfirmRequired"];
-            429: components["responses"]["TooManyFailedAttempts"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["AdminNotConfigured"];
         };
     };
@@ -3750,7 +3863,7 @@ export interface operations {
             403: components["responses"]["PolicyRefused"];
             404: components["responses"]["ScrapeNotFound"];
             428: components["responses"]["PolicyConfirmRequired"];
-            429: components["responses"]["TooManyFailedAttempts"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["AdminNotConfigured"];
         };
     };
@@ -4162,7 +4275,7 @@ export interface operations {
                 };
             };
             428: components["responses"]["PolicyConfirmRequired"];
-            429: components["responses"]["TooManyFailedAttempts"];
+            429: components["responses"]["TooManyRequests"];
             /** @description The platform or its media host could not be reached; try again. */
             502: {
                 headers: {

@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely';
 
 // Frozen in time: this migration imports nothing from the app.
 //
-// Bot-to-bot handoffs (seed 002), in the shared database so every replica agrees:
+// Bot-to-bot handoffs, in the shared database so every replica agrees:
 // - handoff_events: each envelope event_id this bot accepted for checking (the replay record),
 //   kept until the envelope expires, with what became of it (accepted, or refused by the rate limit).
 // - handoff_inbox: accepted handoffs waiting for the agent, until it acknowledges them.

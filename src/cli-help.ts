@@ -23,7 +23,7 @@ options:
   -h, --help     this help; \`herald <command> --help\` describes one command
   -v, --version  print Herald's version
 
-Configuration comes from the environment; README.md (Configuration) lists every variable.`;
+Configuration comes from the environment; docs/guides/configuration.md lists every variable.`;
 
 const HELP_OPTION = '  -h, --help   show this help and start nothing';
 
@@ -38,7 +38,7 @@ runs a local Discord sandbox and makes up the tokens it needs (kept in HERALD_DA
 options:
 ${HELP_OPTION}
 
-environment (README.md, Configuration, lists every variable):
+environment (docs/guides/configuration.md lists every variable):
   PORT                  the API's port (8787)
   HOST                  the interface to listen on (127.0.0.1)
   HERALD_SANDBOX_PORT   the sandbox's port, without DISCORD_TOKEN (PORT+1)
@@ -58,7 +58,7 @@ token. SIGTERM or Ctrl-C stops it gracefully.
 options:
 ${HELP_OPTION}
 
-environment (README.md, Configuration, lists every variable):
+environment (docs/guides/configuration.md lists every variable):
   DISCORD_TOKEN                 the bot token (required)
   DATABASE_URL                  the PostgreSQL database the serve processes use
   HERALD_METRICS_PORT           /metrics and the status page (PORT+2; off: none); one per process on a host
@@ -73,7 +73,7 @@ start). Safe to run from several processes at once.
 options:
 ${HELP_OPTION}
 
-environment (README.md, Configuration, lists every variable):
+environment (docs/guides/configuration.md lists every variable):
   DATABASE_URL                   PostgreSQL (unset: embedded PGlite in HERALD_DATA_DIR)
   HERALD_DATA_DIR                PGlite's files (./data)
   HERALD_DB_STARTUP_TIMEOUT_MS   how long to wait for a PostgreSQL that cannot be reached (60000)`,
@@ -88,14 +88,25 @@ options:
                bearer token HERALD_MCP_TOKEN, until SIGTERM or Ctrl-C
 ${HELP_OPTION}
 
-environment (README.md, Configuration, lists every variable):
-  HERALD_URL           the Herald it calls (http://127.0.0.1:PORT, PORT 8787)
-  MCP_BRIDGE_TOKEN     Herald's bridge token (sandbox mode: read from HERALD_DATA_DIR)
-  HERALD_ADMIN_TOKEN   optional: the media archive's admin tools
-  HERALD_MCP_WAIT_MS   how long a sending tool waits for delivered or failed (15000)
-  HERALD_MCP_STATE     its pairing and edit counters (HERALD_DATA_DIR/mcp-state.json)
-  HERALD_MCP_PORT      the port of --http (8790)
-  HERALD_MCP_TOKEN     the bearer token clients of --http present (required for --http)`,
+environment (docs/guides/configuration.md lists every variable; each one herald mcp reads is here):
+  HERALD_URL                   the Herald it calls (http://127.0.0.1:PORT, PORT 8787)
+  MCP_BRIDGE_TOKEN             Herald's bridge token (sandbox mode: read from HERALD_DATA_DIR)
+  HERALD_DATA_DIR              where sandbox mode keeps that token (./data)
+  HERALD_ADMIN_TOKEN           optional: the media archive's admin tools
+  HERALD_MCP_WAIT_MS           how long a sending tool waits for delivered or failed (15000)
+  HERALD_MCP_STATE             its messages' edit counters (HERALD_DATA_DIR/mcp-state.json)
+  HERALD_MCP_INBOX_NOTIFY      on: a notifications/message for each new inbox event (off)
+  HERALD_POLICY                the operator's policy file (YAML): what clients may do (no rules)
+  LOG_LEVEL                    its log's level; the log goes to stderr (info)
+ --http only:
+  HOST                         the interface to listen on (127.0.0.1)
+  HERALD_MCP_PORT              the port (8790)
+  HERALD_MCP_TOKEN             the bearer token clients present (required)
+  HERALD_MCP_ALLOWED_ORIGINS   browser origins accepted besides loopback ones (comma-separated)
+  HERALD_MCP_FILES_DIR         the folder {path} attachments may come from (unset: none)
+  HERALD_MCP_OAUTH_ISSUER      an authorization server whose access tokens are accepted too
+  HERALD_MCP_OAUTH_JWKS_URL    its signing keys (ISSUER/.well-known/jwks.json)
+  HERALD_MCP_RESOURCE          this server's canonical URL, the tokens' audience (the URL served)`,
 
   commands: `usage: herald commands register
 
@@ -105,7 +116,7 @@ does this when it connects to the gateway; sandbox mode registers them itself at
 options:
 ${HELP_OPTION}
 
-environment (README.md, Configuration, lists every variable):
+environment (docs/guides/configuration.md lists every variable):
   DISCORD_TOKEN     the bot token (required)
   DISCORD_API_URL   Discord's REST API (Discord's own)`,
 };

@@ -85,10 +85,10 @@ describe('the bridge client asks the read-only admin views once', () => {
       return new Response('{"error":"admin not configured"}', { status: 503, headers: { 'content-type': 'application/json' } });
     };
     const bridge = createBridgeClient({ baseUrl: 'http://127.0.0.1:9', token: 'x'.repeat(43), retries: 2, backoffMs: 1, fetch: fake });
-    expect(await bridge.deliveryDetail('a'.repeat(64))).toEqual({ ok: false, status: 503, error: 'admin not configured' });
-    expect(await bridge.guildDestinations(IDS.guild)).toEqual({ ok: false, status: 503, error: 'admin not configured' });
+    expect(await bridge.call('getDeliveryDetail', { path: { request_id: 'a'.repeat(64) } }, { once: true })).toEqual({ ok: false, status: 503, error: 'admin not configured' });
+    expect(await bridge.call('getGuildDestinations', { path: { guild_id: IDS.guild } }, { once: true })).toEqual({ ok: false, status: 503, error: 'admin not configured' });
     expect(calls).toBe(2);
-    await bridge.capabilities();
+    await bridge.call('getCapabilities');
     expect(calls).toBe(5);
   });
 });

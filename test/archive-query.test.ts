@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MediaService } from '../src/modules/archive/media.service.js';
 import type { MediaItem } from '../src/modules/archive/media.js';
-import type { Store } from '../src/platform/db/database.js';
+import type { Store } from '../src/infra/db/database.js';
 import type { Database } from '../src/schema.js';
 import { MEDIA_QUERIES, mediaService, operator, seedMediaItems, type MediaQuery } from './bench/archive-query.js';
 import { migratedStore, onPostgres, type MigratedStore, type TestDatabase } from './support/db.js';

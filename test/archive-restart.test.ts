@@ -1,9 +1,6 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox, SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js';
+import { describe, expect, it } from 'vitest';
 import { client } from './support/client.js';
-import { testDatabase, type TestDatabase } from './support/db.js';
-import { heraldEnv, newToken } from './support/herald.js';
-import { processHarness, type HeraldProcess } from './support/process.js';
+import { crashRig, SANDBOX_MEDIA_CHANNEL } from './support/rigs.js';
 import { waitFor } from './support/wait.js';
 
 /**
@@ -11,27 +8,10 @@ import { waitFor } from './support/wait.js';
  * its lease expires and continues from the stored cursor, indexing no item twice.
  */
 describe('a scrape survives a Herald killed mid-scrape', () => {
-  let sandbox: DiscordSandbox;
-  let db: TestDatabase;
-  const procs = processHarness();
-  const bridgeToken = newToken();
-  const adminToken = newToken();
-
-  beforeAll(async () => {
-    sandbox = await new DiscordSandbox().start();
-    db = await testDatabase();
-  }, 180_000);
-  afterAll(async () => {
-    await sandbox.close();
-    await db.drop();
-  });
-  afterEach(async (ctx) => {
-    await procs.stopAll(ctx);
-  });
-
-  const start = (): Promise<HeraldProcess> => procs.start(['serve'], heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500', HERALD_GATEWAY: 'off' }));
+  const { sandbox, bridgeToken, adminToken, database, start } = crashRig({ env: { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500', HERALD_GATEWAY: 'off' } });
 
   it('resumes from its cursor after a restart, every message read once, every item indexed once', async () => {
+    await database();
     const first = await start();
     const admin = client(first.url ?? '', adminToken);
     const started = await admin.post('/admin/archive/scrapes', { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links' });

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ArchiveDb } from '../src/modules/archive/archive.table.js';
 import { MediaService, ScrapeRunningError, type Actor } from '../src/modules/archive/media.service.js';
 import { ScrapeRequestReusedError } from '../src/modules/archive/scrape-requests.js';
-import { tablesOf } from '../src/platform/db/tables.js';
-import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
+import { tablesOf } from '../src/infra/db/tables.js';
+import { MemoryPlatform } from '../src/platforms/memory/memory-platform.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
 
 const ALERTS = '345678901234567100';
@@ -25,7 +25,7 @@ describe('a media scrape started with a request_id', () => {
 
   beforeAll(async () => {
     fixture = await migratedStore();
-    const memory = new MemoryTransport();
+    const memory = new MemoryPlatform();
     memory.addChannel(ALERTS, { guildId: GUILD, name: 'alerts' });
     memory.addChannel(OPS, { guildId: GUILD, name: 'ops' });
     db = tablesOf<ArchiveDb>(fixture.store.db);

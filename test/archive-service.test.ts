@@ -6,13 +6,13 @@ import type { MediaItem } from '../src/modules/archive/media.js';
 import { mediaOf } from '../src/modules/archive/media.js';
 import { ScrapeJobs, scrapeQueue, type ScrapeStepJob } from '../src/modules/archive/scrape.jobs.js';
 import { OutboxWorker } from '../src/outbox/worker.js';
-import type { Store } from '../src/platform/db/database.js';
+import type { Store } from '../src/infra/db/database.js';
 import type { Database } from '../src/schema.js';
-import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
-import type { ArchivedMessage } from '../src/transports/transport.js';
+import { MemoryPlatform } from '../src/platforms/memory/memory-platform.js';
+import type { ArchivedMessage } from '../src/platforms/platform.js';
 import { migratedStore, type MigratedStore, type TestDatabase } from './support/db.js';
 import { waitFor } from './support/wait.js';
-import { tablesOf } from '../src/platform/db/tables.js';
+import { tablesOf } from '../src/infra/db/tables.js';
 import type { ArchiveDb } from '../src/modules/archive/archive.table.js';
 
 const CHANNEL = '345678901234567000';
@@ -39,7 +39,7 @@ describe('media archive on the memory platform (any transport with history pages
   let store: Store<Database>;
   let worker: OutboxWorker<ScrapeStepJob>;
   let media: MediaService;
-  const memory = new MemoryTransport();
+  const memory = new MemoryPlatform();
 
   beforeAll(async () => {
     fixture = await migratedStore();

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TransportError } from '../src/transports/transport.js';
+import { TransportError } from '../src/platforms/platform.js';
 import { admin, archiveHarness, GUILD, messageWith, type ArchiveHarness } from './support/archive.js';
 
 const CHANNEL = '345678901234567950';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimScrapes, insertScrape } from '../src/modules/archive/archive.repository.js';
 import { admin, archiveHarness, messageWith, type ArchiveHarness } from './support/archive.js';
 import { waitFor } from './support/wait.js';
-import { tablesOf } from '../src/platform/db/tables.js';
+import { tablesOf } from '../src/infra/db/tables.js';
 import type { ArchiveDb } from '../src/modules/archive/archive.table.js';
 
 /**

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { archiveModule } from '../src/modules/archive/index.js';
 import { blobRelativePath } from '../src/modules/archive/media.js';
-import { SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js';
+import { SANDBOX_MEDIA_CHANNEL } from '../src/platforms/discord/sandbox/sandbox.js';
 import { csp } from './support/csp.js';
 import { startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox, SANDBOX_MEDIA_CHANNEL, SANDBOX_MEMBER_IDS } from '../src/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_MEDIA_CHANNEL, SANDBOX_MEMBER_IDS } from '../src/platforms/discord/sandbox/sandbox.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { freePort } from './support/ports.js';

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js';
+import { SANDBOX_MEDIA_CHANNEL } from '../src/platforms/discord/sandbox/sandbox.js';
 import { startTestHerald, type TestHerald } from './support/herald.js';
 
 /** Debian's chromium (`apt-get install chromium`); CHROMIUM_PATH elsewhere. */

@@ -1,7 +1,7 @@
 import { ChannelType, type REST } from 'discord.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordChat } from '../src/transports/discord/discord-chat.js';
-import { TransportError, type History } from '../src/transports/transport.js';
+import { DiscordChat } from '../src/platforms/discord/discord-chat.js';
+import { TransportError, type History } from '../src/platforms/platform.js';
 import { expectValidResponse } from './support/client.js';
 import { IDS, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
@@ -96,6 +96,16 @@ describe('chat tools on Discord', () => {
     const noIrc = await h.bridge.post('/mcp/chat/messages', { channel: '#alerts', text: 'x', sender: 'ada', transport: 'irc' });
     expect(noIrc.status).toBe(400);
     expect(noIrc.json).toEqual({ error: 'transport irc is not configured for chat' });
+    // A name of no platform is refused in the words the contract's list once gave, on every chat operation (the contract checks only its shape).
+    const noSuch = { error: 'transport must be one of irc, discord, memory, slack' };
+    const matrix = await h.bridge.post('/mcp/chat/messages', { channel: '#alerts', text: 'x', sender: 'ada', transport: 'matrix' });
+    expect([matrix.status, matrix.json]).toEqual([400, noSuch]);
+    for (const path of ['/mcp/chat/messages?channel=alerts&transport=matrix', '/mcp/chat/channels?transport=matrix', '/mcp/chat/members?channel=alerts&transport=matrix']) {
+      const res = await h.bridge.get(path);
+      expect([path, res.status, res.json]).toEqual([path, 400, noSuch]);
+    }
+    const created = await h.bridge.post('/mcp/chat/channels', { name: 'x', transport: 'matrix' });
+    expect([created.status, created.json]).toEqual([400, noSuch]);
     const unknown = await h.bridge.get('/mcp/chat/messages?channel=nowhere');
     expect(unknown.status).toBe(422);
     expect((unknown.json as { error: string }).error).toContain('no text channel nowhere');

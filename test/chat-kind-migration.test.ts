@@ -1,15 +1,15 @@
 import { Migrator, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrations } from '../migrations/index.js';
+import { coreMigrations } from '../migrations/index.js';
 import { ChatService } from '../src/modules/chat/chat.service.js';
 import { DeliveryService } from '../src/modules/deliveries/delivery.service.js';
-import { openStore, type Store } from '../src/platform/db/database.js';
-import { migrateToLatest } from '../src/platform/db/migrate.js';
+import { openStore, type Store } from '../src/infra/db/database.js';
+import { migrateToLatest } from '../src/infra/db/migrate.js';
 import type { Database } from '../src/schema.js';
-import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
-import { transportsOf } from '../src/transports/transport.js';
+import { MemoryPlatform } from '../src/platforms/memory/memory-platform.js';
+import { platformsOf } from '../src/platforms/platform.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
-import { tablesOf } from '../src/platform/db/tables.js';
+import { tablesOf } from '../src/infra/db/tables.js';
 import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 
 /** Chat sends stored before they were rows of the deliveries outbox read back the same after the migration. */
@@ -20,7 +20,7 @@ describe('migration 2026-12-02T03-00-00_chat-kind', () => {
   beforeAll(async () => {
     db = await testDatabase();
     store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
-    const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => migrations } });
+    const migrator = new Migrator({ db: store.db, provider: { getMigrations: coreMigrations } });
     const before = await migrator.migrateTo('2026-12-01T22-30-00_media-storage');
     if (before.error !== undefined) throw before.error;
     const at = new Date('2026-12-01T12:00:00Z');
@@ -37,7 +37,7 @@ describe('migration 2026-12-02T03-00-00_chat-kind', () => {
 
   it('copies every chat send into deliveries (kind chat, request_id chat:<id>) and drops chat_sends', async () => {
     const clock = { now: () => new Date() };
-    const chat = new ChatService(new DeliveryService(tablesOf<DeliveriesDb>(store.db), clock, { post: true, dm: true, edit: true }), transportsOf(new MemoryTransport()), 'memory', clock);
+    const chat = new ChatService(new DeliveryService(tablesOf<DeliveriesDb>(store.db), clock, { post: true, dm: true, edit: true }), platformsOf(new MemoryPlatform()), 'memory', clock);
     expect(await chat.get('a1')).toEqual({ id: 'a1', transport: 'memory', channel: 'general', sender: 'ada', state: 'delivered', message_ids: ['m1', 'm2'] });
     expect(await chat.get('b2')).toEqual({ id: 'b2', transport: 'irc', channel: '#agents', sender: 'bob', state: 'unconfirmed', message_ids: ['x'], reason: 'no echo' });
     expect(await chat.get('c3')).toEqual({ id: 'c3', transport: 'memory', channel: 'general', sender: 'ada', state: 'failed', reason: 'memory: refused' });

@@ -7,16 +7,16 @@ import { DeliveryJobs, deliveryQueue, type DeliveryJob } from '../src/modules/de
 import { DeliveryMetrics } from '../src/modules/deliveries/delivery.metrics.js';
 import { DeliveryService } from '../src/modules/deliveries/delivery.service.js';
 import { OutboxWorker } from '../src/outbox/worker.js';
-import { openStore, type Store } from '../src/platform/db/database.js';
-import { ConflictError, InvalidRequestError } from '../src/platform/errors.js';
-import { migrateToLatest } from '../src/platform/db/migrate.js';
+import { openStore, type Store } from '../src/infra/db/database.js';
+import { ConflictError, InvalidRequestError } from '../src/infra/errors.js';
+import { migrateToLatest } from '../src/infra/db/migrate.js';
 import type { Database } from '../src/schema.js';
-import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
-import { transportsOf } from '../src/transports/transport.js';
-import { splitForIrc } from '../src/transports/irc/split.js';
+import { MemoryPlatform } from '../src/platforms/memory/memory-platform.js';
+import { platformsOf } from '../src/platforms/platform.js';
+import { splitForIrc } from '../src/platforms/irc/split.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { waitFor } from './support/wait.js';
-import { tablesOf } from '../src/platform/db/tables.js';
+import { tablesOf } from '../src/infra/db/tables.js';
 import type { DeliveriesDb, DeliveryRow } from '../src/modules/deliveries/delivery.table.js';
 import { chatRequestId } from '../src/modules/chat/chat.kind.js';
 import { RECONCILE_SETTLE_MS } from '../src/modules/deliveries/delivery.reconcile.js';
@@ -26,7 +26,7 @@ import { findDelivery } from '../src/modules/deliveries/delivery.repository.js';
 describe('chat tools on the memory transport', () => {
   let db: TestDatabase;
   let store: Store<Database>;
-  let memory: MemoryTransport;
+  let memory: MemoryPlatform;
   let chat: ChatService;
   let worker: OutboxWorker<DeliveryJob>;
 
@@ -34,9 +34,9 @@ describe('chat tools on the memory transport', () => {
     db = await testDatabase();
     store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
     await migrateToLatest(store.db);
-    memory = new MemoryTransport();
+    memory = new MemoryPlatform();
     memory.addUser('u1', 'Ada').addUser('u2', 'Bob').addChannel('c1', { name: 'general', members: ['u1', 'u2'] });
-    const transports = transportsOf(memory);
+    const transports = platformsOf(memory);
     const log = pino({ level: 'silent' });
     const clock = { now: () => new Date() };
     // A chat send is a row of the deliveries outbox, kind `chat`, which the chat module declares.
@@ -128,7 +128,7 @@ describe('chat tools on the memory transport', () => {
 describe('a chat send in doubt', () => {
   let db: TestDatabase;
   let store: Store<Database>;
-  let memory: MemoryTransport;
+  let memory: MemoryPlatform;
   let chat: ChatService;
   let worker: OutboxWorker<DeliveryJob>;
   let offsetMs = 0;
@@ -139,9 +139,9 @@ describe('a chat send in doubt', () => {
     db = await testDatabase();
     store = await openStore<Database>({ databaseUrl: db.databaseUrl, dataDir: db.dataDir });
     await migrateToLatest(store.db);
-    memory = new MemoryTransport({ now: clock.now });
+    memory = new MemoryPlatform({ now: clock.now });
     memory.addUser('u1', 'Ada').addChannel('c1', { name: 'general', members: ['u1'] });
-    const transports = transportsOf(memory);
+    const transports = platformsOf(memory);
     const log = pino({ level: 'silent' });
     const ports = { resolveDestination: async () => undefined, isRegistered: async () => false, registeredOn: async () => null };
     // Two attempts; leases far longer than the clock's jumps, so no jump expires one.

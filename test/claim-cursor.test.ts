@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { deliveryQueue } from '../src/modules/deliveries/delivery.jobs.js';
 import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 import { ClaimCursor } from '../src/outbox/leased-table.js';
-import { tablesOf } from '../src/platform/db/tables.js';
+import { tablesOf } from '../src/infra/db/tables.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
 
 /**
@@ -29,7 +29,7 @@ describe('the claim cursor', () => {
   async function pending(id: string, due: Date, status: 'pending' | 'in_flight' = 'pending'): Promise<void> {
     await tablesOf<DeliveriesDb>(fixture.store.db)
       .insertInto('deliveries')
-      .values({ request_id: id, kind: 'post', target: '{"guild_id":"1","destination":"alerts"}', body: '{"content":"x"}', payload_hash: 'h', status, failure_code: null, created_at: due, next_attempt_at: due, lease_owner: status === 'in_flight' ? 'gone' : null, lease_expires_at: status === 'in_flight' ? due : null })
+      .values({ request_id: id, kind: 'post', target: '{"guild_id":"1","destination":"alerts"}', body: JSON.stringify({ content: `x ${id}` }), payload_hash: 'h', status, failure_code: null, created_at: due, next_attempt_at: due, lease_owner: status === 'in_flight' ? 'gone' : null, lease_expires_at: status === 'in_flight' ? due : null })
       .execute();
   }
 

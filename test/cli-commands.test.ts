@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
 import { onPostgres } from './support/db.js';
 import { testDatabasePrefix, withDatabase } from './support/global-setup.js';
 import { runHerald } from './support/process.js';

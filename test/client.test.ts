@@ -14,20 +14,20 @@ describe('the generated bridge client (herald/client)', () => {
 
   it('returns the protocol answers as typed results, never thrown strings', async () => {
     const bridge = createBridgeClient({ baseUrl: h.url, token: h.bridgeToken });
-    const caps = await bridge.capabilities();
+    const caps = await bridge.call('getCapabilities');
     expect(caps.ok && caps.data.destinations.map((d) => d.destination)).toEqual(['alerts', 'deals', 'digest', 'ops']);
     const id = newRequestId();
-    const accepted = await bridge.createDelivery(post(id, 'from the client') as never);
+    const accepted = await bridge.call('createDelivery', { body: post(id, 'from the client') as never });
     expect(accepted).toMatchObject({ ok: true, status: 202, data: { existing: false, state: { state: 'pending' } } });
-    expect(await bridge.getDelivery(newRequestId())).toEqual({ ok: false, status: 404, error: 'unknown request_id' });
-    expect(await bridge.createDelivery({ ...(post(id, '') as object), request_id: newRequestId() } as never)).toEqual({
+    expect(await bridge.call('getDelivery', { path: { request_id: newRequestId() } })).toEqual({ ok: false, status: 404, error: 'unknown request_id' });
+    expect(await bridge.call('createDelivery', { body: { ...(post(id, '') as object), request_id: newRequestId() } as never })).toEqual({
       ok: false,
       status: 400,
       error: 'body.content must be 1..2000 characters',
     });
-    expect(await bridge.registration(IDS.user)).toEqual({ ok: false, status: 404, error: 'not registered' });
+    expect(await bridge.call('getRegistration', { path: { user_id: IDS.user } })).toEqual({ ok: false, status: 404, error: 'not registered' });
     const wrong = createBridgeClient({ baseUrl: h.url, token: 'x'.repeat(43) });
-    expect(await wrong.recipients()).toEqual({ ok: false, status: 401, error: 'unauthorized' });
+    expect(await wrong.call('listRecipients')).toEqual({ ok: false, status: 401, error: 'unauthorized' });
   });
 
   it('retries 5xx and network errors with the same request, then reports the bridge unreachable', async () => {
@@ -41,7 +41,7 @@ describe('the generated bridge client (herald/client)', () => {
     };
     const bridge = createBridgeClient({ baseUrl: h.url, token: h.bridgeToken, backoffMs: 1, fetch: flaky });
     const id = newRequestId();
-    const res = await bridge.createDelivery(post(id, 'retried') as never);
+    const res = await bridge.call('createDelivery', { body: post(id, 'retried') as never });
     expect(res).toMatchObject({ ok: true, status: 202, data: { existing: false } });
     expect(seen).toHaveLength(3);
     expect(new Set(seen).size).toBe(1);
@@ -50,7 +50,7 @@ describe('the generated bridge client (herald/client)', () => {
     const port = await freePort();
     const down = createBridgeClient({ baseUrl: `http://127.0.0.1:${port}`, token: h.bridgeToken, retries: 2, backoffMs: 1 });
     // Where it looked and what the network said, for the person who must start it or point elsewhere.
-    expect(await down.capabilities()).toEqual({ ok: false, status: 0, error: 'bridge unreachable', url: `http://127.0.0.1:${port}`, cause: `connect ECONNREFUSED 127.0.0.1:${port}` });
+    expect(await down.call('getCapabilities')).toEqual({ ok: false, status: 0, error: 'bridge unreachable', url: `http://127.0.0.1:${port}`, cause: `connect ECONNREFUSED 127.0.0.1:${port}` });
   });
 
   it('with retryForMs, keeps retrying an unreachable bridge for that long, whatever the jitter', async () => {
@@ -61,7 +61,7 @@ describe('the generated bridge client (herald/client)', () => {
     };
     const down = createBridgeClient({ baseUrl: 'http://127.0.0.1:9', token: h.bridgeToken, backoffMs: 1, retryForMs: 400, fetch: refused });
     const started = Date.now();
-    expect(await down.capabilities()).toMatchObject({ ok: false, status: 0, error: 'bridge unreachable' });
+    expect(await down.call('getCapabilities')).toMatchObject({ ok: false, status: 0, error: 'bridge unreachable' });
     expect(Date.now() - started).toBeGreaterThanOrEqual(400);
     expect(tries).toBeGreaterThan(5);
   });
@@ -79,17 +79,17 @@ describe('the generated bridge client (herald/client)', () => {
       return { result, ms: Date.now() - started };
     };
     // Never reached: about unreachableRetryForMs.
-    const first = await timed(() => bridge.capabilities());
+    const first = await timed(() => bridge.call('getCapabilities'));
     expect(first.result).toMatchObject({ ok: false, status: 0, cause: 'connect ECONNREFUSED 127.0.0.1:9' });
     expect(first.ms).toBeLessThan(1_000);
     // Answering, then gone: ridden out for retryForMs.
     up = true;
-    expect((await bridge.capabilities()).ok).toBe(true);
+    expect((await bridge.call('getCapabilities')).ok).toBe(true);
     up = false;
-    const gone = await timed(() => bridge.capabilities());
+    const gone = await timed(() => bridge.call('getCapabilities'));
     expect(gone.result).toMatchObject({ ok: false, status: 0 });
     expect(gone.ms).toBeGreaterThanOrEqual(1_500);
     // Found down last time: reported at once again.
-    expect((await timed(() => bridge.capabilities())).ms).toBeLessThan(1_000);
+    expect((await timed(() => bridge.call('getCapabilities'))).ms).toBeLessThan(1_000);
   });
 });

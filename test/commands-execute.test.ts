@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimCommandRun, findCommandRun, finishCommandRun, pruneCommandRuns } from '../src/modules/commands/command-run.repository.js';
 import { COMMAND_RUN_LEASE_MS } from '../src/modules/commands/command.service.js';
-import { SANDBOX_MEMBER_IDS } from '../src/sandbox/sandbox.js';
+import { SANDBOX_MEMBER_IDS } from '../src/platforms/discord/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { onPostgres } from './support/db.js';
 import { heraldEnv, IDS, startTestHerald, TestClock, type TestHerald } from './support/herald.js';
 import { startHeraldProcess } from './support/process.js';
 import { waitFor, waitForStateAt } from './support/wait.js';
-import { tablesOf } from '../src/platform/db/tables.js';
+import { tablesOf } from '../src/infra/db/tables.js';
 import type { CommandRunResult, CommandsDb } from '../src/modules/commands/command-run.table.js';
 
 type Result = {

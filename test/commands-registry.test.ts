@@ -3,7 +3,7 @@ import { SlashCommandBuilder } from 'discord.js';
 import { describe, expect, it } from 'vitest';
 import type { Command } from '../src/modules/commands/command.js';
 import { canonicalRegistry, parityProblem, registryFingerprint, registryManifest } from '../src/modules/commands/manifest.js';
-import { allCommands } from '../src/modules/registry.js';
+import { allCommands } from '../src/modules/modules.js';
 
 // Every command, from the modules that declare them (loaded on demand).
 const COMMANDS = await allCommands();

@@ -1,6 +1,6 @@
 import { PermissionFlagsBits } from 'discord.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SANDBOX_MEMBER_IDS } from '../src/sandbox/sandbox.js';
+import { SANDBOX_MEMBER_IDS } from '../src/platforms/discord/sandbox/sandbox.js';
 import { IDS, startTestHerald, type TestHerald } from './support/herald.js';
 
 /** run_command over the bridge, in validate mode: lookup, parsing, real preconditions, nothing else. */

@@ -3,9 +3,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { COMMAND_HELP, USAGE } from '../src/cli-help.js';
-import { ConfigError, knownVariables, loadConfig, unknownVariables } from '../src/config.js';
-import { FailureThrottle } from '../src/platform/http/auth.js';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { knownVariables, unknownVariables } from '../src/config-variables.js';
+import { FailureThrottle } from '../src/infra/http/auth.js';
 import { runHerald } from './support/process.js';
+import type { CommandLimits } from '../src/modules/commands/settings.js';
 
 describe('configuration', () => {
   it('has the documented defaults', () => {
@@ -28,16 +30,16 @@ describe('configuration', () => {
   });
 
   it('handoffs: off with no trusted bot; the trusted list and limits from the environment', () => {
-    expect(loadConfig({}).handoffs).toEqual({ trustedBotIds: [], ttlSeconds: 300, maxExpirySeconds: 3600, maxPayloadBytes: 100_000, replayCapacity: 4096, rateLimit: 10, rateWindowSeconds: 60 });
+    expect(loadConfig({}).modules['handoffs']).toEqual({ trustedBotIds: [], ttlSeconds: 300, maxExpirySeconds: 3600, maxPayloadBytes: 100_000, replayCapacity: 4096, rateLimit: 10, rateWindowSeconds: 60 });
     const c = loadConfig({ HERALD_TRUSTED_BOT_IDS: ' 111111111111111112, 111111111111111113,111111111111111112 ', HERALD_HANDOFF_RATE_LIMIT: '3', HERALD_HANDOFF_REPLAY_CAPACITY: '50' });
-    expect(c.handoffs).toMatchObject({ trustedBotIds: ['111111111111111112', '111111111111111113'], rateLimit: 3, replayCapacity: 50 });
+    expect(c.modules['handoffs']).toMatchObject({ trustedBotIds: ['111111111111111112', '111111111111111113'], rateLimit: 3, replayCapacity: 50 });
     expect(() => loadConfig({ HERALD_TRUSTED_BOT_IDS: '111111111111111112,helper' })).toThrow(/HERALD_TRUSTED_BOT_IDS must be comma-separated Discord user ids \(got helper\)/);
     expect(() => loadConfig({ HERALD_HANDOFF_TTL_SECONDS: '3601' })).toThrow(/HERALD_HANDOFF_TTL_SECONDS must be an integer from 1 to 3600/);
   });
 
   it('bounds how old a command\'s source message may be: 5 minutes by default, at most an hour', () => {
-    expect(loadConfig({}).commands.sourceMaxAgeSeconds).toBe(300);
-    expect(loadConfig({ HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS: '60' }).commands.sourceMaxAgeSeconds).toBe(60);
+    expect((loadConfig({}).modules['commands'] as CommandLimits).sourceMaxAgeSeconds).toBe(300);
+    expect((loadConfig({ HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS: '60' }).modules['commands'] as CommandLimits).sourceMaxAgeSeconds).toBe(60);
     for (const bad of ['0', '3601', '86400', '5m']) {
       expect(() => loadConfig({ HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS: bad }), bad).toThrow(/HERALD_COMMAND_SOURCE_MAX_AGE_SECONDS must be an integer from 1 to 3600/);
     }
@@ -77,15 +79,16 @@ describe('variables Herald does not know', () => {
   const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
   const NAME = /\b(?:(?:HERALD|DISCORD|MCP)_[A-Z0-9_]*[A-Z0-9]|PORT|HOST|DATABASE_URL|LOG_LEVEL)\b/g;
 
-  it('knows every variable config.ts documents, the README lists, the CLI help names, or the code and tests read', async () => {
+  it('knows every variable config.ts documents, the configuration guide lists, the CLI help names, or the code and tests read', async () => {
     const known = knownVariables();
-    // config.ts documents Herald's own settings; each platform's folder its own (src/transports/<name>/index.ts or settings.ts).
-    const transports = (await readdir(path.join(ROOT, 'src/transports'), { recursive: true })).filter((f) => /^[^/]+\/(index|settings)\.ts$/.test(f)).map((f) => `src/transports/${f}`);
-    const configSource = (await Promise.all(['src/config.ts', ...transports].map((f) => readFile(path.join(ROOT, f), 'utf8')))).join('\n');
+    // config-types.ts documents Herald's own settings; each platform's and module's folder its own (src/platforms/<name>/index.ts or settings.ts, src/modules/<name>/settings.ts).
+    const transports = (await readdir(path.join(ROOT, 'src/platforms'), { recursive: true })).filter((f) => /^[^/]+\/(index|settings)\.ts$/.test(f)).map((f) => `src/platforms/${f}`);
+    transports.push(...(await readdir(path.join(ROOT, 'src/modules'), { recursive: true })).filter((f) => /^[^/]+\/(index|settings)\.ts$/.test(f)).map((f) => `src/modules/${f}`));
+    const configSource = (await Promise.all(['src/config-types.ts', ...transports].map((f) => readFile(path.join(ROOT, f), 'utf8')))).join('\n');
     const documented = [...configSource.matchAll(/\/\*\*\s*(?:\*\s*)?`([A-Z][A-Z0-9_]+)`:/g)].map((m) => m[1]);
     expect(documented.length).toBeGreaterThan(50);
-    const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
-    const listed = [...readme.matchAll(/^\| `([A-Z][A-Z0-9_]+)` \|/gm)].map((m) => m[1]);
+    const guide = await readFile(path.join(ROOT, 'docs/guides/configuration.md'), 'utf8');
+    const listed = [...guide.matchAll(/^\| `([A-Z][A-Z0-9_]+)` \|/gm)].map((m) => m[1]);
     expect(listed.length).toBeGreaterThan(50);
     const inHelp = [USAGE, ...Object.values(COMMAND_HELP)].flatMap((text) => text.match(NAME) ?? []);
     // In the code and the tests: a quoted name with Herald's prefixes, or a read of process.env.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { knownVariables } from '../src/config.js';
-import { loadSpec } from '../src/platform/contract/spec.js';
+import { knownVariables } from '../src/config-variables.js';
+import { loadSpec } from '../src/infra/contract/spec.js';
 
 /**
  * The contract names only variables Herald reads: it told operators to set
@@ -13,7 +13,7 @@ describe('the variables the contract names', () => {
     expect(named).toContain('HERALD_DISCORD_MESSAGE_CONTENT');
     const known = knownVariables();
     expect(named.filter((name) => !known.includes(name))).toEqual([]);
-    // An on/off variable is set with on or off (src/platform/env.ts), never 1.
+    // An on/off variable is set with on or off (src/infra/env.ts), never 1.
     expect(text.match(/HERALD_DISCORD_MESSAGE_CONTENT=(\w+)/g)?.every((m) => m.endsWith('=on') || m.endsWith('=off'))).toBe(true);
   });
 });

@@ -3,8 +3,8 @@ import { OpenAPIBackend, type Operation } from 'openapi-backend';
 import { describe, expect, it, vi } from 'vitest';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parse } from 'yaml';
-import { withUtf16Lengths } from '../src/platform/contract/ajv.js';
-import { SPEC_PATH, SPEC_YAML_PATH } from '../src/platform/contract/spec.js';
+import { withUtf16Lengths } from '../src/infra/contract/ajv.js';
+import { SPEC_PATH, SPEC_YAML_PATH } from '../src/infra/contract/spec.js';
 import { startTestHerald } from './support/herald.js';
 import { contractApi } from './support/client.js';
 

@@ -1,40 +1,19 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startHerald } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/platform/log.js';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { createLogger } from '../src/infra/log.js';
 import { client } from './support/client.js';
-import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
-import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
-import { processHarness } from './support/process.js';
+import { onPostgres } from './support/db.js';
+import { IDS, newRequestId, post } from './support/herald.js';
+import { crashRig, type DiscordSandbox } from './support/rigs.js';
 import { waitFor, waitForDelivery, waitForStateAt } from './support/wait.js';
 
 /**
  * Crash safety with real processes: SIGKILL a Herald after Discord created the message and
- * before Herald recorded it, then restart. README, "How it works": exactly once, in doubt.
+ * before Herald recorded it, then restart. docs/guides/how-it-works.md: exactly once, in doubt.
  */
 describe('a dispatcher killed between Discord accepting and the commit', () => {
-  let sandbox: DiscordSandbox;
-  let db: TestDatabase;
-  const procs = processHarness();
-  const bridgeToken = newToken();
-  const adminToken = newToken();
-
-  beforeAll(async () => {
-    sandbox = await new DiscordSandbox().start();
-  });
-  afterAll(() => sandbox.close());
-  afterEach(async (ctx) => {
-    await procs.stopAll(ctx);
-    sandbox.clearFaults();
-    await db?.drop();
-  });
-
-  const env = (extra: Record<string, string> = {}): Record<string, string> =>
-    heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500', ...extra });
-  const start = async (args: string[], extra: Record<string, string> = {}) => {
-    return procs.start(args, env(extra));
-  };
+  const { sandbox, bridgeToken, adminToken, database, env, start, forgetfulDiscord } = crashRig({ env: { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500' } });
   const messages = (content: string) => sandbox.allMessages().filter((m) => m.content === content);
 
   /** Post through a fresh `herald serve`, and SIGKILL it while Discord's (`discord`'s) answer is held back. */
@@ -52,7 +31,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
   }
 
   it('inside the nonce window: the restarted Herald re-drives it and Discord returns the same message', async () => {
-    db = await testDatabase();
+    await database();
     const id = newRequestId();
     const content = `crash-nonce ${id}`;
     await postAndKillAfterDiscordAccepted(id, content);
@@ -65,29 +44,23 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
   });
 
   it('past the nonce window: the restarted Herald finds the message in the channel instead of sending again', async () => {
-    db = await testDatabase();
+    await database();
     // This Discord forgets nonces at once, and Herald knows not to trust them. No gateway, so no
     // nonce report either: the channel's history is what settles it.
-    const forgetful = new DiscordSandbox({ nonceWindowMs: 0, botToken: sandbox.botToken });
-    await forgetful.start();
-    try {
-      const id = newRequestId();
-      const content = `crash-reconcile ${id}`;
-      const pastWindow = { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0', HERALD_GATEWAY: 'off' };
-      await postAndKillAfterDiscordAccepted(id, content, pastWindow, forgetful);
-      const second = await start(['serve'], pastWindow);
-      const api = client(second.url ?? '', bridgeToken);
-      await waitForDelivery(api, id, 'delivered', 'the reconciled delivery').catch((e: unknown) => { throw new Error(`${String(e)}\n${second.output()}`); });
-      expect(forgetful.allMessages().filter((m) => m.content === content)).toHaveLength(1);
-      const listed = forgetful.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/messages'));
-      expect(listed.length).toBeGreaterThan(0);
-    } finally {
-      await forgetful.close();
-    }
+    const { discord: forgetful, pastWindow } = await forgetfulDiscord();
+    const id = newRequestId();
+    const content = `crash-reconcile ${id}`;
+    await postAndKillAfterDiscordAccepted(id, content, pastWindow, forgetful);
+    const second = await start(['serve'], pastWindow);
+    const api = client(second.url ?? '', bridgeToken);
+    await waitForDelivery(api, id, 'delivered', 'the reconciled delivery').catch((e: unknown) => { throw new Error(`${String(e)}\n${second.output()}`); });
+    expect(forgetful.allMessages().filter((m) => m.content === content)).toHaveLength(1);
+    const listed = forgetful.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/messages'));
+    expect(listed.length).toBeGreaterThan(0);
   });
 
   it('shows the orphaned delivery as unknown, and a retry POST resets it to pending and delivers it once', async () => {
-    db = await testDatabase();
+    await database();
     const id = newRequestId();
     const content = `crash-unknown ${id}`;
     await postAndKillAfterDiscordAccepted(id, content);
@@ -109,37 +82,31 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
   });
 
   it('past the nonce window, a connector re-POSTing the orphan keeps it in doubt: one message, found in history', async () => {
-    db = await testDatabase();
-    const forgetful = new DiscordSandbox({ nonceWindowMs: 0, botToken: sandbox.botToken });
-    await forgetful.start();
+    await database();
+    const { discord: forgetful, pastWindow } = await forgetfulDiscord();
+    const id = newRequestId();
+    const content = `crash-repost ${id}`;
+    await postAndKillAfterDiscordAccepted(id, content, pastWindow, forgetful);
+    // The connector sees `unknown` and re-POSTs before any dispatcher re-drives it.
+    const config = loadConfig({ ...env(pastWindow), LOG_LEVEL: 'silent' });
+    const apiOnly = await startHerald({ config, log: createLogger('silent'), roles: { http: true, dispatcher: false } });
     try {
-      const id = newRequestId();
-      const content = `crash-repost ${id}`;
-      const pastWindow = { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0', HERALD_GATEWAY: 'off' };
-      await postAndKillAfterDiscordAccepted(id, content, pastWindow, forgetful);
-      // The connector sees `unknown` and re-POSTs before any dispatcher re-drives it.
-      const config = loadConfig({ ...env(pastWindow), LOG_LEVEL: 'silent' });
-      const apiOnly = await startHerald({ config, log: createLogger('silent'), roles: { http: true, dispatcher: false } });
-      try {
-        const api = client(apiOnly.url ?? '', bridgeToken);
-        await waitForDelivery(api, id, 'unknown', 'the lease to expire', 10_000);
-        expect((await api.post('/mcp/deliveries', post(id, content))).json).toMatchObject({ existing: true, state: { state: 'pending' } });
-      } finally {
-        await apiOnly.close();
-      }
-      const second = await start(['serve'], pastWindow);
-      const api = client(second.url ?? '', bridgeToken);
-      const state = await waitForDelivery(api, id, 'delivered', 'the reconciled delivery');
-      const sent = forgetful.allMessages().filter((m) => m.content === content);
-      expect(sent).toHaveLength(1);
-      expect(state['url']).toBe(`https://discord.com/channels/${IDS.guild}/${IDS.channels.alerts}/${sent[0]?.id}`);
+      const api = client(apiOnly.url ?? '', bridgeToken);
+      await waitForDelivery(api, id, 'unknown', 'the lease to expire', 10_000);
+      expect((await api.post('/mcp/deliveries', post(id, content))).json).toMatchObject({ existing: true, state: { state: 'pending' } });
     } finally {
-      await forgetful.close();
+      await apiOnly.close();
     }
+    const second = await start(['serve'], pastWindow);
+    const api = client(second.url ?? '', bridgeToken);
+    const state = await waitForDelivery(api, id, 'delivered', 'the reconciled delivery');
+    const sent = forgetful.allMessages().filter((m) => m.content === content);
+    expect(sent).toHaveLength(1);
+    expect(state['url']).toBe(`https://discord.com/channels/${IDS.guild}/${IDS.channels.alerts}/${sent[0]?.id}`);
   });
 
   it('an edit left half-applied by a killed process does not block the next edit of that message for long', async () => {
-    db = await testDatabase();
+    await database();
     // A long delivery lease: before the fix the original's edit lease lasted as long.
     const long = { HERALD_LEASE_MS: '60000' };
     const first = await start(['serve'], long);
@@ -171,7 +138,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
   });
 
   it.skipIf(!onPostgres)('three dispatcher processes on one database, one killed mid-flight: every post exactly once', async () => {
-    db = await testDatabase();
+    await database();
     const server = await start(['serve']);
     await client(server.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
     const dispatchers = [await start(['dispatch']), await start(['dispatch'])];
@@ -191,7 +158,8 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
       await waitForDelivery(api2, id, 'delivered', `delivery ${id.slice(0, 6)}`, 30_000);
     }
     for (const id of ids) expect(messages(`many ${id}`), id).toHaveLength(1);
-  });
+    // Four `herald` start-ups through tsx: a loaded machine needs more than the default.
+  }, 150_000);
   /**
    * A handoff is a delivery underneath: a sender SIGKILLed after Discord created the handoff
    * message and before Herald recorded it still yields one handoff message, inside the nonce window
@@ -201,7 +169,7 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     const PEER = '111111111111111112';
 
     async function handOffThenCrashThenRecover(discord: DiscordSandbox, extra: Record<string, string> = {}): Promise<void> {
-      db = await testDatabase();
+      await database();
       const requestId = newRequestId();
       const text = `crash handoff ${requestId}`;
       const trusted = { HERALD_TRUSTED_BOT_IDS: PEER, ...extra };
@@ -231,14 +199,9 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     }, 150_000);
 
     it('past the nonce window: the restarted sender finds the message in the channel instead of sending again', async () => {
-      const forgetful = new DiscordSandbox({ nonceWindowMs: 0, botToken: sandbox.botToken });
-      await forgetful.start();
-      try {
-        await handOffThenCrashThenRecover(forgetful, { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0', HERALD_GATEWAY: 'off' });
-        expect(forgetful.requests.some((r) => r.method === 'GET' && r.path.endsWith('/messages'))).toBe(true);
-      } finally {
-        await forgetful.close();
-      }
+      const { discord: forgetful, pastWindow } = await forgetfulDiscord();
+      await handOffThenCrashThenRecover(forgetful, pastWindow);
+      expect(forgetful.requests.some((r) => r.method === 'GET' && r.path.endsWith('/messages'))).toBe(true);
     }, 150_000);
   });
 });

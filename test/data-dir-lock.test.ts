@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { checkDataDir, lockDataDir } from '../src/platform/db/data-dir-lock.js';
+import { checkDataDir, lockDataDir } from '../src/infra/db/data-dir-lock.js';
 import { holdDataDir } from './support/lock-holder.js';
 import { killRunningProcesses } from './support/process.js';
 import { waitFor } from './support/wait.js';

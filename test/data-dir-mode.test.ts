@@ -2,7 +2,7 @@ import { chmod, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openStore } from '../src/platform/db/database.js';
+import { openStore } from '../src/infra/db/database.js';
 
 /**
  * The embedded database holds message text (DMs, the inbox): its folder is this user's alone
@@ -29,5 +29,6 @@ describe('the embedded store folder', () => {
     } finally {
       process.umask(old);
     }
-  });
+    // Two new embedded stores (initdb, then opening it again): tens of seconds on a busy machine.
+  }, 90_000);
 });

@@ -1,23 +1,23 @@
 import { readFileSync } from 'node:fs';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { discordMessageUrl } from '../src/modules/deliveries/delivery.js';
-import { SPEC_PATH } from '../src/platform/contract/spec.js';
-import { createRegistry } from '../src/platform/metrics.js';
-import { IrcMetrics, IrcTransport, type IrcTransportOptions } from '../src/transports/irc/irc-transport.js';
-import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
-import type { Transport } from '../src/transports/transport.js';
+import { SPEC_PATH } from '../src/infra/contract/spec.js';
+import { createRegistry } from '../src/infra/metrics.js';
+import { IrcMetrics, IrcPlatform, type IrcTransportOptions } from '../src/platforms/irc/irc-platform.js';
+import { discordMessageUrl } from '../src/platforms/discord/message-links.js';
+import { MemoryPlatform } from '../src/platforms/memory/memory-platform.js';
+import type { Platform } from '../src/platforms/platform.js';
 
 /** The contract's pattern for a delivered delivery's `url`, as the bundle has it. */
 const bundle = JSON.parse(readFileSync(SPEC_PATH, 'utf8')) as { components: { schemas: { DeliveredDelivery: { properties: { url: { pattern: string } } } } } };
 // Ajv compiles patterns with the `u` flag: so does this test.
 const URL_PATTERN = new RegExp(bundle.components.schemas.DeliveredDelivery.properties.url.pattern, 'u');
 
-/** A message's url as the delivery engine builds it: the platform's, else a Discord link. */
-const urlOf = (t: Transport, scope: string, channelId: string, messageId: string): string => t.messageUrl?.(scope, channelId, messageId) ?? discordMessageUrl(scope, channelId, messageId);
+/** A message's url as the delivery engine builds it: the platform's own (every platform gives one). */
+const urlOf = (t: Platform, scope: string, channelId: string, messageId: string): string => t.messageUrl(scope, channelId, messageId);
 
-function irc(host: string, tls: boolean): IrcTransport {
-  return new IrcTransport({
+function irc(host: string, tls: boolean): IrcPlatform {
+  return new IrcPlatform({
     server: { host, port: 6697, tls },
     nick: 'herald',
     channels: [],
@@ -36,7 +36,7 @@ describe("the contract's delivered url", () => {
     const urls = [
       discordMessageUrl('234567890123456789', '345678901234567890', '456789012345678901'),
       discordMessageUrl('@me', '345678901234567890', '456789012345678901'),
-      urlOf(new MemoryTransport({ now: () => new Date() }), '234567890123456789', '345678901234567890', '456789012345678901'),
+      urlOf(new MemoryPlatform({ now: () => new Date() }), '234567890123456789', '345678901234567890', '456789012345678901'),
       urlOf(irc('irc.example.org', false), '234567890123456789', '#alerts', 'AbC-123_x'),
       urlOf(irc('irc.example.org', true), '234567890123456789', '#ops', ''),
       // An `&` channel (local to its server) is a channel too: `%26` (the pattern once took only `%23`).

@@ -175,7 +175,7 @@ describe('posts, exactly once', () => {
     // The in-process app logs through pino at LOG_LEVEL; this checks the dispatcher's and HTTP's
     // log calls by running a delivery with a capturing logger.
     const lines: string[] = [];
-    const { createLogger } = await import('../src/platform/log.js');
+    const { createLogger } = await import('../src/infra/log.js');
     const { Writable } = await import('node:stream');
     const sink = new Writable({
       write(chunk: Buffer, _enc, cb) {

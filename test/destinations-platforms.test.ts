@@ -5,15 +5,15 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { destinationOperations } from '../src/modules/destinations/destination.http.js';
 import { DestinationService } from '../src/modules/destinations/destination.service.js';
-import type { Store } from '../src/platform/db/database.js';
-import { createApi } from '../src/platform/http/api.js';
+import type { Store } from '../src/infra/db/database.js';
+import { createApi } from '../src/infra/http/api.js';
 import type { Database } from '../src/schema.js';
-import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
-import type { TransportName } from '../src/transports/transport.js';
+import { MemoryPlatform } from '../src/platforms/memory/memory-platform.js';
+import type { TransportName } from '../src/platforms/platform.js';
 import { call, contractApi } from './support/client.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
-import { tablesOf } from '../src/platform/db/tables.js';
+import { tablesOf } from '../src/infra/db/tables.js';
 import type { DestinationsDb } from '../src/modules/destinations/destination.table.js';
 
 const PUT = (guild: string, destination: string) => `/admin/destinations/${guild}/${destination}`;
@@ -86,8 +86,8 @@ describe('destinations on a third platform', () => {
   let url: string;
   const adminToken = newToken();
   const guild = '234567890123456789';
-  const home = new MemoryTransport({ now: () => new Date() }).addChannel('345678901234567890', { guildId: guild, name: 'alerts' });
-  const rooms = new MemoryTransport({ now: () => new Date() })
+  const home = new MemoryPlatform({ now: () => new Date() }).addChannel('345678901234567890', { guildId: guild, name: 'alerts' });
+  const rooms = new MemoryPlatform({ now: () => new Date() })
     .addChannel('!ops:example.org', { name: 'ops' })
     .addChannel('!lobby:example.org', { name: 'lobby', isText: false });
   const matrix = 'matrix' as TransportName;

@@ -1,8 +1,8 @@
 import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
 import { startHerald, type Herald } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/platform/log.js';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { createLogger } from '../src/infra/log.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
 import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';

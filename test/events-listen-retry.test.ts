@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { Events } from '../src/platform/db/events.js';
+import { Events } from '../src/infra/db/events.js';
 import { waitFor } from './support/wait.js';
 
 /**

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handoffsModule } from '../src/modules/handoffs/index.js';
 import { HANDOFF_SCHEMA, handoffContent } from '../src/modules/handoffs/envelope.js';
-import { DiscordSandbox, SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_MEDIA_CHANNEL } from '../src/platforms/discord/sandbox/sandbox.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';

@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { openStore, type Store } from '../src/platform/db/database.js';
-import { Events } from '../src/platform/db/events.js';
+import { openStore, type Store } from '../src/infra/db/database.js';
+import { Events } from '../src/infra/db/events.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
 import { waitFor } from './support/wait.js';
 
-/** Cross-process events (src/platform/db/events.ts): on PostgreSQL through NOTIFY, on PGlite in process. */
+/** Cross-process events (src/infra/db/events.ts): on PostgreSQL through NOTIFY, on PGlite in process. */
 
 let db: TestDatabase | undefined;
 const closing: (() => Promise<void>)[] = [];

@@ -1,10 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { describe, expect, it } from 'vitest';
 import { client } from './support/client.js';
-import { testDatabase, type TestDatabase } from './support/db.js';
-import { heraldEnv, IDS, newRequestId, newToken } from './support/herald.js';
-import { processHarness } from './support/process.js';
+import { IDS, newRequestId } from './support/herald.js';
+import { crashRig, type DiscordSandbox } from './support/rigs.js';
 import { waitFor, waitForDelivery } from './support/wait.js';
 
 /**
@@ -14,24 +12,7 @@ import { waitFor, waitForDelivery } from './support/wait.js';
  * the message already created) or past it (found in the channel's history, files' names included).
  */
 describe('a file post killed between Discord accepting and the commit', () => {
-  let sandbox: DiscordSandbox;
-  let db: TestDatabase;
-  const procs = processHarness();
-  const bridgeToken = newToken();
-  const adminToken = newToken();
-
-  beforeAll(async () => {
-    sandbox = await new DiscordSandbox({ mediaMessages: 0 }).start();
-  });
-  afterAll(() => sandbox.close());
-  afterEach(async (ctx) => {
-    await procs.stopAll(ctx);
-    sandbox.clearFaults();
-    await db?.drop();
-  });
-
-  const env = (extra: Record<string, string> = {}): Record<string, string> =>
-    heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500', ...extra });
+  const { sandbox, procs, bridgeToken, adminToken, database, env, forgetfulDiscord } = crashRig({ sandbox: { mediaMessages: 0 }, env: { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500' } });
 
   async function postFileAndKill(discord: DiscordSandbox, id: string, content: string, extra: Record<string, string>): Promise<Buffer> {
     const first = await procs.start(['serve'], env(extra));
@@ -66,7 +47,7 @@ describe('a file post killed between Discord accepting and the commit', () => {
   }
 
   it('inside the nonce window: the multipart resend is answered with the message already created', async () => {
-    db = await testDatabase();
+    await database();
     const id = newRequestId();
     const content = `file-crash-nonce ${id}`;
     const data = await postFileAndKill(sandbox, id, content, {});
@@ -74,18 +55,12 @@ describe('a file post killed between Discord accepting and the commit', () => {
   }, 150_000);
 
   it('past the nonce window: the restarted Herald finds the file post in the channel instead of sending again', async () => {
-    db = await testDatabase();
-    const forgetful = new DiscordSandbox({ nonceWindowMs: 0, botToken: sandbox.botToken, mediaMessages: 0 });
-    await forgetful.start();
-    try {
-      const id = newRequestId();
-      const content = `file-crash-reconcile ${id}`;
-      const pastWindow = { DISCORD_API_URL: forgetful.apiUrl, HERALD_NONCE_WINDOW_MS: '0', HERALD_GATEWAY: 'off' };
-      const data = await postFileAndKill(forgetful, id, content, pastWindow);
-      await expectOneMessageWithItsFile(forgetful, id, content, data, pastWindow);
-      expect(forgetful.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/messages')).length).toBeGreaterThan(0);
-    } finally {
-      await forgetful.close();
-    }
+    await database();
+    const { discord: forgetful, pastWindow } = await forgetfulDiscord({ mediaMessages: 0 });
+    const id = newRequestId();
+    const content = `file-crash-reconcile ${id}`;
+    const data = await postFileAndKill(forgetful, id, content, pastWindow);
+    await expectOneMessageWithItsFile(forgetful, id, content, data, pastWindow);
+    expect(forgetful.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/messages')).length).toBeGreaterThan(0);
   }, 150_000);
 });

@@ -6,8 +6,8 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FileStore } from '../src/modules/files/files.service.js';
 import type { FilesDb } from '../src/modules/files/files.table.js';
-import { createLogger } from '../src/platform/log.js';
-import { tablesOf } from '../src/platform/db/tables.js';
+import { createLogger } from '../src/infra/log.js';
+import { tablesOf } from '../src/infra/db/tables.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
 import { TestClock } from './support/herald.js';
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CategoryGroup } from './fuzz/arbitraries.js';
+import { formatBoundary, runBoundary } from './fuzz/boundary-mcp.js';
 import { formatReport, runFuzz } from './fuzz/campaign.js';
 
 /**
@@ -20,5 +21,17 @@ describe('fuzzing (fixed seeds)', () => {
     const report = await runFuzz({ seed, runs, ...(groups !== undefined ? { groups } : {}), databaseUrl: process.env['TEST_DATABASE_URL'] || undefined });
     expect(report.sent).toBe(runs);
     expect(report.violations, formatReport(report)).toEqual([]);
-  });
+    // A Herald process of its own and 60–150 requests: about 20 s alone, more on a busy machine.
+  }, 150_000);
+});
+
+describe('the boundary pass (short form)', () => {
+  it('every operation and MCP tool, each field at its largest pattern number and past it, 2^63, past maxLength, maxItems and maximum, NUL, a lone surrogate, an enum in upper case: no 5xx, no hang, refused naming the field, no write on refusal', async () => {
+    const report = await runBoundary({ short: true, databaseUrl: process.env['TEST_DATABASE_URL'] || undefined });
+    const walked = Object.keys(report.by);
+    // Every operation of the served contract but the event stream, and every tool, were walked.
+    expect(walked.filter((k) => !k.startsWith('tool ')).length).toBeGreaterThanOrEqual(40);
+    expect(walked.filter((k) => k.startsWith('tool ')).length).toBeGreaterThanOrEqual(30);
+    expect(report.violations, formatBoundary(report)).toEqual([]);
+  }, 240_000);
 });

@@ -1,7 +1,7 @@
 import { createServer, request, type IncomingMessage, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
 import { IDS, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 
@@ -75,7 +75,7 @@ async function gatewayProxy(sandbox: DiscordSandbox): Promise<GatewayProxy> {
       upstream.write(`${lines.join('\r\n')}\r\n\r\n`);
       if (head.length > 0) upstream.write(head);
       client.pipe(upstream);
-      // The sandbox names `ws://unused` as the address to resume at (src/sandbox/gateway.ts): a
+      // The sandbox names `ws://unused` as the address to resume at (src/platforms/discord/sandbox/gateway.ts): a
       // client could never come back after a drop. Discord names a real one: here, the proxy's.
       relayFrames(upstream, client, (text) => text.replace('"resume_gateway_url":"ws://unused"', `"resume_gateway_url":"${url.replace(/^http/, 'ws')}/gateway"`));
     });

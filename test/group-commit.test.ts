@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { GroupCommit } from '../src/platform/db/group-commit.js';
+import { GroupCommit } from '../src/infra/db/group-commit.js';
 
 class Unavailable extends Error {}
 

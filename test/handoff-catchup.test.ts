@@ -13,16 +13,17 @@ import { HandoffCatchUp } from '../src/modules/handoffs/handoff.catchup.js';
 import { HandoffMetrics } from '../src/modules/handoffs/handoff.metrics.js';
 import { HandoffService } from '../src/modules/handoffs/handoff.service.js';
 import type { HandoffsDb } from '../src/modules/handoffs/handoff.table.js';
-import type { Store } from '../src/platform/db/database.js';
-import { tablesOf } from '../src/platform/db/tables.js';
-import { DiscordSandbox, SANDBOX_IDS } from '../src/sandbox/sandbox.js';
+import type { Store } from '../src/infra/db/database.js';
+import { tablesOf } from '../src/infra/db/tables.js';
+import { DiscordSandbox, SANDBOX_IDS } from '../src/platforms/discord/sandbox/sandbox.js';
 import type { Database } from '../src/schema.js';
-import { heldHistory } from '../src/transports/discord/discord-inbound-history.js';
-import { DiscordTransport } from '../src/transports/discord/discord-transport.js';
-import type { InboundHistory, InboundMessage } from '../src/transports/transport.js';
+import { heldHistory } from '../src/platforms/discord/discord-inbound-history.js';
+import { DiscordPlatform } from '../src/platforms/discord/discord-platform.js';
+import type { InboundHistory, InboundMessage } from '../src/platforms/platform.js';
 import { openMigratedStore, testDatabase, type TestDatabase } from './support/db.js';
 import { TestClock } from './support/herald.js';
 import { waitFor } from './support/wait.js';
+import type { HandoffLimits } from '../src/modules/handoffs/settings.js';
 
 /**
  * Handoffs the live stream missed are caught up (PGlite, or PostgreSQL with TEST_DATABASE_URL): a
@@ -101,7 +102,7 @@ async function receiver(self: string, trusted: string, failing?: FailingQueries)
   const registry = new Registry();
   const { log, lines } = capturedLog();
   const service = new HandoffService(failing !== undefined ? handoffDb.withPlugin(failing) : handoffDb, deliveries, clock, {
-    limits: config.handoffs,
+    limits: config.modules['handoffs'] as HandoffLimits,
     selfId: async () => self,
     canSend: true,
     // Catching up only receives: no channel is mapped to send to.
@@ -252,7 +253,7 @@ describe('a handoff posted while the receiving bot had no gateway session', () =
     const thread = sandbox.createThread(SANDBOX_IDS.channels.ops, 'handoff work');
     // The receiving bot is the peer; the sandbox's own bot hands off to it.
     const r = await receiver(peer.user.id, sandbox.bot.id);
-    const transport = new DiscordTransport({ token: peer.token, apiUrl: sandbox.apiUrl, timeoutMs: 5_000 });
+    const transport = new DiscordPlatform({ token: peer.token, apiUrl: sandbox.apiUrl, timeoutMs: 5_000 });
     let up = false;
     // As the Discord transport assembles it, the gateway's session standing in as `up`.
     const recent = heldHistory(transport.recent, () => up);

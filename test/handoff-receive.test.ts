@@ -6,14 +6,15 @@ import { loadConfig } from '../src/config.js';
 import { DeliveryService } from '../src/modules/deliveries/delivery.service.js';
 import { HANDOFF_SCHEMA, handoffContent } from '../src/modules/handoffs/envelope.js';
 import { HandoffService } from '../src/modules/handoffs/handoff.service.js';
-import type { Store } from '../src/platform/db/database.js';
+import type { Store } from '../src/infra/db/database.js';
 import type { Database } from '../src/schema.js';
-import type { InboundMessage } from '../src/transports/transport.js';
+import type { InboundMessage } from '../src/platforms/platform.js';
 import { onPostgres, openMigratedStore, testDatabase, type TestDatabase } from './support/db.js';
 import { TestClock } from './support/herald.js';
-import { tablesOf } from '../src/platform/db/tables.js';
+import { tablesOf } from '../src/infra/db/tables.js';
 import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 import type { HandoffsDb } from '../src/modules/handoffs/handoff.table.js';
+import type { HandoffLimits } from '../src/modules/handoffs/settings.js';
 
 /** Receiving needs no place to send to: no channel is mapped. */
 const NOWHERE = { transport: 'discord', mapped: async () => false, channels: undefined };
@@ -43,7 +44,7 @@ async function receiver(clock: TestClock, env: Record<string, string> = {}): Pro
   stores.push(store);
   const config = loadConfig({ HERALD_TRUSTED_BOT_IDS: `${PEER},${OTHER_PEER}`, ...env });
   const deliveries = new DeliveryService(tablesOf<DeliveriesDb>(store.db), clock, { post: true, dm: true, edit: true }, { maxInFlight: 1 });
-  return new HandoffService(tablesOf<HandoffsDb>(store.db), deliveries, clock, { limits: config.handoffs, selfId: async () => SELF, canSend: true, log: silent, places: NOWHERE });
+  return new HandoffService(tablesOf<HandoffsDb>(store.db), deliveries, clock, { limits: config.modules['handoffs'] as HandoffLimits, selfId: async () => SELF, canSend: true, log: silent, places: NOWHERE });
 }
 
 /** A second receiver on the same database: its own pool on PostgreSQL; on PGlite (one process per data folder) another service on the same store. */
@@ -52,7 +53,7 @@ async function secondReceiver(clock: TestClock): Promise<HandoffService> {
   const store = stores[0];
   if (store === undefined) throw new Error('no first receiver');
   const config = loadConfig({ HERALD_TRUSTED_BOT_IDS: `${PEER},${OTHER_PEER}` });
-  return new HandoffService(tablesOf<HandoffsDb>(store.db), new DeliveryService(tablesOf<DeliveriesDb>(store.db), clock, { post: true, dm: true, edit: true }), clock, { limits: config.handoffs, selfId: async () => SELF, canSend: true, log: silent, places: NOWHERE });
+  return new HandoffService(tablesOf<HandoffsDb>(store.db), new DeliveryService(tablesOf<DeliveriesDb>(store.db), clock, { post: true, dm: true, edit: true }), clock, { limits: config.modules['handoffs'] as HandoffLimits, selfId: async () => SELF, canSend: true, log: silent, places: NOWHERE });
 }
 
 let seq = 0;

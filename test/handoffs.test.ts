@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBridgeClient } from '../src/client/bridge-client.js';
 import { HANDOFF_SCHEMA, handoffContent } from '../src/modules/handoffs/envelope.js';
 import { handoffTools } from '../src/modules/handoffs/handoff.tools.js';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
-import { mentionsOf } from '../src/sandbox/state.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
+import { mentionsOf } from '../src/platforms/discord/sandbox/state.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor, waitForStateAt } from './support/wait.js';
 
@@ -216,7 +216,8 @@ describe('bot-to-bot handoffs between two Herald instances', () => {
     const sent = await call(depsA, 'hand_off', { target_bot_id: botB, channel_id: IDS.channels.ops, text: 'via mcp, first' });
     expect(sent).toMatchObject({ isError: false });
     expect(sent.text).toMatch(new RegExp(`^Handed off to bot ${botB}: https://discord.com/channels/`));
-    const waited = await call(depsB, 'wait_for_handoff', { timeout_seconds: 20 });
+    // The API's own name for the wait (timeout_ms); timeout_seconds stays as a deprecated alias (below).
+    const waited = await call(depsB, 'wait_for_handoff', { timeout_ms: 20_000 });
     expect(JSON.parse(waited.text)).toMatchObject({ from_bot_id: botA, text: 'via mcp, first', origin: { channel_id: IDS.channels.ops } });
     await call(depsA, 'hand_off', { target_bot_id: botB, channel_id: IDS.channels.ops, text: 'via mcp, second' });
     const listed = await waitFor(async () => {
@@ -227,6 +228,7 @@ describe('bot-to-bot handoffs between two Herald instances', () => {
     expect(JSON.parse((await call(depsB, 'list_handoffs', {})).text)).toEqual({ handoffs: [], next_cursor: null });
     expect(await call(depsA, 'hand_off', { target_bot_id: bystander, channel_id: IDS.channels.ops, text: 'no' })).toEqual({ isError: true, text: 'Herald refused the request: target_bot_id is not in HERALD_TRUSTED_BOT_IDS.' });
     expect((await call(depsB, 'wait_for_handoff', { timeout_seconds: 0 })).text).toBe('No handoff arrived within 0 seconds.');
+    expect((await call(depsB, 'wait_for_handoff', { timeout_ms: 0, timeout_seconds: 20 })).text).toBe('No handoff arrived within 0 seconds.');
   });
 
   it('a wait for the next handoff is bounded', async () => {

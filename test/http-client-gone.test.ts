@@ -4,11 +4,11 @@ import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { readJsonBody } from '../src/platform/http/body.js';
-import { HttpMetrics } from '../src/platform/http/http.metrics.js';
-import { closeServer, serveHttp } from '../src/platform/http/server.js';
-import type { Api } from '../src/platform/http/api.js';
-import { createLogger } from '../src/platform/log.js';
+import { readJsonBody } from '../src/infra/http/body.js';
+import { HttpMetrics } from '../src/infra/http/http.metrics.js';
+import { closeServer, serveHttp } from '../src/infra/http/server.js';
+import type { Api } from '../src/infra/http/api.js';
+import { createLogger } from '../src/infra/log.js';
 import { waitFor } from './support/wait.js';
 
 /**
@@ -26,7 +26,7 @@ describe('the API server: a request the client ends early', () => {
         done();
       },
     });
-    // The body is read as the API reads it (src/platform/http/api.ts).
+    // The body is read as the API reads it (src/infra/http/api.ts).
     const api = Object.assign(async (ctx: { req: import('node:http').IncomingMessage; status: number }) => {
       await readJsonBody(ctx.req);
       ctx.status = 204;

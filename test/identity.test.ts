@@ -53,7 +53,8 @@ describe('identity: /agent and pairing', () => {
     const redeemed = await h.bridge.post('/mcp/pair/redeem', { code });
     expect(redeemed.status).toBe(200);
     const { generation } = redeemed.json as { generation: string };
-    expect(redeemed.text).toBe(`{"discord_user_id":"${user}","generation":"${generation}"}`);
+    // The protocol's keys first, in its order; then Herald's addition, the same id under the name every other operation uses.
+    expect(redeemed.text).toBe(`{"discord_user_id":"${user}","generation":"${generation}","user_id":"${user}"}`);
     expect(generation).toMatch(/^[A-Za-z0-9_-]{22}$/);
     const reg = await h.bridge.get(`/mcp/registration/${user}`);
     expect(reg.text).toBe(`{"generation":"${generation}"}`);

@@ -6,8 +6,8 @@ import { waitFor } from './support/wait.js';
 
 /**
  * A create that may have reached Discord unanswered keeps the delivery in doubt, across retries
- * and connector resets, until Discord's nonce or the channel's history settles it (README, "How it
- * works"). Herald trusts no nonce here (HERALD_NONCE_WINDOW_MS=0), so every settlement is by history.
+ * and connector resets, until Discord's nonce or the channel's history settles it
+ * (docs/guides/how-it-works.md). Herald trusts no nonce here (HERALD_NONCE_WINDOW_MS=0), so every settlement is by history.
  */
 describe('deliveries in doubt', () => {
   let h: TestHerald;
@@ -41,10 +41,10 @@ describe('deliveries in doubt', () => {
     expect(state['url']).toBe(urlOf(IDS.channels.alerts, sent[0]?.id));
   });
 
-  it("a refusal after discord.js's own retry of a lost create is no verdict: delivered once, never failed", async () => {
+  it('a refusal after a lost create is no verdict: delivered once, never failed', async () => {
     const id = newRequestId();
     const content = `retried ${id}`;
-    // The first try creates the message behind a 502; discord.js retries and is refused for good.
+    // The first try creates the message behind a 502; the next (the engine's, in doubt) is refused for good.
     h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error_after_create', status: 502 });
     h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 403, code: 50001 });
     await h.bridge.post('/mcp/deliveries', post(id, content));
@@ -59,14 +59,13 @@ describe('deliveries in doubt', () => {
     const b = newRequestId();
     const content = `twins ${a.slice(0, 8)}`;
     const creates = () => h.sandbox.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/messages')).length;
-    // A is created behind a 500 (and discord.js's two retries get 500s).
+    // A is created behind a 500 (discord.js does not repeat a create: the engine takes it from there, in doubt).
     const before = creates();
     h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error_after_create', status: 500 });
-    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 500, times: 2 });
     await h.bridge.post('/mcp/deliveries', post(a, content));
-    await waitFor(() => creates() === before + 3, "A's create and its retries");
-    // B gets 500s and creates nothing, but cannot know that.
-    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 500, times: 3 });
+    await waitFor(() => creates() === before + 1, "A's create");
+    // B gets a 500 and creates nothing, but cannot know that.
+    h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 500, times: 1 });
     await h.bridge.post('/mcp/deliveries', post(b, content));
     const stateA = await h.waitForState(a, 'delivered', 30_000);
     const stateB = await h.waitForState(b, 'delivered', 30_000);
@@ -100,9 +99,10 @@ describe('deliveries in doubt', () => {
     const state = await h.waitForState(id, 'failed', 40_000);
     expect(state['code']).toBe('UPSTREAM_UNAVAILABLE');
     expect(withContent(content)).toHaveLength(0);
-    // Two attempts, each a create with discord.js's own two retries. No nonce is trusted, so the
-    // channel is read before the resend, and the last claim only looks: one read after the last create.
-    const creates = 'POST 503,POST 503,POST 503';
+    // Two attempts, each one create (discord.js does not repeat a create: the engine decides). No
+    // nonce is trusted, so the channel is read before the resend, and the last claim only looks: one
+    // read after the last create.
+    const creates = 'POST 503';
     const seen = h.sandbox.requests.slice(before).filter((r) => r.path.endsWith('/messages'));
     expect(seen.map((r) => `${r.method} ${r.status}`).join(',')).toBe(`${creates},GET 200,${creates},GET 200`);
   });
@@ -178,7 +178,7 @@ describe('deliveries in doubt, without the gateway', () => {
   it('created but answered 5xx, history unreadable: ends unknown (not failed), and a re-POST finds the message instead of sending again', async () => {
     const id = newRequestId();
     const content = `doubt ${id}`;
-    // The first create succeeds behind a 500; discord.js's own retries get 500s too.
+    // The first create succeeds behind a 500; the next tries get 500s too.
     h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error_after_create', status: 500 });
     h.sandbox.inject({ method: 'POST', path: '/messages$', action: 'error', status: 500, times: 2 });
     // Reconciliation cannot read the channel.

@@ -2,8 +2,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { POLICY_CLIENT_HEADER } from '../src/platform/http/policy.middleware.js';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { POLICY_CLIENT_HEADER } from '../src/infra/http/policy.middleware.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
 import { IDS, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 
@@ -48,10 +48,16 @@ describe('the inbox per reader', () => {
 
   it('each client sees what its rules allow, DMs only the connector and a client granted send_dm; each moves its own cursor', async () => {
     expect((await sandbox.invoke({ userId: IDS.user, command: 'agent', subcommand: 'register' })).data?.content).toContain('Registered');
-    const dm = await write({ userId: IDS.user, dm: true, content: 'my private question' });
-    const alerts = await write({ userId: IDS.user, channelId: IDS.channels.alerts, content: `<@${sandbox.bot.id}> disk full` });
-    const ops = await write({ userId: IDS.user, channelId: IDS.channels.ops, content: `<@${sandbox.bot.id}> deploy stuck` });
-    await waitFor(async () => (await page(undefined, '0')).items.length >= 3, 'the three events stored', 20_000);
+    // Each written once the one before is stored: a DM and a channel message reach the inbox by
+    // different paths, so two written at once may be stored in either order.
+    const stored = async (body: Record<string, unknown>, count: number): Promise<string> => {
+      const id = await write(body);
+      await waitFor(async () => (await page(undefined, '0')).items.length >= count, `event ${count} stored`, 20_000);
+      return id;
+    };
+    const dm = await stored({ userId: IDS.user, dm: true, content: 'my private question' }, 1);
+    const alerts = await stored({ userId: IDS.user, channelId: IDS.channels.alerts, content: `<@${sandbox.bot.id}> disk full` }, 2);
+    const ops = await stored({ userId: IDS.user, channelId: IDS.channels.ops, content: `<@${sandbox.bot.id}> deploy stuck` }, 3);
     const ids = async (client: string | undefined) => (await page(client, '0')).items.map((e) => e.message_id);
 
     expect(await ids(undefined)).toEqual([dm, alerts, ops]);

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { describe, expect, it } from 'vitest';
 import { client } from './support/client.js';
-import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
-import { heraldEnv, IDS, newToken } from './support/herald.js';
-import { processHarness, type HeraldProcess } from './support/process.js';
+import { onPostgres } from './support/db.js';
+import { IDS } from './support/herald.js';
+import type { HeraldProcess } from './support/process.js';
+import { crashRig } from './support/rigs.js';
 import { webhookReceiver } from './support/inbox-webhook.js';
 import { waitFor } from './support/wait.js';
 
@@ -16,20 +16,8 @@ import { waitFor } from './support/wait.js';
  * each once by its Idempotency-Key.
  */
 describe.skipIf(!onPostgres)('the inbox across a gateway failover', () => {
-  let sandbox: DiscordSandbox;
-  let db: TestDatabase | undefined;
-  const procs = processHarness();
-  const bridgeToken = newToken();
-  const adminToken = newToken();
-
-  beforeAll(async () => {
-    sandbox = await new DiscordSandbox().start();
-  });
-  afterAll(() => sandbox.close());
-  afterEach(async (ctx) => {
-    await procs.stopAll(ctx);
-    await db?.drop();
-  });
+  const rig = crashRig();
+  const { sandbox, procs, bridgeToken, adminToken } = rig;
 
   const write = async (content: string): Promise<string> => {
     const res = await fetch(`${sandbox.url}/sandbox/api/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: IDS.user, channelId: IDS.channels.alerts, content }) });
@@ -49,11 +37,11 @@ describe.skipIf(!onPostgres)('the inbox across a gateway failover', () => {
   };
 
   it('SIGKILL of the gateway holder while 50 messages are written: all 50 in the inbox once, each pushed once for the receiver', async () => {
-    db = await testDatabase();
+    await rig.database();
     const secret = randomBytes(32).toString('base64url');
     const receiver = await webhookReceiver(secret, 2);
     try {
-      const env = heraldEnv({ sandbox, db, bridgeToken, adminToken }, {
+      const env = rig.env({
         HERALD_DISCORD_MESSAGE_CONTENT: 'on',
         HERALD_INBOX_WEBHOOK_URL: receiver.url,
         HERALD_INBOX_WEBHOOK_SECRET: secret,

@@ -1,7 +1,7 @@
 import { REST, Routes, type APIMessage } from 'discord.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HANDOFF_SCHEMA, handoffContent } from '../src/modules/handoffs/envelope.js';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 

@@ -1,7 +1,7 @@
 import { REST } from 'discord.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
-import { DiscordInboundHistory } from '../src/transports/discord/discord-inbound-history.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
+import { DiscordInboundHistory } from '../src/platforms/discord/discord-inbound-history.js';
 import { IDS } from './support/herald.js';
 
 /**

@@ -5,9 +5,9 @@ import { InboxMetrics } from '../src/modules/inbox/inbox.metrics.js';
 import { inboxScope, type ScopePorts } from '../src/modules/inbox/inbox.scope.js';
 import { InboxService } from '../src/modules/inbox/inbox.service.js';
 import type { InboxDb } from '../src/modules/inbox/inbox.table.js';
-import { tablesOf } from '../src/platform/db/tables.js';
-import { parsePolicy } from '../src/platform/policy/policy.js';
-import type { InboundMessage } from '../src/transports/transport.js';
+import { tablesOf } from '../src/infra/db/tables.js';
+import { parsePolicy } from '../src/infra/policy/policy.js';
+import type { InboundMessage } from '../src/platforms/platform.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
 import { TestClock } from './support/herald.js';
 

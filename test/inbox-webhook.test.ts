@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
 import { idempotencyKey } from '../src/modules/inbox/inbox.webhook.js';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
 import { expectedKey, verified, webhookReceiver } from './support/inbox-webhook.js';

@@ -1,6 +1,6 @@
 import type { Operation } from 'openapi-backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SchemaNode } from '../src/platform/contract/spec.js';
+import type { SchemaNode } from '../src/infra/contract/spec.js';
 import { call, contractApi } from './support/client.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
 

@@ -1,16 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
-import type { CommandInvocation } from '../src/transports/commands.js';
-import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
-import type { RunningTransport, Surfaces } from '../src/transports/plugin.js';
-import { storableRunning } from '../src/transports/storable-inbound.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
+import type { CommandInvocation } from '../src/platforms/commands.js';
+import { MemoryPlatform } from '../src/platforms/memory/memory-platform.js';
+import type { RunningPlatform, Surfaces } from '../src/platforms/plugin.js';
+import { storableRunning } from '../src/platforms/storable-inbound.js';
 import { IDS, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 
 /**
  * Platform events cannot be answered with a 400: what PostgreSQL would refuse (U+0000, a lone
  * surrogate) is made storable once, where every platform's inbound events enter
- * (src/transports/storable-inbound.ts), and the event is kept. A person mentions the bot with both
+ * (src/platforms/storable-inbound.ts), and the event is kept. A person mentions the bot with both
  * in the text, and one whose display name holds U+0000 writes; the agent reads each event from /mcp/inbox with U+0000 dropped and the surrogate
  * replaced by U+FFFD, and the inbox keeps working for the next one.
  */
@@ -59,7 +59,7 @@ describe('command invocations are made storable where they enter', () => {
   it("a platform's command surface hands the modules names and options without U+0000 or lone surrogates", async () => {
     const seen: CommandInvocation[] = [];
     let surface: Partial<Surfaces> = {};
-    const started: RunningTransport = { facets: new MemoryTransport(), readiness: () => ({}), serve: async (s) => void (surface = s), close: async () => undefined };
+    const started: RunningPlatform = { facets: new MemoryPlatform(), readiness: () => ({}), serve: async (s) => void (surface = s), close: async () => undefined };
     await storableRunning(started).serve?.({ commands: { definitions: [], run: async (invocation) => (seen.push(invocation), 'ok') } });
     const odd: CommandInvocation = { user: { id: '1', username: 'o\u0000dd', globalName: 'O\ud800' }, guildId: null, channelId: null, name: 'agent', subcommand: 'register', option: () => 'x\u0000\udc00y', canManageGuild: false };
     expect(await surface.commands?.run(odd)).toBe('ok');

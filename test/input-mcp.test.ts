@@ -8,7 +8,7 @@ import { createBridgeClient } from '../src/client/bridge-client.js';
 import { createMcpServer } from '../src/mcp/server.js';
 import { McpState } from '../src/mcp/state.js';
 import { mcpTools } from '../src/mcp/tools.js';
-import { createLogger } from '../src/platform/log.js';
+import { createLogger } from '../src/infra/log.js';
 import { callTool, mcpClient } from './support/mcp.js';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -3,8 +3,8 @@ import type { AddressInfo } from 'node:net';
 import type { Client, IrcLine } from 'irc-framework';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { IrcConnection } from '../src/transports/irc/irc-connection.js';
-import { IrcQueries } from '../src/transports/irc/irc-queries.js';
+import { IrcConnection } from '../src/platforms/irc/irc-connection.js';
+import { IrcQueries } from '../src/platforms/irc/irc-queries.js';
 import { waitFor } from './support/wait.js';
 
 const log = pino({ level: 'silent' });

@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IrcConnection } from '../src/transports/irc/irc-connection.js';
+import { IrcConnection } from '../src/platforms/irc/irc-connection.js';
 import { ircSkipReason, startIrcd, type Ircd } from './support/inspircd.js';
 
 const skip = ircSkipReason();

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '../src/platform/db/database.js';
+import type { Store } from '../src/infra/db/database.js';
 import type { Database } from '../src/schema.js';
-import { linesTagged, pruneLines, readLines, storeLine } from '../src/transports/irc/irc-line.repository.js';
+import { linesTagged, pruneLines, readLines, storeLine } from '../src/platforms/irc/irc-line.repository.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
-import { tablesOf } from '../src/platform/db/tables.js';
-import type { IrcDb } from '../src/transports/irc/irc-line.table.js';
+import { tablesOf } from '../src/infra/db/tables.js';
+import type { IrcDb } from '../src/platforms/irc/irc-line.table.js';
 
 /** What the IRC observer keeps: one row per msgid, bounded by age and by count per channel. */
 describe('IRC lines in the store', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { renderForIrc } from '../src/transports/irc/split.js';
-import { ircTextProblem, splitForIrc, withoutIrcControls } from '../src/transports/irc/split.js';
+import { renderForIrc } from '../src/platforms/irc/split.js';
+import { ircTextProblem, splitForIrc, withoutIrcControls } from '../src/platforms/irc/split.js';
 
 /** What of an agent's text may reach IRC: formatting and whitespace, never a control function. */
 describe('control characters in text for IRC', () => {

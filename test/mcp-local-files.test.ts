@@ -7,7 +7,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { startHttp } from '../src/mcp/run.js';
-import { createLogger } from '../src/platform/log.js';
+import { createLogger } from '../src/infra/log.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { mcpOverHttp, toolText, type ToolResult } from './support/mcp.js';
 import { localIssuer, type LocalIssuer } from './support/oauth.js';

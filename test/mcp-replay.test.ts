@@ -8,8 +8,8 @@ import { loadConfig } from '../src/config.js';
 import { startHttp } from '../src/mcp/run.js';
 import { listedTools } from '../src/mcp/server.js';
 import { mcpTools } from '../src/mcp/tools.js';
-import { createLogger } from '../src/platform/log.js';
-import { SANDBOX_MEMBER_IDS } from '../src/sandbox/sandbox.js';
+import { createLogger } from '../src/infra/log.js';
+import { SANDBOX_MEMBER_IDS } from '../src/platforms/discord/sandbox/sandbox.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { mcpOverHttp, toolText, type ToolResult } from './support/mcp.js';
 

@@ -10,7 +10,7 @@ import { McpPolicy } from '../src/mcp/policy.js';
 import { startHttp } from '../src/mcp/run.js';
 import { createMcpServer } from '../src/mcp/server.js';
 import { McpState } from '../src/mcp/state.js';
-import { createLogger } from '../src/platform/log.js';
+import { createLogger } from '../src/infra/log.js';
 import { mcpClient, toolText, type ToolResult } from './support/mcp.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { localIssuer, type LocalIssuer } from './support/oauth.js';

@@ -8,8 +8,9 @@ import { Ajv } from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { startHttp } from '../src/mcp/run.js';
-import { createLogger } from '../src/platform/log.js';
-import { SANDBOX_MEDIA_CHANNEL, SANDBOX_MEMBER_IDS } from '../src/sandbox/sandbox.js';
+import { mcpTools } from '../src/mcp/tools.js';
+import { createLogger } from '../src/infra/log.js';
+import { SANDBOX_MEDIA_CHANNEL, SANDBOX_MEMBER_IDS } from '../src/platforms/discord/sandbox/sandbox.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { mcpClient, mcpOverHttp, type ToolResult } from './support/mcp.js';
 import { waitFor } from './support/wait.js';
@@ -20,9 +21,8 @@ interface Seen {
   scrapeId: string;
 }
 
-/** A row per tool: its hints (readOnly, destructive, idempotent, openWorld), and a call. */
+/** A call of one tool, where the scenario needs particular arguments. */
 interface Row {
-  hints: [boolean, boolean, boolean, boolean];
   args: (seen: Seen) => Record<string, unknown>;
   /** The call must succeed (else an error result is allowed: e.g. no trusted bot is configured). */
   ok: boolean;
@@ -32,53 +32,71 @@ interface Row {
 const REQUEST_ID = 'c'.repeat(64);
 
 /**
- * Every tool, in the order they are called. A new tool is one more row: the test fails until it
- * has one (its hints checked against what the server lists, its result against its output schema).
+ * The calls the scenario makes, in this order, where a tool needs arguments of its own (a pairing
+ * code, a scrape made before). The tools themselves come from the modules' declarations
+ * (src/modules/modules.ts): a tool without a row here is called last, with arguments built from its
+ * input schema, and its answer (if not an error) checked against its output schema. Nothing to add.
  */
-const TOOLS: Readonly<Record<string, Row>> = {
-  get_capabilities: { hints: [true, false, true, false], args: () => ({ guild_id: IDS.guild }), ok: true },
-  post_message: { hints: [false, false, false, true], args: () => ({ guild_id: IDS.guild, destination: 'alerts', content: 'every tool: a post', request_id: REQUEST_ID }), ok: true },
-  edit_message: { hints: [false, true, true, true], args: () => ({ request_id: REQUEST_ID, content: 'every tool: edited' }), ok: true },
-  get_delivery: { hints: [true, false, true, false], args: () => ({ request_id: REQUEST_ID }), ok: true },
-  pair: { hints: [false, true, true, false], args: (s) => ({ code: s.code }), ok: true },
-  send_dm: { hints: [false, false, false, true], args: () => ({ content: 'every tool: a DM' }), ok: true },
-  list_recipients: { hints: [true, false, true, false], args: () => ({}), ok: true },
-  list_commands: { hints: [true, false, true, false], args: () => ({}), ok: true },
-  describe_command: { hints: [true, false, true, false], args: () => ({ name: 'dest' }), ok: true },
+const CALLS: Readonly<Record<string, Row>> = {
+  get_capabilities: { args: () => ({ guild_id: IDS.guild }), ok: true },
+  post_message: { args: () => ({ guild_id: IDS.guild, destination: 'alerts', content: 'every tool: a post', request_id: REQUEST_ID }), ok: true },
+  edit_message: { args: () => ({ request_id: REQUEST_ID, content: 'every tool: edited' }), ok: true },
+  get_delivery: { args: () => ({ request_id: REQUEST_ID }), ok: true },
+  pair: { args: (s) => ({ code: s.code }), ok: true },
+  send_dm: { args: () => ({ content: 'every tool: a DM' }), ok: true },
+  list_recipients: { args: () => ({}), ok: true },
+  list_commands: { args: () => ({}), ok: true },
+  describe_command: { args: () => ({ name: 'dest' }), ok: true },
   run_command: {
-    hints: [false, true, true, true],
     args: () => ({ command: `destinations set alerts <#${IDS.channels.ops}>`, guildId: IDS.guild, channelId: IDS.channels.alerts, userId: SANDBOX_MEMBER_IDS.manager }),
     ok: true,
   },
-  hand_off: { hints: [false, false, false, true], args: () => ({ target_bot_id: '222222222222222222', channel_id: IDS.channels.alerts, text: 'a task' }), ok: false },
-  list_handoffs: { hints: [false, false, false, false], args: () => ({}), ok: true },
-  wait_for_handoff: { hints: [false, false, false, false], args: () => ({ timeout_seconds: 0 }), ok: true },
+  hand_off: { args: () => ({ target_bot_id: '222222222222222222', channel_id: IDS.channels.alerts, text: 'a task' }), ok: false },
+  list_handoffs: { args: () => ({}), ok: true },
+  wait_for_handoff: { args: () => ({ timeout_seconds: 0 }), ok: true },
   scrape_media: {
-    hints: [false, false, false, true],
     args: () => ({ channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links' }),
     ok: true,
     after: (r, seen) => {
       seen.scrapeId = String(r.structuredContent?.['id']);
     },
   },
-  list_media_scrapes: { hints: [true, false, true, false], args: () => ({}), ok: true },
-  get_media_scrape: { hints: [true, false, true, false], args: (s) => ({ scrapeId: s.scrapeId }), ok: true },
-  stop_media_scrape: { hints: [false, false, true, false], args: (s) => ({ scrapeId: s.scrapeId }), ok: false },
-  query_media: { hints: [true, false, true, false], args: () => ({ limit: 5 }), ok: true },
-  get_media_item: { hints: [true, false, true, false], args: () => ({ itemId: '1' }), ok: false },
-  get_media_storage: { hints: [true, false, true, false], args: () => ({}), ok: true },
-  delete_media_scrape: { hints: [false, true, true, false], args: (s) => ({ scrapeId: s.scrapeId }), ok: true },
-  send_message: { hints: [false, false, false, true], args: () => ({ channel: 'alerts', text: 'every tool: chat', sender: 'herald-test' }), ok: false },
-  read_messages: { hints: [true, false, true, true], args: () => ({ channel: 'alerts', limit: 5 }), ok: false },
-  create_channel: { hints: [false, false, false, true], args: () => ({ name: 'every-tool' }), ok: false },
-  list_channels: { hints: [true, false, true, true], args: () => ({}), ok: false },
-  get_members: { hints: [true, false, true, true], args: () => ({ channel: 'alerts' }), ok: false },
-  download_attachment: { hints: [false, false, true, true], args: () => ({ channel_id: IDS.channels.alerts, message_id: '1', attachment_id: '1' }), ok: false },
-  wait_for_messages: { hints: [true, false, true, true], args: () => ({ timeout_seconds: 0 }), ok: true },
-  list_inbox: { hints: [true, false, true, true], args: () => ({}), ok: true },
-  ack_inbox: { hints: [false, false, true, false], args: () => ({ cursor: '0' }), ok: false },
-  react: { hints: [false, false, true, true], args: () => ({ message_ref: REQUEST_ID, emoji: '👍' }), ok: true },
-  delete_message: { hints: [false, true, true, true], args: () => ({ message_ref: REQUEST_ID }), ok: true },
+  list_media_scrapes: { args: () => ({}), ok: true },
+  get_media_scrape: { args: (s) => ({ scrapeId: s.scrapeId }), ok: true },
+  stop_media_scrape: { args: (s) => ({ scrapeId: s.scrapeId }), ok: false },
+  query_media: { args: () => ({ limit: 5 }), ok: true },
+  get_media_item: { args: () => ({ itemId: '1' }), ok: false },
+  get_media_storage: { args: () => ({}), ok: true },
+  delete_media_scrape: { args: (s) => ({ scrapeId: s.scrapeId }), ok: true },
+  send_message: { args: () => ({ channel: 'alerts', text: 'every tool: chat', sender: 'herald-test' }), ok: false },
+  read_messages: { args: () => ({ channel: 'alerts', limit: 5 }), ok: false },
+  create_channel: { args: () => ({ name: 'every-tool' }), ok: false },
+  list_channels: { args: () => ({}), ok: false },
+  get_members: { args: () => ({ channel: 'alerts' }), ok: false },
+  download_attachment: { args: () => ({ channel_id: IDS.channels.alerts, message_id: '1', attachment_id: '1' }), ok: false },
+  wait_for_messages: { args: () => ({ timeout_seconds: 0 }), ok: true },
+  list_inbox: { args: () => ({}), ok: true },
+  ack_inbox: { args: () => ({ cursor: '0' }), ok: false },
+  react: { args: () => ({ message_ref: REQUEST_ID, emoji: '👍' }), ok: true },
+  delete_message: { args: () => ({ message_ref: REQUEST_ID }), ok: true },
+};
+
+/** Every tool the modules declare, as `herald mcp` serves them. */
+const DECLARED = mcpTools();
+
+/** Arguments from an input schema: each required property's example, first value, or a minimal value of its type. */
+function argsFrom(schema: Record<string, unknown>): Record<string, unknown> {
+  const properties = (schema['properties'] ?? {}) as Record<string, Record<string, unknown>>;
+  const value = (p: Record<string, unknown>): unknown =>
+    (p['examples'] as unknown[] | undefined)?.[0] ?? p['example'] ?? (p['enum'] as unknown[] | undefined)?.[0] ?? p['const'] ??
+    ({ string: 'x', integer: p['minimum'] ?? 0, number: p['minimum'] ?? 0, boolean: false, array: [], object: {} } as Record<string, unknown>)[String(p['type'])];
+  return Object.fromEntries(((schema['required'] ?? []) as string[]).map((name) => [name, value(properties[name] ?? {})]));
+}
+
+/** Every declared tool's call: the scenario's rows first, in their order, then the rest. */
+const TOOLS: Readonly<Record<string, Row>> = {
+  ...CALLS,
+  ...Object.fromEntries(DECLARED.filter((t) => CALLS[t.name] === undefined).map((t) => [t.name, { args: () => argsFrom(t.inputSchema), ok: false }])),
 };
 
 describe('herald mcp: every tool, as the official SDK client sees it', { timeout: 180_000 }, () => {
@@ -114,11 +132,13 @@ describe('herald mcp: every tool, as the official SDK client sees it', { timeout
     if (stateDir !== undefined) await rm(stateDir, { recursive: true, force: true });
   });
 
-  it('lists every tool with a title, its four hints as the table says, and an output schema', async () => {
+  it('lists every tool the modules declare, with a title, its four hints as declared, and an output schema', async () => {
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(Object.keys(TOOLS).sort());
+    expect(tools.map((t) => t.name).sort()).toEqual(DECLARED.map((t) => t.name).sort());
+    // Every scenario row is a declared tool (a renamed tool leaves no stale row).
+    expect(Object.keys(CALLS).filter((name) => !DECLARED.some((t) => t.name === name))).toEqual([]);
     for (const t of tools) {
-      const [readOnlyHint, destructiveHint, idempotentHint, openWorldHint] = (TOOLS[t.name] as Row).hints;
+      const { readOnlyHint, destructiveHint, idempotentHint, openWorldHint } = DECLARED.find((d) => d.name === t.name)?.annotations ?? {};
       expect(t.annotations, t.name).toMatchObject({ readOnlyHint, destructiveHint, idempotentHint, openWorldHint });
       expect(t.title, t.name).toMatch(/^\S/);
       expect(t.outputSchema?.type, t.name).toBe('object');

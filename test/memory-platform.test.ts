@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MEMORY_IDS } from '../src/transports/memory/index.js';
+import { MEMORY_IDS } from '../src/platforms/memory/index.js';
 import { client } from './support/client.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { newRequestId, newToken } from './support/herald.js';

@@ -1,9 +1,7 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { describe, expect, it } from 'vitest';
 import { client } from './support/client.js';
-import { testDatabase, type TestDatabase } from './support/db.js';
-import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
-import { processHarness } from './support/process.js';
+import { IDS, newRequestId, post } from './support/herald.js';
+import { crashRig } from './support/rigs.js';
 import { waitFor, waitForDelivery } from './support/wait.js';
 
 /**
@@ -11,23 +9,7 @@ import { waitFor, waitForDelivery } from './support/wait.js';
  * before Herald recorded the answer, are re-driven by the restarted Herald: one reaction, one delete.
  */
 describe('a reaction and a delete re-driven after a SIGKILL', () => {
-  let sandbox: DiscordSandbox;
-  let db: TestDatabase;
-  const procs = processHarness();
-  const bridgeToken = newToken();
-  const adminToken = newToken();
-
-  beforeAll(async () => {
-    sandbox = await new DiscordSandbox().start();
-  });
-  afterAll(() => sandbox.close());
-  afterEach(async (ctx) => {
-    await procs.stopAll(ctx);
-    sandbox.clearFaults();
-    await db?.drop();
-  });
-
-  const env = (): Record<string, string> => heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500' });
+  const { sandbox, procs, bridgeToken, adminToken, database, env } = crashRig({ env: { HERALD_DISCORD_TIMEOUT_MS: '1000', HERALD_LEASE_MS: '2500' } });
 
   /** A delivered post, then `act` sent with Discord's answer held back; SIGKILL once `done` shows Discord did it. */
   async function actThenKill(act: (ref: string, messageId: string) => Record<string, unknown>, method: string, done: (messageId: string) => boolean): Promise<{ id: string; messageId: string }> {
@@ -50,7 +32,7 @@ describe('a reaction and a delete re-driven after a SIGKILL', () => {
   }
 
   it('a reaction: one reaction by Herald after the re-drive', async () => {
-    db = await testDatabase();
+    await database();
     const reacted = (messageId: string) => (sandbox.allMessages().find((m) => m.id === messageId)?.reactions?.length ?? 0) > 0;
     const { id, messageId } = await actThenKill((ref) => ({ request_id: newRequestId(), kind: 'reaction', target: { message_ref: ref }, body: { emoji: '🚀' } }), 'PUT', reacted);
     const second = await procs.start(['serve'], env());
@@ -62,7 +44,7 @@ describe('a reaction and a delete re-driven after a SIGKILL', () => {
   }, 180_000);
 
   it('a delete: the re-drive finds the message gone (10008) and is delivered; one delete', async () => {
-    db = await testDatabase();
+    await database();
     const gone = (messageId: string) => sandbox.deleted.some((d) => d.id === messageId);
     const { id, messageId } = await actThenKill((ref) => ({ request_id: newRequestId(), kind: 'delete', target: { message_ref: ref } }), 'DELETE', gone);
     const second = await procs.start(['serve'], env());

@@ -2,11 +2,11 @@ import parsePrometheusTextFormat, { type ParsedFamily } from 'parse-prometheus-t
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { payloadHash, type Delivery } from '../src/modules/deliveries/delivery.js';
 import { insertDeliveries } from '../src/modules/deliveries/delivery.repository.js';
-import { ScrapeRead } from '../src/platform/metrics.js';
+import { ScrapeRead } from '../src/infra/metrics.js';
 import { client } from './support/client.js';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
-import { tablesOf } from '../src/platform/db/tables.js';
+import { tablesOf } from '../src/infra/db/tables.js';
 import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 
 const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;

@@ -9,9 +9,9 @@ import { DeliveryMetrics } from '../src/modules/deliveries/delivery.metrics.js';
 import { DeliveryService } from '../src/modules/deliveries/delivery.service.js';
 import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 import { OutboxWorker } from '../src/outbox/worker.js';
-import { tablesOf } from '../src/platform/db/tables.js';
-import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
-import { transportsOf, type Chat, type Transport } from '../src/transports/transport.js';
+import { tablesOf } from '../src/infra/db/tables.js';
+import { MemoryPlatform } from '../src/platforms/memory/memory-platform.js';
+import { platformsOf, type Chat, type Platform } from '../src/platforms/platform.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
 import { waitFor } from './support/wait.js';
 
@@ -42,7 +42,7 @@ describe('outbox lanes', () => {
       const target = kind === 'chat' ? { transport: 'irc', channel: '#a', sender } : { guild_id: '1', destination: 'alerts' };
       await db()
         .insertInto('deliveries')
-        .values({ request_id: id, kind, target: JSON.stringify(target), body: '{"content":"x"}', payload_hash: 'h', status: 'pending', failure_code: null, created_at: due, next_attempt_at: due })
+        .values({ request_id: id, kind, target: JSON.stringify(target), body: JSON.stringify({ content: `x ${id}` }), payload_hash: 'h', status: 'pending', failure_code: null, created_at: due, next_attempt_at: due })
         .execute();
     }
 
@@ -68,7 +68,7 @@ describe('outbox lanes', () => {
 
     it('finds a lane behind a long backlog in a deep claim', async () => {
       const queue = deliveryQueue(db(), undefined, undefined, ['irc']);
-      const values = Array.from({ length: 300 }, (_, i) => ({ request_id: `a${String(i).padStart(3, '0')}`, kind: 'chat' as const, target: JSON.stringify({ transport: 'irc', channel: '#a', sender: 'ada' }), body: '{"content":"x"}', payload_hash: 'h', status: 'pending' as const, failure_code: null, created_at: at(i), next_attempt_at: at(i) }));
+      const values = Array.from({ length: 300 }, (_, i) => ({ request_id: `a${String(i).padStart(3, '0')}`, kind: 'chat' as const, target: JSON.stringify({ transport: 'irc', channel: '#a', sender: 'ada' }), body: JSON.stringify({ content: `x ${i}` }), payload_hash: 'h', status: 'pending' as const, failure_code: null, created_at: at(i), next_attempt_at: at(i) }));
       await db().insertInto('deliveries').values(values).execute();
       await row('b0', at(400), 'chat', 'bob');
       const claim = async (deep: boolean) => (await queue.claim('w', at(1_000), 60_000, ['chat'], 1, { busy: new Map([['irc ada', 1]]), perLane: 2, deep })).map((j) => j.id);
@@ -106,8 +106,8 @@ describe('outbox lanes', () => {
      * A chat platform whose sender connections pace their lines in call order (as IRC's `pace()`):
      * each send is recorded when it starts, and waits until its sender is let go.
      */
-    function pacedPlatform(): { transport: Transport; started: { sender: string; text: string }[]; let: (sender: string) => void } {
-      const memory = new MemoryTransport();
+    function pacedPlatform(): { transport: Platform; started: { sender: string; text: string }[]; let: (sender: string) => void } {
+      const memory = new MemoryPlatform();
       memory.addUser('u1', 'Ada').addChannel('c1', { name: 'general', members: ['u1'] });
       const started: { sender: string; text: string }[] = [];
       const gates = new Map<string, { open: boolean; waiting: (() => void)[] }>();
@@ -128,7 +128,7 @@ describe('outbox lanes', () => {
           return inner.send(channel, text, sender, key, alreadySent, signal, deadline);
         },
       };
-      const transport = Object.create(memory, { chat: { value: chat } }) as Transport;
+      const transport = Object.create(memory, { chat: { value: chat } }) as Platform;
       return {
         transport,
         started,
@@ -140,8 +140,8 @@ describe('outbox lanes', () => {
       };
     }
 
-    async function start(transport: Transport, concurrency: number): Promise<ChatService> {
-      const transports = transportsOf(transport);
+    async function start(transport: Platform, concurrency: number): Promise<ChatService> {
+      const transports = platformsOf(transport);
       const log = pino({ level: 'silent' });
       // Every accept a millisecond apart: the outbox orders sends by their time.
       let last = 0;

@@ -10,9 +10,9 @@ import { DeliveryService } from '../src/modules/deliveries/delivery.service.js';
 import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 import { WorkerMetrics } from '../src/outbox/outbox.metrics.js';
 import { OutboxWorker } from '../src/outbox/worker.js';
-import { tablesOf } from '../src/platform/db/tables.js';
-import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
-import { transportsOf, type Chat, type Transport } from '../src/transports/transport.js';
+import { tablesOf } from '../src/infra/db/tables.js';
+import { MemoryPlatform } from '../src/platforms/memory/memory-platform.js';
+import { platformsOf, type Chat, type Platform } from '../src/platforms/platform.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
 import { waitFor } from './support/wait.js';
 
@@ -52,11 +52,11 @@ describe('poison rows in the deliveries table', () => {
   }
 
   it('the claim never fails on a row: sends accepted after the poison rows are delivered, and each poison row ends', async () => {
-    const memory = new MemoryTransport();
+    const memory = new MemoryPlatform();
     memory.addUser('u1', 'Ada').addChannel('c1', { name: 'general', members: ['u1'] });
     // A platform that paces each sender's lines (as IRC): the claim computes a lane for its chat rows.
-    const transport = Object.create(memory, { chat: { value: { ...memory.chat, pacedBySender: true } satisfies Chat } }) as Transport;
-    const transports = transportsOf(transport);
+    const transport = Object.create(memory, { chat: { value: { ...memory.chat, pacedBySender: true } satisfies Chat } }) as Platform;
+    const transports = platformsOf(transport);
     const log = pino({ level: 'silent' });
     const clock = { now: () => new Date() };
     const registry = new Registry();
@@ -115,9 +115,10 @@ describe('poison rows in the deliveries table', () => {
       },
     });
     const target = '{"transport":"memory","channel":"general","sender":"ada"}';
-    await poison('bad'.padEnd(64, '0'), 'chat', target, '{"content":"x"}', { message_ids: '{not json: secret' });
-    await poison('down'.padEnd(64, '0'), 'chat', target, '{"content":"x"}');
-    for (let i = 0; i < 3; i++) await poison(`ok${i}`.padEnd(64, '0'), 'chat', target, '{"content":"x"}');
+    // Each its own content: twins would take turns behind the row whose store is down (src/modules/deliveries/delivery.twins.ts).
+    await poison('bad'.padEnd(64, '0'), 'chat', target, '{"content":"bad"}', { message_ids: '{not json: secret' });
+    await poison('down'.padEnd(64, '0'), 'chat', target, '{"content":"down"}');
+    for (let i = 0; i < 3; i++) await poison(`ok${i}`.padEnd(64, '0'), 'chat', target, `{"content":"ok ${i}"}`);
     worker.start();
     await waitFor(async () => (handled.length === 3 ? true : undefined), 'the good rows handled');
     const bad = await waitFor(async () => {

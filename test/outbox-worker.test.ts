@@ -2,7 +2,7 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { WorkerMetrics } from '../src/outbox/outbox.metrics.js';
-import { backoffMs, OutboxWorker, type Job, type JobKind, type JobQueue } from '../src/outbox/worker.js';
+import { backoffMs, OutboxWorker, type Job, type JobKind, type JobQueue, type Lease } from '../src/outbox/worker.js';
 import { waitFor } from './support/wait.js';
 
 interface FakeJob extends Job {
@@ -43,8 +43,8 @@ class FakeQueue implements JobQueue<FakeJob> {
     return null;
   }
   readonly quarantined: { id: string; reason: string }[] = [];
-  async quarantine(job: FakeJob, owner: string, reason: string): Promise<boolean> {
-    const j = this.jobs.find((x) => x.id === job.id && x.owner === owner);
+  async quarantine(job: FakeJob, lease: Lease, reason: string): Promise<boolean> {
+    const j = this.jobs.find((x) => x.id === job.id && x.owner === lease.owner);
     if (j === undefined) return false;
     this.quarantined.push({ id: j.id, reason });
     this.finish(j.id);

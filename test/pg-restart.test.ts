@@ -4,13 +4,13 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client } from './support/client.js';
 import type { TestDatabase } from './support/db.js';
-import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
+import { IDS, newRequestId, post } from './support/herald.js';
 import { startPgCluster, type PgCluster } from './support/pg-cluster.js';
-import { processHarness, runHerald, type HeraldProcess } from './support/process.js';
+import { runHerald, type HeraldProcess } from './support/process.js';
+import { crashRigOn } from './support/rigs.js';
 import { waitFor, waitForDelivery } from './support/wait.js';
 
 /**
@@ -19,25 +19,20 @@ import { waitFor, waitForDelivery } from './support/wait.js';
  */
 describe('PostgreSQL restarts under herald serve', () => {
   let cluster: PgCluster;
-  let sandbox: DiscordSandbox;
-  let db: TestDatabase | undefined;
-  const procs = processHarness();
-  const bridgeToken = newToken();
-  const adminToken = newToken();
+  const rig = crashRigOn(() => freshDatabase(), {
+    env: { HERALD_GATEWAY: 'off', HERALD_DISCORD_TIMEOUT_MS: '2000', HERALD_LEASE_MS: '5000', HERALD_RETRY_BASE_MS: '50' },
+    // A test that stopped the cluster leaves it running again, so its database can be dropped.
+    afterProcesses: async () => {
+      if (cluster.port !== 0) await cluster.start().catch(() => undefined);
+    },
+  });
+  const { sandbox, procs, bridgeToken, adminToken } = rig;
 
   beforeAll(async () => {
-    [cluster, sandbox] = await Promise.all([startPgCluster(), new DiscordSandbox().start()]);
+    cluster = await startPgCluster();
   });
   afterAll(async () => {
-    await sandbox?.close();
     await cluster?.destroy();
-  });
-  afterEach(async (ctx) => {
-    await procs.stopAll(ctx);
-    sandbox.clearFaults();
-    if (cluster.port !== 0) await cluster.start().catch(() => undefined);
-    await db?.drop();
-    db = undefined;
   });
 
   /** A fresh empty database on the throwaway cluster; Herald migrates it at start-up. */
@@ -59,8 +54,6 @@ describe('PostgreSQL restarts under herald serve', () => {
     await c.connect();
     await c.query(text).finally(() => c.end());
   }
-  const env = (on: TestDatabase, extra: Record<string, string> = {}) =>
-    heraldEnv({ sandbox, db: on, bridgeToken, adminToken }, { HERALD_GATEWAY: 'off', HERALD_DISCORD_TIMEOUT_MS: '2000', HERALD_LEASE_MS: '5000', HERALD_RETRY_BASE_MS: '50', ...extra });
   const messages = (content: string) => sandbox.allMessages().filter((m) => m.content === content);
   /** A request without the contract check of test/support/client.ts: the down-time answers are what is tested. */
   async function raw(url: string, method: string, p: string, body?: unknown): Promise<{ status: number; json: unknown }> {
@@ -82,8 +75,8 @@ describe('PostgreSQL restarts under herald serve', () => {
   const alive = (p: HeraldProcess) => p.child.exitCode === null && p.child.signalCode === null;
 
   it('survives an immediate restart with requests in flight: 503 while down, accepts and delivers after', async () => {
-    db = await freshDatabase();
-    const proc = await procs.start(['serve'], env(db));
+    await rig.database();
+    const proc = await procs.start(['serve'], rig.env());
     const url = proc.url ?? '';
     expect((await client(url, adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts })).status).toBe(200);
     const before = newRequestId();
@@ -146,9 +139,9 @@ describe('PostgreSQL restarts under herald serve', () => {
   });
 
   it('re-establishes LISTEN after a restart: a new delivery wakes the dispatcher at once, not at the next poll', async () => {
-    db = await freshDatabase();
+    await rig.database();
     // Polling once a minute: only NOTIFY can deliver within the waits below.
-    const proc = await procs.start(['serve'], env(db, { HERALD_POLL_MS: '60000' }));
+    const proc = await procs.start(['serve'], rig.env({ HERALD_POLL_MS: '60000' }));
     const url = proc.url ?? '';
     const api = client(url, bridgeToken);
     expect((await client(url, adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts })).status).toBe(200);
@@ -181,11 +174,11 @@ describe('PostgreSQL restarts under herald serve', () => {
   });
 
   it('starts while PostgreSQL is down or still starting up: waits, logging, and comes up with it', async () => {
-    db = await freshDatabase();
+    await rig.database();
     await cluster.stop('fast');
     // A server that answers every connection the way PostgreSQL does during start-up or recovery.
     const starting = await fakeStartingUpServer(cluster.port);
-    const proc = procs.track(runHerald(['serve'], env(db, { HERALD_DB_STARTUP_TIMEOUT_MS: '60000' })));
+    const proc = procs.track(runHerald(['serve'], rig.env({ HERALD_DB_STARTUP_TIMEOUT_MS: '60000' })));
     await waitFor(() => proc.output().includes('the database system is starting up'), 'Herald to wait for a server starting up');
     expect(proc.output()).toContain('"msg":"database not reachable yet; waiting for it"');
     await new Promise<void>((resolve) => starting.close(() => resolve()));
@@ -202,9 +195,9 @@ describe('PostgreSQL restarts under herald serve', () => {
   });
 
   it('gives up after HERALD_DB_STARTUP_TIMEOUT_MS with a message naming DATABASE_URL', async () => {
-    db = await freshDatabase();
+    await rig.database();
     await cluster.stop('fast');
-    const proc = procs.track(runHerald(['serve'], env(db, { HERALD_DB_STARTUP_TIMEOUT_MS: '1500' })));
+    const proc = procs.track(runHerald(['serve'], rig.env({ HERALD_DB_STARTUP_TIMEOUT_MS: '1500' })));
     const exit = await proc.exited;
     // The operator fixes this (start PostgreSQL, or point DATABASE_URL at it): exit 2, like a configuration error.
     expect(exit.code).toBe(2);

@@ -3,11 +3,11 @@ import { connect, type AddressInfo } from 'node:net';
 import Koa from 'koa';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApi } from '../src/platform/http/api.js';
-import { HttpMetrics } from '../src/platform/http/http.metrics.js';
-import { probeOperations } from '../src/platform/http/probes.js';
-import { closeServer, serveHttp } from '../src/platform/http/server.js';
-import { createRegistry } from '../src/platform/metrics.js';
+import { createApi } from '../src/infra/http/api.js';
+import { HttpMetrics } from '../src/infra/http/http.metrics.js';
+import { probeOperations } from '../src/infra/http/probes.js';
+import { closeServer, serveHttp } from '../src/infra/http/server.js';
+import { createRegistry } from '../src/infra/metrics.js';
 import { contractApi } from './support/client.js';
 
 /** One raw HTTP/1.1 exchange on its own connection: the response's bytes, with its Date header dropped. */
@@ -23,7 +23,7 @@ async function raw(port: number, request: string): Promise<string> {
 
 /**
  * The probes (`x-herald-plain` in openapi/probes.yaml) are answered before Koa builds a context
- * (src/platform/http/api.ts, plainRoutes): each answer must be the Koa path's, to the byte, and
+ * (src/infra/http/api.ts, plainRoutes): each answer must be the Koa path's, to the byte, and
  * counted in the request metrics as the others are.
  */
 describe('plain routes', () => {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Operation } from 'openapi-backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { declarationOf, toolsNamed } from '../src/platform/policy/declaration.js';
+import { declarationOf, toolsNamed } from '../src/infra/policy/declaration.js';
 import { call, contractApi } from './support/client.js';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
 

@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { mcpTools } from '../src/mcp/tools.js';
-import { SPEC_PATH } from '../src/platform/contract/spec.js';
-import { declarationOf, toolsNamed, type PolicyDeclaration } from '../src/platform/policy/declaration.js';
+import { contractOf } from '../src/modules/http-api.js';
+import { MODULES } from '../src/modules/modules.js';
+import { declarationOf, toolsNamed, type PolicyDeclaration } from '../src/infra/policy/declaration.js';
 
 interface Op {
   operationId?: string;
@@ -11,8 +11,8 @@ interface Op {
   'x-herald-policy'?: unknown;
 }
 
-const bundle = JSON.parse(readFileSync(SPEC_PATH, 'utf8')) as { security: Record<string, unknown>[]; paths: Record<string, Record<string, Op>> };
-/** Every operation of the bundled contract Herald loads (generated/openapi.json), with its method. */
+const bundle = contractOf(MODULES).document as { security: Record<string, unknown>[]; paths: Record<string, Record<string, Op>> };
+/** Every operation of the contract Herald serves (generated/openapi.json and the modules' own contract files), with its method. */
 const operations = Object.values(bundle.paths).flatMap((item) => Object.entries(item).flatMap(([method, op]) => (typeof op === 'object' && op !== null && typeof op.operationId === 'string' ? [{ id: op.operationId, method, op }] : [])));
 const tools = mcpTools();
 const toolNames = new Set(tools.map((t) => t.name));
@@ -44,6 +44,8 @@ describe("every operation declares its policy intent (x-herald-policy), and the 
   it.each(operations.filter((o) => bridgeReaches(o.op)).map((o) => [o.id, o] as const))('%s, reachable with the bridge token, answers the policy refusal (403) and, serving a tool, the confirm (428)', (id, { op }) => {
     expect(answers(op, '403')).toContain('PolicyRefus');
     if (declaration(id).tool !== undefined) expect(answers(op, '428')).toContain('PolicyConfirm');
+    // A rate cap used up is 429 with Retry-After (the same body shape): counted on the calls of a tool that writes.
+    if (declaration(id).tool !== undefined && declaration(id).access !== 'read') expect(answers(op, '429')).toMatch(/TooManyRequests|PolicyRateRefusal/);
   });
 
   it.each(tools.map((t) => [t.name, t] as const))('tool %s declares the operations it calls, and each names it back', (name, tool) => {

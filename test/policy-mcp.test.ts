@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { Server as HttpServer } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -9,17 +10,19 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { loadConfig } from '../src/config.js';
 import { loadOperatorPolicy } from '../src/mcp/policy.js';
 import { startHttp } from '../src/mcp/run.js';
-import { createLogger } from '../src/platform/log.js';
-import { parsePolicy, PolicyError, refusedBy } from '../src/platform/policy/policy.js';
+import { createLogger } from '../src/infra/log.js';
+import { parsePolicy, PolicyError, refusedBy } from '../src/infra/policy/policy.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { mcpOverHttp, toolText, type ToolResult } from './support/mcp.js';
 import { localIssuer, type LocalIssuer } from './support/oauth.js';
 import { waitFor } from './support/wait.js';
 
 const POLICY = `
-# Every bridge-token caller: chat writes only to #agents.
+# Every bridge-token caller: chat writes only to #agents, one reaction a minute each.
 connector:
   channels: ['#agents']
+  rate:
+    react: { per_minute: 1 }
 clients:
   reader:
     read_only: true
@@ -150,7 +153,8 @@ describe("herald mcp: OAuth mode and the operator's policy", { timeout: 180_000 
     expect(toolText(third)).toContain('refused by policy: rate_per_minute');
     // The same cap on the operation, with when a call is free again; the count is in the store every replica shares.
     const direct = await h.bridge.post('/mcp/deliveries', { request_id: 'e'.repeat(64), kind: 'post', target: { guild_id: IDS.guild, destination: 'alerts' }, body: { content: 'capped direct' } }, { headers: { 'x-herald-policy-client': 'capped' } });
-    expect(direct.status).toBe(403);
+    // A rate cap is 429 (clients back off on it), with the same body shape and Retry-After.
+    expect(direct.status).toBe(429);
     expect(direct.json).toEqual({ error: 'refused by policy: rate_per_minute' });
     expect(Number(direct.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     const counted = await sql<{ n: string | number }>`select count(*) as n from policy_usage where subject = 'client:capped' and tool = 'post_message'`.execute(h.herald.store.db as Kysely<unknown>);
@@ -158,6 +162,24 @@ describe("herald mcp: OAuth mode and the operator's policy", { timeout: 180_000 
     // Another client has no cap of its own: the connector's rules alone.
     const other = await connect(await token('uncapped', 'write'));
     expect(toolText(await other.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: `uncapped ${Date.now()}` } }))).toMatch(/^Posted: /);
+  });
+
+  it("each principal counts for itself: a client the policy does not list never uses up the connector's cap, nor another client's", async () => {
+    const react = (client?: string) =>
+      h.bridge.post(
+        '/mcp/deliveries',
+        { request_id: randomBytes(32).toString('hex'), kind: 'reaction', target: { guild_id: IDS.guild, destination: 'alerts', message_id: '456789012345678901' }, body: { emoji: '👍' } },
+        client === undefined ? {} : { headers: { 'x-herald-policy-client': client } },
+      );
+    expect((await react()).status).toBe(202);
+    const over = await react();
+    expect(over.status).toBe(429);
+    expect(over.json).toEqual({ error: 'refused by policy: rate_per_minute' });
+    // The connector's cap holds on each client too, each counting its own calls.
+    for (const client of ['unlisted-one', 'unlisted-two', 'capped']) {
+      expect((await react(client)).status, client).toBe(202);
+      expect((await react(client)).status, client).toBe(429);
+    }
   });
 
   it('a tool the policy wants confirmed runs only on a second call with the one-use token the first answered', async () => {

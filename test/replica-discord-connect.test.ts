@@ -1,7 +1,7 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
-import { connectGateway } from '../src/transports/discord/gateway-client.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
+import { connectGateway } from '../src/platforms/discord/gateway-client.js';
 import { waitFor } from './support/wait.js';
 
 /**

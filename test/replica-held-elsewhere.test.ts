@@ -9,9 +9,9 @@ import { findDelivery } from '../src/modules/deliveries/delivery.repository.js';
 import { DeliveryService } from '../src/modules/deliveries/delivery.service.js';
 import type { DeliveriesDb } from '../src/modules/deliveries/delivery.table.js';
 import { OutboxWorker } from '../src/outbox/worker.js';
-import { tablesOf } from '../src/platform/db/tables.js';
-import { MemoryTransport } from '../src/transports/memory/memory-transport.js';
-import { TransportError, transportsOf } from '../src/transports/transport.js';
+import { tablesOf } from '../src/infra/db/tables.js';
+import { MemoryPlatform } from '../src/platforms/memory/memory-platform.js';
+import { TransportError, platformsOf } from '../src/platforms/platform.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
 import { waitFor } from './support/wait.js';
 
@@ -23,16 +23,16 @@ describe('a delivery left to the replica holding its connection', () => {
   let fixture: MigratedStore;
   let worker: OutboxWorker<DeliveryJob>;
   let chat: ChatService;
-  let memory: MemoryTransport;
+  let memory: MemoryPlatform;
   let offsetMs = 0;
   const clock = { now: () => new Date(Date.now() + offsetMs) };
 
   beforeAll(async () => {
     fixture = await migratedStore();
     const db = tablesOf<DeliveriesDb>(fixture.store.db);
-    memory = new MemoryTransport();
+    memory = new MemoryPlatform();
     memory.addChannel('c1', { name: 'general', members: [] });
-    const transports = transportsOf(memory);
+    const transports = platformsOf(memory);
     const log = pino({ level: 'silent' });
     const ports = { resolveDestination: async () => undefined, isRegistered: async () => false, registeredOn: async () => null };
     const jobs = new DeliveryJobs(db, transports, clock, log, new DeliveryMetrics(new Registry()), { nonceWindowMs: 60_000, maxAttempts: 3, retryBaseMs: 10, leaseMs: 10_000 }, ports);

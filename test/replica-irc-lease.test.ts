@@ -3,10 +3,10 @@ import type { Kysely } from 'kysely';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../src/platform/clock.js';
-import type { Singleton } from '../src/platform/db/singleton.js';
-import { irc, type IrcConfig } from '../src/transports/irc/index.js';
-import type { SingletonRequest } from '../src/transports/singletons.js';
+import { systemClock } from '../src/infra/clock.js';
+import type { Singleton } from '../src/infra/db/singleton.js';
+import { irc, type IrcConfig } from '../src/platforms/irc/index.js';
+import type { SingletonRequest } from '../src/platforms/singletons.js';
 import { waitFor } from './support/wait.js';
 
 /**
@@ -36,7 +36,7 @@ describe('IRC lease lost during a connect that hangs', () => {
   it('closes the hanging connection as soon as the lease is lost', async () => {
     let held = false;
     let request: SingletonRequest | undefined;
-    const lease: Singleton = { name: 'irc:observer', held: () => held, holder: () => (held ? 'me' : undefined), close: async () => undefined };
+    const lease: Singleton = { name: 'irc:observer', held: () => held, holder: () => (held ? 'me' : undefined), close: async () => undefined, standDown: async () => undefined };
     const config: IrcConfig = {
       url: `irc://127.0.0.1:${port}`,
       nick: 'herald',

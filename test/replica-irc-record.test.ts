@@ -1,12 +1,12 @@
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tablesOf } from '../src/platform/db/tables.js';
-import { DELIVERY_TAG, IrcConnection, type ChannelLine } from '../src/transports/irc/irc-connection.js';
-import { linesTagged } from '../src/transports/irc/irc-line.repository.js';
-import type { IrcDb } from '../src/transports/irc/irc-line.table.js';
-import { IrcMetrics, IrcTransport } from '../src/transports/irc/irc-transport.js';
-import { TransportError, type ChatSendProof } from '../src/transports/transport.js';
+import { tablesOf } from '../src/infra/db/tables.js';
+import { DELIVERY_TAG, IrcConnection, type ChannelLine } from '../src/platforms/irc/irc-connection.js';
+import { linesTagged } from '../src/platforms/irc/irc-line.repository.js';
+import type { IrcDb } from '../src/platforms/irc/irc-line.table.js';
+import { IrcMetrics, IrcPlatform } from '../src/platforms/irc/irc-platform.js';
+import { TransportError, type ChatSendProof } from '../src/platforms/platform.js';
 import { migratedStore, type MigratedStore } from './support/db.js';
 import { ircSkipReason, startIrcd, type Ircd } from './support/inspircd.js';
 import { waitFor } from './support/wait.js';
@@ -22,7 +22,7 @@ const log = pino({ level: 'silent' });
 describe.skipIf(skip !== undefined)('the IRC proof trusts the observer only where it read the channel', () => {
   let ircd: Ircd;
   let fixture: MigratedStore;
-  let transport: IrcTransport | undefined;
+  let transport: IrcPlatform | undefined;
   const conns: IrcConnection[] = [];
   /** The keys the transport called Herald's own lines (onOwnLine). */
   const owned: string[] = [];
@@ -46,8 +46,8 @@ describe.skipIf(skip !== undefined)('the IRC proof trusts the observer only wher
     return conn;
   };
   const proof = (since: Date, sender = 'ada'): ChatSendProof => ({ text: 'x', sender, since, taken: async () => new Set(), twins: async () => false });
-  const observer = async (): Promise<IrcTransport> => {
-    const t = new IrcTransport({
+  const observer = async (): Promise<IrcPlatform> => {
+    const t = new IrcPlatform({
       server: { host: '127.0.0.1', port: ircd.port, tls: false },
       nick: 'herald',
       channels: [],
@@ -83,7 +83,7 @@ describe.skipIf(skip !== undefined)('the IRC proof trusts the observer only wher
   }, 60_000);
 
   it('once the observer has read the channel since before the send, absent and found are both told', async () => {
-    const t: IrcTransport = transport ?? (transport = await observer());
+    const t: IrcPlatform = transport ?? (transport = await observer());
     await t.chat.createChannel('#seen');
     const since = await waitFor(() => {
       const now = new Date();
@@ -98,7 +98,7 @@ describe.skipIf(skip !== undefined)('the IRC proof trusts the observer only wher
   }, 60_000);
 
   it("a delivery tag another member wrote is not Herald's: neither a part of the send nor its own line", async () => {
-    const t: IrcTransport = transport ?? (transport = await observer());
+    const t: IrcPlatform = transport ?? (transport = await observer());
     await t.chat.createChannel('#forge');
     const since = await waitFor(() => {
       const now = new Date();

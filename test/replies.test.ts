@@ -1,30 +1,19 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/transports/slack/sandbox/sandbox.js';
-import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { SLACK_SANDBOX_IDS } from '../src/platforms/slack/sandbox/sandbox.js';
+import { IDS, newRequestId, post } from './support/herald.js';
+import { slackRig } from './support/rigs.js';
 import { waitFor } from './support/wait.js';
 
 const SLACK = SLACK_SANDBOX_IDS;
 
 // Issue 25, point 4: replies and threads, each message once, through discord.js and @slack/web-api against the sandboxes.
 describe('replies and threads', () => {
-  let slack: SlackSandbox;
-  let h: TestHerald;
+  const { slack, h } = slackRig({ env: { HERALD_MAX_ATTEMPTS: '4' }, destination: 'ops' });
   beforeAll(async () => {
-    slack = new SlackSandbox();
-    await slack.start(0, '127.0.0.1');
-    h = await startTestHerald({
-      env: { SLACK_BOT_TOKEN: slack.botToken, SLACK_APP_TOKEN: slack.appToken, SLACK_API_URL: slack.apiUrl, HERALD_SLACK_TIMEOUT_MS: '3000', HERALD_MAX_ATTEMPTS: '4' },
-    });
     await waitFor(() => h.sandbox.commands.length > 0, 'slash commands');
     await h.mapDestination();
     await h.mapDestination('deals', IDS.channels.deals);
-    const mapped = await h.admin.put(`/admin/destinations/${IDS.guild}/ops`, { transport: 'slack', channel: SLACK.channels.general });
-    expect(mapped.status, mapped.text).toBe(200);
     await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
-  });
-  afterAll(async () => {
-    await h?.close();
-    await slack?.close();
   });
   beforeEach(() => h.sandbox.clearFaults());
 

@@ -1,7 +1,7 @@
 import { OpenAPIBackend, type Document } from 'openapi-backend';
 import { describe, expect, it } from 'vitest';
-import { specDocument } from '../src/platform/contract/spec.js';
-import { routeOnce } from '../src/platform/http/routing.js';
+import { specDocument } from '../src/infra/contract/spec.js';
+import { routeOnce } from '../src/infra/http/routing.js';
 
 async function backend(): Promise<OpenAPIBackend> {
   const api = new OpenAPIBackend({ definition: specDocument() as unknown as Document, quick: true, strict: true, ignoreTrailingSlashes: false });

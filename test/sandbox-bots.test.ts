@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { Client, Events, GatewayIntentBits, Partials, REST, Routes, type APIMessage, type APIUser, type Message } from 'discord.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox, SANDBOX_IDS } from '../src/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_IDS } from '../src/platforms/discord/sandbox/sandbox.js';
 import { waitFor } from './support/wait.js';
 
 /**

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SANDBOX_PAGE } from '../src/sandbox/page.js';
+import { SANDBOX_PAGE } from '../src/platforms/discord/sandbox/page.js';
 import { IDS, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SANDBOX_IDS } from '../src/sandbox/ids.js';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { SANDBOX_IDS } from '../src/platforms/discord/sandbox/ids.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
 import { waitFor } from './support/wait.js';
 
 /**

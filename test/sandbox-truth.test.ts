@@ -2,9 +2,9 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MARKDOWN_JS, SANDBOX_PAGE } from '../src/sandbox/page.js';
-import { SANDBOX_IDS } from '../src/sandbox/ids.js';
-import { SandboxState } from '../src/sandbox/state.js';
+import { MARKDOWN_JS, SANDBOX_PAGE } from '../src/platforms/discord/sandbox/page.js';
+import { SANDBOX_IDS } from '../src/platforms/discord/sandbox/ids.js';
+import { SandboxState } from '../src/platforms/discord/sandbox/state.js';
 import { client } from './support/client.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { newRequestId, post } from './support/herald.js';
@@ -67,7 +67,7 @@ describe('sandbox mode keeps its Discord in the data folder, and links open its 
     urls = await serve();
     const after = await sandboxState(urls.sandbox);
     expect(after.messages.filter((m) => m.content === 'kept across restarts')).toEqual(before);
-    expect(after.destinations).toEqual([{ guild_id: SANDBOX_IDS.guild, destination: 'alerts', channel_id: SANDBOX_IDS.channels.alerts }]);
+    expect(after.destinations).toEqual([{ guild_id: SANDBOX_IDS.guild, destination: 'alerts', channel_id: SANDBOX_IDS.channels.alerts, transport: 'discord' }]);
     // Written whole (temporary file, then renamed): nothing half-written is left beside it.
     expect((await readdir(db.dataDir)).filter((f) => f.startsWith('sandbox-discord'))).toEqual(['sandbox-discord.json']);
 
@@ -177,7 +177,10 @@ describe('the sandbox page script', () => {
       () => 0,
     ) as (state: unknown) => void;
     render({
-      destinations: [{ guild_id: SANDBOX_IDS.guild, destination: 'alerts', channel_id: SANDBOX_IDS.channels.alerts }],
+      destinations: [
+        { guild_id: SANDBOX_IDS.guild, destination: 'alerts', channel_id: SANDBOX_IDS.channels.alerts, transport: 'discord' },
+        { guild_id: SANDBOX_IDS.guild, destination: 'digest', channel_id: 'C0GENERAL01', transport: 'slack' },
+      ],
       guilds: [{ id: SANDBOX_IDS.guild, name: 'Sandbox Guild', channels: [{ id: SANDBOX_IDS.channels.alerts, name: 'alerts', type: 0 }] }],
       dm_channels: [],
       users: [],
@@ -192,6 +195,9 @@ describe('the sandbox page script', () => {
     expect(new Set(tags(byId.get('channels') as FakeElement))).toEqual(new Set(['div', 'section', 'h2', 'span', 'a', 'strong']));
     expect(page).toContain('← alerts');
     expect(byId.get('destinations')?.textContent).toContain('alerts → #alerts · deals: not mapped (posts fail)');
+    // A Slack mapping is not a channel of this Discord: it says where it is.
+    expect(byId.get('destinations')?.textContent).toContain('digest → a Slack channel (C0GENERAL01), not in this sandbox');
+    expect(byId.get('destinations')?.textContent).not.toContain('#C0GENERAL01');
   });
 });
 

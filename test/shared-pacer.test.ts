@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kysely } from 'kysely';
-import type { Store } from '../src/platform/db/database.js';
-import { pacerFor, SharedPacer } from '../src/platform/db/shared-pacer.js';
+import type { Store } from '../src/infra/db/database.js';
+import { pacerFor, SharedPacer } from '../src/infra/db/shared-pacer.js';
 import { storesOnOneDatabase } from './support/db.js';
 
 /** Discord's global limit is per bot: processes sharing one database share one evenly spaced budget. */

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
 import { client } from './support/client.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';

@@ -1,10 +1,10 @@
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
+import { describe, expect, it } from 'vitest';
 import { client } from './support/client.js';
-import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
-import { heraldEnv, IDS, newRequestId, newToken, post } from './support/herald.js';
-import { processHarness, type HeraldProcess } from './support/process.js';
+import { onPostgres } from './support/db.js';
+import { IDS, newRequestId, post } from './support/herald.js';
+import type { HeraldProcess } from './support/process.js';
+import { crashRig } from './support/rigs.js';
 import { waitFor, waitForDelivery } from './support/wait.js';
 
 const MANAGE_GUILD = String(1 << 5);
@@ -20,20 +20,8 @@ function metricsUrlOf(p: HeraldProcess): string {
  * under the `discord:gateway` lease, and taken over by the other replica when its holder is killed.
  */
 describe.skipIf(!onPostgres)('the Discord gateway session across two replicas', () => {
-  let sandbox: DiscordSandbox;
-  let db: TestDatabase | undefined;
-  const procs = processHarness();
-  const bridgeToken = newToken();
-  const adminToken = newToken();
-
-  beforeAll(async () => {
-    sandbox = await new DiscordSandbox().start();
-  });
-  afterAll(() => sandbox.close());
-  afterEach(async (ctx) => {
-    await procs.stopAll(ctx);
-    await db?.drop();
-  });
+  const rig = crashRig();
+  const { sandbox, procs, bridgeToken, adminToken } = rig;
 
   const readyz = async (p: HeraldProcess) => {
     const res = await client(p.url ?? '', bridgeToken).get('/readyz');
@@ -42,8 +30,8 @@ describe.skipIf(!onPostgres)('the Discord gateway session across two replicas', 
   const list = async () => (await sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'destinations', subcommand: 'list', permissions: MANAGE_GUILD })).data?.content;
 
   it('only the holder opens a session; after a SIGKILL the other opens one within 15 s and answers commands once', async () => {
-    db = await testDatabase();
-    const env = heraldEnv({ sandbox, db, bridgeToken, adminToken });
+    const db = await rig.database();
+    const env = rig.env();
     const first = await procs.start(['serve'], env);
     await waitFor(() => sandbox.gatewaySessions === 1, 'the first replica on the gateway', 30_000);
     const second = await procs.start(['serve'], env);

@@ -1,12 +1,11 @@
 import pino from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
-import { IrcConnection, type ChannelLine } from '../src/transports/irc/irc-connection.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IrcConnection, type ChannelLine } from '../src/platforms/irc/irc-connection.js';
 import { client } from './support/client.js';
-import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
-import { heraldEnv, newToken } from './support/herald.js';
+import { onPostgres } from './support/db.js';
 import { ircSkipReason, startIrcd, type Ircd } from './support/inspircd.js';
-import { processHarness, type HeraldProcess } from './support/process.js';
+import type { HeraldProcess } from './support/process.js';
+import { crashRig } from './support/rigs.js';
 import { waitFor } from './support/wait.js';
 
 const log = pino({ level: 'silent' });
@@ -19,28 +18,19 @@ const log = pino({ level: 'silent' });
 // Two replicas need PostgreSQL; the IRC server is a tool CI installs (.ci/check-tools), so its
 // absence fails the test rather than skipping it.
 describe.skipIf(!onPostgres)('the IRC observer across two replicas', () => {
-  let sandbox: DiscordSandbox;
+  const rig = crashRig();
+  const { procs, bridgeToken } = rig;
   let ircd: Ircd;
-  let db: TestDatabase | undefined;
   let eve: { conn: IrcConnection; lines: ChannelLine[] } | undefined;
-  const procs = processHarness();
-  const bridgeToken = newToken();
-  const adminToken = newToken();
 
   beforeAll(async () => {
     const missing = ircSkipReason();
     if (missing !== undefined) throw new Error(missing);
-    sandbox = await new DiscordSandbox().start();
     ircd = await startIrcd();
   }, 60_000);
   afterAll(async () => {
     await eve?.conn.close();
     await ircd?.dispose();
-    await sandbox?.close();
-  });
-  afterEach(async (ctx) => {
-    await procs.stopAll(ctx);
-    await db?.drop();
   });
 
   const readyz = async (p: HeraldProcess) => (await client(p.url ?? '', bridgeToken).get('/readyz')).json as { checks: Record<string, string>; singletons?: Record<string, string> };
@@ -57,8 +47,8 @@ describe.skipIf(!onPostgres)('the IRC observer across two replicas', () => {
   const seen = (text: string): number => eve?.lines.filter((l) => l.text === text).length ?? 0;
 
   it('one observer in the channel; lines sent through the standby go out once; the standby takes over within 15 s of a SIGKILL', async () => {
-    db = await testDatabase();
-    const env = heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_IRC_URL: ircd.url, HERALD_IRC_NICK: 'herald', HERALD_IRC_CHANNELS: '#agents', HERALD_IRC_LINES_PER_SECOND: '50', HERALD_IRC_ECHO_TIMEOUT_MS: '3000' });
+    await rig.database();
+    const env = rig.env({ HERALD_IRC_URL: ircd.url, HERALD_IRC_NICK: 'herald', HERALD_IRC_CHANNELS: '#agents', HERALD_IRC_LINES_PER_SECOND: '50', HERALD_IRC_ECHO_TIMEOUT_MS: '3000' });
     const first = await procs.start(['serve'], env);
     const lines: ChannelLine[] = [];
     const conn = new IrcConnection({ server: { host: '127.0.0.1', port: ircd.port, tls: false }, nick: 'eve', log, linesPerSecond: 100, echoTimeoutMs: 5_000, onLine: (l) => lines.push(l) });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql, type Kysely } from 'kysely';
-import { openStore, type Store } from '../src/platform/db/database.js';
-import { holdSingleton, type Singleton } from '../src/platform/db/singleton.js';
+import { openStore, type Store } from '../src/infra/db/database.js';
+import { holdSingleton, type Singleton } from '../src/infra/db/singleton.js';
 import { migratedStore, onPostgres, type MigratedStore } from './support/db.js';
 import { waitFor } from './support/wait.js';
 
@@ -14,7 +14,9 @@ function contender(store: Store, name: string, holder: string): { s: Singleton; 
     holder,
     ttlMs: TTL,
     onAcquired: () => events.push({ what: 'acquired', at: performance.now() }),
-    onLost: () => events.push({ what: 'lost', at: performance.now() }),
+    onLost: () => {
+      events.push({ what: 'lost', at: performance.now() });
+    },
   });
   return { s, events };
 }
@@ -104,6 +106,47 @@ describe.skipIf(!onPostgres)('holdSingleton on PostgreSQL', () => {
     expect(a.s.held()).toBe(false);
     await a.s.close();
     await b.s.close();
+  });
+
+  it('a holder whose connection stays down stands down: the other takes over at its next try; it bids again after the rest', async () => {
+    const [sa, sb] = [await open(), await open()];
+    const downMs = 1_000;
+    let stopped = 0;
+    let acquiredA = 0;
+    const a = holdSingleton({ kind: sa.kind, db: sa.db as Kysely<unknown> }, 'test:down', {
+      holder: 'a',
+      ttlMs: TTL,
+      downMs,
+      // Its connection never comes up (the platform cannot be reached from here).
+      up: () => false,
+      onAcquired: () => (acquiredA += 1),
+      onLost: async () => {
+        await new Promise((r) => setTimeout(r, 50));
+        stopped = performance.now();
+      },
+    });
+    await waitFor(() => a.held(), 'a holds it', 5_000);
+    const heldAt = performance.now();
+    const b = contender(sb, 'test:down', 'b');
+    await waitFor(() => b.s.held(), 'b takes it over', 10_000);
+    const takeover = performance.now() - heldAt;
+    console.log(`singleton takeover from a holder whose connection stayed down: ${Math.round(takeover)} ms after it took the lease (down bound ${downMs} ms, ttl ${TTL} ms)`);
+    // a stopped using the connection before b took the lease, after the bound, and well before the lease's TTL would have run out unrenewed.
+    expect(stopped).toBeGreaterThan(0);
+    expect(stopped).toBeLessThanOrEqual(b.events[0]?.at ?? 0);
+    expect(takeover).toBeGreaterThanOrEqual(downMs);
+    expect(takeover).toBeLessThan(downMs + TTL);
+    expect(a.held()).toBe(false);
+    // After the rest a bids again, and sees b (whose connection is up) holding it.
+    await new Promise((r) => setTimeout(r, downMs + TTL / 2));
+    expect(a.held()).toBe(false);
+    expect(a.holder()).toBe('b');
+    expect(acquiredA).toBe(1);
+    // Once b lets it go, a takes it again.
+    await b.s.close();
+    await waitFor(() => a.held(), 'a holds it again', 5_000);
+    expect(acquiredA).toBe(2);
+    await a.close();
   });
 });
 

@@ -1,11 +1,11 @@
 import { LogLevel, WebClient, type Logger as SlackLogger } from '@slack/web-api';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SLACK_SANDBOX_IDS, SlackSandbox } from '../src/transports/slack/sandbox/sandbox.js';
-import { SlackChat } from '../src/transports/slack/slack-chat.js';
-import type { SlackCaller } from '../src/transports/slack/slack-chat-errors.js';
-import { splitForSlack } from '../src/transports/slack/slack-chat-split.js';
-import { TransportError, type ChatSendProof } from '../src/transports/transport.js';
+import { SLACK_SANDBOX_IDS, SlackSandbox } from '../src/platforms/slack/sandbox/sandbox.js';
+import { SlackChat } from '../src/platforms/slack/slack-chat.js';
+import type { SlackCaller } from '../src/platforms/slack/slack-chat-errors.js';
+import { splitForSlack } from '../src/platforms/slack/slack-chat-split.js';
+import { TransportError, type ChatSendProof } from '../src/platforms/platform.js';
 import { waitFor } from './support/wait.js';
 
 const { channels, users, bot } = SLACK_SANDBOX_IDS;

@@ -1,11 +1,11 @@
 import { WebClient } from '@slack/web-api';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CommandSurface } from '../src/transports/plugin.js';
-import { SLACK_SANDBOX_IDS, SlackSandbox } from '../src/transports/slack/sandbox/sandbox.js';
-import { invocationOf } from '../src/transports/slack/slack-socket-commands.js';
-import { SlackSocket } from '../src/transports/slack/slack-socket.js';
-import type { CommandInvocation, InboundMessage } from '../src/transports/transport.js';
+import type { CommandSurface } from '../src/platforms/plugin.js';
+import { SLACK_SANDBOX_IDS, SlackSandbox } from '../src/platforms/slack/sandbox/sandbox.js';
+import { invocationOf } from '../src/platforms/slack/slack-socket-commands.js';
+import { SlackSocket } from '../src/platforms/slack/slack-socket.js';
+import type { CommandInvocation, InboundMessage } from '../src/platforms/platform.js';
 import { waitFor } from './support/wait.js';
 
 const { channels, users, team, bot } = SLACK_SANDBOX_IDS;

@@ -4,13 +4,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startHerald } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { deliveryNonce } from '../src/modules/deliveries/delivery.js';
-import { createLogger } from '../src/platform/log.js';
-import { DiscordSandbox } from '../src/sandbox/sandbox.js';
-import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/transports/slack/sandbox/sandbox.js';
+import { createLogger } from '../src/infra/log.js';
+import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/platforms/slack/sandbox/sandbox.js';
 import { client } from './support/client.js';
-import { testDatabase, type TestDatabase } from './support/db.js';
-import { heraldEnv, IDS, newRequestId, newToken } from './support/herald.js';
-import { processHarness } from './support/process.js';
+import { IDS, newRequestId } from './support/herald.js';
+import { crashRig } from './support/rigs.js';
 import { waitFor, waitForDelivery } from './support/wait.js';
 
 /**
@@ -69,16 +67,12 @@ class HoldingProxy {
  * history (Slack has no idempotency key), never posted twice.
  */
 describe('a Herald killed between Slack creating the message and the commit', () => {
-  let discord: DiscordSandbox;
+  const rig = crashRig();
+  const { procs, bridgeToken, adminToken } = rig;
   let slack: SlackSandbox;
   let proxy: HoldingProxy;
-  let db: TestDatabase | undefined;
-  const procs = processHarness();
-  const bridgeToken = newToken();
-  const adminToken = newToken();
 
   beforeAll(async () => {
-    discord = await new DiscordSandbox().start();
     slack = new SlackSandbox();
     await slack.start(0, '127.0.0.1');
     proxy = new HoldingProxy(slack.apiUrl);
@@ -87,17 +81,14 @@ describe('a Herald killed between Slack creating the message and the commit', ()
   afterAll(async () => {
     await proxy?.close();
     await slack?.close();
-    await discord?.close();
   });
-  afterEach(async (ctx) => {
-    await procs.stopAll(ctx);
+  afterEach(() => {
     proxy.holding = false;
-    await db?.drop();
-    db = undefined;
   });
 
-  const envFor = (database: TestDatabase): Record<string, string> =>
-    heraldEnv({ sandbox: discord, db: database, bridgeToken, adminToken }, {
+  /** A Herald on the current test's database, its Slack calls through the proxy. */
+  const slackEnv = (): Record<string, string> =>
+    rig.env({
       SLACK_BOT_TOKEN: slack.botToken,
       SLACK_API_URL: proxy.url,
       HERALD_SLACK_TIMEOUT_MS: '1000',
@@ -124,8 +115,8 @@ describe('a Herald killed between Slack creating the message and the commit', ()
   }
 
   it('the restarted Herald finds the message by its key: delivered once, with its permalink', async () => {
-    db = await testDatabase();
-    const env = envFor(db);
+    await rig.database();
+    const env = slackEnv();
     const id = newRequestId();
     await postAndKillAfterSlackCreated(env, id);
     const second = await procs.start(['serve'], env);
@@ -137,8 +128,8 @@ describe('a Herald killed between Slack creating the message and the commit', ()
   }, 150_000);
 
   it('a connector re-POSTing the orphan keeps it in doubt: still one message, found by its key', async () => {
-    db = await testDatabase();
-    const env = envFor(db);
+    await rig.database();
+    const env = slackEnv();
     const id = newRequestId();
     await postAndKillAfterSlackCreated(env, id);
     // An API-only Herald (no dispatcher) shows the orphan unknown once its lease ran out; the connector re-POSTs it.

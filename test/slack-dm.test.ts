@@ -1,7 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/transports/slack/sandbox/sandbox.js';
+import { describe, expect, it } from 'vitest';
+import { SLACK_SANDBOX_IDS } from '../src/platforms/slack/sandbox/sandbox.js';
 import { expectValidResponse } from './support/client.js';
-import { newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
+import { newRequestId } from './support/herald.js';
+import { slackRig } from './support/rigs.js';
 
 const SLACK = SLACK_SANDBOX_IDS;
 
@@ -11,17 +12,7 @@ const SLACK = SLACK_SANDBOX_IDS;
  * Herald's home platform.
  */
 describe('a person registered in Slack', () => {
-  let slack: SlackSandbox;
-  let h: TestHerald;
-  beforeAll(async () => {
-    slack = new SlackSandbox();
-    await slack.start(0, '127.0.0.1');
-    h = await startTestHerald({ env: { SLACK_BOT_TOKEN: slack.botToken, SLACK_APP_TOKEN: slack.appToken, SLACK_API_URL: slack.apiUrl, HERALD_SLACK_TIMEOUT_MS: '3000' } });
-  });
-  afterAll(async () => {
-    await h?.close();
-    await slack?.close();
-  });
+  const { slack, h } = slackRig();
 
   it('pairs through /agent in Slack and gets DMs and edits of DMs there, once each', async () => {
     const registered = await slack.slash(SLACK.users.ada, SLACK.channels.general, '/agent', 'register');

@@ -1,28 +1,14 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/transports/slack/sandbox/sandbox.js';
-import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
+import { describe, expect, it } from 'vitest';
+import { SLACK_SANDBOX_IDS } from '../src/platforms/slack/sandbox/sandbox.js';
+import { IDS, newRequestId } from './support/herald.js';
+import { slackRig } from './support/rigs.js';
 
 const SLACK = SLACK_SANDBOX_IDS;
 const DESTINATION = 'ops';
 
 /** Issue 25 on Slack: reactions (reactions.add/remove) and deletes (chat.delete) through @slack/web-api, each once. */
 describe('reactions and deletes on Slack', () => {
-  let slack: SlackSandbox;
-  let h: TestHerald;
-  beforeAll(async () => {
-    slack = new SlackSandbox();
-    await slack.start(0, '127.0.0.1');
-    h = await startTestHerald({
-      env: { SLACK_BOT_TOKEN: slack.botToken, SLACK_APP_TOKEN: slack.appToken, SLACK_API_URL: slack.apiUrl, HERALD_SLACK_TIMEOUT_MS: '3000', HERALD_MAX_ATTEMPTS: '4' },
-    });
-    const mapped = await h.admin.put(`/admin/destinations/${IDS.guild}/${DESTINATION}`, { transport: 'slack', channel: SLACK.channels.general });
-    expect(mapped.status, mapped.text).toBe(200);
-  });
-  afterAll(async () => {
-    await h?.close();
-    await slack?.close();
-  });
-  afterEach(() => slack.faults.clear());
+  const { slack, h } = slackRig({ env: { HERALD_MAX_ATTEMPTS: '4' }, destination: DESTINATION });
 
   const posted = async (): Promise<{ ref: string; ts: string }> => {
     const ref = newRequestId();

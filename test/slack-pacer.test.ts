@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '../src/platform/db/database.js';
-import { burstPacerFor, SharedBurstPacer, tierOf } from '../src/transports/slack/slack-pacer.js';
+import type { Store } from '../src/infra/db/database.js';
+import { burstPacerFor, SharedBurstPacer, tierOf } from '../src/platforms/slack/slack-pacer.js';
 import { storesOnOneDatabase } from './support/db.js';
 
 /**

@@ -1,9 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { SlackSandbox } from '../src/transports/slack/sandbox/sandbox.js';
-import { RateLimits } from '../src/transports/slack/sandbox/limits.js';
-import { SlackApi } from '../src/transports/slack/slack-client.js';
-import { LocalBurstPacer, mostIn, TIER_LIMITS, tierOf } from '../src/transports/slack/slack-pacer.js';
-import { TransportError } from '../src/transports/transport.js';
+import { SlackSandbox } from '../src/platforms/slack/sandbox/sandbox.js';
+import { RateLimits } from '../src/platforms/slack/sandbox/limits.js';
+import { SlackApi } from '../src/platforms/slack/slack-client.js';
+import { LocalBurstPacer, mostIn, TIER_LIMITS, tierOf } from '../src/platforms/slack/slack-pacer.js';
+import { TransportError } from '../src/platforms/platform.js';
 
 /** The request's turn in the budget is waited for before its timeout starts, and a request that never left is never in doubt. */
 describe('Slack calls paced before they start', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { edited, inert, rendered } from '../src/transports/slack/slack-render.js';
+import { edited, inert, rendered } from '../src/platforms/slack/slack-render.js';
 
 /** How a message looks on Slack: mention-inert text, and each part as its own block an edit can replace. */
 describe('Slack message rendering', () => {

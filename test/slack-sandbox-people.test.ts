@@ -4,7 +4,7 @@ import path from 'node:path';
 import { SocketModeClient } from '@slack/socket-mode';
 import { LogLevel } from '@slack/web-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SLACK_SANDBOX_IDS, SlackSandbox } from '../src/transports/slack/sandbox/sandbox.js';
+import { SLACK_SANDBOX_IDS, SlackSandbox } from '../src/platforms/slack/sandbox/sandbox.js';
 import { failure, herald, webClient } from './support/slack-sandbox.js';
 import { waitFor } from './support/wait.js';
 

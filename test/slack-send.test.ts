@@ -1,15 +1,16 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { deliveryNonce } from '../src/modules/deliveries/delivery.js';
-import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/transports/slack/sandbox/sandbox.js';
-import { startSlackSandbox } from '../src/transports/slack/slack-sandbox-mode.js';
-import { SlackTransport } from '../src/transports/slack/slack-transport.js';
+import { SlackSandbox, SLACK_SANDBOX_IDS } from '../src/platforms/slack/sandbox/sandbox.js';
+import { startSlackSandbox } from '../src/platforms/slack/slack-sandbox-mode.js';
+import { SlackPlatform } from '../src/platforms/slack/slack-platform.js';
 import { expectValidResponse } from './support/client.js';
-import { IDS, newRequestId, newToken, startTestHerald, type TestHerald } from './support/herald.js';
+import { IDS, newRequestId, newToken } from './support/herald.js';
 import { killRunningProcesses, runHerald } from './support/process.js';
+import { slackRig } from './support/rigs.js';
 import { waitForStateAt } from './support/wait.js';
 
 const SLACK = SLACK_SANDBOX_IDS;
@@ -23,29 +24,7 @@ const post = (requestId: string, content: string): Record<string, unknown> => ({
  * posting through its own HTTP API to a destination mapped to a Slack channel.
  */
 describe('sending to Slack', () => {
-  let slack: SlackSandbox;
-  let h: TestHerald;
-  beforeAll(async () => {
-    slack = new SlackSandbox();
-    await slack.start(0, '127.0.0.1');
-    h = await startTestHerald({
-      env: {
-        SLACK_BOT_TOKEN: slack.botToken,
-        SLACK_APP_TOKEN: slack.appToken,
-        SLACK_API_URL: slack.apiUrl,
-        HERALD_SLACK_TIMEOUT_MS: '3000',
-        HERALD_NONCE_WINDOW_MS: '0',
-        HERALD_MAX_ATTEMPTS: '4',
-      },
-    });
-    const mapped = await h.admin.put(`/admin/destinations/${IDS.guild}/${DESTINATION}`, { transport: 'slack', channel: SLACK.channels.general });
-    expect(mapped.status, mapped.text).toBe(200);
-  });
-  afterAll(async () => {
-    await h?.close();
-    await slack?.close();
-  });
-  afterEach(() => slack.faults.clear());
+  const { slack, h } = slackRig({ env: { HERALD_NONCE_WINDOW_MS: '0', HERALD_MAX_ATTEMPTS: '4' }, destination: DESTINATION });
 
   /** The sandbox's messages in #general that this delivery's key marks. */
   const marked = (requestId: string) => slack.messages(SLACK.channels.general).filter((m) => m.metadata?.event_type === 'herald_delivery' && m.metadata.event_payload['id'] === deliveryNonce(requestId));
@@ -163,7 +142,7 @@ describe('sending to Slack', () => {
   });
 
   it('a post to a channel the bot cannot see fails at once, not found', async () => {
-    const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
+    const transport = new SlackPlatform({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
     await expect(transport.sender?.send('C0NOSUCH001', { content: 'nowhere' }, 'k'.repeat(32), AbortSignal.timeout(5_000))).rejects.toMatchObject({ failure: { kind: 'not_found' } });
     expect(await transport.channels.getChannel('C0NOSUCH001')).toBeUndefined();
     expect(await transport.channels.getChannel(SLACK.channels.general)).toEqual({ id: SLACK.channels.general, guildId: SLACK.team, name: 'general', isText: true });
@@ -174,7 +153,7 @@ describe('sending to Slack', () => {
   });
 
   it('a failed create says whether it may have created the message, as the engine needs', async () => {
-    const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
+    const transport = new SlackPlatform({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
     const send = (content: string, options: { signal?: AbortSignal; deadline?: Date } = {}) =>
       transport.sender.send(SLACK.channels.general, { content }, newRequestId().slice(0, 32), options.signal ?? AbortSignal.timeout(5_000), undefined, options.deadline !== undefined ? { notAfter: options.deadline } : undefined);
     const creates = slack.calls('chat.postMessage');
@@ -198,7 +177,7 @@ describe('sending to Slack', () => {
   });
 
   it('a DM goes to the channel conversations.open gives; members are listed by name', async () => {
-    const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
+    const transport = new SlackPlatform({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
     const dm = await transport.dms.openDm(SLACK.users.bob, AbortSignal.timeout(5_000));
     expect(dm).toMatch(/^D/);
     const key = newRequestId().slice(0, 32);
@@ -218,7 +197,7 @@ describe('sending to Slack', () => {
   });
 
   it('a reply in a thread is found by its key in that thread (the channel\'s history lists only the parent)', async () => {
-    const transport = new SlackTransport({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
+    const transport = new SlackPlatform({ token: slack.botToken, apiUrl: slack.apiUrl, timeoutMs: 3_000 });
     // Slack allows about one post a second in a channel: a 429 is waited out for as long as it says, as Herald does.
     const post = async (message: { content: string; replyTo?: string }, key: string): Promise<{ messageId: string }> => {
       for (;;) {
@@ -249,7 +228,7 @@ describe("Slack's sandbox for sandbox mode", () => {
     try {
       expect(started.config).toMatchObject({ apiUrl: `${started.url}api/`, timeoutMs: 5_000 });
       expect((await fetch(started.url)).status).toBe(200);
-      const transport = new SlackTransport({ token: started.config.botToken, apiUrl: started.config.apiUrl, timeoutMs: started.config.timeoutMs });
+      const transport = new SlackPlatform({ token: started.config.botToken, apiUrl: started.config.apiUrl, timeoutMs: started.config.timeoutMs });
       const sent = await transport.sender.send(SLACK.channels.general, { content: 'kept' }, 'k'.repeat(32), AbortSignal.timeout(5_000));
       expect(transport.messageUrl('', sent.channelId, sent.messageId)).toBe(`${started.url}archives/${SLACK.channels.general}/p${sent.messageId.replace('.', '')}`);
     } finally {
@@ -258,7 +237,7 @@ describe("Slack's sandbox for sandbox mode", () => {
     // The workspace is still there after a restart.
     const again = await startSlackSandbox({ dataDir, host: '127.0.0.1', port: 0, core: { leaseMs: 10_000, home: 'discord' } });
     try {
-      const transport = new SlackTransport({ token: again.config.botToken, apiUrl: again.config.apiUrl, timeoutMs: again.config.timeoutMs });
+      const transport = new SlackPlatform({ token: again.config.botToken, apiUrl: again.config.apiUrl, timeoutMs: again.config.timeoutMs });
       const found = await transport.keyed.findByKey(SLACK.channels.general, 'k'.repeat(32), new Date(Date.now() - 60_000), new Date(Date.now() + 60_000), AbortSignal.timeout(5_000));
       expect(found).toHaveProperty('found');
     } finally {

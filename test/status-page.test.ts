@@ -1,9 +1,11 @@
+import { readFileSync } from 'node:fs';
 import { HtmlValidate } from 'html-validate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiUrl } from '../src/platform/http/metrics-server.js';
-import { StatusPage } from '../src/platform/http/status-page.js';
-import { addStatusPanels, createRegistry } from '../src/platform/metrics.js';
-import { SANDBOX_MEDIA_CHANNEL } from '../src/sandbox/sandbox.js';
+import { formatBytes } from '../src/infra/bytes.js';
+import { apiUrl } from '../src/infra/http/metrics-server.js';
+import { StatusPage } from '../src/infra/http/status-page.js';
+import { addStatusPanels, createRegistry } from '../src/infra/metrics.js';
+import { SANDBOX_MEDIA_CHANNEL } from '../src/platforms/discord/sandbox/sandbox.js';
 import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
 import { freePort } from './support/ports.js';
 import { waitFor } from './support/wait.js';
@@ -126,7 +128,7 @@ describe('the status page', { timeout: 120_000 }, () => {
 
   it('shows Discord, IRC and archive figures beside the deliveries, each sparkline with its max and its value now', async () => {
     const html = await page();
-    expect([...html.matchAll(/<h2>([^<]+)<\/h2>/g)].map((m) => m[1])).toEqual(['deliveries', 'discord', 'irc', 'archive', 'outbox', 'http api']);
+    expect([...html.matchAll(/<h2>([^<]+)<\/h2>/g)].map((m) => m[1])).toEqual(['platforms', 'what is on', 'deliveries', 'discord', 'irc', 'archive', 'outbox', 'http api']);
     // The gateway and the IRC connections are held by one replica (a lease): the page says whether this one does.
     expect(section(html, 'discord').map((f) => f.title)).toEqual(['gateway link', 'discord:gateway held here', 'Responses per minute', '429s per minute']);
     expect(section(html, 'irc').map((f) => f.title)).toEqual(['irc:observer held here', 'observer link', 'Lines sent per minute', 'Lines confirmed by echo per minute', 'Reconnects']);
@@ -142,6 +144,33 @@ describe('the status page', { timeout: 120_000 }, () => {
         expect(f.svg, f.title).toMatch(/^<svg viewBox="0 0 240 48" preserveAspectRatio="none" role="img" aria-label="[^"]*: now [^"]+, (max|up in) [^"]+">/);
       }
     }
+  });
+
+  it('says at a glance which platforms Herald speaks, who it is on each and the state of their links, then what is on', async () => {
+    const rows = (name: string): string[][] => {
+      const body = new RegExp(`<section>\\n<h2>${name}</h2>\\n[\\s\\S]*?<tbody>\\n([\\s\\S]*?)\\n</tbody>`).exec(html)?.[1] ?? '';
+      return [...body.matchAll(/<tr>(.*?)<\/tr>/g)].map((m) => [...(m[1] ?? '').matchAll(/<td[^>]*>(.*?)<\/td>/g)].map((c) => c[1] ?? ''));
+    };
+    const html = await waitFor(async () => {
+      const text = await page();
+      // Discord's bot id comes from Discord (asked once, in the background).
+      return /<td>discord<\/td><td>\d+<\/td>/.test(text) ? text : undefined;
+    }, 'the Discord identity on the status page', 30_000);
+    // Before the charts: the first two sections.
+    expect([...html.matchAll(/<h2>([^<]+)<\/h2>/g)].map((m) => m[1]).slice(0, 2)).toEqual(['platforms', 'what is on']);
+    const platforms = rows('platforms');
+    expect(platforms.map((r) => r[0])).toEqual(['discord', 'irc']);
+    expect(platforms[0]?.[1]).toMatch(/^\d{17,20}$/);
+    expect(platforms[0]?.[2]).toBe('gateway up');
+    // IRC's identity is its nick; its server does not answer.
+    expect(platforms[1]?.[1]).toMatch(/^\S+$/);
+    expect(platforms[1]?.[2]).toContain('observer down');
+    expect(html).toMatch(/<td class="down">[^<]*observer down/);
+    const on = Object.fromEntries(rows('what is on').map((r) => [r[0], { state: r[1], how: r[2] }]));
+    expect(Object.keys(on)).toEqual(['command execution', 'trusted bots (handoffs)', 'IRC', 'Slack', 'inbox webhook']);
+    expect(on['IRC']?.state).toBe('on');
+    expect(on['command execution']).toEqual({ state: 'off', how: expect.stringContaining('HERALD_COMMAND_EXECUTION_ENABLED=true') });
+    expect(on['inbox webhook']).toEqual({ state: 'off', how: expect.stringContaining('HERALD_INBOX_WEBHOOK_URL') });
   });
 
   it('draws what happens: a delivery, a scrape, requests, and a dead IRC link', async () => {
@@ -180,8 +209,22 @@ describe('the status page of a process without the API (herald dispatch)', () =>
     const html = await page.view({ refresh: false });
     expect(html).not.toContain('/docs');
     expect(html).toContain('<nav><a href="/metrics">Metrics (/metrics)</a></nav>\n<p>This process serves no API: its pages are on a process that does.</p>');
-    expect(figure(html, 'process', 'Resident memory').now).toMatch(/^\d+(\.\d+)? (kB|MB|GB)$/);
+    // Binary units, as the archive UI prints them.
+    expect(figure(html, 'process', 'Resident memory').now).toMatch(/^\d+\.\d (KiB|MiB|GiB)$/);
     expect(await problems(html)).toEqual([]);
+  });
+});
+
+describe('sizes on the status page and in the archive UI', () => {
+  it('read alike: one formatter, binary units', () => {
+    expect(formatBytes(0)).toBe('0 B');
+    expect(formatBytes(1023)).toBe('1023 B');
+    expect(formatBytes(1536)).toBe('1.5 KiB');
+    // 2,350,000 bytes: "2.35 MB" on the status page once, "2.2 MiB" in the archive UI.
+    expect(formatBytes(2_350_000)).toBe('2.2 MiB');
+    expect(formatBytes(3 * 1024 ** 3)).toBe('3.0 GiB');
+    // The archive UI's (a browser bundle, not importable here) is this one.
+    expect(readFileSync(new URL('../src/web/archive/format.ts', import.meta.url), 'utf8')).toContain('export const bytes = formatBytes;');
   });
 });
 

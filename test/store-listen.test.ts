@@ -4,7 +4,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isStoreUnavailable, LISTEN_RETRY_MAX_MS, openStore, type Store } from '../src/platform/db/database.js';
+import { isStoreUnavailable, LISTEN_RETRY_MAX_MS, openStore, type Store } from '../src/infra/db/database.js';
 import { startPgCluster, type PgCluster } from './support/pg-cluster.js';
 import { waitFor } from './support/wait.js';
 

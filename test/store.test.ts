@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { openStore } from '../src/platform/db/database.js';
+import { openStore } from '../src/infra/db/database.js';
 import { onPostgres } from './support/db.js';
 import { newRequestId, post, startTestHerald } from './support/herald.js';
 

@@ -1,47 +1,12 @@
 import createClient from 'openapi-fetch';
-import type { components, paths } from '../../generated/api.js';
+import type { components, operations, paths } from '../../generated/api.js';
+import { loadSpec } from '../infra/contract/spec.js';
+import type { BridgeResult } from '../infra/mcp/tool.js';
 
-type Schemas = components['schemas'];
-export type Capabilities = Schemas['Capabilities'];
-export type DeliveryRequest = Schemas['DeliveryRequest'];
-export type DeliveryState = Schemas['DeliveryState'];
-export type DeliveryAccepted = Schemas['DeliveryAccepted'];
-export type RecipientList = Schemas['RecipientList'];
-export type Pairing = Schemas['Pairing'];
-export type Registration = Schemas['Registration'];
-export type CommandList = Schemas['CommandList'];
-export type CommandDescription = Schemas['CommandDescription'];
-export type CommandRunRequest = Schemas['CommandRunRequest'];
-export type CommandRunResult = Schemas['CommandRunResult'];
-export type GuildDestinations = Schemas['GuildDestinations'];
-export type DeliveryDetail = Schemas['DeliveryDetail'];
-export type HandoffRequest = Schemas['HandoffRequest'];
-export type HandoffAccepted = Schemas['HandoffAccepted'];
-export type SentHandoff = Schemas['SentHandoff'];
-export type HandoffPage = Schemas['HandoffPage'];
-export type InboxHandoff = Schemas['InboxHandoff'];
-export type ScrapeJob = Schemas['ScrapeJob'];
-export type MediaItem = Schemas['MediaItem'];
-export type MediaPage = Schemas['MediaPage'];
-export type StorageStatus = Schemas['StorageStatus'];
-export type StartScrapeRequest = Schemas['StartScrapeRequest'];
-export type MediaQuery = NonNullable<paths['/admin/archive/media']['get']['parameters']['query']>;
-export type ChatTransport = Schemas['ChatTransport'];
-export type ChatSendRequest = Schemas['ChatSendRequest'];
-export type ChatSend = Schemas['ChatSend'];
-export type ChatMessages = Schemas['ChatMessages'];
-export type ChatChannel = Schemas['ChatChannel'];
-export type ChatChannels = Schemas['ChatChannels'];
-export type ChatMembers = Schemas['ChatMembers'];
-export type StoredFile = Schemas['StoredFile'];
-export type AttachmentDownloadRequest = Schemas['AttachmentDownloadRequest'];
+/** A schema of the contract, by its name (`Schema<'DeliveryRequest'>`). */
+export type Schema<N extends keyof components['schemas']> = components['schemas'][N];
 
-/**
- * A call's outcome: the protocol's answer as data, never a thrown string. `status` 0 means the
- * bridge could not be reached (after the retries): `url` is where it was looked for, `cause` what
- * the network said (e.g. `connect ECONNREFUSED 127.0.0.1:8787`).
- */
-export type BridgeResult<T> = { ok: true; status: number; data: T } | { ok: false; status: number; error: string; body?: unknown; url?: string; cause?: string };
+export type { BridgeResult };
 
 /** Longest wait between two tries when retrying for a time (retryForMs). */
 const MAX_TIMED_BACKOFF_MS = 2_000;
@@ -70,6 +35,8 @@ export interface BridgeClientOptions {
   fetch?: typeof fetch;
   /** Extra headers on every request (e.g. `X-Herald-Client: mcp`, which labels the archive's action log). */
   headers?: Record<string, string>;
+  /** Contract documents beside the package's own (a module's own contract file), so `call` reaches their operations by id. */
+  contracts?: readonly Record<string, unknown>[];
 }
 
 /**
@@ -118,68 +85,105 @@ export function createBridgeClient(options: BridgeClientOptions) {
     }
   }
 
-  return {
-    capabilities: (include?: 'platforms') => run<Capabilities>(() => (include === undefined ? api.GET('/mcp/capabilities') : api.GET('/mcp/capabilities', { params: { query: { include } } }))),
-    createDelivery: (body: DeliveryRequest) => run<DeliveryAccepted>(() => api.POST('/mcp/deliveries', { body })),
-    getDelivery: (requestId: string) => run<DeliveryState>(() => api.GET('/mcp/deliveries/{request_id}', { params: { path: { request_id: requestId } } })),
-    recipients: () => run<RecipientList>(() => api.GET('/mcp/recipients')),
-    redeem: (code: string) => run<Pairing>(() => api.POST('/mcp/pair/redeem', { body: { code } })),
-    registration: (userId: string) => run<Registration>(() => api.GET('/mcp/registration/{user_id}', { params: { path: { user_id: userId } } })),
-    listCommands: () => run<CommandList>(() => api.GET('/mcp/commands')),
-    describeCommand: (name: string) => run<CommandDescription>(() => api.GET('/mcp/commands/{name}', { params: { path: { name } } })),
-    runCommand: (body: CommandRunRequest) => run<CommandRunResult>(() => api.POST('/mcp/commands/run', { body })),
-    sendHandoff: (body: HandoffRequest) => run<HandoffAccepted>(() => api.POST('/mcp/handoffs', { body })),
-    getHandoff: (requestId: string) => run<SentHandoff>(() => api.GET('/mcp/handoffs/{request_id}', { params: { path: { request_id: requestId } } })),
-    listHandoffs: (query: { after?: string; limit?: string } = {}) => run<HandoffPage>(() => api.GET('/mcp/handoffs/inbox', { params: { query } })),
-    /** Waits up to timeout_ms (at most 30 s) on the bridge for the next handoff. */
-    waitForHandoff: (query: { after?: string; timeout_ms?: string } = {}) =>
-      run<{ handoff: InboxHandoff | null }>(() => api.GET('/mcp/handoffs/inbox/next', { params: { query } })),
-    ackHandoffs: (ids: string[]) => run<{ acknowledged: number }>(() => api.POST('/mcp/handoffs/inbox/ack', { body: { ids } })),
-    listInbox: (query: { after?: string; limit?: string } = {}) => run<Schemas['InboxPage']>(() => api.GET('/mcp/inbox', { params: { query } })),
-    /** Waits up to timeout_ms (at most 30 s) on the bridge for the next heard event. */
-    waitForInbox: (query: { after?: string; timeout_ms?: string } = {}) => run<Schemas['InboxNext']>(() => api.GET('/mcp/inbox/next', { params: { query } })),
-    ackInbox: (cursor: string) => run<Schemas['InboxAcked']>(() => api.POST('/mcp/inbox/ack', { body: { cursor } })),
-    sendChatMessage: (body: ChatSendRequest) => run<ChatSend>(() => api.POST('/mcp/chat/messages', { body })),
-    getChatMessage: (id: string) => run<ChatSend>(() => api.GET('/mcp/chat/messages/{id}', { params: { path: { id } } })),
-    readChatMessages: (query: { channel: string; transport?: ChatTransport; since?: string; limit?: number }) =>
-      run<ChatMessages>(() => api.GET('/mcp/chat/messages', { params: { query } })),
-    createChatChannel: (body: { name: string; transport?: ChatTransport }) => run<ChatChannel>(() => api.POST('/mcp/chat/channels', { body })),
-    listChatChannels: (query: { transport?: ChatTransport }) => run<ChatChannels>(() => api.GET('/mcp/chat/channels', { params: { query } })),
-    getChatMembers: (query: { channel: string; transport?: ChatTransport }) => run<ChatMembers>(() => api.GET('/mcp/chat/members', { params: { query } })),
-    // Read-only operator views the bridge token may read too (outside `/mcp/`, which they do not change).
-    // Asked once, never retried: they add to an answer, and must not hold it up (e.g. a 503 while
-    // HERALD_ADMIN_TOKEN is unset).
-    /** Which destinations a guild has mapped: a post to any other fails. */
-    guildDestinations: (guildId: string) =>
-      run<GuildDestinations>(() => api.GET('/admin/destinations/{guild_id}', { params: { path: { guild_id: guildId } }, fetch: baseFetch })),
-    /** Why a delivery failed or is unknown, in Herald's words (never its body). */
-    deliveryDetail: (requestId: string) =>
-      run<DeliveryDetail>(() => api.GET('/admin/deliveries/{request_id}', { params: { path: { request_id: requestId } }, fetch: baseFetch })),
-    // The media archive (with the bridge token: the trusted tier; with the admin token: the admin tier).
-    // Starting is asked once: a retry after a lost answer would be refused as already running anyway.
-    startMediaScrape: (body: StartScrapeRequest) => run<ScrapeJob>(() => api.POST('/admin/archive/scrapes', { body, fetch: baseFetch }), true),
-    listMediaScrapes: () => run<{ scrapes: ScrapeJob[] }>(() => api.GET('/admin/archive/scrapes')),
-    getMediaScrape: (id: string) => run<ScrapeJob>(() => api.GET('/admin/archive/scrapes/{scrape_id}', { params: { path: { scrape_id: id } } })),
-    stopMediaScrape: (id: string) => run<ScrapeJob>(() => api.POST('/admin/archive/scrapes/{scrape_id}/stop', { params: { path: { scrape_id: id } } })),
-    deleteMediaScrape: (id: string) => run<void>(() => api.DELETE('/admin/archive/scrapes/{scrape_id}', { params: { path: { scrape_id: id } } })),
-    queryMedia: (query: MediaQuery) => run<MediaPage>(() => api.GET('/admin/archive/media', { params: { query } })),
-    getMediaItem: (id: string) => run<MediaItem>(() => api.GET('/admin/archive/media/{item_id}', { params: { path: { item_id: id } } })),
-    getMediaStorage: () => run<StorageStatus>(() => api.GET('/admin/archive/storage')),
-    // Files out and in: an upload is a raw body (its name in the query), retried as it is (the same bytes are the same file).
-    uploadFile: (data: Uint8Array, filename: string, contentType = 'application/octet-stream') =>
-      run<StoredFile>(() =>
-        api.POST('/mcp/files', {
-          params: { query: { filename } },
-          body: data as never,
-          bodySerializer: (b: unknown) => b as never,
-          headers: { 'content-type': contentType },
-        }),
-      ),
-    downloadAttachment: (body: AttachmentDownloadRequest) => run<StoredFile>(() => api.POST('/mcp/attachments/download', { body })),
-  };
+  const routes = routesOf([loadSpec().document, ...(options.contracts ?? [])]);
+
+  /**
+   * Call one operation of the contract by its operationId: the path's parameters filled in, the
+   * query and the body sent as the contract says, retried as above unless `once` (an operator view
+   * that adds to an answer and must not hold it up; a start a retry would only find running).
+   * `keepBody`: a refusal also carries its whole body (e.g. the archive's storage warning).
+   */
+  function call<Id extends OperationId>(id: Id, input?: CallInput<operations[Id]>, how?: CallOptions): Promise<BridgeResult<CallOutput<operations[Id]>>> {
+    return request(id, input as UntypedInput | undefined, how) as Promise<BridgeResult<CallOutput<operations[Id]>>>;
+  }
+
+  /** The same for an operation of a contract document given in `contracts` (a module's own), untyped. */
+  function request(id: string, input: UntypedInput = {}, how: CallOptions = {}): Promise<BridgeResult<unknown>> {
+    const route = routes.get(id);
+    if (route === undefined) return Promise.resolve({ ok: false, status: 0, error: `no operation ${id} in the contract` });
+    const unfit = unfitPathParameter(route.path, input.path);
+    // Refused here as the API refuses a malformed parameter (400, naming it), never sent elsewhere.
+    if (unfit !== undefined) return Promise.resolve({ ok: false, status: 400, error: unfit });
+    const raw = input.body instanceof Uint8Array;
+    const init = {
+      params: { path: input.path, query: input.query },
+      ...(input.body !== undefined ? { body: input.body } : {}),
+      ...(raw ? { bodySerializer: (b: unknown) => b, headers: { 'content-type': input.contentType ?? 'application/octet-stream' } } : {}),
+      ...(how.once === true ? { fetch: baseFetch } : {}),
+    };
+    const send = api[route.method] as unknown as (path: string, init: unknown) => Promise<{ data?: unknown; error?: unknown; response: Response }>;
+    return run(() => send(route.path, init), how.keepBody === true);
+  }
+
+  return { call, request };
+}
+
+/** Every operationId of the contract Herald's package was generated from. */
+export type OperationId = keyof operations;
+
+/** What an operation takes: its path parameters, its query, its body (raw bytes where it takes a file). */
+export interface CallInput<O> {
+  readonly path?: O extends { parameters: { path?: infer X } } ? Exclude<X, undefined> : never;
+  readonly query?: O extends { parameters: { query?: infer X } } ? Exclude<X, undefined> : never;
+  readonly body?: O extends { requestBody?: infer B } ? JsonOf<Exclude<B, undefined>> : never;
+  /** A raw body's media type (default application/octet-stream). */
+  readonly contentType?: string;
+}
+
+/** What an operation answers when it succeeds (undefined for 204). */
+export type CallOutput<O> = O extends { responses: infer R } ? { [S in keyof R]: S extends 200 | 201 | 202 ? JsonOf<R[S]> : S extends 204 ? undefined : never }[keyof R] : unknown;
+
+type JsonOf<C> = C extends { content: { 'application/json': infer B } } ? B : C extends { content: Record<string, unknown> } ? Uint8Array : never;
+
+/** An operation of a contract document given to the client (a module's own), untyped. */
+export interface UntypedInput {
+  readonly path?: Readonly<Record<string, string | number>>;
+  readonly query?: Readonly<Record<string, unknown>>;
+  readonly body?: unknown;
+  readonly contentType?: string;
+}
+
+export interface CallOptions {
+  /** Asked once, never retried. */
+  readonly once?: boolean;
+  /** A refusal carries its whole body. */
+  readonly keepBody?: boolean;
+}
+
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** operationId → method and path, from the contract's documents (a repeated operationId: the first wins, as the API refuses the rest). */
+function routesOf(documents: readonly Record<string, unknown>[]): Map<string, { method: Method; path: string }> {
+  const routes = new Map<string, { method: Method; path: string }>();
+  for (const doc of documents) {
+    for (const [path, item] of Object.entries((doc['paths'] ?? {}) as Record<string, Record<string, { operationId?: string }>>)) {
+      for (const [method, op] of Object.entries(item)) {
+        const upper = method.toUpperCase();
+        if (!['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].includes(upper) || typeof op?.operationId !== 'string' || routes.has(op.operationId)) continue;
+        routes.set(op.operationId, { method: upper as Method, path });
+      }
+    }
+  }
+  return routes;
 }
 
 export type BridgeClient = ReturnType<typeof createBridgeClient>;
+
+/**
+ * Why a path's parameters cannot be sent as the one segment each names, if they cannot: one not
+ * given (the path would carry `{name}` itself), an empty one (the segment vanishes), or `.` and
+ * `..` (URL parsing removes them as dot segments, so `/x/{id}/stop` with `..`
+ * is `/stop`: another operation). Anything else is escaped (encodeURIComponent: `/`, `?`, `#`,
+ * `%` included) and stays one segment.
+ */
+function unfitPathParameter(template: string, given: UntypedInput['path']): string | undefined {
+  for (const [, name = ''] of template.matchAll(/\{([^}]+)\}/g)) {
+    const value = given?.[name];
+    if (value === undefined) return `path parameter ${name} is missing`;
+    if (/^(|\.|\.\.)$/.test(String(value))) return `path parameter ${name} must not be empty, . or ..`;
+  }
+  return undefined;
+}
 
 /** What the network said, from fetch's "fetch failed" down to the socket's error (ECONNREFUSED, ENOTFOUND, …). */
 function networkCause(err: unknown): string {

@@ -1,7 +1,7 @@
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { Logger } from 'pino';
 import { createBridgeClient } from '../client/bridge-client.js';
-import { errorSummary } from '../platform/errors.js';
+import { errorSummary } from '../infra/errors.js';
 
 /** How long to wait before asking again after Herald did not answer. */
 const RETRY_MS = 5_000;
@@ -34,7 +34,7 @@ export function notifyInbox(server: Server, herald: { baseUrl: string; token: st
     });
   const loop = async (): Promise<void> => {
     while (!stopped) {
-      const r = await bridge.waitForInbox(after === undefined ? { timeout_ms: '30000' } : { after, timeout_ms: '30000' }).catch(() => undefined);
+      const r = await bridge.call('waitForInbox', { query: after === undefined ? { timeout_ms: '30000' } : { after, timeout_ms: '30000' } }).catch(() => undefined);
       if (stopped) return;
       if (r === undefined) continue;
       if (!r.ok) {

@@ -1,9 +1,11 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { Config } from '../config.js';
-import { text, type McpTool } from '../platform/mcp/tool.js';
-import { argumentsHash, ConfirmTokens } from '../platform/policy/confirm.js';
-import { loadPolicy, refusedBy, rulesFor, type Policy, type PolicyRule, type Rules } from '../platform/policy/policy.js';
-import { TRANSPORT_NAMES } from '../transports/registry.js';
+import type { Config } from '../config-types.js';
+import { text, type McpTool } from '../infra/mcp/tool.js';
+import { argumentsHash, ConfirmTokens } from '../infra/policy/confirm.js';
+import { loadPolicy, refusedBy, rulesFor, type Policy, type PolicyRule, type Rules } from '../infra/policy/policy.js';
+import { principalName } from '../infra/policy/principal.js';
+import { strictestCap } from '../infra/policy/usage.js';
+import { PLATFORM_NAMES } from '../platforms/platforms.js';
 import type { McpServerDeps } from './deps.js';
 import { mcpTools } from './tools.js';
 
@@ -12,7 +14,7 @@ type Tool = McpTool<McpServerDeps>;
 /** The operator's policy file (HERALD_POLICY), checked against the tools and platforms that exist; undefined without one. */
 export async function loadOperatorPolicy(config: Pick<Config, 'policyPath'>): Promise<Policy | undefined> {
   if (config.policyPath === undefined) return undefined;
-  return loadPolicy(config.policyPath, { tools: mcpTools().map((t) => t.name), platforms: TRANSPORT_NAMES });
+  return loadPolicy(config.policyPath, { tools: mcpTools().map((t) => t.name), platforms: PLATFORM_NAMES });
 }
 
 /** OAuth scopes and what each lets a token do (src/mcp/oauth.ts): read-only tools, writes, destructive ones. */
@@ -41,11 +43,30 @@ const RULE_WORDS: Readonly<Record<string, string>> = {
   tools: 'this tool is off for this connector',
 };
 
-/** Read-only caps counted here (in memory: reads never reach a counted bridge operation). */
-class ReadCounter {
+const DAY_MS = 86_400_000;
+/** How often the read counts drop every principal's calls a day old (on a call, not on a timer). */
+const SWEEP_EVERY_MS = 600_000;
+
+/**
+ * Read-only caps counted here (in memory: reads never reach a counted bridge operation), per
+ * principal and tool. Principals come and go (OAuth clients an issuer mints): one that calls no more
+ * is forgotten once its calls are a day old, so the counts hold about a day of calls.
+ */
+export class ReadCounter {
   private readonly calls = new Map<string, number[]>();
+  private sweptAt = Number.NaN;
+
+  /** How many principal-and-tool counts are held. */
+  get size(): number {
+    return this.calls.size;
+  }
+
   take(key: string, cap: { perMinute?: number; perDay?: number }, now: number): PolicyRule | undefined {
-    const kept = (this.calls.get(key) ?? []).filter((t) => now - t < 86_400_000);
+    if (!(now - this.sweptAt < SWEEP_EVERY_MS)) {
+      this.sweptAt = now;
+      for (const [k, times] of this.calls) if (times.every((t) => now - t >= DAY_MS)) this.calls.delete(k);
+    }
+    const kept = (this.calls.get(key) ?? []).filter((t) => now - t < DAY_MS);
     const minute = kept.filter((t) => now - t < 60_000).length;
     if (cap.perDay !== undefined && kept.length >= cap.perDay) return 'rate_per_day';
     if (cap.perMinute !== undefined && minute >= cap.perMinute) return 'rate_per_minute';
@@ -58,7 +79,7 @@ class ReadCounter {
 /**
  * The policy as `herald mcp` applies it to a caller: which tools it lists, whether a call may run.
  * Targets (destinations, channels, platforms) and write caps are held by Herald itself on the
- * operations the tools call (src/platform/http/policy.middleware.ts), whose refusal the tool reports.
+ * operations the tools call (src/infra/http/policy.middleware.ts), whose refusal the tool reports.
  */
 export class McpPolicy {
   private readonly reads = new ReadCounter();
@@ -93,6 +114,16 @@ export class McpPolicy {
     return this.rules(caller).some((r) => r.confirm.has(tool.name));
   }
 
+  /**
+   * Whether the caller's calls may go with the admin token (herald mcp given HERALD_ADMIN_TOKEN):
+   * only a caller with no targets and no caps of its own, since Herald holds those on the bridge
+   * token's calls alone. A caller kept to some channels, destinations or platforms, or counted,
+   * calls the admin tier's operations with the bridge token, and Herald's policy judges them.
+   */
+  adminTier(caller: Caller): boolean {
+    return this.rules(caller).every((r) => r.destinations === undefined && r.channels === undefined && r.platforms === undefined && r.rate.size === 0 && r.filesMaxTotalBytes === undefined);
+  }
+
   listed(tool: Tool, caller: Caller): boolean {
     return this.off(tool, caller) === undefined;
   }
@@ -110,7 +141,7 @@ export class McpPolicy {
     }
     let confirmed: { confirmed: string } | undefined;
     if (this.needsConfirm(tool, caller)) {
-      const binding = { subject: caller.client === undefined ? 'connector' : `client:${caller.client}`, what: `tool:${tool.name}`, args: argumentsHash(args) };
+      const binding = { subject: principalName(caller.client), what: `tool:${tool.name}`, args: argumentsHash(args) };
       const checked = confirmToken === undefined || this.confirms === undefined ? undefined : this.confirms.verify(confirmToken, binding);
       if (checked === undefined || 'problem' in checked) {
         this.onRefusal('confirm');
@@ -125,13 +156,12 @@ export class McpPolicy {
       confirmed = { confirmed: confirmToken as string };
     }
     if (tool.annotations.readOnlyHint) {
-      for (const [i, rules] of this.rules(caller).entries()) {
-        const cap = rules.rate.get(tool.name);
-        const over = cap === undefined ? undefined : this.reads.take(`${i === 0 ? 'connector' : `client:${caller.client ?? ''}`}:${tool.name}`, cap, Date.now());
-        if (over !== undefined) {
-          this.onRefusal(over);
-          return refusal(over, tool.name, `this tool's cap is used up (${over === 'rate_per_minute' ? `${cap?.perMinute} a minute` : `${cap?.perDay} a day`})`);
-        }
+      // Each principal counts for itself (the connector, or this OAuth client, listed in the policy or not), against the strictest cap.
+      const cap = strictestCap(this.rules(caller).map((rules) => rules.rate.get(tool.name)));
+      const over = cap === undefined ? undefined : this.reads.take(`${principalName(caller.client)}:${tool.name}`, cap, Date.now());
+      if (over !== undefined) {
+        this.onRefusal(over);
+        return refusal(over, tool.name, `this tool's cap is used up (${over === 'rate_per_minute' ? `${cap?.perMinute} a minute` : `${cap?.perDay} a day`})`);
       }
     }
     return confirmed;

@@ -6,18 +6,19 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { createBridgeClient, type BridgeClient } from '../client/bridge-client.js';
-import type { Config } from '../config.js';
-import { bearerCheck, FailureThrottle } from '../platform/http/auth.js';
-import { CONFIRM_HEADER, POLICY_CLIENT_HEADER, policyRefusals } from '../platform/http/policy.middleware.js';
-import { confirmKey } from '../platform/policy/confirm.js';
+import type { Config } from '../config-types.js';
+import { bearerCheck, FailureThrottle } from '../infra/http/auth.js';
+import { CONFIRM_HEADER, POLICY_CLIENT_HEADER, policyRefusals } from '../infra/http/policy.middleware.js';
+import { confirmKey } from '../infra/policy/confirm.js';
 import { createMcpServer, type McpServerDeps } from './server.js';
 import { McpState } from './state.js';
 import type { LocalFiles } from '../modules/deliveries/delivery.tool-files.js';
-import { errorSummary } from '../platform/errors.js';
-import { listenProblem } from '../platform/startup.js';
+import { errorSummary } from '../infra/errors.js';
+import { listenProblem } from '../infra/startup.js';
 import { metadataPath, oauthVerifier, resourceMetadata, tokenDigest, type OAuthSettings, type Principal } from './oauth.js';
 import { loadOperatorPolicy, McpPolicy, type Caller } from './policy.js';
 import { notifyInbox } from './inbox-notify.js';
+import { moduleContracts } from './tools.js';
 
 /** How long a call retries a bridge this server has not reached yet (or found down last time). */
 const UNREACHABLE_RETRY_MS = 2_000;
@@ -35,6 +36,7 @@ function bridgeClient(config: Config, bridgeToken: string, headers: Record<strin
     retryForMs: Math.max(30_000, config.mcpWaitMs),
     unreachableRetryForMs: UNREACHABLE_RETRY_MS,
     headers: { ...MCP_CLIENT, ...headers },
+    contracts: moduleContracts(),
   });
 }
 

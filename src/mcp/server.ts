@@ -1,14 +1,14 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { Ajv, type ValidateFunction } from 'ajv';
-import { withUtf16Lengths } from '../platform/contract/ajv.js';
-import { SchemaReasons } from '../platform/contract/reasons.js';
-import { unstorableField } from '../platform/contract/storable.js';
-import { contractOutput, text, type McpTool } from '../platform/mcp/tool.js';
+import { withUtf16Lengths } from '../infra/contract/ajv.js';
+import { SchemaReasons } from '../infra/contract/reasons.js';
+import { unstorableField } from '../infra/contract/storable.js';
+import { contractOutput, text, type McpTool } from '../infra/mcp/tool.js';
 import type { McpServerDeps } from './deps.js';
 import type { Caller, McpPolicy } from './policy.js';
 import { mcpTools } from './tools.js';
-import { errorSummary } from '../platform/errors.js';
+import { errorSummary } from '../infra/errors.js';
 import { LOCAL_PATH } from '../modules/deliveries/delivery.tool-files.js';
 
 export type { McpServerDeps };
@@ -36,7 +36,7 @@ function compiledTools(): Map<string, Compiled> {
     const ajv = withUtf16Lengths(new Ajv({ strict: false, allErrors: false, validateFormats: false }));
     compiled = new Map(
       mcpTools().map((tool) => {
-        const outputSchema = tool.replay !== undefined && 'key' in tool.replay ? withReplayed(contractOutput(tool.output)) : contractOutput(tool.output);
+        const outputSchema = tool.replay !== undefined && 'key' in tool.replay ? withReplayed(contractOutput(tool.output, tool.contract)) : contractOutput(tool.output, tool.contract);
         const listed: Tool = { name: tool.name, title: tool.title, description: tool.description, inputSchema: localPaths(tool.inputSchema, true) as Tool['inputSchema'], outputSchema, annotations: { title: tool.title, ...tool.annotations } };
         const listedWithoutPaths: Tool = { ...listed, inputSchema: localPaths(tool.inputSchema, false) as Tool['inputSchema'] };
         return [tool.name, { tool, listed, listedWithoutPaths, input: ajv.compile(tool.inputSchema), output: ajv.compile(outputSchema) }];
@@ -127,7 +127,7 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
     if (access?.lapsed?.() === true) return text('Refused: the access token this session was opened with has expired. Connect again with a fresh token.', true);
     const entry = tools.get(name);
     if (entry === undefined) return text(`Unknown tool ${name}.`, true);
-    // The one input gate (src/platform/contract/storable.ts): text no store can hold goes no further, whatever the tool.
+    // The one input gate (src/infra/contract/storable.ts): text no store can hold goes no further, whatever the tool.
     const unfit = unstorableField({}, args);
     if (unfit !== undefined) return text(`Invalid arguments: ${unfit.replace(/^a key of the request body/, "an argument's name")}.`, true);
     const { tool } = entry;
@@ -152,7 +152,9 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
       const verdict = access?.policy.check(tool, access.caller, args, confirmToken);
       const confirmed = verdict !== undefined && 'confirmed' in verdict && typeof verdict['confirmed'] === 'string' ? verdict['confirmed'] : undefined;
       if (verdict !== undefined && confirmed === undefined) return verdict as CallToolResult;
-      const result = await tool.handler(args, confirmed === undefined ? deps : (access?.confirmed?.(confirmed) ?? deps));
+      const given = confirmed === undefined ? deps : (access?.confirmed?.(confirmed) ?? deps);
+      // The admin tier only for a caller the operator's targets and caps do not hold (src/mcp/policy.ts).
+      const result = await tool.handler(args, access === undefined || access.policy.adminTier(access.caller) ? given : { ...given, admin: undefined });
       // A structured result the contract does not describe is Herald's bug: said in the log, never hidden.
       if (result.structuredContent !== undefined && !entry.output(result.structuredContent)) {
         deps.log.error({ tool: name, errors: entry.output.errors?.slice(0, 3) }, 'tool result does not match its output schema');

@@ -2,13 +2,14 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { RETENTION_MS } from '../modules/deliveries/delivery.js';
 
-type Pairing = { user_id: string; generation: string; paired_at: string };
 type SentMessage = { kind: 'post' | 'dm'; seq: number; sent_at: string; edits?: Record<string, number> };
 
-/** One sender's records: the connector's at the top of the file, each OAuth client's under `clients`. */
+/**
+ * One sender's records: the connector's at the top of the file, each OAuth client's under `clients`.
+ * Its pairing is not one of them: Herald keeps it (GET /mcp/pairing), whichever way the code was
+ * redeemed. A file written before that may still hold a `pairing`: it is dropped when read.
+ */
 interface Records {
-  /** The Discord user this sender is paired with (from /agent pair → redeem). */
-  pairing?: Pairing;
   /** Messages this sender sent, by request_id, with the last edit seq it used. */
   messages: Record<string, SentMessage>;
   /** An OAuth client's only: every request_id it sent (any kind), with when: what get_delivery shows it. */
@@ -22,14 +23,11 @@ export interface McpStateData extends Records {
 }
 
 /**
- * What one sender of `herald mcp` knows of what it did: its pairing, its messages and their edit
- * seqs. stdio and the static HERALD_MCP_TOKEN are the connector's (McpState itself); each OAuth
+ * What one sender of `herald mcp` knows of what it did: its messages and their edit seqs. stdio and the static HERALD_MCP_TOKEN are the connector's (McpState itself); each OAuth
  * client of `herald mcp --http` has its own (McpState.forClient): one client's message is, to
  * another, one it never sent.
  */
 export interface AgentRecords {
-  readonly pairing: Pairing | undefined;
-  setPairing(userId: string, generation: string): Promise<void>;
   message(requestId: string): SentMessage | undefined;
   rememberMessage(requestId: string, kind: 'post' | 'dm'): Promise<void>;
   nextSeq(requestId: string, editId?: string): Promise<number>;
@@ -70,6 +68,12 @@ function rememberIn(records: Records, requestId: string, kind: 'post' | 'dm', no
   records.messages[requestId] ??= { kind, seq: 0, sent_at: new Date(now).toISOString() };
 }
 
+/** A record read from a file of an older `herald mcp`, without the pairing it kept then (Herald keeps it now). */
+function withoutPairing<T extends Records>(records: T & { pairing?: unknown }): T {
+  const { pairing: _dropped, ...rest } = records;
+  return rest as T;
+}
+
 /**
  * A small JSON file, written atomically (temp file + rename) after every change, so a crash
  * never leaves half a state and an edit's seq is never reused. Itself the connector's records.
@@ -87,21 +91,13 @@ export class McpState implements AgentRecords {
     try {
       state.data = JSON.parse(await readFile(file, 'utf8')) as McpStateData;
       state.data.messages ??= {};
-      for (const [id, records] of Object.entries(state.data.clients ?? {})) state.clients.set(id, { ...records, messages: records.messages ?? {} });
+      for (const [id, records] of Object.entries(state.data.clients ?? {})) state.clients.set(id, { ...withoutPairing(records), messages: records.messages ?? {} });
       delete state.data.clients;
+      state.data = withoutPairing(state.data);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`cannot read ${file}: ${(err as Error).message}`);
     }
     return state;
-  }
-
-  get pairing(): McpStateData['pairing'] {
-    return this.data.pairing;
-  }
-
-  async setPairing(userId: string, generation: string): Promise<void> {
-    this.data.pairing = { user_id: userId, generation, paired_at: new Date().toISOString() };
-    await this.save();
   }
 
   message(requestId: string): SentMessage | undefined {
@@ -146,13 +142,6 @@ export class McpState implements AgentRecords {
     };
     const save = (): Promise<void> => this.save();
     return {
-      get pairing() {
-        return records()?.pairing;
-      },
-      async setPairing(userId, generation) {
-        own().pairing = { user_id: userId, generation, paired_at: new Date().toISOString() };
-        await save();
-      },
       message: (requestId) => {
         const r = records();
         return r === undefined ? undefined : messageIn(r, requestId);

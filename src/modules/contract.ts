@@ -1,26 +1,27 @@
 import type Router from '@koa/router';
-import type { Kysely } from 'kysely';
+import type { Kysely, Migration } from 'kysely';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { Config } from '../config-types.js';
 import type { Job, JobKind, JobQueue } from '../outbox/worker.js';
-import type { Clock } from '../platform/clock.js';
-import type { Store } from '../platform/db/database.js';
-import type { Doorbell } from '../platform/db/doorbell.js';
-import type { Events } from '../platform/db/events.js';
-import type { OperationHandlers } from '../platform/http/api.js';
-import type { Policy } from '../platform/policy/policy.js';
-import type { McpTool } from '../platform/mcp/tool.js';
-import type { Registry } from '../platform/metrics.js';
-import type { Surfaces } from '../transports/plugin.js';
-import type { Transports } from '../transports/transport.js';
-import type { Command } from './commands/command.js';
+import type { Clock } from '../infra/clock.js';
+import type { EnvReader } from '../infra/env.js';
+import type { Store } from '../infra/db/database.js';
+import type { Doorbell } from '../infra/db/doorbell.js';
+import type { Events } from '../infra/db/events.js';
+import type { OperationHandlers } from '../infra/http/api.js';
+import type { Policy } from '../infra/policy/policy.js';
+import type { McpTool } from '../infra/mcp/tool.js';
+import type { Registry } from '../infra/metrics.js';
+import type { Surfaces } from '../platforms/plugin.js';
+import type { Platforms } from '../platforms/platform.js';
+import type { Command } from './command-types.js';
 
 // What a capability of Herald (a module) declares, and what it is given to run. The wiring
-// (src/app.ts) starts the modules of src/modules/registry.ts in order and runs what they declare:
+// (src/app.ts) starts the modules of src/modules/modules.ts in order and runs what they declare:
 // one HTTP API, one job runner, one prune scheduler, one readiness answer.
 
 // Commands are part of the contract: a module that declares commands writes them with these.
-export { requiredOption, type Command, type CommandReply } from './commands/command.js';
+export { requiredOption, type Command, type CommandReply } from './command-types.js';
 
 /** What a process does: serve HTTP (and the platform's command surfaces), dispatch jobs, or both. */
 export interface Roles {
@@ -28,18 +29,20 @@ export interface Roles {
   readonly dispatcher: boolean;
 }
 
-/** What every module is given. */
-export interface ModuleServices {
+/** What every module is given; `S`: its own settings (its `config` hook's answer). */
+export interface ModuleServices<S = unknown> {
   readonly config: Config;
+  /** This module's own settings, read from the environment by its `config` hook (undefined without one). */
+  readonly settings: S;
   readonly store: Store;
-  /** Every part's tables: a module narrows it to its own with `tablesOf` (src/platform/db/database.ts). */
+  /** Every part's tables: a module narrows it to its own with `tablesOf` (src/infra/db/database.ts). */
   readonly db: Kysely<unknown>;
   readonly clock: Clock;
   readonly log: Logger;
   /** Every metric this process exports: a module defines its own on it. */
   readonly registry: Registry;
-  /** The platforms this process speaks (src/transports/registry.ts). */
-  readonly transports: Transports;
+  /** The platforms this process speaks (src/platforms/platforms.ts). */
+  readonly transports: Platforms;
   /** Ring after committing due work: wakes the job runner here, and other processes' through NOTIFY. */
   readonly doorbell: Doorbell;
   /** Changes other processes' listeners must hear of (ids only): publish after the commit, subscribe to re-read. */
@@ -111,15 +114,58 @@ export interface ModuleParts<G> {
   close?(): Promise<void>;
 }
 
+/** A module's tables, as a type only (`ownTables<DeliveriesDb>()`): src/schema.ts assembles the Database from them. */
+export interface Tables<T> {
+  readonly type?: () => T;
+}
+
+/** Each module's tables of a module list (a const tuple), together: what the store holds for them. */
+export type TablesOf<L extends readonly unknown[]> = Together<{ [K in keyof L]: L[K] extends { readonly tables?: Tables<infer T> } ? (unknown extends T ? Record<never, never> : T) : Record<never, never> }[number]>;
+
+/** A union's members, intersected. */
+type Together<U> = (U extends unknown ? (u: U) => void : never) extends (all: infer I) => void ? I : never;
+
+/** The phantom that carries a module's tables' type (nothing at run time). */
+export function ownTables<T>(): Tables<T> {
+  return {};
+}
+
+/** What a module needs beside it, checked before anything starts (src/modules/runner.ts `checkNeeds`). */
+export interface ModuleNeeds {
+  /** Modules it `use`s: listed before it. */
+  readonly modules?: readonly { readonly name: string }[];
+  /** Ports it asks others to answer (by name): some module of the list must declare it in its `answers`. */
+  readonly ports?: readonly string[];
+}
+
 /**
- * One capability of Herald: declared in its folder's `index.ts`, listed in src/modules/registry.ts.
- * Only `name`, `migrations` and `tools` are loaded with the declaration: `herald mcp` reads the
- * tools of every module, so the rest is imported (`import()`) when it is asked for.
+ * One capability of Herald: declared in its folder's `index.ts`, listed in src/modules/modules.ts.
+ * Only the declaration (its name, contract, migrations, needs, settings and tools) is loaded with
+ * it: `herald mcp` reads the tools of every module, so the rest is imported (`import()`) when it is
+ * asked for. `G`: what it gives; `M`: its metrics; `S`: its settings; `T`: its tables.
  */
-export interface HeraldModule<G = unknown, M = unknown> {
+export interface HeraldModule<G = unknown, M = unknown, S = unknown, T = unknown> {
   readonly name: string;
-  /** The migrations (migrations/<name>.ts) that create and change this module's tables. */
-  readonly migrations?: readonly string[];
+  /**
+   * Its own contract (an OpenAPI 3.1 file in its folder, JSON or YAML): its paths, components and
+   * operations (each with `x-herald-policy`), merged into the bundle (generated/openapi.json) when
+   * it starts. The modules of src/modules/ keep theirs in openapi/ (the generated types need them).
+   */
+  readonly contract?: string | URL;
+  /** Its migrations, by name (names sort in the order they apply, with migrations/'s). */
+  readonly migrations?: Readonly<Record<string, Migration>>;
+  /** Its tables' type (`ownTables<...>()`), for src/schema.ts: nothing at run time. */
+  readonly tables?: Tables<T>;
+  /** What it needs beside it: a missing one stops start-up, naming it. */
+  readonly needs?: ModuleNeeds;
+  /** The ports (by name) it answers for others' `needs`. */
+  readonly answers?: readonly string[];
+  /**
+   * Its settings, read from the environment like a platform's (src/platforms/plugin.ts): each
+   * variable documented with a backquoted-name comment in its folder; a problem is said through
+   * `env.problem` and stops start-up with the others. `start` is handed the answer as `settings`.
+   */
+  config?(env: EnvReader): S;
   /** Its MCP tools (served by `herald mcp`, which starts no module). */
   tools?(): readonly McpTool<never>[];
   /** Its commands (slash commands, `run_command`); they run against what `start` gives. */
@@ -129,10 +175,10 @@ export interface HeraldModule<G = unknown, M = unknown> {
    * sections in the order they were defined); `start` is handed what this returns.
    */
   metrics?(registry: Registry): Promise<M>;
-  start(services: ModuleServices, metrics: M): Promise<ModuleParts<G>>;
+  start(services: ModuleServices<S>, metrics: M): Promise<ModuleParts<G>>;
 }
 
 /** A module definition, typed where it is written. */
-export function defineModule<G, M = undefined>(module: HeraldModule<G, M>): HeraldModule<G, M> {
+export function defineModule<G, M = undefined, S = undefined, T = unknown>(module: HeraldModule<G, M, S, T>): HeraldModule<G, M, S, T> {
   return module;
 }

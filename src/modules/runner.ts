@@ -1,13 +1,14 @@
-import { sql } from 'kysely';
+import { sql, type Migration } from 'kysely';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { Config } from '../config-types.js';
 import { registerOutboxHealth, registerQueueAges, WorkerMetrics, type QueueAges } from '../outbox/outbox.metrics.js';
 import { OutboxWorker, type Job, type JobQueue } from '../outbox/worker.js';
-import type { Clock } from '../platform/clock.js';
-import type { Store } from '../platform/db/database.js';
-import { periodicFailures, type Registry } from '../platform/metrics.js';
-import { Doorbell } from '../platform/db/doorbell.js';
-import { errorSummary } from '../platform/errors.js';
+import type { Clock } from '../infra/clock.js';
+import type { Store } from '../infra/db/database.js';
+import { periodicFailures, type Registry } from '../infra/metrics.js';
+import { Doorbell } from '../infra/db/doorbell.js';
+import { errorSummary } from '../infra/errors.js';
+import { StartupError } from '../infra/startup.js';
 import type { Command, HeraldModule, JobsDeclaration, ModuleParts, ModuleServices, PruneTask } from './contract.js';
 
 // Runs what the modules declare (src/modules/contract.ts): their start in order, their jobs, their
@@ -39,19 +40,60 @@ export async function defineMetrics(modules: readonly HeraldModule[], registry: 
   return made;
 }
 
-/** Start each module in order, giving it the shared services and what the modules above it give. */
-export async function startModules(modules: readonly HeraldModule[], metrics: readonly unknown[], base: Omit<ModuleServices, 'use' | 'commands'>): Promise<StartedModules> {
+/** The migrations the modules declare in their folders, by name: one name declared twice stops start-up. */
+export function declaredMigrations(parts: readonly { readonly name: string; readonly migrations?: Readonly<Record<string, Migration>> }[]): Record<string, Migration> {
+  const all: Record<string, Migration> = {};
+  const owner = new Map<string, string>();
+  for (const part of parts) {
+    for (const [name, migration] of Object.entries(part.migrations ?? {})) {
+      const other = owner.get(name);
+      if (other !== undefined) throw new StartupError(`the migration ${name} is declared by both ${other} and ${part.name}: rename one`);
+      owner.set(name, part.name);
+      all[name] = migration;
+    }
+  }
+  return all;
+}
+
+/**
+ * What each module declares it needs, checked before any starts: the modules it `use`s listed
+ * above it, and each port it asks for answered by a module of the list. Every gap is said at once.
+ */
+export function checkNeeds(modules: readonly HeraldModule[]): void {
+  const problems: string[] = [];
+  const answered = new Set(modules.flatMap((m) => m.answers ?? []));
+  for (const [i, m] of modules.entries()) {
+    for (const needed of m.needs?.modules ?? []) {
+      const at = modules.findIndex((other) => other.name === needed.name);
+      if (at < 0) problems.push(`module ${m.name} needs module ${needed.name}, which is not in the module list`);
+      else if (at > i) problems.push(`module ${m.name} needs module ${needed.name}, which is listed after it (list it above)`);
+    }
+    for (const port of m.needs?.ports ?? []) {
+      if (!answered.has(port)) problems.push(`module ${m.name} needs a module answering ${port}, and none in the module list does`);
+    }
+  }
+  if (problems.length > 0) throw new StartupError(problems.join('; '));
+}
+
+/** Start each module in order, giving it the shared services, its own settings and what the modules above it give. */
+export async function startModules(modules: readonly HeraldModule[], metrics: readonly unknown[], base: Omit<ModuleServices, 'use' | 'commands' | 'settings'>): Promise<StartedModules> {
+  checkNeeds(modules);
   const gives = new Map<HeraldModule, unknown>();
   const started: ModuleParts<unknown>[] = [];
   const use = <G>(module: HeraldModule<G>): G => {
-    if (!gives.has(module as HeraldModule)) throw new Error(`module ${module.name} is used before it started (see the order in src/modules/registry.ts)`);
+    if (!gives.has(module as HeraldModule)) throw new Error(`module ${module.name} is used before it started (see the order in src/modules/modules.ts)`);
     return gives.get(module as HeraldModule) as G;
   };
   // A command runs against what its own module gives, looked up when it runs.
   const declared = await Promise.all(modules.map(async (m) => (await m.commands?.()) ?? []));
   const commands = (): Command<undefined>[] =>
     modules.flatMap((m, i) => (declared[i] ?? []).map((c): Command<undefined> => ({ ...c, execute: (invocation) => c.execute(invocation, use(m)) })));
-  const services: ModuleServices = { ...base, use, commands };
+  const services = { ...base, use, commands };
+  const settingsOf = (m: HeraldModule): unknown => {
+    if (m.config === undefined) return undefined;
+    if (!(m.name in base.config.modules)) throw new StartupError(`module ${m.name}'s settings were not read: loadConfig must be given the same module list`);
+    return base.config.modules[m.name];
+  };
   const close = async (): Promise<void> => {
     for (const parts of started.splice(0).reverse()) {
       await parts.close?.().catch((err: unknown) => base.log.error({ err: errorSummary(err) }, 'a module failed to stop'));
@@ -59,7 +101,7 @@ export async function startModules(modules: readonly HeraldModule[], metrics: re
   };
   try {
     for (const [i, module] of modules.entries()) {
-      const parts = await module.start(services, metrics[i]);
+      const parts = await module.start({ ...services, settings: settingsOf(module) }, metrics[i]);
       started.push(parts);
       gives.set(module, parts.gives);
     }

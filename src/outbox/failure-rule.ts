@@ -1,6 +1,6 @@
-import { errorSummary } from '../platform/errors.js';
-import { isStoreUnavailable } from '../platform/db/database.js';
-import { TransportError, type TransportFailure } from '../transports/transport.js';
+import { errorSummary } from '../infra/errors.js';
+import { isStoreUnavailable } from '../infra/db/database.js';
+import { TransportError, type TransportFailure } from '../platforms/platform.js';
 
 /**
  * What an attempt that failed does next, for every kind of job: the one rule.

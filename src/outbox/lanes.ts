@@ -1,7 +1,7 @@
 /**
  * Fair slots across lanes. A lane is what paces a job's sends together, so that jobs of one lane
  * wait for each other whatever the pool's size: a chat send on IRC waits its turn on its sender's
- * connection (src/transports/irc/irc-connection.ts, `pace()`). Claimed oldest first alone, one lane's
+ * connection (src/platforms/irc/irc-connection.ts, `pace()`). Claimed oldest first alone, one lane's
  * backlog took every slot of the pool while the other lanes' connections idled (one flooding
  * sender, then the next: `npm run bench -- --only=irc`, the blocks round). A job of no lane (a
  * Discord delivery, whose limits Discord's client keeps) has none of this.

@@ -1,5 +1,8 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { faultPoint } from '../infra/faults/fault-points.js';
+import { brokenFence } from '../infra/faults/fence.js';
 import { DEEP_SCAN_DEPTH, SCAN_DEPTH, type LaneRoom } from './lanes.js';
+import type { Lease } from './worker.js';
 
 /**
  * A table whose rows are their own outbox entries, described once: which rows are due, what a
@@ -44,7 +47,7 @@ export interface LeasedTableSpec {
  * document into text: `\u0000`, or a lone surrogate's `\ud800`, then fails the statement, on this
  * row and so for every row a claim reads (one stored chat channel `#a\ud800` once held every
  * delivery `pending` for good). Herald's own JSON has a `\u` escape only for a control character
- * or a lone surrogate (JSON.stringify), which its input gate refuses (src/platform/contract/storable.ts).
+ * or a lone surrogate (JSON.stringify), which its input gate refuses (src/infra/contract/storable.ts).
  */
 export function jsonText(column: string, key: string): RawBuilder<string | null> {
   return sql<string | null>`(case when strpos(${sql.ref(column)}::text, ${'\\u'}) = 0 then ${sql.ref(column)}->>${sql.lit(key)} end)`;
@@ -106,7 +109,7 @@ export class LeasedTable<Row> {
         limit ${limit}
         for update skip locked
       )
-      update ${t} set lease_owner = ${owner}, lease_expires_at = ${new Date(now.getTime() + leaseMs)}, attempts = ${sql.ref(`${table}.attempts`)} + 1${sql.join(extra, sql``)}
+      update ${t} set lease_owner = ${owner}, lease_token = gen_random_uuid()::text, lease_expires_at = ${new Date(now.getTime() + leaseMs)}, attempts = ${sql.ref(`${table}.attempts`)} + 1${sql.join(extra, sql``)}
       from due where ${sql.ref(`${table}.${key}`)} = ${sql.ref(`due.${key}`)}
       returning ${t}.*${claimedFrom !== undefined ? sql`, due.claimed_from` : sql``}${lane !== undefined ? sql`, (${lane}) as lane` : sql``}`.execute(this.db);
     // A due row may have been left for its lane when one was busy or a lane took a row (the cursor must not pass it).
@@ -138,17 +141,24 @@ export class LeasedTable<Row> {
       )`;
   }
 
-  /** Write an attempt's outcome and end the lease, only while `owner` holds it. False: the lease was lost. */
-  async finish(id: string, owner: string, update: Record<string, unknown>): Promise<boolean> {
-    const sets = Object.entries({ ...update, lease_owner: null, lease_expires_at: null }).map(([column, value]) => sql`${sql.ref(column)} = ${isRaw(value) ? value : sql.val(value)}`);
-    const r = await sql`update ${sql.table(this.spec.table)} set ${sql.join(sets)} where ${sql.ref(this.spec.key)} = ${id} and lease_owner = ${owner}${this.held()}`.execute(this.db);
+  /**
+   * Write an attempt's outcome and end the lease, only under `lease`: its owner and the token its
+   * claim wrote (a later claim, even by the same worker, wrote another), and only while the fence in
+   * force holds (src/infra/faults/fence.ts). False: the lease was lost, nothing written.
+   */
+  async finish(id: string, lease: Lease, update: Record<string, unknown>): Promise<boolean> {
+    faultPoint('before-commit');
+    if (brokenFence() !== undefined) return false;
+    const sets = Object.entries({ ...update, lease_owner: null, lease_token: null, lease_expires_at: null }).map(([column, value]) => sql`${sql.ref(column)} = ${isRaw(value) ? value : sql.val(value)}`);
+    const token = lease.token !== null ? sql` and lease_token = ${lease.token}` : sql``;
+    const r = await sql`update ${sql.table(this.spec.table)} set ${sql.join(sets)} where ${sql.ref(this.spec.key)} = ${id} and lease_owner = ${lease.owner}${token}${this.held()}`.execute(this.db);
     return (r.numAffectedRows ?? 0n) > 0n;
   }
 
   /** On shutdown: hand this owner's leased rows back, due now. */
   async release(owner: string, now: Date): Promise<number> {
     const sets = Object.entries(this.spec.onRelease(now)).map(([column, value]) => sql`, ${sql.ref(column)} = ${value}`);
-    const r = await sql`update ${sql.table(this.spec.table)} set lease_owner = null, lease_expires_at = null${sql.join(sets, sql``)} where lease_owner = ${owner}${this.held()}`.execute(this.db);
+    const r = await sql`update ${sql.table(this.spec.table)} set lease_owner = null, lease_token = null, lease_expires_at = null${sql.join(sets, sql``)} where lease_owner = ${owner}${this.held()}`.execute(this.db);
     return Number(r.numAffectedRows ?? 0n);
   }
 

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { Clock } from '../platform/clock.js';
-import { addStatusPanels, LATENCY_BUCKETS, periodicFailures, ScrapeRead } from '../platform/metrics.js';
+import type { Clock } from '../infra/clock.js';
+import { addStatusPanels, LATENCY_BUCKETS, periodicFailures, ScrapeRead } from '../infra/metrics.js';
 
 /** How many jobs of a queue wait, by kind and state (a queue's `depth`). */
 export interface QueueDepth {

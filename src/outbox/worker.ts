@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Clock } from '../platform/clock.js';
-import { errorSummary } from '../platform/errors.js';
-import { isStoreUnavailable } from '../platform/db/database.js';
+import type { Clock } from '../infra/clock.js';
+import { errorSummary } from '../infra/errors.js';
+import { fenceUntil, LeaseLostError, withFence, type Fence } from '../infra/faults/fence.js';
+import { isStoreUnavailable } from '../infra/db/database.js';
 import { faultName, isRowsOwnFault } from './failure-rule.js';
 import { LANE_DEEP_SCAN_MS, type LaneRoom } from './lanes.js';
 import type { QueueDepth, WorkerMetrics } from './outbox.metrics.js';
@@ -15,6 +16,18 @@ export interface Job {
   readonly attempts: number;
   /** What paces this job's sends together with others' (src/outbox/lanes.ts); absent: nothing. */
   readonly lane?: string;
+  /** The claim's own token (its row's lease_token): a write of its outcome names it (see `Lease`). */
+  readonly leaseToken?: string | null;
+}
+
+/**
+ * Who holds a job's lease: the worker, and the claim's token. A claim writes a new token in the
+ * row, so an outcome written under an older claim (a process that stalled past its lease, even this
+ * same worker's earlier attempt) matches no row and changes nothing.
+ */
+export interface Lease {
+  readonly owner: string;
+  readonly token: string | null;
 }
 
 /**
@@ -38,7 +51,7 @@ export interface JobQueue<J extends Job> {
    * The row ends `failed` (or its queue's word for it) with `reason`, so it never again waits in
    * front of the others. False: the lease was lost meanwhile, nothing written.
    */
-  quarantine(job: J, owner: string, reason: string): Promise<boolean>;
+  quarantine(job: J, lease: Lease, reason: string): Promise<boolean>;
   /**
    * Since when the oldest due job has been due (null: none is): a queue that stopped moving shows
    * here first (herald_queue_oldest_due_age_seconds, /readyz), whatever stopped it.
@@ -60,8 +73,15 @@ export interface RetryPolicy {
 }
 
 export interface JobContext {
-  /** The worker holding the job's lease: outcomes are recorded only under it. */
+  /** The worker holding the job's lease. */
   readonly owner: string;
+  /** The job's lease: outcomes are recorded only under it. */
+  readonly lease: Lease;
+  /**
+   * Holds until shortly before the lease ends (monotonic clock). The job's work runs under it
+   * (src/infra/faults/fence.ts): past it no request of the job leaves and no outcome is written.
+   */
+  readonly fence: Fence;
   /** Aborted just before the lease ends, or when shutdown's grace period is over. */
   readonly signal: AbortSignal;
   /** When the job should be tried again after a transient failure (its kind's policy). */
@@ -92,6 +112,15 @@ export interface WorkerOptions {
 }
 
 const DEFAULT_CAP_MS = 5 * 60 * 1000;
+
+/**
+ * How long before its lease ends a job's fence stops it: a request that leaves then still reaches
+ * the platform, and is created there, before another process can take the job over (which reads
+ * the platform from the lease's end on, src/modules/deliveries/delivery.reconcile.ts).
+ */
+export function fenceMarginMs(leaseMs: number): number {
+  return Math.min(1_000, leaseMs / 4);
+}
 
 /** Full-jitter exponential backoff: uniform below min(cap, base·2^(attempts−1)), never below retryAfter. */
 export function backoffMs(policy: RetryPolicy, attempts: number, retryAfterMs?: number): number {
@@ -266,10 +295,12 @@ export class OutboxWorker<J extends Job> {
     for (const q of [...all.slice(first), ...all.slice(0, first)]) {
       const mine = kinds.filter((k) => this.queueOf.get(k) === q);
       if (mine.length === 0 || room <= 0) continue;
+      // The lease runs from before the claim: on the monotonic clock as on the one it is written with.
+      const claimedAt = performance.now();
       const jobs = await q.claim(this.owner, this.clock.now(), this.options.leaseMs, mine, room, this.lanes(q));
       room -= jobs.length;
       // A full batch may leave more due: each finished job wakes the loop, so it looks again.
-      for (const job of jobs) this.launch(job);
+      for (const job of jobs) this.launch(job, claimedAt);
     }
   }
 
@@ -284,7 +315,7 @@ export class OutboxWorker<J extends Job> {
     return { busy, perLane: this.options.perLane ?? Math.max(1, Math.ceil(this.options.concurrency / 2)), deep };
   }
 
-  private launch(job: J): void {
+  private launch(job: J, claimedAt: number): void {
     const kind = this.kinds.get(job.kind);
     if (kind === undefined) {
       // Claimed only by registered kinds; a row of another kind cannot get here.
@@ -294,8 +325,12 @@ export class OutboxWorker<J extends Job> {
     const abort = new AbortController();
     // Give up before the lease ends, so no attempt records anything after another could have taken over.
     const timer = setTimeout(() => abort.abort(), Math.max(1, this.options.leaseMs - 1_000));
+    const fence = fenceUntil(claimedAt + this.options.leaseMs - fenceMarginMs(this.options.leaseMs), "the job's lease");
+    const lease: Lease = { owner: this.owner, token: job.leaseToken ?? null };
     const context: JobContext = {
       owner: this.owner,
+      lease,
+      fence,
       signal: abort.signal,
       retry: kind.retry,
       retryAt: (retryAfterMs) => new Date(this.clock.now().getTime() + backoffMs(kind.retry, job.attempts, retryAfterMs)),
@@ -303,9 +338,13 @@ export class OutboxWorker<J extends Job> {
     const started = performance.now();
     let failed = false;
     this.options.metrics?.started(job.kind);
-    const done = kind
-      .handle(job, context)
+    const done = withFence(fence, () => kind.handle(job, context))
       .catch(async (err: unknown) => {
+        if (err instanceof LeaseLostError) {
+          // Stalled past its lease: nothing more left, nothing was written; the next holder re-drives it.
+          this.log.warn({ job: job.id, kind: job.kind, fence: err.what }, 'lease ended before the job was done; it stopped, the next holder re-drives it');
+          return;
+        }
         failed = true;
         if (await this.quarantined(job, kind, err, abort.signal)) return;
         this.log.error({ job: job.id, kind: job.kind, err: errorSummary(err) }, 'job bookkeeping failed');
@@ -332,7 +371,7 @@ export class OutboxWorker<J extends Job> {
     const queue = this.queueOf.get(job.kind);
     const fault = faultName(err);
     const reason = own ? `quarantined: handling this job threw on its own content (${fault})` : `quarantined: handling this job threw on each of its ${job.attempts} attempts (${fault})`;
-    const done = await queue?.quarantine(job, this.owner, reason).catch((e: unknown) => {
+    const done = await queue?.quarantine(job, { owner: this.owner, token: job.leaseToken ?? null }, reason).catch((e: unknown) => {
       this.log.error({ job: job.id, kind: job.kind, err: errorSummary(e) }, 'could not quarantine a job');
       return false;
     });

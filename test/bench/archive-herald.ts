@@ -6,7 +6,7 @@
  */
 import { startHerald } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/platform/log.js';
+import { createLogger } from '../../src/infra/log.js';
 
 const origin = process.env['BENCH_MEDIA_ORIGIN'];
 if (origin === undefined) throw new Error('BENCH_MEDIA_ORIGIN is not set');

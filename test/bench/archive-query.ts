@@ -7,9 +7,9 @@
 import { type Kysely, sql } from 'kysely';
 import pino from 'pino';
 import { MediaService, type Actor } from '../../src/modules/archive/media.service.js';
-import { openStore } from '../../src/platform/db/database.js';
+import { openStore } from '../../src/infra/db/database.js';
 import type { Database } from '../../src/schema.js';
-import { tablesOf } from '../../src/platform/db/tables.js';
+import { tablesOf } from '../../src/infra/db/tables.js';
 import type { ArchiveDb } from '../../src/modules/archive/archive.table.js';
 
 export const SCRAPE_ID = '0b6f3a52-5d0e-4c36-9f6f-1f2a3b4c5d6e';

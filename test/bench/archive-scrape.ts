@@ -2,17 +2,17 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { DiscordSandbox, SANDBOX_MEDIA_CHANNEL, type RateLimitRule } from '../../src/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_MEDIA_CHANNEL, type RateLimitRule } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { SCRAPE_PAGE_SIZE } from '../../src/modules/archive/scrape.jobs.js';
 import { awaitStarted, runCommand, type HeraldProcess } from '../support/process.js';
 
 /**
  * `npm run bench -- --only=scrape`: a links scrape of the sandbox's generated media channel
- * (src/sandbox/media-history.ts; 20,000 messages, `--quick` 2,000), started through the admin API
+ * (src/platforms/discord/sandbox/media-history.ts; 20,000 messages, `--quick` 2,000), started through the admin API
  * as an operator starts one, by one `herald serve` on the bench's PostgreSQL database.
  *
  * The floor is what the sandbox's limits allow for the history route (GET /channels/{id}/messages,
- * the route the scrape reads; src/sandbox/faults.ts counts it in its own bucket per route and
+ * the route the scrape reads; src/platforms/discord/sandbox/faults.ts counts it in its own bucket per route and
  * channel, beside the global one): a scrape reads floor(messages / 100) + 1 pages of 100 (the last
  * one short or empty, which is how it learns the channel's start), one at a time, so the floor is
  * pages / min(route limit per second, global limit per second). Measured twice:
@@ -47,7 +47,7 @@ export interface ScrapeHerald {
 /** Discord's limits as the bench's drain sandbox sets them (run.ts). */
 const DISCORD_ROUTE: RateLimitRule = { limit: 5, windowMs: 5_000 };
 const DISCORD_GLOBAL: RateLimitRule = { limit: 50, windowMs: 1_000 };
-/** The sandbox's default route limit (src/sandbox/sandbox.ts). */
+/** The sandbox's default route limit (src/platforms/discord/sandbox/sandbox.ts). */
 const SANDBOX_DEFAULT_ROUTE: RateLimitRule = { limit: 50, windowMs: 1_000 };
 
 const HISTORY_PATH = `/channels/${SANDBOX_MEDIA_CHANNEL}/messages`;

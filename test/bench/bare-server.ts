@@ -13,7 +13,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CompiledQuery } from 'kysely';
 import pg from 'pg';
-import { openStore } from '../../src/platform/db/database.js';
+import { openStore } from '../../src/infra/db/database.js';
 import { insertParams, INSERT_SQL } from './rows.js';
 
 const mode = process.env['BENCH_MODE'] ?? 'healthz';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
-import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_IDS } from '../../src/platforms/discord/sandbox/sandbox.js';
 
 /**
  * `npm run bench -- --only=hear`: how soon an agent hears what it waits for, end to end, each

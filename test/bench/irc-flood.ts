@@ -12,11 +12,11 @@ import { startIrcd, type Ircd } from '../support/inspircd.js';
  * channel reads them, with their `+herald/delivery` key, and every QUIT it sees.
  *
  * The floor is what the flood limits allow. Each sender nick has a connection of its own
- * (src/transports/irc/irc-transport.ts), so per connection the limit is the smaller of the server's
+ * (src/platforms/irc/irc-platform.ts), so per connection the limit is the smaller of the server's
  * allowance (test/irc/inspircd.conf: `commandrate`, in millicommands per second, with `fakelag`
  * off, so a connection over it is quit with "Excess Flood") and Herald's pacing
  * (HERALD_IRC_LINES_PER_SECOND); the floor is N / (that rate × connections). A second floor also
- * lets each connection's burst go at once (Herald's, 5 lines: src/transports/irc/irc-connection.ts,
+ * lets each connection's burst go at once (Herald's, 5 lines: src/platforms/irc/irc-connection.ts,
  * and the server's `threshold`).
  *
  * Three rounds, each after a warm-up (a line per sender in every channel, unmeasured: a sender's
@@ -37,9 +37,9 @@ const CONF = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../irc/
 const CHANNELS = ['#bench-a', '#bench-b', '#bench-c'] as const;
 const SENDERS = ['ada', 'bob', 'cyd', 'dee'] as const;
 const WATCHER_NICK = 'benchwatch';
-/** HERALD_IRC_LINES_PER_SECOND's default (src/transports/irc/index.ts). */
+/** HERALD_IRC_LINES_PER_SECOND's default (src/platforms/irc/index.ts). */
 const HERALD_DEFAULT_LPS = 4;
-/** Lines a connection sends back to back before Herald's pacing spaces them (BURST, src/transports/irc/irc-connection.ts). */
+/** Lines a connection sends back to back before Herald's pacing spaces them (BURST, src/platforms/irc/irc-connection.ts). */
 const HERALD_BURST = 5;
 const FLOOD_QUIT = /excess flood|recvq exceeded|sendq exceeded/i;
 
@@ -354,7 +354,7 @@ export async function ircFlood(harness: IrcFloodHarness, quick: boolean): Promis
         { name: 'blocks', lines, blocks: true },
       ]),
     );
-    // HERALD_IRC_LINES_PER_SECOND allows at most 1000 (src/transports/irc/index.ts).
+    // HERALD_IRC_LINES_PER_SECOND allows at most 1000 (src/platforms/irc/index.ts).
     Object.assign(row, await withHerald(harness, ircd, watcher, Math.min(1000, server.linesPerSecond), [{ name: 'allowance', lines: quick ? 200 : 2_000, blocks: false }]));
     console.log(`  irc phase: ${((performance.now() - began) / 1000).toFixed(1)} s in all`);
     return row;

@@ -32,9 +32,11 @@
  *   N / (min(the server's allowance, HERALD_IRC_LINES_PER_SECOND) × connections); lost, duplicated, flood QUITs
  *   (irc-flood.ts);
  * - vacuum: the outbox's claims/s while a long transaction holds back vacuum vs with nothing held,
- *   the dead tuples and the claim's plan (vacuum.ts; PostgreSQL only).
+ *   the dead tuples and the claim's plan (vacuum.ts; PostgreSQL only);
+ * - twins: 100 identical alerts to one channel drained (they take turns) vs 100 distinct ones, the
+ *   ratio, duplicates (twins.ts).
  *
- * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,irc,vacuum,
+ * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,irc,vacuum,twins,
  * --steady=SECONDS, --out=FILE, --heap, --tsx. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
@@ -47,10 +49,10 @@ import { fileURLToPath } from 'node:url';
 import autocannon, { type Result } from 'autocannon';
 import { CompiledQuery } from 'kysely';
 import pg from 'pg';
-import { openStore } from '../../src/platform/db/database.js';
-import { migrateToLatest } from '../../src/platform/db/migrate.js';
+import { openStore } from '../../src/infra/db/database.js';
+import { migrateToLatest } from '../../src/infra/db/migrate.js';
 import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
-import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_IDS } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { startHeraldProcess, type HeraldProcess, type RunOptions } from '../support/process.js';
 import { archiveQueryPhase, BENCH_ITEMS } from './archive-query.js';
 import { scrapePhase } from './archive-scrape.js';
@@ -59,15 +61,61 @@ import { heapNodeOptions, heapReport } from './heap.js';
 import { slackDrain } from './slack-drain.js';
 import { hearLatency } from './hear-latency.js';
 import { vacuumPhase } from './vacuum.js';
+import { twinsDrain } from './twins.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
+import { announceEstimate, formatDuration, intFlag, refuse, scriptArgs } from '../support/script-args.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const argv = process.argv.slice(2);
 /** Every phase, in the order a full run measures them; `--only=a,b` runs those. */
-const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'scrape', 'hear', 'irc', 'vacuum'];
-const quick = argv.includes('--quick');
-const only = new Set((argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? ALL_PHASES.join(',')).split(','));
-const outFile = argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ?? path.join(ROOT, 'data', 'bench', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'scrape', 'hear', 'irc', 'vacuum', 'twins'];
+/**
+ * Each phase's rough duration in seconds, full and --quick, both stores and their set-up included
+ * (a full run of all but twins took 32 minutes on 2 cores; twins drains 100 alerts into one
+ * channel at 5 per 5 s on each store, quick or not). Steady's is for its default length.
+ */
+const PHASE_ESTIMATE_S: Readonly<Record<string, { full: number; quick: number }>> = {
+  reads: { full: 270, quick: 200 },
+  ingest: { full: 180, quick: 110 },
+  latency: { full: 90, quick: 60 },
+  drain: { full: 170, quick: 60 },
+  slack: { full: 60, quick: 30 },
+  idle: { full: 60, quick: 40 },
+  steady: { full: 260, quick: 90 },
+  memory: { full: 180, quick: 40 },
+  archive: { full: 180, quick: 40 },
+  scrape: { full: 250, quick: 60 },
+  hear: { full: 120, quick: 40 },
+  irc: { full: 120, quick: 50 },
+  vacuum: { full: 120, quick: 40 },
+  twins: { full: 240, quick: 240 },
+};
+const USAGE = `usage: npm run bench -- [--quick] [--only=PHASE,…] [--steady=SECONDS] [--out=FILE] [--heap] [--tsx]
+  --quick            short phases (fewer rows, shorter rounds)
+  --only=PHASE,…     run only these phases (default all): ${ALL_PHASES.join(', ')}
+  --steady=SECONDS   the steady phase's length (default 120, 30 with --quick; 600 is the full run)
+  --out=FILE         the JSON report (default data/bench/bench-<time>.json)
+  --heap             also where idle memory is: RSS by kind of mapping, a summarised heap snapshot
+  --tsx              measure memory under tsx instead of the compiled CLI
+  --dry-run          print how long the run would take and start nothing
+  -h, --help         this help; starts nothing
+
+A full run takes about 38 minutes, --quick about 18; the estimate for the options given (each
+phase's) is printed first. Needs PostgreSQL at TEST_DATABASE_URL (default
+postgres://postgres@127.0.0.1:5432/postgres) besides PGlite.`;
+const args = scriptArgs('npm run bench', USAGE, {
+  quick: { type: 'boolean' },
+  only: { type: 'string' },
+  steady: { type: 'string' },
+  out: { type: 'string' },
+  heap: { type: 'boolean' },
+  tsx: { type: 'boolean' },
+});
+const quick = args.quick === true;
+const only = new Set((args.only ?? ALL_PHASES.join(',')).split(','));
+const unknownPhases = [...only].filter((p) => !ALL_PHASES.includes(p));
+if (unknownPhases.length > 0) refuse('npm run bench', USAGE, `unknown phase ${unknownPhases.join(', ')}`);
+const outFile = args.out ?? path.join(ROOT, 'data', 'bench', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
 const serverUrl = process.env['TEST_DATABASE_URL'] || 'postgres://postgres@127.0.0.1:5432/postgres';
 
 const INGEST_S = quick ? 4 : 15;
@@ -81,7 +129,13 @@ const READ_ROWS = 1_000;
 /** Idle: seconds after start-up before the resident set is read. */
 const IDLE_S = quick ? 3 : 10;
 /** Steady load: seconds (`--steady=600` for the full 10 minutes) and requests per second. */
-const STEADY_S = Number(argv.find((a) => a.startsWith('--steady='))?.slice('--steady='.length) ?? (quick ? 30 : 120));
+const STEADY_S = (() => {
+  try {
+    return intFlag(args.steady, quick ? 30 : 120, 'steady', 1);
+  } catch (err) {
+    return refuse('npm run bench', USAGE, (err as Error).message);
+  }
+})();
 const STEADY_RATE = 100;
 const CONNECTIONS = 32;
 /** Ingest on several replicas (serve processes) on one PostgreSQL database. */
@@ -537,7 +591,7 @@ const mb = (bytes: number): number => Math.round((bytes / 1_048_576) * 10) / 10;
  * from its own /metrics; the target on PostgreSQL is under 150 MB.
  */
 async function idle(store: Store, sandbox: DiscordSandbox): Promise<Row> {
-  const heap = argv.includes('--heap') ? path.dirname(outFile) : undefined;
+  const heap = args.heap === true ? path.dirname(outFile) : undefined;
   if (heap !== undefined) await mkdir(heap, { recursive: true });
   const h = await startHerald(store, sandbox, 1, heap !== undefined ? { NODE_OPTIONS: heapNodeOptions(heap) } : {}, { built: BUILT });
   try {
@@ -803,7 +857,7 @@ const machine = {
 };
 
 /** Memory is measured on the compiled CLI, the way operators run Herald, unless --tsx. */
-const BUILT = !argv.includes('--tsx');
+const BUILT = args.tsx !== true;
 
 /** Newest modification time of the files under `dir` (0 when it does not exist). */
 async function newest(dir: string): Promise<number> {
@@ -820,7 +874,17 @@ async function buildIfStale(): Promise<void> {
   execFileSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: 'inherit' });
 }
 
+/** A phase's rough duration in seconds with the options given (steady: its length on both stores). */
+function estimateS(phase: string): number {
+  if (phase === 'steady') return 2 * STEADY_S + 20;
+  const e = PHASE_ESTIMATE_S[phase];
+  return e === undefined ? 0 : quick ? e.quick : e.full;
+}
+
 async function main(): Promise<void> {
+  const started = performance.now();
+  const chosen = ALL_PHASES.filter((p) => only.has(p));
+  announceEstimate(`about ${formatDuration(chosen.reduce((sum, p) => sum + estimateS(p), 0))} (${chosen.map((p) => `${p} ~${formatDuration(estimateS(p))}`).join(', ')})`);
   console.log(`machine: ${JSON.stringify(machine)}, commit ${commit}`);
   if (BUILT && (only.has('idle') || only.has('memory'))) await buildIfStale();
   const sandbox = await new DiscordSandbox({ routeLimit: { limit: 5, windowMs: 5_000 }, globalLimit: { limit: GLOBAL_PER_S, windowMs: 1_000 } }).start();
@@ -863,6 +927,7 @@ async function main(): Promise<void> {
       if (only.has('hear') && !(quick && kind === 'pglite')) Object.assign(row, await hearLatency({ store: () => (kind === 'postgres' ? postgresStore() : pgliteStore()), start: async (s, sb, env) => { const h = await startHerald(s, sb, 1, env); return { url: h.url, bridge: h.bridge, admin: h.admin, stop: () => stopHerald(h) }; } }, quick ? 30 : 200));
       if (only.has('scrape') && kind === 'postgres') Object.assign(row, await scrapePhase({ start: async (sb, env) => { const h = await startHerald(store, sb, 1, env); return { url: h.url, admin: h.admin, output: () => h.procs[0]?.output() ?? '', stop: () => stopHerald(h) }; }, databaseUrl: store.databaseUrl }, quick ? 2_000 : 20_000, quick ? 200 : 600));
       if (only.has('vacuum') && store.databaseUrl !== undefined) Object.assign(row, await vacuumPhase(store.databaseUrl, quick));
+      if (only.has('twins')) Object.assign(row, await twinsDrain({ processes: kind === 'postgres' ? 2 : 1, truncate: async () => void (await store.sql('truncate deliveries')), start: async (sb, processes) => { const h = await startHerald(store, sb, processes); return { url: h.url, bridge: h.bridge, admin: h.admin, stop: () => stopHerald(h) }; } }, 100));
     } finally {
       await store.close();
     }
@@ -881,7 +946,7 @@ async function main(): Promise<void> {
   };
   await mkdir(path.dirname(outFile), { recursive: true });
   await writeFile(outFile, JSON.stringify(report, null, 2));
-  console.log(`\nwritten: ${outFile}`);
+  console.log(`\nwritten: ${outFile} (the run took ${formatDuration((performance.now() - started) / 1000)})`);
 }
 
 main()

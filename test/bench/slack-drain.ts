@@ -1,6 +1,6 @@
 import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
-import type { DiscordSandbox } from '../../src/sandbox/sandbox.js';
-import { SlackSandbox } from '../../src/transports/slack/sandbox/sandbox.js';
+import type { DiscordSandbox } from '../../src/platforms/discord/sandbox/sandbox.js';
+import { SlackSandbox } from '../../src/platforms/slack/sandbox/sandbox.js';
 import { webClient } from '../support/slack-sandbox.js';
 import { deliveryRequest } from './rows.js';
 

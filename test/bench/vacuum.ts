@@ -4,7 +4,7 @@ import pg from 'pg';
 import { deliveryQueue } from '../../src/modules/deliveries/delivery.jobs.js';
 import { claimDue, finishAttempt } from '../../src/modules/deliveries/delivery.repository.js';
 import type { DeliveriesDb } from '../../src/modules/deliveries/delivery.table.js';
-import { openStore } from '../../src/platform/db/database.js';
+import { openStore } from '../../src/infra/db/database.js';
 
 /**
  * `npm run bench -- --only=vacuum` (PostgreSQL only): the outbox's claim throughput while a long
@@ -81,7 +81,7 @@ async function round(db: Kysely<DeliveriesDb>, databaseUrl: string, baselineS: n
         }
         await sql`
           insert into deliveries (request_id, kind, target, body, payload_hash, status, created_at, next_attempt_at)
-          select md5(${randomUUID()} || g), 'post', '{"guild_id":"1","destination":"alerts"}', '{"content":"vacuum bench"}', md5(g::text), 'pending', now(), now()
+          select md5(${randomUUID()} || g), 'post', '{"guild_id":"1","destination":"alerts"}', json_build_object('content', 'vacuum bench ' || md5(${randomUUID()} || g)), md5(g::text), 'pending', now(), now()
           from generate_series(1, ${INSERT_BATCH}) g`.execute(db);
         inserted += INSERT_BATCH;
       }
@@ -98,7 +98,7 @@ async function round(db: Kysely<DeliveriesDb>, databaseUrl: string, baselineS: n
           await new Promise((r) => setTimeout(r, 5));
           continue;
         }
-        await Promise.all(jobs.map((j) => finishAttempt(db, j.request_id, owner, { status: 'delivered', channel_id: '1', message_id: '1', url: null, reason: null })));
+        await Promise.all(jobs.map((j) => finishAttempt(db, j.request_id, { owner, token: j.lease_token }, { status: 'delivered', channel_id: '1', message_id: '1', url: null, reason: null })));
         claimed += jobs.length;
         const s = (perSecond[second()] ??= { jobs: 0, claims: 0, ms: 0 });
         s.jobs += jobs.length;
@@ -114,7 +114,7 @@ async function round(db: Kysely<DeliveriesDb>, databaseUrl: string, baselineS: n
         const ids = (
           await sql<{ request_id: string }>`
             insert into deliveries (request_id, kind, target, body, payload_hash, status, created_at, next_attempt_at)
-            select md5(${batch} || g), 'dm', '{"user_id":"1"}', '{"content":"vacuum bench"}', md5(g::text), 'pending', now(), now()
+            select md5(${batch} || g), 'dm', '{"user_id":"1"}', json_build_object('content', 'vacuum bench ' || md5(${batch} || g)), md5(g::text), 'pending', now(), now()
             from generate_series(1, ${CHURN_PER_S}) g returning request_id`.execute(db)
         ).rows.map((r) => r.request_id);
         await sql`update deliveries set status = 'in_flight', lease_owner = 'churn', lease_expires_at = now() + interval '1 hour', attempts = 1 where request_id = any(${ids})`.execute(db);

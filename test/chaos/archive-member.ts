@@ -1,6 +1,6 @@
 import { startHerald } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/platform/log.js';
+import { createLogger } from '../../src/infra/log.js';
 
 /**
  * A member of the archive phase's fleet: `herald serve|dispatch` as the CLI starts it

@@ -4,7 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
-import { DiscordSandbox, SANDBOX_IDS, type Fault } from '../../src/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_IDS, type Fault } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { HERALD_TIMINGS, makeSchedule, memberSpecs, sleep, sleepWhile, type PhaseContext, type PhaseResult } from './campaign.js';
 import { verifyArchive, type BlobRow, type CursorSample, type ExpectedChannel, type ExpectedItem, type ItemRow, type ScrapeRow, type StoredFile } from './archive-verify.js';

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { DiscordSandbox, SANDBOX_IDS, type Fault, type SandboxMessage } from '../../src/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_IDS, type Fault, type SandboxMessage } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { startPgCluster, type PgCluster } from '../support/pg-cluster.js';
 import { waitFor } from '../support/wait.js';
@@ -11,6 +11,10 @@ import { Fleet, startWatchdog, type Crash, type MemberSpec } from './fleet.js';
 import { countSandboxRequests, preparePhaseDatabase, readFinals, readFromApiOnly, settle, startChaos, type ChaosRun } from './phase-kit.js';
 import { kindLines } from './report.js';
 import { TakeoverWatch, takeoverNotes } from './takeover.js';
+import type { PhaseExtras } from './phase-extras.js';
+import { pauseExtras } from './pause-phase.js';
+import { partitionExtras } from './partition-phase.js';
+import { StaleWatch } from './stale-watch.js';
 import { runArchivePhase } from './archive-phase.js';
 import { runSlackPhase } from './slack-phase.js';
 import { runHandoffPhase } from './handoff-phase.js';
@@ -35,9 +39,13 @@ import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecid
 const RUNNERS = {
   'default-window': (c: PhaseContext) => runPhase(c, 'default-window'),
   'short-window': (c: PhaseContext) => runPhase(c, 'short-window'),
+  pauses: (c: PhaseContext) => runPhase(c, 'pauses', pauseExtras(c)),
+  partitions: (c: PhaseContext) => runPhase(c, 'partitions', partitionExtras(c)),
   slack: (c: PhaseContext) => runSlackPhase(c),
+  'slack-pauses': (c: PhaseContext) => runSlackPhase(c, 'slack-pauses'),
   'discord-chat': (c: PhaseContext) => runDiscordChatPhase(c),
   'irc-chat': (c: PhaseContext) => runIrcChatPhase(c),
+  'irc-pauses': (c: PhaseContext) => runIrcChatPhase(c, 'irc-pauses'),
   handoffs: (c: PhaseContext) => runHandoffPhase(c),
   archive: (c: PhaseContext) => runArchivePhase(c),
 } satisfies Record<string, (c: PhaseContext) => Promise<PhaseResult>>;
@@ -59,6 +67,8 @@ export interface CampaignOptions {
   shortWindow?: { sandboxMs: number; heraldMs: number };
   log?: (line: string) => void;
   signal?: AbortSignal;
+  /** A throwaway cluster the caller started and stops (several campaigns share it); else one of the campaign's own. */
+  cluster?: PgCluster;
 }
 
 export interface PhaseResult {
@@ -127,12 +137,15 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
   let cluster: PgCluster | undefined;
   const results: PhaseResult[] = [];
   try {
-    log(`starting a throwaway PostgreSQL cluster`);
-    cluster = await startPgCluster();
-    log(`  PostgreSQL on port ${cluster.port} (${cluster.dir})`);
+    const given = options.cluster;
+    if (given === undefined) {
+      log(`starting a throwaway PostgreSQL cluster`);
+      cluster = await startPgCluster();
+      log(`  PostgreSQL on port ${cluster.port} (${cluster.dir})`);
+    }
     for (const phase of phases) {
       options.signal?.throwIfAborted();
-      const context = { ...resolved, seed: options.seed, cluster, workDir, pidFile, log, signal: options.signal, shortWindow: options.shortWindow ?? DEFAULT_SHORT_WINDOW };
+      const context = { ...resolved, seed: options.seed, cluster: given ?? (cluster as PgCluster), workDir, pidFile, log, signal: options.signal, shortWindow: options.shortWindow ?? DEFAULT_SHORT_WINDOW };
       results.push(await RUNNERS[phase](context));
     }
   } finally {
@@ -157,16 +170,18 @@ export interface PhaseContext {
   signal: AbortSignal | undefined;
 }
 
-async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window'): Promise<PhaseResult> {
+async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window' | 'pauses' | 'partitions', extras?: PhaseExtras): Promise<PhaseResult> {
   const rng = new Rng(c.seed, phase);
   const t0 = Date.now();
   const stamp = () => `[${phase} ${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`;
   const log = (line: string) => c.log(`${stamp()} ${line}`);
-  const sandboxNonceWindowMs = phase === 'short-window' ? c.shortWindow.sandboxMs : 5 * 60_000;
-  const heraldNonceWindowMs = phase === 'short-window' ? c.shortWindow.heraldMs : undefined;
+  // The pauses and partitions run under the short window too: Discord's nonce cannot save Herald there.
+  const short = phase !== 'default-window';
+  const sandboxNonceWindowMs = short ? c.shortWindow.sandboxMs : 5 * 60_000;
+  const heraldNonceWindowMs = short ? c.shortWindow.heraldMs : undefined;
   log(`phase ${phase}: ${c.processes} Herald processes, ${c.connectors} connectors, ${c.durationS}s of chaos; nonce window: Discord ${sandboxNonceWindowMs} ms, Herald ${heraldNonceWindowMs ?? 'default'} ms`);
 
-  const sandbox = await new DiscordSandbox({ nonceWindowMs: sandboxNonceWindowMs, routeLimit: ROUTE_LIMIT, globalLimit: GLOBAL_LIMIT }).start();
+  const sandbox = await new DiscordSandbox({ nonceWindowMs: sandboxNonceWindowMs, routeLimit: ROUTE_LIMIT, globalLimit: GLOBAL_LIMIT, ...extras?.sandbox }).start();
   let fleet: Fleet | undefined;
   const aborted = () => c.signal?.aborted === true;
   // Interrupted: end the processes now; the waits below notice and the finally cleans up.
@@ -182,6 +197,7 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
     );
 
     const specs = memberSpecs(c.processes, env);
+    await extras?.prepare({ sandbox, databaseUrl, specs });
     fleet = new Fleet(specs, log, c.pidFile, t0);
     const f = fleet;
     log(`starting ${specs.map((s) => s.name).join(', ')}`);
@@ -206,12 +222,14 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
     const acts = connectors.map((k) => k.act(() => acting && !aborted()));
     const follows = connectors.map((k) => k.followUp(() => following && !aborted()));
     const chaosStart = Date.now();
-    const schedule = makeSchedule(rng.fork('schedule'), c.durationS * 1000, c.processes);
+    const schedule = makeSchedule(rng.fork('schedule'), c.durationS * 1000, c.processes).filter((e) => extras?.keep(e) ?? true);
     const takeovers = new TakeoverWatch(databaseUrl, f, t0, () => sandbox.gatewaySessions);
+    const stale = new StaleWatch(databaseUrl);
     const progress = setInterval(() => log(progressLine(ledger, sandbox, f)), 10_000);
     let chaos: ChaosRun | undefined;
     try {
       chaos = startChaos(c, f, schedule, log, (fault) => sandbox.inject(fault));
+      extras?.start({ fleet: f, sandbox, t0, log });
       const { pg, faultCounts } = chaos;
       await sleepWhile(c.durationS * 1000, () => !aborted());
       acting = false;
@@ -219,6 +237,7 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
       await Promise.all(acts);
       // Settle: no more faults, PostgreSQL up, every process fresh, connectors re-POST as they would.
       await stopping;
+      await extras?.drain(specs);
       c.signal?.throwIfAborted();
       const chaosMs = Date.now() - chaosStart;
       log(`chaos over: ${ledger.size} deliveries, ${f.kills} kills, ${pg.restarts} PostgreSQL restarts, ${Object.values(faultCounts).reduce((a, b) => a + b, 0)} faults, ${f.crashes.length} crashes`);
@@ -235,6 +254,7 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
       // The verdict, from what is left: Discord's messages, the bridge's answers, the rows.
       const verifyStart = Date.now();
       const handovers = await takeovers.stop(createTimes(sandbox));
+      const staleRows = await stale.stop();
       await f.stopAll();
       const messages: SandboxMessage[] = sandbox.allMessages().map((m) => ({ ...m }));
       const dmChannels = [...sandbox.channels.values()].filter((ch) => ch.type === 1 && ch.recipients?.some((u) => u.id === SANDBOX_IDS.user)).map((ch) => ch.id);
@@ -248,6 +268,7 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
         channels: { ...POSTABLE_CHANNELS },
         dmChannels,
         rows,
+        staleRows,
         logsFor: (ids) => logLines(f, ids),
         gatewayLog: (fromMs, untilMs) => gatewayLines(f, t0, fromMs, untilMs),
       });
@@ -265,7 +286,7 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
         timings: { setupMs, chaosMs, settleMs, verifyMs },
         config: { sandboxNonceWindowMs, heraldNonceWindowMs, env: { ...HERALD_TIMINGS, ...(heraldNonceWindowMs !== undefined ? { HERALD_NONCE_WINDOW_MS: String(heraldNonceWindowMs) } : {}) } },
         // Posts and DMs with files get their own lines (post-files, dm-files) beside reactions and deletes.
-        notes: [...kindLines([...ledger.values()].map((t) => ({ ...t, kind: t.attachments !== undefined ? `${t.kind}-files` : t.kind })), violations), ...takeoverNotes(handovers)],
+        notes: [...kindLines([...ledger.values()].map((t) => ({ ...t, kind: t.attachments !== undefined ? `${t.kind}-files` : t.kind })), violations), ...takeoverNotes(handovers), ...(extras?.notes(handovers) ?? [])],
       };
       log(`verdict: ${result.violationCount === 0 ? 'no violations' : `${result.violationCount} VIOLATIONS`}`);
       return result;
@@ -275,11 +296,13 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
       following = false;
       chaos?.halt();
       await takeovers.stop();
+      await stale.stop();
     }
   } finally {
     c.signal?.removeEventListener('abort', onAbort);
     fleet?.halt();
     await fleet?.stopAll();
+    await extras?.close();
     await sandbox.close();
   }
 }

@@ -1,4 +1,4 @@
-import { SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
+import { SANDBOX_IDS } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { createHash } from 'node:crypto';
 import { errorName, followUntil, getFromAny, HTTP_TIMEOUT_MS, postWithFailover, repostAfter, rotated, sleep, unlessBusy } from './agent-kit.js';
 import type { Rng } from './prng.js';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
-import { SANDBOX_IDS, SANDBOX_MEMBER_IDS, type DiscordSandbox } from '../../src/sandbox/sandbox.js';
+import { SANDBOX_IDS, SANDBOX_MEMBER_IDS, type DiscordSandbox } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { checkDue, errorName, getFromAny, postWithFailover, request, rotated, sleep, type Reply } from './agent-kit.js';
 import type { Rng } from './prng.js';
 

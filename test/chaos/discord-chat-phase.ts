@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { DiscordSandbox, SANDBOX_IDS, type SandboxMessage } from '../../src/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_IDS, type SandboxMessage } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { waitFor } from '../support/wait.js';
 import { createTimes, deliveryRows, HERALD_TIMINGS, logLines, makeSchedule, sleepWhile, type PhaseContext, type PhaseResult } from './campaign.js';

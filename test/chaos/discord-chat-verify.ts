@@ -1,4 +1,4 @@
-import type { SandboxMessage } from '../../src/sandbox/sandbox.js';
+import type { SandboxMessage } from '../../src/platforms/discord/sandbox/sandbox.js';
 import type { ChatLine, ChatSendJson, CommandAsk, SlashAsk } from './discord-chat-connector.js';
 import type { PhaseCounts, Violation, ViolationKind } from './verify.js';
 

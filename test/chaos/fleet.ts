@@ -74,6 +74,14 @@ export class Fleet {
     return this.members.flatMap((m) => (m.spec.command === 'serve' && m.up && m.proc?.url !== undefined ? [m.proc.url] : []));
   }
 
+  /** Each member's running process now (started or starting), by member name. */
+  processes(): { member: string; pid: number }[] {
+    return this.members.flatMap((m) => {
+      const pid = m.proc?.child.pid;
+      return pid !== undefined && m.proc?.child.exitCode === null && m.proc.child.signalCode === null ? [{ member: m.spec.name, pid }] : [];
+    });
+  }
+
   async startAll(): Promise<void> {
     this.stopped = false;
     await Promise.all(this.members.map((m) => this.ensureStarted(m)));

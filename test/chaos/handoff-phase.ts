@@ -1,7 +1,7 @@
 import path from 'node:path';
 import pg from 'pg';
 import { handoffDeliveryId } from '../../src/modules/handoffs/handoff.service.js';
-import { DiscordSandbox, SANDBOX_IDS, type Fault, type SandboxMessage } from '../../src/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_IDS, type Fault, type SandboxMessage } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { waitFor } from '../support/wait.js';
 import { deliveryRows, HERALD_TIMINGS, logLines, makeSchedule, memberSpecs, sleepWhile, type PhaseContext, type PhaseResult } from './campaign.js';

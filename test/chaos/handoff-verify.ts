@@ -1,6 +1,6 @@
 import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import { handoffDeliveryId } from '../../src/modules/handoffs/handoff.service.js';
-import type { SandboxMessage } from '../../src/sandbox/sandbox.js';
+import type { SandboxMessage } from '../../src/platforms/discord/sandbox/sandbox.js';
 import type { Direction, ReadItem, SentHandoffTrack, SentJson } from './handoff-agents.js';
 import { zeroCounts, type PhaseCounts, type Violation, type ViolationKind } from './verify.js';
 

@@ -1,4 +1,4 @@
-import { DiscordSandbox } from '../../src/sandbox/sandbox.js';
+import { DiscordSandbox } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { startIrcd, type Ircd } from '../support/inspircd.js';
 import { waitFor } from '../support/wait.js';
@@ -9,6 +9,9 @@ import { Fleet } from './fleet.js';
 import { preparePhaseDatabase, readFinals, readFromApiOnly, settle, startChaos } from './phase-kit.js';
 import { Rng } from './prng.js';
 import { TakeoverWatch, takeoverNotes } from './takeover.js';
+import { PausePlan } from './pauses.js';
+import { InFlightTap } from './in-flight.js';
+import { StaleWatch } from './stale-watch.js';
 
 /**
  * The IRC chat phase of the chaos campaign: simulated agents send chat lines
@@ -22,7 +25,6 @@ import { TakeoverWatch, takeoverNotes } from './takeover.js';
  * shows two Herald observers.
  */
 
-const PHASE = 'irc-chat' as const;
 const CHANNELS = ['#chaos-a', '#chaos-b', '#chaos-c'] as const;
 const SENDERS = ['ada', 'bob', 'cyd', 'dee'] as const;
 const WATCHER_NICK = 'watcher';
@@ -45,7 +47,12 @@ const IRCD_DOWN_MS = [1_000, 2_500] as const;
  */
 const IRC_SETTLE_S = 60;
 
-export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
+/**
+ * `irc-pauses` is this phase without SIGKILLs of Herald, its processes stalled past their lease
+ * instead (test/chaos/pauses.ts): at their fault points, at random, and with a PRIVMSG in flight
+ * (each process reaches InspIRCd through a proxy of its own that sees its lines leave).
+ */
+export async function runIrcChatPhase(c: PhaseContext, PHASE: 'irc-chat' | 'irc-pauses' = 'irc-chat'): Promise<PhaseResult> {
   const rng = new Rng(c.seed, PHASE);
   const t0 = Date.now();
   const stamp = () => `[${PHASE} ${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`;
@@ -53,6 +60,9 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
   log(`phase ${PHASE}: ${c.processes} Herald processes, ${c.connectors} connectors, ${c.durationS}s of chaos; chat lines to ${CHANNELS.join(', ')} on a throwaway InspIRCd, killed and restarted too`);
 
   const discord = await new DiscordSandbox().start();
+  const plan = PHASE === 'irc-pauses' ? new PausePlan(new Rng(c.seed, `${PHASE}-plan`), Number(HERALD_TIMINGS.HERALD_LEASE_MS)) : undefined;
+  const tap = plan !== undefined ? new InFlightTap(plan, /PRIVMSG #/) : undefined;
+  let stale: StaleWatch | undefined;
   let ircd: Ircd | undefined;
   let fleet: Fleet | undefined;
   let watcher: IrcWatcher | undefined;
@@ -72,6 +82,10 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
       { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...extra, HERALD_IRC_URL: irc.url, HERALD_IRC_NICK: 'herald', HERALD_IRC_CHANNELS: CHANNELS.join(',') },
     );
     const specs = memberSpecs(c.processes, env);
+    if (plan !== undefined && tap !== undefined) {
+      for (const spec of specs) spec.env['HERALD_IRC_URL'] = `irc://127.0.0.1:${await tap.proxy(spec.name, irc.port)}`;
+      plan.prepare(specs);
+    }
     fleet = new Fleet(specs, log, c.pidFile, t0);
     const f = fleet;
     log(`starting ${specs.map((s) => s.name).join(', ')} (InspIRCd on port ${irc.port})`);
@@ -97,11 +111,13 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
     const follows = connectors.map((k) => k.followUp(() => following && !aborted()));
     const chaosStart = Date.now();
     // Kills and PostgreSQL outages as in every phase; no platform faults but the InspIRCd restarts below.
-    const schedule = makeSchedule(rng.fork('schedule'), c.durationS * 1000, c.processes).filter((e) => e.what !== 'fault');
+    const schedule = makeSchedule(rng.fork('schedule'), c.durationS * 1000, c.processes).filter((e) => e.what !== 'fault' && (plan === undefined || e.what !== 'kill'));
     const ircdPlan = ircdRestarts(rng.fork('ircd'), c.durationS * 1000);
     const progress = setInterval(() => log(progressLine(ledger, w, f)), 10_000);
     try {
       const chaos = startChaos(c, f, schedule, log, () => undefined);
+      stale = new StaleWatch(databaseUrl);
+      plan?.start(f, log, tap !== undefined ? () => tap.arm() : undefined);
       const { pg } = chaos;
       let chaosOn = true;
       const ircdRun = runIrcdRestarts(irc, ircdPlan, chaosStart, () => chaosOn && !aborted(), log);
@@ -112,6 +128,8 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
       const ircdRestarted = await ircdRun;
       await Promise.all(acts);
       await stopping;
+      tap?.disarm();
+      await plan?.drain(specs);
       takeovers.settling();
       c.signal?.throwIfAborted();
       const chaosMs = Date.now() - chaosStart;
@@ -127,6 +145,7 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
       const verifyStart = Date.now();
       await f.stopAll();
       const handovers = await takeovers.stop();
+      const staleRows = await stale.stop();
       // The last lines reach the watcher; then nothing more is written.
       await sleep(500);
       w.stop();
@@ -140,7 +159,16 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
       const names = namesSummary(w, { from: chaosStart - t0, until: chaosStart + chaosMs - t0 });
       const verifyMs = Date.now() - verifyStart;
       const k = verdict.counts;
-      const violationCount = verdict.violationCount + names.twoAtOnce.length;
+      // Stale writes, as in Discord's phases: a row changed after it was first seen delivered.
+      for (const [id, what] of staleRows) verdict.violations.push({ kind: 'stale-write', requestIds: [id], detail: `changed after delivery in the store: ${what}` });
+      k.staleWrites = staleRows.size;
+      // A stopped process cannot leave a channel (its connection stays open until the server's ping
+      // timeout): two observers while one is stopped, or within the lease's TTL after it was
+      // continued (it gives its connections up once it sees the lease gone), are reported, not counted.
+      const grace = Number(IRC_TIMINGS.HERALD_SINGLETON_TTL_MS) + 2_000;
+      const whileStalled = plan !== undefined ? names.twoAtOnce.filter((s) => plan.stalledAround(t0 + s.at, grace)) : [];
+      names.twoAtOnce = names.twoAtOnce.filter((s) => !whileStalled.includes(s));
+      const violationCount = verdict.violationCount + names.twoAtOnce.length + staleRows.size;
       for (const s of names.twoAtOnce) verdict.violations.push({ kind: 'duplicate', requestIds: [], detail: `two Herald observers at once in ${s.channel} at ${(s.at / 1000).toFixed(2)}s: ${s.heralds.join(', ')}` });
       const seenLines = w.lines.length;
       const result: PhaseResult = {
@@ -157,8 +185,10 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
         notes: [
           `kind chat-irc: sent ${k.deliveries}, duplicates ${k.duplicates}, lost ${k.lost}, stuck ${k.stuck}, misattributed ${k.misattributed}`,
           ...takeoverNotes(handovers),
+          ...(plan?.note() ?? []),
+          ...(tap !== undefined ? [tap.note('PRIVMSG')] : []),
           logTakeovers(takeoversFromLogs(f, t0, { from: chaosStart - t0, until: chaosStart + chaosMs - t0 })),
-          `Herald observers in NAMES during the chaos (the watcher asks every second per channel): ${names.samples} answers, ${names.one} with one, ${names.none} with none (handovers, InspIRCd down), ${names.twoAtOnce.length} with two or more${names.nicks.length > 0 ? ` (nicks seen: ${names.nicks.join(', ')})` : ''}`,
+          `Herald observers in NAMES during the chaos (the watcher asks every second per channel): ${names.samples} answers, ${names.one} with one, ${names.none} with none (handovers, InspIRCd down), ${names.twoAtOnce.length} with two or more${whileStalled.length > 0 ? ` (and ${whileStalled.length} more while a process was stopped or just continued: not counted)` : ''}${names.nicks.length > 0 ? ` (nicks seen: ${names.nicks.join(', ')})` : ''}`,
           `InspIRCd: SIGKILLed and restarted ${ircdRestarted.length}× (${ircdRestarted.map((r) => `${(r.at / 1000).toFixed(1)}s into the chaos, down ${(r.downMs / 1000).toFixed(1)}s`).join('; ')})`,
           `watcher: ${w.conns.length} connections, ${seenLines} PRIVMSGs read (${w.lines.filter((l) => l.replayed).length} replayed by the server's history on JOIN), ${k.messages} distinct lines`,
           `final states: delivered ${verdict.states['delivered'] ?? 0}, unconfirmed ${verdict.states['unconfirmed'] ?? 0}, failed ${verdict.states['failed'] ?? 0}, pending ${verdict.states['pending'] ?? 0}, missing ${verdict.states['missing'] ?? 0}; failed-but-sent ${k.failedButSent}, orphan lines ${k.orphans}`,
@@ -177,6 +207,9 @@ export async function runIrcChatPhase(c: PhaseContext): Promise<PhaseResult> {
   } finally {
     c.signal?.removeEventListener('abort', onAbort);
     await takeoverWatch?.stop();
+    await stale?.stop();
+    plan?.close();
+    await tap?.close();
     watcher?.stop();
     fleet?.halt();
     await fleet?.stopAll();

@@ -2,10 +2,10 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { startHerald } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { openStore } from '../../src/platform/db/database.js';
-import { migrateToLatest } from '../../src/platform/db/migrate.js';
-import type { Env } from '../../src/platform/env.js';
-import { createLogger } from '../../src/platform/log.js';
+import { openStore } from '../../src/infra/db/database.js';
+import { migrateToLatest } from '../../src/infra/db/migrate.js';
+import type { Env } from '../../src/infra/env.js';
+import { createLogger } from '../../src/infra/log.js';
 import { adminQueries, runSchedule, sleep, startPostgres, type PhaseContext, type ScheduledEvent } from './campaign.js';
 import type { Fleet } from './fleet.js';
 

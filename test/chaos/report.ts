@@ -3,7 +3,8 @@ import type { PhaseCounts, Violation } from './verify.js';
 
 /**
  * The campaign's table: one row per phase and a total; violations first, then deliveries rightly
- * left undecided between twins in doubt (not a violation), then final states, then
+ * left undecided between twins in doubt (counted again under unknown-twins, a violation: twins must
+ * never be in doubt together), then final states, then
  * Herald processes that exited on their own (not a delivery violation, but a defect all the same).
  */
 export function formatTable(result: CampaignResult): string {
@@ -18,6 +19,8 @@ export function formatTable(result: CampaignResult): string {
     ['edit-order', (c) => c.editOrder],
     ['failed-but-sent', (c) => c.failedButSent],
     ['orphans', (c) => c.orphans],
+    ['stale-writes', (c) => c.staleWrites ?? 0],
+    ['unknown-twins', (c) => c.unknownTwins ?? 0],
     ['undecided', (c) => c.undecided],
     ['delivered', (c) => c.states.delivered],
     ['failed', (c) => c.states.failed],

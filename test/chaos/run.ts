@@ -1,9 +1,9 @@
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { PHASES, runCampaign, type PhaseName } from './campaign.js';
 import { randomSeed } from './prng.js';
+import { announceEstimate, formatDuration, intFlag, refuse, scriptArgs } from '../support/script-args.js';
 import { formatDetails, formatKinds, formatTable, formatTakeovers, formatUndecided, formatViolations } from './report.js';
 
 /**
@@ -25,64 +25,60 @@ const USAGE = `usage: npm run chaos -- [--seed N] [--duration S] [--processes N]
                   discord-chat: chat lines and command replies on Discord;
                   irc-chat: chat lines on a throwaway InspIRCd, itself killed too;
                   handoffs: two bots handing tasks to each other;
-                  archive: media scrapes killed mid-page
+                  archive: media scrapes killed mid-page;
+                  pauses: Discord under the short window, processes SIGSTOPped past their
+                  lease (at their fault points, at random, with a create in flight) and
+                  continued 2–24 s after it; no SIGKILLs;
+                  slack-pauses, irc-pauses: the same pauses in the slack and irc-chat
+                  phases (a chat.postMessage or a PRIVMSG in flight);
+                  partitions: Discord under the short window, replicas cut off from
+                  PostgreSQL, from Discord or both (a TCP proxy each) and healed
   --nonce-windows SANDBOX_MS:HERALD_MS
                   the short-window phase's nonce windows: Discord's (the sandbox's) and
                   HERALD_NONCE_WINDOW_MS (default 4000:1000; Discord's must cover Herald's plus
-                  HERALD_LEASE_MS, 3000, or even a correct Herald may duplicate)`;
+                  HERALD_LEASE_MS, 3000, or even a correct Herald may duplicate)
+  --dry-run       print how long the run would take and start nothing
+  -h, --help      this help; starts nothing
+
+It takes about 20 minutes at the defaults (each phase about --duration plus half of --settle plus
+25 s); the estimate for the options given is printed first.`;
+
+/** A rough estimate of one phase (measured: eleven phases at the defaults took 19 minutes): its chaos, part of its settling, and setting up and verifying. */
+function phaseEstimateS(phase: PhaseName, durationS: number, settleS: number): number {
+  // Slack's slower pace settles for at least 90 s.
+  const settle = phase === 'slack' || phase === 'slack-pauses' ? Math.max(settleS, 90) : settleS;
+  return durationS + settle / 2 + 25;
+}
 
 async function main(): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      options: {
-        seed: { type: 'string' },
-        duration: { type: 'string' },
-        processes: { type: 'string' },
-        connectors: { type: 'string' },
-        settle: { type: 'string' },
-        phase: { type: 'string', multiple: true },
-        'nonce-windows': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
-  } catch (err) {
-    console.error(`${String(err instanceof Error ? err.message : err)}\n${USAGE}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(USAGE);
-    return 0;
-  }
-  const int = (raw: string | undefined, fallback: number, min: number, name: string): number => {
-    if (raw === undefined) return fallback;
-    if (!/^[0-9]+$/.test(raw) || Number(raw) < min) throw new Error(`--${name} must be an integer ≥ ${min}`);
-    return Number(raw);
-  };
+  const values = scriptArgs('npm run chaos', USAGE, {
+    seed: { type: 'string' },
+    duration: { type: 'string' },
+    processes: { type: 'string' },
+    connectors: { type: 'string' },
+    settle: { type: 'string' },
+    phase: { type: 'string', multiple: true },
+    'nonce-windows': { type: 'string' },
+  });
   let seed: number, durationS: number, processes: number, connectors: number, settleS: number;
   try {
-    seed = int(values.seed, randomSeed(), 0, 'seed');
-    durationS = int(values.duration, 60, 1, 'duration');
-    processes = int(values.processes, 4, 2, 'processes');
-    connectors = int(values.connectors, 3, 1, 'connectors');
-    settleS = int(values.settle, 40, 1, 'settle');
+    seed = intFlag(values.seed, randomSeed(), 'seed');
+    durationS = intFlag(values.duration, 60, 'duration', 1);
+    processes = intFlag(values.processes, 4, 'processes', 2);
+    connectors = intFlag(values.connectors, 3, 'connectors', 1);
+    settleS = intFlag(values.settle, 40, 'settle', 1);
   } catch (err) {
-    console.error(`${(err as Error).message}\n${USAGE}`);
-    return 2;
+    return refuse('npm run chaos', USAGE, (err as Error).message);
   }
   const windows = /^([0-9]+):([0-9]+)$/.exec(values['nonce-windows'] ?? '4000:1000');
-  if (windows === null) {
-    console.error(`--nonce-windows must be SANDBOX_MS:HERALD_MS\n${USAGE}`);
-    return 2;
-  }
+  if (windows === null) refuse('npm run chaos', USAGE, '--nonce-windows must be SANDBOX_MS:HERALD_MS');
   const shortWindow = { sandboxMs: Number(windows[1]), heraldMs: Number(windows[2]) };
   const phases = (values.phase ?? [...PHASES]) as PhaseName[];
   const unknownPhase = phases.find((p) => !PHASES.includes(p));
-  if (unknownPhase !== undefined) {
-    console.error(`unknown phase ${unknownPhase}\n${USAGE}`);
-    return 2;
-  }
+  if (unknownPhase !== undefined) refuse('npm run chaos', USAGE, `unknown phase ${unknownPhase}`);
 
+  const estimates = phases.map((p) => ({ phase: p, s: phaseEstimateS(p, durationS, settleS) }));
+  announceEstimate(`about ${formatDuration(estimates.reduce((sum, e) => sum + e.s, 0))} (${estimates.map((e) => `${e.phase} ~${formatDuration(e.s)}`).join(', ')})`);
   console.log(`chaos campaign: seed ${seed}  (replay: npm run chaos -- --seed ${seed} --duration ${durationS} --processes ${processes} --connectors ${connectors} --settle ${settleS}${values.phase ? phases.map((p) => ` --phase ${p}`).join('') : ''}${values['nonce-windows'] ? ` --nonce-windows ${values['nonce-windows']}` : ''})`);
   const abort = new AbortController();
   let interrupts = 0;

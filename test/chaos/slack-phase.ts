@@ -1,5 +1,5 @@
-import { DiscordSandbox, SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
-import { SlackSandbox, type SlackFaults } from '../../src/transports/slack/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_IDS } from '../../src/platforms/discord/sandbox/sandbox.js';
+import { SlackSandbox, type SlackFaults } from '../../src/platforms/slack/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { webClient } from '../support/slack-sandbox.js';
 import { waitFor } from '../support/wait.js';
@@ -22,6 +22,9 @@ import { kindLines } from './report.js';
 import { TakeoverWatch, takeoverNotes } from './takeover.js';
 import { Rng } from './prng.js';
 import { verifySlack, type SlackChannelMessage } from './slack-verify.js';
+import { PausePlan } from './pauses.js';
+import { InFlightTap } from './in-flight.js';
+import { StaleWatch } from './stale-watch.js';
 
 /**
  * The Slack phase of the chaos campaign: the same fleet of real `herald serve`/`herald dispatch`
@@ -86,8 +89,12 @@ function randomSlackFault(rng: Rng): [string, SlackFault] {
   }
 }
 
-export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
-  const phase = 'slack' as const;
+/**
+ * `slack-pauses` is this phase without SIGKILLs, its processes stalled past their lease instead
+ * (test/chaos/pauses.ts): at their fault points, at random, and with a chat.postMessage in flight
+ * (each process reaches the Slack sandbox through a proxy of its own that sees its creates leave).
+ */
+export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pauses' = 'slack'): Promise<PhaseResult> {
   const rng = new Rng(c.seed, phase);
   const t0 = Date.now();
   const stamp = () => `[${phase} ${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`;
@@ -97,6 +104,8 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
   const discord = await new DiscordSandbox().start();
   const slack = new SlackSandbox();
   await slack.start(0, '127.0.0.1');
+  const plan = phase === 'slack-pauses' ? new PausePlan(new Rng(c.seed, `${phase}-plan`), Number(SLACK_LEASE_MS)) : undefined;
+  const tap = plan !== undefined ? new InFlightTap(plan, /^POST \/api\/chat\.postMessage[ ?]/) : undefined;
   let fleet: Fleet | undefined;
   const aborted = () => c.signal?.aborted === true;
   const onAbort = () => void fleet?.stopAll();
@@ -124,6 +133,11 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
     }
 
     const specs = memberSpecs(c.processes, env);
+    if (plan !== undefined && tap !== undefined) {
+      const slackPort = Number(new URL(slack.apiUrl).port);
+      for (const spec of specs) spec.env['SLACK_API_URL'] = `http://127.0.0.1:${await tap.proxy(spec.name, slackPort)}/api/`;
+      plan.prepare(specs);
+    }
     fleet = new Fleet(specs, log, c.pidFile, t0);
     const f = fleet;
     log(`starting ${specs.map((s) => s.name).join(', ')}`);
@@ -142,19 +156,23 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
     const acts = connectors.map((k) => k.act(() => acting && !aborted()));
     const follows = connectors.map((k) => k.followUp(() => following && !aborted()));
     const chaosStart = Date.now();
-    const schedule = makeSchedule(rng.fork('schedule'), c.durationS * 1000, c.processes, randomSlackFault, FAULT_GAP_MS);
+    const schedule = makeSchedule(rng.fork('schedule'), c.durationS * 1000, c.processes, randomSlackFault, FAULT_GAP_MS).filter((e) => plan === undefined || e.what !== 'kill');
     const allMessages = (): SlackChannelMessage[] => Object.values(channels).flatMap((channel) => slack.messages(channel).map((m) => ({ ...m, channel })));
     const progress = setInterval(() => log(progressLine(ledger, allMessages().length, f, slack)), 10_000);
     const takeovers = new TakeoverWatch(databaseUrl, f, t0, () => discord.gatewaySessions);
+    const stale = new StaleWatch(databaseUrl);
     let chaos: ChaosRun | undefined;
     try {
       chaos = startChaos(c, f, schedule, log, (fault: SlackFault) => fault(slack.faults));
+      plan?.start(f, log, tap !== undefined ? () => tap.arm() : undefined);
       const { pg, faultCounts } = chaos;
       await sleepWhile(c.durationS * 1000, () => !aborted());
       acting = false;
       const stopping = chaos.stop();
       await Promise.all(acts);
       await stopping;
+      tap?.disarm();
+      await plan?.drain(specs);
       c.signal?.throwIfAborted();
       const chaosMs = Date.now() - chaosStart;
       log(`chaos over: ${ledger.size} deliveries, ${f.kills} kills, ${pg.restarts} PostgreSQL restarts, ${Object.values(faultCounts).reduce((a, b) => a + b, 0)} faults, ${f.crashes.length} crashes`);
@@ -173,6 +191,7 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
 
       const verifyStart = Date.now();
       const handovers = await takeovers.stop();
+      const staleRows = await stale.stop();
       await f.stopAll();
       const messages = allMessages();
       const finals = await readFromApiOnly(env, (url) => finalStates(url, bridgeToken, [...ledger.keys()]));
@@ -182,7 +201,10 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
       const sandboxRequests: Record<string, number> = {};
       for (const method of ['auth.test', 'chat.postMessage', 'conversations.history', 'conversations.info', 'conversations.join']) sandboxRequests[method] = slack.calls(method);
       sandboxRequests['429 answered'] = slack.ratelimited;
-      const total = counts.duplicates + counts.lost + counts.stuck + counts.misattributed + counts.failedButSent + counts.orphans;
+      // Stale writes, as in Discord's phases: a row changed after it was first seen delivered.
+      for (const [id, what] of staleRows) violations.push({ kind: 'stale-write', requestIds: [id], detail: `changed after delivery in the store: ${what}` });
+      counts.staleWrites = staleRows.size;
+      const total = counts.duplicates + counts.lost + counts.stuck + counts.misattributed + counts.failedButSent + counts.orphans + staleRows.size;
       const result: PhaseResult = {
         phase,
         counts,
@@ -196,6 +218,8 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
         config: { sandboxNonceWindowMs: 0, heraldNonceWindowMs: undefined, env: extra },
         notes: [
           ...kindLines([...ledger.values()], violations),
+          ...(plan?.note() ?? []),
+          ...(tap !== undefined ? [tap.note('chat.postMessage')] : []),
           ...takeoverNotes(handovers),
           `Slack calls: ${Object.entries(sandboxRequests)
             .map(([k, v]) => `${k} ${v}`)
@@ -215,11 +239,14 @@ export async function runSlackPhase(c: PhaseContext): Promise<PhaseResult> {
       following = false;
       chaos?.halt();
       await takeovers.stop();
+      await stale.stop();
     }
   } finally {
     c.signal?.removeEventListener('abort', onAbort);
     fleet?.halt();
     await fleet?.stopAll();
+    plan?.close();
+    await tap?.close();
     await slack.close();
     await discord.close();
   }

@@ -1,5 +1,5 @@
 import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
-import type { SlackMessage } from '../../src/transports/slack/sandbox/sandbox.js';
+import type { SlackMessage } from '../../src/platforms/slack/sandbox/sandbox.js';
 import type { StateJson, Tracked } from './connector.js';
 import { zeroCounts, type FinalState, type PhaseCounts, type Violation, type ViolationKind } from './verify.js';
 

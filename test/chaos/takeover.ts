@@ -3,7 +3,7 @@ import type { Fleet } from './fleet.js';
 import { sleep } from './campaign.js';
 
 /**
- * How the connections held once (the Discord gateway, the IRC observer: src/transports/singletons.ts)
+ * How the connections held once (the Discord gateway, the IRC observer: src/platforms/singletons.ts)
  * passed between processes during a phase, read from their leases (`singleton_leases`) a few times a
  * second, and how long the Discord gateway was without any session (the nonce ledger's gap: only a
  * gateway session records the nonces Herald's creates carried).
@@ -36,6 +36,8 @@ export interface TakeoverReport {
   afterKill: Record<string, number[]>;
   /** Periods with no gateway session (ms), with the creates the sandbox answered in them. */
   gatewayGaps: { ms: number; creates: number }[];
+  /** Every lease seen, by name, in order: its holder (`member#pid`) and when it was taken (s since the phase began). */
+  leases: Record<string, { holder: string; atS: number }[]>;
 }
 
 interface Lease {
@@ -140,7 +142,9 @@ export class TakeoverWatch {
       .filter((g) => g.until !== undefined && g.from < this.settlingFrom)
       .map((g) => ({ until: Math.min(g.until as number, this.settlingFrom), from: g.from }))
       .map((g) => ({ ms: g.until - g.from, creates: createTimes.filter((t) => t >= g.from && t <= g.until).length }));
-    return { handovers, afterKill, gatewayGaps };
+    const leases: Record<string, { holder: string; atS: number }[]> = {};
+    for (const [name, list] of this.seen) leases[name] = list.map((l) => ({ holder: this.describe(l.holder), atS: (l.acquiredAt - this.t0) / 1000 }));
+    return { handovers, afterKill, gatewayGaps, leases };
   }
 
   /** When the earliest process like `next` (its member's kind), other than `previous`, that was up until `until` came up (ms since the epoch). */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
-import type { SandboxMessage } from '../../src/sandbox/sandbox.js';
-import type { DeletedMessage } from '../../src/sandbox/state.js';
+import type { SandboxMessage } from '../../src/platforms/discord/sandbox/sandbox.js';
+import type { DeletedMessage } from '../../src/platforms/discord/sandbox/state.js';
 import type { Tracked } from './connector.js';
 import { verify, type FinalState } from './verify.js';
 
@@ -48,5 +48,69 @@ describe('chaos verdict: files and deletes', () => {
   ] as const)('flags %s', (_name, messages, gone, kind, detail) => {
     const { violations } = run([...messages], [...gone]);
     expect(violations.some((v) => v.kind === kind && detail.test(v.detail)), JSON.stringify(violations.map((v) => [v.kind, v.detail]))).toBe(true);
+  });
+});
+
+/**
+ * The verdicts the pause and partition phases added: a delivery whose state or url changed after it
+ * was delivered (seen by a connector, at the end, or in the store), an edit shown out of order, and
+ * a shared group's twin that ends unknown. Each is a violation.
+ */
+describe('chaos verdict: stale writes, out-of-order edits, unknown twins', () => {
+  const original: Tracked = { ...base, requestId: 'd'.repeat(64), kind: 'post', content: 'v0', destination: 'alerts', edits: ['e'.repeat(64), 'f'.repeat(64)] };
+  const edit1: Tracked = { ...base, requestId: 'e'.repeat(64), kind: 'edit', content: 'v1', seq: 1, original: original.requestId };
+  const edit2: Tracked = { ...base, requestId: 'f'.repeat(64), kind: 'edit', content: 'v2', seq: 2, original: original.requestId };
+  const twinA: Tracked = { ...base, requestId: '1'.repeat(64), kind: 'post', content: 'same', destination: 'alerts', group: 'g0-1', payload: { body: { content: 'same' } } };
+  const twinB: Tracked = { ...base, requestId: '2'.repeat(64), kind: 'post', content: 'same', destination: 'alerts', group: 'g0-1', payload: { body: { content: 'same' } } };
+  const delivered = (u: string, extra: Record<string, unknown> = {}): FinalState => ({ status: 200, state: { state: 'delivered', kind: 'post', url: u, ...extra } });
+  const edited: FinalState = { status: 200, state: { state: 'delivered', kind: 'edit', url: url('300'), applied: true } };
+  const shown = (content: string, edits: number): SandboxMessage => ({ ...message('300', original), content, edits }) as SandboxMessage;
+
+  function check(over: { tracked?: Tracked[]; finals?: [string, FinalState][]; messages?: SandboxMessage[]; staleRows?: Map<string, string> }) {
+    const tracked = over.tracked ?? [original, edit1, edit2];
+    const all = new Map<string, FinalState>([[original.requestId, delivered(url('300'))], [edit1.requestId, edited], [edit2.requestId, edited], ...(over.finals ?? [])]);
+    return verify({ tracked, finals: all, messages: over.messages ?? [shown('v2', 2)], channels: { alerts: channel }, dmChannels: [], rows: new Map(), logsFor: () => [], ...(over.staleRows ? { staleRows: over.staleRows } : {}) });
+  }
+  const kinds = (r: ReturnType<typeof check>) => r.violations.map((v) => v.kind);
+
+  it('passes edits shown in order, a delivery unchanged and twins both delivered', () => {
+    const r = check({});
+    expect(r.violations).toEqual([]);
+    const twins = check({ tracked: [twinA, twinB], finals: [[twinA.requestId, delivered(url('400'))], [twinB.requestId, delivered(url('401'))]], messages: [message('400', twinA), message('401', twinB)] });
+    expect(twins.violations).toEqual([]);
+  });
+
+  it('flags a delivery whose url changed after a connector saw it delivered', () => {
+    const r = check({ tracked: [{ ...original, edits: [], regressed: `reported delivered at ${url('300')}, later delivered at ${url('301')} (poll)` }], messages: [shown('v0', 0)] });
+    expect(kinds(r)).toContain('stale-write');
+    expect(r.counts.staleWrites).toBe(1);
+  });
+
+  it('flags a delivery whose final state differs from the delivered one first seen', () => {
+    const r = check({ tracked: [{ ...original, edits: [], deliveredUrl: url('300') }], finals: [[original.requestId, { status: 200, state: { state: 'unknown', kind: 'post' } }]], messages: [shown('v0', 0)] });
+    expect(kinds(r)).toContain('stale-write');
+  });
+
+  it('flags a row the store showed changed after delivery, even when it ends as first delivered', () => {
+    const r = check({ tracked: [{ ...original, edits: [] }], messages: [shown('v0', 0)], staleRows: new Map([[original.requestId, 'row was delivered …/300, then pending']]) });
+    expect(kinds(r)).toEqual(['stale-write']);
+    expect(r.counts.staleWrites).toBe(1);
+  });
+
+  it('flags an edit applied out of order: the message shows seq 1 while seq 2 is reported applied', () => {
+    const r = check({ messages: [shown('v1', 2)] });
+    expect(kinds(r)).toContain('edit-order');
+    expect(r.violations.find((v) => v.kind === 'edit-order')?.detail).toMatch(/final content is seq 1's .* expected seq 2's/);
+  });
+
+  it("flags a shared group's twin that ends unknown", () => {
+    const r = check({
+      tracked: [twinA, twinB],
+      finals: [[twinA.requestId, delivered(url('400'))], [twinB.requestId, { status: 200, state: { state: 'unknown', kind: 'post' } }]],
+      messages: [message('400', twinA), message('401', twinB)],
+    });
+    expect(kinds(r)).toContain('unknown-twin');
+    expect(r.counts.unknownTwins).toBe(1);
+    expect(r.violations.find((v) => v.kind === 'unknown-twin')?.requestIds).toEqual([twinB.requestId]);
   });
 });

@@ -1,7 +1,7 @@
 import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
-import type { SandboxMessage } from '../../src/sandbox/sandbox.js';
-import type { DeletedMessage } from '../../src/sandbox/state.js';
-import { SANDBOX_IDS } from '../../src/sandbox/sandbox.js';
+import type { SandboxMessage } from '../../src/platforms/discord/sandbox/sandbox.js';
+import type { DeletedMessage } from '../../src/platforms/discord/sandbox/state.js';
+import { SANDBOX_IDS } from '../../src/platforms/discord/sandbox/sandbox.js';
 import type { StateJson, Tracked } from './connector.js';
 
 /**
@@ -10,7 +10,7 @@ import type { StateJson, Tracked } from './connector.js';
  * this), and every delivery's final state is checked against those messages.
  */
 
-export type ViolationKind = 'duplicate' | 'lost' | 'stuck' | 'misattributed' | 'edit-order' | 'failed-but-sent' | 'orphan';
+export type ViolationKind = 'duplicate' | 'lost' | 'stuck' | 'misattributed' | 'edit-order' | 'failed-but-sent' | 'orphan' | 'stale-write' | 'unknown-twin';
 
 export interface Violation {
   kind: ViolationKind;
@@ -35,6 +35,8 @@ export function zeroCounts(sent: Pick<PhaseCounts, 'deliveries' | 'posts' | 'dms
     failedButSent: 0,
     orphans: 0,
     undecided: 0,
+    staleWrites: 0,
+    unknownTwins: 0,
     states: { delivered: 0, failed: 0, unknown: 0, pending: 0, missing: 0 },
     failedUnmapped: 0,
     appliedEdits: 0,
@@ -68,10 +70,21 @@ export interface PhaseCounts {
   /**
    * Not a violation: deliveries Herald deliberately left `unknown` because twins (identical
    * content, same channel) were in doubt together and their messages cannot be told apart without
-   * the nonces (README, "In doubt", step 2), confirmed genuine by the verifier (see `undecided`).
+   * the nonces (docs/guides/how-it-works.md, "In doubt", step 2), confirmed genuine by the verifier (see `undecided`).
    */
   undecided: number;
   states: { delivered: number; failed: number; unknown: number; pending: number; missing: number };
+  /**
+   * Deliveries whose state or url changed after they were first seen `delivered` (by a connector's
+   * polls during the run, or at the end): a write that landed after the outcome was committed.
+   */
+  staleWrites?: number;
+  /**
+   * Deliveries of a shared group (the same content to the same channel under several request_ids)
+   * that end `unknown`: twins in doubt together, which Herald must never let be in flight at once.
+   * A violation, whether or not the verifier could confirm the ambiguity (see `undecided`).
+   */
+  unknownTwins?: number;
   /** Deliveries failed for a reason the campaign causes on purpose (posts to an unmapped destination). */
   failedUnmapped: number;
   appliedEdits: number;
@@ -119,6 +132,8 @@ export interface VerifyInput {
   /** The DM channel(s) of the user the DMs go to. */
   dmChannels: string[];
   rows: Map<string, Record<string, unknown>>;
+  /** Rows seen changed after they were first seen delivered (test/chaos/stale-watch.ts): request_id → what changed. */
+  staleRows?: ReadonlyMap<string, string>;
   /** Herald's log lines that mention any of these request_ids. */
   logsFor(requestIds: string[]): string[];
   /**
@@ -130,7 +145,7 @@ export interface VerifyInput {
 }
 
 export function violationTotal(c: PhaseCounts): number {
-  return c.duplicates + c.lost + c.stuck + c.misattributed + c.editOrder + c.failedButSent + c.orphans;
+  return c.duplicates + c.lost + c.stuck + c.misattributed + c.editOrder + c.failedButSent + c.orphans + (c.staleWrites ?? 0) + (c.unknownTwins ?? 0);
 }
 
 export function verify(input: VerifyInput): { counts: PhaseCounts; violations: Violation[]; undecided: Undecided[] } {
@@ -231,9 +246,17 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
     if (state === undefined) counts.states.missing += 1;
     else counts.states[state.state] += 1;
     if (t.vanished !== undefined) flag('lost', [t.requestId], `accepted, then forgotten by the bridge: ${t.vanished}`);
-    if (t.regressed !== undefined) flag(t.regressed.includes(' later delivered ') ? 'misattributed' : 'lost', [t.requestId], `changed after delivery: ${t.regressed}`);
+    // Stale writes: once seen delivered, a delivery's state and url never change again.
+    if (t.regressed !== undefined) flag('stale-write', [t.requestId], `changed after delivery: ${t.regressed}`);
     if (t.deliveredUrl !== undefined && state !== undefined && (state.state !== 'delivered' || state.url !== t.deliveredUrl) && t.regressed === undefined) {
-      flag('lost', [t.requestId], `reported delivered at ${t.deliveredUrl} during the run, ${state.state} ${state.url ?? ''} at the end`);
+      flag('stale-write', [t.requestId], `reported delivered at ${t.deliveredUrl} during the run, ${state.state} ${state.url ?? ''} at the end`);
+    }
+    const staleRow = input.staleRows?.get(t.requestId);
+    if (staleRow !== undefined) flag('stale-write', [t.requestId], `changed after delivery in the store: ${staleRow}`);
+    // Unknown twins: a shared group's member (same content, same channel) never ends unknown.
+    if (t.group !== undefined && state?.state === 'unknown') {
+      const twins = tracked.filter((x) => x.group === t.group).map((x) => `${x.requestId.slice(0, 12)} ${stateOf(x.requestId)?.state ?? 'no state'}`);
+      flag('unknown-twin', [t.requestId], `shared group ${t.group} (${twins.join(', ')}): this one ended unknown`);
     }
     if (f?.status === 404) {
       if (t.accepted) flag('lost', [t.requestId], 'accepted (202), but the bridge answers 404 unknown request_id at the end');
@@ -356,11 +379,13 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
   counts.editOrder = violations.filter((v) => v.kind === 'edit-order').length;
   counts.failedButSent = flagged.get('failed-but-sent')?.size ?? 0;
   counts.undecided = undecided.size;
+  counts.staleWrites = flagged.get('stale-write')?.size ?? 0;
+  counts.unknownTwins = flagged.get('unknown-twin')?.size ?? 0;
   return { counts, violations, undecided: [...undecided.values()] };
 }
 
 /**
- * The deliveries Herald rightly left `unknown` between twins in doubt (README, "In doubt", step 2).
+ * The deliveries Herald rightly left `unknown` between twins in doubt (docs/guides/how-it-works.md, "In doubt", step 2).
  * Counted so only when the verifier confirms the ambiguity from what is left, all of:
  * - the bridge answers `unknown`, and the row is `unknown` with exactly Herald's twins reason;
  * - at least two deliveries with this very body (content, card, links) to this same channel are

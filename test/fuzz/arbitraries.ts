@@ -1,6 +1,6 @@
 import fc from 'fast-check';
-import { loadSpec } from '../../src/platform/contract/spec.js';
-import { SANDBOX_IDS } from '../../src/sandbox/ids.js';
+import { loadSpec } from '../../src/infra/contract/spec.js';
+import { SANDBOX_IDS } from '../../src/platforms/discord/sandbox/ids.js';
 
 /**
  * fast-check arbitraries for the fuzz campaign: requests built from the contract's own schemas

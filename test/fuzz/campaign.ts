@@ -3,8 +3,8 @@ import http from 'node:http';
 import fc from 'fast-check';
 import WebSocket from 'ws';
 import { cardLength, deliveryNonce, type Card } from '../../src/modules/deliveries/delivery.js';
-import { unstorableField } from '../../src/platform/contract/storable.js';
-import { SANDBOX_IDS } from '../../src/sandbox/ids.js';
+import { unstorableField } from '../../src/infra/contract/storable.js';
+import { SANDBOX_IDS } from '../../src/platforms/discord/sandbox/ids.js';
 import { answerProblems, contractApi } from '../support/client.js';
 import { fuzzRequest, type CategoryGroup, type FuzzRequest } from './arbitraries.js';
 import { startTarget, type Target } from './target.js';
@@ -41,7 +41,7 @@ export interface FuzzReport {
   violations: Violation[];
 }
 
-interface Answer {
+export interface Answer {
   status: number;
   contentType: string | null;
   text: string;
@@ -156,7 +156,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
 const MAX_RESTARTS = 10;
 
 /** One Herald process and what the checks remember about it. */
-interface Life {
+export interface Life {
   target: Target;
   agents: { herald: http.Agent; sandbox: http.Agent };
   /** request_id → the stored kind/target/body/created_at, once Herald accepted it. */
@@ -165,7 +165,7 @@ interface Life {
   refused: Set<string>;
 }
 
-async function begin(databaseUrl: string | undefined, log: (line: string) => void): Promise<Life> {
+export async function begin(databaseUrl: string | undefined, log: (line: string) => void): Promise<Life> {
   const target = await startTarget({ databaseUrl });
   log(`herald ${target.url} (sandbox ${target.sandboxUrl}, ${databaseUrl !== undefined ? 'PostgreSQL' : 'PGlite'})`);
   const life: Life = {
@@ -183,14 +183,14 @@ async function begin(databaseUrl: string | undefined, log: (line: string) => voi
   return life;
 }
 
-async function end(life: Life): Promise<void> {
+export async function end(life: Life): Promise<void> {
   life.agents.herald.destroy();
   life.agents.sandbox.destroy();
   await life.target.stop();
 }
 
 /** Whether the process has exited, waiting up to `ms` for it. */
-async function exitedWithin(target: Target, ms: number): Promise<boolean> {
+export async function exitedWithin(target: Target, ms: number): Promise<boolean> {
   if (!target.alive()) return true;
   if (ms <= 0) return false;
   await Promise.race([target.proc.exited, new Promise((r) => setTimeout(r, ms))]);
@@ -218,7 +218,7 @@ async function setUp(target: Target): Promise<void> {
   }
 }
 
-function statusClass(answer: Answer | Error): StatusClass {
+export function statusClass(answer: Answer | Error): StatusClass {
   if (answer instanceof Error) return /no answer/.test(answer.message) ? 'timeout' : 'error';
   // A gateway session that ended (101 Switching Protocols, then a close) counts as answered.
   if (answer.status === 101) return '2xx';
@@ -231,7 +231,7 @@ function inContract(contract: Awaited<ReturnType<typeof contractApi>>, pathname:
 }
 
 /** State a refused request must leave as it was: read before it is sent, compared after. */
-async function observe({ target, agents }: Life, request: FuzzRequest): Promise<{ changes(): Promise<string[]> }> {
+export async function observe({ target, agents }: Life, request: FuzzRequest): Promise<{ changes(): Promise<string[]> }> {
   const reads: (() => Promise<unknown>)[] = [];
   if (request.path.startsWith('/admin/destinations/')) reads.push(() => getJson(target.url, '/admin/destinations', agents.herald, target.adminToken));
   if (request.path.startsWith('/mcp/pair/redeem') || request.path.startsWith('/sandbox/api/interactions')) reads.push(() => getJson(target.url, '/mcp/recipients', agents.herald, target.bridgeToken));
@@ -336,7 +336,7 @@ export async function send(target: Target, request: FuzzRequest, agents: { heral
   return rawRequest(`${base}${request.path}`, request.method, headers, bodyOf(request), agents?.[request.server], timeoutMs);
 }
 
-function rawRequest(url: string, method: string, headers: Record<string, string>, body: string | undefined, agent: http.Agent | undefined, timeoutMs: number): Promise<Answer> {
+export function rawRequest(url: string, method: string, headers: Record<string, string>, body: string | undefined, agent: http.Agent | undefined, timeoutMs: number): Promise<Answer> {
   return new Promise((resolve, reject) => {
     // Framed explicitly: Node frames a GET's or OPTIONS's body with neither Content-Length nor chunks.
     const framed = body !== undefined ? { ...headers, 'content-length': String(Buffer.byteLength(body)) } : headers;

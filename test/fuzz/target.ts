@@ -29,8 +29,10 @@ export interface Target {
  * about the request just refused: sent_messages is filled by the gateway's MESSAGE_CREATE reports of
  * messages the dispatcher sends for deliveries accepted earlier. (Whether anything was ever sent for
  * a refused request_id is checked against Discord's messages at the end of the run.)
+ * archive_actions is the archive's action log: it records every admin action, a refused one too
+ * (`result: refused`), which is what it is for.
  */
-const BACKGROUND_TABLES: readonly string[] = ['sent_messages'];
+const BACKGROUND_TABLES: readonly string[] = ['sent_messages', 'archive_actions'];
 
 export async function startTarget(options: { databaseUrl?: string | undefined } = {}): Promise<Target> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-fuzz-'));
@@ -77,6 +79,8 @@ export async function startTarget(options: { databaseUrl?: string | undefined } 
       HERALD_DISCORD_TIMEOUT_MS: '3000',
       HERALD_LEASE_MS: '10000',
       HERALD_SHUTDOWN_GRACE_MS: '2000',
+      // The bot the contract's handoff example names: handoffs are on, so their fields are judged, not refused whole.
+      HERALD_TRUSTED_BOT_IDS: '111111111111111112',
       ...(databaseUrl !== undefined ? { DATABASE_URL: databaseUrl } : {}),
     });
     const started = proc

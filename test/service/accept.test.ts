@@ -4,7 +4,7 @@ import type { Delivery } from '../../src/modules/deliveries/delivery.js';
 import { DeliveryService } from '../../src/modules/deliveries/delivery.service.js';
 import { newRequestId } from '../support/herald.js';
 import { GUILD, startServices, type Services } from '../support/services.js';
-import { tablesOf } from '../../src/platform/db/tables.js';
+import { tablesOf } from '../../src/infra/db/tables.js';
 import type { DeliveriesDb } from '../../src/modules/deliveries/delivery.table.js';
 
 /** Records the kind of every statement Kysely runs (each executed once; a subquery built apart is not a statement). */

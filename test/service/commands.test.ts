@@ -1,13 +1,13 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CommandLimits } from '../../src/config.js';
+import type { CommandLimits } from '../../src/modules/commands/settings.js';
 import { CommandRouter, type Command } from '../../src/modules/commands/command.js';
 import { CommandService, type ReplyPoster } from '../../src/modules/commands/command.service.js';
 import type { CommandDeps } from '../support/services.js';
 import { agentCommand } from '../../src/modules/identity/agent.command.js';
-import type { Invokers } from '../../src/transports/transport.js';
+import type { Invokers } from '../../src/platforms/platform.js';
 import { CHANNEL, GUILD, startServices, USER, type Services } from '../support/services.js';
-import { tablesOf } from '../../src/platform/db/tables.js';
+import { tablesOf } from '../../src/infra/db/tables.js';
 import type { CommandsDb } from '../../src/modules/commands/command-run.table.js';
 
 /** A pairing code as /agent pair issues it (docs/protocol.md §7). */

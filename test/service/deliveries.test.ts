@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { deliveryNonce, type Delivery } from '../../src/modules/deliveries/delivery.js';
-import type { MemoryTransport } from '../../src/transports/memory/memory-transport.js';
-import type { Transport } from '../../src/transports/transport.js';
+import type { MemoryPlatform } from '../../src/platforms/memory/memory-platform.js';
+import type { Platform } from '../../src/platforms/platform.js';
 import { upsertDestination } from '../../src/modules/destinations/destination.repository.js';
 import { newRequestId } from '../support/herald.js';
 import { CHANNEL, GUILD, startServices, USER, type Services } from '../support/services.js';
-import { tablesOf } from '../../src/platform/db/tables.js';
+import { tablesOf } from '../../src/infra/db/tables.js';
 import type { DestinationsDb } from '../../src/modules/destinations/destination.table.js';
 
 const post = (content: string, destination: 'alerts' | 'ops' = 'alerts'): Delivery => ({ request_id: newRequestId(), kind: 'post', target: { guild_id: GUILD, destination }, body: { content } });
@@ -110,9 +110,10 @@ describe('a transport without edits (service level)', () => {
   let s: Services;
   beforeAll(async () => {
     // The memory platform with its editor facet taken away.
-    const withoutEdits = (memory: MemoryTransport): Transport => ({
+    const withoutEdits = (memory: MemoryPlatform): Platform => ({
       name: memory.name,
       idempotentSend: memory.idempotentSend,
+      messageUrl: memory.messageUrl,
       sender: memory.sender,
       dms: memory.dms,
       history: memory.history,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CommandInvocation } from '../../src/transports/transport.js';
+import type { CommandInvocation } from '../../src/platforms/platform.js';
 import { CHANNEL, GUILD, startServices, USER, type Services } from '../support/services.js';
 
 /** Destinations, identity, the command router and the memory transport itself, without HTTP. */
@@ -56,9 +56,11 @@ describe('modules (service level, memory transport)', () => {
     expect(await invoke('agent', 'register')).toBe('Registered. Run `/agent pair` to generate a pairing code for your agent.');
     const reply = await invoke('agent', 'pair');
     const code = /\*\*([A-Z2-9]{27})\*\*/.exec(reply)?.[1] ?? '';
-    const first = await s.identity.redeem(code);
+    const first = await s.identity.redeem(code, 'connector');
     expect(first.discord_user_id).toBe(USER);
-    await expect(s.identity.redeem(code)).rejects.toThrow('invalid or expired code');
+    expect(first.user_id).toBe(USER);
+    expect((await s.identity.pairing('connector')).user_id).toBe(USER);
+    await expect(s.identity.redeem(code, 'connector')).rejects.toThrow('invalid or expired code');
     expect(await invoke('agent', 'unregister')).toBe("Unregistered: your agents' tokens and DMs are revoked.");
   });
 

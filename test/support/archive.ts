@@ -4,13 +4,13 @@ import { MediaService, type Actor, type StorageLimits } from '../../src/modules/
 import type { ScrapeJob } from '../../src/modules/archive/media.js';
 import { ScrapeJobs, scrapeQueue, type ScrapeStepJob } from '../../src/modules/archive/scrape.jobs.js';
 import { OutboxWorker } from '../../src/outbox/worker.js';
-import type { Store } from '../../src/platform/db/database.js';
+import type { Store } from '../../src/infra/db/database.js';
 import type { Database } from '../../src/schema.js';
-import { MemoryTransport } from '../../src/transports/memory/memory-transport.js';
-import type { ArchivedAttachment, ArchivedMessage } from '../../src/transports/transport.js';
+import { MemoryPlatform } from '../../src/platforms/memory/memory-platform.js';
+import type { ArchivedAttachment, ArchivedMessage } from '../../src/platforms/platform.js';
 import { migratedStore, type TestDatabase } from './db.js';
 import { waitFor } from './wait.js';
-import { tablesOf } from '../../src/platform/db/tables.js';
+import { tablesOf } from '../../src/infra/db/tables.js';
 import type { ArchiveDb } from '../../src/modules/archive/archive.table.js';
 
 export const GUILD = '234567890123456000';
@@ -25,7 +25,7 @@ export interface ArchiveHarness {
   db: TestDatabase;
   store: Store<Database>;
   media: MediaService;
-  memory: MemoryTransport;
+  memory: MemoryPlatform;
   workers: OutboxWorker<ScrapeStepJob>[];
   start(): void;
   /** Start a download scrape of a channel the memory platform holds. */
@@ -38,7 +38,7 @@ export interface ArchiveHarness {
 export async function archiveHarness(options: { limits: StorageLimits; policy: Omit<DownloadPolicy, 'timeoutMs'>; network?: DownloadNetwork; workers?: number; leaseMs?: number }): Promise<ArchiveHarness> {
   const fixture = await migratedStore();
   const { db, store } = fixture;
-  const memory = new MemoryTransport();
+  const memory = new MemoryPlatform();
   const log = pino({ level: 'silent' });
   const clock = { now: () => new Date() };
   const workers: OutboxWorker<ScrapeStepJob>[] = [];

@@ -1,7 +1,7 @@
 import { OpenAPIBackend, type Document } from 'openapi-backend';
 import { expect } from 'vitest';
-import { withUtf16Lengths } from '../../src/platform/contract/ajv.js';
-import { specDocument } from '../../src/platform/contract/spec.js';
+import { withUtf16Lengths } from '../../src/infra/contract/ajv.js';
+import { specDocument } from '../../src/infra/contract/spec.js';
 
 let contract: Promise<OpenAPIBackend> | undefined;
 

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { openStore, type Store } from '../../src/platform/db/database.js';
-import { migrateToLatest } from '../../src/platform/db/migrate.js';
+import { openStore, type Store } from '../../src/infra/db/database.js';
+import { migrateToLatest } from '../../src/infra/db/migrate.js';
 import type { Database } from '../../src/schema.js';
 import { testDatabasePrefix, withDatabase } from './global-setup.js';
 
@@ -18,12 +18,22 @@ export interface TestDatabase {
 
 export const onPostgres = (process.env['TEST_DATABASE_URL'] ?? '') !== '';
 
-/** A fresh, migrated, empty database: a template copy on PostgreSQL, a new data folder on PGlite. */
+/**
+ * A fresh, migrated, empty database: a copy of the run's template (global-setup.ts), a database on
+ * PostgreSQL, a data folder on PGlite.
+ */
 export async function testDatabase(): Promise<TestDatabase> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-test-'));
   const removeDir = () => rm(dataDir, { recursive: true, force: true });
   const url = process.env['TEST_DATABASE_URL'];
-  if (url === undefined || url === '') return { databaseUrl: undefined, dataDir, drop: removeDir };
+  if (url === undefined || url === '') {
+    // The folder PGlite opens (src/infra/db/database.ts), already migrated: no initdb, no migrations.
+    await cp(path.join(inject('templateDataDir'), 'pglite'), path.join(dataDir, 'pglite'), { recursive: true }).catch(async (err: unknown) => {
+      await removeDir();
+      throw err;
+    });
+    return { databaseUrl: undefined, dataDir, drop: removeDir };
+  }
   // Named after this run (its template's pid), so its teardown drops its own databases only, not
   // those of another run on the same server.
   const name = `${testDatabasePrefix(inject('templateDatabase'))}${randomBytes(6).toString('hex')}`;

@@ -4,20 +4,25 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { migrateToLatest } from '../../src/platform/db/migrate.js';
+import { openStore } from '../../src/infra/db/database.js';
+import { migrateToLatest } from '../../src/infra/db/migrate.js';
 import { killTrackedProcessGroups, RUN_DIR_VARIABLE } from './run-dir.js';
 
 /**
- * With TEST_DATABASE_URL (a real PostgreSQL server), build one migrated template database; each
- * test database is then a cheap `CREATE DATABASE … TEMPLATE` copy of it.
+ * Build one migrated template store, which each test database is then a copy of: with
+ * TEST_DATABASE_URL (a real PostgreSQL server) a template database, each test database a cheap
+ * `CREATE DATABASE … TEMPLATE` copy; on embedded PGlite a template data folder, each test's folder
+ * a file copy of it (a new PGlite folder runs initdb, which costs several seconds of CPU per store).
  */
-export default async function setup({ provide }: { provide: (key: 'templateDatabase', value: string) => void }): Promise<() => Promise<void>> {
+export default async function setup({ provide }: { provide: (key: 'templateDatabase' | 'templateDataDir', value: string) => void }): Promise<() => Promise<void>> {
   const cleanRun = await runDirectory();
   const url = process.env['TEST_DATABASE_URL'];
   if (url === undefined || url === '') {
     provide('templateDatabase', '');
+    provide('templateDataDir', await pgliteTemplate());
     return cleanRun;
   }
+  provide('templateDataDir', '');
   // pid and random: unique even beside runs in another pid namespace on the same server.
   const template = `herald_template_${process.pid}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: url });
@@ -34,6 +39,18 @@ export default async function setup({ provide }: { provide: (key: 'templateDatab
     for (const row of leftovers.rows) await admin.query(`drop database if exists ${row.datname} with (force)`);
     await admin.end();
   };
+}
+
+/** A migrated PGlite data folder in this run's folder (removed with it), closed so it can be copied. */
+async function pgliteTemplate(): Promise<string> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-template-'));
+  const store = await openStore({ databaseUrl: undefined, dataDir });
+  try {
+    await migrateToLatest(store.db);
+  } finally {
+    await store.close();
+  }
+  return dataDir;
 }
 
 /**
@@ -68,5 +85,7 @@ export function withDatabase(url: string, database: string): string {
 declare module 'vitest' {
   export interface ProvidedContext {
     templateDatabase: string;
+    /** The migrated PGlite data folder test folders copy (empty on PostgreSQL). */
+    templateDataDir: string;
   }
 }

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { startHerald, type Herald } from '../../src/app.js';
-import type { Roles } from '../../src/modules/contract.js';
-import type { Clock } from '../../src/platform/clock.js';
+import type { HeraldModule, Roles } from '../../src/modules/contract.js';
+import type { Clock } from '../../src/infra/clock.js';
 import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/platform/log.js';
-import { DiscordSandbox, SANDBOX_IDS, type SandboxOptions } from '../../src/sandbox/sandbox.js';
+import { createLogger } from '../../src/infra/log.js';
+import { DiscordSandbox, SANDBOX_IDS, type SandboxOptions } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { client, type Client } from './client.js';
 import { testDatabase, type TestDatabase } from './db.js';
 import { waitForDelivery } from './wait.js';
@@ -55,6 +55,8 @@ export interface TestHeraldOptions {
   useDb?: TestDatabase;
   /** What this process does (default: serve HTTP and dispatch), as for a replica of a larger deployment. */
   roles?: Roles;
+  /** The modules to start (default: src/modules/modules.ts), e.g. one more capability from a test's own folder. */
+  modules?: readonly HeraldModule[];
 }
 
 /**
@@ -77,9 +79,9 @@ export async function startTestHerald(options: TestHeraldOptions = {}): Promise<
     LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'silent',
     ...(options.env ?? {}),
   });
-  const config = loadConfig(env);
+  const config = options.modules !== undefined ? loadConfig(env, options.modules) : loadConfig(env);
   // The sandbox's CDN is the one private origin the media archive may download from (as in sandbox mode).
-  const herald = await startHerald({ config, log: createLogger(config.logLevel), mediaOrigins: [sandbox.url], ...(options.clock ? { clock: options.clock } : {}), ...(options.roles ? { roles: options.roles } : {}) });
+  const herald = await startHerald({ config, log: createLogger(config.logLevel), mediaOrigins: [sandbox.url], ...(options.clock ? { clock: options.clock } : {}), ...(options.roles ? { roles: options.roles } : {}), ...(options.modules ? { modules: options.modules } : {}) });
   const url = herald.url ?? '';
   const bridge = client(url, config.bridgeToken);
   const admin = client(url, config.adminToken);

@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-/** The README's Idempotency-Key: the event_id, every character outside printable ASCII (and `%`) percent-encoded as UTF-8. */
+/** The inbox guide's Idempotency-Key (docs/guides/inbox.md): the event_id, every character outside printable ASCII (and `%`) percent-encoded as UTF-8. */
 export function expectedKey(eventId: string): string {
   let out = '';
   for (const ch of eventId) {
@@ -13,7 +13,7 @@ export function expectedKey(eventId: string): string {
 }
 
 /**
- * The README's verification, as a receiver writes it: HMAC-SHA256 over `timestamp + "." + body`,
+ * The inbox guide's verification, as a receiver writes it: HMAC-SHA256 over `timestamp + "." + body`,
  * a recent timestamp, and an Idempotency-Key that is the signed body's event_id, encoded (a key
  * changed on the way does not verify).
  */

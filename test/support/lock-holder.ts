@@ -3,7 +3,7 @@ import { waitFor } from './wait.js';
 
 /** Node code that takes `LOCK_DIR`'s embedded-store lock and holds it until killed, printing `locked <pid>`. */
 const HOLDER =
-  "import('./src/platform/db/data-dir-lock.ts').then((m) => m.lockDataDir(process.env.LOCK_DIR))" +
+  "import('./src/infra/db/data-dir-lock.ts').then((m) => m.lockDataDir(process.env.LOCK_DIR))" +
   ".then(() => { console.log('locked ' + process.pid); setInterval(() => undefined, 60_000); }, (err) => { console.error(String(err)); process.exit(1); })";
 
 export interface LockHolder {
@@ -13,7 +13,7 @@ export interface LockHolder {
 }
 
 /**
- * A real process holding `dataDir`'s embedded-store lock (src/platform/db/data-dir-lock.ts) until
+ * A real process holding `dataDir`'s embedded-store lock (src/infra/db/data-dir-lock.ts) until
  * it is killed, as a running Herald would: resolves once it holds it. With `unreaped`, the holder
  * is the child of a `sleep` that never waits for it, so once killed it stays a zombie (its pid
  * still answers `kill(pid, 0)`) until the test's process group is killed.

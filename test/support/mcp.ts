@@ -2,6 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { distIsFresh } from './process.js';
 
 /**
  * MCP clients of Herald for tests, in a file of their own so that only the tests that speak MCP
@@ -24,7 +25,7 @@ export async function mcpClient(name: string, transport: Transport): Promise<Cli
 export function mcpOverStdio(name: string, env: Record<string, string>): Promise<Client> {
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: ['--import', 'tsx', 'src/cli.ts', 'mcp'],
+    args: distIsFresh() ? ['bin/herald.js', 'mcp'] : ['--import', 'tsx', 'src/cli.ts', 'mcp'],
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', LOG_LEVEL: 'warn', ...env },
     stderr: 'pipe',
   });

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { trackProcessGroup } from './run-dir.js';
@@ -18,8 +19,36 @@ export interface HeraldProcess {
 }
 
 export interface RunOptions {
-  /** Run the compiled CLI (bin/herald.js → dist/) instead of the sources through tsx. */
+  /**
+   * Run the compiled CLI (bin/herald.js → dist/) instead of the sources through tsx. By default the
+   * compiled one when dist/ is newer than every source (as after `npm ci`, which builds it): it starts
+   * with about 1.5 s less CPU than tsx compiling the sources, and the suite starts some hundreds.
+   */
   built?: boolean;
+}
+
+/** The newest modification time (ms) of any file under `dir`. */
+function newestUnder(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestUnder(p) : statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+let distFresh: boolean | undefined;
+/** True when dist/ was built after the last change to the sources it is built from. */
+export function distIsFresh(): boolean {
+  if (distFresh === undefined) {
+    try {
+      const built = statSync(path.join(ROOT, 'dist/src/cli.js')).mtimeMs;
+      distFresh = ['src', 'generated', 'migrations'].every((dir) => newestUnder(path.join(ROOT, dir)) < built);
+    } catch {
+      distFresh = false;
+    }
+  }
+  return distFresh;
 }
 
 /** Children of this test file still running: killed after its last test, whatever happened. */
@@ -33,7 +62,7 @@ export async function killRunningProcesses(): Promise<void> {
 
 /** Run the real CLI (`herald serve|dispatch|…`) in a child process, as an operator would. */
 export function runHerald(args: string[], env: Record<string, string>, options: RunOptions = {}): HeraldProcess {
-  const argv = options.built === true ? ['bin/herald.js', ...args] : ['--import', 'tsx', 'src/cli.ts', ...args];
+  const argv = (options.built ?? distIsFresh()) ? ['bin/herald.js', ...args] : ['--import', 'tsx', 'src/cli.ts', ...args];
   return runCommand(process.execPath, argv, env);
 }
 

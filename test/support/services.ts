@@ -10,16 +10,16 @@ import { deliveriesModule, type DeliveryService } from '../../src/modules/delive
 import type { Delivery } from '../../src/modules/deliveries/delivery.js';
 import { destinationsModule, type DestinationService } from '../../src/modules/destinations/index.js';
 import { identityModule, type IdentityService } from '../../src/modules/identity/index.js';
-import { MODULES } from '../../src/modules/registry.js';
+import { MODULES } from '../../src/modules/modules.js';
 import { defineMetrics, doorbellOf, runJobs, startModules, type JobRunner } from '../../src/modules/runner.js';
-import type { Clock } from '../../src/platform/clock.js';
-import { openStore, type Store } from '../../src/platform/db/database.js';
-import { Events } from '../../src/platform/db/events.js';
-import { migrateToLatest } from '../../src/platform/db/migrate.js';
-import { createRegistry } from '../../src/platform/metrics.js';
+import type { Clock } from '../../src/infra/clock.js';
+import { openStore, type Store } from '../../src/infra/db/database.js';
+import { Events } from '../../src/infra/db/events.js';
+import { migrateToLatest } from '../../src/infra/db/migrate.js';
+import { createRegistry } from '../../src/infra/metrics.js';
 import type { Database } from '../../src/schema.js';
-import { MemoryTransport } from '../../src/transports/memory/memory-transport.js';
-import { transportsOf, type Invokers, type Transport } from '../../src/transports/transport.js';
+import { MemoryPlatform } from '../../src/platforms/memory/memory-platform.js';
+import { platformsOf, type Invokers, type Platform } from '../../src/platforms/platform.js';
 import { waitFor } from './wait.js';
 
 export const GUILD = '234567890123456789';
@@ -30,13 +30,13 @@ export const USER = '123456789012345678';
 export type CommandDeps = { identity: IdentityService; destinations: DestinationService };
 
 /**
- * Herald's modules (src/modules/registry.ts, started as src/app.ts starts them) and its job runner
+ * Herald's modules (src/modules/modules.ts, started as src/app.ts starts them) and its job runner
  * on embedded PGlite and the in-memory transport: no HTTP, no sandbox, no database server. The
  * fast layer for module logic.
  */
 export interface Services {
   store: Store<Database>;
-  memory: MemoryTransport;
+  memory: MemoryPlatform;
   deliveries: DeliveryService;
   destinations: DestinationService;
   identity: IdentityService;
@@ -51,7 +51,7 @@ export interface Services {
 
 export interface ServiceOptions {
   /** Another transport than the memory one (e.g. one without some facets). */
-  transport?: (memory: MemoryTransport) => Transport;
+  transport?: (memory: MemoryPlatform) => Platform;
   nonceWindowMs?: number;
   maxAttempts?: number;
   clock?: Clock;
@@ -73,16 +73,16 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
     HERALD_SHUTDOWN_GRACE_MS: '1000',
   });
   const clock = options.clock ?? { now: () => new Date() };
-  const memory = new MemoryTransport({ now: () => clock.now() });
+  const memory = new MemoryPlatform({ now: () => clock.now() });
   memory.addUser(USER, 'Ada').addChannel(CHANNEL, { guildId: GUILD, name: 'alerts', members: [USER] });
   const botBlockedIn = new Set<string>();
   // Herald's own permissions, as a platform would compute them: blocked where a test says so.
   const invokers: Invokers = { resolve: async () => ({ notFound: 'guild' }), message: async () => undefined, botCanPost: async (_guildId, channelId) => !botBlockedIn.has(channelId) };
   const chosen = options.transport?.(memory) ?? memory;
   // Destinations look channels up on the memory platform, whatever facets the test's transport keeps.
-  const transport: Transport = Object.assign(Object.create(chosen) as Transport, { invokers, channels: memory.channels });
+  const transport: Platform = Object.assign(Object.create(chosen) as Platform, { invokers, channels: memory.channels });
   const log = pino({ level: 'silent' });
-  const base = { config, store: store as Store, db: store.db as Kysely<unknown>, clock, log, registry: createRegistry(), transports: transportsOf(transport), doorbell: doorbellOf(store), events: new Events(store as Store) };
+  const base = { config, store: store as Store, db: store.db as Kysely<unknown>, clock, log, registry: createRegistry(), transports: platformsOf(transport), doorbell: doorbellOf(store), events: new Events(store as Store) };
   const modules = await startModules(MODULES, await defineMetrics(MODULES, base.registry), { ...base, roles: { http: false, dispatcher: true }, site: { messageLinkBase: undefined, mediaOrigins: [] } });
   const worker = await runJobs(modules.parts.flatMap((p) => p.jobs ?? []), base);
   const { deliveries } = modules.use(deliveriesModule);

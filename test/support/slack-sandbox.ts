@@ -1,5 +1,5 @@
 import { LogLevel, WebClient, type WebAPICallResult } from '@slack/web-api';
-import type { SlackSandbox } from '../../src/transports/slack/sandbox/sandbox.js';
+import type { SlackSandbox } from '../../src/platforms/slack/sandbox/sandbox.js';
 
 /** Slack's own Web API client against the sandbox, never retrying (as Herald's creates must not be). */
 export function webClient(sandbox: SlackSandbox, token = sandbox.botToken): WebClient {

@@ -2,9 +2,9 @@ import { createReadStream } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import Router from '@koa/router';
 import type { Context as KoaContext } from 'koa';
-import { InvalidRequestError } from '../../platform/errors.js';
-import type { OperationHandlers } from '../../platform/http/api.js';
-import { reply } from '../../platform/http/reply.js';
+import { InvalidRequestError } from '../../infra/errors.js';
+import type { OperationHandlers } from '../../infra/http/api.js';
+import { reply } from '../../infra/http/reply.js';
 import type { ItemState, MediaKind } from './archive.table.js';
 import {
   AdminTierRequiredError,

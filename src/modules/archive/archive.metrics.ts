@@ -1,5 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { addStatusPanels, ScrapeRead } from '../../platform/metrics.js';
+import { addStatusPanels, ScrapeRead } from '../../infra/metrics.js';
 import type { ScrapeState } from './archive.table.js';
 
 const SCRAPE_STATES: readonly ScrapeState[] = ['running', 'paused', 'stopped', 'completed', 'failed'];

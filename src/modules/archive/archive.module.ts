@@ -1,27 +1,28 @@
 import path from 'node:path';
 import { archiveUiRoutes } from '../../web/archive-ui.js';
 import type { JobsDeclaration, ModuleParts, ModuleServices } from '../contract.js';
+import type { MediaLimits } from './settings.js';
 import { archiveOperations, archiveRoutes } from './archive.http.js';
 import { registerArchiveMetrics } from './archive.metrics.js';
 import { archiveTotals } from './archive.repository.js';
 import { DISCORD_MEDIA_HOSTS, MediaDownloader } from './media.downloader.js';
 import { MediaService } from './media.service.js';
 import { ScrapeJobs, scrapeQueue } from './scrape.jobs.js';
-import { tablesOf } from '../../platform/db/tables.js';
+import { tablesOf } from '../../infra/db/tables.js';
 import type { ArchiveDb } from './archive.table.js';
-import { errorSummary } from '../../platform/errors.js';
+import { errorSummary } from '../../infra/errors.js';
 
 /** How long one media download may take, unless the platform sets its own request timeout. */
 const DOWNLOAD_TIMEOUT_MS = 15_000;
 
 /** Start the media archive (its declaration is index.ts). */
-export async function startArchive({ config, db: tables, clock, log, registry, transports, doorbell, events, roles, site }: ModuleServices): Promise<ModuleParts<{ media: MediaService }>> {
+export async function startArchive({ config, settings, db: tables, clock, log, registry, transports, doorbell, events, roles, site }: ModuleServices<MediaLimits>): Promise<ModuleParts<{ media: MediaService }>> {
   const db = tablesOf<ArchiveDb>(tables);
   const home = transports.home;
   const mediaDir = path.join(config.dataDir, 'media');
   const media = new MediaService(db, clock, {
     mediaDir,
-    limits: config.media,
+    limits: settings,
     messageLinkBase: site.messageLinkBase ?? 'https://discord.com',
     channels: home.channels,
     canScrape: home.pages !== undefined,
@@ -44,7 +45,7 @@ export async function startArchive({ config, db: tables, clock, log, registry, t
   if (home.pages !== undefined) {
     // Scrapes are their own queue (the scrapes table); each step reads one page, paced like every request to the platform.
     const timeout = (config.platforms[home.name] as { timeoutMs?: number } | undefined)?.timeoutMs ?? DOWNLOAD_TIMEOUT_MS;
-    const downloader = new MediaDownloader(mediaDir, { hosts: DISCORD_MEDIA_HOSTS, trustedOrigins: site.mediaOrigins, maxBytes: config.media.maxFileBytes, timeoutMs: timeout });
+    const downloader = new MediaDownloader(mediaDir, { hosts: DISCORD_MEDIA_HOSTS, trustedOrigins: site.mediaOrigins, maxBytes: settings.maxFileBytes, timeoutMs: timeout });
     const scrapes = new ScrapeJobs(db, home.pages, downloader, media, clock, log, { maxAttempts: config.maxAttempts, retryBaseMs: config.retryBaseMs });
     // A scrape started on another replica (or one without a job runner) wakes this one through NOTIFY.
     jobs.push({ queue: scrapeQueue(db), kinds: [scrapes.kind()], concurrency: 2, listen: true });

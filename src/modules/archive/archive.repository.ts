@@ -1,4 +1,5 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely } from 'kysely';
+import type { Lease } from '../../outbox/worker.js';
 import type { ArchiveDb } from './archive.table.js';
 import type { ArchiveActionRow, ArchiveActionTable, ItemState, MediaItemRow, MediaKind, MediaScrapeRow, NewMediaItem, ScrapeMode, ScrapeState } from './archive.table.js';
 
@@ -45,6 +46,7 @@ export async function insertScrape(db: Db, row: { id: string; channelId: string;
       attempts: 0,
       next_step_at: row.now,
       lease_owner: null,
+      lease_token: null,
       lease_expires_at: null,
       created_at: row.now,
       updated_at: row.now,
@@ -115,17 +117,20 @@ export async function insertItems(db: Db, items: NewMediaItem[]): Promise<number
   return inserted.length;
 }
 
+/** What a step's outcome writes besides it: the lease ends. */
+const LEASE_ENDED = { lease_owner: null, lease_token: null, lease_expires_at: null };
+
+/** The scrape `id` while the claim `lease` holds it: its owner and its claim's token. */
+function heldUnder(id: string, lease: Lease) {
+  return (eb: ExpressionBuilder<ArchiveDb, 'media_scrapes'>) => eb.and([eb('id', '=', id), eb('lease_owner', '=', lease.owner), ...(lease.token !== null ? [eb('lease_token', '=', lease.token)] : [])]);
+}
+
 /**
  * A step's outcome, written only while its lease is held. A scrape stopped meanwhile stays stopped.
  * `pause` ends the step paused (storage full) with the cursor at the last message fully indexed.
  * Stored files were counted (items and bytes) as each was committed, not here.
  */
-export async function recordStep(
-  db: Db,
-  id: string,
-  owner: string,
-  step: { cursor: string | null; messages: number; items: number; errors: number; lastError: string | null; done: boolean; pause?: string | undefined; nextAt: Date; now: Date },
-): Promise<MediaScrapeRow | undefined> {
+export async function recordStep(db: Db, id: string, lease: Lease, step: { cursor: string | null; messages: number; items: number; errors: number; lastError: string | null; done: boolean; pause?: string | undefined; nextAt: Date; now: Date }): Promise<MediaScrapeRow | undefined> {
   return db
     .updateTable('media_scrapes')
     .set((eb) => ({
@@ -143,20 +148,18 @@ export async function recordStep(
       finished_at: step.done ? sql<Date>`case when state = 'running' then ${step.now}::timestamptz else finished_at end` : sql<Date | null>`finished_at`,
       next_step_at: step.nextAt,
       updated_at: step.now,
-      lease_owner: null,
-      lease_expires_at: null,
+      ...LEASE_ENDED,
       // Every claim counts an attempt; a step that read its page starts the count again, so only
       // failures in a row (not a long scrape's many steps) can exhaust the retries.
       attempts: 0,
     }))
-    .where('id', '=', id)
-    .where('lease_owner', '=', owner)
+    .where(heldUnder(id, lease))
     .returningAll()
     .executeTakeFirst();
 }
 
 /** A step that could not read its page: try again later (or fail for good), under the lease. */
-export function recordStepFailure(db: Db, id: string, owner: string, failure: { error: string; nextAt: Date; fail: boolean; now: Date }): Promise<MediaScrapeRow | undefined> {
+export function recordStepFailure(db: Db, id: string, lease: Lease, failure: { error: string; nextAt: Date; fail: boolean; now: Date }): Promise<MediaScrapeRow | undefined> {
   return db
     .updateTable('media_scrapes')
     .set((eb) => ({
@@ -164,23 +167,20 @@ export function recordStepFailure(db: Db, id: string, owner: string, failure: { 
       last_error: failure.error,
       next_step_at: failure.nextAt,
       updated_at: failure.now,
-      lease_owner: null,
-      lease_expires_at: null,
+      ...LEASE_ENDED,
       ...(failure.fail ? { state: sql<'failed'>`case when state = 'running' then 'failed' else state end`, finished_at: failure.now } : {}),
     }))
-    .where('id', '=', id)
-    .where('lease_owner', '=', owner)
+    .where(heldUnder(id, lease))
     .returningAll()
     .executeTakeFirst();
 }
 
 /** Pause under the lease (storage past its overrun level). */
-export function pauseUnderLease(db: Db, id: string, owner: string, reason: string, now: Date): Promise<MediaScrapeRow | undefined> {
+export function pauseUnderLease(db: Db, id: string, lease: Lease, reason: string, now: Date): Promise<MediaScrapeRow | undefined> {
   return db
     .updateTable('media_scrapes')
-    .set({ state: sql<'paused'>`case when state = 'running' then 'paused' else state end`, pause_reason: reason, updated_at: now, lease_owner: null, lease_expires_at: null })
-    .where('id', '=', id)
-    .where('lease_owner', '=', owner)
+    .set({ state: sql<'paused'>`case when state = 'running' then 'paused' else state end`, pause_reason: reason, updated_at: now, ...LEASE_ENDED })
+    .where(heldUnder(id, lease))
     .returningAll()
     .executeTakeFirst();
 }

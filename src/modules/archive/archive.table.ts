@@ -29,6 +29,7 @@ export interface MediaScrapeTable {
   attempts: number;
   next_step_at: Date;
   lease_owner: string | null;
+  lease_token: string | null;
   lease_expires_at: Date | null;
   created_at: Date;
   updated_at: Date;

@@ -1,6 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { BridgeClient, BridgeResult, MediaQuery, StartScrapeRequest } from '../../client/bridge-client.js';
-import { bridgeError, contractSchema, hints, json, object, replayMarked, result, text, type McpTool } from '../../platform/mcp/tool.js';
+import type { BridgeClient, BridgeResult, CallInput, Schema } from '../../client/bridge-client.js';
+import type { operations } from '../../../generated/api.js';
+import { bridgeError, contractSchema, hints, json, object, replayMarked, result, text, type McpTool } from '../../infra/mcp/tool.js';
 
 /**
  * What these tools need from `herald mcp`: the bridge (the trusted tier) and, when the operator
@@ -11,15 +12,15 @@ export interface ArchiveToolDeps {
   admin?: BridgeClient | undefined;
 }
 
-/** A refusal in words an agent can act on; the tier refusal says what would grant it. */
+/** A refusal in words an agent can act on; the tier refusal says what would grant it (another 403, the operator's policy, says its rule). */
 function refusal(r: BridgeResult<unknown> & { ok: false }): CallToolResult {
-  if (r.status === 403) return text('This needs the admin tier: the operator must give herald mcp HERALD_ADMIN_TOKEN (download mode and delete are admin-only).', true);
+  if (r.status === 403 && r.error === 'admin token required') return text('This needs the admin tier: the operator must give herald mcp HERALD_ADMIN_TOKEN (download mode and delete are admin-only).', true);
   if (r.status === 404) return text(`Not found: ${r.error}.`, true);
   return bridgeError(r);
 }
 
 /**
- * The media archive's MCP tools (seed 004's names), thin wrappers over the archive's HTTP
+ * The media archive's MCP tools (the names agents already use), thin wrappers over the archive's HTTP
  * operations, which are one MediaService: the same answers the web UI gets. Read tools answer from
  * the index only. Bytes are never returned: metadata, the original URL and the local path.
  */
@@ -37,9 +38,9 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
         'Start a scrape of one channel\'s media into the archive (or resume its stopped or paused scrape from where it stopped). mode "links" records metadata and original URLs; mode "download" also stores the files and needs the admin tier. One scrape per channel runs at a time. Give a request_id to retry safely: the same one again starts nothing and answers (replayed) the scrape it started; without one, each call is a new start (not idempotent). If storage is near its limit the answer is a warning: call again with confirm: true to go ahead. Follow progress with get_media_scrape.',
       inputSchema: { ...contractSchema('StartScrapeRequest'), type: 'object' },
       async handler(args, { bridge, admin }) {
-        const body = args as unknown as StartScrapeRequest;
+        const body = args as unknown as Schema<'StartScrapeRequest'>;
         const client = body.mode === 'download' ? (admin ?? bridge) : bridge;
-        const r = await client.startMediaScrape(body);
+        const r = await client.call('startMediaScrape', { body }, { once: true, keepBody: true });
         if (r.ok) return replayMarked(json(r.data), r.data.existing === true, 'request_id', body.request_id ?? '');
         if (r.status === 428) {
           const warning = (r.body as { warning?: string } | undefined)?.warning ?? 'media storage is near its limit';
@@ -59,7 +60,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
       description: 'Every scrape with its state (running, paused, stopped, completed, failed), counters (messages seen, items found, bytes, errors) and size.',
       inputSchema: object({}),
       async handler(_args, { bridge }) {
-        const r = await bridge.listMediaScrapes();
+        const r = await bridge.call('listMediaScrapes');
         return r.ok ? json(r.data) : refusal(r);
       },
     },
@@ -72,7 +73,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
       description: 'One scrape with its live counters, cursor, state and pause reason.',
       inputSchema: object({ scrapeId }, ['scrapeId']),
       async handler(args, { bridge }) {
-        const r = await bridge.getMediaScrape(String(args['scrapeId']));
+        const r = await bridge.call('getMediaScrape', { path: { scrape_id: String(args['scrapeId']) } });
         return r.ok ? json(r.data) : refusal(r);
       },
     },
@@ -86,7 +87,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
       description: 'Stop a running or paused scrape. scrape_media on the same channel and mode later resumes it from its cursor.',
       inputSchema: object({ scrapeId }, ['scrapeId']),
       async handler(args, { bridge }) {
-        const r = await bridge.stopMediaScrape(String(args['scrapeId']));
+        const r = await bridge.call('stopMediaScrape', { path: { scrape_id: String(args['scrapeId']) } });
         return r.ok ? json(r.data) : refusal(r);
       },
     },
@@ -112,7 +113,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
         cursor: { type: 'string', description: 'nextCursor of the previous page.' },
       }),
       async handler(args, { bridge }) {
-        const r = await bridge.queryMedia(args as MediaQuery);
+        const r = await bridge.call('queryMedia', { query: args as NonNullable<CallInput<operations['queryMedia']>['query']> });
         return r.ok ? json(r.data) : refusal(r);
       },
     },
@@ -125,7 +126,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
       description: 'One archived media item: source, message link, original URL, content type, size, SHA-256 and local path (never the bytes).',
       inputSchema: object({ itemId: { type: 'string', pattern: '^[0-9]{1,18}$', description: 'An item id from query_media.' } }, ['itemId']),
       async handler(args, { bridge }) {
-        const r = await bridge.getMediaItem(String(args['itemId']));
+        const r = await bridge.call('getMediaItem', { path: { item_id: String(args['itemId']) } });
         return r.ok ? json(r.data) : refusal(r);
       },
     },
@@ -138,7 +139,7 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
       description: 'Stored bytes against the limit (level ok, warning or overrun), the warning and overrun percentages, per-kind bytes and per-scrape sizes.',
       inputSchema: object({}),
       async handler(_args, { bridge }) {
-        const r = await bridge.getMediaStorage();
+        const r = await bridge.call('getMediaStorage');
         return r.ok ? json(r.data) : refusal(r);
       },
     },
@@ -154,9 +155,9 @@ export function archiveTools(): McpTool<ArchiveToolDeps>[] {
       async handler(args, { bridge, admin }) {
         const id = String(args['scrapeId']);
         // The scrape as it was, for the structured answer (the delete itself answers 204, no body).
-        const before = await bridge.getMediaScrape(id);
+        const before = await bridge.call('getMediaScrape', { path: { scrape_id: id } });
         if (!before.ok) return refusal(before);
-        const r = await (admin ?? bridge).deleteMediaScrape(id);
+        const r = await (admin ?? bridge).call('deleteMediaScrape', { path: { scrape_id: id } });
         return r.ok ? result(`Deleted scrape ${id} and the files only it referenced.`, before.data) : refusal(r);
       },
     },

@@ -1,4 +1,6 @@
-import { defineModule } from '../contract.js';
+import { defineModule, ownTables } from '../contract.js';
+import { readMediaLimits, type MediaLimits } from './settings.js';
+import type { ArchiveDb } from './archive.table.js';
 import { archiveTools } from './archive.tools.js';
 import type { MediaService } from './media.service.js';
 
@@ -8,9 +10,10 @@ export { DISCORD_MEDIA_HOSTS, MediaDownloader } from './media.downloader.js';
 export { blobRelativePath } from './media.js';
 
 /** The media archive: scrapes of a channel's history, stored media, its web UI (`/ui/archive`). */
-export const archiveModule = defineModule<{ media: MediaService }>({
+export const archiveModule = defineModule<{ media: MediaService }, undefined, MediaLimits, ArchiveDb>({
   name: 'archive',
-  migrations: ['2026-11-30T09-20-00_media', '2026-12-01T09-00-00_archive-action-log', '2026-12-01T09-10-00_archive-names', '2026-12-01T22-30-00_media-storage'],
+  tables: ownTables<ArchiveDb>(),
+  config: readMediaLimits,
   tools: archiveTools,
   commands: async () => [(await import('./media.command.js')).mediaCommand],
   start: async (services) => (await import('./archive.module.js')).startArchive(services),

@@ -1,6 +1,6 @@
 import { ChannelType, PermissionFlagsBits, SlashCommandBuilder } from 'discord.js';
 import { requiredOption, type Command } from '../contract.js';
-import { DomainError } from '../../platform/errors.js';
+import { DomainError } from '../../infra/errors.js';
 import { ConfirmRequiredError, ScrapeRunningError, type Actor, type MediaService } from './media.service.js';
 
 /**

@@ -4,10 +4,10 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import type { Clock } from '../../platform/clock.js';
-import { DomainError, errorSummary, InvalidRequestError } from '../../platform/errors.js';
+import type { Clock } from '../../infra/clock.js';
+import { DomainError, errorSummary, InvalidRequestError } from '../../infra/errors.js';
 import type { ArchiveDb } from './archive.table.js';
-import type { Channels } from '../../transports/transport.js';
+import type { Channels } from '../../platforms/platform.js';
 import {
   bytesByKind,
   deleteScrapeAndOrphans,

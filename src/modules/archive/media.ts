@@ -1,5 +1,5 @@
 import type { components } from '../../../generated/api.js';
-import type { ArchivedMessage } from '../../transports/transport.js';
+import type { ArchivedMessage } from '../../platforms/platform.js';
 import type { ArchiveActionRow, MediaItemRow, MediaKind, MediaScrapeRow, MediaSource } from './archive.table.js';
 
 /** The contract's shapes: the same plain JSON objects over HTTP, in the MCP tools and in the UI. */

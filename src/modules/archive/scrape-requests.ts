@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { DomainError } from '../../platform/errors.js';
+import { DomainError } from '../../infra/errors.js';
 import type { ArchiveDb, MediaScrapeRow, ScrapeMode } from './archive.table.js';
 
 type Db = Kysely<ArchiveDb>;

@@ -2,9 +2,9 @@ import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { afterFailure } from '../../outbox/failure-rule.js';
 import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js';
-import type { Clock } from '../../platform/clock.js';
+import type { Clock } from '../../infra/clock.js';
 import type { ArchiveDb } from './archive.table.js';
-import type { HistoryPages } from '../../transports/transport.js';
+import type { HistoryPages } from '../../platforms/platform.js';
 import { blobForUrl, commitStoredItem, insertItems, pauseUnderLease, recordStep, recordStepFailure, scrapesTable } from './archive.repository.js';
 import type { ItemState, MediaScrapeRow, NewMediaItem } from './archive.table.js';
 import { mediaOf, toScrapeJob } from './media.js';
@@ -36,9 +36,9 @@ export function scrapeQueue(db: Kysely<ArchiveDb>): JobQueue<ScrapeStepJob> {
   return {
     name: table.name,
     oldestDue: (now) => table.oldestDue(now),
-    claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: SCRAPE_KIND, attempts: row.attempts, row })),
+    claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: SCRAPE_KIND, attempts: row.attempts, leaseToken: row.lease_token, row })),
     release: (owner, now) => table.release(owner, now),
-    quarantine: (job, owner, reason) => table.finish(job.id, owner, { state: 'failed', last_error: reason, finished_at: new Date() }),
+    quarantine: (job, lease, reason) => table.finish(job.id, lease, { state: 'failed', last_error: reason, finished_at: new Date() }),
   };
 }
 
@@ -76,7 +76,7 @@ export class ScrapeJobs {
     const log = this.log.child({ scrape_id: row.id });
     const pageSize = this.options.pageSize ?? SCRAPE_PAGE_SIZE;
     if (row.mode === 'download' && (await this.media.overrun())) {
-      const paused = await pauseUnderLease(this.db, row.id, context.owner, 'storage limit reached: delete scrapes or raise HERALD_MEDIA_LIMIT_BYTES, then start again', this.clock.now());
+      const paused = await pauseUnderLease(this.db, row.id, context.lease, 'storage limit reached: delete scrapes or raise HERALD_MEDIA_LIMIT_BYTES, then start again', this.clock.now());
       if (paused !== undefined) {
         log.warn('scrape paused: media storage past its overrun level');
         this.announce(paused);
@@ -92,7 +92,7 @@ export class ScrapeJobs {
       const permanent = verdict.next !== 'retry';
       log.warn({ err: failure.detail, permanent }, 'scrape page read failed');
       const now = this.clock.now();
-      const updated = await recordStepFailure(this.db, row.id, context.owner, {
+      const updated = await recordStepFailure(this.db, row.id, context.lease, {
         error: failure.detail,
         nextAt: context.retryAt(failure.kind === 'transient' ? failure.retryAfterMs : undefined),
         fail: permanent,
@@ -181,7 +181,7 @@ export class ScrapeJobs {
     const full = cut === 'full' ? 'storage limit reached: delete scrapes or raise HERALD_MEDIA_LIMIT_BYTES, then start again' : undefined;
     const updated = await this.db.transaction().execute(async (trx) => {
       const added = await insertItems(trx, items);
-      const recorded = await recordStep(trx, row.id, context.owner, {
+      const recorded = await recordStep(trx, row.id, context.lease, {
         cursor: last?.id ?? row.cursor,
         messages: read,
         items: added,

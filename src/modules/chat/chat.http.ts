@@ -1,6 +1,6 @@
-import type { OperationHandlers } from '../../platform/http/api.js';
-import { reply } from '../../platform/http/reply.js';
-import type { TransportName } from '../../transports/transport.js';
+import type { OperationHandlers } from '../../infra/http/api.js';
+import { reply } from '../../infra/http/reply.js';
+import type { TransportName } from '../../platforms/platform.js';
 import type { ChatSendInput, ChatService } from './chat.service.js';
 
 type Query = Record<string, unknown>;

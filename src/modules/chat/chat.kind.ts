@@ -1,4 +1,4 @@
-import type { Transports } from '../../transports/transport.js';
+import type { Platforms } from '../../platforms/platform.js';
 import type { ChatTarget, DeliveryRow, SelfSendingKind, SelfSentOutcome } from '../deliveries/index.js';
 
 /** A chat send's request_id in the one outbox: chat ids keep their own namespace. */
@@ -16,7 +16,7 @@ const TWIN_LOOKBACK_MS = 10 * 60_000;
  * (`Chat.sentParts`) and the next send sends only the rest; a platform that cannot tell leaves
  * the send in doubt rather than risk a duplicate.
  */
-export function chatSendKind(transports: Transports): SelfSendingKind<ChatTarget> {
+export function chatSendKind(transports: Platforms): SelfSendingKind<ChatTarget> {
   return {
     kind: 'chat',
     channelOf: (target) => target.channel,

@@ -1,16 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import type { components } from '../../../generated/api.js';
-import type { Clock } from '../../platform/clock.js';
-import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../platform/errors.js';
-import { TransportError, type Chat, type TransportName, type Transports } from '../../transports/transport.js';
+import type { Clock } from '../../infra/clock.js';
+import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../infra/errors.js';
+import { TransportError, type Chat, type TransportName, type Platforms } from '../../platforms/platform.js';
+import { PLATFORM_NAMES } from '../../platforms/platforms.js';
 import { payloadHash, type ChatTarget, type DeliveryRow, type DeliveryService } from '../deliveries/index.js';
 import { chatIdOf, chatRequestId } from './chat.kind.js';
 
 type Schemas = components['schemas'];
 export type ChatSendView = Schemas['ChatSend'];
 export type ChatMessagesView = Schemas['ChatMessages'];
-/** A platform as the contract names it in chat answers: its enum lists the registry's platforms (test/transport-registry.test.ts). */
+/** A platform as the contract names it in chat answers (any platform name; test/platform-list.test.ts). */
 type ChatPlatform = ChatSendView['transport'];
+/** The platform the chat tools were first written for, listed first where they name the platforms. */
+const FIRST_LISTED = 'irc';
 
 export interface ChatSendInput {
   channel: string;
@@ -23,25 +26,36 @@ export interface ChatSendInput {
 const DEFAULT_LIMIT = 50;
 
 /**
- * The five chat tools of seed 003 over any transport with a chat facet: a send is a row of the
+ * The five chat tools over any transport with a chat facet: a send is a row of the
  * deliveries outbox, kind `chat` (sent exactly once by its send kind, chat.kind.ts); reads,
  * channels and members ask the platform.
  */
 export class ChatService {
   constructor(
     private readonly deliveries: DeliveryService,
-    private readonly transports: Transports,
+    private readonly transports: Platforms,
     /** `HERALD_CHAT_TRANSPORT`: the platform a call without `transport` means. */
     private readonly defaultTransport: TransportName,
     private readonly clock: Clock,
   ) {}
 
   private platform(name: TransportName | undefined): { name: ChatPlatform; chat: Chat } {
+    // A name of no platform Herald knows is refused with the names it knows (the contract checks only its shape).
+    if (name !== undefined && !this.known().includes(name)) throw new InvalidRequestError(`transport must be one of ${this.known().join(', ')}`);
     const chosen = name ?? this.defaultTransport;
     // Any configured platform with a chat facet.
     const chat = this.transports.get(chosen)?.chat;
     if (chat === undefined) throw new InvalidRequestError(`transport ${chosen} is not configured for chat`);
     return { name: chosen as ChatPlatform, chat };
+  }
+
+  /**
+   * Every platform Herald can speak (the registry's, and any other this process runs), IRC's first:
+   * the order the chat tools have always listed them in (their contract once held the list).
+   */
+  private known(): string[] {
+    const names = [...new Set([...PLATFORM_NAMES, ...this.transports.all.map((t) => t.name)])];
+    return [...names.filter((n) => n === FIRST_LISTED), ...names.filter((n) => n !== FIRST_LISTED)];
   }
 
   private channelOf(chat: Chat, channel: string): string {

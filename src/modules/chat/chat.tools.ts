@@ -1,7 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { BridgeClient, ChatSend, ChatTransport } from '../../client/bridge-client.js';
-import { TRANSPORT_NAMES } from '../../transports/registry.js';
-import { bridgeError, contractSchema, hints, object, replayMarked, result, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
+import type { BridgeClient, Schema } from '../../client/bridge-client.js';
+import { PLATFORM_NAMES } from '../../platforms/platforms.js';
+import { bridgeError, contractSchema, hints, object, replayMarked, result, type JsonSchema, type McpTool } from '../../infra/mcp/tool.js';
 
 /** What these tools need from `herald mcp`: the bridge, and how long a send waits for its outcome. */
 export interface ChatToolDeps {
@@ -12,16 +12,16 @@ export interface ChatToolDeps {
 const transport: JsonSchema = {
   type: 'string',
   // Every platform Herald can speak (the registry); one not configured here is refused by the bridge.
-  enum: [...TRANSPORT_NAMES],
+  enum: [...PLATFORM_NAMES],
   description: 'The chat platform; leave it out for the one Herald is configured with (HERALD_CHAT_TRANSPORT).',
 };
 const channel: JsonSchema = { type: 'string', minLength: 1, maxLength: 100, description: 'The channel: #name on IRC (the # may be left out), a channel name or id on Discord.' };
-const transportOf = (args: Record<string, unknown>): { transport?: ChatTransport } => (args['transport'] === undefined ? {} : { transport: args['transport'] as ChatTransport });
+const transportOf = (args: Record<string, unknown>): { transport?: Schema<'ChatTransport'> } => (args['transport'] === undefined ? {} : { transport: args['transport'] as Schema<'ChatTransport'> });
 
 /** `HH:MM:SS` of an ISO time, in UTC. */
 const clock = (iso: string): string => iso.slice(11, 19);
 
-/** The five chat tools of seed 003, the same on every platform. */
+/** The five chat tools, the same on every platform. */
 export function chatTools(): McpTool<ChatToolDeps>[] {
   return [
     {
@@ -45,13 +45,13 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
       ),
       async handler(args, { bridge, waitMs }) {
         const requestId = typeof args['request_id'] === 'string' ? { request_id: args['request_id'] } : {};
-        const r = await bridge.sendChatMessage({ channel: String(args['channel']), text: String(args['text']), sender: String(args['sender']), ...transportOf(args), ...requestId });
+        const r = await bridge.call('sendChatMessage', { body: { channel: String(args['channel']), text: String(args['text']), sender: String(args['sender']), ...transportOf(args), ...requestId } });
         if (!r.ok) return bridgeError(r);
-        let latest: ChatSend = r.data;
+        let latest: Schema<'ChatSend'> = r.data;
         const deadline = Date.now() + waitMs;
         while (latest.state === 'pending' && Date.now() < deadline) {
           await new Promise((res) => setTimeout(res, 100));
-          const s = await bridge.getChatMessage(latest.id);
+          const s = await bridge.call('getChatMessage', { path: { id: latest.id } });
           if (s.ok) latest = s.data;
         }
         return replayMarked(describeSend(latest), r.data.existing === true, 'request_id', r.data.id);
@@ -66,12 +66,12 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
       description: 'Read a chat channel, newest first, as `[HH:MM:SS] <nick> text` lines (UTC). `since` (ISO 8601) keeps only later messages; `limit` 1..200, default 50.',
       inputSchema: object({ channel, since: { type: 'string', maxLength: 40, description: 'ISO 8601, e.g. 2026-11-30T09:00:00Z' }, limit: { type: 'integer', minimum: 1, maximum: 200 }, transport }, ['channel']),
       async handler(args, { bridge }) {
-        const r = await bridge.readChatMessages({
+        const r = await bridge.call('readChatMessages', { query: {
           channel: String(args['channel']),
           ...transportOf(args),
           ...(args['since'] !== undefined ? { since: String(args['since']) } : {}),
           ...(args['limit'] !== undefined ? { limit: Number(args['limit']) } : {}),
-        });
+        } });
         if (!r.ok) return bridgeError(r);
         if (r.data.messages.length === 0) return result(`No messages in ${r.data.channel}.`, r.data);
         return result(r.data.messages.map((m) => `[${clock(m.at)}] <${m.nick}> ${m.text}`).join('\n'), r.data);
@@ -87,7 +87,7 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
       description: 'Create a chat channel (on IRC Herald joins it and keeps reading it; on Discord the bot needs Manage Channels).',
       inputSchema: object({ name: { type: 'string', minLength: 1, maxLength: 100 }, transport }, ['name']),
       async handler(args, { bridge }) {
-        const r = await bridge.createChatChannel({ name: String(args['name']), ...transportOf(args) });
+        const r = await bridge.call('createChatChannel', { body: { name: String(args['name']), ...transportOf(args) } });
         return r.ok ? result(`Channel ${r.data.channel} is ready on ${r.data.transport}.`, r.data) : bridgeError(r);
       },
     },
@@ -100,7 +100,7 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
       description: 'The channels of the chat platform (IRC: the server\'s visible channels; Discord: the text channels of the server).',
       inputSchema: object({ transport }),
       async handler(args, { bridge }) {
-        const r = await bridge.listChatChannels(transportOf(args));
+        const r = await bridge.call('listChatChannels', { query: transportOf(args) });
         if (!r.ok) return bridgeError(r);
         return result(r.data.channels.length === 0 ? 'No channels.' : r.data.channels.map((c) => `- ${c}`).join('\n'), r.data);
       },
@@ -114,7 +114,7 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
       description: 'Who is in a chat channel (Herald itself is not listed).',
       inputSchema: object({ channel, transport }, ['channel']),
       async handler(args, { bridge }) {
-        const r = await bridge.getChatMembers({ channel: String(args['channel']), ...transportOf(args) });
+        const r = await bridge.call('getChatMembers', { query: { channel: String(args['channel']), ...transportOf(args) } });
         if (!r.ok) return bridgeError(r);
         return result(r.data.members.length === 0 ? `No one in ${r.data.channel}.` : r.data.members.map((m) => `- ${m}`).join('\n'), r.data);
       },
@@ -122,7 +122,7 @@ export function chatTools(): McpTool<ChatToolDeps>[] {
   ];
 }
 
-function describeSend(s: ChatSend): CallToolResult {
+function describeSend(s: Schema<'ChatSend'>): CallToolResult {
   switch (s.state) {
     case 'delivered':
       return result(`Sent to ${s.channel} as ${s.sender}${(s.message_ids?.length ?? 0) > 1 ? ` in ${s.message_ids?.length} lines` : ''}; the server confirmed it.`, s);

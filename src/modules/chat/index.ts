@@ -1,4 +1,4 @@
-import type { TransportName } from '../../transports/transport.js';
+import type { TransportName } from '../../platforms/platform.js';
 import { defineModule } from '../contract.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import type { ChatService } from './chat.service.js';
@@ -10,7 +10,7 @@ import { chatTools } from './chat.tools.js';
  */
 export const chatModule = defineModule<{ chat: ChatService }>({
   name: 'chat',
-  migrations: ['2026-11-30T09-00-00_irc', '2026-12-02T03-00-00_chat-kind'],
+  needs: { modules: [deliveriesModule] },
   tools: chatTools,
   async start({ config, clock, transports, use }) {
     const [{ ChatService }, { chatSendKind }, { chatOperations }] = await Promise.all([import('./chat.service.js'), import('./chat.kind.js'), import('./chat.http.js')]);

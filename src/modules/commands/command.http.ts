@@ -1,6 +1,6 @@
-import { errorSummary } from '../../platform/errors.js';
-import type { OperationHandlers } from '../../platform/http/api.js';
-import { reply } from '../../platform/http/reply.js';
+import { errorSummary } from '../../infra/errors.js';
+import type { OperationHandlers } from '../../infra/http/api.js';
+import { reply } from '../../infra/http/reply.js';
 import type { Logger } from 'pino';
 import { DiscordUnavailableError, type CommandService, type RunRequest } from './command.service.js';
 

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import { COMMAND_SOURCE_MAX_AGE_LIMIT_SECONDS, type CommandLimits } from '../../config.js';
-import type { Clock } from '../../platform/clock.js';
-import { errorSummary } from '../../platform/errors.js';
+import { COMMAND_SOURCE_MAX_AGE_LIMIT_SECONDS, type CommandLimits } from './settings.js';
+import type { Clock } from '../../infra/clock.js';
+import { errorSummary } from '../../infra/errors.js';
 import type { CommandsDb } from './command-run.table.js';
-import type { CommandInvocation, CommandInvoker, FetchedMessage, Invokers } from '../../transports/transport.js';
+import type { CommandInvocation, CommandInvoker, FetchedMessage, Invokers } from '../../platforms/platform.js';
 import { claimCommandRun, finishCommandRun, findCommandRun, renewCommandRun, type Claim } from './command-run.repository.js';
 import type { CommandRunResult, CommandRunRow } from './command-run.table.js';
 import type { Command, CommandRouter } from './command.js';

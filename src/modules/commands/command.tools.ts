@@ -1,12 +1,12 @@
-import type { BridgeClient, CommandRunRequest } from '../../client/bridge-client.js';
-import { bridgeError, contractSchema, hints, json, object, text, type McpTool } from '../../platform/mcp/tool.js';
+import type { BridgeClient, Schema } from '../../client/bridge-client.js';
+import { bridgeError, contractSchema, hints, json, object, text, type McpTool } from '../../infra/mcp/tool.js';
 
 /** What these tools need from `herald mcp`: the bridge. */
 export interface CommandToolDeps {
   bridge: BridgeClient;
 }
 
-/** The command registry's MCP tools (seed 001): list, describe, run (validate by default). */
+/** The command registry's MCP tools: list, describe, run (validate by default). */
 export function commandTools(): McpTool<CommandToolDeps>[] {
   return [
     {
@@ -19,7 +19,7 @@ export function commandTools(): McpTool<CommandToolDeps>[] {
         "Herald's Discord commands: every visible command with its aliases, and per subcommand its usage, parameters (type, required, choices), preconditions (in_guild, manage_guild, registered), effects (read_only, changes_herald_data, sends_to_platform, revokes_credentials), whether it is slashCommandOnly (the identity commands: only the user runs them, in Discord), and the registry fingerprint.",
       inputSchema: object({}),
       async handler(_args, { bridge }) {
-        const r = await bridge.listCommands();
+        const r = await bridge.call('listCommands');
         return r.ok ? json(r.data) : bridgeError(r);
       },
     },
@@ -32,7 +32,7 @@ export function commandTools(): McpTool<CommandToolDeps>[] {
       description: 'One of Herald\'s commands by its name or any alias (e.g. "dest" for destinations): the same record list_commands gives.',
       inputSchema: object({ name: { type: 'string', pattern: '^[a-z0-9_-]{1,32}$', description: 'A command name or alias, lower case.' } }, ['name']),
       async handler(args, { bridge }) {
-        const r = await bridge.describeCommand(String(args['name']));
+        const r = await bridge.call('describeCommand', { path: { name: String(args['name']) } });
         if (!r.ok) return r.status === 404 ? text(`No command or alias "${String(args['name'])}"; list_commands shows them all.`, true) : bridgeError(r);
         return json(r.data);
       },
@@ -51,7 +51,7 @@ export function commandTools(): McpTool<CommandToolDeps>[] {
         'Run one of Herald\'s commands as the Discord user userId would, in guildId/channelId, with that user\'s real permissions (Herald looks them up; a request cannot grant any). mode "validate" (the default) parses and checks preconditions and changes nothing. mode "execute" (only when the operator enabled it) needs sourceMessageId (the user\'s own message asking for it, written in the last few minutes; one message authorises one executed command, so ask again for another) and an idempotencyKey (16-128 characters, e.g. derived from that message): repeating the same call returns the stored result. Validate first; if sideEffectsMayHaveOccurred is true, never retry with a new key. slashCommandOnly commands (agent register, pair, unregister) are refused: ask the user to run them in Discord. Ids are decimal strings.',
       inputSchema: { ...contractSchema('CommandRunRequest'), type: 'object' },
       async handler(args, { bridge }) {
-        const r = await bridge.runCommand(args as unknown as CommandRunRequest);
+        const r = await bridge.call('runCommand', { body: args as unknown as Schema<'CommandRunRequest'> });
         if (!r.ok) return bridgeError(r);
         return { ...json(r.data), ...(r.data.ok ? {} : { isError: true }) };
       },

@@ -1,4 +1,8 @@
-import { defineModule } from '../contract.js';
+import { deliveriesModule } from '../deliveries/index.js';
+import { identityModule } from '../identity/index.js';
+import { defineModule, ownTables } from '../contract.js';
+import { readCommandLimits, type CommandLimits } from './settings.js';
+import type { CommandsDb } from './command-run.table.js';
 import type { CommandRouter } from './command.js';
 import type { CommandService } from './command.service.js';
 import { commandTools } from './command.tools.js';
@@ -9,9 +13,11 @@ export type { CommandRouter, Command } from './command.js';
  * The command registry: every module's commands, answered through one router for the platform's
  * slash commands and for `run_command`, so the two cannot differ.
  */
-export const commandsModule = defineModule<{ commands: CommandService<undefined>; router: CommandRouter<undefined> }>({
+export const commandsModule = defineModule<{ commands: CommandService<undefined>; router: CommandRouter<undefined> }, undefined, CommandLimits, CommandsDb>({
   name: 'commands',
-  migrations: ['2026-11-30T07-00-00_command-runs', '2026-12-01T10-00-00_command-sources'],
+  needs: { modules: [deliveriesModule, identityModule] },
+  tables: ownTables<CommandsDb>(),
+  config: readCommandLimits,
   tools: commandTools,
   start: async (services) => (await import('./commands.module.js')).startCommands(services),
 });

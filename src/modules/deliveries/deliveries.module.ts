@@ -1,5 +1,5 @@
 import type { ModuleParts, ModuleServices } from '../contract.js';
-import { capabilitiesOf } from '../../transports/transport.js';
+import { capabilitiesOf } from '../../platforms/platform.js';
 import { deliveryAdminOperations } from './delivery.admin.http.js';
 import { deliveryOperations } from './delivery.http.js';
 import { DeliveryJobs, deliveryQueue } from './delivery.jobs.js';
@@ -7,9 +7,9 @@ import { heraldMessages } from './delivery.repository.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { DeliveryPorts, SendKind } from './send-kind.js';
 import { DeliveryService, type KindSupport } from './delivery.service.js';
-import { tablesOf } from '../../platform/db/tables.js';
+import { tablesOf } from '../../infra/db/tables.js';
 import { checkDeliveryAttachments, FILES_UNSUPPORTED } from './delivery.attachments.js';
-import { InvalidRequestError } from '../../platform/errors.js';
+import { InvalidRequestError } from '../../infra/errors.js';
 
 /** Attachments when no module stores files. */
 const refuseAttachments = async (): Promise<void> => {
@@ -54,7 +54,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
     maxInFlight: store.kind === 'postgres' ? Math.max(1, Math.floor(config.dbPoolSize / 4)) : 1,
   });
   // Chat sends on a platform that paces each sender on its own connection share the pool fairly by sender.
-  const queue = deliveryQueue(db, metrics, config.claimSweepMs, transports.all.filter((t) => t.chat?.pacedBySender === true).map((t) => t.name));
+  const queue = deliveryQueue(db, metrics, config.claimSweepMs, transports.all.filter((t) => t.chat?.pacedBySender === true).map((t) => t.name), store.kind === 'postgres');
   // What the engine asks other modules: each answers its own question when it starts (see `answer`).
   const answers: Partial<DeliveryPorts> = {};
   const asked = <K extends keyof DeliveryPorts>(port: K): DeliveryPorts[K] => {
@@ -84,7 +84,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
       answer: (given) => void Object.assign(answers, given),
       sentByHerald: (messageIds) => heraldMessages(db, messageIds),
     },
-    operations: [deliveryOperations(deliveries, capabilities, metrics, platforms, (delivery) => checkDeliveryAttachments(delivery, transports, ports)), deliveryAdminOperations(deliveries, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
+    operations: [deliveryOperations(deliveries, capabilities, metrics, platforms, (delivery) => checkDeliveryAttachments(delivery, transports, ports)), deliveryAdminOperations(deliveries, transports.all, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
     jobs: [{ queue, kinds: jobs.kinds(), prune: true, report: true, listen: true }],
   };
 }

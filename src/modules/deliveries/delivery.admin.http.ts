@@ -1,24 +1,25 @@
-import type { OperationHandlers } from '../../platform/http/api.js';
-import { reply } from '../../platform/http/reply.js';
+import type { OperationHandlers } from '../../infra/http/api.js';
+import { reply } from '../../infra/http/reply.js';
+import type { Platform } from '../../platforms/platform.js';
 import type { DeliveryService } from './delivery.service.js';
-
-const DISCORD_WEB = 'https://discord.com';
 
 export interface DeliveryAdminOptions {
   /**
-   * Where people open messages, when not on Discord: in sandbox mode the sandbox's origin, whose
-   * `/channels/…` paths open its own messages. The protocol's url stays Discord's.
+   * Where people open messages, when not on the platform itself: in sandbox mode the sandbox's
+   * origin, where the platform's links open its own messages. The protocol's url stays the platform's.
    */
   messageLinkBase?: string | undefined;
 }
 
 /** The admin API's view of deliveries: why one failed or is unknown, without its body. */
-export function deliveryAdminOperations(deliveries: DeliveryService, options: DeliveryAdminOptions = {}): OperationHandlers {
-  const base = options.messageLinkBase ?? DISCORD_WEB;
+export function deliveryAdminOperations(deliveries: DeliveryService, platforms: readonly Pick<Platform, 'messageLink'>[], options: DeliveryAdminOptions = {}): OperationHandlers {
   return () => ({
     getDeliveryDetail: async (c) => {
       const detail = await deliveries.detail(String(c.request.params['request_id']));
-      if (detail.url?.startsWith(`${DISCORD_WEB}/`)) detail.link = base + detail.url.slice(DISCORD_WEB.length);
+      // Where a person opens it: the platform whose link the url is says (none: no link).
+      const url = detail.url;
+      const link = url === undefined ? undefined : platforms.map((p) => p.messageLink?.(url, options.messageLinkBase)).find((l) => l !== undefined);
+      if (link !== undefined) detail.link = link;
       return reply('getDeliveryDetail', 200, detail);
     },
   });

@@ -1,5 +1,5 @@
-import { InvalidRequestError } from '../../platform/errors.js';
-import type { OutgoingMessage, Transport, Transports } from '../../transports/transport.js';
+import { InvalidRequestError } from '../../infra/errors.js';
+import type { OutgoingMessage, Platform, Platforms } from '../../platforms/platform.js';
 import type { Delivery, MessageBody } from './delivery.js';
 import type { AttachmentPorts, DeliveryPorts } from './send-kind.js';
 
@@ -11,12 +11,12 @@ export const FILES_UNSUPPORTED = 'body.attachments cannot be sent on this platfo
  * platform it will go to (a post: the one its destination maps to now; a DM: the one its
  * recipient registered on; else home). A request without attachments is not looked at.
  */
-export async function checkDeliveryAttachments(delivery: Delivery, transports: Transports, ports: Partial<DeliveryPorts & AttachmentPorts>): Promise<void> {
+export async function checkDeliveryAttachments(delivery: Delivery, transports: Platforms, ports: Partial<DeliveryPorts & AttachmentPorts>): Promise<void> {
   const attachments = delivery.body.attachments;
   if (attachments === undefined || attachments.length === 0) return;
   const check = ports.checkAttachments;
   if (check === undefined) throw new InvalidRequestError(FILES_UNSUPPORTED);
-  let transport: Transport | undefined = transports.home;
+  let transport: Platform | undefined = transports.home;
   if (delivery.kind === 'post' && ports.resolveDestination !== undefined) {
     const address = await ports.resolveDestination(delivery.target.guild_id, delivery.target.destination);
     if (address !== undefined) transport = transports.get(address.transport);
@@ -31,7 +31,7 @@ export async function checkDeliveryAttachments(delivery: Delivery, transports: T
  * The message a send gives the platform: the stored body, with its attachments' bytes. A platform
  * that cannot attach files, or a file no longer stored, is a refusal for good.
  */
-export async function withAttachmentBytes(body: MessageBody, transport: Transport, ports: Partial<AttachmentPorts>): Promise<{ message: OutgoingMessage } | { refused: { code: 'CAPABILITY_UNAVAILABLE' | 'UPSTREAM_UNAVAILABLE'; reason: string } }> {
+export async function withAttachmentBytes(body: MessageBody, transport: Platform, ports: Partial<AttachmentPorts>): Promise<{ message: OutgoingMessage } | { refused: { code: 'CAPABILITY_UNAVAILABLE' | 'UPSTREAM_UNAVAILABLE'; reason: string } }> {
   const attachments = body.attachments;
   if (attachments === undefined || attachments.length === 0) return { message: body };
   if (transport.files === undefined || ports.attachmentBytes === undefined) return { refused: { code: 'CAPABILITY_UNAVAILABLE', reason: `${transport.name} cannot attach files` } };

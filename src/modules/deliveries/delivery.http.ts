@@ -1,6 +1,6 @@
 import type { components } from '../../../generated/api.js';
-import type { OperationHandlers } from '../../platform/http/api.js';
-import { reply } from '../../platform/http/reply.js';
+import type { OperationHandlers } from '../../infra/http/api.js';
+import { reply } from '../../infra/http/reply.js';
 import { DESTINATIONS, type Delivery } from './delivery.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { DeliveryService, KindSupport } from './delivery.service.js';

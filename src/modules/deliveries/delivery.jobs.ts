@@ -1,15 +1,17 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { afterFailure, failureOf } from '../../outbox/failure-rule.js';
-import { ClaimCursor } from '../../outbox/leased-table.js';
-import type { Job, JobContext, JobKind, JobQueue } from '../../outbox/worker.js';
-import type { Clock } from '../../platform/clock.js';
-import { retryWhileUnreachable } from '../../platform/db/database.js';
-import { errorSummary } from '../../platform/errors.js';
-import { TransportError, type Address, type Mentions, type SentMessage, type Transport, type TransportName, type Transports } from '../../transports/transport.js';
+import type { JobContext, JobKind, Lease } from '../../outbox/worker.js';
+import { faultPoint } from '../../infra/faults/fault-points.js';
+import { LeaseLostError, withFence } from '../../infra/faults/fence.js';
+import { takeEditLease } from './delivery.edit-lease.js';
+import type { Clock } from '../../infra/clock.js';
+import { retryWhileUnreachable } from '../../infra/db/database.js';
+import { errorSummary } from '../../infra/errors.js';
+import { TransportError, type Address, type Mentions, type SentMessage, type Platform, type TransportName, type Platforms } from '../../platforms/platform.js';
 import type { DeliveriesDb } from './delivery.table.js';
-import { deliveryNonce, discordMessageUrl, RETENTION_MS, type DeleteTarget, type DmTarget, type EditTarget, type ReactionTarget, type StoredKind } from './delivery.js';
-import { acquireEditLock, claimDue, deletedByHerald, oldestDueDelivery, findDelivery, findRecentOfKind, finishAttempt, outboxDepth, pruneDeliveries, recordAppliedSeq, releaseEditLock, releaseLeases, renewEditLock } from './delivery.repository.js';
+import { deliveryNonce, type DeleteTarget, type DmTarget, type EditTarget, type ReactionTarget } from './delivery.js';
+import { deletedByHerald, findDelivery, findRecentOfKind, finishAttempt, POSTING_KINDS, recordAppliedSeq, recordSentMessage } from './delivery.repository.js';
 import { reconcile, RECONCILE_SETTLE_MS, TWIN_WAIT_MS, type Doubt } from './delivery.reconcile.js';
 import { DESTINATION_UNMAPPED, dmKind, postKind } from './delivery.kinds.js';
 import { facet, type DeliveryPorts, type SelfSendingKind, type SendKind } from './send-kind.js';
@@ -25,40 +27,9 @@ export interface DeliveryJobOptions {
   leaseMs: number;
 }
 
-/**
- * The job kinds of the deliveries table: one per delivery kind, `reply` (a command's reply), and
- * `handoff` (a bot-to-bot handoff message, which the handoffs module stores here to share the
- * nonce and in-doubt machinery), and `chat` (a chat tool's send, declared by the chat module).
- */
-export const DELIVERY_KINDS: readonly StoredKind[] = ['post', 'dm', 'edit', 'reply', 'handoff', 'chat', 'delete', 'reaction'];
-
-/** A delivery row is its own outbox job. */
-export interface DeliveryJob extends Job {
-  readonly row: DeliveryRow;
-}
-
-/** The outbox's view of the deliveries table. */
-export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetrics, claimSweepMs = ClaimCursor.SWEEP_MS, pacedBySender: readonly string[] = []): JobQueue<DeliveryJob> {
-  // Under a backlog, claims start past the rows already claimed (src/outbox/leased-table.ts).
-  const cursor = new ClaimCursor(claimSweepMs);
-  return {
-    // `pacedBySender`: the platforms whose chat sends have a lane per sender (src/outbox/lanes.ts).
-    claim: async (owner, now, leaseMs, kinds, limit, lanes) =>
-      (await claimDue(db, owner, now, leaseMs, kinds as StoredKind[], limit, cursor, lanes !== undefined && pacedBySender.length > 0 ? { room: lanes, pacedBySender } : undefined)).map(({ claimed_from, lane, ...row }) => {
-        if (claimed_from === 'in_flight') metrics?.leaseExpired(row.kind);
-        return { id: row.request_id, kind: row.kind, attempts: row.attempts, row, ...(typeof lane === 'string' ? { lane } : {}) };
-      }),
-    name: 'deliveries',
-    oldestDue: (now) => oldestDueDelivery(db, now),
-    release: (owner, now) => releaseLeases(db, owner, now),
-    // A row whose handling cannot succeed: failed, or unknown when an earlier attempt may have sent it (never resent blind).
-    quarantine: (job, owner, reason) => finishAttempt(db, job.id, owner, { status: job.row.doubt_from !== null ? 'unknown' : 'failed', failure_code: job.row.doubt_from !== null ? null : 'UPSTREAM_UNAVAILABLE', reason }),
-    depth: async (now) =>
-      (await outboxDepth(db, now)).map((r) => ({ kind: r.kind, state: r.status, jobs: r.jobs, oldestDueAt: r.oldest_due_at })),
-    // Records are kept 8 days (by created_at).
-    prune: (now) => pruneDeliveries(db, new Date(now.getTime() - RETENTION_MS)),
-  };
-}
+// The outbox's view of the deliveries table lives in delivery.queue.ts; re-exported for the callers that import it from here.
+export { DELIVERY_KINDS, deliveryQueue, type DeliveryJob } from './delivery.queue.js';
+import { DELIVERY_KINDS, type DeliveryJob } from './delivery.queue.js';
 
 type Outcome = Pick<DeliveryUpdate, 'transport' | 'status' | 'failure_code' | 'channel_id' | 'message_id' | 'message_ids' | 'url' | 'next_attempt_at' | 'applied' | 'attempts' | 'reason'>;
 
@@ -75,12 +46,6 @@ const HELD_ELSEWHERE_RETRY_MS = 200;
 export const HELD_ELSEWHERE_FREE_MS = 60_000;
 /** How soon an edit retries when another edit of the same message is being applied. */
 const EDIT_BUSY_RETRY_MS = 100;
-/**
- * The edit lease on an original lasts this long unless its holder renews it (every fifth of it), so
- * an edit left by a killed process blocks the next one for seconds, not a whole delivery lease.
- */
-const EDIT_LOCK_TTL_MS = 5_000;
-
 /** One attempt at one delivery; `doubt` is what the attempt knows, written back with its outcome. */
 interface Attempt {
   row: DeliveryRow;
@@ -105,7 +70,7 @@ interface Attempt {
 export class DeliveryJobs {
   constructor(
     private readonly db: Kysely<DeliveriesDb>,
-    private readonly transports: Transports,
+    private readonly transports: Platforms,
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly metrics: DeliveryMetrics,
@@ -121,7 +86,7 @@ export class DeliveryJobs {
   ]);
 
   /** A platform by name; one this process does not speak is a refusal for good. */
-  private transport(name: TransportName): Transport {
+  private transport(name: TransportName): Platform {
     const t = this.transports.get(name);
     if (t === undefined) throw new TransportError({ kind: 'rejected', detail: `transport ${name} is not configured` });
     return t;
@@ -140,7 +105,11 @@ export class DeliveryJobs {
     const declared = this.sendKinds.get(row.kind);
     const selfSending = declared !== undefined && 'send' in declared;
     // A self-sending kind's reason reaches its caller (chat on any platform): it names no platform.
-    const platform = selfSending ? 'the platform' : 'Discord';
+    // Others name the one the attempt sent with (or its doubt's; not yet known: the home one), as people call it.
+    const named = (): string => {
+      const name = at.sendingWith ?? at.doubtTransport ?? this.transports.home.name;
+      return selfSending ? 'the platform' : (this.transports.get(name)?.title ?? name);
+    };
     // One in-doubt rule for every kind: a doubt an earlier attempt recorded (or a claim recorded
     // for an attempt whose process died mid-send) is settled before anything is sent again.
     const doubt = row.doubt_from !== null ? { from: row.doubt_from, until: row.doubt_until ?? row.doubt_from, channelId: row.doubt_channel_id } : undefined;
@@ -148,12 +117,16 @@ export class DeliveryJobs {
     let outcome: Outcome;
     try {
       outcome = await this.deliver(at);
+      // Between the platform's answer and the commit: the chaos campaign may stall the process here.
+      faultPoint('after-answer');
     } catch (err) {
+      // Stalled past the lease: nothing left and nothing is written (the worker logs it).
+      if (err instanceof LeaseLostError) throw err;
       const failure = failureOf(err);
       if (failure.kind === 'transient' && failure.mayHaveCreated === true && at.creatingIn !== undefined) {
         // The create may have happened: from this attempt's start until now, in that channel.
         at.doubt = { from: at.doubt?.from ?? started, until: this.clock.now(), channelId: at.creatingIn };
-        log.warn({ detail: failure.detail }, 'create may have reached discord unanswered; the delivery is in doubt');
+        log.warn({ detail: failure.detail, transport: at.sendingWith }, `create may have reached ${at.sendingWith ?? 'the platform'} unanswered; the delivery is in doubt`);
       }
       const verdict = afterFailure(err, row.attempts, context.retry.maxAttempts, at.doubt !== undefined);
       const heldElsewhere = failure.kind === 'transient' && failure.heldElsewhere === true;
@@ -164,7 +137,7 @@ export class DeliveryJobs {
         log.debug('delivery left to the replica holding its connection');
       } else if (verdict.next === 'failed' && !verdict.exhausted) {
         outcome = { status: 'failed', failure_code: failure.kind === 'recipient_unreachable' ? 'RECIPIENT_UNREACHABLE' : 'UPSTREAM_UNAVAILABLE', reason: failure.detail };
-        log.warn({ detail: failure.detail }, 'delivery rejected by discord');
+        log.warn({ detail: failure.detail, transport: at.sendingWith }, `delivery rejected by ${at.sendingWith ?? 'the platform'}`);
       } else if (verdict.next === 'retry') {
         // A delivery in doubt is looked for next time, once its doubt window has settled.
         const next = context.retryAt(failure.kind === 'transient' ? failure.retryAfterMs : undefined);
@@ -179,17 +152,17 @@ export class DeliveryJobs {
           // once the doubt window has settled, and fails only if the channel shows nothing was created.
           outcome = { status: 'pending', next_attempt_at: new Date(at.doubt.until.getTime() + RECONCILE_SETTLE_MS), reason: 'final check of an in-doubt delivery' };
         } else {
-          outcome = { status: 'unknown', reason: `unconfirmed: a create may have reached ${platform} and channel history could not be read (${failure.detail})` };
+          outcome = { status: 'unknown', reason: `unconfirmed: a create may have reached ${named()} and channel history could not be read (${failure.detail})` };
         }
         log.warn({ detail: failure.detail, state: outcome.status }, 'delivery gave up after its last attempt');
       }
     }
     if (outcome.status === 'failed' && at.doubt !== undefined) {
       // Failing now would claim nothing was sent, yet an earlier create may have been.
-      outcome = { status: 'unknown', reason: `${outcome.failure_code ?? 'failed'} (${outcome.reason ?? 'rejected'}) after a create that may have reached ${platform}` };
+      outcome = { status: 'unknown', reason: `${outcome.failure_code ?? 'failed'} (${outcome.reason ?? 'rejected'}) after a create that may have reached ${named()}` };
     }
     const resolved = outcome.status === 'delivered' ? undefined : at.doubt;
-    const recorded = await this.record(row, context.owner, {
+    const recorded = await this.record(row, context.lease, {
       ...outcome,
       reason: outcome.reason ?? null,
       doubt_from: resolved?.from ?? null,
@@ -199,13 +172,20 @@ export class DeliveryJobs {
     });
     if (!recorded) {
       this.metrics.leaseLost(row.kind);
+      // What this stale attempt knows is kept where the new holder's proof reads first: the message
+      // its create made, under the delivery's nonce (the first report wins), so it is found, never sent again.
+      if (outcome.status === 'delivered' && !selfSending && POSTING_KINDS.includes(row.kind) && typeof outcome.channel_id === 'string' && typeof outcome.message_id === 'string') {
+        await recordSentMessage(this.db, deliveryNonce(row.request_id), outcome.channel_id, outcome.message_id, this.clock.now()).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not keep the message a stale attempt created'));
+        log.warn('lease lost before the outcome was recorded; the message it created is kept for the new holder, which re-drives it');
+        return;
+      }
       log.warn('lease lost before the outcome was recorded; the new holder re-drives it');
       return;
     }
     if (outcome.status === 'delivered' || outcome.status === 'failed' || outcome.status === 'unknown' || outcome.status === 'unconfirmed') {
       this.metrics.finish(row.kind, outcome.status, outcome.failure_code);
       if (outcome.status === 'delivered') this.metrics.sent(row.kind, row.created_at, started, this.clock.now());
-      // The reason holds Discord's status and code or Herald's own words, never content.
+      // The reason holds the platform's status and code or Herald's own words, never content.
       log.info({ state: outcome.status, code: outcome.failure_code ?? undefined, reason: outcome.reason ?? undefined }, 'delivery finished');
     }
   }
@@ -215,9 +195,9 @@ export class DeliveryJobs {
    * (a restart, a failover) is waited for until the lease ends, so the outcome is not lost to a
    * re-drive.
    */
-  private async record(row: DeliveryRow, owner: string, update: DeliveryUpdate): Promise<boolean> {
+  private async record(row: DeliveryRow, lease: Lease, update: DeliveryUpdate): Promise<boolean> {
     const leaseEnds = row.lease_expires_at?.getTime() ?? 0;
-    return retryWhileUnreachable(() => finishAttempt(this.db, row.request_id, owner, update), leaseEnds - this.clock.now().getTime());
+    return retryWhileUnreachable(() => finishAttempt(this.db, row.request_id, lease, update), leaseEnds - this.clock.now().getTime());
   }
 
   /** Declare a send kind (its owner's module does, through the wiring); replaces a declared one. */
@@ -306,7 +286,7 @@ export class DeliveryJobs {
   /**
    * Edits of one message apply one at a time across every process (a short, renewed lease on the
    * original's row) and in seq order: a seq below the last applied one is reported unapplied, with
-   * no Discord call. Applying is idempotent, so a re-drive after a crash is harmless.
+   * no platform call. Applying is idempotent, so a re-drive after a crash is harmless.
    */
   private async deliverEdit(at: Attempt, target: EditTarget): Promise<Outcome> {
     const { row, log } = at;
@@ -317,34 +297,23 @@ export class DeliveryJobs {
       return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' };
     }
     const holder = `${at.owner}:${row.request_id}`;
-    const ttl = Math.min(EDIT_LOCK_TTL_MS, this.options.leaseMs);
-    const lock = await acquireEditLock(this.db, original.request_id, holder, this.clock.now(), ttl);
-    if (lock === undefined) {
+    const lease = await takeEditLease(this.db, this.clock, original.request_id, holder, this.options.leaseMs);
+    if (lease === undefined) {
       // Another edit of this message is being applied: wait for it, without spending an attempt.
       log.debug({ original: original.request_id }, 'edit waits for an earlier edit of the same message');
       return { status: 'pending', next_attempt_at: new Date(this.clock.now().getTime() + EDIT_BUSY_RETRY_MS), attempts: row.attempts - 1 };
     }
-    // Renew the lease while applying; stop applying if it is lost or cannot be renewed in time.
-    const lost = new AbortController();
-    const applying = AbortSignal.any([at.signal, lost.signal]);
-    let renewedAt = Date.now();
-    const renewal = setInterval(() => {
-      // A renewal that is slow, fails or hangs counts as lost once half the lease has passed.
-      if (Date.now() - renewedAt > ttl / 2) lost.abort();
-      renewEditLock(this.db, original.request_id, holder, this.clock.now(), ttl).then(
-        (held) => (held ? (renewedAt = Date.now()) : lost.abort()),
-        () => undefined,
-      );
-    }, ttl / 5);
+    // Stop applying if the lease is lost; the edit leaves only while it holds (its fence, checked when the request leaves).
+    const applying = AbortSignal.any([at.signal, lease.lost]);
     try {
       const delivered = { status: 'delivered' as const, url: original.url, channel_id: original.channel_id, message_id: original.message_id };
-      if (lock.last_applied_seq !== null && target.seq < lock.last_applied_seq) {
-        log.info({ seq: target.seq, last_applied_seq: lock.last_applied_seq }, 'edit superseded by a higher seq');
+      if (lease.lastAppliedSeq !== null && target.seq < lease.lastAppliedSeq) {
+        log.info({ seq: target.seq, last_applied_seq: lease.lastAppliedSeq }, 'edit superseded by a higher seq');
         return { ...delivered, applied: false };
       }
       const transport = this.transport(original.transport ?? this.transports.home.name);
       try {
-        await facet(transport.editor, 'edits').edit(original.channel_id, original.message_id, row.body, applying);
+        await withFence(lease.fence, () => facet(transport.editor, 'edits').edit(original.channel_id, original.message_id, row.body, applying));
       } catch (err) {
         // Deleted by a `delete` Herald delivered: the edit fails NOT_FOUND, plainly. (Gone otherwise,
         // deleted by someone on the platform: as before, the platform's refusal.)
@@ -355,11 +324,15 @@ export class DeliveryJobs {
       }
       // Recorded before the lock is released, so the next edit compares against it. A crash before
       // this line re-drives the edit: equal seq applies again, which is harmless.
-      await recordAppliedSeq(this.db, original.request_id, target.seq);
+      if (!(await recordAppliedSeq(this.db, original.request_id, target.seq, holder))) {
+        // The edit lease was taken over meanwhile (this process stalled past it): another edit may
+        // have landed after this one, so it is applied again, under a new edit lease.
+        log.warn({ original: original.request_id }, 'edit lease lost before its seq was recorded; the edit is applied again');
+        return { status: 'pending', next_attempt_at: this.clock.now(), attempts: row.attempts - 1 };
+      }
       return { ...delivered, applied: true };
     } finally {
-      clearInterval(renewal);
-      await releaseEditLock(this.db, original.request_id, holder).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'edit lock release failed; it expires in seconds'));
+      await lease.release().catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'edit lock release failed; it expires in seconds'));
     }
   }
 
@@ -377,14 +350,14 @@ export class DeliveryJobs {
       transport: transport.name,
       channel_id: sent.channelId,
       message_id: sent.messageId,
-      url: transport.messageUrl?.(scope, sent.channelId, sent.messageId) ?? discordMessageUrl(scope, sent.channelId, sent.messageId),
+      url: transport.messageUrl(scope, sent.channelId, sent.messageId),
     });
     // After the last attempt a delivery in doubt gets one more claim that only looks.
     const finalCheck = at.row.attempts > this.options.maxAttempts;
     // Only a platform that honours idempotency keys dedupes a resend; on others, always reconcile.
     const trustedWindowMs = transport.idempotentSend ? this.options.nonceWindowMs : 0;
     const nowMs = this.clock.now().getTime();
-    // Inside the nonce window Discord itself answers a resend with the message already created.
+    // Inside the nonce window the platform itself answers a resend with the message already created.
     if (at.doubt !== undefined && (finalCheck || nowMs - at.doubt.from.getTime() > trustedWindowMs)) {
       const settled = at.doubt.until.getTime() + RECONCILE_SETTLE_MS;
       if (nowMs < settled) return { status: 'pending', next_attempt_at: new Date(settled), attempts: at.row.attempts - 1 };

@@ -1,4 +1,4 @@
-import type { Address, Transports } from '../../transports/transport.js';
+import type { Address, Platforms } from '../../platforms/platform.js';
 import type { DmTarget, PostTarget } from './delivery.js';
 import { facet, type SendKind, type SendResolution } from './send-kind.js';
 
@@ -23,7 +23,7 @@ export const postKind: SendKind<PostTarget> = {
  * on: a platform without them refuses (CAPABILITY_UNAVAILABLE); a thread that is not under the
  * address's channel refuses (UPSTREAM_UNAVAILABLE). Without either, the address as it is.
  */
-async function threaded(address: Address, scope: string, target: { reply_to?: string; thread_id?: string }, transports: Transports, signal: AbortSignal): Promise<SendResolution> {
+async function threaded(address: Address, scope: string, target: { reply_to?: string; thread_id?: string }, transports: Platforms, signal: AbortSignal): Promise<SendResolution> {
   if (target.reply_to === undefined && target.thread_id === undefined) return { address, scope };
   const threading = transports.get(address.transport)?.threading;
   let replyTo = target.reply_to;

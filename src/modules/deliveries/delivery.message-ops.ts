@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import { TransportError, type Transport, type Transports } from '../../transports/transport.js';
-import { discordMessageUrl, type DeleteTarget, type FailureCode, type MessageBody, type ReactionTarget } from './delivery.js';
+import { TransportError, type Platform, type Platforms } from '../../platforms/platform.js';
+import type { DeleteTarget, FailureCode, MessageBody, ReactionTarget } from './delivery.js';
 import { findDelivery } from './delivery.repository.js';
 import type { DeliveriesDb, DeliveryRow, DeliveryUpdate } from './delivery.table.js';
 import type { DeliveryPorts } from './send-kind.js';
@@ -19,17 +19,17 @@ export type MessageOpOutcome = Pick<DeliveryUpdate, 'status' | 'failure_code' | 
 
 export interface MessageOpContext {
   readonly db: Kysely<DeliveriesDb>;
-  readonly transports: Transports;
+  readonly transports: Platforms;
   readonly ports: DeliveryPorts;
   readonly signal: AbortSignal;
   readonly log: Logger;
   /** Called with the channel just before the platform call leaves (a lost answer puts it in doubt). */
-  acting(transport: Transport, channelId: string): void;
+  acting(transport: Platform, channelId: string): void;
 }
 
 /** The message a delete or a reaction acts on: where it is, and the link people open it by. */
 interface Located {
-  transport: Transport;
+  transport: Platform;
   channelId: string;
   messageId: string;
   url: string;
@@ -66,7 +66,7 @@ async function reactionMessage(ctx: MessageOpContext, target: ReactionTarget): P
     if (address === undefined) return { refused: { code: 'UPSTREAM_UNAVAILABLE', reason: 'destination not mapped' } };
     const transport = ctx.transports.get(address.transport);
     if (transport === undefined) return { refused: { code: 'UPSTREAM_UNAVAILABLE', reason: `transport ${address.transport} is not configured` } };
-    const url = transport.messageUrl?.(target.guild_id, address.channelId, target.message_id) ?? discordMessageUrl(target.guild_id, address.channelId, target.message_id);
+    const url = transport.messageUrl(target.guild_id, address.channelId, target.message_id);
     return { transport, channelId: address.channelId, messageId: target.message_id, url };
   }
   if (!(await ctx.ports.isRegistered(target.user_id))) return { refused: { code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' } };
@@ -74,7 +74,7 @@ async function reactionMessage(ctx: MessageOpContext, target: ReactionTarget): P
   const transport = ctx.transports.get(name);
   if (transport?.dms === undefined) return { refused: { code: 'RECIPIENT_UNREACHABLE', reason: `recipient registered on ${name}, where this Herald has no DMs` } };
   const channelId = await transport.dms.openDm(target.user_id, ctx.signal);
-  const url = transport.messageUrl?.('@me', channelId, target.message_id) ?? discordMessageUrl('@me', channelId, target.message_id);
+  const url = transport.messageUrl('@me', channelId, target.message_id);
   return { transport, channelId, messageId: target.message_id, url };
 }
 

@@ -1,5 +1,5 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
-import { addStatusPanels, LATENCY_BUCKETS } from '../../platform/metrics.js';
+import { addStatusPanels, LATENCY_BUCKETS } from '../../infra/metrics.js';
 import type { StoredKind as DeliveryKind, FailureCode } from './delivery.js';
 
 /** How reconciliation of an in-doubt delivery came out. */

@@ -1,19 +1,15 @@
 import type { Kysely } from 'kysely';
-import type { Clock } from '../../platform/clock.js';
-import type { SentMessage, Transport } from '../../transports/transport.js';
+import type { Clock } from '../../infra/clock.js';
+import type { SentMessage, Platform } from '../../platforms/platform.js';
 import type { DeliveriesDb } from './delivery.table.js';
 import { deliveryNonce } from './delivery.js';
+import { RECONCILE_SKEW_MS } from './delivery.doubt.js';
 import { findSentMessage, findUnresolvedTwins, recordedMessages, sentMessageNonces } from './delivery.repository.js';
 import type { DeliveryRow } from './delivery.table.js';
 
 /** What the proof of a delivery in doubt says: its message, none, look again soon, or cannot tell. */
 export type Verdict = { kind: 'found'; message: SentMessage } | { kind: 'absent' } | { kind: 'wait' } | { kind: 'undecided'; reason: string };
 
-/**
- * How far around an in-doubt window reconciliation looks: clock skew between Herald and Discord,
- * and a request Discord finished processing after Herald stopped waiting for it.
- */
-const RECONCILE_SKEW_MS = 10 * 1000;
 /**
  * Reconciliation reads history only once the widened window has closed: a message Discord created
  * late (up to the skew after the doubt window) must already be there, or "absent" would be wrong.
@@ -40,7 +36,7 @@ export interface Doubt {
  * delivery recorded, or the gateway reported under another nonce, is not ours. While another unresolved delivery with the same body may have
  * created a message in that window, a match cannot be told apart from it: undecided, never a guess.
  */
-export async function reconcile(db: Kysely<DeliveriesDb>, clock: Clock, row: DeliveryRow, signal: AbortSignal, transport: Transport, doubt: Doubt, channelId: string, thread?: string): Promise<Verdict> {
+export async function reconcile(db: Kysely<DeliveriesDb>, clock: Clock, row: DeliveryRow, signal: AbortSignal, transport: Platform, doubt: Doubt, channelId: string, thread?: string): Promise<Verdict> {
   const nonce = deliveryNonce(row.request_id);
   // The gateway told us which message this nonce created: that settles it exactly.
   const reported = await findSentMessage(db, nonce);

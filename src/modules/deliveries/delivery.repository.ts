@@ -1,7 +1,9 @@
 import { sql, type CompiledQuery, type Kysely } from 'kysely';
 import { ClaimCursor, jsonText, LeasedTable } from '../../outbox/leased-table.js';
 import type { LaneRoom } from '../../outbox/lanes.js';
+import type { Lease } from '../../outbox/worker.js';
 import type { DeliveriesDb } from './delivery.table.js';
+import { twinLane, yieldTwins } from './delivery.twins.js';
 import type { StoredKind as DeliveryKind } from './delivery.js';
 import type { DeliveryRow, DeliveryStatus, DeliveryUpdate, NewDeliveryRow } from './delivery.table.js';
 
@@ -119,6 +121,7 @@ export async function resetToPending(db: Db, requestId: string, now: Date): Prom
       next_attempt_at: now,
       attempts: 0,
       lease_owner: null,
+      lease_token: null,
       lease_expires_at: null,
     })
     .where('request_id', '=', requestId)
@@ -153,11 +156,31 @@ function deliveriesTable(db: Db, pacedBySender: readonly string[] = []): LeasedT
   });
 }
 
-/** Lease up to `limit` due deliveries of these kinds. */
-export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number, kinds: readonly DeliveryKind[], limit: number, cursor?: ClaimCursor, lanes?: { room: LaneRoom; pacedBySender: readonly string[] }): Promise<(DeliveryRow & { claimed_from: DeliveryStatus; lane?: string | null })[]> {
+export interface ClaimOptions {
+  cursor?: ClaimCursor;
+  lanes?: { room: LaneRoom; pacedBySender: readonly string[] };
+  /**
+   * False on a store of one session (PGlite): its statements run one at a time, each claim on a
+   * snapshot holding every earlier commit, so no twin can become due during a claim and the claims
+   * need no second statement to hand twins back. True (the default) on PostgreSQL.
+   */
+  claimsOverlap?: boolean;
+}
+
+/**
+ * Lease up to `limit` due deliveries of these kinds. Twins take turns (delivery.twins.ts): a row
+ * whose twin is in flight, waiting ahead of it or recently in doubt is left due, and a row whose twin
+ * another claim took meanwhile is handed back untouched.
+ */
+export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number, kinds: readonly DeliveryKind[], limit: number, options: ClaimOptions = {}): Promise<(DeliveryRow & { claimed_from: DeliveryStatus; lane?: string | null })[]> {
   if (kinds.length === 0) return [];
-  const rows = await deliveriesTable(db, lanes?.pacedBySender).claim(owner, now, leaseMs, limit, sql`kind in (${sql.join(kinds)})`, cursor !== undefined ? { at: cursor, scope: kinds.join(',') } : undefined, lanes?.room);
-  return rows.map((r) => ({ ...r, claimed_from: r.claimed_from as DeliveryStatus }));
+  const { cursor, lanes } = options;
+  const where = sql`kind in (${sql.join(kinds)}) and ${twinLane(now)}`;
+  const rows = await deliveriesTable(db, lanes?.pacedBySender).claim(owner, now, leaseMs, limit, where, cursor !== undefined ? { at: cursor, scope: kinds.join(',') } : undefined, lanes?.room);
+  const claimed = rows.map((r) => ({ ...r, claimed_from: r.claimed_from as DeliveryStatus }));
+  if (options.claimsOverlap === false) return claimed;
+  const yielded = await yieldTwins(db, owner, now, claimed);
+  return yielded.size === 0 ? claimed : claimed.filter((r) => !yielded.has(r.request_id));
 }
 
 /** Since when the oldest due delivery has been due (null: none is). */
@@ -165,9 +188,9 @@ export function oldestDueDelivery(db: Db, now: Date): Promise<Date | null> {
   return deliveriesTable(db).oldestDue(now);
 }
 
-/** Finish an attempt, only if this dispatcher still holds the lease. Returns false if it lost it. */
-export function finishAttempt(db: Db, requestId: string, owner: string, update: DeliveryUpdate): Promise<boolean> {
-  return deliveriesTable(db).finish(requestId, owner, update);
+/** Finish an attempt, only under the claim that holds the lease (src/outbox/leased-table.ts). Returns false if it lost it. */
+export function finishAttempt(db: Db, requestId: string, lease: Lease, update: DeliveryUpdate): Promise<boolean> {
+  return deliveriesTable(db).finish(requestId, lease, update);
 }
 
 /** On shutdown: hand this process's in-flight deliveries back, due now. */
@@ -238,14 +261,16 @@ export async function findUnresolvedTwins(db: Db, requestId: string, from: Date,
 
 /**
  * Take the edit lease on an original so its edits apply one at a time across every process.
- * Returns the original's last applied seq, or undefined when another edit holds it.
+ * Returns the original's last applied seq, or undefined when another edit holds it. A lease its
+ * holder gave back is free at once; one that expired only `settleMs` after it ended (an edit its
+ * holder sent may still be landing).
  */
-export async function acquireEditLock(db: Db, originalId: string, holder: string, now: Date, leaseMs: number): Promise<{ last_applied_seq: number | null } | undefined> {
+export async function acquireEditLock(db: Db, originalId: string, holder: string, now: Date, leaseMs: number, settleMs = 0): Promise<{ last_applied_seq: number | null } | undefined> {
   return db
     .updateTable('deliveries')
     .set({ edit_lock_owner: holder, edit_lock_expires_at: new Date(now.getTime() + leaseMs) })
     .where('request_id', '=', originalId)
-    .where((eb) => eb.or([eb('edit_lock_owner', 'is', null), eb('edit_lock_expires_at', '<=', now)]))
+    .where((eb) => eb.or([eb('edit_lock_owner', 'is', null), eb('edit_lock_expires_at', '<=', new Date(now.getTime() - settleMs))]))
     .returning('last_applied_seq')
     .executeTakeFirst();
 }
@@ -270,13 +295,18 @@ export async function releaseEditLock(db: Db, originalId: string, holder: string
     .execute();
 }
 
-/** Remember durably that an edit with this seq was applied to the original. */
-export async function recordAppliedSeq(db: Db, originalId: string, seq: number): Promise<void> {
-  await db
+/**
+ * Remember durably that an edit with this seq was applied to the original, only while `holder` still
+ * holds the original's edit lease (false: another edit took it over meanwhile, nothing recorded).
+ */
+export async function recordAppliedSeq(db: Db, originalId: string, seq: number, holder: string): Promise<boolean> {
+  const result = await db
     .updateTable('deliveries')
     .set((eb) => ({ last_applied_seq: sql<number>`greatest(${eb.ref('last_applied_seq')}, ${seq})` }))
     .where('request_id', '=', originalId)
-    .execute();
+    .where('edit_lock_owner', '=', holder)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }
 
 /** Remember which message a nonce created (the first report wins; a repeat changes nothing). */

@@ -1,10 +1,10 @@
 import type { Kysely } from 'kysely';
-import type { Clock } from '../../platform/clock.js';
+import type { Clock } from '../../infra/clock.js';
 import type { DeliveriesDb } from './delivery.table.js';
-import { ConflictError, NotFoundError } from '../../platform/errors.js';
+import { ConflictError, NotFoundError } from '../../infra/errors.js';
 import { isLeaseExpired, payloadHash, type Delivery, type DeliveryDetail, type DeliveryKind, type DeliveryState, type MessageBody, type Reply, type StoredKind, type Target } from './delivery.js';
-import { GroupCommit } from '../../platform/db/group-commit.js';
-import { isStoreUnavailable } from '../../platform/db/database.js';
+import { GroupCommit } from '../../infra/db/group-commit.js';
+import { isStoreUnavailable } from '../../infra/db/database.js';
 import { findDeliveries, insertDeliveries, lockDelivery, resetToPending, type InsertOutcome } from './delivery.repository.js';
 import type { DeliveryRow, NewDeliveryRow } from './delivery.table.js';
 

@@ -1,5 +1,5 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
-import type { TransportName } from '../../transports/transport.js';
+import type { TransportName } from '../../platforms/platform.js';
 import type { DeliveryStatus, FailureCode, MessageBody, StoredKind, Target } from './delivery.js';
 
 /**
@@ -35,6 +35,8 @@ export interface DeliveryTable {
   /** For operators: why a delivery ended `unknown` or `failed`. Never on the wire. */
   reason: string | null;
   lease_owner: string | null;
+  /** Written by each claim (src/outbox/leased-table.ts): an outcome is written only under the claim that holds the row. */
+  lease_token: string | null;
   lease_expires_at: Date | null;
   channel_id: string | null;
   message_id: string | null;

@@ -2,7 +2,7 @@ import { constants } from 'node:fs';
 import { open, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import type { BridgeClient } from '../../client/bridge-client.js';
-import type { JsonSchema } from '../../platform/mcp/tool.js';
+import type { JsonSchema } from '../../infra/mcp/tool.js';
 import type { MessageBody } from './delivery.js';
 
 /**
@@ -113,7 +113,7 @@ export async function uploadToolFiles(bridge: BridgeClient, files: unknown, acce
     } else {
       return { error: `files[${i}] needs either path or base64 (with filename)` };
     }
-    const uploaded = await bridge.uploadFile(data, filename, contentTypeOf(filename));
+    const uploaded = await bridge.call('uploadFile', { query: { filename }, body: data, contentType: contentTypeOf(filename) });
     if (!uploaded.ok) return { error: `files[${i}] (${filename}) was refused: ${uploaded.error}` };
     attachments.push({ file: uploaded.data.file, filename, ...(typeof f['description'] === 'string' ? { description: f['description'] } : {}) });
   }

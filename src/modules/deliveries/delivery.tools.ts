@@ -1,14 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { BridgeClient, DeliveryRequest, DeliveryState } from '../../client/bridge-client.js';
-import { bridgeError, contractSchema, hints, object, replayMarked, result, text, unreachable, type JsonSchema, type McpTool } from '../../platform/mcp/tool.js';
+import type { BridgeClient, Schema } from '../../client/bridge-client.js';
+import { bridgeError, contractSchema, hints, object, replayMarked, result, text, unreachable, type JsonSchema, type McpTool } from '../../infra/mcp/tool.js';
 import { filesArgument, uploadToolFiles, type LocalFiles } from './delivery.tool-files.js';
 
 /** What these tools need from `herald mcp`: the bridge, the agent's own records, how long to wait. */
 export interface DeliveryToolDeps {
   bridge: BridgeClient;
   state: {
-    readonly pairing: { user_id: string; generation: string } | undefined;
     message(requestId: string): unknown;
     rememberMessage(requestId: string, kind: 'post' | 'dm'): Promise<void>;
     nextSeq(requestId: string, editId?: string): Promise<number>;
@@ -58,7 +57,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         'What this Discord bridge can do (post, dm, edit) and the destinations a post may target, with what each is for. Give guild_id to learn which destinations that server has mapped to a channel: a post to an unmapped one fails.',
       inputSchema: object({ guild_id: contractSchema('GuildId', 'Optional: the Discord server (guild) you mean to post to.') }),
       async handler(args, { bridge }) {
-        const r = await bridge.capabilities('platforms');
+        const r = await bridge.call('getCapabilities', { query: { include: 'platforms' } });
         if (!r.ok) return bridgeError(r);
         const c = r.data;
         const lines = [`Posts: ${c.targeted_post ? 'yes' : 'no'}. DMs: ${c.dm ? 'yes' : 'no'}. Edits: ${c.edit ? 'yes' : 'no'}.`];
@@ -66,7 +65,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         const yes = (b: boolean): string => (b ? 'yes' : 'no');
         for (const p of c.platforms ?? []) lines.push(`On ${p.name}: reactions ${yes(p.reactions)}, deletes ${yes(p.deletes)}, replies ${yes(p.replies)}, threads ${yes(p.threads)}, files ${yes(p.files)}.`);
         const guildId = args['guild_id'] === undefined ? undefined : String(args['guild_id']);
-        const mapped = guildId === undefined ? undefined : await bridge.guildDestinations(guildId);
+        const mapped = guildId === undefined ? undefined : await bridge.call('getGuildDestinations', { path: { guild_id: guildId } }, { once: true });
         if (guildId === undefined || mapped === undefined) {
           lines.push('Destinations (give guild_id to see which are mapped in a server):', ...c.destinations.map((d) => `- ${d.destination}: ${d.description}`));
         } else if (!mapped.ok) {
@@ -109,7 +108,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
     },
     {
       name: 'send_dm',
-      operations: ['getRegistration', 'uploadFile', 'createDelivery', 'getDelivery', 'getDeliveryDetail'],
+      operations: ['getPairing', 'getRegistration', 'uploadFile', 'createDelivery', 'getDelivery', 'getDeliveryDetail'],
       title: 'DM the paired user',
       annotations: hints(false, false, false, true),
       output: 'DeliveryState',
@@ -117,14 +116,8 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
       description: `Send a direct message to the paired Discord user. Refuses when not paired, or when the user revoked access since pairing (pair again). ${NO_RETRY}`,
       inputSchema: object({ ...messageParts(), request_id: ownRequestId(), files: filesArgument, reply_to: contractSchema('ReplyTo', 'Optional: the id of a message in the DM to reply to.') }, ['content']),
       async handler(args, deps) {
-        const pairing = deps.state.pairing;
-        if (pairing === undefined) return text('Not paired with anyone yet. Ask the user to run `/agent pair` in Discord and call pair with the code.', true);
-        const reg = await deps.bridge.registration(pairing.user_id);
-        if (!reg.ok && reg.status === 404) return text('The paired user has unregistered (`/agent unregister`): DMs are revoked. They must `/agent register` and `/agent pair` again, then call pair.', true);
-        if (!reg.ok) return bridgeError(reg);
-        if (reg.data.generation !== pairing.generation) {
-          return text('The paired user revoked access and registered again since pairing. Refusing to DM until you pair again: ask them to run `/agent pair` and call pair with the code.', true);
-        }
+        const pairing = await pairedUser(deps.bridge);
+        if ('content' in pairing) return pairing;
         const files = await uploadToolFiles(deps.bridge, args['files'], deps.localFiles);
         if ('error' in files) return text(`Nothing was sent: ${files.error}.`, true);
         return send(deps, { kind: 'dm', target: { user_id: pairing.user_id, ...(typeof args['reply_to'] === 'string' ? { reply_to: args['reply_to'] } : {}) }, body: { ...bodyOf(args), ...files } as { content: string } }, idOf(args));
@@ -174,7 +167,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         // Another OAuth client's delivery is, to this one, no delivery at all.
         const unknown = text('No delivery with that request_id (records are kept 8 days).', true);
         if (!state.owns(String(args['request_id']))) return unknown;
-        const r = await bridge.getDelivery(String(args['request_id']));
+        const r = await bridge.call('getDelivery', { path: { request_id: String(args['request_id']) } });
         if (!r.ok) return r.status === 404 ? unknown : bridgeError(r);
         return describe(r.data, String(args['request_id']), bridge);
       },
@@ -190,18 +183,36 @@ function bodyOf(args: Args): Body {
   return body;
 }
 
+/**
+ * The user this caller is paired with (Herald's pairing, however the code was redeemed), only while
+ * that user's registration is the one the code was issued for; else what the agent reads instead.
+ */
+async function pairedUser(bridge: BridgeClient): Promise<{ user_id: string } | CallToolResult> {
+  const paired = await bridge.call('getPairing');
+  if (!paired.ok && paired.status === 404) return text('Not paired with anyone yet. Ask the user to run `/agent pair` in Discord and call pair with the code.', true);
+  if (!paired.ok) return bridgeError(paired);
+  const pairing = paired.data;
+  const reg = await bridge.call('getRegistration', { path: { user_id: pairing.user_id } });
+  if (!reg.ok && reg.status === 404) return text('The paired user has unregistered (`/agent unregister`): DMs are revoked. They must `/agent register` and `/agent pair` again, then call pair.', true);
+  if (!reg.ok) return bridgeError(reg);
+  if (reg.data.generation !== pairing.generation) {
+    return text('The paired user revoked access and registered again since pairing. Refusing to DM until you pair again: ask them to run `/agent pair` and call pair with the code.', true);
+  }
+  return { user_id: pairing.user_id };
+}
+
 /** The request_id the agent gave, if any. */
 const idOf = (args: Args): string | undefined => (typeof args['request_id'] === 'string' ? args['request_id'] : undefined);
 
 /**
  * React and delete (issue 25): each a delivery like a post, sent exactly once; their structured
- * result is the delivery's state (the contract's DeliveryState).
+ * result is the delivery's state (the contract's Schema<'DeliveryState'>).
  */
 function messageOpTools(): McpTool<DeliveryToolDeps>[] {
   return [
     {
       name: 'react',
-      operations: ['createDelivery', 'getDelivery', 'getDeliveryDetail'],
+      operations: ['getPairing', 'getRegistration', 'createDelivery', 'getDelivery', 'getDeliveryDetail'],
       title: 'React to a message',
       description: `Add a reaction to a message (or take this agent's reaction off with remove: true): a message this agent sent (message_ref, the request_id post_message or send_dm returned), a message in a server's destination channel (guild_id, destination and message_id), or a message in the DM with the paired user (message_id alone). Emoji: a unicode emoji such as 👍, or a custom one as name:id. Adding a reaction already there, or removing one already gone, is fine. ${NO_RETRY}`,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
@@ -228,9 +239,13 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
           target = { message_ref: String(args['message_ref']) };
         }
         else if (args['guild_id'] !== undefined && args['destination'] !== undefined && messageId !== undefined) target = { guild_id: String(args['guild_id']), destination: String(args['destination']), message_id: messageId };
-        else if (messageId !== undefined && deps.state.pairing !== undefined) target = { user_id: deps.state.pairing.user_id, message_id: messageId };
-        else return text('Give message_ref, or guild_id with destination and message_id, or message_id alone for a message in the DM with the paired user (pair first).', true);
-        return send(deps, { kind: 'reaction', target, body } as Omit<DeliveryRequest, 'request_id'>, idOf(args));
+        else if (messageId !== undefined) {
+          // The DM with the paired user, as send_dm has it: a user who revoked since pairing is not reacted to.
+          const pairing = await pairedUser(deps.bridge);
+          if ('content' in pairing) return pairing;
+          target = { user_id: pairing.user_id, message_id: messageId };
+        } else return text('Give message_ref, or guild_id with destination and message_id, or message_id alone for a message in the DM with the paired user (pair first).', true);
+        return send(deps, { kind: 'reaction', target, body } as Omit<Schema<'DeliveryRequest'>, 'request_id'>, idOf(args));
       },
     },
     {
@@ -251,18 +266,18 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
       async handler(args, deps) {
         const ref = String(args['message_ref']);
         if (deps.state.message(ref) === undefined) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be deleted.', true);
-        return send(deps, { kind: 'delete', target: { message_ref: ref } } as Omit<DeliveryRequest, 'request_id'>, idOf(args));
+        return send(deps, { kind: 'delete', target: { message_ref: ref } } as Omit<Schema<'DeliveryRequest'>, 'request_id'>, idOf(args));
       },
     },
   ];
 }
 
 /** Send with the agent's request_id or a fresh one, then wait (bounded) for delivered or failed. */
-async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'request_id'>, given?: string, key = 'request_id'): Promise<CallToolResult> {
+async function send(deps: DeliveryToolDeps, request: Omit<Schema<'DeliveryRequest'>, 'request_id'>, given?: string, key = 'request_id'): Promise<CallToolResult> {
   const requestId = given ?? randomBytes(32).toString('hex');
   // Noted as this caller's before Herald sees it: a retry after a lost answer is then its own replay.
   const ours = await deps.state.claim(requestId);
-  const accepted = await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest);
+  const accepted = await deps.bridge.call('createDelivery', { body: { ...request, request_id: requestId } as Schema<'DeliveryRequest'> });
   if (!accepted.ok) {
     if (accepted.status === 0) {
       return text(`${unreachable(accepted)} The message may or may not have been stored: check get_delivery with request_id ${requestId} before sending again.`, true);
@@ -277,7 +292,7 @@ async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'requ
   }
   if (request.kind === 'post' || request.kind === 'dm') await deps.state.rememberMessage(requestId, request.kind);
   const deadline = Date.now() + deps.waitMs;
-  let latest: DeliveryState = accepted.data.state;
+  let latest: Schema<'DeliveryState'> = accepted.data.state;
   let repostedAt = 0;
   while (latest.state !== 'delivered' && latest.state !== 'failed' && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 200));
@@ -285,7 +300,7 @@ async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'requ
     // own retry) makes it settle the doubt and try again; it never creates a second message.
     const repost = latest.state === 'unknown' && Date.now() - repostedAt >= 2_000;
     if (repost) repostedAt = Date.now();
-    const r = repost ? await deps.bridge.createDelivery({ ...request, request_id: requestId } as DeliveryRequest) : await deps.bridge.getDelivery(requestId);
+    const r = repost ? await deps.bridge.call('createDelivery', { body: { ...request, request_id: requestId } as Schema<'DeliveryRequest'> }) : await deps.bridge.call('getDelivery', { path: { request_id: requestId } });
     if (r.ok) latest = 'existing' in r.data ? r.data.state : r.data;
   }
   // Whether this call repeated an earlier one is the bridge's first answer (a re-POST above is ours).
@@ -294,19 +309,19 @@ async function send(deps: DeliveryToolDeps, request: Omit<DeliveryRequest, 'requ
 
 /** Herald's own words for why a delivery failed or is unknown (the admin view), if it will say. */
 async function reasonOf(bridge: BridgeClient, requestId: string): Promise<string | undefined> {
-  const r = await bridge.deliveryDetail(requestId);
+  const r = await bridge.call('getDeliveryDetail', { path: { request_id: requestId } }, { once: true });
   return r.ok ? r.data.reason : undefined;
 }
 
 /** Where a person opens the message, when that is not its Discord url (sandbox mode: the sandbox's page). */
 async function elsewhere(bridge: BridgeClient, requestId: string, url: string): Promise<string> {
-  const r = await bridge.deliveryDetail(requestId);
+  const r = await bridge.call('getDeliveryDetail', { path: { request_id: requestId } }, { once: true });
   const link = r.ok ? r.data.link : undefined;
   return link === undefined || link === url ? '' : `\nOpen it in the Discord sandbox: ${link}`;
 }
 
 /** The advice for a failure, sharpened by Herald's reason where it has one. */
-function failureWords(s: DeliveryState & { state: 'failed' }, reason: string | undefined): string {
+function failureWords(s: Schema<'DeliveryState'> & { state: 'failed' }, reason: string | undefined): string {
   if (reason === 'destination not mapped' && 'destination' in s.target) {
     return `no channel is mapped for the ${s.target.destination} destination in server ${s.target.guild_id}. Do not retry: it fails the same way until the server's operator maps one (\`/destinations set\` in Discord, or Herald's admin API). get_capabilities with that guild_id shows which destinations are mapped.`;
   }
@@ -314,7 +329,7 @@ function failureWords(s: DeliveryState & { state: 'failed' }, reason: string | u
   return reason === undefined ? advice : `${advice} Herald's reason: ${reason}.`;
 }
 
-async function describe(s: DeliveryState, requestId: string, bridge: BridgeClient): Promise<CallToolResult> {
+async function describe(s: Schema<'DeliveryState'>, requestId: string, bridge: BridgeClient): Promise<CallToolResult> {
   const what = s.kind === 'post' ? 'Posted' : s.kind === 'dm' ? 'DM sent' : s.kind === 'delete' ? 'Deleted' : s.kind === 'reaction' ? ('remove' in s.body && s.body.remove === true ? 'Reaction removed' : 'Reacted') : 'Edited';
   switch (s.state) {
     case 'delivered':

@@ -175,10 +175,6 @@ export function deliveryNonce(requestId: string): string {
   return createHash('sha256').update(`herald:${requestId}`).digest('base64url').slice(0, 25);
 }
 
-export function discordMessageUrl(scope: string, channelId: string, messageId: string): string {
-  return `https://discord.com/channels/${scope}/${channelId}/${messageId}`;
-}
-
 /** Where a stored delivery is in its lifecycle; `unconfirmed` only for a chat send written without the platform's proof. */
 export type DeliveryStatus = 'pending' | 'in_flight' | 'delivered' | 'failed' | 'unknown' | 'unconfirmed';
 

@@ -1,6 +1,6 @@
-import { isPlainObject, type SchemaReasons } from '../../platform/contract/reasons.js';
-import type { SchemaNode } from '../../platform/contract/spec.js';
-import { InvalidRequestError } from '../../platform/errors.js';
+import { isPlainObject, type SchemaReasons } from '../../infra/contract/reasons.js';
+import type { SchemaNode } from '../../infra/contract/spec.js';
+import { InvalidRequestError } from '../../infra/errors.js';
 import { cardLength, normalizeDelivery, type Card, type Delivery } from './delivery.js';
 
 /**

@@ -1,5 +1,6 @@
-import type { NonceLedger } from '../../transports/transport.js';
-import { defineModule } from '../contract.js';
+import type { NonceLedger } from '../../platforms/platform.js';
+import { defineModule, ownTables } from '../contract.js';
+import type { DeliveriesDb } from './delivery.table.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 import type { Deliveries } from './deliveries.module.js';
 import { deliveryTools } from './delivery.tools.js';
@@ -18,9 +19,10 @@ const OWN_MESSAGE_RETRY_MS = 60_000;
  * Posts, DMs, edits, command replies, handoffs and chat sends: accepted into one outbox and sent exactly once
  * by the job runner.
  */
-export const deliveriesModule = defineModule<Deliveries, DeliveryMetrics>({
+export const deliveriesModule = defineModule<Deliveries, DeliveryMetrics, undefined, DeliveriesDb>({
   name: 'deliveries',
-  migrations: ['2026-11-29T19-30-00_bridge-core', '2026-11-30T04-00-00_in-doubt', '2026-11-30T05-00-00_addresses', '2026-11-30T06-30-00_outbox-health', '2026-11-30T08-30-00_reply-kind', '2026-12-02T12-20-00_message-ops-kinds'],
+  needs: { ports: ['resolveDestination', 'isRegistered', 'registeredOn'] },
+  tables: ownTables<DeliveriesDb>(),
   tools: deliveryTools,
   metrics: async (registry) => new (await import('./delivery.metrics.js')).DeliveryMetrics(registry),
   start: async (services, metrics) => (await import('./deliveries.module.js')).startDeliveries(services, metrics),
@@ -34,7 +36,7 @@ export function ownMessageLedger(db: import('kysely').Kysely<import('./delivery.
   const repository = import('./delivery.repository.js');
   return {
     record: async (key, channelId, messageId, at) => {
-      const [{ recordSentMessage }, { retryWhileUnreachable }] = await Promise.all([repository, import('../../platform/db/database.js')]);
+      const [{ recordSentMessage }, { retryWhileUnreachable }] = await Promise.all([repository, import('../../infra/db/database.js')]);
       await retryWhileUnreachable(() => recordSentMessage(db, key, channelId, messageId, at), OWN_MESSAGE_RETRY_MS);
     },
     find: async (key) => (await repository).nonceLedger(db).find(key),

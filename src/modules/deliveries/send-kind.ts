@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { TransportError, type Address, type FileLimits, type Mentions, type OutgoingFile, type Transports } from '../../transports/transport.js';
+import { TransportError, type Address, type FileLimits, type Mentions, type OutgoingFile, type Platforms } from '../../platforms/platform.js';
 import type { Destination, FailureCode, MessageBody, StoredKind } from './delivery.js';
 import type { Doubt } from './delivery.reconcile.js';
 import type { DeliveryRow } from './delivery.table.js';
@@ -48,7 +48,7 @@ export type SendResolution =
 
 /** What a kind's resolver may use. */
 export interface SendKindContext {
-  readonly transports: Transports;
+  readonly transports: Platforms;
   readonly ports: DeliveryPorts;
   readonly signal: AbortSignal;
   readonly log: Logger;

@@ -1,6 +1,6 @@
-import type { OperationHandlers } from '../../platform/http/api.js';
-import { InvalidRequestError } from '../../platform/errors.js';
-import { reply } from '../../platform/http/reply.js';
+import type { OperationHandlers } from '../../infra/http/api.js';
+import { InvalidRequestError } from '../../infra/errors.js';
+import { reply } from '../../infra/http/reply.js';
 import { NAMED_CHANNEL_FIELDS, type DestinationService, type PlatformChannel } from './destination.service.js';
 
 /** The admin API's destination mappings. */

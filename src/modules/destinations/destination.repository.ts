@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { DestinationsDb } from './destination.table.js';
-import type { Address } from '../../transports/transport.js';
+import type { Address } from '../../platforms/platform.js';
 import type { components } from '../../../generated/api.js';
 import type { DestinationRow } from './destination.table.js';
 

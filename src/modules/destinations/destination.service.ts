@@ -1,10 +1,10 @@
 import type { Kysely } from 'kysely';
 import type { components } from '../../../generated/api.js';
-import { TransportError, type Channels, type TransportName } from '../../transports/transport.js';
-import type { Clock } from '../../platform/clock.js';
+import { TransportError, type Channels, type TransportName } from '../../platforms/platform.js';
+import type { Clock } from '../../infra/clock.js';
 import type { DestinationsDb } from './destination.table.js';
 import { DESTINATIONS, type Destination } from '../deliveries/index.js';
-import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../platform/errors.js';
+import { ConflictError, InvalidRequestError, NotFoundError, UpstreamError } from '../../infra/errors.js';
 import { deleteDestination, isMappedChannel, listDestinations, listenedChannels, listGuildDestinations, setDestinationListen, upsertDestination } from './destination.repository.js';
 
 /**

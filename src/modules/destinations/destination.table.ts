@@ -1,5 +1,5 @@
 import type { Generated, Selectable } from 'kysely';
-import type { TransportName } from '../../transports/transport.js';
+import type { TransportName } from '../../platforms/platform.js';
 import type { components } from '../../../generated/api.js';
 
 /** A named destination, as the contract lists them. */

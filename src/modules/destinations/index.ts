@@ -1,13 +1,13 @@
-import type { Channels, TransportName } from '../../transports/transport.js';
-import { defineModule } from '../contract.js';
+import type { Channels, TransportName } from '../../platforms/platform.js';
+import { defineModule, ownTables } from '../contract.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import type { DestinationService } from './destination.service.js';
-import { tablesOf } from '../../platform/db/tables.js';
+import { tablesOf } from '../../infra/db/tables.js';
 import type { DestinationsDb } from './destination.table.js';
 
 export type { DestinationService } from './destination.service.js';
 
-/** The event (src/platform/db/events.ts) saying which channels listen changed. */
+/** The event (src/infra/db/events.ts) saying which channels listen changed. */
 export const LISTEN_CHANGED = 'destinations.listen';
 
 /** What the destinations module gives the others. */
@@ -16,8 +16,11 @@ export interface Destinations {
 }
 
 /** Named destinations per server, mapped to a channel (`/destinations`, `/admin/destinations`). */
-export const destinationsModule = defineModule<Destinations>({
+export const destinationsModule = defineModule<Destinations, undefined, undefined, DestinationsDb>({
   name: 'destinations',
+  needs: { modules: [deliveriesModule] },
+  answers: ['resolveDestination'],
+  tables: ownTables<DestinationsDb>(),
   commands: async () => [(await import('./destinations.command.js')).destinationsCommand],
   async start({ db: tables, clock, transports, use, events }) {
     const db = tablesOf<DestinationsDb>(tables);

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import { errorSummary } from '../../platform/errors.js';
-import type { Transport } from '../../transports/transport.js';
+import { errorSummary } from '../../infra/errors.js';
+import type { Platform } from '../../platforms/platform.js';
 import type { MediaDownloader } from '../archive/index.js';
 import type { FileStore, StoredFile } from './files.service.js';
 
@@ -20,7 +20,7 @@ type Outcome = StoredFile | { status: 400 | 403 | 404 | 422 | 502; error: string
  */
 export class AttachmentReader {
   constructor(
-    private readonly home: Transport,
+    private readonly home: Platform,
     private readonly channels: ReadableChannels,
     private readonly downloader: MediaDownloader,
     private readonly log: Logger,

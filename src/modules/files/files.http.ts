@@ -3,11 +3,11 @@ import { PassThrough } from 'node:stream';
 import Router from '@koa/router';
 import busboy from 'busboy';
 import type { Context as KoaContext } from 'koa';
-import type { OperationHandlers } from '../../platform/http/api.js';
-import { reply } from '../../platform/http/reply.js';
-import { DomainError, errorSummary, InvalidRequestError } from '../../platform/errors.js';
+import type { OperationHandlers } from '../../infra/http/api.js';
+import { reply } from '../../infra/http/reply.js';
+import { DomainError, errorSummary, InvalidRequestError } from '../../infra/errors.js';
 import type { Logger } from 'pino';
-import { uploadCapsOf } from '../../platform/http/policy.middleware.js';
+import { uploadCapsOf } from '../../infra/http/policy.middleware.js';
 import { FilesQuotaError, FileTooLargeError, type FileStore, type StoredFile } from './files.service.js';
 import type { AttachmentReader } from './attachments.js';
 
@@ -56,7 +56,9 @@ export function fileRoutes(files: FileStore, log: Logger): Router {
       } else if (err instanceof DomainError) {
         ctx.status = 400;
         ctx.body = { error: err.reason };
-      } else if (ctx.req.destroyed || (err as NodeJS.ErrnoException).code === 'ECONNRESET') {
+      } else if (ctx.req.socket.destroyed || (err as NodeJS.ErrnoException).code === 'ECONNRESET') {
+        // The client went away: nobody to answer. (The request stream itself counts as destroyed
+        // once its body has been read, so it cannot say this: an answer is owed then.)
         ctx.respond = false;
       } else {
         log.error({ err: errorSummary(err) }, 'upload failed');

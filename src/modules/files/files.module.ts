@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type { ModuleParts, ModuleServices } from '../contract.js';
-import { tablesOf } from '../../platform/db/tables.js';
+import type { FileStoreLimits } from './settings.js';
+import { tablesOf } from '../../infra/db/tables.js';
 import { DISCORD_MEDIA_HOSTS, MediaDownloader } from '../archive/index.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import { destinationsModule } from '../destinations/index.js';
@@ -14,10 +15,10 @@ import type { FilesDb } from './files.table.js';
 const DOWNLOAD_TIMEOUT_MS = 30_000;
 
 /** Start files out and in (the declaration is index.ts). */
-export async function startFiles({ config, db: tables, clock, log, transports, site, use }: ModuleServices): Promise<ModuleParts<{ files: FileStore }>> {
+export async function startFiles({ config, settings, db: tables, clock, log, transports, site, use }: ModuleServices<FileStoreLimits>): Promise<ModuleParts<{ files: FileStore }>> {
   const db = tablesOf<FilesDb>(tables);
   const dir = path.join(config.dataDir, 'files');
-  const files = new FileStore(db, clock, { dir, maxBytes: config.files.maxBytes, ttlMs: config.files.ttlHours * 3_600_000, log });
+  const files = new FileStore(db, clock, { dir, maxBytes: settings.maxBytes, ttlMs: settings.ttlHours * 3_600_000, log });
   // The send engine asks this module for a delivery's files: checked before it is queued, read for the send.
   use(deliveriesModule).answer({
     checkAttachments: (attachments, limits) => files.checkAttachments(attachments, limits),
@@ -27,7 +28,7 @@ export async function startFiles({ config, db: tables, clock, log, transports, s
   const { identity } = use(identityModule);
   const home = transports.home;
   // Files in: the media archive's downloader (its hosts, no redirects, no private addresses), into this store's folder.
-  const downloader = new MediaDownloader(dir, { hosts: DISCORD_MEDIA_HOSTS, trustedOrigins: site.mediaOrigins, maxBytes: config.files.maxBytes, timeoutMs: DOWNLOAD_TIMEOUT_MS });
+  const downloader = new MediaDownloader(dir, { hosts: DISCORD_MEDIA_HOSTS, trustedOrigins: site.mediaOrigins, maxBytes: settings.maxBytes, timeoutMs: DOWNLOAD_TIMEOUT_MS });
   const reader = new AttachmentReader(
     home,
     {

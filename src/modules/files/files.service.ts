@@ -6,13 +6,13 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import type { Clock } from '../../platform/clock.js';
-import { DomainError, errorSummary, InvalidRequestError } from '../../platform/errors.js';
+import type { Clock } from '../../infra/clock.js';
+import { DomainError, errorSummary, InvalidRequestError } from '../../infra/errors.js';
 import { blobRelativePath, type MediaDownloader } from '../archive/index.js';
 import { findDownload, findFile, pruneFiles, recordDownload, touchFiles, upsertFile } from './files.repository.js';
 import type { FileRow, FilesDb } from './files.table.js';
 import type { components } from '../../../generated/api.js';
-import type { FileLimits, OutgoingFile } from '../../transports/transport.js';
+import type { FileLimits, OutgoingFile } from '../../platforms/platform.js';
 
 export type StoredFile = components['schemas']['StoredFile'];
 type Attachment = components['schemas']['Attachment'];

@@ -1,5 +1,5 @@
 import type { BridgeClient } from '../../client/bridge-client.js';
-import { bridgeError, contractSchema, object, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, contractSchema, object, type McpTool } from '../../infra/mcp/tool.js';
 
 /** What this tool needs from `herald mcp`: the bridge. */
 export interface FileToolDeps {
@@ -27,7 +27,7 @@ export function fileTools(): McpTool<FileToolDeps>[] {
         ['channel_id', 'message_id', 'attachment_id'],
       ),
       async handler(args, { bridge }) {
-        const r = await bridge.downloadAttachment({ channel_id: String(args['channel_id']), message_id: String(args['message_id']), attachment_id: String(args['attachment_id']) });
+        const r = await bridge.call('downloadAttachment', { body: { channel_id: String(args['channel_id']), message_id: String(args['message_id']), attachment_id: String(args['attachment_id']) } });
         if (!r.ok) return bridgeError(r);
         const f = r.data;
         return {

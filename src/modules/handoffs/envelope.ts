@@ -1,6 +1,6 @@
 /**
- * The handoff wire format (seed 002, `openab.multibot.handoff.v1`), interoperable with the seed's
- * bots: a Discord message whose content is `<@TARGET_BOT_ID>` + `\n` + one JSON object with every
+ * The handoff wire format (`openab.multibot.handoff.v1`), interoperable with other bots
+ * that speak it: a Discord message whose content is `<@TARGET_BOT_ID>` + `\n` + one JSON object with every
  * key always present and ids as decimal strings. Pure functions: building an envelope for a send,
  * and classifying and validating a received message, first failure wins.
  */
@@ -37,7 +37,7 @@ export function isSnowflake(value: unknown): value is string {
 
 /** The message a handoff is sent as: the target's mention on its own line, then the envelope. */
 export function handoffContent(envelope: HandoffEnvelope): string {
-  // Keys in the seed's order, every one present.
+  // Keys in the wire format's order, every one present.
   const ordered: HandoffEnvelope = {
     schema: envelope.schema,
     source_bot_id: envelope.source_bot_id,

@@ -1,8 +1,8 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import type { Clock } from '../../platform/clock.js';
-import { InboundCatchUp } from '../../transports/inbound-catchup.js';
-import type { InboundHistory, InboundMessage } from '../../transports/transport.js';
+import type { Clock } from '../../infra/clock.js';
+import { InboundCatchUp } from '../../platforms/inbound-catchup.js';
+import type { InboundHistory, InboundMessage } from '../../platforms/platform.js';
 import { catchupCursors, saveCatchupCursor } from './handoff.repository.js';
 import type { Receipt, ReceiptPath } from './handoff.service.js';
 import type { HandoffsDb } from './handoff.table.js';
@@ -23,10 +23,10 @@ export interface CatchUpOptions {
   everyMs?: number;
 }
 
-export type { SweepResult } from '../../transports/inbound-catchup.js';
+export type { SweepResult } from '../../platforms/inbound-catchup.js';
 
 /**
- * Catching up on handoffs the live stream missed (src/transports/inbound-catchup.ts): every channel
+ * Catching up on handoffs the live stream missed (src/platforms/inbound-catchup.ts): every channel
  * where handoffs can reach this bot, back to the oldest moment an unexpired one could have been
  * posted, each message through the same receipt path as the live stream; per-channel progress in
  * handoff_catchup. What it reads again is known (quietly a replay).

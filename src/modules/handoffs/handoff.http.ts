@@ -1,7 +1,7 @@
 import type { Context } from 'openapi-backend';
-import { InvalidRequestError } from '../../platform/errors.js';
-import type { OperationHandlers } from '../../platform/http/api.js';
-import { reply } from '../../platform/http/reply.js';
+import { InvalidRequestError } from '../../infra/errors.js';
+import type { OperationHandlers } from '../../infra/http/api.js';
+import { reply } from '../../infra/http/reply.js';
 import { MAX_WAIT_MS, type HandoffRequest, type HandoffService } from './handoff.service.js';
 
 const DEFAULT_LIST_LIMIT = 50;

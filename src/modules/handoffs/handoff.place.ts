@@ -1,6 +1,6 @@
-import type { ChannelInfo, Channels } from '../../transports/transport.js';
-import { TransportError } from '../../transports/transport.js';
-import { UpstreamError } from '../../platform/errors.js';
+import type { ChannelInfo, Channels } from '../../platforms/platform.js';
+import { TransportError } from '../../platforms/platform.js';
+import { UpstreamError } from '../../infra/errors.js';
 
 /** Why a handoff's channel is refused, naming the field (the same words at accept and at send). */
 export const UNMAPPED_CHANNEL = "channel_id must be a mapped destination's channel or a thread under one (map it with /destinations set or PUT /admin/destinations/{guild_id}/{destination})";

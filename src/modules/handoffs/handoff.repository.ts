@@ -28,7 +28,7 @@ export type ReceiptOutcome = { outcome: 'accepted'; inboxId: string } | { outcom
 /**
  * Take in a validated envelope, atomically: drop replay entries that expired, refuse an event_id
  * already seen (a replay, from any replica), refuse when the live entries reach the capacity (fail
- * closed), then write the replay record, and only then check the source's rate (as the seed does:
+ * closed), then write the replay record, and only then check the source's rate (as the handoff protocol does:
  * a rate-limited handoff's event_id is spent, so re-sending it is a replay, not a second chance).
  * An accepted one goes to the inbox in the same transaction.
  */

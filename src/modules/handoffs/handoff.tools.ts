@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { BridgeClient, HandoffRequest, InboxHandoff, SentHandoff } from '../../client/bridge-client.js';
-import { bridgeError, contractSchema, hints, object, replayMarked, result, text, unreachable, type McpTool } from '../../platform/mcp/tool.js';
+import type { BridgeClient, Schema } from '../../client/bridge-client.js';
+import { bridgeError, contractSchema, hints, object, replayMarked, result, text, unreachable, waitArguments, waitMsOf, type McpTool } from '../../infra/mcp/tool.js';
 
 /** What these tools need from `herald mcp`: the bridge, and how long a send waits for its outcome. */
 export interface HandoffToolDeps {
@@ -12,7 +12,7 @@ export interface HandoffToolDeps {
 /** The longest wait_for_handoff waits (the bridge's bound). */
 const MAX_WAIT_SECONDS = 30;
 
-/** Bot-to-bot handoffs over MCP (seed 002): hand a task to a trusted bot, read the tasks handed to this one. */
+/** Bot-to-bot handoffs over MCP: hand a task to a trusted bot, read the tasks handed to this one. */
 export function handoffTools(): McpTool<HandoffToolDeps>[] {
   return [
     {
@@ -38,19 +38,19 @@ export function handoffTools(): McpTool<HandoffToolDeps>[] {
       ),
       async handler(args, { bridge, waitMs }) {
         const requestId = typeof args['request_id'] === 'string' ? args['request_id'] : randomBytes(32).toString('hex');
-        const request: HandoffRequest = { request_id: requestId, target_bot_id: String(args['target_bot_id']), channel_id: String(args['channel_id']), text: String(args['text']) };
+        const request: Schema<'HandoffRequest'> = { request_id: requestId, target_bot_id: String(args['target_bot_id']), channel_id: String(args['channel_id']), text: String(args['text']) };
         if (typeof args['in_thread'] === 'boolean') request.in_thread = args['in_thread'];
         if (typeof args['origin_message_id'] === 'string') request.origin_message_id = args['origin_message_id'];
-        const accepted = await bridge.sendHandoff(request);
+        const accepted = await bridge.call('sendHandoff', { body: request });
         if (!accepted.ok) {
           if (accepted.status === 0) return text(`${unreachable(accepted)} Then call hand_off again with request_id ${requestId}: it never sends twice.`, true);
           return bridgeError(accepted);
         }
-        let latest: SentHandoff = accepted.data.handoff;
+        let latest: Schema<'SentHandoff'> = accepted.data.handoff;
         const deadline = Date.now() + waitMs;
         while ((latest.state === 'pending' || latest.state === 'unknown') && Date.now() < deadline) {
           await new Promise((r) => setTimeout(r, 200));
-          const r = await bridge.getHandoff(requestId);
+          const r = await bridge.call('getHandoff', { path: { request_id: requestId } });
           if (r.ok) latest = r.data;
         }
         return replayMarked(describeSent(latest), accepted.data.existing, 'request_id', requestId);
@@ -74,9 +74,9 @@ export function handoffTools(): McpTool<HandoffToolDeps>[] {
       async handler(args, { bridge }) {
         const query: { after?: string; limit: string } = { limit: String(typeof args['limit'] === 'number' ? args['limit'] : 20) };
         if (typeof args['after'] === 'string') query.after = args['after'];
-        const r = await bridge.listHandoffs(query);
+        const r = await bridge.call('listHandoffs', { query });
         if (!r.ok) return bridgeError(r);
-        const acked = args['acknowledge'] !== false && r.data.items.length > 0 ? await bridge.ackHandoffs(r.data.items.map((i) => i.id)) : undefined;
+        const acked = args['acknowledge'] !== false && r.data.items.length > 0 ? await bridge.call('ackHandoffs', { body: { ids: r.data.items.map((i) => i.id) } }) : undefined;
         if (acked !== undefined && !acked.ok) return bridgeError(acked);
         return result(JSON.stringify({ handoffs: r.data.items.map(forAgent), next_cursor: r.data.next_cursor }, null, 2), r.data);
       },
@@ -90,15 +90,15 @@ export function handoffTools(): McpTool<HandoffToolDeps>[] {
       replay: { natural: 'it only acknowledges: a handoff acknowledged again stays acknowledged, and a second call waits for the next one' },
       description: `Wait (at most ${MAX_WAIT_SECONDS} seconds) for the next task another trusted bot hands to this bot, and acknowledge it. Answers with the handoff (sending bot, origin, text), or says none arrived in time; call again to keep waiting.`,
       inputSchema: object({
-        timeout_seconds: { type: 'integer', minimum: 0, maximum: MAX_WAIT_SECONDS, description: `How long to wait (default ${MAX_WAIT_SECONDS}).` },
+        ...waitArguments(MAX_WAIT_SECONDS * 1000, MAX_WAIT_SECONDS * 1000),
       }),
       async handler(args, { bridge }) {
-        const seconds = typeof args['timeout_seconds'] === 'number' ? args['timeout_seconds'] : MAX_WAIT_SECONDS;
-        const r = await bridge.waitForHandoff({ timeout_ms: String(seconds * 1000) });
+        const ms = waitMsOf(args, MAX_WAIT_SECONDS * 1000);
+        const r = await bridge.call('waitForHandoff', { query: { timeout_ms: String(ms) } });
         if (!r.ok) return bridgeError(r);
         const handoff = r.data.handoff;
-        if (handoff === null) return result(`No handoff arrived within ${seconds} seconds.`, r.data);
-        const acked = await bridge.ackHandoffs([handoff.id]);
+        if (handoff === null) return result(`No handoff arrived within ${ms / 1000} seconds.`, r.data);
+        const acked = await bridge.call('ackHandoffs', { body: { ids: [handoff.id] } });
         if (!acked.ok) return bridgeError(acked);
         return result(JSON.stringify(forAgent(handoff), null, 2), r.data);
       },
@@ -106,11 +106,11 @@ export function handoffTools(): McpTool<HandoffToolDeps>[] {
   ];
 }
 
-function forAgent(h: InboxHandoff): Record<string, unknown> {
+function forAgent(h: Schema<'InboxHandoff'>): Record<string, unknown> {
   return { id: h.id, from_bot_id: h.source_bot_id, origin: h.origin, received_at: h.received_at, expires_at: h.expires_at, text: h.text };
 }
 
-function describeSent(h: SentHandoff): CallToolResult {
+function describeSent(h: Schema<'SentHandoff'>): CallToolResult {
   switch (h.state) {
     case 'delivered':
       return result(`Handed off to bot ${h.target_bot_id}: ${h.url ?? h.channel_id} (event ${h.event_id}, expires ${h.expires_at}).`, h);

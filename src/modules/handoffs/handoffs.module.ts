@@ -1,5 +1,6 @@
-import { capabilitiesOf } from '../../transports/transport.js';
+import { capabilitiesOf } from '../../platforms/platform.js';
 import type { ModuleParts, ModuleServices } from '../contract.js';
+import type { HandoffLimits } from './settings.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import { destinationsModule } from '../destinations/index.js';
 import { handoffOperations } from './handoff.http.js';
@@ -8,7 +9,7 @@ import { HandoffMetrics } from './handoff.metrics.js';
 import { HandoffCatchUp } from './handoff.catchup.js';
 import { pruneCatchupCursors, pruneInbox } from './handoff.repository.js';
 import { HandoffService } from './handoff.service.js';
-import { tablesOf } from '../../platform/db/tables.js';
+import { tablesOf } from '../../infra/db/tables.js';
 import type { HandoffsDb } from './handoff.table.js';
 
 /** The event announcing that a handoff arrived in the inbox. */
@@ -18,7 +19,7 @@ const ARRIVED = 'handoffs.arrived';
 const INBOX_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 
 /** Start the handoffs module (its declaration is index.ts). */
-export async function startHandoffs({ config, db: tables, clock, log, registry, transports, events, use }: ModuleServices): Promise<ModuleParts<{ handoffs: HandoffService }>> {
+export async function startHandoffs({ config, settings, db: tables, clock, log, registry, transports, events, use }: ModuleServices<HandoffLimits>): Promise<ModuleParts<{ handoffs: HandoffService }>> {
   const db = tablesOf<HandoffsDb>(tables);
   const home = transports.home;
   const can = capabilitiesOf(home);
@@ -29,7 +30,7 @@ export async function startHandoffs({ config, db: tables, clock, log, registry, 
   declare(handoffSendKind(places));
   const handoffs = new HandoffService(db, deliveries, clock, {
     places,
-    limits: config.handoffs,
+    limits: settings,
     selfId: () => (home.history !== undefined ? home.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot is`))),
     canSend: can.send && can.channels,
     log,
@@ -45,7 +46,7 @@ export async function startHandoffs({ config, db: tables, clock, log, registry, 
   // What the live stream missed (not held at the time, its holder killed mid-receipt) is read back
   // from the channels' history by the process holding it, where the platform can (Discord).
   const recent = home.inbound?.recent;
-  const maxExpirySeconds = config.handoffs.maxExpirySeconds;
+  const maxExpirySeconds = settings.maxExpirySeconds;
   const catchUp =
     handoffs.enabled && recent !== undefined
       ? new HandoffCatchUp({ db, recent, admit: (m, path) => handoffs.admit(m, path), clock, log, maxExpirySeconds })

@@ -1,4 +1,8 @@
-import { defineModule } from '../contract.js';
+import { deliveriesModule } from '../deliveries/index.js';
+import { destinationsModule } from '../destinations/index.js';
+import { defineModule, ownTables } from '../contract.js';
+import { readHandoffLimits, type HandoffLimits } from './settings.js';
+import type { HandoffsDb } from './handoff.table.js';
 import type { HandoffService } from './handoff.service.js';
 import { handoffTools } from './handoff.tools.js';
 
@@ -11,9 +15,11 @@ export const HANDOFF_ARRIVED = 'handoffs.arrived';
  * Bot-to-bot handoffs: sent as deliveries (kind handoff), received from the home platform's
  * inbound messages while some bot is trusted.
  */
-export const handoffsModule = defineModule<{ handoffs: HandoffService }>({
+export const handoffsModule = defineModule<{ handoffs: HandoffService }, undefined, HandoffLimits, HandoffsDb>({
   name: 'handoffs',
-  migrations: ['2026-11-30T09-10-00_handoffs', '2026-12-02T08-30-00_handoff-catchup'],
+  needs: { modules: [deliveriesModule, destinationsModule] },
+  tables: ownTables<HandoffsDb>(),
+  config: readHandoffLimits,
   tools: handoffTools,
   start: async (services) => (await import('./handoffs.module.js')).startHandoffs(services),
 });

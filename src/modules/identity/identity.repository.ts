@@ -52,6 +52,24 @@ export async function redeemPairingCode(db: Db, codeHash: string, now: Date): Pr
   return result.rows[0];
 }
 
+/** The caller's pairing, replacing its earlier one. */
+export async function savePairing(db: Db, row: { principal: string; user_id: string; generation: string; paired_at: Date }): Promise<void> {
+  await db
+    .insertInto('agent_pairings')
+    .values(row)
+    .onConflict((oc) => oc.column('principal').doUpdateSet({ user_id: row.user_id, generation: row.generation, paired_at: row.paired_at }))
+    .execute();
+}
+
+export async function findPairing(db: Db, principal: string): Promise<{ user_id: string; generation: string; paired_at: Date; transport: string | null } | undefined> {
+  return db
+    .selectFrom('agent_pairings as p')
+    .leftJoin('registrations as r', 'r.user_id', 'p.user_id')
+    .select(['p.user_id', 'p.generation', 'p.paired_at', 'r.transport'])
+    .where('p.principal', '=', principal)
+    .executeTakeFirst();
+}
+
 export async function listRegistrations(db: Db, limit: number): Promise<RegistrationRow[]> {
   return db.selectFrom('registrations').selectAll().orderBy('registered_at').orderBy('user_id').limit(limit).execute();
 }

@@ -1,14 +1,16 @@
 import type { Kysely } from 'kysely';
-import type { Clock } from '../../platform/clock.js';
+import type { Clock } from '../../infra/clock.js';
 import type { IdentityDb } from './identity.table.js';
-import { NotFoundError } from '../../platform/errors.js';
+import { NotFoundError } from '../../infra/errors.js';
 import {
   deleteRegistration,
+  findPairing,
   findRegistration,
   insertPairingCode,
   insertRegistration,
   listRegistrations,
   redeemPairingCode,
+  savePairing,
   trimPairingCodes,
 } from './identity.repository.js';
 import { CODE_TTL_MS, hashPairingCode, MAX_LIVE_CODES, newGeneration, newPairingCode, truncateDisplayName } from './pairing-code.js';
@@ -78,12 +80,29 @@ export class IdentityService {
     return removed;
   }
 
-  async redeem(code: string): Promise<{ discord_user_id: string; generation: string; platform?: string }> {
-    const used = await redeemPairingCode(this.db, hashPairingCode(code), this.clock.now());
+  /**
+   * Uses a code and keeps the pairing for `principal` (the caller: `connector` or `client:<id>`) in
+   * the same transaction: a used code always left its pairing behind, whichever way it was redeemed.
+   */
+  async redeem(code: string, principal: string): Promise<{ discord_user_id: string; generation: string; platform?: string; user_id: string }> {
+    const now = this.clock.now();
+    const used = await this.db.transaction().execute(async (trx) => {
+      const row = await redeemPairingCode(trx, hashPairingCode(code), now);
+      if (row !== undefined) await savePairing(trx, { principal, user_id: row.user_id, generation: row.generation, paired_at: now });
+      return row;
+    });
     if (used === undefined) throw new NotFoundError('invalid or expired code');
     // Home-platform registrations answer exactly as before; another platform's say which.
     const platform = used.transport ?? this.home;
-    return { discord_user_id: used.user_id, generation: used.generation, ...(platform !== this.home ? { platform } : {}) };
+    return { discord_user_id: used.user_id, generation: used.generation, ...(platform !== this.home ? { platform } : {}), user_id: used.user_id };
+  }
+
+  /** Whom `principal` is paired with (its last redeemed code), from the store. */
+  async pairing(principal: string): Promise<{ user_id: string; generation: string; paired_at: string; platform?: string }> {
+    const row = await findPairing(this.db, principal);
+    if (row === undefined) throw new NotFoundError('not paired');
+    const platform = row.transport ?? this.home;
+    return { user_id: row.user_id, generation: row.generation, paired_at: new Date(row.paired_at).toISOString(), ...(platform !== this.home ? { platform } : {}) };
   }
 
   async registration(userId: string): Promise<{ generation: string }> {

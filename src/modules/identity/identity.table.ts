@@ -19,10 +19,20 @@ export interface PairingCodeTable {
   expires_at: Date;
 }
 
+/** Whom a caller is paired with: its last redeemed code's registration. */
+export interface AgentPairingTable {
+  /** `connector` (the bridge token), or an OAuth client's name (principalName in src/infra/policy/principal.ts). */
+  principal: string;
+  user_id: string;
+  generation: string;
+  paired_at: Date;
+}
+
 export type RegistrationRow = Selectable<RegistrationTable>;
 
 /** This part's tables, as it sees the store (the whole schema is src/schema.ts, at the wiring). */
 export interface IdentityDb {
   registrations: RegistrationTable;
   pairing_codes: PairingCodeTable;
+  agent_pairings: AgentPairingTable;
 }

@@ -1,10 +1,9 @@
 import type { BridgeClient } from '../../client/bridge-client.js';
-import { bridgeError, hints, object, result, text, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, hints, object, result, text, type McpTool } from '../../infra/mcp/tool.js';
 
-/** What these tools need from `herald mcp`: the bridge, and where the pairing is kept. */
+/** What these tools need from `herald mcp`: the bridge (Herald keeps the pairing a redeemed code makes). */
 export interface IdentityToolDeps {
   bridge: BridgeClient;
-  state: { setPairing(userId: string, generation: string): Promise<void> };
 }
 
 /** The identity module's MCP tools: pairing with a Discord user, and who could be paired. */
@@ -21,10 +20,10 @@ export function identityTools(): McpTool<IdentityToolDeps>[] {
       description:
         'Pair this agent with a Discord user: they run `/agent pair` in Discord and give you the 27-character code (valid 10 minutes, single use). Needed before send_dm, and again after the user revokes with `/agent unregister`.',
       inputSchema: object({ code: { type: 'string', pattern: '^[A-Z2-9]{27}$', description: 'The pairing code, 27 characters A-Z and 2-9.' } }, ['code']),
-      async handler(args, { bridge, state }) {
-        const r = await bridge.redeem(String(args['code']));
+      async handler(args, { bridge }) {
+        // Redeeming keeps the pairing in Herald for this caller: send_dm (and the API) read it from there.
+        const r = await bridge.call('redeemPairingCode', { body: { code: String(args['code']) } });
         if (!r.ok) return r.status === 404 ? text('That code is invalid, expired or already used. Ask the user to run `/agent pair` again and give you the new code.', true) : bridgeError(r);
-        await state.setPairing(r.data.discord_user_id, r.data.generation);
         return result(`Paired with Discord user ${r.data.discord_user_id}. send_dm now reaches them.`, r.data);
       },
     },
@@ -37,7 +36,7 @@ export function identityTools(): McpTool<IdentityToolDeps>[] {
       description: 'Discord users registered with this bot (who could be paired), oldest first, at most 100.',
       inputSchema: object({}),
       async handler(_args, { bridge }) {
-        const r = await bridge.recipients();
+        const r = await bridge.call('listRecipients');
         if (!r.ok) return bridgeError(r);
         if (r.data.items.length === 0) return result('No one is registered yet; a user runs `/agent register` in Discord.', r.data);
         return result(r.data.items.map((i) => `- ${i.display_name} (${i.user_id})`).join('\n'), r.data);

@@ -1,13 +1,13 @@
-import { defineModule } from '../contract.js';
+import { defineModule, ownTables } from '../contract.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import type { IdentityService } from './identity.service.js';
 import { identityTools } from './identity.tools.js';
-import { tablesOf } from '../../platform/db/tables.js';
+import { tablesOf } from '../../infra/db/tables.js';
 import type { IdentityDb } from './identity.table.js';
 
 export type { IdentityService } from './identity.service.js';
 
-/** The event (src/platform/db/events.ts) naming a user id who just unregistered. */
+/** The event (src/infra/db/events.ts) naming a user id who just unregistered. */
 export const UNREGISTERED = 'identity.unregistered';
 
 /** What the identity module gives the others. */
@@ -16,9 +16,11 @@ export interface Identity {
 }
 
 /** People's registrations, pairing codes and agent tokens (`/agent`). */
-export const identityModule = defineModule<Identity>({
+export const identityModule = defineModule<Identity, undefined, undefined, IdentityDb>({
   name: 'identity',
-  migrations: ['2026-11-29T20-00-00_identity', '2026-12-02T05-30-00_registration-platform'],
+  needs: { modules: [deliveriesModule] },
+  answers: ['isRegistered', 'registeredOn'],
+  tables: ownTables<IdentityDb>(),
   tools: identityTools,
   commands: async () => [(await import('./agent.command.js')).agentCommand],
   async start({ db: tables, clock, registry, transports, use, events }) {

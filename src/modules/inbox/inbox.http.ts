@@ -1,9 +1,9 @@
 import type { Context as KoaContext } from 'koa';
 import type { Context } from 'openapi-backend';
-import { InvalidRequestError } from '../../platform/errors.js';
-import type { OperationHandlers } from '../../platform/http/api.js';
-import { POLICY_CLIENT_HEADER } from '../../platform/http/policy.middleware.js';
-import { reply } from '../../platform/http/reply.js';
+import { InvalidRequestError } from '../../infra/errors.js';
+import type { OperationHandlers } from '../../infra/http/api.js';
+import { POLICY_CLIENT_HEADER } from '../../infra/http/policy.middleware.js';
+import { reply } from '../../infra/http/reply.js';
 import type { InboxScope } from './inbox.scope.js';
 import { MAX_WAIT_MS, type InboxService } from './inbox.service.js';
 

@@ -1,8 +1,9 @@
-import { errorSummary } from '../../platform/errors.js';
-import { tablesOf } from '../../platform/db/tables.js';
-import { InboundCatchUp } from '../../transports/inbound-catchup.js';
-import type { ChannelInfo } from '../../transports/transport.js';
+import { errorSummary } from '../../infra/errors.js';
+import { tablesOf } from '../../infra/db/tables.js';
+import { InboundCatchUp } from '../../platforms/inbound-catchup.js';
+import type { ChannelInfo } from '../../platforms/platform.js';
 import type { JobsDeclaration, ModuleParts, ModuleServices } from '../contract.js';
+import type { InboxSettings } from './settings.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import { destinationsModule, LISTEN_CHANGED } from '../destinations/index.js';
 import { HANDOFF_ARRIVED, handoffsModule } from '../handoffs/index.js';
@@ -25,7 +26,7 @@ const HANDOFF_POLL_MS = 5_000;
 const LISTENED_MAX_AGE_MS = 30_000;
 
 /** Start the inbox module (its declaration is index.ts). */
-export async function startInbox({ config, db: tables, clock, log, registry, transports, events, doorbell, use, policy }: ModuleServices): Promise<ModuleParts<{ inbox: InboxService }>> {
+export async function startInbox({ config, settings, db: tables, clock, log, registry, transports, events, doorbell, use, policy }: ModuleServices<InboxSettings>): Promise<ModuleParts<{ inbox: InboxService }>> {
   const db = tablesOf<InboxDb>(tables);
   const home = transports.home;
   const { sentByHerald } = use(deliveriesModule);
@@ -33,7 +34,6 @@ export async function startInbox({ config, db: tables, clock, log, registry, tra
   const { destinations } = use(destinationsModule);
   const { handoffs } = use(handoffsModule);
   const metrics = new InboxMetrics(registry);
-  const settings = config.inbox;
   const webhook = settings.webhookUrl !== undefined && settings.webhookSecret !== undefined ? { url: settings.webhookUrl, secret: settings.webhookSecret } : undefined;
 
   // Which channels listen (home platform), with since when: read once, again on news of a change.
@@ -124,7 +124,7 @@ export async function startInbox({ config, db: tables, clock, log, registry, tra
   if (handoffs.enabled) takeHandoffs();
 
   // No gap: what was written in listened channels while this process did not hold the live stream
-  // is read back from their history when it starts holding it (src/transports/inbound-catchup.ts).
+  // is read back from their history when it starts holding it (src/platforms/inbound-catchup.ts).
   const recent = home.inbound?.recent;
   const retentionMs = settings.retentionDays * 24 * 60 * 60 * 1000;
   const catchUp =

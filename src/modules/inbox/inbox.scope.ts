@@ -1,4 +1,5 @@
-import { channelKey, rulesFor, type Policy, type Rules } from '../../platform/policy/policy.js';
+import { channelKey, rulesFor, type Policy, type Rules } from '../../infra/policy/policy.js';
+import { principalName } from '../../infra/policy/principal.js';
 import type { InboxEventRow } from './inbox.table.js';
 
 /** The tools whose grant lets an OAuth client read DMs from the inbox. */
@@ -10,7 +11,7 @@ export const CONNECTOR = 'connector';
 /**
  * Whose inbox a call reads: a cursor of its own, and which events it may see. The connector (the
  * bridge token's caller) and each OAuth client of `herald mcp --http` (named by the header the
- * bridge trusts from the bridge token's caller, src/platform/http/policy.middleware.ts) each have
+ * bridge trusts from the bridge token's caller, src/infra/http/policy.middleware.ts) each have
  * their own cursor; their policy's rules decide what they see.
  */
 export interface InboxScope {
@@ -41,7 +42,7 @@ export function inboxScope(policy: Policy | undefined, client: string | undefine
   // (and the connector's rules leave that tool on): a `read` client does not see people's DMs.
   const dms = client === undefined || (own?.tools !== undefined && DM_TOOLS.some((t) => own.tools?.has(t) === true && (policy?.connector.tools?.has(t) ?? true)));
   const limited = rules.some((r) => r.platforms !== undefined || r.channels !== undefined || r.destinations !== undefined);
-  const cursor = client === undefined ? CONNECTOR : `client:${client}`;
+  const cursor = client === undefined ? CONNECTOR : principalName(client);
   if (dms && !limited) return { cursor, visible: undefined };
   return {
     cursor,

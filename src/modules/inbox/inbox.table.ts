@@ -51,6 +51,7 @@ export interface InboxPushTable {
   attempts: Generated<number>;
   next_attempt_at: Date;
   lease_owner: string | null;
+  lease_token: string | null;
   lease_expires_at: Date | null;
   /** For operators: the last failure (status and a short reason; never the body). */
   last_error: string | null;

@@ -1,5 +1,5 @@
 import type { BridgeClient } from '../../client/bridge-client.js';
-import { bridgeError, json, object, type McpTool } from '../../platform/mcp/tool.js';
+import { bridgeError, json, object, waitArguments, waitMsOf, type McpTool } from '../../infra/mcp/tool.js';
 
 /** What these tools need from `herald mcp`. */
 export interface InboxToolDeps {
@@ -27,13 +27,12 @@ export function inboxTools(): McpTool<InboxToolDeps>[] {
       output: 'InboxNext',
       inputSchema: object({
         after: { ...CURSOR, description: 'Wait for the first event after this id (default: after the acknowledged cursor).' },
-        timeout_seconds: { type: 'integer', minimum: 0, maximum: MAX_WAIT_SECONDS, description: `How long to wait (default ${MAX_WAIT_SECONDS}).` },
+        ...waitArguments(MAX_WAIT_SECONDS * 1000, MAX_WAIT_SECONDS * 1000),
       }),
       async handler(args, { bridge }) {
-        const seconds = typeof args['timeout_seconds'] === 'number' ? args['timeout_seconds'] : MAX_WAIT_SECONDS;
-        const query: { after?: string; timeout_ms: string } = { timeout_ms: String(seconds * 1000) };
+        const query: { after?: string; timeout_ms: string } = { timeout_ms: String(waitMsOf(args, MAX_WAIT_SECONDS * 1000)) };
         if (typeof args['after'] === 'string') query.after = args['after'];
-        const r = await bridge.waitForInbox(query);
+        const r = await bridge.call('waitForInbox', { query });
         if (!r.ok) return bridgeError(r);
         return json(r.data);
       },
@@ -53,7 +52,7 @@ export function inboxTools(): McpTool<InboxToolDeps>[] {
       async handler(args, { bridge }) {
         const query: { after?: string; limit: string } = { limit: String(typeof args['limit'] === 'number' ? args['limit'] : 20) };
         if (typeof args['after'] === 'string') query.after = args['after'];
-        const r = await bridge.listInbox(query);
+        const r = await bridge.call('listInbox', { query });
         if (!r.ok) return bridgeError(r);
         return json(r.data);
       },
@@ -68,7 +67,7 @@ export function inboxTools(): McpTool<InboxToolDeps>[] {
       replay: { natural: 'the acknowledged cursor only moves forward: the same cursor again changes nothing' },
       inputSchema: object({ cursor: { ...CURSOR, description: 'The id of the last event handled.' } }, ['cursor']),
       async handler(args, { bridge }) {
-        const r = await bridge.ackInbox(String(args['cursor']));
+        const r = await bridge.call('ackInbox', { body: { cursor: String(args['cursor']) } });
         if (!r.ok) return bridgeError(r);
         return json(r.data);
       },

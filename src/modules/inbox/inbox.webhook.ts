@@ -2,8 +2,8 @@ import { createHmac } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Job, JobKind, JobQueue } from '../../outbox/worker.js';
-import type { Clock } from '../../platform/clock.js';
-import { errorSummary } from '../../platform/errors.js';
+import type { Clock } from '../../infra/clock.js';
+import { errorSummary } from '../../infra/errors.js';
 import type { InboxMetrics } from './inbox.metrics.js';
 import { findEvent, PUSH_KIND, pushesTable } from './inbox.repository.js';
 import { toWire } from './inbox.service.js';
@@ -43,9 +43,9 @@ export function pushQueue(db: Kysely<InboxDb>): JobQueue<PushJob> {
   return {
     name: table.name,
     oldestDue: (now) => table.oldestDue(now),
-    claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: PUSH_KIND, attempts: row.attempts, row })),
+    claim: async (owner, now, leaseMs, _kinds, limit) => (await table.claim(owner, now, leaseMs, limit)).map((row) => ({ id: row.id, kind: PUSH_KIND, attempts: row.attempts, leaseToken: row.lease_token, row })),
     release: (owner, now) => table.release(owner, now),
-    quarantine: (job, owner, reason) => table.finish(job.id, owner, { status: 'failed', last_error: reason }),
+    quarantine: (job, lease, reason) => table.finish(job.id, lease, { status: 'failed', last_error: reason }),
   };
 }
 
@@ -95,7 +95,7 @@ export function pushKind(db: Kysely<InboxDb>, clock: Clock, log: Logger, metrics
       const event = await findEvent(db, job.id);
       if (event === undefined) {
         // Dropped by retention before it could be pushed.
-        await table.finish(job.id, context.owner, { status: 'failed', last_error: 'event no longer in the inbox' });
+        await table.finish(job.id, context.lease, { status: 'failed', last_error: 'event no longer in the inbox' });
         return;
       }
       const body = JSON.stringify(toWire(event));
@@ -104,19 +104,19 @@ export function pushKind(db: Kysely<InboxDb>, clock: Clock, log: Logger, metrics
       if (outcome.ok) {
         metrics.pushed('delivered');
         log.info(about, 'inbox event pushed to the webhook');
-        await table.finish(job.id, context.owner, { status: 'done', last_error: null });
+        await table.finish(job.id, context.lease, { status: 'done', last_error: null });
         return;
       }
       const next = context.retryAt();
       if (outcome.retry && next.getTime() < job.row.created_at.getTime() + o.giveUpMs) {
         metrics.pushed('retried');
         log.warn({ ...about, why: outcome.why, retry_at: next.toISOString() }, 'inbox webhook push failed; retrying');
-        await table.finish(job.id, context.owner, { status: 'pending', next_attempt_at: next, last_error: outcome.why });
+        await table.finish(job.id, context.lease, { status: 'pending', next_attempt_at: next, last_error: outcome.why });
         return;
       }
       metrics.pushed('given_up');
       log.error({ ...about, why: outcome.why }, 'inbox webhook push given up; the event stays in the inbox');
-      await table.finish(job.id, context.owner, { status: 'failed', last_error: outcome.why });
+      await table.finish(job.id, context.lease, { status: 'failed', last_error: outcome.why });
     },
   };
 }

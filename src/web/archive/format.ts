@@ -1,7 +1,8 @@
+import { formatBytes } from '../../infra/bytes.js';
 import type { MediaItem } from './api.js';
 
-/** Sizes and times as the operator reads them. */
-export const bytes = (n: number): string => (n >= 1024 ** 3 ? `${(n / 1024 ** 3).toFixed(1)} GiB` : n >= 1024 ** 2 ? `${(n / 1024 ** 2).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
+/** Sizes and times as the operator reads them (sizes as the status page prints them). */
+export const bytes = formatBytes;
 export const when = (iso: string): string => iso.slice(0, 16).replace('T', ' ');
 
 /** Why an item shows no picture: it was never stored, or what it is can only be downloaded. */

@@ -1,0 +1,47 @@
+import type { Kysely } from 'kysely';
+import { ClaimCursor } from '../../outbox/leased-table.js';
+import type { Job, JobQueue } from '../../outbox/worker.js';
+import type { DeliveriesDb, DeliveryRow } from './delivery.table.js';
+import { RETENTION_MS, type StoredKind } from './delivery.js';
+import { claimDue, finishAttempt, oldestDueDelivery, outboxDepth, pruneDeliveries, releaseLeases } from './delivery.repository.js';
+import type { DeliveryMetrics } from './delivery.metrics.js';
+
+// The deliveries table as the outbox's queue: what is due, how a claim and a release are written,
+// what a row that cannot succeed becomes, how deep it is, what is pruned. The job handlers are delivery.jobs.ts.
+
+/**
+ * The job kinds of the deliveries table: one per delivery kind, `reply` (a command's reply), and
+ * `handoff` (a bot-to-bot handoff message, which the handoffs module stores here to share the
+ * nonce and in-doubt machinery), and `chat` (a chat tool's send, declared by the chat module).
+ */
+export const DELIVERY_KINDS: readonly StoredKind[] = ['post', 'dm', 'edit', 'reply', 'handoff', 'chat', 'delete', 'reaction'];
+
+/** A delivery row is its own outbox job. */
+export interface DeliveryJob extends Job {
+  readonly row: DeliveryRow;
+}
+
+/** The outbox's view of the deliveries table. */
+export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetrics, claimSweepMs = ClaimCursor.SWEEP_MS, pacedBySender: readonly string[] = [], claimsOverlap = true): JobQueue<DeliveryJob> {
+  // Under a backlog, claims start past the rows already claimed (src/outbox/leased-table.ts).
+  const cursor = new ClaimCursor(claimSweepMs);
+  return {
+    // `pacedBySender`: the platforms whose chat sends have a lane per sender (src/outbox/lanes.ts);
+    // `claimsOverlap`: false on a store of one session (claimDue's ClaimOptions).
+    claim: async (owner, now, leaseMs, kinds, limit, lanes) =>
+      (await claimDue(db, owner, now, leaseMs, kinds as StoredKind[], limit, { cursor, claimsOverlap, ...(lanes !== undefined && pacedBySender.length > 0 ? { lanes: { room: lanes, pacedBySender } } : {}) })).map(({ claimed_from, lane, ...row }) => {
+        if (claimed_from === 'in_flight') metrics?.leaseExpired(row.kind);
+        return { id: row.request_id, kind: row.kind, attempts: row.attempts, leaseToken: row.lease_token, row, ...(typeof lane === 'string' ? { lane } : {}) };
+      }),
+    name: 'deliveries',
+    oldestDue: (now) => oldestDueDelivery(db, now),
+    release: (owner, now) => releaseLeases(db, owner, now),
+    // A row whose handling cannot succeed: failed, or unknown when an earlier attempt may have sent it (never resent blind).
+    quarantine: (job, lease, reason) => finishAttempt(db, job.id, lease, { status: job.row.doubt_from !== null ? 'unknown' : 'failed', failure_code: job.row.doubt_from !== null ? null : 'UPSTREAM_UNAVAILABLE', reason }),
+    depth: async (now) =>
+      (await outboxDepth(db, now)).map((r) => ({ kind: r.kind, state: r.status, jobs: r.jobs, oldestDueAt: r.oldest_due_at })),
+    // Records are kept 8 days (by created_at).
+    prune: (now) => pruneDeliveries(db, new Date(now.getTime() - RETENTION_MS)),
+  };
+}
+

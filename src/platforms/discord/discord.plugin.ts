@@ -1,0 +1,198 @@
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import { pacerFor, type Pacer } from '../../infra/db/shared-pacer.js';
+import { errorSummary } from '../../infra/errors.js';
+import { discordTokenRejected } from './discord-token.js';
+import type { Singleton } from '../../infra/db/singleton.js';
+import type { RunningPlatform, Surfaces, PlatformServices } from '../plugin.js';
+import { stateOf } from '../singleton-state.js';
+import type { Channels, Inbound, Platform } from '../platform.js';
+import { DiscordTokenRejectedError, DiscordPlatform } from './discord-platform.js';
+import { PlatformMetrics } from './discord.metrics.js';
+import type { DiscordConfig } from './settings.js';
+import { connectGateway, GatewayInbound, type GatewayConnection } from './gateway-client.js';
+import { DiscordInvokers } from './invokers.js';
+import { heldHistory } from './discord-inbound-history.js';
+
+/** Discord's global rate limit: requests per second per bot. */
+const DISCORD_GLOBAL_LIMIT = 50;
+/** At most this long to ask Discord whether it accepts the token before starting anyway. */
+const TOKEN_CHECK_MS = 10_000;
+
+  // A token Discord rejects stops start-up, before the store opens; Discord not answering does not
+  // (deliveries wait for it), so that is only logged.
+export async function checkToken(config: DiscordConfig, log: Logger): Promise<void> {
+  const transport = new DiscordPlatform({ token: tokenOf(config), apiUrl: config.apiUrl, timeoutMs: config.timeoutMs });
+  try {
+    await transport.verifyToken(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS)));
+  } catch (err) {
+    if (err instanceof DiscordTokenRejectedError) {
+      log.error({ status: err.status, code: err.code }, 'Discord rejected DISCORD_TOKEN');
+      throw discordTokenRejected(err.status, err);
+    }
+    log.warn({ err: errorSummary(err) }, 'could not check DISCORD_TOKEN with Discord; starting anyway');
+  }
+}
+
+/** Start Discord: REST facets paced by the bot's shared budget, and the gateway once the modules are up. */
+export async function startDiscord(config: DiscordConfig, services: PlatformServices): Promise<RunningPlatform> {
+  const token = tokenOf(config);
+  const { store, log } = services;
+  // Discord's global rate limit belongs to the bot, so every process sending as it shares one budget.
+  const pacer: Pacer = pacerFor({ kind: store.kind, db: services.db }, `discord:${createHash('sha256').update(token).digest('hex').slice(0, 16)}`, {
+    perSecond: config.perSecond,
+    windowLimit: DISCORD_GLOBAL_LIMIT,
+  });
+  const rest = new DiscordPlatform({
+    token,
+    apiUrl: config.apiUrl,
+    timeoutMs: config.timeoutMs,
+    pace: async (signal) => pacer.acquire(signal),
+    metrics: new PlatformMetrics(services.registry),
+    chatGuildId: config.chatGuild,
+    maxFileBytes: config.maxFileBytes,
+  });
+  // A chat line past the nonce window is found again by what the gateway reported of its nonce.
+  rest.useNonceLedger(services.ledger);
+  // Who invokes a command and what Herald itself may do in a channel, through Herald's own session.
+  const invokers = new DiscordInvokers({ token, apiUrl: config.apiUrl, timeoutMs: config.timeoutMs });
+  // Messages others write reach the gateway's listeners; the gateway asks for them only while some module listens.
+  const gatewayInbound = new GatewayInbound();
+  let listened = false;
+  // Catching up on what the gateway missed is the job of the process whose session is ready.
+  const recent = heldHistory(rest.recent, () => lease?.held() === true && gateway?.ready === true);
+  const inbound: Inbound = {
+    onMessage: (listener) => {
+      listened = true;
+      return gatewayInbound.onMessage(listener);
+    },
+    onReaction: (listener) => gatewayInbound.onReaction(listener),
+    recent,
+  };
+  const facets: Platform = {
+    name: 'discord',
+    title: rest.title,
+    idempotentSend: rest.idempotentSend,
+    messageUrl: rest.messageUrl,
+    messageLink: rest.messageLink,
+    files: rest.files,
+    sender: rest.sender,
+    dms: rest.dms,
+    editor: rest.editor,
+    reactions: rest.reactions,
+    deleter: rest.deleter,
+    threading: rest.threading,
+    history: rest.history,
+    pages: rest.pages,
+    channels: loggedChannels(rest.channels, log),
+    chat: rest.chat,
+    invokers,
+    inbound,
+  };
+  const watchGateway = services.serving && config.gateway;
+  let gateway: GatewayConnection | undefined;
+  if (watchGateway) services.link('gateway', () => (lease !== undefined && !lease.held() ? undefined : gateway?.ready === true));
+  // One gateway session per bot across the serving replicas: only the holder of `discord:gateway`
+  // opens it (and so answers slash commands and records nonces); the others send over REST, and take
+  // it over within seconds when the holder dies. Opening and closing run one after another.
+  let lease: Singleton | undefined;
+  let surfacesGiven: Partial<Surfaces> | undefined;
+  let turns: Promise<void> = Promise.resolve();
+  let closing = false;
+  const inTurn = (step: () => Promise<void>): void => {
+    turns = turns.then(step).catch((err: unknown) => log.error({ err: errorSummary(err) }, 'gateway handover step failed'));
+  };
+  /** The connection being opened, aborted when the lease is lost meanwhile. */
+  let connecting: AbortController | undefined;
+  const open = async (): Promise<void> => {
+    if (closing || gateway !== undefined || surfacesGiven === undefined || lease?.held() !== true) return;
+    connecting = new AbortController();
+    try {
+      log.info('connecting to the Discord gateway');
+      gateway = await connectGateway({
+        signal: connecting.signal,
+        ...(listened ? { inbound: gatewayInbound, messageContent: config.messageContent } : {}),
+        token,
+        apiUrl: config.apiUrl,
+        commands: surfacesGiven.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` },
+        log,
+        onOwnMessage: (m) => services.ownMessage(m.nonce, m.channelId, m.messageId, m.createdAt),
+      });
+      // Lost while connecting: let go at once.
+      if (closing || lease?.held() !== true) await shut();
+      else recent.nowHeld();
+    } catch (err) {
+      // Deliveries do not need the gateway: keep serving, and say so in /readyz. A holder that stays
+      // without it stands down (HERALD_SINGLETON_DOWN_MS) and tries again when it next holds the lease.
+      if (connecting.signal.aborted) log.info('stopped connecting to the Discord gateway: the lease is gone');
+      else log.error({ err: errorSummary(err) }, 'gateway unavailable; slash commands will not be answered');
+    } finally {
+      connecting = undefined;
+    }
+  };
+  const shut = async (): Promise<void> => {
+    const g = gateway;
+    gateway = undefined;
+    await g?.close();
+  };
+  return {
+    facets,
+    readiness: (): Record<string, string> => {
+      if (!watchGateway) return {};
+      if (lease !== undefined && !lease.held()) return { gateway: stateOf(lease) };
+      return { gateway: gateway?.ready === true ? 'ok' : 'unavailable' };
+    },
+    async serve(surfaces) {
+      if (!watchGateway) return;
+      surfacesGiven = surfaces;
+      lease = services.singleton('discord:gateway', {
+        onAcquired: () => {
+          log.info('holding the Discord gateway session');
+          inTurn(open);
+        },
+        onLost: () => {
+          log.warn('lost the Discord gateway lease; closing the session');
+          // At once, not in turn: a session still connecting (a Discord that does not answer) would hold the turn.
+          connecting?.abort();
+          inTurn(shut);
+          return turns;
+        },
+        // Not ready for HERALD_SINGLETON_DOWN_MS (Discord cannot be reached from here): another replica may do better.
+        up: () => gateway?.ready === true,
+      });
+    },
+    async close() {
+      // Close the session before giving the lease up, so another replica's never overlaps it.
+      closing = true;
+      // A session still connecting (a Discord that does not answer) would hold the turn: stop it.
+      connecting?.abort();
+      await turns;
+      await shut();
+      await lease?.close();
+      await invokers.destroy();
+    },
+  };
+}
+
+function tokenOf(config: DiscordConfig): string {
+  if (config.token === undefined) throw new Error('DISCORD_TOKEN is not set (herald serve starts the built-in sandbox when it is unset)');
+  return config.token;
+}
+
+/**
+ * Lookups answer a failed channel lookup in their own words ("channel not found or not visible to
+ * the bot", "discord unavailable"): log what Discord said (status and code) first.
+ */
+function loggedChannels(channels: Channels, log: Logger): Channels {
+  return {
+    getChannel: async (channelId) => {
+      try {
+        return await channels.getChannel(channelId);
+      } catch (err) {
+        log.warn({ channel_id: channelId, err: errorSummary(err) }, 'channel lookup failed at Discord');
+        throw err;
+      }
+    },
+    ...(channels.check !== undefined ? { check: channels.check } : {}),
+  };
+}

@@ -1,0 +1,167 @@
+import type { Kysely, Migration } from 'kysely';
+import type { Logger } from 'pino';
+import type { Clock } from '../infra/clock.js';
+import type { Store } from '../infra/db/database.js';
+import type { EnvReader } from '../infra/env.js';
+import type { Registry } from '../infra/metrics.js';
+import type { Singleton } from '../infra/db/singleton.js';
+import type { SingletonRequest } from './singletons.js';
+import type { CommandDefinition, CommandHandler, NonceLedger, Platform } from './platform.js';
+
+// What a platform folder (src/platforms/<name>/index.ts) exports, and what it is given. The one
+// list of platforms is src/platforms/platforms.ts; the wiring (src/app.ts) starts the configured ones.
+
+/** The settings every platform may read besides its own. */
+export interface CoreSettings {
+  /** HERALD_LEASE_MS: a platform request must end well inside a job's lease. */
+  readonly leaseMs: number;
+  /** HERALD_TRANSPORT: the platform people's identities live on (DMs go there). */
+  readonly home: string;
+}
+
+/** What a started platform is given. */
+export interface PlatformServices {
+  /** Which store holds Herald's tables (`db`): a budget shared between processes needs PostgreSQL. */
+  readonly store: Pick<Store, 'kind'>;
+  readonly db: Kysely<unknown>;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly registry: Registry;
+  /** Whether this process serves HTTP (and so the platform's command surface, if it has one). */
+  readonly serving: boolean;
+  /**
+   * Whether this process runs jobs (the dispatcher role). A connection that sends (IRC's) is held
+   * only where jobs run: a process that cannot send never takes its lease, only watches who holds it.
+   */
+  readonly dispatching: boolean;
+  /** Where the platform reports which message a send key created, for reconciliation after a lost answer. */
+  ownMessage(key: string, channelId: string, messageId: string, at: Date): Promise<void>;
+  /** What those reports say: which message a key created, and which key created a message. */
+  readonly ledger: NonceLedger;
+  /**
+   * Report a link this process holds (a connection), shown in metrics and on the status page;
+   * `up` says undefined while another replica holds it (this one is on standby).
+   */
+  link(name: string, up: () => boolean | undefined): void;
+  /**
+   * Hold a connection only one process may hold (`discord:gateway`, `irc:observer`), under a lease
+   * in the store: onAcquired when this process takes it, onLost when it must stop using it at once.
+   * Another process takes it over within seconds after the holder dies. Close it on close.
+   */
+  singleton(name: string, request: SingletonRequest): Singleton;
+}
+
+/** A platform's slash commands: what to register (Herald's definitions, which the platform converts), and who answers an invocation. */
+export interface CommandSurface {
+  readonly definitions: readonly CommandDefinition[];
+  readonly run: CommandHandler;
+}
+
+/** What the modules offer a platform's own surfaces once they are all up. */
+export interface Surfaces {
+  readonly commands: CommandSurface;
+}
+
+/** A platform this process speaks, started. */
+export interface RunningPlatform {
+  /** What the platform can do, as facets (src/platforms/platform.ts). */
+  readonly facets: Platform;
+  /** Named checks of `/readyz`: 'ok' or what is wrong. */
+  readiness(): Record<string, string>;
+  /** Connect the platform's own surfaces (a gateway with slash commands), once the modules are up. */
+  serve?(surfaces: Partial<Surfaces>): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A platform, as its folder's `index.ts` exports it. `C` is its own settings. */
+export interface PlatformPlugin<C = unknown> {
+  readonly name: string;
+  /** Why the platform is off when its settings are absent, e.g. `HERALD_IRC_URL is unset`. */
+  readonly off: string;
+  /** Its migrations, by name, declared in its folder (applied with migrations/'s, ordered by name). */
+  readonly migrations?: Readonly<Record<string, Migration>>;
+  /**
+   * Read and check this platform's variables (problems go to `env`); undefined when the platform
+   * is not configured in this environment.
+   */
+  config(env: EnvReader, core: CoreSettings): C | undefined;
+  /** Checks that must pass before the store opens (a token the platform rejects stops start-up). */
+  check?(config: C, log: Logger): Promise<void>;
+  start(config: C, services: PlatformServices): Promise<RunningPlatform>;
+  /** A local double of the platform for sandbox mode (src/platforms/sandboxes.ts says when it runs). */
+  readonly sandbox?: SandboxHook<C>;
+}
+
+/**
+ * A platform's sandbox: started in sandbox mode, before Herald starts, when the platform is left to
+ * it, and given to Herald as the platform's settings.
+ */
+export interface SandboxHook<C> {
+  /**
+   * Whether the environment's settings (undefined: none) leave the platform to its sandbox.
+   * Default: when there are none.
+   */
+  needed?(config: C | undefined): boolean;
+  /**
+   * Why Herald is in sandbox mode, said when this platform is the default home and is left to its
+   * sandbox (e.g. a refused `herald dispatch`): which setting is missing.
+   */
+  readonly reason?: string;
+  start(options: SandboxOptions<C>): Promise<PlatformSandbox<C>>;
+}
+
+/** Where a platform's sandbox keeps its state and listens, and what the environment set. */
+export interface SandboxOptions<C = unknown> {
+  /** HERALD_DATA_DIR: the sandbox keeps its world here across restarts. */
+  readonly dataDir: string;
+  readonly host: string;
+  /** The port it serves on (0: any free one). */
+  readonly port: number;
+  readonly core: CoreSettings;
+  /** The platform's own settings from the environment, which the sandbox completes (undefined: none). */
+  readonly settings?: C | undefined;
+}
+
+/** A platform's sandbox, started. */
+export interface PlatformSandbox<C> {
+  /** The sandbox's address (http://host:port), logged when Herald starts. */
+  readonly url: string;
+  /** The page where a person sees the sandbox's world, shown in the banner. Default `url`. */
+  readonly page?: string;
+  /** Said beside the page in the banner: why Herald runs on this sandbox. */
+  readonly remark?: string;
+  /** The platform's settings pointing at the sandbox. */
+  readonly config: C;
+  /** Banner lines that say what is in it (channels to map, people to pair as). */
+  readonly notes?: readonly string[];
+  /**
+   * The first walk the banner prints (map a destination, post to it): the guild_id and channel_id
+   * of the sandbox's place to try.
+   */
+  readonly tryIt?: { readonly guildId: string; readonly channelId: string };
+  /** What Herald is told of the sandbox: where its message links point, whose media it may fetch. */
+  readonly site?: { readonly messageLinkBase?: string; readonly mediaOrigins?: readonly string[] };
+  /** Called once Herald runs, with what the sandbox's page may read from it. */
+  attach?(herald: SandboxHerald): void;
+  close(): Promise<void>;
+}
+
+/** What a sandbox may read from the running Herald. */
+export interface SandboxHerald {
+  /** The destinations Herald has mapped, shown on a sandbox's page beside its channels. */
+  destinations(): Promise<readonly MappedDestination[]>;
+}
+
+/** One destination mapping, as the destinations module stores it. */
+export interface MappedDestination {
+  readonly guild_id: string;
+  readonly destination: string;
+  readonly channel_id: string;
+  /** The platform the channel is on (discord, slack, …): a sandbox's page shows another's as such. */
+  readonly transport?: string;
+}
+
+/** A platform definition, typed where it is written. */
+export function definePlatform<C>(plugin: PlatformPlugin<C>): PlatformPlugin<C> {
+  return plugin;
+}

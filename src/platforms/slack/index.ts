@@ -1,0 +1,41 @@
+import { definePlatform } from '../plugin.js';
+import type { SlackConfig } from './settings.js';
+
+export type { SlackConfig } from './settings.js';
+
+/**
+ * Slack, when SLACK_BOT_TOKEN is set: the Web API for every facet (paced by budgets shared through
+ * the store), sends marked with their key in message metadata so a create in doubt is found again.
+ */
+export const slack = definePlatform<SlackConfig>({
+  name: 'slack',
+  off: 'SLACK_BOT_TOKEN is unset',
+  config(env, core) {
+    const botToken = env.text('SLACK_BOT_TOKEN');
+    if (botToken !== undefined && !/^xoxb-[A-Za-z0-9-]+$/.test(botToken)) env.problem('SLACK_BOT_TOKEN must be a Slack bot token (xoxb-…)');
+    const appToken = env.text('SLACK_APP_TOKEN');
+    if (appToken !== undefined && !/^xapp-[A-Za-z0-9-]+$/.test(appToken)) env.problem('SLACK_APP_TOKEN must be a Slack app-level token (xapp-…)');
+    const apiUrl = env.text('SLACK_API_URL') ?? 'https://slack.com/api/';
+    if (!/^https?:\/\/[^\s/]+(\/[^\s]*)?\/$/.test(apiUrl)) env.problem('SLACK_API_URL must be an http(s) URL ending with /');
+    // Every variable is read (and checked) even when Slack is off: then a typo in one is still reported.
+    const settings = {
+      appToken,
+      apiUrl,
+      postsPerSecond: env.int('HERALD_SLACK_POSTS_PER_SECOND', 1, 1, 50),
+      timeoutMs: env.int('HERALD_SLACK_TIMEOUT_MS', 15_000, 100, 600_000),
+    };
+    if (botToken === undefined) {
+      // Socket Mode alone cannot answer anything: commands reply and messages are read with the bot token.
+      if (appToken !== undefined) env.problem('SLACK_APP_TOKEN is set but SLACK_BOT_TOKEN is not: Slack needs the bot token too');
+      return undefined;
+    }
+    if (core.leaseMs <= settings.timeoutMs) env.problem('HERALD_LEASE_MS must be longer than HERALD_SLACK_TIMEOUT_MS, or a slow attempt could outlive its lease');
+    return Object.freeze({ botToken, ...settings });
+  },
+
+  // The Slack client is loaded only when Slack is spoken: `herald --help` and `herald mcp` stay light.
+  check: async (config, log) => (await import('./slack.plugin.js')).checkToken(config, log),
+  start: async (config, services) => (await import('./slack.plugin.js')).startSlack(config, services),
+  // Sandbox mode (no DISCORD_TOKEN and no SLACK_BOT_TOKEN): a local Slack workspace beside the Discord one.
+  sandbox: { start: async (options) => (await import('./slack-sandbox-mode.js')).startSlackSandbox(options) },
+});

@@ -1,0 +1,213 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Koa from 'koa';
+import { clientCaused, errorSummary } from '../../../infra/errors.js';
+import { chatMethods } from './chat.js';
+import { workspaceMethods } from './conversations.js';
+import { FaultQueue, RateLimits, type SlackFaults } from './limits.js';
+import { pageRoutes } from './page.js';
+import { People, type CommandReply } from './people.js';
+import { SocketMode } from './socket-mode.js';
+import { SLACK_SANDBOX_IDS, SlackWorkspace, type SlackConversation, type SlackMessage, type SlackMetadata } from './state.js';
+import { messageObject, webApiRoutes } from './web-api.js';
+
+export { SLACK_SANDBOX_IDS };
+export type { CommandReply, SlackFaults, SlackMessage, SlackMetadata };
+
+/**
+ * A local Slack workspace for Herald's Slack transport, reached by Slack's own clients
+ * (@slack/web-api with `slackApiUrl: sandbox.apiUrl`, @slack/socket-mode with
+ * `clientOptions: { slackApiUrl: sandbox.apiUrl }`): the Web API methods Herald uses, Socket Mode
+ * (slash commands, message events), rate limits, fault injection, and a page showing the
+ * workspace. Used by sandbox mode and as the test double.
+ *
+ * This class puts the parts together: the workspace (state.ts), the Web API (web-api.ts with
+ * chat.ts and conversations.ts), Socket Mode (socket-mode.ts), faults and limits (limits.ts),
+ * served on one port.
+ */
+
+export interface SlackSandboxOptions {
+  /** Keep the workspace (conversations, members, messages) in this JSON file across restarts. Default: in memory only. */
+  stateFile?: string;
+  /** The clock messages' ts come from (milliseconds). Default Date.now. */
+  now?: () => number;
+  /** chat.postMessage calls admitted per channel per second. Default 1, as Slack. */
+  postsPerSecondPerChannel?: number;
+  /** Multiplies every method's per-minute tier limit (e.g. 10 for tests that call a lot). Default 1. */
+  tierScale?: number;
+}
+
+export class SlackSandbox {
+  readonly botToken = `xoxb-sandbox-${randomBytes(12).toString('hex')}`;
+  readonly appToken = `xapp-1-sandbox-${randomBytes(12).toString('hex')}`;
+  url = '';
+  readonly faults: SlackFaults;
+  private readonly faultQueue = new FaultQueue();
+  private readonly workspace: SlackWorkspace;
+  private readonly limits: RateLimits;
+  private readonly counts = { calls: new Map<string, number>(), ratelimited: 0 };
+  private server: Server | undefined;
+  private socketMode: SocketMode | undefined;
+  private readonly people: People;
+
+  constructor(options: SlackSandboxOptions = {}) {
+    this.workspace = new SlackWorkspace(options.now ?? Date.now, options.stateFile);
+    // Rate windows run on the real clock, whatever clock messages use.
+    this.limits = new RateLimits(Date.now, options.postsPerSecondPerChannel ?? 1, options.tierScale ?? 1);
+    this.faults = this.faultQueue;
+    this.people = new People({ workspace: this.workspace, socketMode: () => this.mode(), url: () => this.url, posted: (c, m) => this.sendMessageEvent(c, m) });
+  }
+
+  /** The base URL for @slack/web-api's `slackApiUrl`. */
+  get apiUrl(): string {
+    return `${this.url}/api/`;
+  }
+
+  /** The workspace URL auth.test answers, and permalinks start with. */
+  get workspaceUrl(): string {
+    return `${this.url}/`;
+  }
+
+  /** How many calls a method got (whatever their answer). */
+  calls(method: string): number {
+    return this.counts.calls.get(method) ?? 0;
+  }
+
+  /** How many 429s were answered. */
+  get ratelimited(): number {
+    return this.counts.ratelimited;
+  }
+
+  /** Whether an app is connected over Socket Mode. */
+  connected(): boolean {
+    return this.socketMode?.connected() ?? false;
+  }
+
+  /** Socket Mode connections open now (one per app process connected). */
+  get socketConnections(): number {
+    return this.socketMode?.connections() ?? 0;
+  }
+
+  /** The channel's messages, oldest first, as stored (thread replies and metadata included). */
+  messages(channel: string): SlackMessage[] {
+    return structuredClone(this.workspace.messages.get(channel) ?? []);
+  }
+  /** Messages deleted with chat.delete, oldest first. */
+  deleted(): { channel: string; ts: string; at: string }[] {
+    return structuredClone(this.workspace.deleted);
+  }
+
+  /**
+   * A person invokes a slash command in a channel (or, with the bot's user id as the channel, in
+   * their DM with the bot): sent to the connected app over Socket Mode; resolves with its
+   * acknowledgement's payload (the reply the person sees), rejects after 3 s without one or when
+   * no app is connected.
+   */
+  slash(user: string, channel: string, command: string, text: string): Promise<{ response_type?: string; text?: string }> {
+    return this.people.slash(user, channel, command, text);
+  }
+
+  /**
+   * A person writes in a channel (or, with the bot's user id as the channel, in their DM with the
+   * bot): stored, and sent to the app as a message event if the bot is in that conversation.
+   */
+  say(user: string, channel: string, text: string): string {
+    return this.people.say(user, channel, text);
+  }
+
+  /** Every reply to a slash command: acknowledgements with text, and posts to a response_url. */
+  commandReplies(): CommandReply[] {
+    return structuredClone(this.people.replies);
+  }
+
+  /** Ask every connected app to reconnect (`disconnect`, refresh_requested), as Slack does now and then. */
+  refreshConnections(): void {
+    this.socketMode?.refresh();
+  }
+
+  async start(port = 0, host = '127.0.0.1'): Promise<void> {
+    const app = new Koa();
+    // Not Koa's stack trace on stderr for a client that went away mid-request; one line for the sandbox's own faults.
+    app.on('error', (err: unknown) => {
+      if (!clientCaused(err)) process.stderr.write(`sandbox request failed: ${errorSummary(err)}\n`);
+    });
+    const workspaceUrl = (): string => this.workspaceUrl;
+    const methods = {
+      ...workspaceMethods({ workspace: this.workspace, workspaceUrl }),
+      ...chatMethods({ workspace: this.workspace, faults: this.faultQueue, workspaceUrl, posted: (c, m) => this.sendMessageEvent(c, m) }),
+    };
+    const api = webApiRoutes({
+      workspace: this.workspace,
+      botToken: this.botToken,
+      appToken: this.appToken,
+      faults: this.faultQueue,
+      limits: this.limits,
+      counts: this.counts,
+      methods,
+      openConnection: (origin) => this.mode().open(origin),
+    });
+    app.use(api.routes()).use(pageRoutes(this.workspace).routes()).use(this.people.routes().routes());
+    const server = createServer(app.callback());
+    // Idle keep-alive connections are left for the client to close (no idle timeout here, and so no
+    // "Keep-Alive: timeout" hint: undici then closes its idle connections after 4 s), as servers
+    // behind a load balancer keep theirs longer than clients do. With a server-side timeout, a
+    // client could reuse a connection the server was closing at that moment: the request is reset
+    // (and a post is left in doubt). close() still ends every connection.
+    server.keepAliveTimeout = 0;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.server = server;
+    this.socketMode = new SocketMode(server, SLACK_SANDBOX_IDS.appId, () => this.url);
+    const address = server.address() as AddressInfo;
+    this.url = `http://${host}:${address.port}`;
+  }
+
+  /**
+   * Tell connected apps to go, close every connection, stop listening. A SocketModeClient that
+   * reconnects by itself would then retry apps.connections.open against a closed port: disconnect
+   * it first (`client.disconnect()`), or build it with `autoReconnectEnabled: false`.
+   */
+  async close(): Promise<void> {
+    const server = this.server;
+    if (server === undefined) return;
+    this.server = undefined;
+    await this.socketMode?.close();
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  private mode(): SocketMode {
+    if (this.socketMode === undefined) throw new Error('the Slack sandbox is not started');
+    return this.socketMode;
+  }
+
+  /** The app hears the messages of the conversations its bot is in (its own too), as a message event. */
+  private sendMessageEvent(conversation: SlackConversation, message: SlackMessage): void {
+    const socketMode = this.socketMode;
+    if (socketMode === undefined || !socketMode.connected() || !conversation.members.includes(SLACK_SANDBOX_IDS.bot.user)) return;
+    const { team, appId, bot } = SLACK_SANDBOX_IDS;
+    const channelType = { public: 'channel', private: 'group', im: 'im', mpim: 'mpim' }[conversation.kind];
+    const event = { ...messageObject(message, team, false), channel: conversation.id, channel_type: channelType, event_ts: message.ts };
+    // An app that does not acknowledge is not retried here; Slack would retry up to three times.
+    socketMode
+      .deliver('events_api', {
+        token: 'sandbox-verification-token',
+        team_id: team,
+        context_team_id: team,
+        api_app_id: appId,
+        event,
+        type: 'event_callback',
+        event_id: `Ev${randomBytes(5).toString('hex').toUpperCase()}`,
+        event_time: Math.floor(Number(message.ts)),
+        authorizations: [{ enterprise_id: null, team_id: team, user_id: bot.user, is_bot: true, is_enterprise_install: false }],
+        is_ext_shared_channel: false,
+      })
+      .catch(() => undefined);
+  }
+}
