@@ -1,13 +1,13 @@
 import { defineConfig } from 'vitest/config';
 import { classifyTestFiles } from './.ci/test-files.js';
 
-// HERALD_TEST_STORE_ONLY=1 (CI's PostgreSQL pass): only the files that open a store; the rest ran
-// on the PGlite pass already and would test the same thing again (see .ci/test-files.ts).
+// HERALD_TEST_STORE_ONLY=1 (CI's PostgreSQL pass): only the files that test what the PostgreSQL
+// server does beyond the embedded store; the rest ran on the PGlite pass (see .ci/test-files.ts).
 const storeOnly = process.env['HERALD_TEST_STORE_ONLY'] === '1';
 
 export default defineConfig({
   test: {
-    include: storeOnly ? classifyTestFiles().storeDependent : ['test/**/*.test.ts'],
+    include: storeOnly ? classifyTestFiles().postgresPass : ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
     setupFiles: ['test/support/setup.ts'],
     // A hang costs seconds. Files that start other processes (Herald, PostgreSQL, InspIRCd,

@@ -1,15 +1,22 @@
 /**
- * Which test files depend on the store, so CI's PostgreSQL pass runs only those (the PGlite pass
- * runs every file). A file depends on the store when it opens one through test/support/db.ts:
- * it calls `testDatabase`, reads `onPostgres` or TEST_DATABASE_URL, or calls a helper (in any
- * non-test module under test/, e.g. `startTestHerald`, `archiveHarness`) whose exported function
- * does so, found to a fixed point. Importing a constant from such a helper module (say
- * `newRequestId` from test/support/herald.ts) does not count: that file runs the same on both.
+ * Which test files CI's PostgreSQL pass runs (the PGlite pass runs every file). PGlite is the same
+ * PostgreSQL, compiled to WebAssembly, so a file that only keeps rows in its store tests nothing
+ * more on the server. The PostgreSQL pass runs the files that test what the server does that the
+ * embedded store cannot show:
  *
- * A few files start a whole test Herald (so a store) only to have something to look at, and test
- * nothing the store does: they are listed in STORE_INCIDENTAL and run once.
+ * - every file with a PostgreSQL-only test or path (`it.skipIf(!onPostgres)`,
+ *   `describe.skipIf(!onPostgres)`, `runIf(onPostgres)`, `if (onPostgres)`): several processes or
+ *   pools on one database, NOTIFY, the pool itself; found from the source, so such a test can never
+ *   be left to skip on both passes;
+ * - the files listed in STORE_BEHAVIOUR, each with what it tests of the store itself: claims under
+ *   concurrency, lanes, cursors and numbers the driver parses, migrations, locks.
  *
- * `npx tsx .ci/test-files.ts` prints both lists.
+ * A file opens a store when it calls `testDatabase`, reads `onPostgres` or TEST_DATABASE_URL, or
+ * calls a helper (in any non-test module under test/, e.g. `startTestHerald`, `archiveHarness`)
+ * whose exported function does so, found to a fixed point. STORE_BEHAVIOUR may list only such files
+ * (test/ci-budget.test.ts checks it).
+ *
+ * `npx tsx .ci/test-files.ts` prints the lists.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -17,12 +24,28 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
-/** Files that open a store only to have a Herald to look at; what they check is not the store's. */
-const STORE_INCIDENTAL: Record<string, string> = {
-  'test/alert-rules.test.ts': 'the alert rules, the dashboard and the metric names a running Herald exports',
-  'test/archive-ui.test.ts': 'the archive web UI in a browser',
-  'test/docs-ui.test.ts': 'the /docs page in a browser',
+/** In-process files that test the store's own behaviour, run on both passes: the file and why. */
+export const STORE_BEHAVIOUR: Record<string, string> = {
+  'test/archive-storage.test.ts': 'the storage limit under concurrent download steps (row locks)',
+  'test/chat-kind-migration.test.ts': 'a migration over existing rows',
+  'test/claim-cursor.test.ts': 'the claim cursor over due rows',
+  'test/deliveries.test.ts': 'posts exactly once through the outbox, the engine every platform uses',
+  'test/edit-applied-seq.test.ts': "an edit's applied seq written under its claim",
+  'test/fence.test.ts': 'lease tokens and fences checked in the store',
+  'test/int8-cursors.test.ts': 'numbers at and past int8, as the driver parses them',
+  'test/outbox-lanes.test.ts': 'lanes and the claim query',
+  'test/outbox-poison-inbox.test.ts': 'a poison row in the inbox does not block the rows behind it',
+  'test/outbox-poison.test.ts': 'poison rows in the deliveries table do not block the queue',
+  'test/queue-age.test.ts': 'the age of the oldest due job, read from the store',
+  'test/replica-held-elsewhere.test.ts': 'a delivery left to the replica holding its connection (leases)',
+  'test/scrape-step-token.test.ts': "a scrape step's write under its claim token",
+  'test/shared-pacer.test.ts': 'rate budgets shared through the store',
+  'test/slack-pacer.test.ts': 'Slack budgets shared by processes through the store',
+  'test/twin-lane.test.ts': 'the twin lane in the claim query',
 };
+
+/** A PostgreSQL-only test or path in a file's source (test/support/db.ts: onPostgres). */
+export const POSTGRES_ONLY = /\.skipIf\(\s*!onPostgres\s*\)|\.runIf\(\s*onPostgres\s*\)|\bif \(\s*!?onPostgres\s*\)/;
 
 function walk(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -57,8 +80,11 @@ export function startsProcesses(file: string): boolean {
 }
 
 export interface TestFiles {
+  /** Files that open a store. */
   storeDependent: string[];
   storeIndependent: string[];
+  /** The files CI's PostgreSQL pass runs. */
+  postgresPass: string[];
   /** Files that start other processes: they keep the longer timeouts (vitest.config.ts). */
   spawning: string[];
 }
@@ -79,14 +105,17 @@ export function classifyTestFiles(root = ROOT): TestFiles {
       }
     }
   }
-  const storeDependent = tests.filter((f) => !(f in STORE_INCIDENTAL) && opensStore(readFileSync(path.join(root, f), 'utf8'), openers));
+  const source = (f: string) => readFileSync(path.join(root, f), 'utf8');
+  const storeDependent = tests.filter((f) => opensStore(source(f), openers));
+  const postgresPass = storeDependent.filter((f) => f in STORE_BEHAVIOUR || POSTGRES_ONLY.test(source(f)));
   const spawning = tests.filter((f) => startsProcesses(path.join(root, f)));
-  return { storeDependent, storeIndependent: tests.filter((f) => !storeDependent.includes(f)), spawning };
+  return { storeDependent, storeIndependent: tests.filter((f) => !storeDependent.includes(f)), postgresPass, spawning };
 }
 
 if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const { storeDependent, storeIndependent, spawning } = classifyTestFiles();
-  process.stdout.write(`store-dependent (both passes, ${storeDependent.length}):\n  ${storeDependent.join('\n  ')}\n`);
-  process.stdout.write(`store-independent (PGlite pass only, ${storeIndependent.length}):\n  ${storeIndependent.join('\n  ')}\n`);
+  const { storeDependent, storeIndependent, postgresPass, spawning } = classifyTestFiles();
+  process.stdout.write(`on the PostgreSQL pass too (${postgresPass.length}):\n  ${postgresPass.join('\n  ')}\n`);
+  const once = [...storeDependent.filter((f) => !postgresPass.includes(f)), ...storeIndependent].sort();
+  process.stdout.write(`on the PGlite pass only (${once.length}):\n  ${once.join('\n  ')}\n`);
   process.stdout.write(`starting other processes (longer timeouts, ${spawning.length}):\n  ${spawning.join('\n  ')}\n`);
 }

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { budgets, FILE_BUDGET_S, TOTAL_BUDGET_S, totalBudget } from '../.ci/summary.js';
+import { classifyTestFiles, POSTGRES_ONLY, STORE_BEHAVIOUR } from '../.ci/test-files.js';
 
 // CI's time budgets (.ci/run's header): files over the per-file budget are listed, and the two test
 // passes together past the total budget fail the run, naming the slowest files.
@@ -29,5 +31,28 @@ describe('the CI time budgets', () => {
     expect(totalBudget({})).toBe(3_000);
     expect(totalBudget({ HERALD_CI_TEST_BUDGET_S: '900' })).toBe(900);
     expect(() => totalBudget({ HERALD_CI_TEST_BUDGET_S: '15m' })).toThrow(/whole number of seconds/);
+  });
+});
+
+// The PostgreSQL pass runs a subset (.ci/test-files.ts): a PostgreSQL-only test outside it would
+// skip on both passes, and a listed file that no longer opens a store would run there for nothing.
+describe('the files of the PostgreSQL pass', () => {
+  const files = classifyTestFiles();
+
+  it('holds every file with a PostgreSQL-only test or path, however the condition is spelled', () => {
+    // (This file is left out: its messages spell the conditions.)
+    for (const file of [...files.storeDependent, ...files.storeIndependent].filter((f) => f !== 'test/ci-budget.test.ts')) {
+      const source = readFileSync(file, 'utf8');
+      // Any skipIf/runIf/if whose condition names onPostgres must be a form POSTGRES_ONLY knows.
+      for (const m of source.matchAll(/(?:\.skipIf|\.runIf|\bif)\s*\([^)]*\bonPostgres\b[^)]*\)/g)) {
+        expect(POSTGRES_ONLY.test(m[0]), `${file}: ${m[0]}: spell it as .skipIf(!onPostgres), .runIf(onPostgres) or if (onPostgres)`).toBe(true);
+      }
+      if (POSTGRES_ONLY.test(source)) expect(files.postgresPass, file).toContain(file);
+    }
+  });
+
+  it('lists in STORE_BEHAVIOUR only files that exist and open a store', () => {
+    for (const file of Object.keys(STORE_BEHAVIOUR)) expect(files.storeDependent, file).toContain(file);
+    expect(files.postgresPass.length).toBeLessThan(files.storeDependent.length);
   });
 });
