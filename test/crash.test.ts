@@ -3,7 +3,6 @@ import { startHerald } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/infra/log.js';
 import { client } from './support/client.js';
-import { onPostgres } from './support/db.js';
 import { IDS, newRequestId, post } from './support/herald.js';
 import { crashRig, type DiscordSandbox } from './support/rigs.js';
 import { waitFor, waitForDelivery, waitForStateAt } from './support/wait.js';
@@ -137,29 +136,6 @@ describe('a dispatcher killed between Discord accepting and the commit', () => {
     expect(sandbox.channelMessages(IDS.channels.alerts).find((m) => m.id === message?.id)?.content).toBe('v2');
   });
 
-  it.skipIf(!onPostgres)('three dispatcher processes on one database, one killed mid-flight: every post exactly once', async () => {
-    await database();
-    const server = await start(['serve']);
-    await client(server.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
-    const dispatchers = [await start(['dispatch']), await start(['dispatch'])];
-    const api = client(server.url ?? '', bridgeToken);
-    // Every fifth create is held, so some deliveries are mid-flight when a dispatcher dies.
-    sandbox.inject({ method: 'POST', path: '/messages$', action: 'delay_after_create', ms: 60_000, times: 6 });
-    const ids = Array.from({ length: 40 }, () => newRequestId());
-    await Promise.all(ids.map((id) => api.post('/mcp/deliveries', post(id, `many ${id}`))));
-    await waitFor(() => sandbox.allMessages().filter((m) => m.content.startsWith('many ')).length >= 6, 'some messages to be created');
-    dispatchers[0]?.kill('SIGKILL');
-    server.kill('SIGKILL');
-    await Promise.all([dispatchers[0]?.exited, server.exited]);
-    sandbox.clearFaults();
-    const restarted = await start(['serve']);
-    const api2 = client(restarted.url ?? '', bridgeToken);
-    for (const id of ids) {
-      await waitForDelivery(api2, id, 'delivered', `delivery ${id.slice(0, 6)}`, 30_000);
-    }
-    for (const id of ids) expect(messages(`many ${id}`), id).toHaveLength(1);
-    // Four `herald` start-ups through tsx: a loaded machine needs more than the default.
-  }, 150_000);
   /**
    * A handoff is a delivery underneath: a sender SIGKILLed after Discord created the handoff
    * message and before Herald recorded it still yields one handoff message, inside the nonce window
