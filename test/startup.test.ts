@@ -10,7 +10,7 @@ import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/infra/log.js';
 import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
 import { client } from './support/client.js';
-import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
+import { testDatabase, type TestDatabase } from './support/db.js';
 import { heraldEnv, IDS, newToken } from './support/herald.js';
 import { runCommand, runHerald, startHeraldProcess } from './support/process.js';
 import { holdDataDir } from './support/lock-holder.js';
@@ -287,16 +287,6 @@ describe('start-up fails fast, in plain words', () => {
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain('"level":40');
     expect(warnings[0]).toContain('not set: MCP_BRIDGE_TOKEN (every /mcp/ request will answer 503); HERALD_ADMIN_TOKEN (every /admin/ request will answer 503)');
-  });
-
-  it.skipIf(!onPostgres)('says how to create a database DATABASE_URL names that does not exist', async () => {
-    const url = new URL(process.env['TEST_DATABASE_URL'] ?? '');
-    url.pathname = `/herald_missing_${Date.now()}`;
-    const proc = runHerald(['migrate'], { DATABASE_URL: url.toString(), HERALD_DB_STARTUP_TIMEOUT_MS: '60000' });
-    expect((await proc.exited).code).toBe(2);
-    const createdb = `createdb ${url.hostname !== '' ? `-h ${url.hostname} ` : ''}${url.port !== '' ? `-p ${url.port} ` : ''}${url.username !== '' ? `-U ${url.username} ` : ''}${url.pathname.slice(1)}`;
-    expect(proc.output()).toContain(`does not exist: create it with \`${createdb}\`, then start Herald again`);
-    expect(proc.output()).not.toMatch(STACK_LINE);
   });
 
   it('logs what Discord said (status and code) when a mapping turns it into "channel not found"', async () => {
