@@ -1,5 +1,4 @@
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { Server, SUPPORTED_PROTOCOL_VERSIONS, type CallToolResult, type Tool } from '@modelcontextprotocol/server';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { withUtf16Lengths } from '../infra/contract/ajv.js';
 import { SchemaReasons } from '../infra/contract/reasons.js';
@@ -94,6 +93,14 @@ function withConfirm(listed: Tool): Tool {
   return { ...listed, inputSchema: { ...listed.inputSchema, properties: { ...properties, confirm_token: CONFIRM_TOKEN } } };
 }
 
+/**
+ * The MCP revisions Herald speaks: 2026-07-28 (stateless: each request carries its version and
+ * capabilities in `_meta`) to a client that asks for it, and the 2025 handshake revisions, back to
+ * 2024-10-07, to every other client (the v2 SDK's own list).
+ */
+export const MODERN_PROTOCOL_VERSION = '2026-07-28';
+export const PROTOCOL_VERSIONS: readonly string[] = [MODERN_PROTOCOL_VERSION, ...SUPPORTED_PROTOCOL_VERSIONS];
+
 /** Who calls, and the operator's policy for them (src/mcp/policy.ts); without it, every tool for everyone. */
 export interface McpServerAccess {
   policy: McpPolicy;
@@ -117,10 +124,10 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
   const shown = (c: Compiled): Tool => (paths ? c.listed : c.listedWithoutPaths);
   const listed = access === undefined ? listedTools(paths) : [...tools.values()].filter((c) => access.policy.listed(c.tool, access.caller)).map((c) => (access.policy.needsConfirm(c.tool, access.caller) ? withConfirm(shown(c)) : shown(c)));
   // logging: the inbox's notifications (src/mcp/inbox-notify.ts) are log messages a client may act on.
-  const server = new Server({ name: 'herald', version: '0.1.0' }, { capabilities: { tools: {}, logging: {} } });
+  const server = new Server({ name: 'herald', version: '0.1.0' }, { capabilities: { tools: {}, logging: {} }, supportedProtocolVersions: [...PROTOCOL_VERSIONS] });
 
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
-  server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
+  server.setRequestHandler('tools/list', () => ({ tools: listed }));
+  server.setRequestHandler('tools/call', async (request): Promise<CallToolResult> => {
     const { name } = request.params;
     let args: Record<string, unknown> = request.params.arguments ?? {};
     // Checked on every call, not once when the session opened: a session whose token expired does nothing.
@@ -159,7 +166,8 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
       if (result.structuredContent !== undefined && !entry.output(result.structuredContent)) {
         deps.log.error({ tool: name, errors: entry.output.errors?.slice(0, 3) }, 'tool result does not match its output schema');
       }
-      return result;
+      // The SDK's projection of a result onto the revision this connection speaks (every output schema here has an object root).
+      return server.projectCallToolResult(result, entry.listed.outputSchema);
     } catch (err) {
       deps.log.error({ tool: name, err: errorSummary(err) }, 'tool failed');
       return text('Something went wrong inside the Herald MCP server; nothing more is known to have been sent.', true);
