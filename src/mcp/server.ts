@@ -160,6 +160,8 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
       const confirmed = verdict !== undefined && 'confirmed' in verdict && typeof verdict['confirmed'] === 'string' ? verdict['confirmed'] : undefined;
       if (verdict !== undefined && confirmed === undefined) return verdict as CallToolResult;
       const given = confirmed === undefined ? deps : (access?.confirmed?.(confirmed) ?? deps);
+      // What another replica sharing the state file wrote since (an agent's post it took, an edit seq).
+      await given.state.sync();
       // The admin tier only for a caller the operator's targets and caps do not hold (src/mcp/policy.ts).
       const result = await tool.handler(args, access === undefined || access.policy.adminTier(access.caller) ? given : { ...given, admin: undefined });
       // A structured result the contract does not describe is Herald's bug: said in the log, never hidden.

@@ -1,0 +1,98 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IDS, newRequestId, newToken, startTestHerald, type TestHerald } from './support/herald.js';
+import { startRoundRobinProxy, type RoundRobinProxy } from './support/http-proxy.js';
+import { mcpOverHttp, toolText, type ToolResult } from './support/mcp.js';
+import { MODERN_REVISION, modernOverHttp } from './support/mcp-v2.js';
+import { runHerald, type HeraldProcess } from './support/process.js';
+import { waitFor } from './support/wait.js';
+
+/** What the scenario needs of a client, whichever SDK it comes from. */
+interface AnyClient {
+  callTool(params: { name: string; arguments: Record<string, unknown> }): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/** `herald mcp --http` as its own process; resolves with its URL once it listens. */
+async function startMcpHttp(env: Record<string, string>): Promise<{ proc: HeraldProcess; port: number }> {
+  const proc = runHerald(['mcp', '--http'], env);
+  const url = await waitFor(() => {
+    if (proc.child.exitCode !== null) throw new Error(`herald mcp --http exited:\n${proc.output()}`);
+    return /Streamable HTTP at (http:\/\/\S+)/.exec(proc.output())?.[1];
+  }, 'herald mcp --http listening', 60_000);
+  return { proc, port: Number(new URL(url).port) };
+}
+
+/**
+ * Two `herald mcp --http` replicas (one Herald, one HERALD_MCP_STATE file they share) behind a
+ * round-robin proxy: one agent's calls go to each in turn, and every one is answered, on 2026-07-28
+ * (stateless by design) and on 2025-11-25 (served stateless: no session for one replica to hold).
+ * An edit on one replica of a post the other sent works: the state file is read again when the
+ * other replica changed it (src/mcp/state.ts).
+ */
+describe('herald mcp --http: two replicas behind a round-robin proxy', { timeout: 240_000 }, () => {
+  let h: TestHerald;
+  let dir: string;
+  let proxy: RoundRobinProxy;
+  const replicas: HeraldProcess[] = [];
+  const token = newToken();
+
+  beforeAll(async () => {
+    h = await startTestHerald();
+    await waitFor(() => h.sandbox.commands.length > 0, 'slash commands');
+    await h.mapDestination();
+    dir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-replicas-'));
+    const env = { HERALD_URL: h.url, MCP_BRIDGE_TOKEN: h.bridgeToken, HERALD_MCP_TOKEN: token, HERALD_MCP_PORT: '0', HERALD_MCP_STATE: path.join(dir, 'mcp-state.json'), HERALD_MCP_WAIT_MS: '15000', LOG_LEVEL: 'warn' };
+    const [a, b] = await Promise.all([startMcpHttp(env), startMcpHttp(env)]);
+    replicas.push(a.proc, b.proc);
+    proxy = await startRoundRobinProxy([a.port, b.port]);
+  }, 240_000);
+  afterAll(async () => {
+    await proxy?.close();
+    for (const r of replicas) r.kill('SIGTERM');
+    await Promise.all(replicas.map((r) => r.closed));
+    await h?.close();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  const clients: [string, (url: string) => Promise<AnyClient>][] = [
+    [MODERN_REVISION, (url) => modernOverHttp('replicas-v2', url, token)],
+    ['2025-11-25', (url) => mcpOverHttp('replicas-v1', url, token)],
+  ];
+
+  for (const [revision, connect] of clients) {
+    it(`serves one agent's calls on both replicas in turn, ${revision}`, async () => {
+      const before = [...proxy.served];
+      const client = await connect(`${proxy.url}/mcp`);
+      try {
+        const call = async (name: string, args: Record<string, unknown>): Promise<string> => {
+          const r = (await client.callTool({ name, arguments: args })) as ToolResult;
+          expect(r.isError, `${revision} ${name}: ${toolText(r)}`).toBeFalsy();
+          return toolText(r);
+        };
+        const requestId = newRequestId();
+        const content = `replicas ${revision}`;
+        await call('get_capabilities', { guild_id: IDS.guild });
+        expect(await call('post_message', { guild_id: IDS.guild, destination: 'alerts', content, request_id: requestId })).toContain('Posted: https://');
+        expect(await call('get_delivery', { request_id: requestId })).toContain('Posted: https://');
+        // Two edits: whichever replica took the post, one of them runs on the other (its seq from the shared records).
+        expect(await call('edit_message', { request_id: requestId, content: `${content} (1)` })).toContain('Edited: https://');
+        expect(await call('edit_message', { request_id: requestId, content: `${content} (2)` })).toContain('Edited: https://');
+        await call('react', { message_ref: requestId, emoji: '👍' });
+        await call('list_inbox', {});
+        const sent = h.sandbox.allMessages().filter((m) => m.content.startsWith(content));
+        expect(sent).toHaveLength(1);
+        expect(sent[0]).toMatchObject({ content: `${content} (2)`, edits: 2 });
+        expect(await call('delete_message', { message_ref: requestId })).toMatch(/Deleted/);
+      } finally {
+        await client.close();
+      }
+      // Each replica took a fair share of this client's requests (round robin: within one of each other).
+      const mine = proxy.served.map((n, i) => n - (before[i] ?? 0));
+      expect(Math.min(...mine), JSON.stringify(mine)).toBeGreaterThanOrEqual(4);
+      expect(Math.abs((mine[0] ?? 0) - (mine[1] ?? 0)), JSON.stringify(mine)).toBeLessThanOrEqual(1);
+    });
+  }
+});
