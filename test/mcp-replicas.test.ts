@@ -30,7 +30,8 @@ async function startMcpHttp(env: Record<string, string>): Promise<{ proc: Herald
  * round-robin proxy: one agent's calls go to each in turn, and every one is answered, on 2026-07-28
  * (stateless by design) and on 2025-11-25 (served stateless: no session for one replica to hold).
  * An edit on one replica of a post the other sent works: the state file is read again when the
- * other replica changed it (src/mcp/state.ts).
+ * other replica changed it (src/mcp/state.ts). And a stream cut mid-call loses only the answer:
+ * the call sent again (new JSON-RPC id, same arguments, so the same request_id) does nothing twice.
  */
 describe('herald mcp --http: two replicas behind a round-robin proxy', { timeout: 240_000 }, () => {
   let h: TestHerald;
@@ -38,6 +39,13 @@ describe('herald mcp --http: two replicas behind a round-robin proxy', { timeout
   let proxy: RoundRobinProxy;
   const replicas: HeraldProcess[] = [];
   const token = newToken();
+  /** The next call whose body holds this text has its answer withheld (once): its stream is cut after Herald did the work. */
+  let cutNext: string | undefined;
+  const hold = (body: string): boolean => {
+    if (cutNext === undefined || !body.includes('"tools/call"') || !body.includes(cutNext)) return false;
+    cutNext = undefined;
+    return true;
+  };
 
   beforeAll(async () => {
     h = await startTestHerald();
@@ -47,7 +55,7 @@ describe('herald mcp --http: two replicas behind a round-robin proxy', { timeout
     const env = { HERALD_URL: h.url, MCP_BRIDGE_TOKEN: h.bridgeToken, HERALD_MCP_TOKEN: token, HERALD_MCP_PORT: '0', HERALD_MCP_STATE: path.join(dir, 'mcp-state.json'), HERALD_MCP_WAIT_MS: '15000', LOG_LEVEL: 'warn' };
     const [a, b] = await Promise.all([startMcpHttp(env), startMcpHttp(env)]);
     replicas.push(a.proc, b.proc);
-    proxy = await startRoundRobinProxy([a.port, b.port]);
+    proxy = await startRoundRobinProxy([a.port, b.port], { hold });
   }, 240_000);
   afterAll(async () => {
     await proxy?.close();
@@ -93,6 +101,36 @@ describe('herald mcp --http: two replicas behind a round-robin proxy', { timeout
       const mine = proxy.served.map((n, i) => n - (before[i] ?? 0));
       expect(Math.min(...mine), JSON.stringify(mine)).toBeGreaterThanOrEqual(4);
       expect(Math.abs((mine[0] ?? 0) - (mine[1] ?? 0)), JSON.stringify(mine)).toBeLessThanOrEqual(1);
+    });
+
+    it(`a write whose stream breaks mid-call, sent again with the same request_id, is done once and answers that it replayed, ${revision}`, async () => {
+      const client = await connect(`${proxy.url}/mcp`);
+      try {
+        // Every tool with a replay key tells the agent to re-issue a broken call with the same key.
+        const { tools } = await (client as unknown as { listTools(): Promise<{ tools: { name: string; description?: string; outputSchema?: unknown }[] }> }).listTools();
+        const keyed = tools.filter((t) => JSON.stringify(t.outputSchema).includes('"replayed"'));
+        expect(keyed.map((t) => t.name)).toContain('post_message');
+        for (const t of keyed) expect(t.description, t.name).toMatch(/call it again with the same arguments and the same \w+/);
+
+        const content = `cut stream ${revision}`;
+        const args = { guild_id: IDS.guild, destination: 'alerts', content, request_id: newRequestId() };
+        const answered = proxy.heldAnswered;
+        cutNext = content;
+        const first = client.callTool({ name: 'post_message', arguments: args });
+        // Herald posted and answered; the answer never reaches the client: its connection is dropped.
+        await waitFor(() => proxy.heldAnswered > answered, 'the withheld answer');
+        expect(h.sandbox.allMessages().filter((m) => m.content === content)).toHaveLength(1);
+        proxy.cutHeld();
+        await expect(first).rejects.toThrow();
+        // The client sends the call again (a new JSON-RPC id: a new request), on the next replica.
+        const second = (await client.callTool({ name: 'post_message', arguments: args })) as ToolResult & { structuredContent?: Record<string, unknown> };
+        expect(second.isError, toolText(second)).toBeFalsy();
+        expect(second.structuredContent?.['replayed']).toBe(true);
+        expect(toolText(second)).toMatch(/^Replayed \(request_id [0-9a-f]{64} was used before\): this call sent nothing new\.\nPosted: https:/);
+        expect(h.sandbox.allMessages().filter((m) => m.content === content)).toHaveLength(1);
+      } finally {
+        await client.close();
+      }
     });
   }
 });

@@ -36,13 +36,24 @@ function compiledTools(): Map<string, Compiled> {
     compiled = new Map(
       mcpTools().map((tool) => {
         const outputSchema = tool.replay !== undefined && 'key' in tool.replay ? withReplayed(contractOutput(tool.output, tool.contract)) : contractOutput(tool.output, tool.contract);
-        const listed: Tool = { name: tool.name, title: tool.title, description: tool.description, inputSchema: localPaths(tool.inputSchema, true) as Tool['inputSchema'], outputSchema, annotations: { title: tool.title, ...tool.annotations } };
+        const listed: Tool = { name: tool.name, title: tool.title, description: withReissue(tool), inputSchema: localPaths(tool.inputSchema, true) as Tool['inputSchema'], outputSchema, annotations: { title: tool.title, ...tool.annotations } };
         const listedWithoutPaths: Tool = { ...listed, inputSchema: localPaths(tool.inputSchema, false) as Tool['inputSchema'] };
         return [tool.name, { tool, listed, listedWithoutPaths, input: ajv.compile(tool.inputSchema), output: ajv.compile(outputSchema) }];
       }),
     );
   }
   return compiled;
+}
+
+/**
+ * A tool's description, and for a tool with a replay key what to do when its answer is lost: a
+ * broken stream loses the call in flight (2026-07-28 has no resumption; the client sends it again
+ * under a new JSON-RPC id), and only the same key makes that second call the same one.
+ */
+export function withReissue(tool: Pick<McpTool<McpServerDeps>, 'description' | 'replay'>): string {
+  if (tool.replay === undefined || !('key' in tool.replay)) return tool.description;
+  const { key } = tool.replay;
+  return `${tool.description} If a call breaks off before its answer (the connection or stream dropped), call it again with the same arguments and the same ${key}, so give your own ${key} from the first call: the second answer then says it replayed, and nothing is done twice.`;
 }
 
 /** What a tool with a replay key answers beside the contract's schema: whether this call was a replay. */
