@@ -19,12 +19,10 @@ export function webRequest(req: IncomingMessage, res: ServerResponse): Request {
   });
   const method = req.method ?? 'GET';
   const body = method === 'GET' || method === 'HEAD' ? undefined : (Readable.toWeb(req) as ReadableStream<Uint8Array>);
-  return new Request(new URL(req.url ?? '/', `http://${req.headers.host ?? 'localhost'}`), {
-    method,
-    headers,
-    signal: gone.signal,
-    ...(body === undefined ? {} : { body, duplex: 'half' }),
-  } as RequestInit);
+  // The path only: a Host header is the client's word, never parsed here. `duplex` (a streamed
+  // body) is Node's fetch option, not in the DOM's RequestInit type.
+  const init: RequestInit & { duplex?: 'half' } = { method, headers, signal: gone.signal, ...(body === undefined ? {} : { body, duplex: 'half' }) };
+  return new Request(new URL(req.url ?? '/', 'http://localhost'), init);
 }
 
 /** Writes a web Response to a node:http response, streaming its body (an SSE stream as it comes). */
