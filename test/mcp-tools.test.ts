@@ -92,7 +92,7 @@ describe('herald mcp: every tool, as the official SDK client sees it', { timeout
   });
 
   it('negotiates each protocol revision the SDK supports, for an old and a new client on the same server', async () => {
-    for (const version of ['2025-11-25', '2025-06-18', '2025-03-26']) {
+    for (const version of ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05', '2024-10-07']) {
       const res = await fetch(url, {
         method: 'POST',
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
