@@ -2,9 +2,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mcpTools } from '../src/mcp/tools.js';
+import { SANDBOX_MEMBER_IDS } from '../src/platforms/discord/sandbox/sandbox.js';
 import { IDS, newRequestId, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { startRoundRobinProxy, type RoundRobinProxy } from './support/http-proxy.js';
 import { mcpOverHttp, toolText, type ToolResult } from './support/mcp.js';
+import { REPLAY_SAMPLES, type ReplaySeen } from './support/mcp-calls.js';
 import { MODERN_REVISION, modernOverHttp } from './support/mcp-v2.js';
 import { runHerald, type HeraldProcess } from './support/process.js';
 import { waitFor } from './support/wait.js';
@@ -14,6 +17,11 @@ interface AnyClient {
   callTool(params: { name: string; arguments: Record<string, unknown> }): Promise<unknown>;
   close(): Promise<void>;
 }
+
+type Result = ToolResult & { structuredContent?: Record<string, unknown> };
+
+/** The tools the modules declare, by name (their replay keys). */
+const DECLARED = new Map(mcpTools().map((t) => [t.name, t]));
 
 /** `herald mcp --http` as its own process; resolves with its URL once it listens. */
 async function startMcpHttp(env: Record<string, string>): Promise<{ proc: HeraldProcess; port: number }> {
@@ -31,7 +39,8 @@ async function startMcpHttp(env: Record<string, string>): Promise<{ proc: Herald
  * (stateless by design) and on 2025-11-25 (served stateless: no session for one replica to hold).
  * An edit on one replica of a post the other sent works: the state file is read again when the
  * other replica changed it (src/mcp/state.ts). And a stream cut mid-call loses only the answer:
- * the call sent again (new JSON-RPC id, same arguments, so the same request_id) does nothing twice.
+ * every write tool with a replay key, its call sent again (new JSON-RPC id, same arguments, so the
+ * same key) on the other replica, does nothing twice and says it replayed.
  */
 describe('herald mcp --http: two replicas behind a round-robin proxy', { timeout: 240_000 }, () => {
   let h: TestHerald;
@@ -48,9 +57,11 @@ describe('herald mcp --http: two replicas behind a round-robin proxy', { timeout
   };
 
   beforeAll(async () => {
-    h = await startTestHerald();
+    // A trusted bot, command execution and the chat guild: every keyed write tool has something to do.
+    h = await startTestHerald({ env: { HERALD_TRUSTED_BOT_IDS: SANDBOX_MEMBER_IDS.otherBot, HERALD_COMMAND_EXECUTION_ENABLED: 'true', HERALD_DISCORD_CHAT_GUILD: IDS.guild } });
     await waitFor(() => h.sandbox.commands.length > 0, 'slash commands');
     await h.mapDestination();
+    await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
     dir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-replicas-'));
     const env = { HERALD_URL: h.url, MCP_BRIDGE_TOKEN: h.bridgeToken, HERALD_MCP_TOKEN: token, HERALD_MCP_PORT: '0', HERALD_MCP_STATE: path.join(dir, 'mcp-state.json'), HERALD_MCP_WAIT_MS: '15000', LOG_LEVEL: 'warn' };
     const [a, b] = await Promise.all([startMcpHttp(env), startMcpHttp(env)]);
@@ -103,31 +114,49 @@ describe('herald mcp --http: two replicas behind a round-robin proxy', { timeout
       expect(Math.abs((mine[0] ?? 0) - (mine[1] ?? 0)), JSON.stringify(mine)).toBeLessThanOrEqual(1);
     });
 
-    it(`a write whose stream breaks mid-call, sent again with the same request_id, is done once and answers that it replayed, ${revision}`, async () => {
+    it(`every keyed write whose stream breaks mid-call, sent again with the same key, is done once and answers that it replayed, ${revision}`, async () => {
       const client = await connect(`${proxy.url}/mcp`);
+      const call = async (name: string, args: Record<string, unknown>): Promise<Result> => (await client.callTool({ name, arguments: args })) as Result;
       try {
-        // Every tool with a replay key tells the agent to re-issue a broken call with the same key.
+        // The keyed tools, as the server lists them: each tells the agent to re-issue a broken call with the same key.
         const { tools } = await (client as unknown as { listTools(): Promise<{ tools: { name: string; description?: string; outputSchema?: unknown }[] }> }).listTools();
         const keyed = tools.filter((t) => JSON.stringify(t.outputSchema).includes('"replayed"'));
-        expect(keyed.map((t) => t.name)).toContain('post_message');
+        expect(keyed.map((t) => t.name).sort()).toEqual(Object.keys(REPLAY_SAMPLES).sort());
         for (const t of keyed) expect(t.description, t.name).toMatch(/call it again with the same arguments and the same \w+/);
 
-        const content = `cut stream ${revision}`;
-        const args = { guild_id: IDS.guild, destination: 'alerts', content, request_id: newRequestId() };
-        const answered = proxy.heldAnswered;
-        cutNext = content;
-        const first = client.callTool({ name: 'post_message', arguments: args });
-        // Herald posted and answered; the answer never reaches the client: its connection is dropped.
-        await waitFor(() => proxy.heldAnswered > answered, 'the withheld answer');
-        expect(h.sandbox.allMessages().filter((m) => m.content === content)).toHaveLength(1);
-        proxy.cutHeld();
-        await expect(first).rejects.toThrow();
-        // The client sends the call again (a new JSON-RPC id: a new request), on the next replica.
-        const second = (await client.callTool({ name: 'post_message', arguments: args })) as ToolResult & { structuredContent?: Record<string, unknown> };
-        expect(second.isError, toolText(second)).toBeFalsy();
-        expect(second.structuredContent?.['replayed']).toBe(true);
-        expect(toolText(second)).toMatch(/^Replayed \(request_id [0-9a-f]{64} was used before\): this call sent nothing new\.\nPosted: https:/);
-        expect(h.sandbox.allMessages().filter((m) => m.content === content)).toHaveLength(1);
+        // What the samples act on, this revision's own: two posts, a pairing, a person's message asking for the command.
+        const prefix = revision === MODERN_REVISION ? 'b1' : 'b2';
+        const key = (n: number): string => `${prefix}${n.toString(16).padStart(2, '0')}`.repeat(16);
+        const seen: ReplaySeen = { source: '', post: key(0xf1), toDelete: key(0xf2), scrapeChannel: revision === MODERN_REVISION ? IDS.channels.alerts : IDS.channels.ops, key };
+        for (const id of [seen.post, seen.toDelete]) expect(toolText(await call('post_message', { guild_id: IDS.guild, destination: 'alerts', content: `cut target ${id.slice(0, 6)}`, request_id: id }))).toMatch(/^Posted: /);
+        const pairReply = await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'pair' });
+        expect((await call('pair', { code: /\*\*([A-Z2-9]{27})\*\*/.exec(pairReply.data?.content ?? '')?.[1] ?? '' })).isError).not.toBe(true);
+        seen.source = h.sandbox.writeAsUser(SANDBOX_MEMBER_IDS.manager, IDS.channels.alerts, `please map digest to ops (${revision})`).id;
+
+        for (const tool of keyed) {
+          const sample = REPLAY_SAMPLES[tool.name];
+          expect(sample, `${tool.name} has a replay key but no sample in test/support/mcp-calls.ts`).toBeDefined();
+          if (sample === undefined) continue;
+          const args = sample(seen);
+          const replay = DECLARED.get(tool.name)?.replay;
+          const marker = String(replay !== undefined && 'key' in replay ? args[replay.key] : '');
+          expect(marker.length, tool.name).toBeGreaterThan(10);
+          const answered = proxy.heldAnswered;
+          cutNext = marker;
+          const first = call(tool.name, args);
+          // Herald did the work and answered; the answer never reaches the client: its connection is dropped.
+          await waitFor(() => proxy.heldAnswered > answered, `${tool.name}: the withheld answer`);
+          proxy.cutHeld();
+          await expect(first, tool.name).rejects.toThrow();
+          // The client sends the call again (a new JSON-RPC id: a new request), on the next replica.
+          const second = await call(tool.name, args);
+          expect(second.isError, `${tool.name}: ${toolText(second)}`).toBeFalsy();
+          expect(second.structuredContent?.['replayed'], `${tool.name}: ${toolText(second)}`).toBe(true);
+          expect(toolText(second), tool.name).toMatch(/replayed/i);
+        }
+        // The post whose stream was cut went out once.
+        const post = REPLAY_SAMPLES['post_message']?.(seen)['content'];
+        expect(h.sandbox.allMessages().filter((m) => m.content === post)).toHaveLength(1);
       } finally {
         await client.close();
       }

@@ -85,3 +85,34 @@ export function everyCall(tools: readonly { name: string; inputSchema: Record<st
     ...Object.fromEntries(tools.filter((t) => CALLS[t.name] === undefined).map((t) => [t.name, { args: () => argsFrom(t.inputSchema), ok: false }])),
   };
 }
+
+/** What the replay samples need: the person's message asking for the command, this agent's two posts they act on, and the keys to use. */
+export interface ReplaySeen {
+  source: string;
+  /** A post of this agent's own, edited and reacted to. */
+  post: string;
+  /** Another, deleted. */
+  toDelete: string;
+  /** The channel scrape_media scrapes (one scrape per channel: another run, another channel). */
+  scrapeChannel: string;
+  /** The n-th key of this run (64 lowercase hex): another run, another set. */
+  key: (n: number) => string;
+}
+
+/**
+ * A call of every tool that has a replay key (its key among the arguments), for calling twice:
+ * test/mcp-replay.test.ts (the second answers that it replayed) and test/mcp-replicas.test.ts (the
+ * first's stream cut). A tool given a key and no sample fails mcp-replay's walk: add its sample here.
+ * They need Herald started with a trusted bot, command execution and the chat guild (as those tests do).
+ */
+export const REPLAY_SAMPLES: Readonly<Record<string, (s: ReplaySeen) => Record<string, unknown>>> = {
+  post_message: (s) => ({ guild_id: IDS.guild, destination: 'alerts', content: `replay: a post ${s.key(1).slice(0, 4)}`, request_id: s.key(1) }),
+  send_dm: (s) => ({ content: `replay: a DM ${s.key(2).slice(0, 4)}`, request_id: s.key(2) }),
+  edit_message: (s) => ({ request_id: s.post, content: 'replay: edited', edit_id: s.key(3) }),
+  react: (s) => ({ message_ref: s.post, emoji: '👍', request_id: s.key(4) }),
+  delete_message: (s) => ({ message_ref: s.toDelete, request_id: s.key(5) }),
+  hand_off: (s) => ({ target_bot_id: SANDBOX_MEMBER_IDS.otherBot, channel_id: IDS.channels.alerts, text: `replay: a task ${s.key(6).slice(0, 4)}`, request_id: s.key(6) }),
+  send_message: (s) => ({ channel: '#alerts', text: `replay: a chat line ${s.key(7).slice(0, 4)}`, sender: 'ada', request_id: s.key(7) }),
+  scrape_media: (s) => ({ channelId: s.scrapeChannel, mode: 'links', request_id: s.key(9) }),
+  run_command: (s) => ({ command: `destinations set digest <#${IDS.channels.ops}>`, guildId: IDS.guild, channelId: IDS.channels.alerts, userId: SANDBOX_MEMBER_IDS.manager, mode: 'execute', sourceMessageId: s.source, idempotencyKey: `replay-${s.key(8)}`.slice(0, 40) }),
+};
