@@ -12,32 +12,12 @@ import { createLogger } from '../src/infra/log.js';
 import { SANDBOX_MEMBER_IDS } from '../src/platforms/discord/sandbox/sandbox.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { mcpOverHttp, toolText, type ToolResult } from './support/mcp.js';
+import { REPLAY_SAMPLES, type ReplaySeen } from './support/mcp-calls.js';
 
-/** The posts the samples below act on (made by post_message over MCP, so they are this agent's own). */
+/** The posts the samples act on (made by post_message over MCP, so they are this agent's own). */
 const POST = 'a1'.repeat(32);
 const TO_DELETE = 'a2'.repeat(32);
 const key = (n: number): string => n.toString(16).padStart(2, '0').repeat(32);
-
-/** What the samples need that the setup learns. */
-interface Seen {
-  source: string;
-}
-
-/**
- * A call of every tool that has a replay key, made twice below. A tool given a key and no sample
- * fails the walk: add its sample here.
- */
-const SAMPLES: Readonly<Record<string, (s: Seen) => Record<string, unknown>>> = {
-  post_message: () => ({ guild_id: IDS.guild, destination: 'alerts', content: 'replay: a post', request_id: key(1) }),
-  send_dm: () => ({ content: 'replay: a DM', request_id: key(2) }),
-  edit_message: () => ({ request_id: POST, content: 'replay: edited', edit_id: key(3) }),
-  react: () => ({ message_ref: POST, emoji: '👍', request_id: key(4) }),
-  delete_message: () => ({ message_ref: TO_DELETE, request_id: key(5) }),
-  hand_off: () => ({ target_bot_id: SANDBOX_MEMBER_IDS.otherBot, channel_id: IDS.channels.alerts, text: 'replay: a task', request_id: key(6) }),
-  send_message: () => ({ channel: '#alerts', text: 'replay: a chat line', sender: 'ada', request_id: key(7) }),
-  scrape_media: () => ({ channelId: IDS.channels.alerts, mode: 'links', request_id: key(9) }),
-  run_command: (s) => ({ command: `destinations set digest <#${IDS.channels.ops}>`, guildId: IDS.guild, channelId: IDS.channels.alerts, userId: SANDBOX_MEMBER_IDS.manager, mode: 'execute', sourceMessageId: s.source, idempotencyKey: `replay-${key(8)}`.slice(0, 40) }),
-};
 
 type Result = ToolResult & { structuredContent?: Record<string, unknown> };
 
@@ -55,12 +35,12 @@ describe('every MCP write tool: a retried call is told from a new one', () => {
         expect(properties[tool.replay.key], `${tool.name}: its key ${tool.replay.key} is an argument`).toBeDefined();
         expect((tool.inputSchema['required'] as string[] | undefined) ?? [], `${tool.name}: its key is optional`).not.toContain(tool.replay.key);
         expect(JSON.stringify(listed.get(tool.name)?.outputSchema), `${tool.name}: replayed in its output schema`).toContain('"replayed"');
-        expect(SAMPLES[tool.name], `${tool.name} has a replay key but no sample call in this test`).toBeDefined();
+        expect(REPLAY_SAMPLES[tool.name], `${tool.name} has a replay key but no sample call in test/support/mcp-calls.ts`).toBeDefined();
       } else {
         expect(tool.replay.natural.length, tool.name).toBeGreaterThan(20);
       }
     }
-    expect(Object.keys(SAMPLES).sort()).toEqual(writes.filter((t) => t.replay !== undefined && 'key' in t.replay).map((t) => t.name).sort());
+    expect(Object.keys(REPLAY_SAMPLES).sort()).toEqual(writes.filter((t) => t.replay !== undefined && 'key' in t.replay).map((t) => t.name).sort());
   });
 
   describe('over MCP, against Herald', { timeout: 180_000 }, () => {
@@ -95,10 +75,10 @@ describe('every MCP write tool: a retried call is told from a new one', () => {
       await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
       const pairReply = await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'pair' });
       expect((await call('pair', { code: /\*\*([A-Z2-9]{27})\*\*/.exec(pairReply.data?.content ?? '')?.[1] ?? '' })).isError).not.toBe(true);
-      const seen: Seen = { source: h.sandbox.writeAsUser(SANDBOX_MEMBER_IDS.manager, IDS.channels.alerts, 'please map digest to ops').id };
+      const seen: ReplaySeen = { source: h.sandbox.writeAsUser(SANDBOX_MEMBER_IDS.manager, IDS.channels.alerts, 'please map digest to ops').id, post: POST, toDelete: TO_DELETE, scrapeChannel: IDS.channels.alerts, key };
 
       for (const tool of mcpTools()) {
-        const sample = SAMPLES[tool.name];
+        const sample = REPLAY_SAMPLES[tool.name];
         if (sample === undefined) continue;
         const args = sample(seen);
         const first = await call(tool.name, args);
@@ -110,7 +90,8 @@ describe('every MCP write tool: a retried call is told from a new one', () => {
         expect(toolText(second), tool.name).toMatch(/replayed/i);
       }
       // The repeated post went out once.
-      expect(h.sandbox.channelMessages(IDS.channels.alerts).filter((m) => m.content === 'replay: a post')).toHaveLength(1);
+      const post = REPLAY_SAMPLES['post_message']?.(seen)['content'];
+      expect(h.sandbox.channelMessages(IDS.channels.alerts).filter((m) => m.content === post)).toHaveLength(1);
       // The repeated scrape started one scrape of #alerts, and the same key for another channel is refused.
       const scrapes = (await call('list_media_scrapes', {})).structuredContent?.['scrapes'] as { channelId: string }[];
       expect(scrapes.filter((s) => s.channelId === IDS.channels.alerts)).toHaveLength(1);

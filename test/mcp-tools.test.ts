@@ -10,94 +10,16 @@ import { loadConfig } from '../src/config.js';
 import { startHttp } from '../src/mcp/run.js';
 import { mcpTools } from '../src/mcp/tools.js';
 import { createLogger } from '../src/infra/log.js';
-import { SANDBOX_MEDIA_CHANNEL, SANDBOX_MEMBER_IDS } from '../src/platforms/discord/sandbox/sandbox.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { mcpClient, mcpOverHttp, type ToolResult } from './support/mcp.js';
 import { waitFor } from './support/wait.js';
-
-/** What the calls below learn and later rows use. */
-interface Seen {
-  code: string;
-  scrapeId: string;
-}
-
-/** A call of one tool, where the scenario needs particular arguments. */
-interface Row {
-  args: (seen: Seen) => Record<string, unknown>;
-  /** The call must succeed (else an error result is allowed: e.g. no trusted bot is configured). */
-  ok: boolean;
-  after?: (r: ToolResult & { structuredContent?: Record<string, unknown> }, seen: Seen) => void;
-}
-
-const REQUEST_ID = 'c'.repeat(64);
-
-/**
- * The calls the scenario makes, in this order, where a tool needs arguments of its own (a pairing
- * code, a scrape made before). The tools themselves come from the modules' declarations
- * (src/modules/modules.ts): a tool without a row here is called last, with arguments built from its
- * input schema, and its answer (if not an error) checked against its output schema. Nothing to add.
- */
-const CALLS: Readonly<Record<string, Row>> = {
-  get_capabilities: { args: () => ({ guild_id: IDS.guild }), ok: true },
-  post_message: { args: () => ({ guild_id: IDS.guild, destination: 'alerts', content: 'every tool: a post', request_id: REQUEST_ID }), ok: true },
-  edit_message: { args: () => ({ request_id: REQUEST_ID, content: 'every tool: edited' }), ok: true },
-  get_delivery: { args: () => ({ request_id: REQUEST_ID }), ok: true },
-  pair: { args: (s) => ({ code: s.code }), ok: true },
-  send_dm: { args: () => ({ content: 'every tool: a DM' }), ok: true },
-  list_recipients: { args: () => ({}), ok: true },
-  list_commands: { args: () => ({}), ok: true },
-  describe_command: { args: () => ({ name: 'dest' }), ok: true },
-  run_command: {
-    args: () => ({ command: `destinations set alerts <#${IDS.channels.ops}>`, guildId: IDS.guild, channelId: IDS.channels.alerts, userId: SANDBOX_MEMBER_IDS.manager }),
-    ok: true,
-  },
-  hand_off: { args: () => ({ target_bot_id: '222222222222222222', channel_id: IDS.channels.alerts, text: 'a task' }), ok: false },
-  list_handoffs: { args: () => ({}), ok: true },
-  wait_for_handoff: { args: () => ({ timeout_seconds: 0 }), ok: true },
-  scrape_media: {
-    args: () => ({ channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links' }),
-    ok: true,
-    after: (r, seen) => {
-      seen.scrapeId = String(r.structuredContent?.['id']);
-    },
-  },
-  list_media_scrapes: { args: () => ({}), ok: true },
-  get_media_scrape: { args: (s) => ({ scrapeId: s.scrapeId }), ok: true },
-  stop_media_scrape: { args: (s) => ({ scrapeId: s.scrapeId }), ok: false },
-  query_media: { args: () => ({ limit: 5 }), ok: true },
-  get_media_item: { args: () => ({ itemId: '1' }), ok: false },
-  get_media_storage: { args: () => ({}), ok: true },
-  delete_media_scrape: { args: (s) => ({ scrapeId: s.scrapeId }), ok: true },
-  send_message: { args: () => ({ channel: 'alerts', text: 'every tool: chat', sender: 'herald-test' }), ok: false },
-  read_messages: { args: () => ({ channel: 'alerts', limit: 5 }), ok: false },
-  create_channel: { args: () => ({ name: 'every-tool' }), ok: false },
-  list_channels: { args: () => ({}), ok: false },
-  get_members: { args: () => ({ channel: 'alerts' }), ok: false },
-  download_attachment: { args: () => ({ channel_id: IDS.channels.alerts, message_id: '1', attachment_id: '1' }), ok: false },
-  wait_for_messages: { args: () => ({ timeout_seconds: 0 }), ok: true },
-  list_inbox: { args: () => ({}), ok: true },
-  ack_inbox: { args: () => ({ cursor: '0' }), ok: false },
-  react: { args: () => ({ message_ref: REQUEST_ID, emoji: '👍' }), ok: true },
-  delete_message: { args: () => ({ message_ref: REQUEST_ID }), ok: true },
-};
+import { CALLS, everyCall, type Seen } from './support/mcp-calls.js';
 
 /** Every tool the modules declare, as `herald mcp` serves them. */
 const DECLARED = mcpTools();
 
-/** Arguments from an input schema: each required property's example, first value, or a minimal value of its type. */
-function argsFrom(schema: Record<string, unknown>): Record<string, unknown> {
-  const properties = (schema['properties'] ?? {}) as Record<string, Record<string, unknown>>;
-  const value = (p: Record<string, unknown>): unknown =>
-    (p['examples'] as unknown[] | undefined)?.[0] ?? p['example'] ?? (p['enum'] as unknown[] | undefined)?.[0] ?? p['const'] ??
-    ({ string: 'x', integer: p['minimum'] ?? 0, number: p['minimum'] ?? 0, boolean: false, array: [], object: {} } as Record<string, unknown>)[String(p['type'])];
-  return Object.fromEntries(((schema['required'] ?? []) as string[]).map((name) => [name, value(properties[name] ?? {})]));
-}
-
 /** Every declared tool's call: the scenario's rows first, in their order, then the rest. */
-const TOOLS: Readonly<Record<string, Row>> = {
-  ...CALLS,
-  ...Object.fromEntries(DECLARED.filter((t) => CALLS[t.name] === undefined).map((t) => [t.name, { args: () => argsFrom(t.inputSchema), ok: false }])),
-};
+const TOOLS = everyCall(DECLARED);
 
 describe('herald mcp: every tool, as the official SDK client sees it', { timeout: 180_000 }, () => {
   let h: TestHerald;
@@ -152,7 +74,7 @@ describe('herald mcp: every tool, as the official SDK client sees it', { timeout
     const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
     await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
     const pairReply = await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'pair' });
-    const seen: Seen = { code: /\*\*([A-Z2-9]{27})\*\*/.exec(pairReply.data?.content ?? '')?.[1] ?? '', scrapeId: '' };
+    const seen: Seen = { code: /\*\*([A-Z2-9]{27})\*\*/.exec(pairReply.data?.content ?? '')?.[1] ?? '', scrapeId: '', requestId: 'c'.repeat(64) };
     let validated = 0;
     for (const [name, row] of Object.entries(TOOLS)) {
       const schema = tools.find((t) => t.name === name)?.outputSchema;
@@ -170,7 +92,7 @@ describe('herald mcp: every tool, as the official SDK client sees it', { timeout
   });
 
   it('negotiates each protocol revision the SDK supports, for an old and a new client on the same server', async () => {
-    for (const version of ['2025-11-25', '2025-06-18', '2025-03-26']) {
+    for (const version of ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05', '2024-10-07']) {
       const res = await fetch(url, {
         method: 'POST',
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },

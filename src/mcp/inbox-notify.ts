@@ -1,4 +1,4 @@
-import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { Server } from '@modelcontextprotocol/server';
 import type { Logger } from 'pino';
 import { createBridgeClient } from '../client/bridge-client.js';
 import { errorSummary } from '../infra/errors.js';

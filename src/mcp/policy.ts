@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { Config } from '../config-types.js';
 import { text, type McpTool } from '../infra/mcp/tool.js';
 import { argumentsHash, ConfirmTokens } from '../infra/policy/confirm.js';

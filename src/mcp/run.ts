@@ -1,8 +1,10 @@
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+// HTTP+SSE (the 2024-11-05 transport): the v2 SDK has no server transport for it, so that path
+// stays on the 1.x SDK's; the server behind it is the same v2 one (createMcpServer).
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { createMcpHandler, type AuthInfo, type Server } from '@modelcontextprotocol/server';
+import { serveStdio, StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { createBridgeClient, type BridgeClient } from '../client/bridge-client.js';
@@ -19,6 +21,7 @@ import { metadataPath, oauthVerifier, resourceMetadata, tokenDigest, type OAuthS
 import { loadOperatorPolicy, McpPolicy, type Caller } from './policy.js';
 import { notifyInbox } from './inbox-notify.js';
 import { moduleContracts } from './tools.js';
+import { sendWebResponse, webRequest } from './web.js';
 
 /** How long a call retries a bridge this server has not reached yet (or found down last time). */
 const UNREACHABLE_RETRY_MS = 2_000;
@@ -63,19 +66,47 @@ function confirming(config: Config, bridgeToken: string, base: McpServerDeps, ca
   return (token) => ({ ...base, bridge: bridgeClient(config, bridgeToken, { ...(caller.client === undefined ? {} : { [POLICY_CLIENT_HEADER]: caller.client }), [CONFIRM_HEADER]: token }) });
 }
 
-/** `herald mcp`: MCP over stdio (stdout is the protocol; logs go to stderr). */
+/**
+ * `herald mcp`: MCP over stdio (stdout is the protocol; logs go to stderr). The v2 SDK's entry
+ * picks the revision from the client's opening: 2026-07-28 when it asks (server/discover), else the
+ * 2025 `initialize` handshake, one server for the connection either way.
+ */
 export async function runStdio(config: Config, bridgeToken: string, log: Logger): Promise<void> {
   const policy = await mcpPolicy(config, new Registry(), bridgeToken);
   // stdio: the person who started this process; a path is theirs to give.
   const base = await deps(config, bridgeToken, log, { kind: 'any' });
-  const server = createMcpServer(base, { policy, caller: {}, confirmed: confirming(config, bridgeToken, base, {}) });
-  const transport = new StdioServerTransport();
-  const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
-  await server.connect(transport);
+  const wire = new StdioServerTransport();
+  const stops = new Set<() => void>();
+  serveStdio(
+    ({ era }): Server => {
+      const server = createMcpServer(base, { policy, caller: {}, confirmed: confirming(config, bridgeToken, base, {}) });
+      // The inbox's notifications are log messages pushed outside any request: a 2025 connection's,
+      // once it is initialized (2026-07-28 has no such channel).
+      if (era === 'legacy' && config.mcpInboxNotify) {
+        server.oninitialized = () => {
+          const stop = notifyInbox(server, { baseUrl: config.heraldUrl, token: bridgeToken }, log);
+          stops.add(stop);
+          server.onclose = () => {
+            stop();
+            stops.delete(stop);
+          };
+        };
+      }
+      return server;
+    },
+    { transport: wire, onerror: (err) => log.debug({ err: err.name }, 'mcp stdio message refused') },
+  );
+  // The entry owns the transport's close: chained, so the end of stdin ends this process's wait too.
+  const closed = new Promise<void>((resolve) => {
+    const entry = wire.onclose;
+    wire.onclose = () => {
+      entry?.();
+      resolve();
+    };
+  });
   log.info({ bridge: config.heraldUrl }, 'herald mcp serving on stdio');
-  const stopNotifying = config.mcpInboxNotify ? notifyInbox(server, { baseUrl: config.heraldUrl, token: bridgeToken }, log) : undefined;
   await closed;
-  stopNotifying?.();
+  for (const stop of stops) stop();
 }
 
 /** Whether a principal's token has expired (the static token never does). */
@@ -105,8 +136,13 @@ export interface HttpMcp {
 }
 
 /**
- * `herald mcp --http`: MCP over Streamable HTTP at /mcp, stateless (each request gets its own
- * transport), and the deprecated HTTP+SSE transport (GET /sse, POST /messages) for older clients,
+ * `herald mcp --http`: MCP over Streamable HTTP at /mcp, and the deprecated HTTP+SSE transport
+ * (GET /sse, POST /messages) for older clients. /mcp keeps nothing between requests, so any replica
+ * answers any request: 2026-07-28 is stateless by design (each request carries its revision and
+ * the client's capabilities in `_meta`), and the 2025 revisions are served stateless too (the v2
+ * SDK's stateless fallback: a fresh server per request, no Mcp-Session-Id issued, so there is no
+ * session for a replica to know or verify). Only an HTTP+SSE session lives in one process (its
+ * stream is held open there): it needs a sticky route to that replica. Both are served
  * on the same port and token; on loopback unless HOST says otherwise. Every request is checked in
  * the spec's order: its Origin (403 for a browser origin not allowed: DNS rebinding), then its
  * bearer token (the static HERALD_MCP_TOKEN, or in OAuth mode an access token of the operator's
@@ -188,16 +224,22 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
       await session.transport.handlePostMessage(req, res);
       return;
     }
-    const mcp = createMcpServer(depsFor(caller), access);
-    // No sessionIdGenerator: stateless mode.
-    const transport = new StreamableHTTPServerTransport({});
-    res.on('close', () => {
-      void transport.close();
-      void mcp.close();
-    });
-    await mcp.connect(transport);
-    await transport.handleRequest(req, res);
+    // The caller rides to the handler's factory in the request's authInfo (the SDK passes it through
+    // untouched, to both revisions' legs): its server is built with its policy and its records. The
+    // token there is its digest: the token itself goes no further.
+    const make = (): Server => createMcpServer(depsFor(caller), access);
+    const authInfo: AuthInfo = { token: caller.token, clientId: caller.client ?? 'connector', scopes: [...(caller.scopes ?? [])], extra: { make } };
+    await sendWebResponse(await mcpHandler.fetch(webRequest(req, res), { authInfo }), res);
   };
+
+  const mcpHandler = createMcpHandler(
+    ({ authInfo }) => {
+      const make = authInfo?.extra?.['make'];
+      if (typeof make !== 'function') throw new Error('an MCP request that was not authenticated');
+      return (make as () => Server)();
+    },
+    { onerror: (err) => log.debug({ err: err.name }, 'mcp request refused') },
+  );
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {

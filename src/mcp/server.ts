@@ -1,5 +1,4 @@
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { Server, SUPPORTED_PROTOCOL_VERSIONS, type CallToolResult, type Tool } from '@modelcontextprotocol/server';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { withUtf16Lengths } from '../infra/contract/ajv.js';
 import { SchemaReasons } from '../infra/contract/reasons.js';
@@ -37,13 +36,24 @@ function compiledTools(): Map<string, Compiled> {
     compiled = new Map(
       mcpTools().map((tool) => {
         const outputSchema = tool.replay !== undefined && 'key' in tool.replay ? withReplayed(contractOutput(tool.output, tool.contract)) : contractOutput(tool.output, tool.contract);
-        const listed: Tool = { name: tool.name, title: tool.title, description: tool.description, inputSchema: localPaths(tool.inputSchema, true) as Tool['inputSchema'], outputSchema, annotations: { title: tool.title, ...tool.annotations } };
+        const listed: Tool = { name: tool.name, title: tool.title, description: withReissue(tool), inputSchema: localPaths(tool.inputSchema, true) as Tool['inputSchema'], outputSchema, annotations: { title: tool.title, ...tool.annotations } };
         const listedWithoutPaths: Tool = { ...listed, inputSchema: localPaths(tool.inputSchema, false) as Tool['inputSchema'] };
         return [tool.name, { tool, listed, listedWithoutPaths, input: ajv.compile(tool.inputSchema), output: ajv.compile(outputSchema) }];
       }),
     );
   }
   return compiled;
+}
+
+/**
+ * A tool's description, and for a tool with a replay key what to do when its answer is lost: a
+ * broken stream loses the call in flight (2026-07-28 has no resumption; the client sends it again
+ * under a new JSON-RPC id), and only the same key makes that second call the same one.
+ */
+export function withReissue(tool: Pick<McpTool<McpServerDeps>, 'description' | 'replay'>): string {
+  if (tool.replay === undefined || !('key' in tool.replay)) return tool.description;
+  const { key } = tool.replay;
+  return `${tool.description} If a call breaks off before its answer (the connection or stream dropped), call it again with the same arguments and the same ${key}, so give your own ${key} from the first call: the second answer then says it replayed, and nothing is done twice.`;
 }
 
 /** What a tool with a replay key answers beside the contract's schema: whether this call was a replay. */
@@ -94,6 +104,14 @@ function withConfirm(listed: Tool): Tool {
   return { ...listed, inputSchema: { ...listed.inputSchema, properties: { ...properties, confirm_token: CONFIRM_TOKEN } } };
 }
 
+/**
+ * The MCP revisions Herald speaks: 2026-07-28 (stateless: each request carries its version and
+ * capabilities in `_meta`) to a client that asks for it, and the 2025 handshake revisions, back to
+ * 2024-10-07, to every other client (the v2 SDK's own list).
+ */
+export const MODERN_PROTOCOL_VERSION = '2026-07-28';
+export const PROTOCOL_VERSIONS: readonly string[] = [MODERN_PROTOCOL_VERSION, ...SUPPORTED_PROTOCOL_VERSIONS];
+
 /** Who calls, and the operator's policy for them (src/mcp/policy.ts); without it, every tool for everyone. */
 export interface McpServerAccess {
   policy: McpPolicy;
@@ -117,10 +135,10 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
   const shown = (c: Compiled): Tool => (paths ? c.listed : c.listedWithoutPaths);
   const listed = access === undefined ? listedTools(paths) : [...tools.values()].filter((c) => access.policy.listed(c.tool, access.caller)).map((c) => (access.policy.needsConfirm(c.tool, access.caller) ? withConfirm(shown(c)) : shown(c)));
   // logging: the inbox's notifications (src/mcp/inbox-notify.ts) are log messages a client may act on.
-  const server = new Server({ name: 'herald', version: '0.1.0' }, { capabilities: { tools: {}, logging: {} } });
+  const server = new Server({ name: 'herald', version: '0.1.0' }, { capabilities: { tools: {}, logging: {} }, supportedProtocolVersions: [...PROTOCOL_VERSIONS] });
 
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
-  server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
+  server.setRequestHandler('tools/list', () => ({ tools: listed }));
+  server.setRequestHandler('tools/call', async (request): Promise<CallToolResult> => {
     const { name } = request.params;
     let args: Record<string, unknown> = request.params.arguments ?? {};
     // Checked on every call, not once when the session opened: a session whose token expired does nothing.
@@ -153,13 +171,16 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
       const confirmed = verdict !== undefined && 'confirmed' in verdict && typeof verdict['confirmed'] === 'string' ? verdict['confirmed'] : undefined;
       if (verdict !== undefined && confirmed === undefined) return verdict as CallToolResult;
       const given = confirmed === undefined ? deps : (access?.confirmed?.(confirmed) ?? deps);
+      // What another replica sharing the state file wrote since (an agent's post it took, an edit seq).
+      await given.state.sync();
       // The admin tier only for a caller the operator's targets and caps do not hold (src/mcp/policy.ts).
       const result = await tool.handler(args, access === undefined || access.policy.adminTier(access.caller) ? given : { ...given, admin: undefined });
       // A structured result the contract does not describe is Herald's bug: said in the log, never hidden.
       if (result.structuredContent !== undefined && !entry.output(result.structuredContent)) {
         deps.log.error({ tool: name, errors: entry.output.errors?.slice(0, 3) }, 'tool result does not match its output schema');
       }
-      return result;
+      // The SDK's projection of a result onto the revision this connection speaks (every output schema here has an object root).
+      return server.projectCallToolResult(result, entry.listed.outputSchema);
     } catch (err) {
       deps.log.error({ tool: name, err: errorSummary(err) }, 'tool failed');
       return text('Something went wrong inside the Herald MCP server; nothing more is known to have been sent.', true);

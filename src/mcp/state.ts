@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, open as openFile, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { RETENTION_MS } from '../modules/deliveries/delivery.js';
 
@@ -41,6 +41,8 @@ export interface AgentRecords {
   claim(requestId: string): Promise<boolean>;
   /** Forgets a claim the bridge refused outright (nothing of this sender's is stored under it). */
   release(requestId: string): Promise<void>;
+  /** Catches up with what another process sharing the file wrote (McpState): before a call reads. */
+  sync(): Promise<void>;
 }
 
 /** Herald keeps records RETENTION_MS (8 days); an older message can no longer be edited. */
@@ -74,30 +76,63 @@ function withoutPairing<T extends Records>(records: T & { pairing?: unknown }): 
   return rest as T;
 }
 
+/** How long a lock file may stand before it is taken for a crashed holder's and removed. */
+const STALE_LOCK_MS = 10_000;
+/** How often a process waiting for the lock looks again. */
+const LOCK_POLL_MS = 5;
+
 /**
  * A small JSON file, written atomically (temp file + rename) after every change, so a crash
  * never leaves half a state and an edit's seq is never reused. Itself the connector's records.
+ *
+ * Several `herald mcp --http` replicas may share one file (HERALD_MCP_STATE on a volume they all
+ * mount): any replica then answers any call of an agent, whichever replica took its earlier ones
+ * (the edit of a post another replica sent, its next edit seq). So every change is a
+ * read-modify-write under a lock file (`<file>.lock`, created exclusively; one left by a crashed
+ * holder is removed after STALE_LOCK_MS), re-reading the file first when another process changed
+ * it, and every call re-reads it before it looks (sync).
  */
 export class McpState implements AgentRecords {
   private data: McpStateData = { messages: {} };
   /** The OAuth clients' records (a Map: a client id is the token's word, never an object key in memory). */
   private readonly clients = new Map<string, Records>();
-  private writing: Promise<void> = Promise.resolve();
+  /** Changes of this process, one at a time (the lock file orders them with other processes'). */
+  private queue: Promise<unknown> = Promise.resolve();
+  /** The file's inode, mtime and size as last read or written here (each write is a new file, renamed): another value means another process wrote it. */
+  private seen = '';
 
   private constructor(private readonly file: string) {}
 
   static async open(file: string): Promise<McpState> {
     const state = new McpState(file);
-    try {
-      state.data = JSON.parse(await readFile(file, 'utf8')) as McpStateData;
-      state.data.messages ??= {};
-      for (const [id, records] of Object.entries(state.data.clients ?? {})) state.clients.set(id, { ...withoutPairing(records), messages: records.messages ?? {} });
-      delete state.data.clients;
-      state.data = withoutPairing(state.data);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`cannot read ${file}: ${(err as Error).message}`);
-    }
+    await state.sync();
     return state;
+  }
+
+  /** Re-reads the file when another process changed it since this one last read or wrote it. */
+  async sync(): Promise<void> {
+    let now: string;
+    try {
+      const st = await stat(this.file);
+      now = `${st.ino}:${st.mtimeMs}:${st.size}`;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw new Error(`cannot read ${this.file}: ${(err as Error).message}`);
+    }
+    if (now === this.seen) return;
+    let read: McpStateData;
+    try {
+      read = JSON.parse(await readFile(this.file, 'utf8')) as McpStateData;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw new Error(`cannot read ${this.file}: ${(err as Error).message}`);
+    }
+    read.messages ??= {};
+    this.clients.clear();
+    for (const [id, records] of Object.entries(read.clients ?? {})) this.clients.set(id, { ...withoutPairing(records), messages: records.messages ?? {} });
+    delete read.clients;
+    this.data = withoutPairing(read);
+    this.seen = now;
   }
 
   message(requestId: string): SentMessage | undefined {
@@ -105,8 +140,7 @@ export class McpState implements AgentRecords {
   }
 
   async rememberMessage(requestId: string, kind: 'post' | 'dm'): Promise<void> {
-    rememberIn(this.data, requestId, kind, Date.now());
-    await this.save();
+    await this.change(() => rememberIn(this.data, requestId, kind, Date.now()));
   }
 
   /**
@@ -114,9 +148,7 @@ export class McpState implements AgentRecords {
    * the seq that edit was given before, if it was, so a retried edit is the very same request.
    */
   async nextSeq(requestId: string, editId?: string): Promise<number> {
-    const seq = nextSeqIn(this.data, requestId, editId);
-    await this.save();
-    return seq;
+    return this.change(() => nextSeqIn(this.data, requestId, editId));
   }
 
   /** The connector holds the bridge token: what it may see through Herald's API, it may see here. */
@@ -140,54 +172,84 @@ export class McpState implements AgentRecords {
       if (r === undefined) this.clients.set(clientId, (r = { messages: {} }));
       return r;
     };
-    const save = (): Promise<void> => this.save();
     return {
       message: (requestId) => {
         const r = records();
         return r === undefined ? undefined : messageIn(r, requestId);
       },
-      async rememberMessage(requestId, kind) {
-        rememberIn(own(), requestId, kind, Date.now());
-        await save();
-      },
-      async nextSeq(requestId, editId) {
-        const seq = nextSeqIn(own(), requestId, editId);
-        await save();
-        return seq;
-      },
+      rememberMessage: (requestId, kind) => this.change(() => rememberIn(own(), requestId, kind, Date.now())),
+      nextSeq: (requestId, editId) => this.change(() => nextSeqIn(own(), requestId, editId)),
       owns: (requestId) => {
         const r = records();
         return r !== undefined && ((r.sent !== undefined && Object.hasOwn(r.sent, requestId)) || messageIn(r, requestId) !== undefined);
       },
-      async claim(requestId) {
-        const r = own();
-        const now = Date.now();
-        const sent = Object.fromEntries(Object.entries(r.sent ?? {}).filter(([, at]) => !expired(at, now)));
-        const before = Object.hasOwn(sent, requestId);
-        if (!before) sent[requestId] = new Date(now).toISOString();
-        r.sent = sent;
-        await save();
-        return before;
-      },
-      async release(requestId) {
-        const r = records();
-        if (r?.sent === undefined || !Object.hasOwn(r.sent, requestId)) return;
-        r.sent = Object.fromEntries(Object.entries(r.sent).filter(([id]) => id !== requestId));
-        await save();
-      },
+      claim: (requestId) =>
+        this.change(() => {
+          const r = own();
+          const now = Date.now();
+          const sent = Object.fromEntries(Object.entries(r.sent ?? {}).filter(([, at]) => !expired(at, now)));
+          const before = Object.hasOwn(sent, requestId);
+          if (!before) sent[requestId] = new Date(now).toISOString();
+          r.sent = sent;
+          return before;
+        }),
+      release: (requestId) =>
+        this.change(() => {
+          const r = records();
+          if (r?.sent === undefined || !Object.hasOwn(r.sent, requestId)) return;
+          r.sent = Object.fromEntries(Object.entries(r.sent).filter(([id]) => id !== requestId));
+        }),
+      sync: () => this.sync(),
     };
   }
 
-  private save(): Promise<void> {
+  /**
+   * One change, whole: under the lock, the file re-read if another process wrote it, `apply`d to
+   * the records, written back; its answer once written (a seq is never handed out unsaved).
+   */
+  private change<T>(apply: () => T): Promise<T> {
+    const run = this.queue.then(() =>
+      this.locked(async () => {
+        await this.sync();
+        const answer = apply();
+        await this.save();
+        return answer;
+      }),
+    );
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Runs `fn` holding `<file>.lock`, which no other process holds meanwhile. */
+  private async locked<T>(fn: () => Promise<T>): Promise<T> {
+    const lock = `${this.file}.lock`;
+    await mkdir(path.dirname(this.file), { recursive: true });
+    for (;;) {
+      try {
+        const handle = await openFile(lock, 'wx', 0o600);
+        await handle.close();
+        break;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+        const held = await stat(lock).then((st) => Date.now() - st.mtimeMs, () => 0);
+        if (held > STALE_LOCK_MS) await unlink(lock).catch(() => undefined);
+        else await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+      }
+    }
+    try {
+      return await fn();
+    } finally {
+      await unlink(lock).catch(() => undefined);
+    }
+  }
+
+  private async save(): Promise<void> {
     // The connector's records as they always were; the clients' after them, only once there are any.
     const data: McpStateData = this.clients.size === 0 ? this.data : { ...this.data, clients: Object.fromEntries(this.clients) };
-    const snapshot = JSON.stringify(data, null, 2);
-    this.writing = this.writing.then(async () => {
-      await mkdir(path.dirname(this.file), { recursive: true });
-      const tmp = `${this.file}.${process.pid}.tmp`;
-      await writeFile(tmp, snapshot, { mode: 0o600 });
-      await rename(tmp, this.file);
-    });
-    return this.writing;
+    const tmp = `${this.file}.${process.pid}.tmp`;
+    await writeFile(tmp, JSON.stringify(data, null, 2), { mode: 0o600 });
+    await rename(tmp, this.file);
+    const st = await stat(this.file);
+    this.seen = `${st.ino}:${st.mtimeMs}:${st.size}`;
   }
 }

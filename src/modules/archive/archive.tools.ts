@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { BridgeClient, BridgeResult, CallInput, Schema } from '../../client/bridge-client.js';
 import type { operations } from '../../../generated/api.js';
 import { bridgeError, contractSchema, hints, json, object, replayMarked, result, text, type McpTool } from '../../infra/mcp/tool.js';

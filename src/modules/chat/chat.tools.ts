@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { BridgeClient, Schema } from '../../client/bridge-client.js';
 import { PLATFORM_NAMES } from '../../platforms/platforms.js';
 import { bridgeError, contractSchema, hints, object, replayMarked, result, type JsonSchema, type McpTool } from '../../infra/mcp/tool.js';

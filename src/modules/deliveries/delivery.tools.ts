@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { BridgeClient, Schema } from '../../client/bridge-client.js';
 import { bridgeError, contractSchema, hints, object, replayMarked, result, text, unreachable, type JsonSchema, type McpTool } from '../../infra/mcp/tool.js';
 import { filesArgument, uploadToolFiles, type LocalFiles } from './delivery.tool-files.js';
