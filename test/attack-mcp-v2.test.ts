@@ -418,7 +418,79 @@ describe('attacking herald mcp --http (issue 39)', { timeout: 240_000 }, () => {
     });
   });
 
+  describe('a client that opens and walks away', () => {
+    /** This process's open TCP sockets (the MCP servers, Herald and the clients all live here). */
+    const sockets = (): number => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+
+    // HOLE: the tools/call handler (src/mcp/server.ts) never hands the exchange's abort signal to the
+    // tool, so a long wait (wait_for_messages, wait_for_handoff) whose client went away keeps its
+    // long poll on Herald open for its whole timeout: N callers that disconnect hold N polls.
+    it.fails('HOLE: a wait_for_messages whose client disconnects stops waiting on Herald at once (no orphaned long poll)', async () => {
+      const baseline = await waitFor(async () => {
+        const before = sockets();
+        await new Promise((r) => setTimeout(r, 300));
+        return sockets() === before ? before : undefined;
+      }, 'a quiet baseline');
+      const o = modern('tools/call', { name: 'wait_for_messages', arguments: { after: '999999999', timeout_ms: 25_000 } });
+      const u = new URL(url());
+      const n = 6;
+      const reqs = Array.from({ length: n }, () => {
+        const req = httpRequest({ host: u.hostname, port: u.port, method: 'POST', path: '/mcp', headers: { ...o.headers, ...auth() }, agent: false });
+        req.on('error', () => undefined);
+        req.end(o.body);
+        return req;
+      });
+      // Each call is under way: its long poll on Herald is open.
+      await waitFor(() => sockets() >= baseline + 2 * n || undefined, 'the calls under way', 10_000);
+      for (const req of reqs) req.destroy();
+      // Gone within a few seconds (an idle keep-alive socket lingers 4 s at most), not after 25 s.
+      await waitFor(() => sockets() <= baseline + 2 || undefined, 'the orphaned long polls closed', 8_000);
+    });
+
+    // HOLE: /sse opens a session (a Server, and with HERALD_MCP_INBOX_NOTIFY a poller on Herald) per
+    // GET, with no cap per principal: one read-scope token opens as many as it likes.
+    it.fails('HOLE: one principal cannot open HTTP+SSE sessions without bound (a cap answers 429)', async () => {
+      const t = await oauth('hoarder', 'read');
+      const controllers: AbortController[] = [];
+      const statuses: number[] = [];
+      try {
+        for (let i = 0; i < 40; i++) {
+          const c = new AbortController();
+          controllers.push(c);
+          const res = await fetch(new URL('/sse', url()), { headers: auth(t), signal: c.signal });
+          statuses.push(res.status);
+          if (res.status !== 200) await res.body?.cancel();
+        }
+      } finally {
+        for (const c of controllers) c.abort();
+      }
+      expect(statuses).toContain(429);
+    });
+  });
+
   describe('principals and request_ids across replicas', () => {
+    it('a read-scope or expired OAuth token on 2026-07-28: no write tool listed or run; an expired one refused at the door', async () => {
+      const reader = await modernOverHttp('reader', `${proxy.url}/mcp`, await oauth('reader', 'read'));
+      closers.push(() => reader.close());
+      const listed = (await reader.listTools()).tools.map((t) => t.name);
+      expect(listed).not.toContain('post_message');
+      const content = `attack reader ${newRequestId().slice(0, 8)}`;
+      const r = (await reader.callTool({ name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content } })) as Result;
+      expect(r.isError, toolText(r)).toBe(true);
+      const expired = await issuer.sign({ client_id: 'late', sub: 'late', scope: 'read write', aud: 'http://mcp.test/mcp' }, { expiresIn: Math.floor(Date.now() / 1000) - 5 });
+      const o = modern('tools/call', { name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content } });
+      const e = await raw(url(), { headers: { ...o.headers, ...auth(expired) }, body: o.body });
+      expect([401, 429]).toContain(e.status);
+      expect(posted(content)).toBe(0);
+    });
+
+    it('a forged Mcp-Session-Id on a 2025 request is ignored: served stateless, nothing of another client reachable through it', async () => {
+      const l = legacy('tools/list');
+      const r = await raw(url(), { headers: { ...l.headers, ...auth(), 'mcp-session-id': '00000000-0000-4000-8000-000000000000' }, body: l.body });
+      expect(r.status, r.body.slice(0, 200)).toBeLessThan(500);
+      expect(r.headers['mcp-session-id']).toBeUndefined();
+    });
+
     it("another OAuth client replaying a client's request_id, on the other replica, neither reads, edits, reacts to nor deletes its message, and posts nothing", async () => {
       const alice = await modernOverHttp('alice', `${proxy.url}/mcp`, await oauth('alice'));
       const mallory = await mcpOverHttp('mallory', `${proxy.url}/mcp`, await oauth('mallory'));
