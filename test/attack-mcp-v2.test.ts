@@ -260,6 +260,8 @@ describe('attacking herald mcp --http (issue 39)', { timeout: 240_000 }, () => {
         ['text/plain', { ...JSON_HEADERS, 'content-type': 'text/plain' }, legacy('tools/list').body],
         ['form', { ...JSON_HEADERS, 'content-type': 'application/x-www-form-urlencoded' }, 'a=b'],
         ['no content type', { accept: JSON_HEADERS.accept }, legacy('tools/list').body],
+        ['no Accept, modern', Object.fromEntries(Object.entries(modern('tools/list').headers).filter(([k]) => k !== 'accept')), modern('tools/list').body],
+        ['Accept text/html, legacy', { ...JSON_HEADERS, accept: 'text/html' }, legacy('tools/list').body],
         ['empty', JSON_HEADERS, ''],
         ['tools/call with a non-string name', JSON_HEADERS, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: { toString: 1 }, arguments: [] } })],
         ['tools/call with array arguments', JSON_HEADERS, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_inbox', arguments: [1, 2] } })],
@@ -484,6 +486,21 @@ describe('attacking herald mcp --http (issue 39)', { timeout: 240_000 }, () => {
       expect(posted(content)).toBe(0);
     });
 
+    it("another principal's notifications/cancelled naming the same JSON-RPC id cancels nothing of the first's", async () => {
+      const waiting = modern('tools/call', { name: 'wait_for_messages', arguments: { after: '999999999', timeout_ms: 2_000 } }, 'shared-id');
+      const pending = raw(url(), { headers: { ...waiting.headers, ...auth() }, body: waiting.body });
+      const cancel = modern('notifications/cancelled', { requestId: 'shared-id', reason: 'mallory' });
+      const notification = JSON.parse(cancel.body) as Record<string, unknown>;
+      delete notification['id'];
+      for (const target of urls) {
+        const c = await raw(target, { headers: { ...cancel.headers, ...auth(await oauth('mallory')) }, body: JSON.stringify(notification) });
+        expect(c.status, c.body).toBeLessThan(500);
+      }
+      const answer = await pending;
+      expect(answer.status, answer.body).toBe(200);
+      expect(answer.body).toContain('"event":null');
+    });
+
     it('a forged Mcp-Session-Id on a 2025 request is ignored: served stateless, nothing of another client reachable through it', async () => {
       const l = legacy('tools/list');
       const r = await raw(url(), { headers: { ...l.headers, ...auth(), 'mcp-session-id': '00000000-0000-4000-8000-000000000000' }, body: l.body });
@@ -636,6 +653,17 @@ describe('attacking herald mcp --http (issue 39)', { timeout: 240_000 }, () => {
       const intoA = await raw(a.endpoint.href, { path: `${a.endpoint.pathname}${a.endpoint.search}`, headers: { 'content-type': 'application/json', ...auth(await oauth('sse-b')) }, body });
       const intoB = await raw(b.endpoint.href, { path: `${b.endpoint.pathname}${b.endpoint.search}`, headers: { 'content-type': 'application/json', ...auth() }, body });
       expect([intoA.status, intoB.status]).toEqual([404, 404]);
+      // Into its own session: bad JSON, another content type and an oversized body are 4xx, never 5xx.
+      const own = (b: string, type = 'application/json'): Promise<RawAnswer> => raw(a.endpoint.href, { path: `${a.endpoint.pathname}${a.endpoint.search}`, headers: { 'content-type': type, ...auth() }, body: b });
+      for (const [label, answer] of [
+        ['bad JSON', await own('{"jsonrpc":')],
+        ['text/plain', await own(body, 'text/plain')],
+        ['6 MB', await own(JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'post_message', arguments: { guild_id: IDS.guild, destination: 'alerts', content: 'z'.repeat(6 * 1024 * 1024) } } })).catch((err: unknown) => ({ status: 413, headers: {}, body: String(err) }))],
+      ] as const) {
+        expect(answer.status, `${label}: ${answer.body.slice(0, 200)}`).toBeGreaterThanOrEqual(400);
+        expect(answer.status, `${label}: ${answer.body.slice(0, 200)}`).toBeLessThan(500);
+        expect(leaks(answer.body, [token]), label).toEqual([]);
+      }
       // The session lives on one replica only: the other does not know it.
       const elsewhere = await raw(urls[1] ?? '', { path: `${a.endpoint.pathname}${a.endpoint.search}`, headers: { 'content-type': 'application/json', ...auth() }, body });
       expect(elsewhere.status).toBe(404);
