@@ -501,6 +501,29 @@ describe('attacking herald mcp --http (issue 39)', { timeout: 240_000 }, () => {
       expect(answer.body).toContain('"event":null');
     });
 
+    it('OAuth client ids that are Object.prototype names (__proto__, constructor, hasOwnProperty) keep their own records across replicas, and nobody else\'s', async () => {
+      const names = ['__proto__', 'constructor', 'hasOwnProperty', 'toString'];
+      const ids = new Map(names.map((n) => [n, newRequestId()]));
+      for (const n of names) {
+        const c = await mcpOverHttp(`odd-${n}`, `${proxy.url}/mcp`, await oauth(n));
+        closers.push(() => c.close());
+        const content = `attack odd client ${ids.get(n)?.slice(0, 8)}`;
+        const args = { guild_id: IDS.guild, destination: 'alerts', content, request_id: ids.get(n) };
+        const first = (await c.callTool({ name: 'post_message', arguments: args })) as Result;
+        expect(toolText(first), n).toMatch(/^Posted: /);
+        // Its re-issue (on the other replica: round robin) is its own replay, and its get_delivery its own.
+        const again = (await c.callTool({ name: 'post_message', arguments: args })) as Result;
+        expect(again.structuredContent?.['replayed'], `${n}: ${toolText(again)}`).toBe(true);
+        expect(((await c.callTool({ name: 'get_delivery', arguments: { request_id: ids.get(n) } })) as Result).isError, n).not.toBe(true);
+        expect(posted(content), n).toBe(1);
+      }
+      // A plain client reads none of theirs.
+      const plain = await mcpOverHttp('plain', `${proxy.url}/mcp`, await oauth('plain'));
+      closers.push(() => plain.close());
+      for (const [n, id] of ids) expect(((await plain.callTool({ name: 'get_delivery', arguments: { request_id: id } })) as Result).isError, n).toBe(true);
+      expect(({} as Record<string, unknown>)['messages']).toBeUndefined();
+    });
+
     it('a forged Mcp-Session-Id on a 2025 request is ignored: served stateless, nothing of another client reachable through it', async () => {
       const l = legacy('tools/list');
       const r = await raw(url(), { headers: { ...l.headers, ...auth(), 'mcp-session-id': '00000000-0000-4000-8000-000000000000' }, body: l.body });
@@ -524,6 +547,9 @@ describe('attacking herald mcp --http (issue 39)', { timeout: 240_000 }, () => {
         ['edit_message', { request_id: requestId, content: 'mallory was here' }],
         ['react', { message_ref: requestId, emoji: '👎' }],
         ['delete_message', { message_ref: requestId }],
+        // Another spelling of the same id: refused by its schema, never matched loosely.
+        ['get_delivery', { request_id: requestId.toUpperCase() }],
+        ['edit_message', { request_id: ` ${requestId}`, content: 'mallory was here' }],
       ];
       for (let round = 0; round < 2; round++) {
         for (const [name, args] of attempts) {
@@ -624,6 +650,48 @@ describe('attacking herald mcp --http (issue 39)', { timeout: 240_000 }, () => {
       expect(h.sandbox.allMessages().filter((m) => m.content.includes('CHANGED'))).toEqual([]);
       const target = h.sandbox.allMessages().find((m) => m.content.startsWith('rekey target') && m.content.includes(otherPost.slice(0, 8)));
       expect(target, 'delete under a reused key left the other post alone').toBeDefined();
+    });
+  });
+
+  describe('a stream cut after the work, re-issued with other arguments', () => {
+    it('post_message and edit_message cut mid-call on one replica and re-issued with another content under the same key on the other: refused, the first left as it was', async () => {
+      let cutNext: string | undefined;
+      const cutting = await startRoundRobinProxy(urls.map((u) => Number(new URL(u).port)), {
+        hold: (body) => {
+          if (cutNext === undefined || !body.includes('"tools/call"') || !body.includes(cutNext)) return false;
+          cutNext = undefined;
+          return true;
+        },
+      });
+      closers.push(() => cutting.close());
+      for (const [revision, connect] of [
+        [MODERN_REVISION, () => modernOverHttp('cut-v2', `${cutting.url}/mcp`, token)],
+        ['2025-11-25', () => mcpOverHttp('cut-v1', `${cutting.url}/mcp`, token)],
+      ] as const) {
+        const client = await connect();
+        closers.push(() => client.close());
+        const call = async (name: string, args: Record<string, unknown>): Promise<Result> => (await client.callTool({ name, arguments: args })) as Result;
+        const cut = async (name: string, args: Record<string, unknown>, marker: string): Promise<void> => {
+          const answered = cutting.heldAnswered;
+          cutNext = marker;
+          const first = call(name, args);
+          await waitFor(() => cutting.heldAnswered > answered || undefined, `${revision} ${name}: the withheld answer`);
+          cutting.cutHeld();
+          await expect(first).rejects.toThrow();
+        };
+        const requestId = newRequestId();
+        const content = `attack cut ${revision} ${requestId.slice(0, 8)}`;
+        await cut('post_message', { guild_id: IDS.guild, destination: 'alerts', content, request_id: requestId }, requestId);
+        const other = await call('post_message', { guild_id: IDS.guild, destination: 'alerts', content: `${content} OTHER`, request_id: requestId });
+        expect(other.isError, `${revision}: ${toolText(other)}`).toBe(true);
+        expect(other.structuredContent?.['replayed']).not.toBe(true);
+        const editId = newRequestId();
+        await cut('edit_message', { request_id: requestId, content: `${content} (edit)`, edit_id: editId }, editId);
+        const otherEdit = await call('edit_message', { request_id: requestId, content: `${content} OTHER edit`, edit_id: editId });
+        expect(otherEdit.isError, `${revision}: ${toolText(otherEdit)}`).toBe(true);
+        const sent = h.sandbox.allMessages().filter((m) => m.content.startsWith(content));
+        expect(sent.map((m) => [m.content, m.edits])).toEqual([[`${content} (edit)`, 1]]);
+      }
     });
   });
 
