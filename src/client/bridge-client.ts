@@ -62,11 +62,14 @@ export function createBridgeClient(options: BridgeClientOptions) {
         answering = true;
         if (response.status < 500 || last) return response;
       } catch (err) {
+        // A call its caller gave up on (CallOptions.signal) is not retried.
+        if (request.signal.aborted) throw err;
         if (last) {
           answering = false;
           throw err;
         }
       }
+      if (request.signal.aborted) throw request.signal.reason;
       await new Promise((r) => setTimeout(r, delay));
     }
   };
@@ -110,6 +113,7 @@ export function createBridgeClient(options: BridgeClientOptions) {
       ...(input.body !== undefined ? { body: input.body } : {}),
       ...(raw ? { bodySerializer: (b: unknown) => b, headers: { 'content-type': input.contentType ?? 'application/octet-stream' } } : {}),
       ...(how.once === true ? { fetch: baseFetch } : {}),
+      ...(how.signal !== undefined ? { signal: how.signal } : {}),
     };
     const send = api[route.method] as unknown as (path: string, init: unknown) => Promise<{ data?: unknown; error?: unknown; response: Response }>;
     return run(() => send(route.path, init), how.keepBody === true);
@@ -148,6 +152,12 @@ export interface CallOptions {
   readonly once?: boolean;
   /** A refusal carries its whole body. */
   readonly keepBody?: boolean;
+  /**
+   * Ends the call when its caller is gone (an MCP client that went away mid-call): only for reads,
+   * such as the long polls of the wait tools. A write is always carried through, so the caller's
+   * re-issue is answered as a replay.
+   */
+  readonly signal?: AbortSignal;
 }
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';

@@ -18,4 +18,10 @@ export interface McpServerDeps {
    * HTTP: inside HERALD_MCP_FILES_DIR, else none. Unset: none.
    */
   localFiles?: LocalFiles | undefined;
+  /**
+   * Aborts when the MCP client that made this call went away (a cut stream): the wait tools end
+   * their long poll on Herald with it. Write tools never pass it on: their work is finished either
+   * way, so a re-issue is answered as a replay.
+   */
+  signal?: AbortSignal | undefined;
 }

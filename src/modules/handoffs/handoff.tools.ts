@@ -7,6 +7,8 @@ import { bridgeError, contractSchema, hints, object, replayMarked, result, text,
 export interface HandoffToolDeps {
   bridge: BridgeClient;
   waitMs: number;
+  /** Aborts when the MCP client that made the call went away (src/mcp/deps.ts). */
+  signal?: AbortSignal | undefined;
 }
 
 /** The longest wait_for_handoff waits (the bridge's bound). */
@@ -92,9 +94,10 @@ export function handoffTools(): McpTool<HandoffToolDeps>[] {
       inputSchema: object({
         ...waitArguments(MAX_WAIT_SECONDS * 1000, MAX_WAIT_SECONDS * 1000),
       }),
-      async handler(args, { bridge }) {
+      async handler(args, { bridge, signal }) {
         const ms = waitMsOf(args, MAX_WAIT_SECONDS * 1000);
-        const r = await bridge.call('waitForHandoff', { query: { timeout_ms: String(ms) } });
+        // A client gone mid-wait ends the long poll; a handoff that already came is acknowledged below.
+        const r = await bridge.call('waitForHandoff', { query: { timeout_ms: String(ms) } }, signal === undefined ? {} : { signal });
         if (!r.ok) return bridgeError(r);
         const handoff = r.data.handoff;
         if (handoff === null) return result(`No handoff arrived within ${ms / 1000} seconds.`, r.data);

@@ -4,6 +4,8 @@ import { bridgeError, json, object, waitArguments, waitMsOf, type McpTool } from
 /** What these tools need from `herald mcp`. */
 export interface InboxToolDeps {
   bridge: BridgeClient;
+  /** Aborts when the MCP client that made the call went away (src/mcp/deps.ts). */
+  signal?: AbortSignal | undefined;
 }
 
 /** The longest wait_for_messages waits (the bridge's bound). */
@@ -29,10 +31,11 @@ export function inboxTools(): McpTool<InboxToolDeps>[] {
         after: { ...CURSOR, description: 'Wait for the first event after this id (default: after the acknowledged cursor).' },
         ...waitArguments(MAX_WAIT_SECONDS * 1000, MAX_WAIT_SECONDS * 1000),
       }),
-      async handler(args, { bridge }) {
+      async handler(args, { bridge, signal }) {
         const query: { after?: string; timeout_ms: string } = { timeout_ms: String(waitMsOf(args, MAX_WAIT_SECONDS * 1000)) };
         if (typeof args['after'] === 'string') query.after = args['after'];
-        const r = await bridge.call('waitForInbox', { query });
+        // A client gone mid-wait ends the long poll on Herald (nothing is acknowledged by a wait).
+        const r = await bridge.call('waitForInbox', { query }, signal === undefined ? {} : { signal });
         if (!r.ok) return bridgeError(r);
         return json(r.data);
       },
