@@ -140,6 +140,110 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp/records/messages/{request_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The request_id the message (or the call) was sent with.
+                 * @example aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+                 */
+                request_id: components["parameters"]["RecordRequestId"];
+            };
+            cookie?: never;
+        };
+        /** A post or DM this caller sent, by its request_id, with the last edit seq it took. */
+        get: operations["getAgentMessage"];
+        /**
+         * Note a post or DM this caller sent (once; the same call again changes nothing).
+         * @description A message already noted keeps its kind, seq and time. An older one (8 days) is noted afresh.
+         */
+        put: operations["rememberAgentMessage"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/records/messages/{request_id}/seq": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The request_id the message (or the call) was sent with.
+                 * @example aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+                 */
+                request_id: components["parameters"]["RecordRequestId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take the message's next edit seq, atomically (no two calls ever get the same one).
+         * @description With `edit_id`: the seq that edit took before, when it took one (the same edit again is the
+         *     same request); otherwise a new one, kept for it.
+         */
+        post: operations["nextAgentEditSeq"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/records/claims/{request_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The request_id the message (or the call) was sent with.
+                 * @example aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+                 */
+                request_id: components["parameters"]["RecordRequestId"];
+            };
+            cookie?: never;
+        };
+        /** Whether this caller sent (or claimed) the request_id in the last 8 days. */
+        get: operations["getAgentOwnership"];
+        /**
+         * Claim a request_id for this caller before it is sent, atomically.
+         * @description Answers whether this caller had claimed it before (a retry of its own send). Of two calls at
+         *     once, exactly one is the first.
+         */
+        put: operations["claimAgentRequest"];
+        post?: never;
+        /** Forget a claim the bridge refused outright (releasing one not held changes nothing). */
+        delete: operations["releaseAgentRequest"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/records/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Merge records an older `herald mcp` kept in its own file (HERALD_MCP_STATE) into this caller's.
+         * @description Idempotent: a message already known keeps the larger seq of the two, an edit or claim already
+         *     known is kept as it is; records older than 8 days are skipped.
+         */
+        post: operations["importAgentRecords"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/mcp/commands": {
         parameters: {
             query?: never;
@@ -1406,6 +1510,51 @@ export interface components {
         HandoffAck: {
             ids: components["schemas"]["Int8Cursor"][];
         };
+        /** @enum {string} */
+        AgentMessageKind: "post" | "dm";
+        AgentMessage: {
+            request_id: components["schemas"]["RequestId"];
+            kind: components["schemas"]["AgentMessageKind"];
+            /** @description The last edit seq taken (0 before any edit). */
+            seq: number;
+            sent_at: components["schemas"]["Timestamp"];
+        };
+        AgentMessageRequest: {
+            kind: components["schemas"]["AgentMessageKind"];
+        };
+        AgentEditSeqRequest: {
+            /** @description The edit's own id (edit_message's edit_id). */
+            edit_id?: string;
+        };
+        AgentEditSeq: {
+            seq: number;
+        };
+        AgentOwnership: {
+            owned: boolean;
+        };
+        AgentClaim: {
+            claimed_before: boolean;
+        };
+        ImportedMessage: {
+            kind: components["schemas"]["AgentMessageKind"];
+            seq: number;
+            sent_at: string;
+            edits?: {
+                [key: string]: number;
+            };
+        };
+        AgentRecordsImport: {
+            messages: {
+                [key: string]: components["schemas"]["ImportedMessage"];
+            };
+            sent?: {
+                [key: string]: string;
+            };
+        };
+        AgentRecordsImported: {
+            messages: number;
+            claims: number;
+        };
         InboxEvent: {
             id: components["schemas"]["InboxCursor"];
             /**
@@ -2084,6 +2233,27 @@ export interface components {
                 "application/json": components["schemas"]["PolicyConfirmation"];
             };
         };
+        /** @description The input is malformed; the reason names the field (`request_id`, `kind`, `edit_id`, `messages`, ...). */
+        BadRecordInput: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description This caller sent no post or DM with that request_id in the last 8 days. */
+        NoSuchMessage: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @constant */
+                    error: "no such message";
+                };
+            };
+        };
         /** @description No such scrape. */
         ScrapeNotFound: {
             headers: {
@@ -2110,6 +2280,11 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @description The request_id the message (or the call) was sent with.
+         * @example aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+         */
+        RecordRequestId: components["schemas"]["RequestId"];
         /** @example 0b6f3a52-5d0e-4c36-9f6f-1f2a3b4c5d6e */
         ScrapeIdParam: components["schemas"]["ScrapeId"];
     };
@@ -2529,6 +2704,289 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    getAgentMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The request_id the message (or the call) was sent with.
+                 * @example aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+                 */
+                request_id: components["parameters"]["RecordRequestId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description This caller sent it (within the last 8 days). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "request_id": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                     *       "kind": "post",
+                     *       "seq": 2,
+                     *       "sent_at": "2026-09-25T00:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentMessage"];
+                };
+            };
+            400: components["responses"]["BadRecordInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            404: components["responses"]["NoSuchMessage"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    rememberAgentMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The request_id the message (or the call) was sent with.
+                 * @example aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+                 */
+                request_id: components["parameters"]["RecordRequestId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "kind": "post"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description The message as noted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentMessage"];
+                };
+            };
+            400: components["responses"]["BadRecordInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    nextAgentEditSeq: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The request_id the message (or the call) was sent with.
+                 * @example aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+                 */
+                request_id: components["parameters"]["RecordRequestId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "edit_id": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentEditSeqRequest"];
+            };
+        };
+        responses: {
+            /** @description The seq to send the edit with. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "seq": 3
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentEditSeq"];
+                };
+            };
+            400: components["responses"]["BadRecordInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            404: components["responses"]["NoSuchMessage"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    getAgentOwnership: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The request_id the message (or the call) was sent with.
+                 * @example aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+                 */
+                request_id: components["parameters"]["RecordRequestId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whether it is this caller's. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "owned": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentOwnership"];
+                };
+            };
+            400: components["responses"]["BadRecordInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    claimAgentRequest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The request_id the message (or the call) was sent with.
+                 * @example aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+                 */
+                request_id: components["parameters"]["RecordRequestId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Claimed; `claimed_before` says whether it already was. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "claimed_before": false
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentClaim"];
+                };
+            };
+            400: components["responses"]["BadRecordInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    releaseAgentRequest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The request_id the message (or the call) was sent with.
+                 * @example aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+                 */
+                request_id: components["parameters"]["RecordRequestId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Not claimed now. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRecordInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["BridgeNotConfigured"];
+        };
+    };
+    importAgentRecords: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "messages": {
+                 *         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa": {
+                 *           "kind": "post",
+                 *           "seq": 2,
+                 *           "sent_at": "2026-09-25T00:00:00.000Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentRecordsImport"];
+            };
+        };
+        responses: {
+            /** @description How many records were merged. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "messages": 1,
+                     *       "claims": 0
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentRecordsImported"];
+                };
+            };
+            400: components["responses"]["BadRecordInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["BridgeNotConfigured"];
         };

@@ -94,7 +94,7 @@ environment (docs/guides/configuration.md lists every variable; each one herald 
   HERALD_DATA_DIR              where sandbox mode keeps that token (./data)
   HERALD_ADMIN_TOKEN           optional: the media archive's admin tools
   HERALD_MCP_WAIT_MS           how long a sending tool waits for delivered or failed (15000)
-  HERALD_MCP_STATE             its messages' edit counters (HERALD_DATA_DIR/mcp-state.json)
+  HERALD_MCP_STATE             an older herald mcp's records file, imported once (HERALD_DATA_DIR/mcp-state.json)
   HERALD_MCP_INBOX_NOTIFY      on: a notifications/message for each new inbox event (off)
   HERALD_POLICY                the operator's policy file (YAML): what clients may do (no rules)
   LOG_LEVEL                    its log's level; the log goes to stderr (info)

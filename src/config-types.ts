@@ -88,7 +88,7 @@ export interface Config {
   readonly disabledKinds: readonly ('dm' | 'edit')[];
   /** `HERALD_URL`: the bridge `herald mcp` talks to. Default http://127.0.0.1:PORT. */
   readonly heraldUrl: string;
-  /** `HERALD_MCP_STATE`: where `herald mcp` keeps its messages' edit counters (the pairing is Herald's: GET /mcp/pairing). Default HERALD_DATA_DIR/mcp-state.json. */
+  /** `HERALD_MCP_STATE`: a records file an older `herald mcp` wrote, imported into Herald's store once at start (the records are Herald's now: /mcp/records/). Default HERALD_DATA_DIR/mcp-state.json. */
   readonly mcpStatePath: string;
   /**
    * `HERALD_MCP_WAIT_MS`: how long a sending tool waits for delivered/failed before answering with the

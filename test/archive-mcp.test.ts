@@ -6,7 +6,7 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBridgeClient } from '../src/client/bridge-client.js';
 import { createMcpServer } from '../src/mcp/server.js';
-import { McpState } from '../src/mcp/state.js';
+import { storeRecords } from '../src/mcp/state.js';
 import { createLogger } from '../src/infra/log.js';
 import { SANDBOX_MEDIA_CHANNEL } from '../src/platforms/discord/sandbox/sandbox.js';
 import { startTestHerald, type TestHerald } from './support/herald.js';
@@ -28,7 +28,7 @@ describe('media archive over MCP', { timeout: 180_000 }, () => {
     const server = createMcpServer({
       bridge: createBridgeClient({ baseUrl: h.url, token: h.bridgeToken, headers }),
       admin: withAdmin ? createBridgeClient({ baseUrl: h.url, token: h.adminToken, headers }) : undefined,
-      state: await McpState.open(path.join(stateDir, `${clients.length}.json`)),
+      state: storeRecords(createBridgeClient({ baseUrl: h.url, token: h.bridgeToken, headers }), 'connector'),
       waitMs: 1_000,
       log: createLogger('silent'),
     });

@@ -6,7 +6,7 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBridgeClient } from '../src/client/bridge-client.js';
 import { createMcpServer } from '../src/mcp/server.js';
-import { McpState } from '../src/mcp/state.js';
+import { storeRecords } from '../src/mcp/state.js';
 import { mcpTools } from '../src/mcp/tools.js';
 import { createLogger } from '../src/infra/log.js';
 import { callTool, mcpClient } from './support/mcp.js';
@@ -59,7 +59,7 @@ describe('every MCP tool refuses text no store can hold, naming the argument', (
     const server = createMcpServer({
       bridge: createBridgeClient({ baseUrl: url, token: 't'.repeat(43) }),
       admin: createBridgeClient({ baseUrl: url, token: 'a'.repeat(43) }),
-      state: await McpState.open(path.join(stateDir, 'state.json')),
+      state: storeRecords(createBridgeClient({ baseUrl: url, token: 't'.repeat(43) }), 'connector'),
       waitMs: 1_000,
       log: createLogger('silent'),
     });

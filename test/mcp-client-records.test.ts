@@ -6,7 +6,9 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { startHttp } from '../src/mcp/run.js';
-import { McpState } from '../src/mcp/state.js';
+import { storeRecords } from '../src/mcp/state.js';
+import { createBridgeClient } from '../src/client/bridge-client.js';
+import { POLICY_CLIENT_HEADER } from '../src/infra/http/policy.middleware.js';
 import { createLogger } from '../src/infra/log.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { mcpOverHttp, toolText } from './support/mcp.js';
@@ -114,11 +116,12 @@ describe('herald mcp --http: each OAuth client acts only on what it sent', { tim
     expect(message()?.content).toBe(`${content} v2`);
     expect(message()?.reactions).toEqual([{ emoji: '👍', users: [h.sandbox.bot.id] }]);
 
-    // Kept apart in the one state file: the connector's records as before, each client's under its id.
-    const state = JSON.parse(await readFile(stateFile(), 'utf8')) as { messages: Record<string, unknown>; clients: Record<string, { messages: Record<string, unknown> }> };
-    expect(Object.keys(state.messages)).not.toContain(ref);
-    expect(Object.keys(state.clients['full']?.messages ?? {})).toEqual([ref]);
-    expect(state.clients['other']?.messages ?? {}).toEqual({});
+    // Kept apart in Herald's store, per caller (no file): the connector's, and each client's under its id.
+    const seen = async (client: string | undefined): Promise<number> => (await fetch(`${h.url}/mcp/records/messages/${ref}`, { headers: { authorization: `Bearer ${h.bridgeToken}`, ...(client === undefined ? {} : { [POLICY_CLIENT_HEADER]: client }) } })).status;
+    expect(await seen('full')).toBe(200);
+    expect(await seen(undefined)).toBe(404);
+    expect(await seen('other')).toBe(404);
+    await expect(readFile(stateFile(), 'utf8')).rejects.toThrow(/ENOENT/);
   });
 
   it("a pairing is its client's: another client (or the static token) has none, and cannot DM", async () => {
@@ -148,15 +151,14 @@ describe('herald mcp --http: each OAuth client acts only on what it sent', { tim
     expect((await call(confirming, 'edit_message', { message_ref: ref, content: `${args.content} v2` })).text).toMatch(/^Edited: /);
   });
 
-  it("keeps a client's records across a restart, whatever its id (`__proto__` is only a name)", async () => {
-    const file = path.join(dir, 'restart.json');
+  it("keeps a client's records in Herald, whatever its id (`__proto__` is only a name)", async () => {
     const ref = 'a'.repeat(64);
-    const state = await McpState.open(file);
-    await state.forClient('__proto__').rememberMessage(ref, 'post');
-    const reopened = await McpState.open(file);
-    expect(reopened.forClient('__proto__').message(ref)).toMatchObject({ kind: 'post', seq: 0 });
-    expect(reopened.message(ref)).toBeUndefined();
-    expect(reopened.forClient('constructor').owns(ref)).toBe(false);
+    const bridgeOf = (client: string | undefined): ReturnType<typeof createBridgeClient> => createBridgeClient({ baseUrl: h.url, token: h.bridgeToken, headers: client === undefined ? {} : { [POLICY_CLIENT_HEADER]: client } });
+    await storeRecords(bridgeOf('__proto__'), 'client').rememberMessage(ref, 'post');
+    // Another process (a restart, another replica) reads the same.
+    expect(await storeRecords(bridgeOf('__proto__'), 'client').message(ref)).toMatchObject({ kind: 'post', seq: 0 });
+    expect(await storeRecords(bridgeOf(undefined), 'connector').message(ref)).toBeUndefined();
+    expect(await storeRecords(bridgeOf('constructor'), 'client').owns(ref)).toBe(false);
     expect(Object.keys(Object.prototype)).toEqual([]);
   });
 });

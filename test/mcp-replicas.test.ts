@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,11 +34,11 @@ async function startMcpHttp(env: Record<string, string>): Promise<{ proc: Herald
 }
 
 /**
- * Two `herald mcp --http` replicas (one Herald, one HERALD_MCP_STATE file they share) behind a
- * round-robin proxy: one agent's calls go to each in turn, and every one is answered, on 2026-07-28
- * (stateless by design) and on 2025-11-25 (served stateless: no session for one replica to hold).
- * An edit on one replica of a post the other sent works: the state file is read again when the
- * other replica changed it (src/mcp/state.ts). And a stream cut mid-call loses only the answer:
+ * Two `herald mcp --http` replicas (one Herald; each its own folder and HERALD_MCP_STATE, as on two
+ * hosts) behind a round-robin proxy: one agent's calls go to each in turn, and every one is
+ * answered, on 2026-07-28 (stateless by design) and on 2025-11-25 (served stateless: no session for
+ * one replica to hold). An edit on one replica of a post the other sent works: the records (which
+ * messages it sent, their edit seqs) are Herald's (`/mcp/records/`, src/mcp/state.ts). And a stream cut mid-call loses only the answer:
  * every write tool with a replay key, its call sent again (new JSON-RPC id, same arguments, so the
  * same key) on the other replica, does nothing twice and says it replayed.
  */
@@ -63,8 +63,13 @@ describe('herald mcp --http: two replicas behind a round-robin proxy', { timeout
     await h.mapDestination();
     await h.sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
     dir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-replicas-'));
-    const env = { HERALD_URL: h.url, MCP_BRIDGE_TOKEN: h.bridgeToken, HERALD_MCP_TOKEN: token, HERALD_MCP_PORT: '0', HERALD_MCP_STATE: path.join(dir, 'mcp-state.json'), HERALD_MCP_WAIT_MS: '15000', LOG_LEVEL: 'warn' };
-    const [a, b] = await Promise.all([startMcpHttp(env), startMcpHttp(env)]);
+    const env = { HERALD_URL: h.url, MCP_BRIDGE_TOKEN: h.bridgeToken, HERALD_MCP_TOKEN: token, HERALD_MCP_PORT: '0', HERALD_MCP_WAIT_MS: '15000', LOG_LEVEL: 'warn' };
+    // Each replica its own folder (as on different hosts): nothing shared but Herald.
+    const own = async (name: string): Promise<Record<string, string>> => {
+      await mkdir(path.join(dir, name));
+      return { ...env, HERALD_DATA_DIR: path.join(dir, name), HERALD_MCP_STATE: path.join(dir, name, 'mcp-state.json') };
+    };
+    const [a, b] = await Promise.all([startMcpHttp(await own('a')), startMcpHttp(await own('b'))]);
     replicas.push(a.proc, b.proc);
     proxy = await startRoundRobinProxy([a.port, b.port], { hold });
   }, 240_000);
@@ -105,6 +110,8 @@ describe('herald mcp --http: two replicas behind a round-robin proxy', { timeout
         expect(sent).toHaveLength(1);
         expect(sent[0]).toMatchObject({ content: `${content} (2)`, edits: 2 });
         expect(await call('delete_message', { message_ref: requestId })).toMatch(/Deleted/);
+        // The records are Herald's: neither replica wrote a file of them.
+        expect([...(await readdir(path.join(dir, 'a'))), ...(await readdir(path.join(dir, 'b')))]).toEqual([]);
       } finally {
         await client.close();
       }

@@ -9,7 +9,7 @@ import { loadConfig } from '../src/config.js';
 import { McpPolicy } from '../src/mcp/policy.js';
 import { startHttp } from '../src/mcp/run.js';
 import { createMcpServer } from '../src/mcp/server.js';
-import { McpState } from '../src/mcp/state.js';
+import { storeRecords } from '../src/mcp/state.js';
 import { createLogger } from '../src/infra/log.js';
 import { mcpClient, toolText, type ToolResult } from './support/mcp.js';
 import { IDS, newToken, startTestHerald, type TestHerald } from './support/herald.js';
@@ -194,7 +194,7 @@ describe('herald mcp --http: HTTP+SSE sessions are bound to their principal', { 
   it('checks the session against its token on every call, not once when it opened', async () => {
     let expired = false;
     const mcp = createMcpServer(
-      { bridge: createBridgeClient({ baseUrl: h.url, token: h.bridgeToken }), state: await McpState.open(path.join(dir, 'in-memory.json')), waitMs: 1_000, log: createLogger('silent') },
+      { bridge: createBridgeClient({ baseUrl: h.url, token: h.bridgeToken }), state: storeRecords(createBridgeClient({ baseUrl: h.url, token: h.bridgeToken }), 'connector'), waitMs: 1_000, log: createLogger('silent') },
       { policy: new McpPolicy(undefined), caller: { client: 'agent', scopes: new Set(['read']) }, lapsed: () => expired },
     );
     const [a, b] = InMemoryTransport.createLinkedPair();

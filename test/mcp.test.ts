@@ -156,8 +156,9 @@ describe('herald mcp: tools over stdio and Streamable HTTP', () => {
     const message = h.sandbox.allMessages().find((m) => m.content === 'mcp dm v2');
     expect(message?.edits).toBe(1);
     expect(h.sandbox.allMessages().filter((m) => m.content.startsWith('mcp dm v'))).toHaveLength(1);
-    // Only its own messages: the HTTP server (its own state) did not send this one.
-    expect(toolText(await http.callTool({ name: 'edit_message', arguments: { message_ref: ref, content: 'hijack' } }))).toContain('did not send a message with that request_id');
+    // The same connector through another herald mcp (its own HERALD_MCP_STATE): the records are Herald's, so it edits it too.
+    expect(toolText(await http.callTool({ name: 'edit_message', arguments: { message_ref: ref, content: 'mcp dm v3' } }))).toMatch(/^Edited: https:\/\/discord\.com\/channels\/@me\//);
+    expect(h.sandbox.allMessages().find((m) => m.content === 'mcp dm v3')?.edits).toBe(2);
     expect(toolText(await stdio.callTool({ name: 'list_recipients', arguments: {} }))).toContain(`Roshne (${IDS.user})`);
   });
 

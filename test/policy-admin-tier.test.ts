@@ -8,7 +8,7 @@ import { createBridgeClient } from '../src/client/bridge-client.js';
 import { parsePolicy } from '../src/infra/policy/policy.js';
 import { McpPolicy } from '../src/mcp/policy.js';
 import { createMcpServer } from '../src/mcp/server.js';
-import { McpState } from '../src/mcp/state.js';
+import { storeRecords } from '../src/mcp/state.js';
 import { mcpTools } from '../src/mcp/tools.js';
 import { createLogger } from '../src/infra/log.js';
 import { PLATFORM_NAMES } from '../src/platforms/platforms.js';
@@ -39,7 +39,7 @@ describe("the operator's policy and herald mcp's admin tier", { timeout: 180_000
       {
         bridge: createBridgeClient({ baseUrl: h.url, token: h.bridgeToken, headers }),
         admin: createBridgeClient({ baseUrl: h.url, token: h.adminToken, headers }),
-        state: await McpState.open(path.join(dir, `${clients.length}.json`)),
+        state: storeRecords(createBridgeClient({ baseUrl: h.url, token: h.bridgeToken, headers }), 'connector'),
         waitMs: 1_000,
         log: createLogger('silent'),
       },

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBridgeClient } from '../src/client/bridge-client.js';
 import { createLogger } from '../src/infra/log.js';
 import { createMcpServer } from '../src/mcp/server.js';
-import { McpState } from '../src/mcp/state.js';
+import { storeRecords } from '../src/mcp/state.js';
 import { IDS, startTestHerald, type TestHerald } from './support/herald.js';
 import { callTool, mcpClient } from './support/mcp.js';
 
@@ -30,7 +30,7 @@ describe('names special in JavaScript objects', { timeout: 120_000 }, () => {
   beforeAll(async () => {
     h = await startTestHerald({ env: { HERALD_DISCORD_CHAT_GUILD: IDS.guild } });
     dir = await mkdtemp(path.join(tmpdir(), 'herald-special-'));
-    const server = createMcpServer({ bridge: createBridgeClient({ baseUrl: h.url, token: h.bridgeToken }), state: await McpState.open(path.join(dir, 'state.json')), waitMs: 1_000, log: createLogger('silent') });
+    const server = createMcpServer({ bridge: createBridgeClient({ baseUrl: h.url, token: h.bridgeToken }), state: storeRecords(createBridgeClient({ baseUrl: h.url, token: h.bridgeToken }), 'connector'), waitMs: 1_000, log: createLogger('silent') });
     const [a, b] = InMemoryTransport.createLinkedPair();
     await server.connect(a);
     agent = await mcpClient('special-names', b);

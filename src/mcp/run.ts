@@ -13,7 +13,7 @@ import { bearerCheck, FailureThrottle } from '../infra/http/auth.js';
 import { CONFIRM_HEADER, POLICY_CLIENT_HEADER, policyRefusals } from '../infra/http/policy.middleware.js';
 import { confirmKey } from '../infra/policy/confirm.js';
 import { createMcpServer, type McpServerDeps } from './server.js';
-import { McpState } from './state.js';
+import { importRecordsFile, storeRecords } from './state.js';
 import type { LocalFiles } from '../modules/deliveries/delivery.tool-files.js';
 import { errorSummary } from '../infra/errors.js';
 import { listenProblem } from '../infra/startup.js';
@@ -43,13 +43,16 @@ function bridgeClient(config: Config, bridgeToken: string, headers: Record<strin
   });
 }
 
-async function deps(config: Config, bridgeToken: string, log: Logger, localFiles: LocalFiles): Promise<McpServerDeps & { state: McpState }> {
+async function deps(config: Config, bridgeToken: string, log: Logger, localFiles: LocalFiles): Promise<McpServerDeps> {
+  const bridge = bridgeClient(config, bridgeToken);
+  // The records are Herald's (per caller); a file an older herald mcp kept them in is imported once.
+  await importRecordsFile(config.mcpStatePath, (client) => (client === undefined ? bridge : bridgeClient(config, bridgeToken, { [POLICY_CLIENT_HEADER]: client })), log);
   return {
     localFiles,
-    bridge: bridgeClient(config, bridgeToken),
+    bridge,
     // The media archive's admin tier, only when the operator gave this server the admin token too.
     admin: config.adminToken === undefined ? undefined : createBridgeClient({ baseUrl: config.heraldUrl, token: config.adminToken, headers: MCP_CLIENT }),
-    state: await McpState.open(config.mcpStatePath),
+    state: storeRecords(bridge, 'connector'),
     waitMs: config.mcpWaitMs,
     log,
   };
@@ -162,7 +165,8 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
     if (caller.client === undefined) return shared;
     let d = clients.get(caller.client);
     if (d === undefined) {
-      d = { ...shared, state: shared.state.forClient(caller.client), bridge: bridgeClient(config, bridgeToken, { [POLICY_CLIENT_HEADER]: caller.client }) };
+      const bridge = bridgeClient(config, bridgeToken, { [POLICY_CLIENT_HEADER]: caller.client });
+      d = { ...shared, state: storeRecords(bridge, 'client'), bridge };
       clients.set(caller.client, d);
     }
     return d;

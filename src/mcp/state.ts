@@ -1,38 +1,33 @@
-import { mkdir, open as openFile, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
-import path from 'node:path';
-import { RETENTION_MS } from '../modules/deliveries/delivery.js';
+import { readFile, rename } from 'node:fs/promises';
+import type { Logger } from 'pino';
+import type { BridgeClient } from '../client/bridge-client.js';
 
-type SentMessage = { kind: 'post' | 'dm'; seq: number; sent_at: string; edits?: Record<string, number> };
-
-/**
- * One sender's records: the connector's at the top of the file, each OAuth client's under `clients`.
- * Its pairing is not one of them: Herald keeps it (GET /mcp/pairing), whichever way the code was
- * redeemed. A file written before that may still hold a `pairing`: it is dropped when read.
- */
-interface Records {
-  /** Messages this sender sent, by request_id, with the last edit seq it used. */
-  messages: Record<string, SentMessage>;
-  /** An OAuth client's only: every request_id it sent (any kind), with when: what get_delivery shows it. */
-  sent?: Record<string, string>;
-}
-
-/** What `herald mcp` remembers across restarts. */
-export interface McpStateData extends Records {
-  /** Each OAuth client's own records (`herald mcp --http`), by client id; absent until one sends or pairs. */
-  clients?: Record<string, Records>;
+/** A post or DM this sender sent, with the last edit seq it took. */
+export interface SentMessage {
+  kind: 'post' | 'dm';
+  seq: number;
+  sent_at: string;
 }
 
 /**
- * What one sender of `herald mcp` knows of what it did: its messages and their edit seqs. stdio and the static HERALD_MCP_TOKEN are the connector's (McpState itself); each OAuth
- * client of `herald mcp --http` has its own (McpState.forClient): one client's message is, to
- * another, one it never sent.
+ * What one sender of `herald mcp` knows of what it did: its messages and their edit seqs, the
+ * request_ids it claimed. stdio and the static HERALD_MCP_TOKEN are the connector's; each OAuth
+ * client of `herald mcp --http` has its own: one client's message is, to another, one it never sent.
+ * Kept in Herald's store (`/mcp/records/`, openapi/records.yaml), per caller, so any replica of
+ * `herald mcp`, on any host, answers any call of an agent (issue 39).
  */
 export interface AgentRecords {
-  message(requestId: string): SentMessage | undefined;
+  /** The message this sender sent under `requestId` in the last 8 days, if it did. */
+  message(requestId: string): Promise<SentMessage | undefined>;
   rememberMessage(requestId: string, kind: 'post' | 'dm'): Promise<void>;
+  /**
+   * The next edit seq for a message, stored before it is used (no two replicas get the same one).
+   * With the edit's own id (edit_id): the seq that edit was given before, if it was, so a retried
+   * edit is the very same request.
+   */
   nextSeq(requestId: string, editId?: string): Promise<number>;
   /** Whether this sender may see or act on what was sent under `requestId` (the connector: all the bridge token may). */
-  owns(requestId: string): boolean;
+  owns(requestId: string): Promise<boolean>;
   /**
    * Noted before the bridge sees `requestId`, so a retry after a lost answer is known as this
    * sender's own. Answers whether a delivery Herald already holds under that id is this sender's to
@@ -41,215 +36,108 @@ export interface AgentRecords {
   claim(requestId: string): Promise<boolean>;
   /** Forgets a claim the bridge refused outright (nothing of this sender's is stored under it). */
   release(requestId: string): Promise<void>;
-  /** Catches up with what another process sharing the file wrote (McpState): before a call reads. */
+  /** Nothing to catch up with: every call reads Herald's store. Kept for the server's call path. */
   sync(): Promise<void>;
 }
 
-/** Herald keeps records RETENTION_MS (8 days); an older message can no longer be edited. */
-const MESSAGE_TTL_MS = RETENTION_MS;
-
-const expired = (sentAt: string, now: number): boolean => now - Date.parse(sentAt) > MESSAGE_TTL_MS;
-
-const messageIn = (records: Records, requestId: string): SentMessage | undefined => (Object.hasOwn(records.messages, requestId) ? records.messages[requestId] : undefined);
-
-/** The next edit seq of a message in `records`, noted before it is used (see nextSeq). */
-function nextSeqIn(records: Records, requestId: string, editId: string | undefined): number {
-  const m = messageIn(records, requestId);
-  if (m === undefined) throw new Error('unknown message');
-  const earlier = editId === undefined ? undefined : m.edits?.[editId];
-  if (earlier !== undefined) return earlier;
-  m.seq += 1;
-  if (editId !== undefined) m.edits = { ...(m.edits ?? {}), [editId]: m.seq };
-  return m.seq;
+/** A records call Herald did not answer: the tool fails (nothing was sent yet, or the send stands: get_delivery says). */
+function failed(what: string, r: { status: number; error: string }): Error {
+  return new Error(`Herald did not keep this agent's records (${what}): ${r.error}${r.status === 0 ? '' : ` (HTTP ${r.status})`}`);
 }
-
-function rememberIn(records: Records, requestId: string, kind: 'post' | 'dm', now: number): void {
-  for (const [id, m] of Object.entries(records.messages)) {
-    if (expired(m.sent_at, now)) delete records.messages[id];
-  }
-  records.messages[requestId] ??= { kind, seq: 0, sent_at: new Date(now).toISOString() };
-}
-
-/** A record read from a file of an older `herald mcp`, without the pairing it kept then (Herald keeps it now). */
-function withoutPairing<T extends Records>(records: T & { pairing?: unknown }): T {
-  const { pairing: _dropped, ...rest } = records;
-  return rest as T;
-}
-
-/** How long a lock file may stand before it is taken for a crashed holder's and removed. */
-const STALE_LOCK_MS = 10_000;
-/** How often a process waiting for the lock looks again. */
-const LOCK_POLL_MS = 5;
 
 /**
- * A small JSON file, written atomically (temp file + rename) after every change, so a crash
- * never leaves half a state and an edit's seq is never reused. Itself the connector's records.
- *
- * Several `herald mcp --http` replicas may share one file (HERALD_MCP_STATE on a volume they all
- * mount): any replica then answers any call of an agent, whichever replica took its earlier ones
- * (the edit of a post another replica sent, its next edit seq). So every change is a
- * read-modify-write under a lock file (`<file>.lock`, created exclusively; one left by a crashed
- * holder is removed after STALE_LOCK_MS), re-reading the file first when another process changed
- * it, and every call re-reads it before it looks (sync).
+ * The records of the caller `bridge` speaks for (the connector; or an OAuth client, whose id the
+ * bridge client sends in x-herald-policy-client), in Herald's store. `connector`: it holds the bridge
+ * token, so what it may see through Herald's API it may see here, and every delivery under an id it
+ * gave is its own (its claims are not kept).
  */
-export class McpState implements AgentRecords {
-  private data: McpStateData = { messages: {} };
-  /** The OAuth clients' records (a Map: a client id is the token's word, never an object key in memory). */
-  private readonly clients = new Map<string, Records>();
-  /** Changes of this process, one at a time (the lock file orders them with other processes'). */
-  private queue: Promise<unknown> = Promise.resolve();
-  /** The file's inode, mtime and size as last read or written here (each write is a new file, renamed): another value means another process wrote it. */
-  private seen = '';
+export function storeRecords(bridge: BridgeClient, who: 'connector' | 'client'): AgentRecords {
+  const path = (requestId: string): { path: { request_id: string } } => ({ path: { request_id: requestId } });
+  return {
+    async message(requestId) {
+      const r = await bridge.call('getAgentMessage', path(requestId));
+      if (r.ok) return { kind: r.data.kind, seq: r.data.seq, sent_at: r.data.sent_at };
+      // 404: not this sender's; 400: no request_id at all (never sent by anyone).
+      if (r.status === 404 || r.status === 400) return undefined;
+      throw failed('read a message', r);
+    },
+    async rememberMessage(requestId, kind) {
+      const r = await bridge.call('rememberAgentMessage', { ...path(requestId), body: { kind } });
+      if (!r.ok) throw failed('note a message', r);
+    },
+    async nextSeq(requestId, editId) {
+      const r = await bridge.call('nextAgentEditSeq', { ...path(requestId), body: editId === undefined ? {} : { edit_id: editId } });
+      if (r.ok) return r.data.seq;
+      throw r.status === 404 ? new Error('unknown message') : failed('take an edit seq', r);
+    },
+    async owns(requestId) {
+      if (who === 'connector') return true;
+      const r = await bridge.call('getAgentOwnership', path(requestId));
+      if (r.ok) return r.data.owned;
+      if (r.status === 400) return false;
+      throw failed('read a claim', r);
+    },
+    async claim(requestId) {
+      if (who === 'connector') return true;
+      const r = await bridge.call('claimAgentRequest', path(requestId));
+      if (r.ok) return r.data.claimed_before;
+      throw failed('claim a request_id', r);
+    },
+    async release(requestId) {
+      if (who === 'connector') return;
+      const r = await bridge.call('releaseAgentRequest', path(requestId));
+      if (!r.ok) throw failed('release a request_id', r);
+    },
+    sync: () => Promise.resolve(),
+  };
+}
 
-  private constructor(private readonly file: string) {}
+/** One sender's part of a file an older `herald mcp` wrote. */
+interface FileRecords {
+  messages?: Record<string, SentMessage & { edits?: Record<string, number> }>;
+  sent?: Record<string, string>;
+}
 
-  static async open(file: string): Promise<McpState> {
-    const state = new McpState(file);
-    await state.sync();
-    return state;
+/** The file an older `herald mcp` kept its records in (HERALD_MCP_STATE): the connector's at the top, each OAuth client's under `clients`. */
+interface RecordsFile extends FileRecords {
+  clients?: Record<string, FileRecords>;
+}
+
+/** How many records one import call carries (a file's records go in parts, each under the body limit). */
+const IMPORT_BATCH = 500;
+
+/**
+ * Imports, once, the records an older `herald mcp` kept in its own file (HERALD_MCP_STATE) into
+ * Herald's store, each sender's as its own (`bridgeFor(client)`), so an upgrade loses no edit seq;
+ * then renames the file `<file>.imported`, so it is not read again. The import is idempotent (a
+ * message keeps the larger seq): a crash half way, or two replicas importing copies of one file, are
+ * harmless. When Herald refuses or cannot be reached, the file stays, and the next start tries again.
+ */
+export async function importRecordsFile(file: string, bridgeFor: (client: string | undefined) => BridgeClient, log: Logger): Promise<void> {
+  let data: RecordsFile;
+  try {
+    data = JSON.parse(await readFile(file, 'utf8')) as RecordsFile;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    log.warn({ file, err: (err as Error).message }, 'cannot read the records file of an older herald mcp; it is left as it is');
+    return;
   }
-
-  /** Re-reads the file when another process changed it since this one last read or wrote it. */
-  async sync(): Promise<void> {
-    let now: string;
-    try {
-      const st = await stat(this.file);
-      now = `${st.ino}:${st.mtimeMs}:${st.size}`;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw new Error(`cannot read ${this.file}: ${(err as Error).message}`);
-    }
-    if (now === this.seen) return;
-    let read: McpStateData;
-    try {
-      read = JSON.parse(await readFile(this.file, 'utf8')) as McpStateData;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw new Error(`cannot read ${this.file}: ${(err as Error).message}`);
-    }
-    read.messages ??= {};
-    this.clients.clear();
-    for (const [id, records] of Object.entries(read.clients ?? {})) this.clients.set(id, { ...withoutPairing(records), messages: records.messages ?? {} });
-    delete read.clients;
-    this.data = withoutPairing(read);
-    this.seen = now;
-  }
-
-  message(requestId: string): SentMessage | undefined {
-    return messageIn(this.data, requestId);
-  }
-
-  async rememberMessage(requestId: string, kind: 'post' | 'dm'): Promise<void> {
-    await this.change(() => rememberIn(this.data, requestId, kind, Date.now()));
-  }
-
-  /**
-   * The next edit seq for a message, stored before it is used. With the edit's own id (edit_id):
-   * the seq that edit was given before, if it was, so a retried edit is the very same request.
-   */
-  async nextSeq(requestId: string, editId?: string): Promise<number> {
-    return this.change(() => nextSeqIn(this.data, requestId, editId));
-  }
-
-  /** The connector holds the bridge token: what it may see through Herald's API, it may see here. */
-  owns(): boolean {
-    return true;
-  }
-
-  claim(): Promise<boolean> {
-    return Promise.resolve(true);
-  }
-
-  release(): Promise<void> {
-    return Promise.resolve();
-  }
-
-  /** An OAuth client's own records, kept in this same file under `clients`. */
-  forClient(clientId: string): AgentRecords {
-    const records = (): Records | undefined => this.clients.get(clientId);
-    const own = (): Records => {
-      let r = this.clients.get(clientId);
-      if (r === undefined) this.clients.set(clientId, (r = { messages: {} }));
-      return r;
-    };
-    return {
-      message: (requestId) => {
-        const r = records();
-        return r === undefined ? undefined : messageIn(r, requestId);
-      },
-      rememberMessage: (requestId, kind) => this.change(() => rememberIn(own(), requestId, kind, Date.now())),
-      nextSeq: (requestId, editId) => this.change(() => nextSeqIn(own(), requestId, editId)),
-      owns: (requestId) => {
-        const r = records();
-        return r !== undefined && ((r.sent !== undefined && Object.hasOwn(r.sent, requestId)) || messageIn(r, requestId) !== undefined);
-      },
-      claim: (requestId) =>
-        this.change(() => {
-          const r = own();
-          const now = Date.now();
-          const sent = Object.fromEntries(Object.entries(r.sent ?? {}).filter(([, at]) => !expired(at, now)));
-          const before = Object.hasOwn(sent, requestId);
-          if (!before) sent[requestId] = new Date(now).toISOString();
-          r.sent = sent;
-          return before;
-        }),
-      release: (requestId) =>
-        this.change(() => {
-          const r = records();
-          if (r?.sent === undefined || !Object.hasOwn(r.sent, requestId)) return;
-          r.sent = Object.fromEntries(Object.entries(r.sent).filter(([id]) => id !== requestId));
-        }),
-      sync: () => this.sync(),
-    };
-  }
-
-  /**
-   * One change, whole: under the lock, the file re-read if another process wrote it, `apply`d to
-   * the records, written back; its answer once written (a seq is never handed out unsaved).
-   */
-  private change<T>(apply: () => T): Promise<T> {
-    const run = this.queue.then(() =>
-      this.locked(async () => {
-        await this.sync();
-        const answer = apply();
-        await this.save();
-        return answer;
-      }),
-    );
-    this.queue = run.catch(() => undefined);
-    return run;
-  }
-
-  /** Runs `fn` holding `<file>.lock`, which no other process holds meanwhile. */
-  private async locked<T>(fn: () => Promise<T>): Promise<T> {
-    const lock = `${this.file}.lock`;
-    await mkdir(path.dirname(this.file), { recursive: true });
-    for (;;) {
-      try {
-        const handle = await openFile(lock, 'wx', 0o600);
-        await handle.close();
-        break;
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-        const held = await stat(lock).then((st) => Date.now() - st.mtimeMs, () => 0);
-        if (held > STALE_LOCK_MS) await unlink(lock).catch(() => undefined);
-        else await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+  const senders: [string | undefined, FileRecords][] = [[undefined, data], ...Object.entries(data.clients ?? {})];
+  let messages = 0;
+  for (const [client, records] of senders) {
+    const bridge = bridgeFor(client);
+    const entries = Object.entries(records.messages ?? {}).map(([id, m]) => [id, { kind: m.kind, seq: m.seq, sent_at: m.sent_at, ...(m.edits === undefined ? {} : { edits: m.edits }) }] as const);
+    const sent = Object.entries(records.sent ?? {});
+    for (let i = 0; i === 0 || i < Math.max(entries.length, sent.length); i += IMPORT_BATCH) {
+      const body = { messages: Object.fromEntries(entries.slice(i, i + IMPORT_BATCH)), ...(sent.length > i ? { sent: Object.fromEntries(sent.slice(i, i + IMPORT_BATCH)) } : {}) };
+      const r = await bridge.call('importAgentRecords', { body });
+      if (!r.ok) {
+        log.warn({ file, status: r.status, error: r.error }, 'Herald did not take the records of an older herald mcp; the file stays, and the next start tries again');
+        return;
       }
-    }
-    try {
-      return await fn();
-    } finally {
-      await unlink(lock).catch(() => undefined);
+      messages += r.data.messages;
     }
   }
-
-  private async save(): Promise<void> {
-    // The connector's records as they always were; the clients' after them, only once there are any.
-    const data: McpStateData = this.clients.size === 0 ? this.data : { ...this.data, clients: Object.fromEntries(this.clients) };
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    await writeFile(tmp, JSON.stringify(data, null, 2), { mode: 0o600 });
-    await rename(tmp, this.file);
-    const st = await stat(this.file);
-    this.seen = `${st.ino}:${st.mtimeMs}:${st.size}`;
-  }
+  await rename(file, `${file}.imported`);
+  log.info({ file, messages }, 'imported the records of an older herald mcp into Herald; the file is renamed .imported');
 }

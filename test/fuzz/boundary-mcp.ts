@@ -9,7 +9,7 @@ import { createBridgeClient } from '../../src/client/bridge-client.js';
 import { unstorableField } from '../../src/infra/contract/storable.js';
 import { createLogger } from '../../src/infra/log.js';
 import { createMcpServer } from '../../src/mcp/server.js';
-import { McpState } from '../../src/mcp/state.js';
+import { storeRecords } from '../../src/mcp/state.js';
 import { mcpTools } from '../../src/mcp/tools.js';
 import { callTool, mcpClient } from '../support/mcp.js';
 import { boundaries, sampleOf, validBy, type Boundary, type Schema } from './boundary-values.js';
@@ -80,7 +80,7 @@ export async function mcpBoundaryPass(life: () => Life, report: BoundaryReport, 
   const server = createMcpServer({
     bridge: createBridgeClient({ baseUrl: target.url, token: target.bridgeToken, retries: 0, fetch: recording }),
     admin: createBridgeClient({ baseUrl: target.url, token: target.adminToken, retries: 0, fetch: recording }),
-    state: await McpState.open(path.join(stateDir, 'state.json')),
+    state: storeRecords(createBridgeClient({ baseUrl: target.url, token: target.bridgeToken, retries: 0, fetch: recording }), 'connector'),
     waitMs: 200,
     log: createLogger('error', sink),
   });

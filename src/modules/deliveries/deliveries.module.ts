@@ -1,6 +1,8 @@
 import type { ModuleParts, ModuleServices } from '../contract.js';
 import { capabilitiesOf } from '../../platforms/platform.js';
 import { deliveryAdminOperations } from './delivery.admin.http.js';
+import { AgentRecordsStore } from './agent-records.js';
+import { agentRecordOperations } from './agent-records.http.js';
 import { deliveryOperations } from './delivery.http.js';
 import { DeliveryJobs, deliveryQueue } from './delivery.jobs.js';
 import { heraldMessages } from './delivery.repository.js';
@@ -84,7 +86,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
       answer: (given) => void Object.assign(answers, given),
       sentByHerald: (messageIds) => heraldMessages(db, messageIds),
     },
-    operations: [deliveryOperations(deliveries, capabilities, metrics, platforms, (delivery) => checkDeliveryAttachments(delivery, transports, ports)), deliveryAdminOperations(deliveries, transports.all, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {})],
+    operations: [deliveryOperations(deliveries, capabilities, metrics, platforms, (delivery) => checkDeliveryAttachments(delivery, transports, ports)), deliveryAdminOperations(deliveries, transports.all, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {}), agentRecordOperations(new AgentRecordsStore(db, clock))],
     jobs: [{ queue, kinds: jobs.kinds(), prune: true, report: true, listen: true }],
   };
 }

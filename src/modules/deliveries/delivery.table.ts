@@ -62,8 +62,39 @@ export interface SentMessageTable {
   created_at: Date;
 }
 
+/**
+ * A post or DM a caller of the API sent (`herald mcp`'s records, per principal: `connector` or
+ * `client:<id>`, principalName in src/infra/policy/principal.ts), with the last edit seq it took.
+ */
+export interface AgentMessageTable {
+  principal: string;
+  request_id: string;
+  kind: 'post' | 'dm';
+  seq: number;
+  sent_at: Date;
+}
+
+/** The seq an edit id took: the same edit again is the same request. */
+export interface AgentMessageEditTable {
+  principal: string;
+  request_id: string;
+  edit_id: string;
+  seq: number;
+  at: Date;
+}
+
+/** A request_id a caller claimed before sending it (an OAuth client's: its retry is its own replay). */
+export interface AgentClaimTable {
+  principal: string;
+  request_id: string;
+  claimed_at: Date;
+}
+
 /** This part's tables, as it sees the store (the whole schema is src/schema.ts, at the wiring). */
 export interface DeliveriesDb {
   deliveries: DeliveryTable;
   sent_messages: SentMessageTable;
+  agent_messages: AgentMessageTable;
+  agent_message_edits: AgentMessageEditTable;
+  agent_claims: AgentClaimTable;
 }

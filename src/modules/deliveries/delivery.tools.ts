@@ -82,7 +82,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
     },
     {
       name: 'post_message',
-      operations: ['uploadFile', 'createDelivery', 'getDelivery', 'getDeliveryDetail'],
+      operations: ['uploadFile', 'createDelivery', 'getDelivery', 'getDeliveryDetail', 'claimAgentRequest', 'releaseAgentRequest', 'rememberAgentMessage'],
       title: 'Post to a destination channel',
       annotations: hints(false, false, false, true),
       output: 'DeliveryState',
@@ -108,7 +108,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
     },
     {
       name: 'send_dm',
-      operations: ['getPairing', 'getRegistration', 'uploadFile', 'createDelivery', 'getDelivery', 'getDeliveryDetail'],
+      operations: ['getPairing', 'getRegistration', 'uploadFile', 'createDelivery', 'getDelivery', 'getDeliveryDetail', 'claimAgentRequest', 'releaseAgentRequest', 'rememberAgentMessage'],
       title: 'DM the paired user',
       annotations: hints(false, false, false, true),
       output: 'DeliveryState',
@@ -125,7 +125,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
     },
     {
       name: 'edit_message',
-      operations: ['createDelivery', 'getDelivery', 'getDeliveryDetail'],
+      operations: ['createDelivery', 'getDelivery', 'getDeliveryDetail', 'getAgentMessage', 'nextAgentEditSeq', 'claimAgentRequest', 'releaseAgentRequest'],
       title: 'Edit a message this agent sent',
       // Replaces what the message said (destructive); the same edit again leaves it as it is (idempotent).
       annotations: hints(false, true, true, true),
@@ -147,7 +147,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
         const ref = given[0] as string;
         const body = bodyOf(args);
         if (body.content === undefined && body.card === undefined && body.links === undefined) return text('Include at least one of content, card or links.', true);
-        if (deps.state.message(ref) === undefined) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be edited.', true);
+        if ((await deps.state.message(ref)) === undefined) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be edited.', true);
         const editId = typeof args['edit_id'] === 'string' ? args['edit_id'] : undefined;
         // The same edit_id keeps its seq, so its retry is the very same request (answered as a replay).
         const seq = await deps.state.nextSeq(ref, editId);
@@ -157,7 +157,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
     ...messageOpTools(),
     {
       name: 'get_delivery',
-      operations: ['getDelivery', 'getDeliveryDetail'],
+      operations: ['getDelivery', 'getDeliveryDetail', 'getAgentOwnership'],
       title: 'A message\'s delivery state',
       annotations: hints(true, false, true, false),
       output: 'DeliveryState',
@@ -166,7 +166,7 @@ export function deliveryTools(): McpTool<DeliveryToolDeps>[] {
       async handler(args, { bridge, state }) {
         // Another OAuth client's delivery is, to this one, no delivery at all.
         const unknown = text('No delivery with that request_id (records are kept 8 days).', true);
-        if (!state.owns(String(args['request_id']))) return unknown;
+        if (!(await state.owns(String(args['request_id'])))) return unknown;
         const r = await bridge.call('getDelivery', { path: { request_id: String(args['request_id']) } });
         if (!r.ok) return r.status === 404 ? unknown : bridgeError(r);
         return describe(r.data, String(args['request_id']), bridge);
@@ -212,7 +212,7 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
   return [
     {
       name: 'react',
-      operations: ['getPairing', 'getRegistration', 'createDelivery', 'getDelivery', 'getDeliveryDetail'],
+      operations: ['getPairing', 'getRegistration', 'createDelivery', 'getDelivery', 'getDeliveryDetail', 'getAgentOwnership', 'claimAgentRequest', 'releaseAgentRequest'],
       title: 'React to a message',
       description: `Add a reaction to a message (or take this agent's reaction off with remove: true): a message this agent sent (message_ref, the request_id post_message or send_dm returned), a message in a server's destination channel (guild_id, destination and message_id), or a message in the DM with the paired user (message_id alone). Emoji: a unicode emoji such as 👍, or a custom one as name:id. Adding a reaction already there, or removing one already gone, is fine. ${NO_RETRY}`,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
@@ -235,7 +235,7 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
         const messageId = args['message_id'] === undefined ? undefined : String(args['message_id']);
         let target: Record<string, string>;
         if (args['message_ref'] !== undefined) {
-          if (!deps.state.owns(String(args['message_ref']))) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be reacted to by message_ref.', true);
+          if (!(await deps.state.owns(String(args['message_ref'])))) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be reacted to by message_ref.', true);
           target = { message_ref: String(args['message_ref']) };
         }
         else if (args['guild_id'] !== undefined && args['destination'] !== undefined && messageId !== undefined) target = { guild_id: String(args['guild_id']), destination: String(args['destination']), message_id: messageId };
@@ -250,7 +250,7 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
     },
     {
       name: 'delete_message',
-      operations: ['createDelivery', 'getDelivery', 'getDeliveryDetail'],
+      operations: ['createDelivery', 'getDelivery', 'getDeliveryDetail', 'getAgentMessage', 'claimAgentRequest', 'releaseAgentRequest'],
       title: 'Delete a message this agent sent',
       description: `Delete a message this agent sent earlier (post_message or send_dm), by the request_id those tools returned. Only this agent's own messages can be deleted; a deleted message cannot be edited. ${NO_RETRY}`,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
@@ -265,7 +265,7 @@ function messageOpTools(): McpTool<DeliveryToolDeps>[] {
       ),
       async handler(args, deps) {
         const ref = String(args['message_ref']);
-        if (deps.state.message(ref) === undefined) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be deleted.', true);
+        if ((await deps.state.message(ref)) === undefined) return text('This agent did not send a message with that request_id (or it is older than 8 days); only its own messages can be deleted.', true);
         return send(deps, { kind: 'delete', target: { message_ref: ref } } as Omit<Schema<'DeliveryRequest'>, 'request_id'>, idOf(args));
       },
     },
