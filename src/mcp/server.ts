@@ -1,5 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { Server, SUPPORTED_PROTOCOL_VERSIONS, type CallToolResult, type Tool } from '@modelcontextprotocol/server';
 import { Ajv, type ValidateFunction } from 'ajv';
+import { withCallHeaders } from '../client/bridge-client.js';
+import { parseTraceparent } from '../infra/trace.js';
 import { withUtf16Lengths } from '../infra/contract/ajv.js';
 import { SchemaReasons } from '../infra/contract/reasons.js';
 import { unstorableField } from '../infra/contract/storable.js';
@@ -112,6 +115,41 @@ function withConfirm(listed: Tool): Tool {
 export const MODERN_PROTOCOL_VERSION = '2026-07-28';
 export const PROTOCOL_VERSIONS: readonly string[] = [MODERN_PROTOCOL_VERSION, ...SUPPORTED_PROTOCOL_VERSIONS];
 
+let version: string | undefined;
+
+/** Herald's version, from its package.json (one folder up from src/, two from dist/src/), read once. */
+export function heraldVersion(): string {
+  if (version === undefined) {
+    version = 'unknown';
+    for (const relative of ['../../package.json', '../../../package.json']) {
+      try {
+        const pkg = JSON.parse(readFileSync(new URL(relative, import.meta.url), 'utf8')) as { name?: unknown; version?: unknown };
+        if (pkg.name === 'herald' && typeof pkg.version === 'string') {
+          version = pkg.version;
+          break;
+        }
+      } catch {
+        // Not this folder: try the next.
+      }
+    }
+  }
+  return version;
+}
+
+/** What `server/discover` (and a 2025 `initialize`) tells a client about Herald, before any tool. */
+export const INSTRUCTIONS =
+  "Herald is a chat bridge: these tools post, edit and react in the chat channels and direct messages its operator mapped, and read the agent's inbox (what people wrote to it), acknowledged with ack_inbox once handled. Every tool that writes takes a request_id: if a call breaks off before its answer (a dropped connection or stream), call it again with the same arguments and the same request_id; the answer then says it replayed, and nothing is sent twice.";
+
+/**
+ * Cache hints on 2026-07-28 results (ttlMs, cacheScope): discovery is the same for every caller
+ * for an hour; the tool list is the caller's own (the operator's policy filters it and adds
+ * confirm_token per caller), so private, and short-lived so a policy change shows soon.
+ */
+const CACHE_HINTS = {
+  'server/discover': { ttlMs: 3_600_000, cacheScope: 'public' },
+  'tools/list': { ttlMs: 60_000, cacheScope: 'private' },
+} as const;
+
 /** Who calls, and the operator's policy for them (src/mcp/policy.ts); without it, every tool for everyone. */
 export interface McpServerAccess {
   policy: McpPolicy;
@@ -135,11 +173,17 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
   const shown = (c: Compiled): Tool => (paths ? c.listed : c.listedWithoutPaths);
   const listed = access === undefined ? listedTools(paths) : [...tools.values()].filter((c) => access.policy.listed(c.tool, access.caller)).map((c) => (access.policy.needsConfirm(c.tool, access.caller) ? withConfirm(shown(c)) : shown(c)));
   // logging: the inbox's notifications (src/mcp/inbox-notify.ts) are log messages a client may act on.
-  const server = new Server({ name: 'herald', version: '0.1.0' }, { capabilities: { tools: {}, logging: {} }, supportedProtocolVersions: [...PROTOCOL_VERSIONS] });
+  const server = new Server({ name: 'herald', version: heraldVersion() }, { capabilities: { tools: {}, logging: {} }, supportedProtocolVersions: [...PROTOCOL_VERSIONS], instructions: INSTRUCTIONS, cacheHints: { ...CACHE_HINTS } });
 
   server.setRequestHandler('tools/list', () => ({ tools: listed }));
-  server.setRequestHandler('tools/call', async (request): Promise<CallToolResult> => {
+  server.setRequestHandler('tools/call', async (request, ctx): Promise<CallToolResult> => {
     const { name } = request.params;
+    // The caller's W3C trace context (2026-07-28 `_meta.traceparent`; a 2025 client may send it
+    // too): its trace id on this server's log lines for the call, and the header on the call's
+    // bridge requests, so Herald's request log carries the same id. Malformed: no trace, not echoed.
+    const trace = parseTraceparent(ctx.mcpReq._meta?.['traceparent'] ?? request.params._meta?.['traceparent']);
+    const log = trace === undefined ? deps.log : deps.log.child({ trace_id: trace.trace_id, span_id: trace.span_id });
+    const run = <T>(fn: () => Promise<T>): Promise<T> => (trace === undefined ? fn() : withCallHeaders({ traceparent: trace.traceparent }, fn));
     let args: Record<string, unknown> = request.params.arguments ?? {};
     // Checked on every call, not once when the session opened: a session whose token expired does nothing.
     if (access?.lapsed?.() === true) return text('Refused: the access token this session was opened with has expired. Connect again with a fresh token.', true);
@@ -166,23 +210,27 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): 
       const reason = (failure?.reason ?? 'the input is invalid').replace(/^request body/, 'the input');
       return text(`Invalid arguments: ${reason}${typeof about === 'string' ? ` (${key}: ${about.replace(/\.$/, '')})` : ''}.`, true);
     }
+    // One line per call: the tool, its request_id (the call's key, what a re-issue repeats), the trace.
+    const key = tool.replay !== undefined && 'key' in tool.replay ? tool.replay.key : 'request_id';
+    const requestId = typeof args[key] === 'string' ? args[key] : undefined;
+    log.info({ tool: name, ...(requestId === undefined ? {} : { [key]: requestId }) }, 'tool call');
     try {
       const verdict = access?.policy.check(tool, access.caller, args, confirmToken);
       const confirmed = verdict !== undefined && 'confirmed' in verdict && typeof verdict['confirmed'] === 'string' ? verdict['confirmed'] : undefined;
       if (verdict !== undefined && confirmed === undefined) return verdict as CallToolResult;
-      const given = confirmed === undefined ? deps : (access?.confirmed?.(confirmed) ?? deps);
+      const given = { ...(confirmed === undefined ? deps : (access?.confirmed?.(confirmed) ?? deps)), log };
       // What another replica sharing the state file wrote since (an agent's post it took, an edit seq).
       await given.state.sync();
       // The admin tier only for a caller the operator's targets and caps do not hold (src/mcp/policy.ts).
-      const result = await tool.handler(args, access === undefined || access.policy.adminTier(access.caller) ? given : { ...given, admin: undefined });
+      const result = await run(() => tool.handler(args, access === undefined || access.policy.adminTier(access.caller) ? given : { ...given, admin: undefined }));
       // A structured result the contract does not describe is Herald's bug: said in the log, never hidden.
       if (result.structuredContent !== undefined && !entry.output(result.structuredContent)) {
-        deps.log.error({ tool: name, errors: entry.output.errors?.slice(0, 3) }, 'tool result does not match its output schema');
+        log.error({ tool: name, errors: entry.output.errors?.slice(0, 3) }, 'tool result does not match its output schema');
       }
       // The SDK's projection of a result onto the revision this connection speaks (every output schema here has an object root).
       return server.projectCallToolResult(result, entry.listed.outputSchema);
     } catch (err) {
-      deps.log.error({ tool: name, err: errorSummary(err) }, 'tool failed');
+      log.error({ tool: name, err: errorSummary(err) }, 'tool failed');
       return text('Something went wrong inside the Herald MCP server; nothing more is known to have been sent.', true);
     }
   });
