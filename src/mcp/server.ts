@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { Server, SUPPORTED_PROTOCOL_VERSIONS, type CallToolResult, type Tool } from '@modelcontextprotocol/server';
+import { ResourceNotFoundError, Server, SUPPORTED_PROTOCOL_VERSIONS, type CallToolResult, type Tool } from '@modelcontextprotocol/server';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { withCallHeaders } from '../client/bridge-client.js';
 import { parseTraceparent } from '../infra/trace.js';
@@ -10,6 +10,7 @@ import { contractOutput, text, type McpTool } from '../infra/mcp/tool.js';
 import type { McpServerDeps } from './deps.js';
 import type { Caller, McpPolicy } from './policy.js';
 import { mcpTools } from './tools.js';
+import { inboxUri } from './inbox-notify.js';
 import { errorSummary } from '../infra/errors.js';
 import { LOCAL_PATH } from '../modules/deliveries/delivery.tool-files.js';
 
@@ -148,6 +149,8 @@ export const INSTRUCTIONS =
 const CACHE_HINTS = {
   'server/discover': { ttlMs: 3_600_000, cacheScope: 'public' },
   'tools/list': { ttlMs: 60_000, cacheScope: 'private' },
+  'resources/list': { ttlMs: 60_000, cacheScope: 'private' },
+  'resources/read': { ttlMs: 0, cacheScope: 'private' },
 } as const;
 
 /** Who calls, and the operator's policy for them (src/mcp/policy.ts); without it, every tool for everyone. */
@@ -167,15 +170,30 @@ export interface McpServerAccess {
  * validates every input against the input schema and checks every structured result against the
  * output schema.
  */
-export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess): Server {
+export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess, era: 'legacy' | 'modern' = 'legacy'): Server {
   const tools = compiledTools();
   const paths = deps.localFiles !== undefined && deps.localFiles.kind !== 'none';
   const shown = (c: Compiled): Tool => (paths ? c.listed : c.listedWithoutPaths);
   const listed = access === undefined ? listedTools(paths) : [...tools.values()].filter((c) => access.policy.listed(c.tool, access.caller)).map((c) => (access.policy.needsConfirm(c.tool, access.caller) ? withConfirm(shown(c)) : shown(c)));
   // logging: the inbox's notifications (src/mcp/inbox-notify.ts) are log messages a client may act on.
-  const server = new Server({ name: 'herald', version: heraldVersion() }, { capabilities: { tools: {}, logging: {} }, supportedProtocolVersions: [...PROTOCOL_VERSIONS], instructions: INSTRUCTIONS, cacheHints: { ...CACHE_HINTS } });
+  // 2026-07-28: the caller's inbox as a resource to listen to (subscriptions/listen); the 2025
+  // revisions keep the inbox's log-message notifications (src/mcp/inbox-notify.ts) and no resources.
+  const resources = era === 'modern' ? { resources: { subscribe: true } } : {};
+  const server = new Server({ name: 'herald', version: heraldVersion() }, { capabilities: { tools: {}, logging: {}, ...resources }, supportedProtocolVersions: [...PROTOCOL_VERSIONS], instructions: INSTRUCTIONS, cacheHints: { ...CACHE_HINTS } });
 
   server.setRequestHandler('tools/list', () => ({ tools: listed }));
+  if (era === 'modern') {
+    // The caller's own inbox only: another reader's URI is no resource of this caller's.
+    const inbox = inboxUri(access?.caller.client);
+    const description = 'What people wrote to this agent, after its acknowledged cursor, as list_inbox answers it. Listen to it (subscriptions/listen) to be told of each new event; then read it (here, list_inbox or wait_for_messages) and acknowledge with ack_inbox.';
+    server.setRequestHandler('resources/list', () => ({ resources: [{ uri: inbox, name: 'inbox', title: 'Inbox', description, mimeType: 'application/json' }] }));
+    server.setRequestHandler('resources/read', async (request) => {
+      if (request.params.uri !== inbox) throw new ResourceNotFoundError(request.params.uri, `No resource ${request.params.uri}: this caller's inbox is ${inbox}.`);
+      const r = await deps.bridge.call('listInbox', {});
+      if (!r.ok) throw new Error(`Herald did not answer the inbox: ${r.error}`);
+      return { contents: [{ uri: inbox, mimeType: 'application/json', text: JSON.stringify(r.data) }] };
+    });
+  }
   server.setRequestHandler('tools/call', async (request, ctx): Promise<CallToolResult> => {
     const { name } = request.params;
     // The caller's W3C trace context (2026-07-28 `_meta.traceparent`; a 2025 client may send it
