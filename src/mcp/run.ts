@@ -16,7 +16,7 @@ import { createMcpServer, type McpServerDeps } from './server.js';
 import { McpState } from './state.js';
 import type { LocalFiles } from '../modules/deliveries/delivery.tool-files.js';
 import { errorSummary } from '../infra/errors.js';
-import { listenProblem } from '../infra/startup.js';
+import { listenProblem, StartupError } from '../infra/startup.js';
 import { metadataPath, oauthVerifier, resourceMetadata, tokenDigest, type OAuthSettings, type Principal } from './oauth.js';
 import { loadOperatorPolicy, McpPolicy, type Caller } from './policy.js';
 import { INBOX_EVENT_META, InboxFeed, inboxUri, notifyInbox, watchInbox } from './inbox-notify.js';
@@ -180,6 +180,14 @@ export interface HttpMcp {
  * issuer), failed attempts throttled per address as the API's are.
  */
 export async function startHttp(config: Config, bridgeToken: string, mcpToken: string, log: Logger): Promise<HttpMcp> {
+  // OAuth's audience is one URL for the whole service: without HERALD_MCP_RESOURCE it would be this
+  // process's own address, which a client reaches only on loopback, and which differs between
+  // replicas (a token minted for the load balancer's URL would fail on every one of them).
+  if (config.mcpOAuthIssuer !== undefined && config.mcpResource === undefined && !LOOPBACK.has(config.host) && config.host !== '::1') {
+    throw new StartupError(
+      `HERALD_MCP_RESOURCE must be set with HERALD_MCP_OAUTH_ISSUER when HOST is not loopback (HOST=${config.host}): it is the audience every access token must name, the URL clients reach this server at (behind a load balancer, its URL, the same on every replica)`,
+    );
+  }
   // Over HTTP a path is a remote caller's word: read only inside the folder the operator named.
   const shared = await deps(config, bridgeToken, log, config.mcpFilesDir === undefined ? { kind: 'none' } : { kind: 'folder', dir: config.mcpFilesDir });
   const registry = new Registry();
@@ -325,6 +333,9 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
   if (config.mcpOAuthIssuer !== undefined) {
     const settings = { issuer: config.mcpOAuthIssuer, jwksUrl: config.mcpOAuthJwksUrl ?? `${config.mcpOAuthIssuer}/.well-known/jwks.json`, resource: config.mcpResource ?? url };
     oauth = { ...settings, verify: oauthVerifier(settings), metadataPath: metadataPath(settings.resource) };
+    if (config.mcpResource === undefined) {
+      log.warn({ resource: url }, "HERALD_MCP_RESOURCE is not set: OAuth tokens must name this process's own URL as their audience; set HERALD_MCP_RESOURCE to the URL clients use (the same on every replica behind a load balancer)");
+    }
   }
   log.info({ url, bridge: config.heraldUrl, oauth: oauth?.issuer }, 'herald mcp serving Streamable HTTP (and HTTP+SSE at /sse)');
   return { url, server, registry };
