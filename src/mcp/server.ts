@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
-import { ResourceNotFoundError, Server, SUPPORTED_PROTOCOL_VERSIONS, type CallToolResult, type Tool } from '@modelcontextprotocol/server';
+import { fromJsonSchema, ProtocolError, ProtocolErrorCode, ResourceNotFoundError, Server, SUPPORTED_PROTOCOL_VERSIONS, type CallToolResult, type Tool } from '@modelcontextprotocol/server';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { withCallHeaders } from '../client/bridge-client.js';
-import { parseTraceparent } from '../infra/trace.js';
+import { parseTraceparent, type TraceContext } from '../infra/trace.js';
+import { taskOf, taskState, TASK_TOOLS, TASKS_EXTENSION, type TaskTool } from './tasks.js';
 import { withUtf16Lengths } from '../infra/contract/ajv.js';
 import { SchemaReasons } from '../infra/contract/reasons.js';
 import { unstorableField } from '../infra/contract/storable.js';
@@ -178,7 +179,8 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess, e
   // logging: the inbox's notifications (src/mcp/inbox-notify.ts) are log messages a client may act on.
   // 2026-07-28: the caller's inbox as a resource to listen to (subscriptions/listen); the 2025
   // revisions keep the inbox's log-message notifications (src/mcp/inbox-notify.ts) and no resources.
-  const resources = era === 'modern' ? { resources: { subscribe: true } } : {};
+  // And the tasks extension (a scrape answered as a task to a client that declares it).
+  const resources = era === 'modern' ? { resources: { subscribe: true }, extensions: { [TASKS_EXTENSION]: {} } } : {};
   const server = new Server({ name: 'herald', version: heraldVersion() }, { capabilities: { tools: {}, logging: {}, ...resources }, supportedProtocolVersions: [...PROTOCOL_VERSIONS], instructions: INSTRUCTIONS, cacheHints: { ...CACHE_HINTS } });
 
   server.setRequestHandler('tools/list', () => ({ tools: listed }));
@@ -194,15 +196,11 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess, e
       return { contents: [{ uri: inbox, mimeType: 'application/json', text: JSON.stringify(r.data) }] };
     });
   }
-  server.setRequestHandler('tools/call', async (request, ctx): Promise<CallToolResult> => {
-    const { name } = request.params;
-    // The caller's W3C trace context (2026-07-28 `_meta.traceparent`; a 2025 client may send it
-    // too): its trace id on this server's log lines for the call, and the header on the call's
-    // bridge requests, so Herald's request log carries the same id. Malformed: no trace, not echoed.
-    const trace = parseTraceparent(ctx.mcpReq._meta?.['traceparent'] ?? request.params._meta?.['traceparent']);
+  /** One tool call, every check applied (expiry, input, the operator's policy), as tools/call and tasks/* make it. */
+  const call = async (name: string, given: Record<string, unknown>, trace: TraceContext | undefined): Promise<CallToolResult> => {
     const log = trace === undefined ? deps.log : deps.log.child({ trace_id: trace.trace_id, span_id: trace.span_id });
     const run = <T>(fn: () => Promise<T>): Promise<T> => (trace === undefined ? fn() : withCallHeaders({ traceparent: trace.traceparent }, fn));
-    let args: Record<string, unknown> = request.params.arguments ?? {};
+    let args: Record<string, unknown> = given;
     // Checked on every call, not once when the session opened: a session whose token expired does nothing.
     if (access?.lapsed?.() === true) return text('Refused: the access token this session was opened with has expired. Connect again with a fresh token.', true);
     const entry = tools.get(name);
@@ -251,6 +249,47 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess, e
       log.error({ tool: name, err: errorSummary(err) }, 'tool failed');
       return text('Something went wrong inside the Herald MCP server; nothing more is known to have been sent.', true);
     }
+  };
+  // The caller's W3C trace context (2026-07-28 `_meta.traceparent`; a 2025 client may send it
+  // too): its trace id on this server's log lines for the call, and the header on the call's
+  // bridge requests, so Herald's request log carries the same id. Malformed: no trace, not echoed.
+  const traceOf = (ctx: { mcpReq: { _meta?: Record<string, unknown> | undefined } }, params: { _meta?: Record<string, unknown> | undefined }): TraceContext | undefined => parseTraceparent(ctx.mcpReq._meta?.['traceparent'] ?? params._meta?.['traceparent']);
+
+  server.setRequestHandler('tools/call', async (request, ctx): Promise<CallToolResult> => {
+    const { name } = request.params;
+    const result = await call(name, request.params.arguments ?? {}, traceOf(ctx, request.params));
+    // A tool served as a task (src/mcp/tasks.ts), to a 2026-07-28 client that declared the tasks
+    // extension on this request, its job still running: the task, polled with tasks/get.
+    const kind = TASK_TOOLS.get(name);
+    const declared = (ctx.mcpReq.envelope as { [k: string]: { extensions?: Record<string, unknown> } | undefined } | undefined)?.['io.modelcontextprotocol/clientCapabilities']?.extensions?.[TASKS_EXTENSION] !== undefined;
+    const id = kind === undefined || result.isError === true || typeof result.structuredContent !== 'object' || result.structuredContent === null ? undefined : kind.id(result.structuredContent as Record<string, unknown>);
+    if (era !== 'modern' || !declared || kind === undefined || id === undefined) return result;
+    const task = taskState(kind, `${kind.prefix}${id}`, result);
+    if (task.status !== 'working') return result;
+    // The content is a fallback for a client that reads only words.
+    const { result: _none, ...fields } = task;
+    return { resultType: 'task', ...fields, content: [{ type: 'text', text: `Started task ${task.taskId} (${task.statusMessage ?? task.status}). Poll tasks/get with this taskId; tasks/cancel stops it.` }] } as unknown as CallToolResult;
   });
+
+  if (era === 'modern') {
+    const taskParams = fromJsonSchema<{ taskId: string; _meta?: Record<string, unknown> }>({ type: 'object', properties: { taskId: { type: 'string', minLength: 1 } }, required: ['taskId'] });
+    /** The job a task names, read (or stopped) by its tool, with the caller's policy; a refusal or an unknown job is no such task. */
+    const job = async (tool: 'get' | 'cancel', params: { taskId: string; _meta?: Record<string, unknown> }, ctx: { mcpReq: { _meta?: Record<string, unknown> | undefined } }): Promise<{ kind: TaskTool; answer: CallToolResult }> => {
+      const named = taskOf(params.taskId);
+      if (named === undefined) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Invalid params: taskId: no task ${params.taskId} (a task id is what a tool call answered as its taskId).`);
+      const answer = await call(named.kind[tool], { [named.kind.idArg]: named.id }, traceOf(ctx, params));
+      const words = answer.content.map((c) => (c.type === 'text' ? c.text : '')).join(' ');
+      if (answer.isError === true) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Invalid params: taskId: ${params.taskId}: ${words}`);
+      return { kind: named.kind, answer };
+    };
+    server.setRequestHandler('tasks/get', { params: taskParams }, async (params, ctx) => {
+      const { kind, answer } = await job('get', params, ctx);
+      return taskState(kind, params.taskId, answer) as unknown as Record<string, unknown>;
+    });
+    server.setRequestHandler('tasks/cancel', { params: taskParams }, async (params, ctx) => {
+      await job('cancel', params, ctx);
+      return {};
+    });
+  }
   return server;
 }
