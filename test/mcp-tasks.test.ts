@@ -9,6 +9,7 @@ import { startHttp } from '../src/mcp/run.js';
 import { SANDBOX_MEDIA_CHANNEL } from '../src/platforms/discord/sandbox/sandbox.js';
 import { newToken, startTestHerald, type TestHerald } from './support/herald.js';
 import { MODERN_REVISION } from './support/mcp-v2.js';
+import { localIssuer, type LocalIssuer } from './support/oauth.js';
 import { waitFor } from './support/wait.js';
 
 const TASKS = 'io.modelcontextprotocol/tasks';
@@ -24,15 +25,16 @@ describe('herald mcp: scrape_media as a task', { timeout: 180_000 }, () => {
   let dir: string;
   let server: HttpServer;
   let url: string;
+  let issuer: LocalIssuer;
   const token = newToken();
   let n = 0;
 
-  const rpc = async (method: string, params: Record<string, unknown>, extensions?: Record<string, unknown>): Promise<{ result?: Record<string, unknown>; error?: { code: number; message: string } }> => {
+  const rpc = async (method: string, params: Record<string, unknown>, extensions?: Record<string, unknown>, bearer = token): Promise<{ result?: Record<string, unknown>; error?: { code: number; message: string } }> => {
     n += 1;
     const name = method === 'tools/call' ? String(params['name']) : String(params['taskId'] ?? '');
     const res = await fetch(url, {
       method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN_REVISION, 'mcp-method': method, ...(name === '' ? {} : { 'mcp-name': name }) },
+      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN_REVISION, 'mcp-method': method, ...(name === '' ? {} : { 'mcp-name': name }) },
       body: JSON.stringify({ jsonrpc: '2.0', id: n, method, params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN_REVISION, 'io.modelcontextprotocol/clientCapabilities': extensions === undefined ? {} : { extensions } } } }),
     });
     const body = await res.text();
@@ -43,12 +45,14 @@ describe('herald mcp: scrape_media as a task', { timeout: 180_000 }, () => {
   beforeAll(async () => {
     h = await startTestHerald({ sandbox: { mediaMessages: 2_000 } });
     dir = await mkdtemp(path.join(tmpdir(), 'herald-mcp-tasks-'));
-    const config = loadConfig({ HERALD_URL: h.url, MCP_BRIDGE_TOKEN: h.bridgeToken, HERALD_MCP_STATE: path.join(dir, 'state.json'), HERALD_MCP_PORT: '0', HERALD_MCP_TOKEN: token });
+    issuer = await localIssuer();
+    const config = loadConfig({ HERALD_URL: h.url, MCP_BRIDGE_TOKEN: h.bridgeToken, HERALD_MCP_STATE: path.join(dir, 'state.json'), HERALD_MCP_PORT: '0', HERALD_MCP_TOKEN: token, HERALD_MCP_OAUTH_ISSUER: issuer.url });
     ({ url, server } = await startHttp(config, h.bridgeToken, token, createLogger('silent')));
   }, 180_000);
   afterAll(async () => {
     server?.closeAllConnections();
     await new Promise<void>((resolve) => (server === undefined ? resolve() : server.close(() => resolve())));
+    await issuer?.close();
     await h?.close();
     if (dir !== undefined) await rm(dir, { recursive: true, force: true });
   });
@@ -82,6 +86,23 @@ describe('herald mcp: scrape_media as a task', { timeout: 180_000 }, () => {
     expect(cancelled.error).toBeUndefined();
     const after = await rpc('tasks/get', { taskId });
     expect(after.result).toMatchObject({ taskId, status: 'cancelled' });
+  });
+
+  it("tasks/get and tasks/cancel hold the caller to the policy of get_media_scrape and stop_media_scrape", async () => {
+    const reader = await issuer.sign({ client_id: 'reader', sub: 'bob', scope: 'read', aud: url });
+    const started = await scrape({ [TASKS]: {} });
+    expect(started.result?.['resultType']).toBe('task');
+    const taskId = String(started.result?.['taskId']);
+    // A read-only token cannot start one (the tool's own refusal, no task) ...
+    const start = await rpc('tools/call', { name: 'scrape_media', arguments: { channelId: SANDBOX_MEDIA_CHANNEL, mode: 'links' } }, { [TASKS]: {} }, reader);
+    expect(start.result?.['resultType']).toBe('complete');
+    expect(start.result?.['isError']).toBe(true);
+    // ... may read another's task (get_media_scrape is read-only), and may not stop it (a write).
+    expect((await rpc('tasks/get', { taskId }, undefined, reader)).result).toMatchObject({ taskId });
+    const cancel = await rpc('tasks/cancel', { taskId }, undefined, reader);
+    expect(cancel.error?.code).toBe(-32602);
+    expect(cancel.error?.message).toMatch(/taskId: scrape:.*scope/i);
+    expect((await rpc('tasks/cancel', { taskId })).error).toBeUndefined();
   });
 
   it('an unknown task is refused, naming taskId', async () => {
