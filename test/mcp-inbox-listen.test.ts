@@ -128,6 +128,11 @@ describe('herald mcp: the inbox as a subscription (subscriptions/listen)', { tim
     const own = await client.listen({ resourceSubscriptions: ['herald://inbox/agent'] });
     expect(own.honoredFilter.resourceSubscriptions).toEqual(['herald://inbox/agent']);
     await own.close();
+    // A token whose scopes do not give list_inbox neither sees nor hears its inbox.
+    const scopeless = await issuer.sign({ client_id: 'agent', sub: 'alice', scope: 'none', aud: url });
+    const { client: blind } = await connect('blind', scopeless);
+    expect((await blind.listResources()).resources).toEqual([]);
+    await expect(blind.listen({ resourceSubscriptions: ['herald://inbox/agent'] })).rejects.toThrow(/does not let this caller read its inbox/);
   });
 
   it("an OAuth client's stream ends when its token expires", async () => {

@@ -12,7 +12,7 @@ import type { Config } from '../config-types.js';
 import { bearerCheck, FailureThrottle } from '../infra/http/auth.js';
 import { CONFIRM_HEADER, POLICY_CLIENT_HEADER, policyRefusals } from '../infra/http/policy.middleware.js';
 import { confirmKey } from '../infra/policy/confirm.js';
-import { createMcpServer, type McpServerDeps } from './server.js';
+import { createMcpServer, inboxReadable, type McpServerDeps } from './server.js';
 import { McpState } from './state.js';
 import type { LocalFiles } from '../modules/deliveries/delivery.tool-files.js';
 import { errorSummary } from '../infra/errors.js';
@@ -294,10 +294,14 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
     const own = inboxUri(caller.client);
     const others = Array.isArray(wanted) ? wanted.filter((u) => u !== own) : [];
     if (others.length > 0) {
-      return json(res, 400, { jsonrpc: '2.0', id, error: { code: -32602, message: `Invalid params: notifications.resourceSubscriptions: ${String(others[0])} is not this caller's; its inbox is ${own}.` } });
+      return json(res, 400, { jsonrpc: '2.0', id, error: { code: -32602, message: `Invalid params: notifications.resourceSubscriptions: ${String(others[0]).slice(0, 200)} is not this caller's; its inbox is ${own}.` } });
+    }
+    if (Array.isArray(wanted) && wanted.length > 0 && !inboxReadable({ policy, caller })) {
+      return json(res, 400, { jsonrpc: '2.0', id, error: { code: -32602, message: `Invalid params: notifications.resourceSubscriptions: the operator's policy does not let this caller read its inbox (list_inbox).` } });
     }
     const expired = new AbortController();
-    const expiry = caller.expiresAt === undefined ? undefined : setTimeout(() => expired.abort(), Math.max(0, caller.expiresAt - Date.now()));
+    // setTimeout holds at most 2^31-1 ms (about 24 days): a later expiry ends the stream then (the client listens again).
+    const expiry = caller.expiresAt === undefined ? undefined : setTimeout(() => expired.abort(), Math.min(2 ** 31 - 1, Math.max(0, caller.expiresAt - Date.now())));
     expiry?.unref();
     const release = Array.isArray(wanted) && wanted.includes(own) ? feed.open(own, { baseUrl: config.heraldUrl, token: bridgeToken, ...(caller.client === undefined ? {} : { headers: { [POLICY_CLIENT_HEADER]: caller.client } }) }) : undefined;
     try {

@@ -154,6 +154,12 @@ const CACHE_HINTS = {
   'resources/read': { ttlMs: 0, cacheScope: 'private' },
 } as const;
 
+/** Whether a caller may read its inbox (list_inbox is listed to it): what its inbox resource and a listen to it need. */
+export function inboxReadable(access: Pick<McpServerAccess, 'policy' | 'caller'> | undefined): boolean {
+  const inbox = compiledTools().get('list_inbox');
+  return access === undefined || (inbox !== undefined && access.policy.listed(inbox.tool, access.caller));
+}
+
 /** Who calls, and the operator's policy for them (src/mcp/policy.ts); without it, every tool for everyone. */
 export interface McpServerAccess {
   policy: McpPolicy;
@@ -188,9 +194,11 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess, e
     // The caller's own inbox only: another reader's URI is no resource of this caller's.
     const inbox = inboxUri(access?.caller.client);
     const description = 'What people wrote to this agent, after its acknowledged cursor, as list_inbox answers it. Listen to it (subscriptions/listen) to be told of each new event; then read it (here, list_inbox or wait_for_messages) and acknowledge with ack_inbox.';
-    server.setRequestHandler('resources/list', () => ({ resources: [{ uri: inbox, name: 'inbox', title: 'Inbox', description, mimeType: 'application/json' }] }));
+    // Only to a caller who may read it (list_inbox listed to it by the operator's policy).
+    const readable = inboxReadable(access);
+    server.setRequestHandler('resources/list', () => ({ resources: readable ? [{ uri: inbox, name: 'inbox', title: 'Inbox', description, mimeType: 'application/json' }] : [] }));
     server.setRequestHandler('resources/read', async (request) => {
-      if (request.params.uri !== inbox) throw new ResourceNotFoundError(request.params.uri, `No resource ${request.params.uri}: this caller's inbox is ${inbox}.`);
+      if (!readable || request.params.uri !== inbox) throw new ResourceNotFoundError(request.params.uri, `No resource ${request.params.uri}: this caller's inbox is ${inbox}.`);
       const r = await deps.bridge.call('listInbox', {});
       if (!r.ok) throw new Error(`Herald did not answer the inbox: ${r.error}`);
       return { contents: [{ uri: inbox, mimeType: 'application/json', text: JSON.stringify(r.data) }] };
