@@ -182,10 +182,10 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess, e
   const paths = deps.localFiles !== undefined && deps.localFiles.kind !== 'none';
   const shown = (c: Compiled): Tool => (paths ? c.listed : c.listedWithoutPaths);
   const listed = access === undefined ? listedTools(paths) : [...tools.values()].filter((c) => access.policy.listed(c.tool, access.caller)).map((c) => (access.policy.needsConfirm(c.tool, access.caller) ? withConfirm(shown(c)) : shown(c)));
-  // logging: the inbox's notifications (src/mcp/inbox-notify.ts) are log messages a client may act on.
-  // 2026-07-28: the caller's inbox as a resource to listen to (subscriptions/listen); the 2025
-  // revisions keep the inbox's log-message notifications (src/mcp/inbox-notify.ts) and no resources.
-  // And the tasks extension (a scrape answered as a task to a client that declares it).
+  // logging: the 2025 revisions' inbox notifications (src/mcp/inbox-notify.ts) are log messages a
+  // client may act on. 2026-07-28 has no such channel: there the caller's inbox is a resource to
+  // listen to (subscriptions/listen), and the tasks extension serves a scrape as a task to a
+  // client that declares it (src/mcp/tasks.ts). The 2025 revisions see neither.
   const resources = era === 'modern' ? { resources: { subscribe: true }, extensions: { [TASKS_EXTENSION]: {} } } : {};
   const server = new Server({ name: 'herald', version: heraldVersion() }, { capabilities: { tools: {}, logging: {}, ...resources }, supportedProtocolVersions: [...PROTOCOL_VERSIONS], instructions: INSTRUCTIONS, cacheHints: { ...CACHE_HINTS } });
 
