@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import createClient from 'openapi-fetch';
 import type { components, operations, paths } from '../../generated/api.js';
 import { loadSpec } from '../infra/contract/spec.js';
@@ -39,6 +40,17 @@ export interface BridgeClientOptions {
   contracts?: readonly Record<string, unknown>[];
 }
 
+/** Headers every bridge call made inside `withCallHeaders` carries (a caller's trace context). */
+const callHeaders = new AsyncLocalStorage<Readonly<Record<string, string>>>();
+
+/**
+ * Runs `fn` with every bridge call it makes (any client's, retries included) carrying `headers`
+ * too: what belongs to one incoming request rather than to a client, such as its `traceparent`.
+ */
+export function withCallHeaders<T>(headers: Readonly<Record<string, string>>, fn: () => T): T {
+  return callHeaders.run(headers, fn);
+}
+
 /**
  * The bridge protocol's client, typed from the contract (openapi-fetch over `generated/`). Network
  * errors and 5xx answers are retried with backoff, re-sending the very same request, so a delivery
@@ -47,7 +59,12 @@ export interface BridgeClientOptions {
 export function createBridgeClient(options: BridgeClientOptions) {
   const retries = options.retries ?? 4;
   const backoffMs = options.backoffMs ?? 250;
-  const baseFetch = options.fetch ?? fetch;
+  const given = options.fetch ?? fetch;
+  // The headers of the call in progress (withCallHeaders), set on each request as it goes.
+  const baseFetch = (request: Request): Promise<Response> => {
+    for (const [name, value] of Object.entries(callHeaders.getStore() ?? {})) request.headers.set(name, value);
+    return given(request);
+  };
   // Whether the bridge answered the last time it was asked (anything, even a 5xx, is an answer).
   let answering = false;
   const retryingFetch = async (request: Request): Promise<Response> => {

@@ -12,16 +12,19 @@ import type { Config } from '../config-types.js';
 import { bearerCheck, FailureThrottle } from '../infra/http/auth.js';
 import { CONFIRM_HEADER, POLICY_CLIENT_HEADER, policyRefusals } from '../infra/http/policy.middleware.js';
 import { confirmKey } from '../infra/policy/confirm.js';
-import { createMcpServer, type McpServerDeps } from './server.js';
+import { createMcpServer, inboxReadable, type McpServerDeps } from './server.js';
 import { importRecordsFile, storeRecords } from './state.js';
 import type { LocalFiles } from '../modules/deliveries/delivery.tool-files.js';
 import { errorSummary } from '../infra/errors.js';
-import { listenProblem } from '../infra/startup.js';
+import { listenProblem, StartupError } from '../infra/startup.js';
 import { metadataPath, oauthVerifier, resourceMetadata, tokenDigest, type OAuthSettings, type Principal } from './oauth.js';
 import { loadOperatorPolicy, McpPolicy, type Caller } from './policy.js';
-import { notifyInbox } from './inbox-notify.js';
+import { INBOX_EVENT_META, InboxFeed, inboxUri, notifyInbox, watchInbox } from './inbox-notify.js';
 import { moduleContracts } from './tools.js';
-import { sendWebResponse, webRequest } from './web.js';
+import { readBody, sendWebResponse, webRequest } from './web.js';
+
+/** The longest `subscriptions/listen` body read here (a filter of a few URIs). */
+const LISTEN_BODY_LIMIT = 64 * 1024;
 
 /** How long a call retries a bridge this server has not reached yet (or found down last time). */
 const UNREACHABLE_RETRY_MS = 2_000;
@@ -80,9 +83,19 @@ export async function runStdio(config: Config, bridgeToken: string, log: Logger)
   const base = await deps(config, bridgeToken, log, { kind: 'any' });
   const wire = new StdioServerTransport();
   const stops = new Set<() => void>();
+  // The connection's 2026-07-28 server, for the inbox's resources/updated (the SDK's stdio entry
+  // hands them to the listen streams that asked for the URI, and drops the rest).
+  let modern: Server | undefined;
+  let watching = false;
   serveStdio(
     ({ era }): Server => {
-      const server = createMcpServer(base, { policy, caller: {}, confirmed: confirming(config, bridgeToken, base, {}) });
+      const server = createMcpServer(base, { policy, caller: {}, confirmed: confirming(config, bridgeToken, base, {}) }, era);
+      if (era === 'modern') {
+        modern = server;
+        server.onclose = () => {
+          if (modern === server) modern = undefined;
+        };
+      }
       // The inbox's notifications are log messages pushed outside any request: a 2025 connection's,
       // once it is initialized (2026-07-28 has no such channel).
       if (era === 'legacy' && config.mcpInboxNotify) {
@@ -99,6 +112,17 @@ export async function runStdio(config: Config, bridgeToken: string, log: Logger)
     },
     { transport: wire, onerror: (err) => log.debug({ err: err.name }, 'mcp stdio message refused') },
   );
+  // The first listen to the inbox starts watching it (through Herald's API) for the rest of the
+  // connection: until then nothing waits on it. stdio has one caller, the connector.
+  const entry = wire.onmessage;
+  wire.onmessage = (message) => {
+    if (!watching && isInboxListen(message)) {
+      watching = true;
+      const uri = inboxUri(undefined);
+      stops.add(watchInbox({ baseUrl: config.heraldUrl, token: bridgeToken }, (event) => modern?.sendResourceUpdated({ uri, _meta: { [INBOX_EVENT_META]: { ...event } } }).catch(() => undefined), log));
+    }
+    entry?.(message);
+  };
   // The entry owns the transport's close: chained, so the end of stdin ends this process's wait too.
   const closed = new Promise<void>((resolve) => {
     const entry = wire.onclose;
@@ -110,6 +134,13 @@ export async function runStdio(config: Config, bridgeToken: string, log: Logger)
   log.info({ bridge: config.heraldUrl }, 'herald mcp serving on stdio');
   await closed;
   for (const stop of stops) stop();
+}
+
+/** Whether a message is a `subscriptions/listen` naming the connector's inbox. */
+function isInboxListen(message: unknown): boolean {
+  const m = message as { method?: unknown; params?: { notifications?: { resourceSubscriptions?: unknown } } } | null;
+  const wanted = m?.params?.notifications?.resourceSubscriptions;
+  return m?.method === 'subscriptions/listen' && Array.isArray(wanted) && wanted.includes(inboxUri(undefined));
 }
 
 /** Whether a principal's token has expired (the static token never does). */
@@ -152,6 +183,14 @@ export interface HttpMcp {
  * issuer), failed attempts throttled per address as the API's are.
  */
 export async function startHttp(config: Config, bridgeToken: string, mcpToken: string, log: Logger): Promise<HttpMcp> {
+  // OAuth's audience is one URL for the whole service: without HERALD_MCP_RESOURCE it would be this
+  // process's own address, which a client reaches only on loopback, and which differs between
+  // replicas (a token minted for the load balancer's URL would fail on every one of them).
+  if (config.mcpOAuthIssuer !== undefined && config.mcpResource === undefined && !LOOPBACK.has(config.host) && config.host !== '::1') {
+    throw new StartupError(
+      `HERALD_MCP_RESOURCE must be set with HERALD_MCP_OAUTH_ISSUER when HOST is not loopback (HOST=${config.host}): it is the audience every access token must name, the URL clients reach this server at (behind a load balancer, its URL, the same on every replica)`,
+    );
+  }
   // Over HTTP a path is a remote caller's word: read only inside the folder the operator named.
   const shared = await deps(config, bridgeToken, log, config.mcpFilesDir === undefined ? { kind: 'none' } : { kind: 'folder', dir: config.mcpFilesDir });
   const registry = new Registry();
@@ -231,18 +270,61 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
     // The caller rides to the handler's factory in the request's authInfo (the SDK passes it through
     // untouched, to both revisions' legs): its server is built with its policy and its records. The
     // token there is its digest: the token itself goes no further.
-    const make = (): Server => createMcpServer(depsFor(caller), access);
+    const make = (era: 'legacy' | 'modern'): Server => createMcpServer(depsFor(caller), access, era);
     const authInfo: AuthInfo = { token: caller.token, clientId: caller.client ?? 'connector', scopes: [...(caller.scopes ?? [])], extra: { make } };
+    // 2026-07-28's `subscriptions/listen` (its Mcp-Method header says so, and the SDK refuses a
+    // request whose header and body disagree): checked and accounted here, before the SDK acks it.
+    if (req.method === 'POST' && req.headers['mcp-method'] === 'subscriptions/listen') return listen(req, res, caller, authInfo);
     await sendWebResponse(await mcpHandler.fetch(webRequest(req, res), { authInfo }), res);
   };
 
+  /**
+   * A listen stream: its resources only the caller's own inbox (the SDK would honor any URI, so
+   * another client's inbox is refused here, naming the field); while it is open this replica
+   * watches that inbox through Herald's API (InboxFeed); it ends when the caller's token expires.
+   */
+  const listen = async (req: IncomingMessage, res: ServerResponse, caller: Principal, authInfo: AuthInfo): Promise<void> => {
+    const body = await readBody(req, LISTEN_BODY_LIMIT);
+    if (body === undefined) return json(res, 413, { error: 'request body too large' });
+    let message: unknown;
+    try {
+      message = JSON.parse(body);
+    } catch {
+      return json(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error: the body is not JSON' } });
+    }
+    const m = message as { id?: unknown; params?: { notifications?: { resourceSubscriptions?: unknown } } } | null;
+    const id = typeof m?.id === 'string' || typeof m?.id === 'number' ? m.id : null;
+    const wanted = m?.params?.notifications?.resourceSubscriptions;
+    const own = inboxUri(caller.client);
+    const others = Array.isArray(wanted) ? wanted.filter((u) => u !== own) : [];
+    if (others.length > 0) {
+      return json(res, 400, { jsonrpc: '2.0', id, error: { code: -32602, message: `Invalid params: notifications.resourceSubscriptions: ${String(others[0]).slice(0, 200)} is not this caller's; its inbox is ${own}.` } });
+    }
+    if (Array.isArray(wanted) && wanted.length > 0 && !inboxReadable({ policy, caller })) {
+      return json(res, 400, { jsonrpc: '2.0', id, error: { code: -32602, message: `Invalid params: notifications.resourceSubscriptions: the operator's policy does not let this caller read its inbox (list_inbox).` } });
+    }
+    const expired = new AbortController();
+    // setTimeout holds at most 2^31-1 ms (about 24 days): a later expiry ends the stream then (the client listens again).
+    const expiry = caller.expiresAt === undefined ? undefined : setTimeout(() => expired.abort(), Math.min(2 ** 31 - 1, Math.max(0, caller.expiresAt - Date.now())));
+    expiry?.unref();
+    const release = Array.isArray(wanted) && wanted.includes(own) ? feed.open(own, { baseUrl: config.heraldUrl, token: bridgeToken, ...(caller.client === undefined ? {} : { headers: { [POLICY_CLIENT_HEADER]: caller.client } }) }) : undefined;
+    try {
+      await sendWebResponse(await mcpHandler.fetch(webRequest(req, res, { body, signal: expired.signal }), { authInfo, parsedBody: message }), res);
+    } finally {
+      clearTimeout(expiry);
+      release?.();
+    }
+  };
+
+  const feed = new InboxFeed(log);
+
   const mcpHandler = createMcpHandler(
-    ({ authInfo }) => {
+    ({ authInfo, era }) => {
       const make = authInfo?.extra?.['make'];
       if (typeof make !== 'function') throw new Error('an MCP request that was not authenticated');
-      return (make as () => Server)();
+      return (make as (era: 'legacy' | 'modern') => Server)(era);
     },
-    { onerror: (err) => log.debug({ err: err.name }, 'mcp request refused') },
+    { onerror: (err) => log.debug({ err: err.name }, 'mcp request refused'), bus: feed },
   );
 
   const server = createServer((req, res) => {
@@ -259,6 +341,9 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
   if (config.mcpOAuthIssuer !== undefined) {
     const settings = { issuer: config.mcpOAuthIssuer, jwksUrl: config.mcpOAuthJwksUrl ?? `${config.mcpOAuthIssuer}/.well-known/jwks.json`, resource: config.mcpResource ?? url };
     oauth = { ...settings, verify: oauthVerifier(settings), metadataPath: metadataPath(settings.resource) };
+    if (config.mcpResource === undefined) {
+      log.warn({ resource: url }, "HERALD_MCP_RESOURCE is not set: OAuth tokens must name this process's own URL as their audience; set HERALD_MCP_RESOURCE to the URL clients use (the same on every replica behind a load balancer)");
+    }
   }
   log.info({ url, bridge: config.heraldUrl, oauth: oauth?.issuer }, 'herald mcp serving Streamable HTTP (and HTTP+SSE at /sse)');
   return { url, server, registry };

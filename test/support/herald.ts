@@ -57,6 +57,8 @@ export interface TestHeraldOptions {
   roles?: Roles;
   /** The modules to start (default: src/modules/modules.ts), e.g. one more capability from a test's own folder. */
   modules?: readonly HeraldModule[];
+  /** Where Herald's JSON log goes (default standard output), e.g. a test reading its lines. */
+  logTo?: NodeJS.WritableStream;
 }
 
 /**
@@ -81,7 +83,7 @@ export async function startTestHerald(options: TestHeraldOptions = {}): Promise<
   });
   const config = options.modules !== undefined ? loadConfig(env, options.modules) : loadConfig(env);
   // The sandbox's CDN is the one private origin the media archive may download from (as in sandbox mode).
-  const herald = await startHerald({ config, log: createLogger(config.logLevel), mediaOrigins: [sandbox.url], ...(options.clock ? { clock: options.clock } : {}), ...(options.roles ? { roles: options.roles } : {}), ...(options.modules ? { modules: options.modules } : {}) });
+  const herald = await startHerald({ config, log: createLogger(config.logLevel, options.logTo), mediaOrigins: [sandbox.url], ...(options.clock ? { clock: options.clock } : {}), ...(options.roles ? { roles: options.roles } : {}), ...(options.modules ? { modules: options.modules } : {}) });
   const url = herald.url ?? '';
   const bridge = client(url, config.bridgeToken);
   const admin = client(url, config.adminToken);
