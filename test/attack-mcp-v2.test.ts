@@ -22,7 +22,7 @@ import { waitFor } from './support/wait.js';
  * raw HTTP against `herald mcp --http` (headers, revisions, batches, bodies, disconnects, Origin,
  * Host, paths), auth on every method, request_id replays across principals and replicas, re-issues
  * with other arguments under the same key, and what answers and logs give away. An attack that holds
- * is a passing test; a hole is written as it should behave and marked `it.fails` ("HOLE: ...").
+ * is a passing test; each hole it found is a test of the fix ("Was a hole: ...").
  */
 
 type Result = ToolResult & { structuredContent?: Record<string, unknown> };
@@ -177,11 +177,11 @@ describe('attacking herald mcp --http (issue 39)', { timeout: 240_000 }, () => {
       expect(posted(content)).toBe(0);
     });
 
-    // HOLE: the failure throttle (src/mcp/run.ts, handle) counts a request with no Authorization
-    // header as a failed guess and then answers 429 with no WWW-Authenticate. Behind a proxy every
-    // client shares one address: anyone's ten wrong tokens a minute keep every new client from the
-    // 401 challenge whose resource_metadata starts its OAuth discovery.
-    it.fails("HOLE: someone else's wrong tokens do not keep a client without a token from the 401 challenge (OAuth discovery)", async () => {
+    // Was a hole: the failure throttle (src/mcp/run.ts, handle) counted a request with no
+    // Authorization header as a failed guess and answered 429 with no WWW-Authenticate. Behind a
+    // proxy every client shares one address: anyone's ten wrong tokens a minute kept every new client
+    // from the 401 challenge whose resource_metadata starts its OAuth discovery.
+    it("someone else's wrong tokens do not keep a client without a token from the 401 challenge (OAuth discovery)", async () => {
       for (let i = 0; i < 12; i++) await raw(url(), { ...modern('tools/list'), headers: { ...modern('tools/list').headers, ...auth(newToken()) } });
       const r = await raw(url(), modern('server/discover'));
       expect(String(r.headers['www-authenticate']), `${r.status} ${r.body}`).toMatch(/^Bearer resource_metadata="/);
@@ -368,9 +368,9 @@ describe('attacking herald mcp --http (issue 39)', { timeout: 240_000 }, () => {
       for (const [p, status] of Object.entries(answers)) expect(status, `${p}: ${JSON.stringify(answers)}`).toBeLessThan(500);
     });
 
-    // HOLE: startHttp's handle (src/mcp/run.ts) parses req.url with `new URL` before any check: a
-    // target it refuses throws, and any unauthenticated client gets a 500 and an error-level log line.
-    it.fails('HOLE: a request-target the URL parser refuses (`//[`) is a 500 "internal error" and an error log, not a 4xx', async () => {
+    // Was a hole: startHttp's handle (src/mcp/run.ts) parsed req.url with `new URL` before any check:
+    // a target it refused threw, and any unauthenticated client got a 500 and an error-level log line.
+    it('a request-target the URL parser refuses (`//[`) is a 400, not a 500 and an error log', async () => {
       const o = modern('tools/list');
       const r = await raw(url(), { path: '//[', headers: { ...o.headers, ...auth() }, body: o.body });
       expect(r.status, r.body).toBe(400);
@@ -436,10 +436,10 @@ describe('attacking herald mcp --http (issue 39)', { timeout: 240_000 }, () => {
     /** This process's open TCP sockets (the MCP servers, Herald and the clients all live here). */
     const sockets = (): number => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
 
-    // HOLE: the tools/call handler (src/mcp/server.ts) never hands the exchange's abort signal to the
-    // tool, so a long wait (wait_for_messages, wait_for_handoff) whose client went away keeps its
-    // long poll on Herald open for its whole timeout: N callers that disconnect hold N polls.
-    it.fails('HOLE: a wait_for_messages whose client disconnects stops waiting on Herald at once (no orphaned long poll)', async () => {
+    // Was a hole: the tools/call handler (src/mcp/server.ts) never handed the exchange's abort signal
+    // to the tool, so a long wait (wait_for_messages, wait_for_handoff) whose client went away kept its
+    // long poll on Herald open for its whole timeout: N callers that disconnect held N polls.
+    it('a wait_for_messages whose client disconnects stops waiting on Herald at once (no orphaned long poll)', async () => {
       const baseline = await waitFor(async () => {
         const before = sockets();
         await new Promise((r) => setTimeout(r, 300));
@@ -461,9 +461,9 @@ describe('attacking herald mcp --http (issue 39)', { timeout: 240_000 }, () => {
       await waitFor(() => sockets() <= baseline + 2 || undefined, 'the orphaned long polls closed', 8_000);
     });
 
-    // HOLE: /sse opens a session (a Server, and with HERALD_MCP_INBOX_NOTIFY a poller on Herald) per
-    // GET, with no cap per principal: one read-scope token opens as many as it likes.
-    it.fails('HOLE: one principal cannot open HTTP+SSE sessions without bound (a cap answers 429)', async () => {
+    // Was a hole: /sse opened a session (a Server, and with HERALD_MCP_INBOX_NOTIFY a poller on
+    // Herald) per GET, with no cap per principal: one read-scope token opened as many as it liked.
+    it('one principal cannot open HTTP+SSE sessions without bound (a cap answers 429)', async () => {
       const t = await oauth('hoarder', 'read');
       const controllers: AbortController[] = [];
       const statuses: number[] = [];

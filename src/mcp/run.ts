@@ -26,6 +26,9 @@ import { readBody, sendWebResponse, webRequest } from './web.js';
 /** The longest `subscriptions/listen` body read here (a filter of a few URIs). */
 const LISTEN_BODY_LIMIT = 64 * 1024;
 
+/** HTTP+SSE sessions one token may hold open at once (each is a server, and maybe a poller on Herald). */
+const MAX_SSE_SESSIONS_PER_TOKEN = 8;
+
 /** How long a call retries a bridge this server has not reached yet (or found down last time). */
 const UNREACHABLE_RETRY_MS = 2_000;
 
@@ -222,6 +225,8 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    // A request-target no URL parser takes (`//[`) is the client's error, said before anything else.
+    if (!URL.canParse(req.url ?? '/', 'http://localhost')) return json(res, 400, { error: 'invalid request target' });
     const url = new URL(req.url ?? '/', 'http://localhost');
     const origin = req.headers.origin;
     if (origin !== undefined && !originAllowed(origin, config.mcpAllowedOrigins)) return json(res, 403, { error: 'origin not allowed' });
@@ -231,15 +236,23 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
     if (url.pathname !== '/mcp' && url.pathname !== '/sse' && url.pathname !== '/messages') return json(res, 404, { error: 'not found' });
     const caller = await authenticate(req);
     if (caller === undefined || lapsed(caller)) {
-      const verdict = throttle.fail(req.socket.remoteAddress ?? 'unknown');
-      if (verdict.limited) return json(res, 429, { error: 'too many failed attempts' }, { 'retry-after': String(verdict.retryAfterSeconds) });
       const challenge = oauth === undefined ? 'Bearer' : `Bearer resource_metadata="${new URL(oauth.metadataPath, oauth.resource).href}", scope="read write admin"`;
+      // Only a token that was tried is a failed guess: a request with none asks for the challenge
+      // that starts OAuth discovery, and behind a shared proxy others' wrong tokens must not keep a
+      // new client from it. The 429 carries the challenge too.
+      if (req.headers.authorization !== undefined) {
+        const verdict = throttle.fail(req.socket.remoteAddress ?? 'unknown');
+        if (verdict.limited) return json(res, 429, { error: 'too many failed attempts' }, { 'retry-after': String(verdict.retryAfterSeconds), 'www-authenticate': challenge });
+      }
       return json(res, 401, { error: 'unauthorized' }, { 'www-authenticate': challenge });
     }
     // A confirmed call is the caller's too: its records, not the connector's.
     const access = { policy, caller, confirmed: confirming(config, bridgeToken, depsFor(caller), caller) };
     if (url.pathname === '/sse') {
       if (req.method !== 'GET') return json(res, 405, { error: 'method not allowed' });
+      // Each session is a server (and with HERALD_MCP_INBOX_NOTIFY a poller on Herald): a token holds a few at most.
+      const open = [...sessions.values()].filter((session) => session.principal.token === caller.token).length;
+      if (open >= MAX_SSE_SESSIONS_PER_TOKEN) return json(res, 429, { error: `too many open HTTP+SSE sessions for this token (at most ${MAX_SSE_SESSIONS_PER_TOKEN}); close one first` }, { 'retry-after': '30' });
       const transport = new SSEServerTransport('/messages', res);
       sessions.set(transport.sessionId, { transport, principal: caller });
       // Every call on the session is checked against the token that opened it: lapsed, it is refused.

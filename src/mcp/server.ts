@@ -205,7 +205,11 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess, e
     });
   }
   /** One tool call, every check applied (expiry, input, the operator's policy), as tools/call and tasks/* make it. */
-  const call = async (name: string, given: Record<string, unknown>, trace: TraceContext | undefined): Promise<CallToolResult> => {
+  /**
+   * `signal`: aborts when the client that made the call went away (a cut stream, a cancel): the
+   * wait tools end their long poll on Herald with it; writes do not look at it (src/mcp/deps.ts).
+   */
+  const call = async (name: string, given: Record<string, unknown>, trace: TraceContext | undefined, signal?: AbortSignal): Promise<CallToolResult> => {
     const log = trace === undefined ? deps.log : deps.log.child({ trace_id: trace.trace_id, span_id: trace.span_id });
     const run = <T>(fn: () => Promise<T>): Promise<T> => (trace === undefined ? fn() : withCallHeaders({ traceparent: trace.traceparent }, fn));
     let args: Record<string, unknown> = given;
@@ -242,9 +246,7 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess, e
       const verdict = access?.policy.check(tool, access.caller, args, confirmToken);
       const confirmed = verdict !== undefined && 'confirmed' in verdict && typeof verdict['confirmed'] === 'string' ? verdict['confirmed'] : undefined;
       if (verdict !== undefined && confirmed === undefined) return verdict as CallToolResult;
-      const given = { ...(confirmed === undefined ? deps : (access?.confirmed?.(confirmed) ?? deps)), log };
-      // What another replica sharing the state file wrote since (an agent's post it took, an edit seq).
-      await given.state.sync();
+      const given = { ...(confirmed === undefined ? deps : (access?.confirmed?.(confirmed) ?? deps)), log, signal };
       // The admin tier only for a caller the operator's targets and caps do not hold (src/mcp/policy.ts).
       const result = await run(() => tool.handler(args, access === undefined || access.policy.adminTier(access.caller) ? given : { ...given, admin: undefined }));
       // A structured result the contract does not describe is Herald's bug: said in the log, never hidden.
@@ -265,7 +267,7 @@ export function createMcpServer(deps: McpServerDeps, access?: McpServerAccess, e
 
   server.setRequestHandler('tools/call', async (request, ctx): Promise<CallToolResult> => {
     const { name } = request.params;
-    const result = await call(name, request.params.arguments ?? {}, traceOf(ctx, request.params));
+    const result = await call(name, request.params.arguments ?? {}, traceOf(ctx, request.params), ctx.mcpReq.signal);
     // A tool served as a task (src/mcp/tasks.ts), to a 2026-07-28 client that declared the tasks
     // extension on this request, its job still running: the task, polled with tasks/get.
     const kind = TASK_TOOLS.get(name);

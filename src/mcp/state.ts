@@ -36,8 +36,6 @@ export interface AgentRecords {
   claim(requestId: string): Promise<boolean>;
   /** Forgets a claim the bridge refused outright (nothing of this sender's is stored under it). */
   release(requestId: string): Promise<void>;
-  /** Nothing to catch up with: every call reads Herald's store. Kept for the server's call path. */
-  sync(): Promise<void>;
 }
 
 /** A records call Herald did not answer: the tool fails (nothing was sent yet, or the send stands: get_delivery says). */
@@ -88,7 +86,6 @@ export function storeRecords(bridge: BridgeClient, who: 'connector' | 'client'):
       const r = await bridge.call('releaseAgentRequest', path(requestId));
       if (!r.ok) throw failed('release a request_id', r);
     },
-    sync: () => Promise.resolve(),
   };
 }
 
