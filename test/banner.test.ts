@@ -157,8 +157,9 @@ describe('the sandbox banner of `herald serve`', () => {
 
 describe('every guide\'s commands (README.md and docs/**/*.md)', () => {
   /** Where the guides' variables point here: hosts no literal in a guide can name by chance. */
-  const PLACES = { HERALD_URL: 'http://herald.test', SANDBOX_URL: 'http://sandbox.test', SLACK_SANDBOX_URL: 'http://slack-sandbox.test', METRICS_URL: 'http://metrics.test' };
-  const OTHERS = new Set(['sandbox.test', 'slack-sandbox.test', 'metrics.test']);
+  const PLACES = { HERALD_URL: 'http://herald.test', SANDBOX_URL: 'http://sandbox.test', SLACK_SANDBOX_URL: 'http://slack-sandbox.test', METRICS_URL: 'http://metrics.test', HERALD_MCP_URL: 'http://mcp.test/mcp' };
+  // The MCP server (`herald mcp --http`, HERALD_MCP_URL) speaks MCP, not the contract's routes.
+  const OTHERS = new Set(['sandbox.test', 'slack-sandbox.test', 'metrics.test', 'mcp.test']);
 
   it('name places only through the banner\'s variables: no default port written out in a shell block, nothing written outside the folder it runs in', async () => {
     const found: string[] = [];
