@@ -1,16 +1,24 @@
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import type { Server as HttpServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Client } from '@modelcontextprotocol/client';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBridgeClient } from '../src/client/bridge-client.js';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/infra/log.js';
 import { POLICY_CLIENT_HEADER } from '../src/infra/http/policy.middleware.js';
 import { parseTraceparent } from '../src/infra/trace.js';
+import { startHttp } from '../src/mcp/run.js';
 import { importRecordsFile } from '../src/mcp/state.js';
 import { moduleContracts } from '../src/mcp/tools.js';
 import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
-import { newRequestId, startTestHerald, TestClock, type TestHerald } from './support/herald.js';
+import { IDS, newRequestId, newToken, startTestHerald, TestClock, type TestHerald } from './support/herald.js';
 import { onPostgres, testDatabase, type TestDatabase } from './support/db.js';
+import { MODERN_REVISION, modernOverHttp } from './support/mcp-v2.js';
+import { localIssuer, type LocalIssuer } from './support/oauth.js';
+import { waitFor } from './support/wait.js';
 
 const DAY_MS = 24 * 60 * 60_000;
 const INT4_MAX = 2_147_483_647;
@@ -281,5 +289,135 @@ describe('attack: traceparent (src/infra/trace.ts)', () => {
       [good],
       { toString: () => good },
     ]) expect(parseTraceparent(bad)).toBeUndefined();
+  });
+});
+
+/**
+ * `herald mcp --http` on 2026-07-28: the inbox as a subscription and scrape_media's tasks, as a
+ * hostile OAuth client (src/mcp/run.ts listen, src/mcp/inbox-notify.ts InboxFeed, src/mcp/server.ts
+ * tasks/get and tasks/cancel).
+ */
+describe('attack: herald mcp listens and tasks', { timeout: 180_000 }, () => {
+  type Updated = { uri: string; _meta?: Record<string, unknown> };
+  let h: TestHerald;
+  let issuer: LocalIssuer;
+  let dir: string;
+  let server: HttpServer;
+  let url: string;
+  const token = newToken();
+  const clients: Client[] = [];
+  let n = 0;
+
+  const mention = async (content: string): Promise<string> => {
+    const res = await fetch(`${h.sandbox.url}/sandbox/api/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ userId: IDS.user, channelId: IDS.channels.ops, content: `<@${h.sandbox.bot.id}> ${content}` }),
+    });
+    expect(res.status).toBe(200);
+    return ((await res.json()) as { id: string }).id;
+  };
+  const connect = async (name: string, bearer: string): Promise<{ client: Client; heard: Updated[] }> => {
+    const client = await modernOverHttp(name, url, bearer);
+    clients.push(client);
+    const heard: Updated[] = [];
+    client.setNotificationHandler('notifications/resources/updated', (note) => {
+      heard.push(note.params as Updated);
+    });
+    return { client, heard };
+  };
+  /** One raw 2026-07-28 request (as test/mcp-tasks.test.ts sends them). */
+  const rpc = async (method: string, params: Record<string, unknown>, bearer = token, extra: Record<string, string> = {}): Promise<{ status: number; text: string; result?: Record<string, unknown>; error?: { code: number; message: string } }> => {
+    n += 1;
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN_REVISION, 'mcp-method': method, ...extra },
+      body: JSON.stringify({ jsonrpc: '2.0', id: n, method, params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN_REVISION, 'io.modelcontextprotocol/clientCapabilities': {} } } }),
+    });
+    const text = await res.text();
+    let parsed: { result?: Record<string, unknown>; error?: { code: number; message: string } } = {};
+    try {
+      parsed = JSON.parse(text.startsWith('{') ? text : (/^data: (.*)$/m.exec(text)?.[1] ?? '{}')) as typeof parsed;
+    } catch {
+      parsed = {};
+    }
+    return { status: res.status, text, ...parsed };
+  };
+
+  beforeAll(async () => {
+    h = await startTestHerald();
+    await waitFor(() => h.sandbox.gatewaySessions === 1 && h.sandbox.commands.length > 0, 'Herald on the gateway', 120_000);
+    await h.mapDestination('ops', IDS.channels.ops);
+    issuer = await localIssuer();
+    dir = await mkdtemp(join(tmpdir(), 'herald-attack-listen-'));
+    const config = loadConfig({ HERALD_URL: h.url, MCP_BRIDGE_TOKEN: h.bridgeToken, HERALD_MCP_STATE: join(dir, 'state.json'), HERALD_MCP_PORT: '0', HERALD_MCP_TOKEN: token, HERALD_MCP_OAUTH_ISSUER: issuer.url });
+    ({ url, server } = await startHttp(config, h.bridgeToken, token, createLogger('silent')));
+  }, 180_000);
+  afterAll(async () => {
+    for (const c of clients) await c.close().catch(() => undefined);
+    server?.closeAllConnections();
+    await new Promise<void>((resolve) => (server === undefined ? resolve() : server.close(() => resolve())));
+    await issuer?.close();
+    await h?.close();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("another caller's inbox URI in any spelling is refused before a stream opens: case, encodings, a trailing slash, a non-array filter", async () => {
+    const agent = await issuer.sign({ client_id: 'agent', sub: 'alice', scope: 'read', aud: url });
+    for (const uri of ['herald://inbox/Connector', 'HERALD://inbox/connector', 'herald://inbox/connector/', 'herald://inbox/%63onnector', 'herald://inbox/agent/../connector', 'herald://inbox/agent%2F..%2Fconnector', 'herald://inbox/agent ', 'herald://inbox/AGENT']) {
+      const r = await rpc('subscriptions/listen', { notifications: { resourceSubscriptions: [uri] } }, agent);
+      expect(r.status).toBe(400);
+      expect(r.error?.message).toContain('notifications.resourceSubscriptions');
+    }
+    // A filter that is not a list opens no feed and hears nothing: refused by the SDK, or an empty honored filter.
+    const odd = await rpc('subscriptions/listen', { notifications: { resourceSubscriptions: 'herald://inbox/connector' } }, agent);
+    expect(odd.text).not.toContain('resources/updated');
+    // A huge URI is cut in the refusal's words (never echoed whole).
+    const huge = await rpc('subscriptions/listen', { notifications: { resourceSubscriptions: [`herald://inbox/${'x'.repeat(5_000)}`] } }, agent);
+    expect([400, 413]).toContain(huge.status);
+    expect(huge.text.length).toBeLessThan(2_000);
+  });
+
+  // HOLE: inboxUri (src/mcp/inbox-notify.ts) names the connector's inbox `herald://inbox/connector`
+  // and an OAuth client's `herald://inbox/<encodeURIComponent(client_id)>`: a client whose id is
+  // "connector" has the connector's URI. Its listen passes the own-URI check in run.ts (listen), and
+  // InboxFeed keys its watchers and its bus by URI: that client hears the connector's inbox events
+  // (event id, kind, channel id), and the connector hears the client's (whichever listens first
+  // decides whose inbox the shared watcher reads). The records are kept apart (principalName gives
+  // "client:connector"); the URIs are not. Fix: inboxUri gives clients a namespace the connector's
+  // name cannot fall in (e.g. `herald://inbox/client/<encodeURIComponent(id)>`, an encoded id holds
+  // no '/'), or InboxFeed.open and the bus key by principalName (src/infra/policy/principal.ts)
+  // rather than by URI and the listen stream carries that key.
+  it.fails('an OAuth client whose id is "connector" hears none of the connector\'s inbox events', async () => {
+    const { client: connector, heard: connectorHeard } = await connect('the-connector', token);
+    const sub = await connector.listen({ resourceSubscriptions: ['herald://inbox/connector'] });
+    const impostorToken = await issuer.sign({ client_id: 'connector', sub: 'mallory', scope: 'read', aud: url });
+    const { client: impostor, heard: impostorHeard } = await connect('impostor', impostorToken);
+    const spy = await impostor.listen({ resourceSubscriptions: ['herald://inbox/connector'] }).catch(() => undefined);
+    const before = connectorHeard.length;
+    await mention(`for the connector only ${Date.now()}`);
+    await waitFor(() => (connectorHeard.length > before ? true : undefined), "the connector's notification", 30_000);
+    const leaked = await waitFor(() => (impostorHeard.length > 0 ? impostorHeard : undefined), 'a leak to the impostor', 3_000).catch(() => undefined);
+    await spy?.close();
+    await sub.close();
+    expect(leaked).toBeUndefined();
+  });
+
+  it('forged task ids (no prefix, empty, path tricks, case, huge) are refused naming taskId; nothing else is reached', async () => {
+    for (const taskId of ['scrape:', 'SCRAPE:00000000-0000-4000-8000-000000000000', 'scrape:../../mcp/records/import', 'scrape:..%2F..%2Fadmin', 'scrape:00000000-0000-4000-8000-000000000000\n', 'scrape:00000000-0000-4000-8000-000000000000/../x', `scrape:${'a'.repeat(20_000)}`]) {
+      for (const method of ['tasks/get', 'tasks/cancel']) {
+        // The Mcp-Name header names the task when it can be a header at all (a newline cannot).
+        const r = await rpc(method, { taskId }, token, /^[\x20-\x7e]{1,8000}$/.test(taskId) ? { 'mcp-name': taskId } : {});
+        expect(r.result).toBeUndefined();
+        // -32602 naming taskId; or the SDK's refusal of a request whose Mcp-Name header does not match it (-32020).
+        expect([-32602, -32020]).toContain(r.error?.code);
+        if (r.error?.code === -32602) expect(r.error.message).toContain('taskId');
+      }
+    }
+    // A client that never declared the extension, or holds a token without get_media_scrape, reaches no job either.
+    const scopeless = await issuer.sign({ client_id: 'nobody', sub: 'eve', scope: 'none', aud: url });
+    const r = await rpc('tasks/get', { taskId: 'scrape:00000000-0000-4000-8000-000000000000' }, scopeless, { 'mcp-name': 'scrape:00000000-0000-4000-8000-000000000000' });
+    expect(r.result).toBeUndefined();
+    expect(r.error?.code).toBe(-32602);
   });
 });
