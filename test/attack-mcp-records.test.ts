@@ -462,3 +462,24 @@ describe('attack: herald mcp listens and tasks', { timeout: 180_000 }, () => {
     expect(r.error?.code).toBe(-32602);
   });
 });
+
+describe('attack: OAuth without HERALD_MCP_RESOURCE off loopback (src/mcp/run.ts startHttp)', { timeout: 60_000 }, () => {
+  let issuer: LocalIssuer;
+  let dir: string;
+  beforeAll(async () => {
+    issuer = await localIssuer();
+    dir = await mkdtemp(join(tmpdir(), 'herald-attack-resource-'));
+  });
+  afterAll(async () => {
+    await issuer?.close();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('every spelling of "all interfaces" (and a name that only looks local) is refused at start-up, naming the variable', async () => {
+    const token = newToken();
+    for (const host of ['0', '0.0.0.0', '::', '[::]', '127.0.0.1.nip.io', 'localhost.']) {
+      const config = loadConfig({ HERALD_URL: 'http://127.0.0.1:9', MCP_BRIDGE_TOKEN: newToken(), HERALD_MCP_STATE: join(dir, 'state.json'), HERALD_MCP_PORT: '0', HERALD_MCP_TOKEN: token, HERALD_MCP_OAUTH_ISSUER: issuer.url, HOST: host });
+      await expect(startHttp(config, newToken(), token, createLogger('silent')), host).rejects.toThrow(/HERALD_MCP_RESOURCE must be set/);
+    }
+  });
+});
