@@ -122,24 +122,24 @@ describe('herald mcp: the inbox as a subscription (subscriptions/listen)', { tim
     const agent = await issuer.sign({ client_id: 'agent', sub: 'alice', scope: 'read', aud: url });
     const { client } = await connect('agent', agent);
     await expect(client.listen({ resourceSubscriptions: ['herald://inbox/connector'] })).rejects.toThrow(/notifications\.resourceSubscriptions: herald:\/\/inbox\/connector is not this caller's/);
-    await expect(client.readResource({ uri: 'herald://inbox/connector' })).rejects.toThrow(/herald:\/\/inbox\/agent/);
+    await expect(client.readResource({ uri: 'herald://inbox/connector' })).rejects.toThrow(/herald:\/\/inbox\/client\/agent/);
     const { client: connector } = await connect('connector', token);
-    await expect(connector.listen({ resourceSubscriptions: ['herald://inbox/connector', 'herald://inbox/agent'] })).rejects.toThrow(/herald:\/\/inbox\/agent is not this caller's/);
-    const own = await client.listen({ resourceSubscriptions: ['herald://inbox/agent'] });
-    expect(own.honoredFilter.resourceSubscriptions).toEqual(['herald://inbox/agent']);
+    await expect(connector.listen({ resourceSubscriptions: ['herald://inbox/connector', 'herald://inbox/client/agent'] })).rejects.toThrow(/herald:\/\/inbox\/client\/agent is not this caller's/);
+    const own = await client.listen({ resourceSubscriptions: ['herald://inbox/client/agent'] });
+    expect(own.honoredFilter.resourceSubscriptions).toEqual(['herald://inbox/client/agent']);
     await own.close();
     // A token whose scopes do not give list_inbox neither sees nor hears its inbox.
     const scopeless = await issuer.sign({ client_id: 'agent', sub: 'alice', scope: 'none', aud: url });
     const { client: blind } = await connect('blind', scopeless);
     expect((await blind.listResources()).resources).toEqual([]);
-    await expect(blind.listen({ resourceSubscriptions: ['herald://inbox/agent'] })).rejects.toThrow(/does not let this caller read its inbox/);
+    await expect(blind.listen({ resourceSubscriptions: ['herald://inbox/client/agent'] })).rejects.toThrow(/does not let this caller read its inbox/);
   });
 
   it("an OAuth client's stream ends when its token expires", async () => {
     const seconds = 3;
     const shortLived = await issuer.sign({ client_id: 'agent', sub: 'alice', scope: 'read', aud: url }, { expiresIn: Math.floor(Date.now() / 1000) + seconds });
     const { client } = await connect('short', shortLived);
-    const sub = await client.listen({ resourceSubscriptions: ['herald://inbox/agent'] });
+    const sub = await client.listen({ resourceSubscriptions: ['herald://inbox/client/agent'] });
     const ended = await Promise.race([sub.closed, new Promise<'still open'>((resolve) => setTimeout(() => resolve('still open'), (seconds + 10) * 1000))]);
     expect(ended).not.toBe('still open');
   });

@@ -89,8 +89,12 @@ export function notifyInbox(server: Server, herald: InboxReader, log: Logger): (
 /** The inbox resource's URI prefix: `herald://inbox/<reader>`. */
 export const INBOX_URI_PREFIX = 'herald://inbox/';
 
-/** A reader's inbox as a resource: `connector` (stdio, the static token) or an OAuth client's id (one path segment). */
-export const inboxUri = (client: string | undefined): string => `${INBOX_URI_PREFIX}${client === undefined ? 'connector' : encodeURIComponent(client)}`;
+/**
+ * A reader's inbox as a resource: `herald://inbox/connector` (stdio, the static token) or
+ * `herald://inbox/client/<id>` (an OAuth client; its id one encoded path segment). Clients have a
+ * namespace of their own: a client whose id is `connector` is not the connector.
+ */
+export const inboxUri = (client: string | undefined): string => `${INBOX_URI_PREFIX}${client === undefined ? 'connector' : `client/${encodeURIComponent(client)}`}`;
 
 /** Where a notification's `_meta` names the event (never its content). */
 export const INBOX_EVENT_META = 'dev.herald/inbox_event';

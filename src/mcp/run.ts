@@ -26,6 +26,9 @@ import { readBody, sendWebResponse, webRequest } from './web.js';
 /** The longest `subscriptions/listen` body read here (a filter of a few URIs). */
 const LISTEN_BODY_LIMIT = 64 * 1024;
 
+/** Listen streams (2026-07-28 `subscriptions/listen`) one caller may hold open at once on a replica. */
+const MAX_LISTENS_PER_CALLER = 8;
+
 /** HTTP+SSE sessions one token may hold open at once (each is a server, and maybe a poller on Herald). */
 const MAX_SSE_SESSIONS_PER_TOKEN = 8;
 
@@ -316,6 +319,13 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
     if (Array.isArray(wanted) && wanted.length > 0 && !inboxReadable({ policy, caller })) {
       return json(res, 400, { jsonrpc: '2.0', id, error: { code: -32602, message: `Invalid params: notifications.resourceSubscriptions: the operator's policy does not let this caller read its inbox (list_inbox).` } });
     }
+    // One caller holds a few listen streams at most: the SDK's limit on open streams is one pool for
+    // every caller, which one client's unread streams would otherwise fill for all.
+    const principal = caller.client === undefined ? 'connector' : `client:${caller.client}`;
+    if ((listening.get(principal) ?? 0) >= MAX_LISTENS_PER_CALLER) {
+      return json(res, 429, { jsonrpc: '2.0', id, error: { code: -32000, message: `Too many open listen streams for this caller (at most ${MAX_LISTENS_PER_CALLER}); close one first.` } }, { 'retry-after': '30' });
+    }
+    listening.set(principal, (listening.get(principal) ?? 0) + 1);
     const expired = new AbortController();
     // setTimeout holds at most 2^31-1 ms (about 24 days): a later expiry ends the stream then (the client listens again).
     const expiry = caller.expiresAt === undefined ? undefined : setTimeout(() => expired.abort(), Math.min(2 ** 31 - 1, Math.max(0, caller.expiresAt - Date.now())));
@@ -326,8 +336,13 @@ export async function startHttp(config: Config, bridgeToken: string, mcpToken: s
     } finally {
       clearTimeout(expiry);
       release?.();
+      const left = (listening.get(principal) ?? 1) - 1;
+      if (left > 0) listening.set(principal, left);
+      else listening.delete(principal);
     }
   };
+  /** Open listen streams by caller (`connector`, or `client:<id>`). */
+  const listening = new Map<string, number>();
 
   const feed = new InboxFeed(log);
 

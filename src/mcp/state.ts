@@ -1,6 +1,6 @@
 import { readFile, rename } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import type { BridgeClient } from '../client/bridge-client.js';
+import type { BridgeClient, Schema } from '../client/bridge-client.js';
 
 /** A post or DM this sender sent, with the last edit seq it took. */
 export interface SentMessage {
@@ -100,8 +100,41 @@ interface RecordsFile extends FileRecords {
   clients?: Record<string, FileRecords>;
 }
 
-/** How many records one import call carries (a file's records go in parts, each under the body limit). */
-const IMPORT_BATCH = 500;
+/**
+ * The most bytes one import call's body carries: a file's records go in parts, each well under
+ * Herald's body limit (64 KiB; a part by count, 500 records, was twice that and answered 413).
+ */
+const IMPORT_BODY_BYTES = 48 * 1024;
+/** Edit ids kept per message, its latest: an older edit id sent again later takes a new seq. */
+const IMPORT_EDITS = 200;
+
+type ImportPart = { messages: Record<string, unknown>; sent: Record<string, string> };
+
+/** A sender's records in parts of at most IMPORT_BODY_BYTES each. */
+function importParts(records: FileRecords): ImportPart[] {
+  const parts: ImportPart[] = [];
+  let part: ImportPart = { messages: {}, sent: {} };
+  let bytes = 32;
+  const add = (into: 'messages' | 'sent', id: string, value: unknown): void => {
+    const size = JSON.stringify(id).length + JSON.stringify(value).length + 2;
+    if (bytes + size > IMPORT_BODY_BYTES && Object.keys(part.messages).length + Object.keys(part.sent).length > 0) {
+      parts.push(part);
+      part = { messages: {}, sent: {} };
+      bytes = 32;
+    }
+    (part[into] as Record<string, unknown>)[id] = value;
+    bytes += size;
+  };
+  for (const [id, m] of Object.entries(records.messages ?? {})) {
+    const edits = m.edits === undefined ? undefined : Object.fromEntries(Object.entries(m.edits).sort(([, a], [, b]) => b - a).slice(0, IMPORT_EDITS));
+    // The message keeps the largest seq it ever took, edits dropped above or not.
+    const seq = Math.max(m.seq, ...Object.values(m.edits ?? {}));
+    add('messages', id, { kind: m.kind, seq, sent_at: m.sent_at, ...(edits === undefined ? {} : { edits }) });
+  }
+  for (const [id, at] of Object.entries(records.sent ?? {})) add('sent', id, at);
+  if (Object.keys(part.messages).length + Object.keys(part.sent).length > 0) parts.push(part);
+  return parts;
+}
 
 /**
  * Imports, once, the records an older `herald mcp` kept in its own file (HERALD_MCP_STATE) into
@@ -123,10 +156,8 @@ export async function importRecordsFile(file: string, bridgeFor: (client: string
   let messages = 0;
   for (const [client, records] of senders) {
     const bridge = bridgeFor(client);
-    const entries = Object.entries(records.messages ?? {}).map(([id, m]) => [id, { kind: m.kind, seq: m.seq, sent_at: m.sent_at, ...(m.edits === undefined ? {} : { edits: m.edits }) }] as const);
-    const sent = Object.entries(records.sent ?? {});
-    for (let i = 0; i === 0 || i < Math.max(entries.length, sent.length); i += IMPORT_BATCH) {
-      const body = { messages: Object.fromEntries(entries.slice(i, i + IMPORT_BATCH)), ...(sent.length > i ? { sent: Object.fromEntries(sent.slice(i, i + IMPORT_BATCH)) } : {}) };
+    for (const part of importParts(records)) {
+      const body: Schema<'AgentRecordsImport'> = { messages: part.messages as Schema<'AgentRecordsImport'>['messages'], ...(Object.keys(part.sent).length > 0 ? { sent: part.sent } : {}) };
       const r = await bridge.call('importAgentRecords', { body });
       if (!r.ok) {
         log.warn({ file, status: r.status, error: r.error }, 'Herald did not take the records of an older herald mcp; the file stays, and the next start tries again');

@@ -146,6 +146,10 @@ export class AgentRecordsStore {
   async import(principal: string, records: ImportedRecords): Promise<{ messages: number; claims: number }> {
     const cutoff = this.cutoff().getTime();
     const live = (at: string): boolean => Date.parse(at) > cutoff;
+    // A time after now is no file's honest record: it is taken as now, so the 8-day retention holds
+    // for it too (a time far ahead would outlive every sweep).
+    const now = this.clock.now().getTime();
+    const when = (at: string): Date => new Date(Math.min(Date.parse(at), now));
     let messages = 0;
     let claims = 0;
     await this.db.transaction().execute(async (trx) => {
@@ -154,13 +158,13 @@ export class AgentRecordsStore {
         const seq = Math.max(m.seq, ...Object.values(m.edits ?? {}));
         await trx
           .insertInto('agent_messages')
-          .values({ principal, request_id: requestId, kind: m.kind, seq, sent_at: new Date(m.sent_at) })
+          .values({ principal, request_id: requestId, kind: m.kind, seq, sent_at: when(m.sent_at) })
           .onConflict((oc) => oc.columns(['principal', 'request_id']).doUpdateSet({ seq: sql<number>`greatest(agent_messages.seq, excluded.seq)` }))
           .execute();
         for (const [editId, editSeq] of Object.entries(m.edits ?? {})) {
           await trx
             .insertInto('agent_message_edits')
-            .values({ principal, request_id: requestId, edit_id: editId, seq: editSeq, at: new Date(m.sent_at) })
+            .values({ principal, request_id: requestId, edit_id: editId, seq: editSeq, at: when(m.sent_at) })
             .onConflict((oc) => oc.columns(['principal', 'request_id', 'edit_id']).doNothing())
             .execute();
         }
@@ -168,7 +172,7 @@ export class AgentRecordsStore {
       }
       for (const [requestId, at] of Object.entries(records.sent ?? {})) {
         if (!live(at)) continue;
-        await trx.insertInto('agent_claims').values({ principal, request_id: requestId, claimed_at: new Date(at) }).onConflict((oc) => oc.columns(['principal', 'request_id']).doNothing()).execute();
+        await trx.insertInto('agent_claims').values({ principal, request_id: requestId, claimed_at: when(at) }).onConflict((oc) => oc.columns(['principal', 'request_id']).doNothing()).execute();
         claims += 1;
       }
     });
