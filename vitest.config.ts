@@ -1,6 +1,5 @@
 import { defineConfig } from 'vitest/config';
 import { classifyTestFiles } from './.ci/test-files.js';
-import LongestFirstSequencer from './test/support/sequencer.js';
 
 // HERALD_TEST_STORE_ONLY=1 (CI's PostgreSQL pass): only the files that test what the PostgreSQL
 // server does beyond the embedded store; the rest ran on the PGlite pass (see .ci/test-files.ts).
@@ -19,8 +18,6 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Crash tests spawn Herald processes; keep the 2-core machine from thrashing.
     maxWorkers: 2,
-    // The campaigns and the files that start processes first (test/support/sequencer.ts).
-    sequence: { sequencer: LongestFirstSequencer },
     // Each file in a process of its own (vitest's default, isolate: true). Sharing one (isolate: false)
     // saved a third of the CPU on a sample but not wall time on the suite (1,322 s against 1,318 s),
     // and a Discord client a file left reconnecting surfaced as another file's unhandled error.

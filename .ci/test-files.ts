@@ -74,14 +74,6 @@ function opensStore(text: string, openers: Set<string>): boolean {
 /** Helpers and calls that start another process: a Herald, PostgreSQL, InspIRCd, Chromium, a CLI (crashRig: test/support/rigs.ts). */
 const SPAWNS = /\b(?:startHeraldProcess|processHarness|crashRig|crashRigOn|runHerald|mcpOverStdio|runCommand|startPgCluster|startIrcd|runCampaign|runFuzz|spawn|spawnSync|execSync|execFile|execFileSync)\(|chromium\.launch/;
 
-/** A campaign: many processes for minutes (test/chaos.test.ts, test/fuzz.test.ts). */
-const CAMPAIGN = /\b(?:runCampaign|runFuzz|runBoundary)\(/;
-
-/** True when the test file at `file` (absolute) runs a campaign. */
-export function runsCampaign(file: string): boolean {
-  return CAMPAIGN.test(readFileSync(file, 'utf8'));
-}
-
 /** True when the test file at `file` (absolute) starts another process. */
 export function startsProcesses(file: string): boolean {
   return SPAWNS.test(readFileSync(file, 'utf8'));
