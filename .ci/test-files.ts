@@ -72,7 +72,7 @@ function opensStore(text: string, openers: Set<string>): boolean {
 }
 
 /** Helpers and calls that start another process: a Herald, PostgreSQL, InspIRCd, Chromium, a CLI (crashRig: test/support/rigs.ts). */
-const SPAWNS = /\b(?:startHeraldProcess|processHarness|crashRig|crashRigOn|runHerald|mcpOverStdio|runCommand|startPgCluster|startIrcd|runCampaign|runFuzz|spawn|spawnSync|execSync|execFile|execFileSync)\(|chromium\.launch/;
+const SPAWNS = /\b(?:startHeraldProcess|chaosSmoke|processHarness|crashRig|crashRigOn|runHerald|mcpOverStdio|runCommand|startPgCluster|startIrcd|runCampaign|runFuzz|runBoundary|spawn|spawnSync|execSync|execFile|execFileSync)\(|chromium\.launch/;
 
 /** True when the test file at `file` (absolute) starts another process. */
 export function startsProcesses(file: string): boolean {

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import type { CategoryGroup } from './fuzz/arbitraries.js';
-import { formatBoundary, runBoundary } from './fuzz/boundary-mcp.js';
 import { formatReport, runFuzz } from './fuzz/campaign.js';
 
 /**
@@ -8,7 +7,8 @@ import { formatReport, runFuzz } from './fuzz/campaign.js';
  * scope (Herald's API, the sandbox's control route, its other routes and its gateway) with two
  * seeds, and one seed on the sandbox's routes and gateway alone, so they get more than a handful
  * of requests (a malformed %-escape, a `null` or data-less IDENTIFY gateway frame, a bad history
- * cursor once brought the sandbox, and Herald's process with it, down or to a 500).
+ * cursor once brought the sandbox, and Herald's process with it, down or to a 500). The boundary
+ * pass's short form is test/fuzz-boundary.test.ts (a file of its own, so the two run side by side).
  */
 const SLICES: { seed: number; runs: number; scope: string; groups?: CategoryGroup[] }[] = [
   { seed: 1, runs: 150, scope: 'all groups' },
@@ -23,15 +23,4 @@ describe('fuzzing (fixed seeds)', () => {
     expect(report.violations, formatReport(report)).toEqual([]);
     // A Herald process of its own and 60–150 requests: about 20 s alone, more on a busy machine.
   }, 150_000);
-});
-
-describe('the boundary pass (short form)', () => {
-  it('every operation and MCP tool, each field at its largest pattern number and past it, 2^63, past maxLength, maxItems and maximum, NUL, a lone surrogate, an enum in upper case: no 5xx, no hang, refused naming the field, no write on refusal', async () => {
-    const report = await runBoundary({ short: true, databaseUrl: process.env['TEST_DATABASE_URL'] || undefined });
-    const walked = Object.keys(report.by);
-    // Every operation of the served contract but the event stream, and every tool, were walked.
-    expect(walked.filter((k) => !k.startsWith('tool ')).length).toBeGreaterThanOrEqual(40);
-    expect(walked.filter((k) => k.startsWith('tool ')).length).toBeGreaterThanOrEqual(30);
-    expect(report.violations, formatBoundary(report)).toEqual([]);
-  }, 240_000);
 });

@@ -1,0 +1,4 @@
+import { chaosSmoke } from './chaos/smoke.js';
+
+// The chaos campaign's short run of the slack phases (test/chaos/smoke.ts has the groups).
+chaosSmoke('slack');
