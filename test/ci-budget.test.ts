@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { budgets, FILE_BUDGET_S, TOTAL_BUDGET_S, totalBudget } from '../.ci/summary.js';
 import { classifyTestFiles, POSTGRES_ONLY, STORE_BEHAVIOUR } from '../.ci/test-files.js';
+import { expectedTimes } from './support/sequencer.js';
 
 // CI's time budgets (.ci/run's header): files over the per-file budget are listed, and the two test
 // passes together past the total budget fail the run, naming the slowest files.
@@ -53,5 +54,16 @@ describe('the files of the PostgreSQL pass', () => {
   it('lists in STORE_BEHAVIOUR only files that exist and open a store', () => {
     for (const file of Object.keys(STORE_BEHAVIOUR)) expect(files.storeDependent, file).toContain(file);
     expect(files.postgresPass.length).toBeLessThan(files.storeDependent.length);
+  });
+});
+
+// The runner starts the longest files first by .ci/expected-times.json (test/support/sequencer.ts):
+// a file missing there would start at a guess, and an entry whose file is gone is noise.
+describe('the expected times the runner orders files by', () => {
+  it('name every test file, and only test files that exist, each with a whole number of seconds', () => {
+    const files = classifyTestFiles();
+    const times = expectedTimes(process.cwd());
+    expect(Object.keys(times).toSorted(), 'a test file added or removed: run `npx tsx .ci/expected-times.ts <times.json>` (its header says how)').toEqual([...files.storeDependent, ...files.storeIndependent].toSorted());
+    for (const [file, s] of Object.entries(times)) expect(Number.isInteger(s) && s >= 0, file).toBe(true);
   });
 });
