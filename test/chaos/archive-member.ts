@@ -9,8 +9,11 @@ import { createLogger } from '../../src/infra/log.js';
  * server, as sandbox mode trusts its sandbox's (the CLI trusts none outside sandbox mode, and the
  * fleet's processes run beside a sandbox they did not start).
  *
- * Loaded before the CLI through NODE_OPTIONS (`--import`) by archive-phase.ts: it starts Herald and
- * never finishes loading, so the CLI's own start-up never runs. A SIGKILL ends it like any member.
+ * The fleet runs it as the process's main module through tsx (`node --import tsx
+ * test/chaos/archive-member.ts serve`; fleet.ts MemberSpec.entry). It was once preloaded before the
+ * CLI through NODE_OPTIONS (`--import`): with tsx's compile cache empty, as on a clean checkout
+ * whose tests start Herald from dist/, that start-up hung before its first line, every time, and
+ * the archive phase timed out in CI. A SIGKILL ends it like any member.
  */
 
 const command = process.argv.includes('dispatch') ? 'dispatch' : 'serve';

@@ -230,12 +230,11 @@ export async function runArchivePhase(c: PhaseContext): Promise<PhaseResult> {
         HOST: '127.0.0.1',
         LOG_LEVEL: 'info',
         ...archiveEnv(),
-        // Each member starts through archive-member.ts: the CLI's start-up, trusting the sandbox's and the file server's origins.
-        NODE_OPTIONS: `--import tsx --import ${path.join(import.meta.dirname, 'archive-member.ts')}`,
         CHAOS_MEDIA_ORIGINS: `${sandbox.url},${files.origin}`,
       },
     );
-    const specs = memberSpecs(c.processes, env);
+    // Each member runs archive-member.ts: the CLI's start-up, trusting the sandbox's and the file server's origins.
+    const specs = memberSpecs(c.processes, env).map((s) => ({ ...s, entry: 'test/chaos/archive-member.ts' }));
     fleet = new Fleet(specs, log, c.pidFile, t0);
     const f = fleet;
     log(`starting ${specs.map((s) => s.name).join(', ')}`);

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { runHerald, type HeraldProcess } from '../support/process.js';
+import { runCommand, runHerald, type HeraldProcess } from '../support/process.js';
 
 /**
  * The Herald processes of one phase (`herald serve` and `herald dispatch` on one database), kept
@@ -12,6 +12,11 @@ export interface MemberSpec {
   name: string;
   command: 'serve' | 'dispatch';
   env: Record<string, string>;
+  /**
+   * A TypeScript module (from the repository root) to run as the process's main module through
+   * tsx, with `command` as its argument, instead of the CLI (archive-member.ts).
+   */
+  entry?: string;
 }
 
 /** One process lifetime of a member, for the report. */
@@ -162,7 +167,7 @@ export class Fleet {
 
   private async spawn(m: Member): Promise<HeraldProcess> {
     // Registered before start-up completes, so a kill during start-up (e.g. mid-migration) finds it.
-    const p = runHerald([m.spec.command], m.spec.env);
+    const p = m.spec.entry !== undefined ? runCommand(process.execPath, ['--import', 'tsx', m.spec.entry, m.spec.command], m.spec.env) : runHerald([m.spec.command], m.spec.env);
     m.proc = p;
     this.writePids();
     const inc: Incarnation = { member: m.spec.name, pid: p.child.pid, startedAt: Date.now() - this.t0, output: () => p.output() };
