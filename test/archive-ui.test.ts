@@ -134,9 +134,20 @@ describe.skipIf(!haveChromium)('media archive web UI in a real browser', { timeo
     await page.getByTestId('filter-kind').selectOption('video');
     await page.getByTestId('filter-apply').click();
     await poll(async () => new Set(await page.locator('[data-testid=media-item]').evaluateAll((els) => els.map((e) => e.getAttribute('data-kind')))).size === 1 && (await page.locator('[data-testid=media-item][data-kind=video]').count()) > 0).toBe(true);
-    await page.getByTestId('filter-kind').selectOption('image');
-    await page.getByTestId('filter-text').fill('harbour');
-    await page.getByTestId('filter-apply').click();
+    // A select, typing and the submit before the page renders again (a quick operator, a loaded
+    // machine): each builds on the one before, so the filter is kind image and text harbour.
+    await page.evaluate(() => {
+      type Field = { value: string; dispatchEvent(e: unknown): boolean; click(): void };
+      const web = globalThis as unknown as { document: { querySelector(s: string): Field }; Event: new (type: string, init: { bubbles: boolean }) => unknown };
+      const set = (id: string, value: string, event: string) => {
+        const field = web.document.querySelector(`[data-testid=${id}]`);
+        field.value = value;
+        field.dispatchEvent(new web.Event(event, { bubbles: true }));
+      };
+      set('filter-kind', 'image', 'change');
+      set('filter-text', 'harbour', 'input');
+      web.document.querySelector('[data-testid=filter-apply]').click();
+    });
     await poll(() => page.locator('[data-testid=media-item][data-kind=image] img').count()).toBeGreaterThan(5);
     await poll(() => page.locator('[data-testid=media-item] img').first().evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBe(16);
     const texts = await page.locator('[data-testid=media-item] figcaption').allTextContents();

@@ -89,19 +89,30 @@ export function MediaGrid({ filters, setFilters, progress, names }: { filters: F
     void itemsFrom(filterQuery(filters), PAGE, view.cursor).then((r) => show(generation, r, true));
   };
   const [draft, setDraft] = useState<Filters>(filters);
-  useEffect(() => setDraft(filters), [filterKey]);
+  // The form's newest values, written as each event arrives: a change, an input and the submit can
+  // all come before the next render, and each must build on the one before, not on the draft an
+  // older render saw (a select then typing then Enter, quickly, lost the select).
+  const latest = useRef(filters);
+  const edit = (name: FilterName, value: string): void => {
+    latest.current = { ...latest.current, [name]: value };
+    setDraft(latest.current);
+  };
+  useEffect(() => {
+    latest.current = filters;
+    setDraft(filters);
+  }, [filterKey]);
   const field = (name: FilterName, placeholder: string) =>
-    html`<input data-testid=${`filter-${name}`} placeholder=${placeholder} value=${draft[name] ?? ''} onInput=${(e: Event) => setDraft({ ...draft, [name]: (e.target as HTMLInputElement).value })} />`;
+    html`<input data-testid=${`filter-${name}`} placeholder=${placeholder} value=${draft[name] ?? ''} onInput=${(e: Event) => edit(name, (e.target as HTMLInputElement).value)} />`;
   return html`<section class="card">
     <h2>Media</h2>
     <form class="row filters" onSubmit=${(e: Event) => {
       e.preventDefault();
-      setFilters(draft);
+      setFilters(latest.current);
     }}>
-      <select data-testid="filter-kind" value=${draft.kind ?? ''} onChange=${(e: Event) => setDraft({ ...draft, kind: (e.target as HTMLSelectElement).value })}>
+      <select data-testid="filter-kind" value=${draft.kind ?? ''} onChange=${(e: Event) => edit('kind', (e.target as HTMLSelectElement).value)}>
         <option value="">any kind</option><option value="image">image</option><option value="video">video</option><option value="audio">audio</option><option value="file">file</option>
       </select>
-      <select data-testid="filter-source" value=${draft.source ?? ''} onChange=${(e: Event) => setDraft({ ...draft, source: (e.target as HTMLSelectElement).value })}>
+      <select data-testid="filter-source" value=${draft.source ?? ''} onChange=${(e: Event) => edit('source', (e.target as HTMLSelectElement).value)}>
         <option value="">any source</option><option value="attachment">attachment</option><option value="embed">embed</option><option value="link">link</option>
       </select>
       ${field('scrapeId', 'scrape id')} ${field('channelId', 'channel id')} ${field('guildId', 'guild id')} ${field('author', 'author id')}
