@@ -23,8 +23,15 @@ interface Compiled {
   listed: Tool;
   /** As listed where no `{path}` is read (HTTP without HERALD_MCP_FILES_DIR): without the path properties. */
   listedWithoutPaths: Tool;
-  input: ValidateFunction;
-  output: ValidateFunction;
+  /** Compiled on first use: a process answers a few tools, and compiling all of them cost about half a CPU-second at start. */
+  readonly input: ValidateFunction;
+  readonly output: ValidateFunction;
+}
+
+/** A validator compiled by `compile` the first time it is read. */
+function compiledOnUse(compile: () => ValidateFunction): () => ValidateFunction {
+  let fn: ValidateFunction | undefined;
+  return () => (fn ??= compile());
 }
 
 let compiled: Map<string, Compiled> | undefined;
@@ -33,7 +40,7 @@ const reasons = new SchemaReasons();
 
 /**
  * Every tool as MCP lists it (title, annotations, input and output schemas from the contract) with
- * its validators, compiled once per process (Streamable HTTP builds a server per request).
+ * its validators, each compiled once per process on first use (Streamable HTTP builds a server per request).
  */
 function compiledTools(): Map<string, Compiled> {
   if (compiled === undefined) {
@@ -43,7 +50,20 @@ function compiledTools(): Map<string, Compiled> {
         const outputSchema = tool.replay !== undefined && 'key' in tool.replay ? withReplayed(contractOutput(tool.output, tool.contract)) : contractOutput(tool.output, tool.contract);
         const listed: Tool = { name: tool.name, title: tool.title, description: withReissue(tool), inputSchema: localPaths(tool.inputSchema, true) as Tool['inputSchema'], outputSchema, annotations: { title: tool.title, ...tool.annotations } };
         const listedWithoutPaths: Tool = { ...listed, inputSchema: localPaths(tool.inputSchema, false) as Tool['inputSchema'] };
-        return [tool.name, { tool, listed, listedWithoutPaths, input: ajv.compile(tool.inputSchema), output: ajv.compile(outputSchema) }];
+        const input = compiledOnUse(() => ajv.compile(tool.inputSchema));
+        const output = compiledOnUse(() => ajv.compile(outputSchema));
+        const entry: Compiled = {
+          tool,
+          listed,
+          listedWithoutPaths,
+          get input() {
+            return input();
+          },
+          get output() {
+            return output();
+          },
+        };
+        return [tool.name, entry];
       }),
     );
   }
