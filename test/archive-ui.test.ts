@@ -2,7 +2,7 @@ import { execSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { SANDBOX_MEDIA_CHANNEL } from '../src/platforms/discord/sandbox/sandbox.js';
 import { startTestHerald, type TestHerald } from './support/herald.js';
 
@@ -60,6 +60,20 @@ describe.skipIf(!haveChromium)('media archive web UI in a real browser', { timeo
   });
 
   it('runs the archive from the page: token, live progress, confirm step, grid with filters, delete, action log', async () => {
+    // What the page showed when a step failed: its filter fields, the grid's items and any warning.
+    onTestFailed(async () => {
+      const shown = await page
+        .evaluate(() => {
+          type El = { getAttribute(n: string): string | null; value?: string; textContent: string | null };
+          const doc = (globalThis as unknown as { document: { querySelectorAll(s: string): El[] } }).document;
+          const fields = doc.querySelectorAll('[data-testid^=filter-]').map((e) => `${e.getAttribute('data-testid') ?? ''}=${e.value ?? ''}`);
+          const items = doc.querySelectorAll('[data-testid=media-item]').map((e) => `${e.getAttribute('data-kind') ?? ''}/${e.getAttribute('data-state') ?? ''}`);
+          const warnings = doc.querySelectorAll('.warning').map((e) => e.textContent ?? '');
+          return { fields, items: items.length, kinds: [...new Set(items)], warnings };
+        })
+        .catch((err: unknown) => String(err));
+      console.log(`archive page when the test failed: ${JSON.stringify(shown)}\nadmin API calls: ${apiCalls.slice(-20).join(', ')}`);
+    });
     await page.goto(`${h.url}/ui/archive`);
     await page.getByTestId('token').fill(h.adminToken);
     await page.getByTestId('token-save').click();
