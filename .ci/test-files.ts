@@ -85,8 +85,10 @@ export interface TestFiles {
   storeIndependent: string[];
   /** The files CI's PostgreSQL pass runs. */
   postgresPass: string[];
-  /** Files that start other processes: they keep the longer timeouts (vitest.config.ts). */
+  /** Files that start other processes: they keep the longer timeouts, and a worker each (vitest.config.ts). */
   spawning: string[];
+  /** The other files: they share workers (vitest.config.ts). */
+  inProcess: string[];
 }
 
 /** Every test file under test/, relative to the repository, split by whether it opens a store. */
@@ -109,7 +111,7 @@ export function classifyTestFiles(root = ROOT): TestFiles {
   const storeDependent = tests.filter((f) => opensStore(source(f), openers));
   const postgresPass = storeDependent.filter((f) => f in STORE_BEHAVIOUR || POSTGRES_ONLY.test(source(f)));
   const spawning = tests.filter((f) => startsProcesses(path.join(root, f)));
-  return { storeDependent, storeIndependent: tests.filter((f) => !storeDependent.includes(f)), postgresPass, spawning };
+  return { storeDependent, storeIndependent: tests.filter((f) => !storeDependent.includes(f)), postgresPass, spawning, inProcess: tests.filter((f) => !spawning.includes(f)) };
 }
 
 if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
