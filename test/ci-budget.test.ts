@@ -28,8 +28,8 @@ describe('the CI time budgets', () => {
   });
 
   it('states its defaults, and the total may be set by HERALD_CI_TEST_BUDGET_S, a whole number of seconds', () => {
-    expect([FILE_BUDGET_S, TOTAL_BUDGET_S]).toEqual([60, 2_200]);
-    expect(totalBudget({})).toBe(2_200);
+    expect([FILE_BUDGET_S, TOTAL_BUDGET_S]).toEqual([60, 1_400]);
+    expect(totalBudget({})).toBe(1_400);
     expect(totalBudget({ HERALD_CI_TEST_BUDGET_S: '900' })).toBe(900);
     expect(() => totalBudget({ HERALD_CI_TEST_BUDGET_S: '15m' })).toThrow(/whole number of seconds/);
   });
