@@ -15,15 +15,43 @@ import { killTrackedProcessGroups, RUN_DIR_VARIABLE } from './run-dir.js';
  * `CREATE DATABASE … TEMPLATE` copy; on embedded PGlite a template data folder, each test's folder
  * a file copy of it (a new PGlite folder runs initdb, which costs several seconds of CPU per store).
  */
-export default async function setup({ provide }: { provide: (key: 'templateDatabase' | 'templateDataDir', value: string) => void }): Promise<() => Promise<void>> {
+type Provide = (key: 'templateDatabase' | 'templateDataDir', value: string) => void;
+
+/** One run's folder and template, shared by every project of vitest.config.ts. */
+interface SharedRun {
+  templateDatabase: string;
+  templateDataDir: string;
+  teardown: () => Promise<void>;
+  users: number;
+}
+const SHARED = Symbol.for('herald.test.run');
+
+/**
+ * vitest runs a global setup once for each project (vitest.config.ts has two) and for the root:
+ * the first call makes the run's folder and template, the others use them, and the last teardown
+ * removes them.
+ */
+export default async function setup({ provide }: { provide: Provide }): Promise<() => Promise<void>> {
+  const holder = globalThis as { [SHARED]?: Promise<SharedRun> };
+  const pending = (holder[SHARED] ??= prepareRun());
+  const run = await pending;
+  run.users += 1;
+  provide('templateDatabase', run.templateDatabase);
+  provide('templateDataDir', run.templateDataDir);
+  return async () => {
+    run.users -= 1;
+    if (run.users > 0) return;
+    if (holder[SHARED] === pending) delete holder[SHARED];
+    await run.teardown();
+  };
+}
+
+async function prepareRun(): Promise<SharedRun> {
   const cleanRun = await runDirectory();
   const url = process.env['TEST_DATABASE_URL'];
   if (url === undefined || url === '') {
-    provide('templateDatabase', '');
-    provide('templateDataDir', await pgliteTemplate());
-    return cleanRun;
+    return { templateDatabase: '', templateDataDir: await pgliteTemplate(), teardown: cleanRun, users: 0 };
   }
-  provide('templateDataDir', '');
   // pid and random: unique even beside runs in another pid namespace on the same server.
   const template = `herald_template_${process.pid}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: url });
@@ -33,13 +61,13 @@ export default async function setup({ provide }: { provide: (key: 'templateDatab
   const db = new Kysely({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: withDatabase(url, template), max: 1 }) }) });
   await migrateToLatest(db);
   await db.destroy();
-  provide('templateDatabase', template);
-  return async () => {
+  const teardown = async () => {
     await cleanRun();
     const leftovers = await admin.query<{ datname: string }>(`select datname from pg_database where starts_with(datname, $1) or datname = $2`, [testDatabasePrefix(template), template]);
     for (const row of leftovers.rows) await admin.query(`drop database if exists ${row.datname} with (force)`);
     await admin.end();
   };
+  return { templateDatabase: template, templateDataDir: '', teardown, users: 0 };
 }
 
 /** A migrated PGlite data folder in this run's folder (removed with it), closed so it can be copied. */
@@ -74,10 +102,12 @@ async function runDirectory(): Promise<() => Promise<void>> {
 
 /** The kernel's magic number of a tmpfs (statfs(2)). */
 const TMPFS_MAGIC = 0x01021994;
+/** Free space /dev/shm needs to hold a run (a container's default of 64 MB does not): 2 GiB. */
+const SHM_NEEDED_BYTES = 2 * 1024 ** 3;
 
 /**
- * Where the run's folder goes: the machine's shared-memory tmpfs (/dev/shm) when it has one and
- * TMPDIR names none of its own, else the temp folder. The suite copies, writes and removes some
+ * Where the run's folder goes: the machine's shared-memory tmpfs (/dev/shm) when it has one with
+ * room (SHM_NEEDED_BYTES) and TMPDIR names none of its own, else the temp folder. The suite copies, writes and removes some
  * hundreds of 40 MB store folders; in memory that costs no journal, no discard and no writeback.
  */
 async function runBase(): Promise<string> {
@@ -85,7 +115,8 @@ async function runBase(): Promise<string> {
   if (own !== undefined && own !== '') return own;
   try {
     await access('/dev/shm', constants.W_OK);
-    if (statfsSync('/dev/shm').type === TMPFS_MAGIC) return '/dev/shm';
+    const fs = statfsSync('/dev/shm');
+    if (fs.type === TMPFS_MAGIC && fs.bavail * fs.bsize >= SHM_NEEDED_BYTES) return '/dev/shm';
   } catch {
     // No /dev/shm here (or not writable): the temp folder.
   }
