@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { startHerald, type Herald } from '../../src/app.js';
 import type { HeraldModule, Roles } from '../../src/modules/contract.js';
 import type { Clock } from '../../src/infra/clock.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/infra/log.js';
 import { DiscordSandbox, SANDBOX_IDS, type SandboxOptions } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { client, type Client } from './client.js';
@@ -67,7 +67,12 @@ export interface TestHeraldOptions {
  */
 export async function startTestHerald(options: TestHeraldOptions = {}): Promise<TestHerald> {
   const sandbox = options.useSandbox ?? (await new DiscordSandbox(options.sandbox).start());
-  const db = options.useDb ?? (await testDatabase());
+  const db =
+    options.useDb ??
+    (await testDatabase().catch(async (err: unknown) => {
+      if (options.useSandbox === undefined) await sandbox.close().catch(() => undefined);
+      throw err;
+    }));
   const bridgeToken = newToken();
   const adminToken = newToken();
   const env = heraldEnv({ sandbox, db, bridgeToken, adminToken }, {
@@ -81,9 +86,18 @@ export async function startTestHerald(options: TestHeraldOptions = {}): Promise<
     LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'silent',
     ...(options.env ?? {}),
   });
-  const config = options.modules !== undefined ? loadConfig(env, options.modules) : loadConfig(env);
-  // The sandbox's CDN is the one private origin the media archive may download from (as in sandbox mode).
-  const herald = await startHerald({ config, log: createLogger(config.logLevel, options.logTo), mediaOrigins: [sandbox.url], ...(options.clock ? { clock: options.clock } : {}), ...(options.roles ? { roles: options.roles } : {}), ...(options.modules ? { modules: options.modules } : {}) });
+  let herald: Herald;
+  let config: Config;
+  try {
+    config = options.modules !== undefined ? loadConfig(env, options.modules) : loadConfig(env);
+    // The sandbox's CDN is the one private origin the media archive may download from (as in sandbox mode).
+    herald = await startHerald({ config, log: createLogger(config.logLevel, options.logTo), mediaOrigins: [sandbox.url], ...(options.clock ? { clock: options.clock } : {}), ...(options.roles ? { roles: options.roles } : {}), ...(options.modules ? { modules: options.modules } : {}) });
+  } catch (err) {
+    // Nothing this call made outlives its failure: files share their workers (vitest.config.ts).
+    if (options.useSandbox === undefined) await sandbox.close().catch(() => undefined);
+    if (options.useDb === undefined) await db.drop().catch(() => undefined);
+    throw err;
+  }
   const url = herald.url ?? '';
   const bridge = client(url, config.bridgeToken);
   const admin = client(url, config.adminToken);
