@@ -74,9 +74,39 @@ function opensStore(text: string, openers: Set<string>): boolean {
 /** Helpers and calls that start another process: a Herald, PostgreSQL, InspIRCd, Chromium, a CLI (crashRig: test/support/rigs.ts). */
 const SPAWNS = /\b(?:startHeraldProcess|chaosSmoke|processHarness|crashRig|crashRigOn|runHerald|mcpOverStdio|runCommand|startPgCluster|startIrcd|runCampaign|runFuzz|runBoundary|spawn|spawnSync|execSync|execFile|execFileSync)\(|chromium\.launch/;
 
-/** True when the test file at `file` (absolute) starts another process. */
-export function startsProcesses(file: string): boolean {
-  return SPAWNS.test(readFileSync(file, 'utf8'));
+/**
+ * The exported functions of the helpers under test/ that start another process: those whose text
+ * matches SPAWNS or calls one of them, found to a fixed point (as the store openers are), so a
+ * file that starts a process through any helper is known to.
+ */
+function processStarters(root: string): Set<string> {
+  const helpers = walk(path.join(root, 'test'))
+    .map((f) => path.relative(root, f).split(path.sep).join('/'))
+    .filter((f) => !f.endsWith('.test.ts') && !f.startsWith('test/bench/'));
+  const functions = helpers.flatMap((f) => exportedFunctions(readFileSync(path.join(root, f), 'utf8')));
+  const starters = new Set<string>();
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const fn of functions) {
+      if (!starters.has(fn.name) && (SPAWNS.test(fn.body) || callsOneOf(fn.body, starters))) {
+        starters.add(fn.name);
+        grew = true;
+      }
+    }
+  }
+  return starters;
+}
+
+function callsOneOf(text: string, names: Set<string>): boolean {
+  return [...names].some((name) => new RegExp(`\\b${name}\\(`).test(text));
+}
+
+let starters: Set<string> | undefined;
+/** True when the test file at `file` (absolute) starts another process, itself or through a helper. */
+export function startsProcesses(file: string, root = ROOT): boolean {
+  const text = readFileSync(file, 'utf8');
+  starters ??= processStarters(root);
+  return SPAWNS.test(text) || callsOneOf(text, starters);
 }
 
 export interface TestFiles {
