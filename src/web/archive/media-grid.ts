@@ -88,19 +88,29 @@ export function MediaGrid({ filters, setFilters, progress, names }: { filters: F
     const generation = ++state.current.generation;
     void itemsFrom(filterQuery(filters), PAGE, view.cursor).then((r) => show(generation, r, true));
   };
-  const [draft, setDraft] = useState<Filters>(filters);
   // The form's newest values, written as each event arrives: a change, an input and the submit can
   // all come before the next render, and each must build on the one before, not on the draft an
-  // older render saw (a select then typing then Enter, quickly, lost the select).
+  // older render saw (a select then typing then Enter, quickly, lost the select). Filters set from
+  // outside (Clear, a scrape's Media button) replace them in the render that shows them, not in an
+  // effect after it, so an edit made meanwhile is not overwritten.
   const latest = useRef(filters);
+  const shownKey = useRef(filterKey);
+  if (shownKey.current !== filterKey) {
+    shownKey.current = filterKey;
+    latest.current = filters;
+  }
+  const [, redraw] = useState(0);
+  const draft = latest.current;
   const edit = (name: FilterName, value: string): void => {
     latest.current = { ...latest.current, [name]: value };
-    setDraft(latest.current);
+    redraw((n) => n + 1);
   };
-  useEffect(() => {
-    latest.current = filters;
-    setDraft(filters);
-  }, [filterKey]);
+  const clear = (): void => {
+    // Also when the filters applied are already none: what was typed and not applied goes too.
+    latest.current = {};
+    redraw((n) => n + 1);
+    setFilters({});
+  };
   const field = (name: FilterName, placeholder: string) =>
     html`<input data-testid=${`filter-${name}`} placeholder=${placeholder} value=${draft[name] ?? ''} onInput=${(e: Event) => edit(name, (e.target as HTMLInputElement).value)} />`;
   return html`<section class="card">
@@ -118,7 +128,7 @@ export function MediaGrid({ filters, setFilters, progress, names }: { filters: F
       ${field('scrapeId', 'scrape id')} ${field('channelId', 'channel id')} ${field('guildId', 'guild id')} ${field('author', 'author id')}
       ${field('after', 'after (2025-01-01)')} ${field('before', 'before')} ${field('text', 'text in message')}
       <button data-testid="filter-apply" type="submit">Filter</button>
-      <button type="button" onClick=${() => setFilters({})}>Clear</button>
+      <button type="button" onClick=${clear}>Clear</button>
     </form>
     ${error !== undefined && html`<p class="warning" data-testid="media-error">${error}</p>`}
     <div class="grid" data-testid="media-grid">
