@@ -60,10 +60,12 @@ const PREVIEWABLE = new Set(['image/png', 'image/apng', 'image/jpeg', 'image/gif
 /**
  * A stored file as a blob URL for a thumbnail (the file route needs the token, which an <img src>
  * cannot send), or undefined when it is not a raster image. Only files Herald stored are ever
- * shown: an item's original URL is never fetched by this page.
+ * shown: an item's original URL is never fetched by this page. `signal` drops the download when
+ * its thumbnail leaves the grid: the browser opens six connections to Herald at most, and
+ * thumbnails nobody sees any more kept the grid's next page waiting behind them.
  */
-export async function fileUrl(sha256: string): Promise<string | undefined> {
-  const res = await fetch(`/admin/archive/files/${sha256}`, { headers: { authorization: `Bearer ${token.get() ?? ''}` } });
+export async function fileUrl(sha256: string, signal?: AbortSignal): Promise<string | undefined> {
+  const res = await fetch(`/admin/archive/files/${sha256}`, { headers: { authorization: `Bearer ${token.get() ?? ''}` }, ...(signal !== undefined ? { signal } : {}) });
   const type = (res.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
   if (!res.ok || !PREVIEWABLE.has(type)) {
     await res.body?.cancel();

@@ -18,7 +18,8 @@ function Thumb({ item }: { item: MediaItem }) {
     if (item.kind !== 'image' || item.sha256 === null) return undefined;
     let url: string | undefined;
     let live = true;
-    void fileUrl(item.sha256)
+    const abort = new AbortController();
+    void fileUrl(item.sha256, abort.signal)
       .catch(() => undefined)
       .then((u) => {
         url = u;
@@ -31,6 +32,7 @@ function Thumb({ item }: { item: MediaItem }) {
       });
     return () => {
       live = false;
+      abort.abort();
       if (url !== undefined) URL.revokeObjectURL(url);
     };
   }, [item.id, item.sha256]);
