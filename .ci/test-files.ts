@@ -68,7 +68,33 @@ function exportedFunctions(source: string): { name: string; body: string }[] {
 /** True when `text` calls one of `openers` or reads the PostgreSQL switch directly. */
 function opensStore(text: string, openers: Set<string>): boolean {
   if (/\bonPostgres\b|process\.env\[['"]TEST_DATABASE_URL['"]\]/.test(text)) return true;
-  return [...openers].some((name) => new RegExp(`\\b${name}\\(`).test(text));
+  return callsOneOf(text, openers);
+}
+
+function callsOneOf(text: string, names: Set<string>): boolean {
+  return [...names].some((name) => new RegExp(`\\b${name}\\(`).test(text));
+}
+
+/** The exported functions of the helpers under test/ (not the tests, not the benchmark). */
+function helperFunctions(root: string): { name: string; body: string }[] {
+  return walk(path.join(root, 'test'))
+    .map((f) => path.relative(root, f).split(path.sep).join('/'))
+    .filter((f) => !f.endsWith('.test.ts') && !f.startsWith('test/bench/'))
+    .flatMap((f) => exportedFunctions(readFileSync(path.join(root, f), 'utf8')));
+}
+
+/** `known` grown by every function whose body `matches` (given what is known so far), to a fixed point. */
+function closure(functions: { name: string; body: string }[], known: Set<string>, matches: (body: string, known: Set<string>) => boolean): Set<string> {
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const fn of functions) {
+      if (!known.has(fn.name) && matches(fn.body, known)) {
+        known.add(fn.name);
+        grew = true;
+      }
+    }
+  }
+  return known;
 }
 
 /** Helpers and calls that start another process: a Herald, PostgreSQL, InspIRCd, Chromium, a CLI (crashRig: test/support/rigs.ts). */
@@ -80,25 +106,7 @@ const SPAWNS = /\b(?:startHeraldProcess|chaosSmoke|processHarness|crashRig|crash
  * file that starts a process through any helper is known to.
  */
 function processStarters(root: string): Set<string> {
-  const helpers = walk(path.join(root, 'test'))
-    .map((f) => path.relative(root, f).split(path.sep).join('/'))
-    .filter((f) => !f.endsWith('.test.ts') && !f.startsWith('test/bench/'));
-  const functions = helpers.flatMap((f) => exportedFunctions(readFileSync(path.join(root, f), 'utf8')));
-  const starters = new Set<string>();
-  for (let grew = true; grew; ) {
-    grew = false;
-    for (const fn of functions) {
-      if (!starters.has(fn.name) && (SPAWNS.test(fn.body) || callsOneOf(fn.body, starters))) {
-        starters.add(fn.name);
-        grew = true;
-      }
-    }
-  }
-  return starters;
-}
-
-function callsOneOf(text: string, names: Set<string>): boolean {
-  return [...names].some((name) => new RegExp(`\\b${name}\\(`).test(text));
+  return closure(helperFunctions(root), new Set(), (body, known) => SPAWNS.test(body) || callsOneOf(body, known));
 }
 
 let starters: Set<string> | undefined;
@@ -125,18 +133,7 @@ export interface TestFiles {
 export function classifyTestFiles(root = ROOT): TestFiles {
   const all = walk(path.join(root, 'test')).map((f) => path.relative(root, f).split(path.sep).join('/'));
   const tests = all.filter((f) => f.endsWith('.test.ts')).sort();
-  const helpers = all.filter((f) => !f.endsWith('.test.ts') && !f.startsWith('test/bench/'));
-  const functions = helpers.flatMap((f) => exportedFunctions(readFileSync(path.join(root, f), 'utf8')));
-  const openers = new Set(['testDatabase']);
-  for (let grew = true; grew; ) {
-    grew = false;
-    for (const fn of functions) {
-      if (!openers.has(fn.name) && opensStore(fn.body, openers)) {
-        openers.add(fn.name);
-        grew = true;
-      }
-    }
-  }
+  const openers = closure(helperFunctions(root), new Set(['testDatabase']), opensStore);
   const source = (f: string) => readFileSync(path.join(root, f), 'utf8');
   const storeDependent = tests.filter((f) => opensStore(source(f), openers));
   const postgresPass = storeDependent.filter((f) => f in STORE_BEHAVIOUR || POSTGRES_ONLY.test(source(f)));
