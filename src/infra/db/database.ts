@@ -201,6 +201,15 @@ const UNREACHABLE_MESSAGES = [
   'the database system is',
 ];
 
+/**
+ * The embedded store's shared buffers. initdb writes PostgreSQL's server default, 128MB, which
+ * PGlite allocates inside its WebAssembly memory and zeroes at every open, for one process with
+ * one connection whose files the kernel caches anyway. With 16MB, measured: an open takes about
+ * 0.3 CPU-s instead of 0.7 (after the first in a process), and `herald serve` on its embedded
+ * defaults starts with about 120 MB less resident memory (284 MB instead of 408).
+ */
+const PGLITE_SHARED_BUFFERS = '16MB';
+
 async function openPGlite<DB>(dataDir: string): Promise<Store<DB>> {
   await checkDataDir(dataDir, false);
   const unlock = await lockDataDir(dataDir);
@@ -213,7 +222,7 @@ async function openPGlite<DB>(dataDir: string): Promise<Store<DB>> {
     // uploads and the tokens beside it (PGlite writes its files 0644 under the umask).
     await mkdir(`${dataDir}/pglite`, { recursive: true, mode: 0o700 });
     await chmod(`${dataDir}/pglite`, 0o700);
-    pglite = await PGlite.create(`${dataDir}/pglite`);
+    pglite = await PGlite.create(`${dataDir}/pglite`, { startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`] });
     dialect = new PGliteDialect(pglite);
   } catch (err) {
     await unlock();
