@@ -1915,7 +1915,7 @@ export interface components {
         };
         PolicyRefusal: {
             /** @enum {unknown} */
-            error: "refused by policy: read_only" | "refused by policy: tools" | "refused by policy: destinations" | "refused by policy: channels" | "refused by policy: platforms" | "refused by policy: rate_per_minute" | "refused by policy: rate_per_day" | "refused by policy: files";
+            error: "refused by policy: read_only" | "refused by policy: tools" | "refused by policy: destinations" | "refused by policy: channels" | "refused by policy: platforms" | "refused by policy: rate_per_minute" | "refused by policy: rate_per_day" | "refused by policy: files" | "refused by policy: identity";
         };
         PolicyConfirmation: {
             /** @enum {unknown} */

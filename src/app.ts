@@ -21,7 +21,7 @@ import type { Database } from './schema.js';
 import type { PlatformPlugin, Surfaces } from './platforms/plugin.js';
 import { PLATFORMS } from './platforms/platforms.js';
 import { configuredPlatforms, startPlatforms } from './platforms/start.js';
-import { platformsOf, type Platform, type Platforms } from './platforms/platform.js';
+import { speakingAs, type Platform, type Platforms } from './platforms/platform.js';
 import { loadOperatorPolicy } from './mcp/policy.js';
 
 export interface HeraldOptions {
@@ -89,7 +89,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
   // A sandbox's token is one Herald made up for it: nothing to check, nothing to tell the operator.
   for (const p of platforms) if (!config.sandboxed.includes(p.name)) await p.check?.(config.platforms[p.name], log);
   // The operator's policy file: every problem listed before anything starts.
-  const policy = await loadOperatorPolicy(config);
+  const policy = await loadOperatorPolicy(config, [...new Set(platforms.flatMap((p) => p.identities?.(config.platforms[p.name]) ?? []))]);
   try {
     const store = await openStore<Database>({
       databaseUrl: config.databaseUrl,
@@ -107,7 +107,8 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     const shared = { store: store as Store, clock, log, registry, serving: roles.http, dispatching: roles.dispatcher, ownMessage: ledger.record, ledger, singletonTtlMs: config.singletonTtlMs, singletonDownMs: config.singletonDownMs };
     const { running, singletons } = await startPlatforms(platforms, config.platforms, shared, cleanups);
     const [home, ...others] = running.map((r) => r.facets);
-    const transports = platformsOf(home as Platform, ...others); // config.ts made sure HERALD_TRANSPORT is configured
+    // config.ts made sure HERALD_TRANSPORT is configured; each platform as each of its identities beside.
+    const transports = speakingAs(home as Platform, others, new Map(running.map((r) => [r.facets.name, r.identities ?? new Map()])));
     const doorbell = doorbellOf(store);
     const events = new Events(store as Store);
     cleanups.push(() => events.close());

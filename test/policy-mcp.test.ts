@@ -238,7 +238,7 @@ describe('the policy file', () => {
       'line 3: connector.tools: no tool is called post_mesage (the tools: post_message, read_messages)',
       'line 4: connector.platforms: no platform is called matrix (the platforms: discord, irc)',
       'line 6: connector.rate.read_messages.per_minute must be a whole number, 0 or more',
-      'line 8: clients.bot: unknown rule channel (the rules: read_only, tools, destinations, channels, platforms, rate, confirm, files)',
+      'line 8: clients.bot: unknown rule channel (the rules: read_only, tools, destinations, channels, platforms, rate, confirm, files, identity)',
       'line 9: unknown section extra (the sections: connector, clients)',
     ]);
   });

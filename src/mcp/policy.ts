@@ -3,6 +3,7 @@ import type { Config } from '../config-types.js';
 import { text, type McpTool } from '../infra/mcp/tool.js';
 import { argumentsHash, ConfirmTokens } from '../infra/policy/confirm.js';
 import { loadPolicy, refusedBy, rulesFor, type Policy, type PolicyRule, type Rules } from '../infra/policy/policy.js';
+import { DEFAULT_IDENTITY } from '../infra/policy/identity.js';
 import { principalName } from '../infra/policy/principal.js';
 import { strictestCap } from '../infra/policy/usage.js';
 import { PLATFORM_NAMES } from '../platforms/platforms.js';
@@ -11,10 +12,14 @@ import { mcpTools } from './tools.js';
 
 type Tool = McpTool<McpServerDeps>;
 
-/** The operator's policy file (HERALD_POLICY), checked against the tools and platforms that exist; undefined without one. */
-export async function loadOperatorPolicy(config: Pick<Config, 'policyPath'>): Promise<Policy | undefined> {
+/**
+ * The operator's policy file (HERALD_POLICY), checked against the tools and platforms that exist
+ * and, where they are known (`herald serve`), the identities the platforms are configured with;
+ * undefined without one.
+ */
+export async function loadOperatorPolicy(config: Pick<Config, 'policyPath'>, identities?: readonly string[]): Promise<Policy | undefined> {
   if (config.policyPath === undefined) return undefined;
-  return loadPolicy(config.policyPath, { tools: mcpTools().map((t) => t.name), platforms: PLATFORM_NAMES });
+  return loadPolicy(config.policyPath, { tools: mcpTools().map((t) => t.name), platforms: PLATFORM_NAMES, identities });
 }
 
 /** OAuth scopes and what each lets a token do (src/mcp/oauth.ts): read-only tools, writes, destructive ones. */
@@ -118,10 +123,13 @@ export class McpPolicy {
    * Whether the caller's calls may go with the admin token (herald mcp given HERALD_ADMIN_TOKEN):
    * only a caller with no targets and no caps of its own, since Herald holds those on the bridge
    * token's calls alone. A caller kept to some channels, destinations or platforms, or counted,
-   * calls the admin tier's operations with the bridge token, and Herald's policy judges them.
+   * calls the admin tier's operations with the bridge token, and Herald's policy judges them. So
+   * does a caller bound to an identity of its own: the admin token sees every identity's records.
    */
   adminTier(caller: Caller): boolean {
-    return this.rules(caller).every((r) => r.destinations === undefined && r.channels === undefined && r.platforms === undefined && r.rate.size === 0 && r.filesMaxTotalBytes === undefined);
+    return this.rules(caller).every(
+      (r) => r.destinations === undefined && r.channels === undefined && r.platforms === undefined && r.rate.size === 0 && r.filesMaxTotalBytes === undefined && (r.identity === undefined || r.identity === DEFAULT_IDENTITY),
+    );
   }
 
   listed(tool: Tool, caller: Caller): boolean {

@@ -1,3 +1,4 @@
+import { DEFAULT_IDENTITY } from '../infra/policy/identity.js';
 import type { Invokers } from './commands.js';
 import type { ChannelInfo, FileLimits, InboundMessage, InboundReaction, MemberInfo, OutgoingMessage, SeenMessage, SentMessage, TransportName, HistoryPages } from './messages.js';
 
@@ -306,13 +307,44 @@ export interface Platforms {
   /** Every platform, home first. */
   readonly all: readonly Platform[];
   get(name: TransportName): Platform | undefined;
+  /**
+   * The same platforms spoken as `identity` (src/infra/policy/identity.ts; `default` is these):
+   * each platform as that identity, and none where it has no identity of that name, so nothing
+   * is ever sent as another. Undefined when no platform has it.
+   */
+  as(identity: string): Platforms | undefined;
 }
 
 /** Several platforms; the first is home. */
 export function platformsOf(home: Platform, ...others: Platform[]): Platforms {
+  return speakingAs(home, others, new Map());
+}
+
+/** Several platforms (home first) and `identities`: each platform's other identities, by platform name (RunningPlatform.identities). */
+export function speakingAs(home: Platform, others: readonly Platform[], identities: ReadonlyMap<string, ReadonlyMap<string, Platform>>): Platforms {
   const all = [home, ...others];
   const byName = new Map(all.map((t) => [t.name, t]));
-  return { home, all, get: (name) => byName.get(name) };
+  const views = new Map<string, Platforms>();
+  const self: Platforms = {
+    home,
+    all,
+    get: (name) => byName.get(name),
+    as(identity) {
+      if (identity === DEFAULT_IDENTITY) return self;
+      const found = views.get(identity);
+      if (found !== undefined) return found;
+      const spoken = all.flatMap((p) => identities.get(p.name)?.get(identity) ?? []);
+      if (spoken.length === 0) return undefined;
+      const mine = new Map(spoken.map((p) => [p.name, p]));
+      // Home stays the platform people's DMs go to (its name); where the identity lacks it, a
+      // platform of that name with no facet at all: nothing can be sent through it as another bot.
+      const bare: Platform = { name: home.name, ...(home.title !== undefined ? { title: home.title } : {}), idempotentSend: false, messageUrl: (scope, channelId, messageId) => home.messageUrl(scope, channelId, messageId) };
+      const view: Platforms = { home: mine.get(home.name) ?? bare, all: spoken, get: (name) => mine.get(name), as: (other) => (other === identity ? view : self.as(other)) };
+      views.set(identity, view);
+      return view;
+    },
+  };
+  return self;
 }
 
 /** What a transport can do, from which facets it has: the one record capabilities are computed from. */

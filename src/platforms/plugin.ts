@@ -64,8 +64,10 @@ export interface Surfaces {
 
 /** A platform this process speaks, started. */
 export interface RunningPlatform {
-  /** What the platform can do, as facets (src/platforms/platform.ts). */
+  /** What the platform can do, as facets (src/platforms/platform.ts): as its default identity. */
   readonly facets: Platform;
+  /** The same, as each of its other identities (src/infra/policy/identity.ts), by name. */
+  readonly identities?: ReadonlyMap<string, Platform>;
   /** Named checks of `/readyz`: 'ok' or what is wrong. */
   readiness(): Record<string, string>;
   /** Connect the platform's own surfaces (a gateway with slash commands), once the modules are up. */
@@ -85,6 +87,8 @@ export interface PlatformPlugin<C = unknown> {
    * is not configured in this environment.
    */
   config(env: EnvReader, core: CoreSettings): C | undefined;
+  /** The names of its identities besides `default` (src/infra/policy/identity.ts) its settings configure. */
+  identities?(config: C): readonly string[];
   /** Checks that must pass before the store opens (a token the platform rejects stops start-up). */
   check?(config: C, log: Logger): Promise<void>;
   start(config: C, services: PlatformServices): Promise<RunningPlatform>;

@@ -11,6 +11,8 @@ export function storableRunning(started: RunningPlatform): RunningPlatform {
   const serve = started.serve?.bind(started);
   return {
     facets: storableFacets(started.facets),
+    // Each identity's facets pass the same gate as the default's.
+    ...(started.identities !== undefined ? { identities: new Map([...started.identities].map(([name, facets]) => [name, storableFacets(facets)])) } : {}),
     readiness: () => started.readiness(),
     ...(serve !== undefined ? { serve: (surfaces: Partial<Surfaces>) => serve(storableSurfaces(surfaces)) } : {}),
     close: () => started.close(),

@@ -19,7 +19,7 @@ import { migrateToLatest } from '../../src/infra/db/migrate.js';
 import { createRegistry } from '../../src/infra/metrics.js';
 import type { Database } from '../../src/schema.js';
 import { MemoryPlatform } from '../../src/platforms/memory/memory-platform.js';
-import { platformsOf, type Invokers, type Platform } from '../../src/platforms/platform.js';
+import { speakingAs, type Invokers, type Platform } from '../../src/platforms/platform.js';
 import { waitFor } from './wait.js';
 
 export const GUILD = '234567890123456789';
@@ -44,14 +44,16 @@ export interface Services {
   commands: CommandRouter<undefined>;
   /** Channels where Herald may not post (the bot_can_post precondition's answer). */
   botBlockedIn: Set<string>;
-  /** Accept, then wait for a terminal (or the given) state. */
-  deliver(d: Delivery, until?: string): Promise<Record<string, unknown>>;
+  /** Accept (as `identity`, default the default one), then wait for a terminal (or the given) state. */
+  deliver(d: Delivery, until?: string, identity?: string): Promise<Record<string, unknown>>;
   close(): Promise<void>;
 }
 
 export interface ServiceOptions {
   /** Another transport than the memory one (e.g. one without some facets). */
   transport?: (memory: MemoryPlatform) => Platform;
+  /** The transport's other identities (src/infra/policy/identity.ts), by name. */
+  identities?: Record<string, Platform>;
   nonceWindowMs?: number;
   maxAttempts?: number;
   clock?: Clock;
@@ -82,7 +84,7 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
   // Destinations look channels up on the memory platform, whatever facets the test's transport keeps.
   const transport: Platform = Object.assign(Object.create(chosen) as Platform, { invokers, channels: memory.channels });
   const log = pino({ level: 'silent' });
-  const base = { config, store: store as Store, db: store.db as Kysely<unknown>, clock, log, registry: createRegistry(), transports: platformsOf(transport), doorbell: doorbellOf(store), events: new Events(store as Store) };
+  const base = { config, store: store as Store, db: store.db as Kysely<unknown>, clock, log, registry: createRegistry(), transports: speakingAs(transport, [], new Map([[transport.name, new Map(Object.entries(options.identities ?? {}))]])), doorbell: doorbellOf(store), events: new Events(store as Store) };
   const modules = await startModules(MODULES, await defineMetrics(MODULES, base.registry), { ...base, roles: { http: false, dispatcher: true }, site: { messageLinkBase: undefined, mediaOrigins: [] } });
   const worker = await runJobs(modules.parts.flatMap((p) => p.jobs ?? []), base);
   const { deliveries } = modules.use(deliveriesModule);
@@ -96,11 +98,11 @@ export async function startServices(options: ServiceOptions = {}): Promise<Servi
     worker,
     botBlockedIn,
     commands: modules.use(commandsModule).router,
-    async deliver(d, until) {
-      await deliveries.accept(d);
+    async deliver(d, until, identity) {
+      await deliveries.accept(d, identity);
       worker.wake();
       return waitFor(async () => {
-        const s = (await deliveries.get(d.request_id)) as unknown as Record<string, unknown>;
+        const s = (await deliveries.get(d.request_id, identity)) as unknown as Record<string, unknown>;
         return (until === undefined ? terminal.has(String(s['state'])) : s['state'] === until) ? s : undefined;
       }, `${d.request_id.slice(0, 8)}… to settle`, 20_000);
     },

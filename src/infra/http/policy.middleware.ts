@@ -4,7 +4,8 @@ import type { Kysely } from 'kysely';
 import { Counter, type Registry } from 'prom-client';
 import { argumentsHash, ConfirmTokens, type ConfirmProblem } from '../policy/confirm.js';
 import { declarationOf, pointed, pointedAll, type PolicyDeclaration, type PolicyInput } from '../policy/declaration.js';
-import { DEFAULT_CLIENT_FILES_MAX_TOTAL_BYTES, NO_RULES, refusedBy, rulesFor, type Intent, type Policy, type PolicyRule, type Rules } from '../policy/policy.js';
+import { DEFAULT_CLIENT_FILES_MAX_TOTAL_BYTES, identityFor, NO_POLICY, NO_RULES, refusedBy, rulesFor, type Intent, type Policy, type PolicyRule, type Rules } from '../policy/policy.js';
+import { DEFAULT_IDENTITY } from '../policy/identity.js';
 import { principalName } from '../policy/principal.js';
 import { PolicyUsage, strictestCap } from '../policy/usage.js';
 import { errorReply, type Reply } from './reply.js';
@@ -22,6 +23,40 @@ export const POLICY_CLIENT_HEADER = 'x-herald-policy-client';
 export function principalOf(ctx: KoaContext | undefined): string {
   return principalName(ctx !== undefined && ctx.state['authenticated'] === 'bridge' ? ctx.get(POLICY_CLIENT_HEADER) : undefined);
 }
+
+/**
+ * The identity the caller speaks as (src/infra/policy/identity.ts): its OAuth client's binding in
+ * the operator's policy (the client `herald mcp` names, trusted from the bridge token's caller
+ * only), else the connector's, else `default`.
+ */
+export function identityOf(ctx: KoaContext | undefined, policy: Policy | undefined): string {
+  const client = ctx !== undefined && ctx.state['authenticated'] === 'bridge' ? ctx.get(POLICY_CLIENT_HEADER) || undefined : undefined;
+  return identityFor(policy ?? NO_POLICY, client);
+}
+
+/**
+ * The operations a caller bound to an identity other than `default` may call: those that act as
+ * the caller's identity (deliveries are sent as it and found only by it) or keep to the caller's
+ * own records (its agent records and files), and the probes. Every other operation (pairing, the
+ * inbox, chat, handoffs, commands, the archive) still acts as the default bot, so it is refused
+ * such a caller (`refused by policy: identity`) rather than letting it act as another identity.
+ */
+export const SPEAKS_AS_CALLER: ReadonlySet<string> = new Set([
+  'createDelivery',
+  'getDelivery',
+  'getCapabilities',
+  'getHealth',
+  'getReadiness',
+  'claimAgentRequest',
+  'releaseAgentRequest',
+  'rememberAgentMessage',
+  'getAgentMessage',
+  'getAgentOwnership',
+  'nextAgentEditSeq',
+  'importAgentRecords',
+  'uploadFile',
+  'getFile',
+]);
 
 /** The header a confirming second call carries its confirm token in (the first call's answer, 428). */
 export const CONFIRM_HEADER = 'herald-confirm';
@@ -152,6 +187,8 @@ export function policyCheck(options: PolicyCheckOptions): PolicyCheck {
     // Not declared (a contract the walk would have failed): held as the strictest, refused.
     if (d === undefined) return refuse('tools');
     const client = ctx.get(POLICY_CLIENT_HEADER) || undefined;
+    // A caller speaking as an identity of its own reaches only what keeps to it (fails closed: a new operation is refused it).
+    if (identityFor(options.policy, client) !== DEFAULT_IDENTITY && (operationId === undefined || !SPEAKS_AS_CALLER.has(operationId))) return refuse('identity');
     const subjects = rulesFor(options.policy, client).map((rules, i) => ({ rules, subject: i === 0 ? 'connector' : principalName(client) }));
     // An OAuth client the policy names no rules for: the connector's alone, plus the defaults a client gets.
     if (client !== undefined && subjects.length === 1) subjects.push({ rules: NO_RULES, subject: principalName(client) });

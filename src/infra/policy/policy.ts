@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import type * as Yaml from 'yaml';
 import type { Node } from 'yaml';
 import { StartupError } from '../startup.js';
+import { DEFAULT_IDENTITY, IDENTITY_NAME } from './identity.js';
 
 /**
  * The operator's policy (HERALD_POLICY, one YAML file): what the connector (whoever holds
@@ -28,6 +29,8 @@ export interface Rules {
   readonly confirm: ReadonlySet<string>;
   /** The most bytes of files this caller's uploads may hold in the store at once; undefined: no cap of its own. */
   readonly filesMaxTotalBytes?: number | undefined;
+  /** The identity this caller speaks as (identity.ts); undefined: the connector's, else `default`. */
+  readonly identity?: string | undefined;
 }
 
 export interface Policy {
@@ -40,7 +43,7 @@ export interface Policy {
 }
 
 /** The rule a refusal names (the contract's `refused by policy: <rule>`; the metric's `rule` label). */
-export type PolicyRule = 'read_only' | 'tools' | 'destinations' | 'channels' | 'platforms' | 'rate_per_minute' | 'rate_per_day' | 'confirm' | 'scope' | 'files';
+export type PolicyRule = 'read_only' | 'tools' | 'destinations' | 'channels' | 'platforms' | 'rate_per_minute' | 'rate_per_day' | 'confirm' | 'scope' | 'files' | 'identity';
 
 /** The policy file's problems, every one with its line, as the configuration's are listed. */
 export class PolicyError extends StartupError {
@@ -53,7 +56,7 @@ export class PolicyError extends StartupError {
   }
 }
 
-const RULE_KEYS = ['read_only', 'tools', 'destinations', 'channels', 'platforms', 'rate', 'confirm', 'files'] as const;
+const RULE_KEYS = ['read_only', 'tools', 'destinations', 'channels', 'platforms', 'rate', 'confirm', 'files', 'identity'] as const;
 
 /**
  * An OAuth client's upload cap when the policy gives it none (100 MiB: four files of the largest
@@ -65,7 +68,7 @@ export const DEFAULT_CLIENT_FILES_MAX_TOTAL_BYTES = 104_857_600;
  * Reads and checks the policy file; every problem is listed at once (PolicyError). `toolNames`:
  * the tools that exist (a rule naming another is a typo); `platforms` likewise.
  */
-export async function loadPolicy(file: string, known: { tools: readonly string[]; platforms: readonly string[] }): Promise<Policy> {
+export async function loadPolicy(file: string, known: Known): Promise<Policy> {
   let source: string;
   try {
     source = await readFile(file, 'utf8');
@@ -82,8 +85,18 @@ export async function loadPolicy(file: string, known: { tools: readonly string[]
 let yamlModule: typeof Yaml | undefined;
 const yaml = (): typeof Yaml => (yamlModule ??= createRequire(import.meta.url)('yaml') as typeof Yaml);
 
+/**
+ * What a policy may name: the tools and platforms that exist, and the identities the platforms are
+ * configured with (undefined: not known here, as in `herald mcp`: any well-formed name passes).
+ */
+export interface Known {
+  readonly tools: readonly string[];
+  readonly platforms: readonly string[];
+  readonly identities?: readonly string[] | undefined;
+}
+
 /** Parses a policy's text (loadPolicy's work, without the file). */
-export function parsePolicy(source: string, file: string, known: { tools: readonly string[]; platforms: readonly string[] }): Policy {
+export function parsePolicy(source: string, file: string, known: Known): Policy {
   const { isMap, isScalar, isSeq, LineCounter, parseDocument } = yaml();
   const problems: string[] = [];
   const lines = new LineCounter();
@@ -141,6 +154,7 @@ export function parsePolicy(source: string, file: string, known: { tools: readon
     const rate = new Map<string, { perMinute?: number; perDay?: number }>();
     let confirm = new Set<string>();
     let filesMaxTotalBytes: number | undefined;
+    let identity: string | undefined;
     for (const pair of node.items) {
       const key = isScalar(pair.key) ? String(pair.key.value) : '';
       const value = pair.value;
@@ -165,6 +179,14 @@ export function parsePolicy(source: string, file: string, known: { tools: readon
         case 'confirm':
           confirm = names(value, `${where}.confirm`, toolName) ?? new Set();
           break;
+        case 'identity': {
+          const name = isScalar(value) && typeof value.value === 'string' ? value.value : undefined;
+          if (name === undefined || !IDENTITY_NAME.test(name)) problems.push(`${at(value as Node)}${where}.identity must be an identity's name (a lowercase letter, then up to 31 lowercase letters, digits or -)`);
+          else if (known.identities !== undefined && name !== DEFAULT_IDENTITY && !known.identities.includes(name))
+            problems.push(`${at(value as Node)}${where}.identity: no platform has an identity called ${name} (the identities: ${[DEFAULT_IDENTITY, ...known.identities].join(', ')})`);
+          else identity = name;
+          break;
+        }
         case 'files':
           if (!isMap(value)) {
             problems.push(`${at(value as Node)}${where}.files must be { max_total_bytes }`);
@@ -207,7 +229,7 @@ export function parsePolicy(source: string, file: string, known: { tools: readon
           problems.push(`${at(pair.key as Node)}${where}: unknown rule ${key} (the rules: ${RULE_KEYS.join(', ')})`);
       }
     }
-    return { readOnly, tools, destinations, channels, platforms, rate, confirm, filesMaxTotalBytes };
+    return { readOnly, tools, destinations, channels, platforms, rate, confirm, filesMaxTotalBytes, identity };
   };
 
   let connector = empty;
@@ -270,6 +292,12 @@ export const NO_RULES: Rules = { readOnly: false, tools: undefined, destinations
 
 /** No policy file: the connector and every client have no rules of their own (an OAuth client's defaults still hold). */
 export const NO_POLICY: Policy = { connector: NO_RULES, clients: new Map(), file: '' };
+
+/** The identity a caller speaks as: its OAuth client's binding, else the connector's, else `default`. */
+export function identityFor(policy: Policy, client: string | undefined): string {
+  const own = client === undefined ? undefined : policy.clients.get(client);
+  return own?.identity ?? policy.connector.identity ?? DEFAULT_IDENTITY;
+}
 
 /** The rules that hold for a caller: the connector's, and the OAuth client's on top (both must allow). */
 export function rulesFor(policy: Policy, client: string | undefined): Rules[] {

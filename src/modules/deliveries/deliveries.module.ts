@@ -1,3 +1,4 @@
+import { identityOf } from '../../infra/http/policy.middleware.js';
 import type { ModuleParts, ModuleServices } from '../contract.js';
 import { capabilitiesOf } from '../../platforms/platform.js';
 import { deliveryAdminOperations } from './delivery.admin.http.js';
@@ -33,7 +34,7 @@ export interface Deliveries {
 }
 
 /** Start the deliveries module (its declaration is index.ts). */
-export async function startDeliveries({ config, store, db: tables, clock, log, transports, doorbell, site }: ModuleServices, metrics: DeliveryMetrics): Promise<ModuleParts<Deliveries>> {
+export async function startDeliveries({ config, store, db: tables, clock, log, transports, doorbell, site, policy }: ModuleServices, metrics: DeliveryMetrics): Promise<ModuleParts<Deliveries>> {
   const db = tablesOf<DeliveriesDb>(tables);
   // The protocol's capabilities (and the MCP tools, through them) come from what the home platform can do.
   const can = capabilitiesOf(transports.home);
@@ -86,7 +87,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
       answer: (given) => void Object.assign(answers, given),
       sentByHerald: (messageIds) => heraldMessages(db, messageIds),
     },
-    operations: [deliveryOperations(deliveries, capabilities, metrics, platforms, (delivery) => checkDeliveryAttachments(delivery, transports, ports)), deliveryAdminOperations(deliveries, transports.all, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {}), agentRecordOperations(new AgentRecordsStore(db, clock))],
+    operations: [deliveryOperations(deliveries, capabilities, metrics, platforms, (delivery) => checkDeliveryAttachments(delivery, transports, ports), (koa) => identityOf(koa, policy)), deliveryAdminOperations(deliveries, transports.all, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {}), agentRecordOperations(new AgentRecordsStore(db, clock))],
     jobs: [{ queue, kinds: jobs.kinds(), prune: true, report: true, listen: true }],
   };
 }

@@ -1,3 +1,5 @@
+import type { Context as KoaContext } from 'koa';
+import { DEFAULT_IDENTITY } from '../../infra/policy/identity.js';
 import type { components } from '../../../generated/api.js';
 import type { OperationHandlers } from '../../infra/http/api.js';
 import { reply } from '../../infra/http/reply.js';
@@ -10,7 +12,18 @@ import { DeliveryRequestValidator } from './delivery.validation.js';
 /** One platform's line in `GET /mcp/capabilities?include=platforms`. */
 export type PlatformCapabilities = components['schemas']['PlatformCapabilities'];
 
-export function deliveryOperations(deliveries: DeliveryService, capabilities: KindSupport, metrics?: DeliveryMetrics, platforms: readonly PlatformCapabilities[] = [], checkAttachments?: (delivery: Delivery) => Promise<void>): OperationHandlers {
+/**
+ * `speaker`: the identity a caller speaks as (policy.middleware.ts identityOf): its deliveries are
+ * sent as it, and only its own are found.
+ */
+export function deliveryOperations(
+  deliveries: DeliveryService,
+  capabilities: KindSupport,
+  metrics?: DeliveryMetrics,
+  platforms: readonly PlatformCapabilities[] = [],
+  checkAttachments?: (delivery: Delivery) => Promise<void>,
+  speaker: (koa: KoaContext | undefined) => string = () => DEFAULT_IDENTITY,
+): OperationHandlers {
   return (kit) => {
     const validator = new DeliveryRequestValidator(kit.schemas, kit.reasons);
     return {
@@ -24,11 +37,11 @@ export function deliveryOperations(deliveries: DeliveryService, capabilities: Ki
           // Only when asked: the plain answer stays byte for byte what connectors have always read.
           ...(c.request.query['include'] === 'platforms' ? { platforms: platforms.map((p) => ({ ...p })) } : {}),
         }),
-      createDelivery: async (_c, body) => {
+      createDelivery: async (_c, body, koa) => {
         const delivery = validator.validate(body);
         // Files out: every attached file stored and within the platform's limits, before anything is queued.
         if (delivery.body.attachments !== undefined) await checkAttachments?.(delivery);
-        const accepted = await deliveries.accept(delivery);
+        const accepted = await deliveries.accept(delivery, speaker(koa));
         if (!accepted.existing) {
           metrics?.accept(delivery.kind);
           // A kind this bridge cannot deliver fails at once, without a dispatcher.
@@ -37,7 +50,7 @@ export function deliveryOperations(deliveries: DeliveryService, capabilities: Ki
         if (accepted.redriven) metrics?.redrive(delivery.kind);
         return reply('createDelivery', 202, { state: accepted.state, existing: accepted.existing });
       },
-      getDelivery: async (c) => reply('getDelivery', 200, await deliveries.get(String(c.request.params['request_id']))),
+      getDelivery: async (c, _body, koa) => reply('getDelivery', 200, await deliveries.get(String(c.request.params['request_id']), speaker(koa))),
     };
   };
 }

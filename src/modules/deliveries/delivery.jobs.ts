@@ -60,6 +60,10 @@ interface Attempt {
   creatingIn?: string;
   /** The platform this attempt sends with. */
   sendingWith?: TransportName;
+  /** The platforms as the delivery's identity speaks them (Platforms.as). */
+  platforms: Platforms;
+  /** No platform here has the delivery's identity: it is refused, nothing is sent. */
+  unconfigured?: true;
 }
 
 /**
@@ -85,11 +89,12 @@ export class DeliveryJobs {
     [dmKind.kind, dmKind as SendKind<unknown>],
   ]);
 
-  /** A platform by name; one this process does not speak is a refusal for good. */
-  private transport(name: TransportName): Platform {
-    const t = this.transports.get(name);
-    if (t === undefined) throw new TransportError({ kind: 'rejected', detail: `transport ${name} is not configured` });
-    return t;
+  /** A platform by name, as the attempt's identity; one this process does not speak (so) is a refusal for good. */
+  private transport(at: Attempt, name: TransportName): Platform {
+    const t = at.platforms.get(name);
+    if (t !== undefined) return t;
+    const identity = at.row.identity;
+    throw new TransportError({ kind: 'rejected', detail: identity !== null && this.transports.get(name) !== undefined ? `identity ${identity} is not configured on ${name}` : `transport ${name} is not configured` });
   }
 
   /** The job kinds this module registers with the outbox worker. */
@@ -113,7 +118,9 @@ export class DeliveryJobs {
     // One in-doubt rule for every kind: a doubt an earlier attempt recorded (or a claim recorded
     // for an attempt whose process died mid-send) is settled before anything is sent again.
     const doubt = row.doubt_from !== null ? { from: row.doubt_from, until: row.doubt_until ?? row.doubt_from, channelId: row.doubt_channel_id } : undefined;
-    const at: Attempt = { row, signal, log, doubt, owner: context.owner, doubtTransport: row.transport };
+    // Sent as the identity the caller spoke as, or not at all (deliver refuses it when no platform here has it).
+    const platforms = row.identity === null ? this.transports : this.transports.as(row.identity);
+    const at: Attempt = { row, signal, log, doubt, owner: context.owner, doubtTransport: row.transport, platforms: platforms ?? this.transports, ...(platforms === undefined ? { unconfigured: true } : {}) };
     let outcome: Outcome;
     try {
       outcome = await this.deliver(at);
@@ -208,12 +215,13 @@ export class DeliveryJobs {
 
   private async deliver(at: Attempt): Promise<Outcome> {
     const { row } = at;
+    if (at.unconfigured === true) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: `identity ${row.identity ?? ''} is not configured on this Herald` };
     if (row.kind === 'edit') return this.deliverEdit(at, row.target as EditTarget);
     if (row.kind === 'delete' || row.kind === 'reaction') return this.deliverMessageOp(at);
     const kind = this.sendKinds.get(row.kind);
     if (kind === undefined) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: `no send kind ${row.kind} is declared in this process` };
     if ('send' in kind) return this.selfSend(at, kind);
-    const resolved = await kind.resolve(row.target, { transports: this.transports, ports: this.ports, signal: at.signal, log: at.log });
+    const resolved = await kind.resolve(row.target, { transports: at.platforms, ports: this.ports, signal: at.signal, log: at.log });
     if ('refused' in resolved) {
       if (row.kind === 'post' && resolved.refused.reason === DESTINATION_UNMAPPED) this.metrics.postUnmapped();
       return { status: 'failed', failure_code: resolved.refused.code, reason: resolved.refused.reason };
@@ -228,7 +236,7 @@ export class DeliveryJobs {
    */
   private async selfSend(at: Attempt, kind: SelfSendingKind<unknown>): Promise<Outcome> {
     const { row, log } = at;
-    const context = { transports: this.transports, ports: this.ports, signal: at.signal, log, row, siblings: (since: Date) => findRecentOfKind(this.db, row.kind, row.request_id, since) };
+    const context = { transports: at.platforms, ports: this.ports, signal: at.signal, log, row, siblings: (since: Date) => findRecentOfKind(this.db, row.kind, row.request_id, since) };
     const target = row.target as { transport?: TransportName; channel?: string };
     const where = { ...(target.transport !== undefined ? { transport: target.transport } : {}), ...(target.channel !== undefined ? { channel_id: target.channel } : {}) };
     if (target.transport !== undefined) at.sendingWith = target.transport;
@@ -271,7 +279,8 @@ export class DeliveryJobs {
   private async deliverMessageOp(at: Attempt): Promise<Outcome> {
     const context: MessageOpContext = {
       db: this.db,
-      transports: this.transports,
+      transports: at.platforms,
+      identity: at.row.identity,
       ports: this.ports,
       signal: at.signal,
       log: at.log,
@@ -292,7 +301,8 @@ export class DeliveryJobs {
     const { row, log } = at;
     const original = await findDelivery(this.db, target.message_ref);
     // Only Herald's own post or DM: never a reaction, a delete, an edit, a handoff, a reply or a chat send's row.
-    if (original === undefined || !isOwnMessage(original)) return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'original not found or not delivered' };
+    // Another identity's message is not found: an agent edits only what it sent as itself.
+    if (original === undefined || !isOwnMessage(original) || original.identity !== row.identity) return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'original not found or not delivered' };
     if (original.kind === 'dm' && !(await this.ports.isRegistered((original.target as DmTarget).user_id))) {
       return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' };
     }
@@ -311,7 +321,7 @@ export class DeliveryJobs {
         log.info({ seq: target.seq, last_applied_seq: lease.lastAppliedSeq }, 'edit superseded by a higher seq');
         return { ...delivered, applied: false };
       }
-      const transport = this.transport(original.transport ?? this.transports.home.name);
+      const transport = this.transport(at, original.transport ?? at.platforms.home.name);
       try {
         await withFence(lease.fence, () => facet(transport.editor, 'edits').edit(original.channel_id, original.message_id, row.body, applying));
       } catch (err) {
@@ -343,7 +353,7 @@ export class DeliveryJobs {
    */
   private async sendOnce(at: Attempt, mapped: Address, scope: string, mentions?: Mentions, replyTo?: string): Promise<Outcome> {
     const channelId = at.doubt?.channelId ?? mapped.channelId;
-    const transport = this.transport((at.doubt !== undefined ? at.doubtTransport : null) ?? mapped.transport);
+    const transport = this.transport(at, (at.doubt !== undefined ? at.doubtTransport : null) ?? mapped.transport);
     at.sendingWith = transport.name;
     const delivered = (sent: SentMessage): Outcome => ({
       status: 'delivered',

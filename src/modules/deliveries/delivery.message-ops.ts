@@ -19,7 +19,10 @@ export type MessageOpOutcome = Pick<DeliveryUpdate, 'status' | 'failure_code' | 
 
 export interface MessageOpContext {
   readonly db: Kysely<DeliveriesDb>;
+  /** The platforms as the delivery's identity speaks them. */
   readonly transports: Platforms;
+  /** The delivery's identity (null: the default): it acts only on messages sent as the same identity. */
+  readonly identity: string | null;
   readonly ports: DeliveryPorts;
   readonly signal: AbortSignal;
   readonly log: Logger;
@@ -52,7 +55,8 @@ export function isOwnMessage(row: DeliveryRow): row is DeliveryRow & { channel_i
 /** Herald's own delivered post or DM, by the request_id that sent it. */
 async function ownMessage(ctx: MessageOpContext, messageRef: string): Promise<Located | Refusal> {
   const original = await findDelivery(ctx.db, messageRef);
-  if (original === undefined || !isOwnMessage(original)) return { refused: { code: 'NOT_FOUND', reason: NOT_HERALDS_MESSAGE } };
+  // Another identity's message is not found: an agent acts only on what it sent as itself.
+  if (original === undefined || !isOwnMessage(original) || original.identity !== ctx.identity) return { refused: { code: 'NOT_FOUND', reason: NOT_HERALDS_MESSAGE } };
   const transport = ctx.transports.get(original.transport ?? ctx.transports.home.name);
   if (transport === undefined) return { refused: { code: 'UPSTREAM_UNAVAILABLE', reason: `the message is on ${original.transport ?? 'its platform'}, which this Herald does not run` } };
   return { transport, channelId: original.channel_id, messageId: original.message_id, url: original.url ?? '' };

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { DEFAULT_IDENTITY } from '../../infra/policy/identity.js';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../../infra/clock.js';
 import type { DeliveriesDb } from './delivery.table.js';
@@ -33,6 +35,8 @@ export interface PreparedDelivery {
   supported: boolean;
   /** False: a repeat answers the stored row as it is, never making a failed one due again (chat sends). */
   redrive?: boolean;
+  /** The identity it is sent as (src/infra/policy/identity.ts); absent: the default. */
+  identity?: string | undefined;
 }
 
 /** A new row (created now), or the one already stored under that request_id (reset when it needed a retry). */
@@ -78,10 +82,10 @@ export class DeliveryService {
    * the accepts arriving meanwhile (group commit); a repeat is answered by the same statement's
    * unlocked read, and only a repeat that resets a failed or unknown delivery takes a row lock.
    */
-  async accept(delivery: Delivery): Promise<{ state: DeliveryState; existing: boolean; redriven?: boolean }> {
+  async accept(delivery: Delivery, identity: string = DEFAULT_IDENTITY): Promise<{ state: DeliveryState; existing: boolean; redriven?: boolean }> {
     // A kind added later (delete, reaction) that the wiring does not name is supported; the send says where not.
     const supported = this.support[delivery.kind] ?? true;
-    const stored = await this.store({ request_id: delivery.request_id, kind: delivery.kind, target: delivery.target, body: delivery.body, hash: payloadHash(delivery), supported });
+    const stored = await this.store({ request_id: delivery.request_id, kind: delivery.kind, target: delivery.target, body: delivery.body, hash: identityHash(payloadHash(delivery), identity), supported, identity });
     if (stored.existing) return { state: toDeliveryState(stored.row, this.clock.now()), existing: true, ...(stored.redriven ? { redriven: true } : {}) };
     // What the stored row reads back as (toDeliveryState), without reading it back.
     const common = { kind: delivery.kind, target: delivery.target, body: delivery.body, created_at: stored.createdAt.toISOString() };
@@ -121,6 +125,7 @@ export class DeliveryService {
           failure_code: supported ? null : 'CAPABILITY_UNAVAILABLE',
           created_at: now,
           next_attempt_at: now,
+          identity: prepared.identity === undefined || prepared.identity === DEFAULT_IDENTITY ? null : prepared.identity,
         });
       } catch (err) {
         // A server restart or failover ends every pooled session, and the pool may hand one out
@@ -170,10 +175,11 @@ export class DeliveryService {
     return this.reads.submit(requestId);
   }
 
-  async get(requestId: string): Promise<DeliveryState> {
+  /** A delivery's state, as `identity` (the caller's) sees it: another identity's deliveries are not found. */
+  async get(requestId: string, identity: string = DEFAULT_IDENTITY): Promise<DeliveryState> {
     const row = await this.reads.submit(requestId);
     // Only the protocol's kinds: another module's rows (a command's reply, a handoff, a chat send, one added later) are not deliveries.
-    if (row === undefined || !WIRE_KINDS.has(row.kind)) throw new NotFoundError('unknown request_id');
+    if (row === undefined || !WIRE_KINDS.has(row.kind) || (row.identity ?? DEFAULT_IDENTITY) !== identity) throw new NotFoundError('unknown request_id');
     return toDeliveryState(row, this.clock.now());
   }
 
@@ -185,6 +191,16 @@ export class DeliveryService {
     if (row === undefined || !(WIRE_KINDS.has(row.kind) || row.kind === 'reply')) throw new NotFoundError('unknown request_id');
     return toDeliveryDetail(row, this.clock.now());
   }
+}
+
+/**
+ * The hash a delivery is stored under, as `identity` asked for it: the default's is the payload's
+ * alone (as every delivery's was before identities), another's binds its name in, so the same
+ * request_id from a caller speaking as another identity is refused as a reuse (422), never answered
+ * with the other's delivery.
+ */
+export function identityHash(hash: string, identity: string): string {
+  return identity === DEFAULT_IDENTITY ? hash : createHash('sha256').update(`${hash}\n${identity}`).digest('hex');
 }
 
 /**

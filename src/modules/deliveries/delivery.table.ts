@@ -32,6 +32,8 @@ export interface DeliveryTable {
   doubt_channel_id: string | null;
   /** The platform its message went to (or may have): edits and reconciliation go there. */
   transport: TransportName | null;
+  /** The identity it is sent as (src/infra/policy/identity.ts), the caller's; null: the default. */
+  identity: string | null;
   /** For operators: why a delivery ended `unknown` or `failed`. Never on the wire. */
   reason: string | null;
   lease_owner: string | null;

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { PlatformSandbox, SandboxOptions } from '../plugin.js';
 import type { DiscordConfig } from './settings.js';
-import { DiscordSandbox, SANDBOX_IDS } from './sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_IDS, SANDBOX_MEMBER_IDS } from './sandbox/sandbox.js';
 
 /**
  * Discord in sandbox mode (no DISCORD_TOKEN): a local Discord kept in the data folder, and Herald's
@@ -14,7 +14,14 @@ export async function startDiscordSandbox(options: SandboxOptions<DiscordConfig>
   if (settings === undefined) throw new Error('the Discord sandbox starts only where Discord is home');
   const sandbox = new DiscordSandbox({ stateFile: path.join(options.dataDir, 'sandbox-discord.json') });
   await sandbox.start(options.port, options.host);
-  const config: DiscordConfig = Object.freeze({ ...settings, token: sandbox.botToken, apiUrl: sandbox.apiUrl, chatGuild: settings.chatGuild ?? SANDBOX_IDS.guild });
+  // Each identity of HERALD_DISCORD_IDENTITIES is one more bot of the sandbox's, in its guild as
+  // Herald's own bot is (the same name is the same bot across restarts, its token new each start).
+  const identities = settings.identities.map(({ name }) => {
+    const { user, token } = sandbox.addBot(`herald-${name}`);
+    sandbox.people.setMember(SANDBOX_IDS.guild, user.id, [SANDBOX_MEMBER_IDS.heraldRole]);
+    return { name, token };
+  });
+  const config: DiscordConfig = Object.freeze({ ...settings, token: sandbox.botToken, apiUrl: sandbox.apiUrl, chatGuild: settings.chatGuild ?? SANDBOX_IDS.guild, identities });
   return {
     url: sandbox.url,
     page: `${sandbox.url}/sandbox`,

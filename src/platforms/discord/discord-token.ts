@@ -5,6 +5,6 @@ import { StartupError } from '../../infra/startup.js';
  * stops with this (exit 2, no stack trace). Imports nothing from discord.js: the CLI loads it
  * before choosing a command.
  */
-export function discordTokenRejected(status: number, cause: unknown): StartupError {
-  return new StartupError(`Discord rejected DISCORD_TOKEN (${status}): check the bot token (Discord developer portal → your application → Bot → Reset Token)`, { cause });
+export function discordTokenRejected(status: number, cause: unknown, what = 'DISCORD_TOKEN'): StartupError {
+  return new StartupError(`Discord rejected ${what} (${status}): check the bot token (Discord developer portal → your application → Bot → Reset Token)`, { cause });
 }

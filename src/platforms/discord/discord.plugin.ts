@@ -9,7 +9,7 @@ import { stateOf } from '../singleton-state.js';
 import type { Channels, Inbound, Platform } from '../platform.js';
 import { DiscordTokenRejectedError, DiscordPlatform } from './discord-platform.js';
 import { PlatformMetrics } from './discord.metrics.js';
-import type { DiscordConfig } from './settings.js';
+import type { DiscordConfig, DiscordIdentity } from './settings.js';
 import { connectGateway, GatewayInbound, type GatewayConnection } from './gateway-client.js';
 import { DiscordInvokers } from './invokers.js';
 import { heldHistory } from './discord-inbound-history.js';
@@ -22,22 +22,62 @@ const TOKEN_CHECK_MS = 10_000;
   // A token Discord rejects stops start-up, before the store opens; Discord not answering does not
   // (deliveries wait for it), so that is only logged.
 export async function checkToken(config: DiscordConfig, log: Logger): Promise<void> {
-  const transport = new DiscordPlatform({ token: tokenOf(config), apiUrl: config.apiUrl, timeoutMs: config.timeoutMs });
+  await checkOne(config, tokenOf(config), undefined, log);
+  for (const identity of config.identities) await checkOne(config, identityToken(identity), identity.name, log);
+}
+
+async function checkOne(config: DiscordConfig, token: string, identity: string | undefined, log: Logger): Promise<void> {
+  const transport = new DiscordPlatform({ token, apiUrl: config.apiUrl, timeoutMs: config.timeoutMs });
+  const what = identity === undefined ? 'DISCORD_TOKEN' : `identity ${identity}'s token (HERALD_DISCORD_IDENTITIES)`;
   try {
     await transport.verifyToken(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS)));
   } catch (err) {
     if (err instanceof DiscordTokenRejectedError) {
-      log.error({ status: err.status, code: err.code }, 'Discord rejected DISCORD_TOKEN');
-      throw discordTokenRejected(err.status, err);
+      log.error({ status: err.status, code: err.code, ...(identity !== undefined ? { identity } : {}) }, `Discord rejected ${what}`);
+      throw discordTokenRejected(err.status, err, what);
     }
-    log.warn({ err: errorSummary(err) }, 'could not check DISCORD_TOKEN with Discord; starting anyway');
+    log.warn({ err: errorSummary(err), ...(identity !== undefined ? { identity } : {}) }, `could not check ${what} with Discord; starting anyway`);
   }
 }
 
-/** Start Discord: REST facets paced by the bot's shared budget, and the gateway once the modules are up. */
+function identityToken(identity: DiscordIdentity): string {
+  if (identity.token === undefined) throw new Error(`identity ${identity.name} has no bot token (HERALD_DISCORD_IDENTITIES)`);
+  return identity.token;
+}
+
+/**
+ * Start Discord: DISCORD_TOKEN's bot (the identity `default`) and each of HERALD_DISCORD_IDENTITIES,
+ * each with REST facets paced by its own shared budget and its own gateway session under its own
+ * lease. Slash commands and messages others write come through the default bot's session.
+ */
 export async function startDiscord(config: DiscordConfig, services: PlatformServices): Promise<RunningPlatform> {
-  const token = tokenOf(config);
-  const { store, log } = services;
+  const metrics = new PlatformMetrics(services.registry);
+  const main = startBot(config, tokenOf(config), services, metrics, undefined);
+  const others = config.identities.map((identity) => ({ name: identity.name, bot: startBot(config, identityToken(identity), services, metrics, identity.name) }));
+  return {
+    facets: main.facets,
+    identities: new Map(others.map((o) => [o.name, o.bot.facets])),
+    readiness: () => Object.assign(main.readiness(), ...others.map((o) => o.bot.readiness())),
+    async serve(surfaces) {
+      await main.serve?.(surfaces);
+      for (const o of others) await o.bot.serve?.({});
+    },
+    async close() {
+      for (const o of others) await o.bot.close();
+      await main.close();
+    },
+  };
+}
+
+/**
+ * One bot: its REST facets and its gateway session, held by one serving replica at a time under
+ * `discord:gateway` (the default bot) or `discord:gateway:<identity>`. Only the default bot's
+ * session answers slash commands and hands on messages others write.
+ */
+function startBot(config: DiscordConfig, token: string, services: PlatformServices, metrics: PlatformMetrics, identity: string | undefined): RunningPlatform {
+  const { store } = services;
+  const log = identity === undefined ? services.log : services.log.child({ identity });
+  const scoped = (name: string): string => (identity === undefined ? name : `${name}:${identity}`);
   // Discord's global rate limit belongs to the bot, so every process sending as it shares one budget.
   const pacer: Pacer = pacerFor({ kind: store.kind, db: services.db }, `discord:${createHash('sha256').update(token).digest('hex').slice(0, 16)}`, {
     perSecond: config.perSecond,
@@ -48,7 +88,7 @@ export async function startDiscord(config: DiscordConfig, services: PlatformServ
     apiUrl: config.apiUrl,
     timeoutMs: config.timeoutMs,
     pace: async (signal) => pacer.acquire(signal),
-    metrics: new PlatformMetrics(services.registry),
+    metrics,
     chatGuildId: config.chatGuild,
     maxFileBytes: config.maxFileBytes,
   });
@@ -86,12 +126,11 @@ export async function startDiscord(config: DiscordConfig, services: PlatformServ
     pages: rest.pages,
     channels: loggedChannels(rest.channels, log),
     chat: rest.chat,
-    invokers,
-    inbound,
+    ...(identity === undefined ? { invokers, inbound } : {}),
   };
   const watchGateway = services.serving && config.gateway;
   let gateway: GatewayConnection | undefined;
-  if (watchGateway) services.link('gateway', () => (lease !== undefined && !lease.held() ? undefined : gateway?.ready === true));
+  if (watchGateway) services.link(scoped('gateway'), () => (lease !== undefined && !lease.held() ? undefined : gateway?.ready === true));
   // One gateway session per bot across the serving replicas: only the holder of `discord:gateway`
   // opens it (and so answers slash commands and records nonces); the others send over REST, and take
   // it over within seconds when the holder dies. Opening and closing run one after another.
@@ -114,7 +153,8 @@ export async function startDiscord(config: DiscordConfig, services: PlatformServ
         ...(listened ? { inbound: gatewayInbound, messageContent: config.messageContent } : {}),
         token,
         apiUrl: config.apiUrl,
-        commands: surfacesGiven.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` },
+        // Another identity's bot registers no commands: what it has is left as it is.
+        ...(identity === undefined ? { commands: surfacesGiven.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` } } : {}),
         log,
         onOwnMessage: (m) => services.ownMessage(m.nonce, m.channelId, m.messageId, m.createdAt),
       });
@@ -139,13 +179,13 @@ export async function startDiscord(config: DiscordConfig, services: PlatformServ
     facets,
     readiness: (): Record<string, string> => {
       if (!watchGateway) return {};
-      if (lease !== undefined && !lease.held()) return { gateway: stateOf(lease) };
-      return { gateway: gateway?.ready === true ? 'ok' : 'unavailable' };
+      if (lease !== undefined && !lease.held()) return { [scoped('gateway')]: stateOf(lease) };
+      return { [scoped('gateway')]: gateway?.ready === true ? 'ok' : 'unavailable' };
     },
     async serve(surfaces) {
       if (!watchGateway) return;
       surfacesGiven = surfaces;
-      lease = services.singleton('discord:gateway', {
+      lease = services.singleton(scoped('discord:gateway'), {
         onAcquired: () => {
           log.info('holding the Discord gateway session');
           inTurn(open);

@@ -127,8 +127,8 @@ function reactionOf(d: RawReaction): InboundReaction | undefined {
 export async function connectGateway(options: {
   token: string;
   apiUrl: string | undefined;
-  /** The slash commands to register, and what answers them. */
-  commands: { definitions: readonly CommandDefinition[]; run: CommandHandler };
+  /** The slash commands to register, and what answers them; none: the bot's commands are left as they are, and not answered. */
+  commands?: { definitions: readonly CommandDefinition[]; run: CommandHandler };
   log: Logger;
   /** A message the bot itself created, with the nonce it was sent with (the gateway reports it). */
   onOwnMessage?: (message: OwnMessage) => Promise<void>;
@@ -187,11 +187,12 @@ export async function connectGateway(options: {
       if (reaction !== undefined && reaction.userId !== client.user?.id) inbound.emitReaction(reaction);
     });
   }
-  client.on(Events.InteractionCreate, (interaction) => {
+  const { commands } = options;
+  if (commands !== undefined) client.on(Events.InteractionCreate, (interaction) => {
     if (!interaction.isChatInputCommand()) return;
     const command = `${interaction.commandName} ${interaction.options.getSubcommand(false) ?? ''}`.trim();
     // Every reply is ephemeral (only the invoking user sees it) and pings no one.
-    options.commands
+    commands
       .run(invocationOf(interaction))
       .then((content) => interaction.reply({ content, flags: MessageFlags.Ephemeral, allowedMentions: { parse: [] } }))
       .then(
@@ -223,8 +224,10 @@ export async function connectGateway(options: {
       })(),
       aborted,
     ]);
-    const names = await Promise.race([registerCommands(options.token, options.apiUrl, options.commands.definitions), aborted]);
-    log.info({ commands: names }, 'gateway connected; slash commands registered');
+    if (commands !== undefined) {
+      const names = await Promise.race([registerCommands(options.token, options.apiUrl, commands.definitions), aborted]);
+      log.info({ commands: names }, 'gateway connected; slash commands registered');
+    } else log.info('gateway connected');
   } catch (err) {
     // Whatever failed, the client (and a session it may have opened) goes with it: nothing else can
     // close it. Destroying a client still connecting can wait on a handshake that never ends: the

@@ -1,5 +1,8 @@
+import { readFileSync } from 'node:fs';
+import type { EnvReader } from '../../infra/env.js';
+import { parseIdentityEntry } from '../../infra/policy/identity.js';
 import { definePlatform } from '../plugin.js';
-import type { DiscordConfig } from './settings.js';
+import type { DiscordConfig, DiscordIdentity } from './settings.js';
 
 export type { DiscordConfig } from './settings.js';
 
@@ -22,6 +25,7 @@ export const discord = definePlatform<DiscordConfig>({
       chatGuild: env.text('HERALD_DISCORD_CHAT_GUILD'),
       maxFileBytes: env.int('HERALD_DISCORD_MAX_FILE_BYTES', 10 * 1024 * 1024, 1, 500 * 1024 * 1024),
       messageContent: env.onOff('HERALD_DISCORD_MESSAGE_CONTENT', false),
+      identities: identitiesOf(env, token),
     };
     if (config.chatGuild !== undefined && !/^[0-9]{5,25}$/.test(config.chatGuild)) env.problem('HERALD_DISCORD_CHAT_GUILD must be a guild id (a snowflake)');
     // Discord is spoken where it is home (sandbox mode without a token) or where a token is given.
@@ -30,6 +34,7 @@ export const discord = definePlatform<DiscordConfig>({
     return Object.freeze(config);
   },
 
+  identities: (config) => config.identities.map((i) => i.name),
   // The Discord client is loaded only when Discord is spoken: `herald --help` and `herald mcp` stay light.
   check: async (config, log) => (await import('./discord.plugin.js')).checkToken(config, log),
   start: async (config, services) => (await import('./discord.plugin.js')).startDiscord(config, services),
@@ -40,3 +45,43 @@ export const discord = definePlatform<DiscordConfig>({
     start: async (options) => (await import('./discord-sandbox-mode.js')).startDiscordSandbox(options),
   },
 });
+
+/**
+ * HERALD_DISCORD_IDENTITIES, each bot's token read from where it says (settings.ts). With a real
+ * Discord (DISCORD_TOKEN set) every one needs its token; in sandbox mode none may name one (the
+ * sandbox makes the bots). A token is never logged nor stored: only where it is read from is said.
+ */
+function identitiesOf(env: EnvReader, main: string | undefined): DiscordIdentity[] {
+  const real = main !== undefined;
+  const out: DiscordIdentity[] = [];
+  for (const entry of env.list('HERALD_DISCORD_IDENTITIES')) {
+    const parsed = parseIdentityEntry(entry);
+    if ('problem' in parsed) {
+      env.problem(`HERALD_DISCORD_IDENTITIES: ${parsed.problem}`);
+      continue;
+    }
+    const { name, source } = parsed;
+    if (out.some((i) => i.name === name)) env.problem(`HERALD_DISCORD_IDENTITIES names ${name} twice`);
+    if (source === undefined) {
+      if (real) env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name} needs its bot token (${name}=env:VARIABLE or ${name}=file:/path)`);
+      out.push({ name, token: undefined });
+      continue;
+    }
+    if (!real) env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name} names a token, but DISCORD_TOKEN is unset (sandbox mode makes its bots: give bare names)`);
+    let token: string | undefined;
+    if ('env' in source) token = env.text(source.env);
+    else {
+      try {
+        token = readFileSync(source.file, 'utf8').trim();
+      } catch (err) {
+        env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name}: cannot read ${source.file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+        continue;
+      }
+    }
+    if (token === undefined || token === '') env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name}: ${'env' in source ? `${source.env} is unset or empty` : `${source.file} is empty`}`);
+    else if (token === main || out.some((i) => i.token === token)) env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name} has the token of ${token === main ? 'DISCORD_TOKEN' : `identity ${out.find((i) => i.token === token)?.name ?? ''}`}: each identity is a bot of its own`);
+    else out.push({ name, token });
+  }
+  return out;
+}
+

@@ -1,3 +1,11 @@
+/** One more Discord bot Herald speaks as (an identity): its name, and its token once read. */
+export interface DiscordIdentity {
+  /** The name the operator's policy binds agents to (`identity:` in HERALD_POLICY). */
+  readonly name: string;
+  /** Its bot token, read from where HERALD_DISCORD_IDENTITIES says; undefined in sandbox mode, where the sandbox makes the bot. */
+  readonly token: string | undefined;
+}
+
 /** Discord's settings. */
 export interface DiscordConfig {
   /** `DISCORD_TOKEN`: the bot token. Unset → Herald runs and uses its built-in Discord sandbox. */
@@ -34,4 +42,13 @@ export interface DiscordConfig {
    * mentions of the bot, DMs and replies to it have their content either way.
    */
   readonly messageContent: boolean;
+  /**
+   * `HERALD_DISCORD_IDENTITIES`: more Discord bots this Herald speaks as, besides DISCORD_TOKEN's
+   * (the identity `default`): a comma-separated list of `name=env:VARIABLE` (the token is in that
+   * environment variable) or `name=file:/path` (in that file); in sandbox mode a bare `name`, and
+   * the sandbox makes the bot. Each bot has its own rate budget and its own gateway session (under
+   * its own lease); the operator's policy binds an agent to one (`identity: name`). Names: a
+   * lowercase letter, then up to 31 lowercase letters, digits or `-`.
+   */
+  readonly identities: readonly DiscordIdentity[];
 }

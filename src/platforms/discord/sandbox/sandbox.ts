@@ -119,7 +119,11 @@ export class DiscordSandbox {
    */
   addBot(username: string): { user: SandboxUser; token: string } {
     for (const [token, user] of this.botTokens) if (user.username === username) return { user, token };
-    const id = String(BigInt(this.bot.id) + BigInt(this.botTokens.size));
+    // A bot the saved world already has (an earlier start) keeps its id; a new one takes the next free id.
+    const saved = [...this.state.users.values()].find((u) => u.bot === true && u.username === username && u.id !== this.bot.id);
+    let next = BigInt(this.bot.id) + BigInt(this.botTokens.size);
+    while (saved === undefined && this.state.users.has(String(next)) && this.state.users.get(String(next))?.username !== username) next += 1n;
+    const id = saved?.id ?? String(next);
     const user: SandboxUser = this.state.users.get(id) ?? { id, username, global_name: username, bot: true };
     this.state.addUser(user);
     this.state.save();

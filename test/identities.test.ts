@@ -1,0 +1,193 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { POLICY_CLIENT_HEADER, SPEAKS_AS_CALLER } from '../src/infra/http/policy.middleware.js';
+import { parsePolicy } from '../src/infra/policy/policy.js';
+import { McpPolicy } from '../src/mcp/policy.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
+import { speakingAs, type Platform } from '../src/platforms/platform.js';
+import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
+import { waitFor } from './support/wait.js';
+
+// Several Discord bots in one Herald (HERALD_DISCORD_IDENTITIES), each agent bound by the operator's
+// policy to the one it speaks as: black-box over HTTP against the Discord sandbox, through discord.js.
+const POLICY = `
+clients:
+  agent-ops: { identity: ops }
+  agent-main: { identity: default }
+`;
+
+describe('two Discord bots, two agents, each speaking only as its own', { timeout: 120_000 }, () => {
+  let h: TestHerald;
+  let dir: string;
+  let sandbox: DiscordSandbox;
+  let ops: { id: string; token: string };
+  const logged: string[] = [];
+  const as = (client: string) => ({ headers: { [POLICY_CLIENT_HEADER]: client } });
+  const sentBy = (content: string) => [...sandbox.messages.values()].flat().filter((m) => m.content === content).map((m) => m.author.id);
+  const settled = async (requestId: string, client: string): Promise<Record<string, unknown>> =>
+    waitFor(async () => {
+      const r = await h.bridge.get(`/mcp/deliveries/${requestId}`, as(client));
+      const s = r.json as Record<string, unknown>;
+      return r.status === 200 && ['delivered', 'failed', 'unknown'].includes(String(s['state'])) ? s : undefined;
+    }, `${requestId.slice(0, 8)} to settle`);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'herald-identities-'));
+    const file = path.join(dir, 'policy.yaml');
+    await writeFile(file, POLICY);
+    sandbox = await new DiscordSandbox().start();
+    const bot = sandbox.addBot('herald-ops');
+    ops = { id: bot.user.id, token: bot.token };
+    const logTo = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        logged.push(chunk.toString('utf8'));
+        done();
+      },
+    });
+    h = await startTestHerald({ useSandbox: sandbox, logTo, env: { LOG_LEVEL: 'info', HERALD_POLICY: file, HERALD_DISCORD_IDENTITIES: 'ops=env:OPS_BOT_TOKEN', OPS_BOT_TOKEN: ops.token } });
+    await h.mapDestination('alerts', IDS.channels.alerts);
+  });
+  afterAll(async () => {
+    await h?.close();
+    await sandbox?.close();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('posts as the bot the agent is bound to, and shows each agent its own deliveries only', async () => {
+    const mine = newRequestId();
+    expect((await h.bridge.post('/mcp/deliveries', post(mine, 'from the ops agent'), as('agent-ops'))).status).toBe(202);
+    const st = await settled(mine, 'agent-ops');
+    expect(st).toMatchObject({ state: 'delivered' });
+    expect(sentBy('from the ops agent')).toEqual([ops.id]);
+    const theirs = newRequestId();
+    expect((await h.bridge.post('/mcp/deliveries', post(theirs, 'from the main agent'), as('agent-main'))).status).toBe(202);
+    expect(await settled(theirs, 'agent-main')).toMatchObject({ state: 'delivered' });
+    expect(sentBy('from the main agent')).toEqual([sandbox.bot.id]);
+    // Another identity's delivery is not found, however it is asked for; its request_id again is a reuse.
+    for (const who of ['agent-main', 'connector-like', 'agent-opsx']) expect((await h.bridge.get(`/mcp/deliveries/${mine}`, as(who))).status, who).toBe(404);
+    expect((await h.bridge.get(`/mcp/deliveries/${mine}`)).status).toBe(404);
+    expect((await h.bridge.post('/mcp/deliveries', post(mine, 'from the ops agent'), as('agent-main'))).status).toBe(422);
+    expect(sentBy('from the ops agent')).toHaveLength(1);
+  });
+
+  it("refuses another bot's message to an edit, a delete and a reaction: nothing changes on Discord", async () => {
+    const original = newRequestId();
+    await h.bridge.post('/mcp/deliveries', post(original, 'ops says'), as('agent-ops'));
+    await settled(original, 'agent-ops');
+    const acts = [
+      { kind: 'edit', target: { message_ref: original, seq: 1 }, body: { content: 'hijacked' } },
+      { kind: 'delete', target: { message_ref: original }, body: {} },
+      { kind: 'reaction', target: { message_ref: original }, body: { emoji: '👎' } },
+    ];
+    for (const act of acts) {
+      const id = newRequestId();
+      expect((await h.bridge.post('/mcp/deliveries', { request_id: id, ...act }, as('agent-main'))).status, act.kind).toBe(202);
+      expect(await settled(id, 'agent-main'), act.kind).toMatchObject({ state: 'failed', code: 'NOT_FOUND' });
+    }
+    const [message] = [...sandbox.messages.values()].flat().filter((m) => m.content === 'ops says');
+    expect(message?.author.id).toBe(ops.id);
+    expect(message?.reactions ?? []).toEqual([]);
+    // Its own agent may.
+    const edit = newRequestId();
+    await h.bridge.post('/mcp/deliveries', { request_id: edit, kind: 'edit', target: { message_ref: original, seq: 1 }, body: { content: 'ops says, edited' } }, as('agent-ops'));
+    expect(await settled(edit, 'agent-ops')).toMatchObject({ state: 'delivered' });
+    expect(sentBy('ops says, edited')).toEqual([ops.id]);
+  });
+
+  it('refuses a caller bound to another identity every bridge operation that does not keep to its identity: a walk over the contract', async () => {
+    const spec = JSON.parse(await readFile('generated/openapi.json', 'utf8')) as { security?: unknown[]; paths: Record<string, Record<string, { operationId?: string; security?: { bridgeToken?: unknown }[] }>> };
+    const all = Object.values(spec.paths).flatMap((ops) => Object.values(ops).map((o) => o.operationId));
+    for (const id of SPEAKS_AS_CALLER) expect(all, id).toContain(id);
+    let walked = 0;
+    for (const [route, ops] of Object.entries(spec.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        if (op.operationId === undefined || SPEAKS_AS_CALLER.has(op.operationId) || !((op.security ?? spec.security ?? []) as object[]).some((s) => 'bridgeToken' in s)) continue;
+        const url = route.replace(/\{(\w+)\}/g, (_m, name: string) => (/request_id|^id$|sha256/.test(name) ? '1'.repeat(64) : '123456789012345678'));
+        const r = await fetch(`${h.url}${url}`, { method: method.toUpperCase(), headers: { authorization: `Bearer ${h.bridgeToken}`, [POLICY_CLIENT_HEADER]: 'agent-ops', 'content-type': 'application/json' }, ...(method === 'get' || method === 'delete' ? {} : { body: '{}' }) });
+        expect(r.status, `${method.toUpperCase()} ${route} (${op.operationId})`).toBe(403);
+        expect(await r.json(), op.operationId).toEqual({ error: 'refused by policy: identity' });
+        walked += 1;
+      }
+    }
+    expect(walked).toBeGreaterThan(20);
+  });
+
+  it("holds each bot's gateway session under its own lease, says so in /readyz, and never logs a token", async () => {
+    const ready = await waitFor(async () => {
+      const r = await fetch(`${h.url}/readyz`);
+      const body = (await r.json()) as { checks?: Record<string, string>; singletons?: Record<string, string> };
+      return body.checks?.['gateway:ops'] === 'ok' && body.checks['gateway'] === 'ok' ? body : undefined;
+    }, 'both gateway sessions');
+    expect(ready.singletons).toEqual({ 'discord:gateway': 'held', 'discord:gateway:ops': 'held' });
+    expect(sandbox.gatewaySessions).toBe(2);
+    const all = logged.join('');
+    expect(all).toContain('"identity":"ops"');
+    expect(all).not.toContain(ops.token);
+    expect(all).not.toContain(h.env['DISCORD_TOKEN'] ?? 'unset');
+  });
+});
+
+describe('HERALD_DISCORD_IDENTITIES and the policy’s identity rule, checked at start', () => {
+  const base = { HERALD_TRANSPORT: 'discord', DISCORD_TOKEN: 'a.b.c' };
+  const problems = (env: Record<string, string>): string => {
+    try {
+      loadConfig({ ...base, ...env });
+      return '';
+    } catch (err) {
+      return String((err as Error).message);
+    }
+  };
+
+  it('names each wrong entry: the name, a reserved or repeated one, a missing or unreadable token', () => {
+    expect(problems({ HERALD_DISCORD_IDENTITIES: 'Ops=env:X' })).toContain('"Ops" is not an identity name');
+    expect(problems({ HERALD_DISCORD_IDENTITIES: 'default=env:X', X: 't' })).toContain('"default" is the identity the platform\'s own variables configure');
+    expect(problems({ HERALD_DISCORD_IDENTITIES: 'ops=env:X,ops=env:X', X: 't' })).toContain('names ops twice');
+    expect(problems({ HERALD_DISCORD_IDENTITIES: 'ops' })).toContain('identity ops needs its bot token');
+    expect(problems({ HERALD_DISCORD_IDENTITIES: 'ops=env:MISSING' })).toContain('identity ops: MISSING is unset or empty');
+    expect(problems({ HERALD_DISCORD_IDENTITIES: 'ops=file:/nonexistent/token' })).toContain('identity ops: cannot read /nonexistent/token (ENOENT)');
+    expect(problems({ HERALD_DISCORD_IDENTITIES: 'ops=plain-token' })).toContain('its secret must be given as env:VARIABLE or file:/absolute/path');
+    // The token itself is never part of a message.
+    expect(problems({ HERALD_DISCORD_IDENTITIES: 'ops=plain-token' })).not.toContain('plain-token');
+    expect(problems({ HERALD_DISCORD_IDENTITIES: 'ops=env:X', X: 'a.b.c' })).toContain('identity ops has the token of DISCORD_TOKEN: each identity is a bot of its own');
+    expect(problems({ HERALD_DISCORD_IDENTITIES: 'ops=env:X,support=env:Y', X: 'same-secret', Y: 'same-secret' })).toContain('identity support has the token of identity ops');
+    expect(problems({ HERALD_DISCORD_IDENTITIES: 'ops=env:X,support=env:Y', X: 'same-secret', Y: 'same-secret' })).not.toContain('same-secret');
+    expect(problems({ HERALD_DISCORD_IDENTITIES: 'ops=env:X', X: 'secret-value' })).toBe('');
+  });
+
+  it('refuses a policy binding an agent to an identity no platform has, or a malformed one', () => {
+    const known = { tools: ['post_message'], platforms: ['discord'], identities: ['ops'] };
+    expect(() => parsePolicy('clients:\n  a: { identity: support }\n', 'p.yaml', known)).toThrow(/clients\.a\.identity: no platform has an identity called support \(the identities: default, ops\)/);
+    expect(() => parsePolicy('connector:\n  identity: [ops]\n', 'p.yaml', known)).toThrow(/connector\.identity must be an identity's name/);
+    expect(parsePolicy('connector:\n  identity: ops\n', 'p.yaml', known).connector.identity).toBe('ops');
+  });
+
+  it('speaks each platform as the identity asked for, and none that lacks it: nothing goes out as another bot', () => {
+    const platform = (name: string, who: string): Platform => ({ name, title: who, idempotentSend: true, messageUrl: () => who, sender: { send: async () => ({ id: who }) } as unknown as NonNullable<Platform['sender']> });
+    const discord = platform('discord', 'discord default');
+    const slack = platform('slack', 'slack default');
+    const opsBot = platform('discord', 'discord ops');
+    const all = speakingAs(discord, [slack], new Map([['discord', new Map([['ops', opsBot]])]]));
+    expect(all.as('default')).toBe(all);
+    expect(all.as('ops')?.get('discord')).toBe(opsBot);
+    expect(all.as('ops')?.get('slack')).toBeUndefined();
+    expect(all.as('ops')?.all).toEqual([opsBot]);
+    expect(all.as('support')).toBeUndefined();
+    // Home without the identity: its name only, no facet to send through.
+    const slackHome = speakingAs(slack, [discord], new Map([['discord', new Map([['ops', opsBot]])]]));
+    const home = slackHome.as('ops')?.home;
+    expect(home?.name).toBe('slack');
+    expect(home?.sender).toBeUndefined();
+    expect(slackHome.as('ops')?.get('slack')).toBeUndefined();
+  });
+
+  it('keeps a caller bound to another identity off the admin tier (the admin token sees every identity)', () => {
+    const policy = new McpPolicy(parsePolicy('clients:\n  ops-agent: { identity: ops }\n  main-agent: { identity: default }\n', 'p.yaml', { tools: [], platforms: [] }));
+    expect(policy.adminTier({ client: 'ops-agent' })).toBe(false);
+    expect(policy.adminTier({ client: 'main-agent' })).toBe(true);
+    expect(policy.adminTier({})).toBe(true);
+  });
+});
