@@ -87,7 +87,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
       answer: (given) => void Object.assign(answers, given),
       sentByHerald: (messageIds) => heraldMessages(db, messageIds),
     },
-    operations: [deliveryOperations(deliveries, capabilities, metrics, platforms, (delivery) => checkDeliveryAttachments(delivery, transports, ports), (koa) => identityOf(koa, policy)), deliveryAdminOperations(deliveries, transports.all, site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {}), agentRecordOperations(new AgentRecordsStore(db, clock))],
+    operations: [deliveryOperations(deliveries, capabilities, metrics, platforms, (delivery) => checkDeliveryAttachments(delivery, transports, ports), (koa) => identityOf(koa, policy)), deliveryAdminOperations(deliveries, transports.all, { ...(site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {}), speaker: (koa) => identityOf(koa, policy) }), agentRecordOperations(new AgentRecordsStore(db, clock))],
     jobs: [{ queue, kinds: jobs.kinds(), prune: true, report: true, listen: true }],
   };
 }

@@ -1,3 +1,4 @@
+import type { Context as KoaContext } from 'koa';
 import type { OperationHandlers } from '../../infra/http/api.js';
 import { reply } from '../../infra/http/reply.js';
 import type { Platform } from '../../platforms/platform.js';
@@ -9,13 +10,17 @@ export interface DeliveryAdminOptions {
    * origin, where the platform's links open its own messages. The protocol's url stays the platform's.
    */
   messageLinkBase?: string | undefined;
+  /** The identity a bridge caller speaks as (policy.middleware.ts identityOf): it sees that identity's deliveries only. */
+  speaker?: ((koa: KoaContext) => string) | undefined;
 }
 
 /** The admin API's view of deliveries: why one failed or is unknown, without its body. */
 export function deliveryAdminOperations(deliveries: DeliveryService, platforms: readonly Pick<Platform, 'messageLink'>[], options: DeliveryAdminOptions = {}): OperationHandlers {
   return () => ({
-    getDeliveryDetail: async (c) => {
-      const detail = await deliveries.detail(String(c.request.params['request_id']));
+    getDeliveryDetail: async (c, _body, koa) => {
+      // The operator (admin token) sees every identity's; a bridge caller its own identity's only.
+      const identity = koa !== undefined && koa.state['authenticated'] === 'bridge' ? options.speaker?.(koa) : undefined;
+      const detail = await deliveries.detail(String(c.request.params['request_id']), identity);
       // Where a person opens it: the platform whose link the url is says (none: no link).
       const url = detail.url;
       const link = url === undefined ? undefined : platforms.map((p) => p.messageLink?.(url, options.messageLinkBase)).find((l) => l !== undefined);

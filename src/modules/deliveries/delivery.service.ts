@@ -184,11 +184,12 @@ export class DeliveryService {
   }
 
   /** An operator's view of one delivery: state, code, reason, attempts, where it went; never its body. */
-  async detail(requestId: string): Promise<DeliveryDetail> {
+  async detail(requestId: string, identity?: string): Promise<DeliveryDetail> {
     const row = await this.reads.submit(requestId);
     // Operators see replies here too; a handoff's state is the handoffs module's (GET /mcp/handoffs/{id}),
-    // a chat send's the chat module's (GET /mcp/chat/messages/{id}).
+    // a chat send's the chat module's (GET /mcp/chat/messages/{id}). Asked as an identity: its own only.
     if (row === undefined || !(WIRE_KINDS.has(row.kind) || row.kind === 'reply')) throw new NotFoundError('unknown request_id');
+    if (identity !== undefined && (row.identity ?? DEFAULT_IDENTITY) !== identity) throw new NotFoundError('unknown request_id');
     return toDeliveryDetail(row, this.clock.now());
   }
 }

@@ -286,10 +286,12 @@ export class DiscordPlatform implements Platform {
    * so a token Discord rejects stops start-up instead of failing every delivery later. Throws
    * DiscordTokenRejectedError for a 401, a TransportError when Discord cannot answer.
    */
-  async verifyToken(signal: AbortSignal): Promise<void> {
+  /** Ask Discord whose token this is: the bot's user id. */
+  async verifyToken(signal: AbortSignal): Promise<string> {
     try {
       const user = (await this.rest.get(Routes.user('@me'), { signal })) as APIUser;
       this.self = Promise.resolve(user.id);
+      return user.id;
     } catch (err) {
       if (err instanceof DiscordAPIError && err.status === 401) throw new DiscordTokenRejectedError(err.status, err.code);
       throw toTransportError(err);

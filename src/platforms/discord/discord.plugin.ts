@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { pacerFor, type Pacer } from '../../infra/db/shared-pacer.js';
 import { errorSummary } from '../../infra/errors.js';
+import { StartupError } from '../../infra/startup.js';
 import { discordTokenRejected } from './discord-token.js';
 import type { Singleton } from '../../infra/db/singleton.js';
 import type { RunningPlatform, Surfaces, PlatformServices } from '../plugin.js';
@@ -22,21 +23,31 @@ const TOKEN_CHECK_MS = 10_000;
   // A token Discord rejects stops start-up, before the store opens; Discord not answering does not
   // (deliveries wait for it), so that is only logged.
 export async function checkToken(config: DiscordConfig, log: Logger): Promise<void> {
-  await checkOne(config, tokenOf(config), undefined, log);
-  for (const identity of config.identities) await checkOne(config, identityToken(identity), identity.name, log);
+  // Each identity must be a bot of its own: two tokens of one bot would send as it under two names.
+  const bots = new Map<string, string>();
+  const own = (botId: string | undefined, what: string): void => {
+    if (botId === undefined) return;
+    const other = bots.get(botId);
+    if (other !== undefined) throw new StartupError(`${what} and ${other} are the same Discord bot (user ${botId}): each identity of HERALD_DISCORD_IDENTITIES is a bot of its own`);
+    bots.set(botId, what);
+  };
+  own(await checkOne(config, tokenOf(config), undefined, log), 'DISCORD_TOKEN');
+  for (const identity of config.identities) own(await checkOne(config, identityToken(identity), identity.name, log), `identity ${identity.name}`);
 }
 
-async function checkOne(config: DiscordConfig, token: string, identity: string | undefined, log: Logger): Promise<void> {
+/** Discord's word on one token: the bot's user id, or undefined when Discord could not be asked. */
+async function checkOne(config: DiscordConfig, token: string, identity: string | undefined, log: Logger): Promise<string | undefined> {
   const transport = new DiscordPlatform({ token, apiUrl: config.apiUrl, timeoutMs: config.timeoutMs });
   const what = identity === undefined ? 'DISCORD_TOKEN' : `identity ${identity}'s token (HERALD_DISCORD_IDENTITIES)`;
   try {
-    await transport.verifyToken(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS)));
+    return await transport.verifyToken(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS)));
   } catch (err) {
     if (err instanceof DiscordTokenRejectedError) {
       log.error({ status: err.status, code: err.code, ...(identity !== undefined ? { identity } : {}) }, `Discord rejected ${what}`);
       throw discordTokenRejected(err.status, err, what);
     }
     log.warn({ err: errorSummary(err), ...(identity !== undefined ? { identity } : {}) }, `could not check ${what} with Discord; starting anyway`);
+    return undefined;
   }
 }
 

@@ -69,7 +69,7 @@ function identitiesOf(env: EnvReader, main: string | undefined): DiscordIdentity
     }
     if (!real) env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name} names a token, but DISCORD_TOKEN is unset (sandbox mode makes its bots: give bare names)`);
     let token: string | undefined;
-    if ('env' in source) token = env.text(source.env);
+    if ('env' in source) token = env.text(source.env)?.trim();
     else {
       try {
         token = readFileSync(source.file, 'utf8').trim();
@@ -79,7 +79,7 @@ function identitiesOf(env: EnvReader, main: string | undefined): DiscordIdentity
       }
     }
     if (token === undefined || token === '') env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name}: ${'env' in source ? `${source.env} is unset or empty` : `${source.file} is empty`}`);
-    else if (token === main || out.some((i) => i.token === token)) env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name} has the token of ${token === main ? 'DISCORD_TOKEN' : `identity ${out.find((i) => i.token === token)?.name ?? ''}`}: each identity is a bot of its own`);
+    else if (token === main?.trim() || out.some((i) => i.token === token)) env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name} has the token of ${token === main?.trim() ? 'DISCORD_TOKEN' : `identity ${out.find((i) => i.token === token)?.name ?? ''}`}: each identity is a bot of its own (start-up also asks Discord whose each token is)`);
     else out.push({ name, token });
   }
   return out;
