@@ -49,9 +49,8 @@ export default async function setup({ provide }: { provide: Provide }): Promise<
 async function prepareRun(): Promise<SharedRun> {
   const cleanRun = await runDirectory();
   const url = process.env['TEST_DATABASE_URL'] ?? '';
-  // Both templates, whatever the run: a run of both stores (vitest.config.ts) needs both, and the
-  // PGlite one costs a few seconds of one core.
-  const templateDataDir = await pgliteTemplate();
+  // A run of both stores (vitest.config.ts: HERALD_TEST_BOTH_STORES) needs both templates.
+  const templateDataDir = url === '' || process.env['HERALD_TEST_BOTH_STORES'] === '1' ? await pgliteTemplate() : '';
   if (url === '') return { templateDatabase: '', templateDataDir, teardown: cleanRun, users: 0 };
   // pid and random: unique even beside runs in another pid namespace on the same server.
   const template = `herald_template_${process.pid}_${randomBytes(4).toString('hex')}`;
