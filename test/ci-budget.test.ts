@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { budgets, FILE_BUDGET_S, TOTAL_BUDGET_S, totalBudget } from '../.ci/summary.js';
 import { classifyTestFiles, POSTGRES_ONLY, STORE_BEHAVIOUR } from '../.ci/test-files.js';
-import { expectedTimes, runOrder } from './support/sequencer.js';
+import { expectedTimes } from './support/sequencer.js';
 
 // CI's time budgets (.ci/run's header): files over the per-file budget are listed, and a test run
 // (both stores in one, or one after the other) past the total budget fails CI, naming the slowest files.
@@ -72,30 +72,5 @@ describe('the expected times the runner orders files by', () => {
     const times = expectedTimes(process.cwd());
     expect(Object.keys(times).toSorted(), 'a test file added or removed: run `npx tsx .ci/expected-times.ts <times.json>` (its header says how)').toEqual([...files.storeDependent, ...files.storeIndependent].toSorted());
     for (const [file, s] of Object.entries(times)) expect(Number.isInteger(s) && s >= 0, file).toBe(true);
-  });
-
-  it('start the long files first, then the short ones that get a worker each, then each sharing project as one block', () => {
-    const times: Record<string, number> = { 'a.ts': 90, 'b.ts': 40, 'c.ts': 5, 'd.ts': 20, 'e.ts': 10, 'f.ts': 3 };
-    const specs = [
-      { name: 'c.ts', project: 'in-process', shared: true },
-      { name: 'c.ts', project: 'in-process on postgres', shared: true },
-      { name: 'd.ts', project: 'processes', shared: false },
-      { name: 'a.ts', project: 'in-process', shared: true },
-      { name: 'e.ts', project: 'in-process', shared: true },
-      { name: 'b.ts', project: 'processes on postgres', shared: false },
-      { name: 'f.ts', project: 'in-process on postgres', shared: true },
-      { name: 'e.ts', project: 'in-process on postgres', shared: true },
-    ];
-    const order = runOrder(specs, (name) => times[name] ?? 30).map((i) => `${specs[i]?.name} ${specs[i]?.project}`);
-    expect(order).toEqual([
-      'a.ts in-process',
-      'b.ts processes on postgres',
-      'd.ts processes',
-      'e.ts in-process',
-      'c.ts in-process',
-      'e.ts in-process on postgres',
-      'c.ts in-process on postgres',
-      'f.ts in-process on postgres',
-    ]);
   });
 });
