@@ -2,26 +2,11 @@ import { defineConfig } from 'vitest/config';
 import { classifyTestFiles } from './.ci/test-files.js';
 import LongestFirstSequencer from './test/support/sequencer.js';
 
-// HERALD_TEST_STORE_ONLY=1: only the files that test what the PostgreSQL server does beyond the
-// embedded store (see .ci/test-files.ts), on the server TEST_DATABASE_URL names.
+// HERALD_TEST_STORE_ONLY=1 (CI's PostgreSQL pass): only the files that test what the PostgreSQL
+// server does beyond the embedded store; the rest ran on the PGlite pass (see .ci/test-files.ts).
 const storeOnly = process.env['HERALD_TEST_STORE_ONLY'] === '1';
-// HERALD_TEST_BOTH_STORES=1 with TEST_DATABASE_URL (what CI runs): every file on PGlite and, in
-// the same run and the same three workers, those files again on the server, as projects of their
-// own ("… on postgres"). The server's files mostly wait on leases and process starts (one pass of
-// them alone kept the CPUs about 55% busy): here the PGlite files' work fills those waits.
-const serverUrl = process.env['TEST_DATABASE_URL'] ?? '';
-const bothStores = process.env['HERALD_TEST_BOTH_STORES'] === '1';
-if (bothStores && (serverUrl === '' || storeOnly)) throw new Error('HERALD_TEST_BOTH_STORES=1 needs TEST_DATABASE_URL, and not HERALD_TEST_STORE_ONLY');
 const files = classifyTestFiles();
-const onServer = (list: string[]) => list.filter((f) => files.postgresPass.includes(f));
-const included = (list: string[]) => (storeOnly ? onServer(list) : list);
-/** The projects below, once per store in a run of both (test/support/db.ts reads TEST_DATABASE_URL in each worker). */
-const stores = bothStores
-  ? [
-      { suffix: '', env: { TEST_DATABASE_URL: '' }, include: (list: string[]) => list },
-      { suffix: ' on postgres', env: { TEST_DATABASE_URL: serverUrl }, include: onServer },
-    ]
-  : [{ suffix: '', env: {}, include: included }];
+const included = (list: string[]) => (storeOnly ? list.filter((f) => files.postgresPass.includes(f)) : list);
 
 export default defineConfig({
   test: {
@@ -44,16 +29,15 @@ export default defineConfig({
     sequence: { sequencer: LongestFirstSequencer },
     // A line per finished file with the count and the time so far (test/support/progress-reporter.ts).
     reporters: ['default', './test/support/progress-reporter.ts'],
-    projects: stores.flatMap(({ suffix, env, include }) => [
+    projects: [
       // Files that start other processes (Herald, PostgreSQL, InspIRCd, Chromium, a CLI): each in a
       // worker of its own, so what a killed child or a crash test leaves cannot reach another file.
-      { extends: true, test: { name: `processes${suffix}`, include: include(files.spawning), env } },
+      { extends: true, test: { name: 'processes', include: included(files.spawning) } },
       // Every other file runs in the same worker as the files before it (isolate: false): the
       // libraries are imported once per worker, not once per file. Measured on these 144 files:
       // 361 CPU-s shared against 648 CPU-s a worker each. A file must close what it opens (a
       // Herald, a client, a timer): what it leaves running can fail a later file in its worker.
-      // vitest never gives one project's worker another project's files.
-      { extends: true, test: { name: `in-process${suffix}`, include: include(files.inProcess), isolate: false, env } },
-    ]),
+      { extends: true, test: { name: 'in-process', include: included(files.inProcess), isolate: false } },
+    ],
   },
 });

@@ -1,19 +1,19 @@
 /**
  * Rewrites .ci/expected-times.json, the seconds per test file the runner orders files by (the
  * longest first: test/support/sequencer.ts), from the file times one or more passes wrote
- * (.ci/results.ts; `.ci/run` writes them for both stores). Given both, a file gets the
+ * (.ci/file-times.ts; `.ci/run` writes them for both passes). Given both passes, a file gets the
  * longer of its two times: a PostgreSQL-only file skips in a second on the PGlite pass and takes a
- * minute on PostgreSQL, and ordered by the second it started last there and ended the run
+ * minute on the PostgreSQL pass, and ordered by the second it started last there and ended the pass
  * alone. A file no pass ran keeps its old entry; an entry whose file is gone is dropped; a new file
  * missing from all gets UNKNOWN_S until a pass measures it.
  *
- * Usage: HERALD_CI_RESULTS=/tmp/results npx vitest run --reporter=default --reporter=./.ci/results.ts
- *        npx tsx .ci/expected-times.ts /tmp/results/pglite-times.json [/tmp/results/postgres-times.json]
+ * Usage: HERALD_FILE_TIMES=/tmp/times.json npx vitest run --reporter=default --reporter=./.ci/file-times.ts
+ *        npx tsx .ci/expected-times.ts /tmp/pglite-times.json [/tmp/postgres-times.json]
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { PassTimes } from './results.js';
+import type { PassTimes } from './file-times.js';
 import { classifyTestFiles } from './test-files.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -21,7 +21,7 @@ const UNKNOWN_S = 30;
 
 const inputs = process.argv.slice(2);
 if (inputs.length === 0) {
-  process.stderr.write('usage: npx tsx .ci/expected-times.ts <pglite-times.json written by .ci/results.ts> [postgres-times.json]\n');
+  process.stderr.write('usage: npx tsx .ci/expected-times.ts <times.json written by .ci/file-times.ts> [another pass\'s times.json]\n');
   process.exit(2);
 }
 const target = path.join(ROOT, '.ci/expected-times.json');

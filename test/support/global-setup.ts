@@ -48,10 +48,10 @@ export default async function setup({ provide }: { provide: Provide }): Promise<
 
 async function prepareRun(): Promise<SharedRun> {
   const cleanRun = await runDirectory();
-  const url = process.env['TEST_DATABASE_URL'] ?? '';
-  // A run of both stores (vitest.config.ts: HERALD_TEST_BOTH_STORES) needs both templates.
-  const templateDataDir = url === '' || process.env['HERALD_TEST_BOTH_STORES'] === '1' ? await pgliteTemplate() : '';
-  if (url === '') return { templateDatabase: '', templateDataDir, teardown: cleanRun, users: 0 };
+  const url = process.env['TEST_DATABASE_URL'];
+  if (url === undefined || url === '') {
+    return { templateDatabase: '', templateDataDir: await pgliteTemplate(), teardown: cleanRun, users: 0 };
+  }
   // pid and random: unique even beside runs in another pid namespace on the same server.
   const template = `herald_template_${process.pid}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: url });
@@ -67,7 +67,7 @@ async function prepareRun(): Promise<SharedRun> {
     for (const row of leftovers.rows) await admin.query(`drop database if exists ${row.datname} with (force)`);
     await admin.end();
   };
-  return { templateDatabase: template, templateDataDir, teardown, users: 0 };
+  return { templateDatabase: template, templateDataDir: '', teardown, users: 0 };
 }
 
 /** A migrated PGlite data folder in this run's folder (removed with it), closed so it can be copied. */

@@ -9,7 +9,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * a clean checkout (no durations in vitest's cache) starts the largest files first, and the chaos
  * smoke files, small files of two minutes each, ran last. A file the record does not know yet
  * counts as UNKNOWN_S. Files of equal time keep vitest's own order (the sort is stable).
- * `npx tsx .ci/expected-times.ts <pglite-times.json> [<postgres-times.json>]` rewrites the record from a run's times.
+ * `npx tsx .ci/expected-times.ts <pglite-times.json> [<postgres-times.json>]` rewrites the record from the passes' times.
  */
 const UNKNOWN_S = 30;
 
