@@ -34,30 +34,6 @@ export function identityOf(ctx: KoaContext | undefined, policy: Policy | undefin
   return identityFor(policy ?? NO_POLICY, client);
 }
 
-/**
- * The operations a caller bound to an identity other than `default` may call: those that act as
- * the caller's identity (deliveries are sent as it and found only by it) or keep to the caller's
- * own records (its agent records and files), and the probes. Every other operation (pairing, the
- * inbox, chat, handoffs, commands, the archive) still acts as the default bot, so it is refused
- * such a caller (`refused by policy: identity`) rather than letting it act as another identity.
- */
-export const SPEAKS_AS_CALLER: ReadonlySet<string> = new Set([
-  'createDelivery',
-  'getDelivery',
-  'getCapabilities',
-  'getHealth',
-  'getReadiness',
-  'claimAgentRequest',
-  'releaseAgentRequest',
-  'rememberAgentMessage',
-  'getAgentMessage',
-  'getAgentOwnership',
-  'nextAgentEditSeq',
-  'importAgentRecords',
-  'uploadFile',
-  'getFile',
-]);
-
 /** The header a confirming second call carries its confirm token in (the first call's answer, 428). */
 export const CONFIRM_HEADER = 'herald-confirm';
 
@@ -114,6 +90,11 @@ export interface PolicyCheckOptions {
   defaults?: Readonly<Record<string, string>>;
   /** Where an earlier send went (by its request_id), for a declaration's `message_ref`: given by the wiring. */
   originalOf?: OriginalOf;
+  /**
+   * The operations a caller bound to an identity other than `default` may call (given by the
+   * wiring); every other one is refused it (`refused by policy: identity`), so a new operation fails closed.
+   */
+  speaksAsCaller?: ReadonlySet<string>;
   now?: () => number;
 }
 
@@ -188,7 +169,7 @@ export function policyCheck(options: PolicyCheckOptions): PolicyCheck {
     if (d === undefined) return refuse('tools');
     const client = ctx.get(POLICY_CLIENT_HEADER) || undefined;
     // A caller speaking as an identity of its own reaches only what keeps to it (fails closed: a new operation is refused it).
-    if (identityFor(options.policy, client) !== DEFAULT_IDENTITY && (operationId === undefined || !SPEAKS_AS_CALLER.has(operationId))) return refuse('identity');
+    if (identityFor(options.policy, client) !== DEFAULT_IDENTITY && (operationId === undefined || options.speaksAsCaller?.has(operationId) !== true)) return refuse('identity');
     const subjects = rulesFor(options.policy, client).map((rules, i) => ({ rules, subject: i === 0 ? 'connector' : principalName(client) }));
     // An OAuth client the policy names no rules for: the connector's alone, plus the defaults a client gets.
     if (client !== undefined && subjects.length === 1) subjects.push({ rules: NO_RULES, subject: principalName(client) });

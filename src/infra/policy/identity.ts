@@ -1,7 +1,7 @@
 /**
- * Identities: the accounts Herald speaks as on a platform (a Discord bot, …). The one each platform
- * is configured with by its own variables (DISCORD_TOKEN, …) is `default`; more are named by the
- * operator, and the operator's policy binds each agent to the one it speaks as (`identity:`).
+ * Identities: the accounts Herald speaks as on a platform. The one each platform is configured
+ * with by its own variables is `default`; more are named by the operator, and the operator's
+ * policy binds each agent to the one it speaks as (`identity:`).
  */
 export const DEFAULT_IDENTITY = 'default';
 
