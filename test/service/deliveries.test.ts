@@ -53,6 +53,28 @@ describe('deliveries (service level, memory transport)', () => {
     expect(sent('nowhere')).toHaveLength(0);
   });
 
+  // The chaos campaign's pauses phase met it: the refusal could not be recorded (PostgreSQL down
+  // for longer than the lease), the re-drive read the dead attempt's doubt, and the post stayed
+  // `unknown` through every re-drive and re-POST.
+  it.each([
+    { name: 'a post to a destination mapped to nothing', d: post('died unmapped', 'ops') },
+    { name: 'a delete of a message Herald never sent', d: { request_id: newRequestId(), kind: 'delete', target: { message_ref: 'f'.repeat(64) }, body: {} } as Delivery },
+  ])('$name, whose process died mid-attempt, is refused again: no doubt is kept for it', async ({ d }) => {
+    expect((await s.deliver(d))['state']).toBe('failed');
+    // As the dead process left it: claimed, its lease expired, nothing recorded.
+    const now = Date.now();
+    await s.store.db
+      .updateTable('deliveries')
+      .set({ status: 'in_flight', attempts: 1, attempt_started_at: new Date(now - 2_000), lease_owner: 'dead', lease_expires_at: new Date(now - 1_000), failure_code: null, reason: null })
+      .where('request_id', '=', d.request_id)
+      .execute();
+    s.worker.wake();
+    expect((await s.deliver(d))['state']).toBe('failed');
+    const row = await s.store.db.selectFrom('deliveries').select(['status', 'doubt_from']).where('request_id', '=', d.request_id).executeTakeFirstOrThrow();
+    expect(row).toEqual({ status: 'failed', doubt_from: null });
+    expect(sent('died unmapped')).toHaveLength(0);
+  });
+
   it('a send that created the message but lost the answer is retried with the same key: one message', async () => {
     s.memory.inject({ op: 'send', afterCreate: true, failure: { kind: 'transient', detail: 'lost answer', mayHaveCreated: true } });
     expect((await s.deliver(post('lost answer')))['state']).toBe('delivered');

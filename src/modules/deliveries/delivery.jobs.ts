@@ -64,6 +64,8 @@ interface Attempt {
   platforms: Platforms;
   /** No platform here has the delivery's identity: it is refused, nothing is sent. */
   unconfigured?: true;
+  /** Refused before the target resolved to any place (a destination mapped to nothing, a message gone). */
+  nowhere?: true;
 }
 
 /**
@@ -164,6 +166,12 @@ export class DeliveryJobs {
         log.warn({ detail: failure.detail, state: outcome.status }, 'delivery gave up after its last attempt');
       }
     }
+    if (outcome.status === 'failed' && at.nowhere === true && at.doubt?.channelId === null) {
+      // A doubt with no channel is one a process that died mid-attempt left: it stands for where
+      // the target resolves to, and the target resolves nowhere, so nothing is in doubt. Kept, it
+      // would end every re-drive and re-POST `unknown`, for ever.
+      at.doubt = undefined;
+    }
     if (outcome.status === 'failed' && at.doubt !== undefined) {
       // Failing now would claim nothing was sent, yet an earlier create may have been.
       outcome = { status: 'unknown', reason: `${outcome.failure_code ?? 'failed'} (${outcome.reason ?? 'rejected'}) after a create that may have reached ${named()}` };
@@ -224,6 +232,7 @@ export class DeliveryJobs {
     const resolved = await kind.resolve(row.target, { transports: at.platforms, ports: this.ports, signal: at.signal, log: at.log });
     if ('refused' in resolved) {
       if (row.kind === 'post' && resolved.refused.reason === DESTINATION_UNMAPPED) this.metrics.postUnmapped();
+      at.nowhere = true;
       return { status: 'failed', failure_code: resolved.refused.code, reason: resolved.refused.reason };
     }
     return this.sendOnce(at, resolved.address, resolved.scope, resolved.mentions, resolved.replyTo);
@@ -289,7 +298,10 @@ export class DeliveryJobs {
         at.creatingIn = channelId;
       },
     };
-    return at.row.kind === 'delete' ? deliverDelete(context, at.row.target as DeleteTarget) : deliverReaction(context, at.row.target as ReactionTarget, at.row.body);
+    const outcome = await (at.row.kind === 'delete' ? deliverDelete(context, at.row.target as DeleteTarget) : deliverReaction(context, at.row.target as ReactionTarget, at.row.body));
+    // Refused before the platform call (the message is not Herald's, or not here): it acted nowhere.
+    if (outcome.status === 'failed' && at.creatingIn === undefined) at.nowhere = true;
+    return outcome;
   }
 
   /**
