@@ -85,3 +85,32 @@ describe('a sandbox with several bots', () => {
     expect(got.content).toBe(`<@${peer.id}>\nin the thread`);
   });
 });
+
+/** Discord keeps each bot's rate limits apart (its global limit and its route buckets are the token's): so does the sandbox. */
+describe('a sandbox with several bots, rate limited', () => {
+  let sandbox: DiscordSandbox;
+  beforeAll(async () => {
+    sandbox = await new DiscordSandbox({ routeLimit: { limit: 2, windowMs: 60_000 }, globalLimit: { limit: 3, windowMs: 60_000 } }).start();
+  });
+  afterAll(() => sandbox.close());
+
+  it("answers one bot 429 for its own flood only: the other bot's requests are admitted", async () => {
+    const peer = sandbox.addBot('peer');
+    const get = (token: string, path: string) => fetch(`${sandbox.apiUrl}/v10${path}`, { headers: { authorization: `Bot ${token}` } });
+    // Herald's bot: the route's bucket (2), then its global limit (3).
+    const mine = [];
+    for (let i = 0; i < 2; i++) mine.push((await get(sandbox.botToken, '/users/@me')).status);
+    mine.push((await get(sandbox.botToken, '/applications/@me')).status);
+    const refused = await get(sandbox.botToken, '/gateway/bot');
+    expect(mine).toEqual([200, 200, 200]);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('x-ratelimit-scope')).toBe('global');
+    // The peer bot, in the same minute, on the same routes: its own buckets.
+    const theirs = [];
+    for (let i = 0; i < 2; i++) theirs.push((await get(peer.token, '/users/@me')).status);
+    theirs.push((await get(peer.token, '/applications/@me')).status);
+    expect(theirs).toEqual([200, 200, 200]);
+    // And past its own limit, 429 for it too.
+    expect((await get(peer.token, '/gateway/bot')).status).toBe(429);
+  });
+});

@@ -77,34 +77,39 @@ export interface RateLimitRule {
   windowMs: number;
 }
 
-/** Discord-style buckets: per route and channel, plus an optional global limit. */
+/**
+ * Discord-style buckets: per route and channel, plus an optional global limit; each bot (token) has
+ * its own, as on Discord, so one bot's flood never answers another bot 429.
+ */
 export class RateLimits {
   private readonly buckets = new Map<string, { start: number; count: number }>();
-  private readonly globalBucket = { start: 0, count: 0 };
+  private readonly globalBuckets = new Map<string, { start: number; count: number }>();
 
   constructor(
     private readonly routeLimit: RateLimitRule,
     private readonly globalLimit: RateLimitRule | undefined,
   ) {}
 
-  /** Count a request (path after /api/v10) and set its rate limit headers; false when it was answered 429. */
-  admit(ctx: Context, path: string): boolean {
+  /** Count a request (path after /api/v10) of a bot (its id) and set its rate limit headers; false when it was answered 429. */
+  admit(ctx: Context, path: string, botId: string): boolean {
     const now = Date.now();
     const global = this.globalLimit;
     if (global !== undefined) {
-      if (now - this.globalBucket.start >= global.windowMs) Object.assign(this.globalBucket, { start: now, count: 0 });
-      if (this.globalBucket.count >= global.limit) {
+      let mine = this.globalBuckets.get(botId);
+      if (mine === undefined || now - mine.start >= global.windowMs) this.globalBuckets.set(botId, (mine = { start: now, count: 0 }));
+      if (mine.count >= global.limit) {
         ctx.set('X-RateLimit-Global', 'true');
-        return rateLimited(ctx, (this.globalBucket.start + global.windowMs - now) / 1000, 'global');
+        return rateLimited(ctx, (mine.start + global.windowMs - now) / 1000, 'global');
       }
-      this.globalBucket.count += 1;
+      mine.count += 1;
     }
     const rule = this.routeLimit;
     const route = `${ctx.method} ${path.replace(/\/messages\/[0-9]+/, '/messages/:id')}`;
-    let bucket = this.buckets.get(route);
+    const key = `${botId} ${route}`;
+    let bucket = this.buckets.get(key);
     if (bucket === undefined || now - bucket.start >= rule.windowMs) {
       bucket = { start: now, count: 0 };
-      this.buckets.set(route, bucket);
+      this.buckets.set(key, bucket);
     }
     const resetAfter = (bucket.start + rule.windowMs - now) / 1000;
     ctx.set('X-RateLimit-Limit', String(rule.limit));

@@ -78,7 +78,8 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
         ctx.respond = false;
         return undefined;
       }
-      if (!rateLimits.admit(ctx, path)) return undefined;
+      // An interaction callback counts against Herald's own bot (botOf), as its token names it.
+      if (!rateLimits.admit(ctx, path, botOf(ctx).id)) return undefined;
       ctx.state['fault'] = fault;
       return await next();
     } finally {
