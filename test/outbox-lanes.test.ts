@@ -47,7 +47,7 @@ describe('outbox lanes', () => {
     }
 
     it('takes each lane\'s oldest rows, the lanes running fewest first, at most perLane each', async () => {
-      const queue = deliveryQueue(db(), undefined, undefined, ['irc']);
+      const queue = deliveryQueue(db(), undefined, undefined, { pacedBySender: ['irc'], byIdentity: false });
       for (let i = 0; i < 10; i++) await row(`a${i}`, at(i), 'chat', i % 2 === 0 ? 'ada' : 'ADA');
       await row('b0', at(20), 'chat', 'bob');
       await row('b1', at(21), 'chat', 'bob');
@@ -67,7 +67,7 @@ describe('outbox lanes', () => {
     });
 
     it('finds a lane behind a long backlog in a deep claim', async () => {
-      const queue = deliveryQueue(db(), undefined, undefined, ['irc']);
+      const queue = deliveryQueue(db(), undefined, undefined, { pacedBySender: ['irc'], byIdentity: false });
       const values = Array.from({ length: 300 }, (_, i) => ({ request_id: `a${String(i).padStart(3, '0')}`, kind: 'chat' as const, target: JSON.stringify({ transport: 'irc', channel: '#a', sender: 'ada' }), body: JSON.stringify({ content: `x ${i}` }), payload_hash: 'h', status: 'pending' as const, failure_code: null, created_at: at(i), next_attempt_at: at(i) }));
       await db().insertInto('deliveries').values(values).execute();
       await row('b0', at(400), 'chat', 'bob');
@@ -79,7 +79,7 @@ describe('outbox lanes', () => {
     });
 
     it('claims rows of no lane oldest first, as without lanes', async () => {
-      const queue = deliveryQueue(db(), undefined, undefined, ['irc']);
+      const queue = deliveryQueue(db(), undefined, undefined, { pacedBySender: ['irc'], byIdentity: false });
       for (let i = 0; i < 10; i++) await row(`p${i}`, at(i), 'post');
       await row('a0', at(-1), 'chat');
       const jobs = await queue.claim('w', at(1_000), 60_000, ['chat', 'post'], 4, { busy: new Map([['irc ada', 2]]), perLane: 2 });
@@ -92,6 +92,24 @@ describe('outbox lanes', () => {
       // Ada's row was left for her lane, not lost: claimed once she runs fewer, though older than the
       // full batch before (the claim cursor did not move past it).
       expect((await queue.claim('w', at(1_000), 60_000, ['chat', 'post'], 2, { busy: new Map(), perLane: 2 })).map((j) => j.id)).toEqual(['a0', 'p4']);
+    });
+
+    it("with several identities, gives every other row its identity's lane: one bot's backlog holds at most perLane", async () => {
+      const queue = deliveryQueue(db(), undefined, undefined, { pacedBySender: ['irc'], byIdentity: true });
+      const post = (id: string, ms: number, identity: string | null) => ({ request_id: id, kind: 'post' as const, target: JSON.stringify({ guild_id: '1', destination: 'alerts' }), body: JSON.stringify({ content: `x ${id}` }), payload_hash: 'h', status: 'pending' as const, failure_code: null, created_at: at(ms), next_attempt_at: at(ms), identity });
+      // The default bot's storm first, then the ops bot's posts, and one IRC line.
+      await db().insertInto('deliveries').values([...Array.from({ length: 6 }, (_, i) => post(`d${i}`, i, null)), post('o0', 10, 'ops'), post('o1', 11, 'ops')]).execute();
+      await row('a0', at(12), 'chat', 'Ada');
+      const jobs = await queue.claim('w', at(1_000), 60_000, ['chat', 'post'], 8, { busy: new Map(), perLane: 3 });
+      // The default bot's lane is full at 3 (perLane): its other rows wait; the rest are launched oldest first.
+      expect(jobs.map((j) => [j.id, j.lane])).toEqual([
+        ['d0', 'as default'],
+        ['d1', 'as default'],
+        ['d2', 'as default'],
+        ['o0', 'as ops'],
+        ['o1', 'as ops'],
+        ['a0', 'irc ada'],
+      ]);
     });
   });
 
@@ -148,7 +166,7 @@ describe('outbox lanes', () => {
       const clock = { now: () => new Date((last = Math.max(Date.now(), last + 1))) };
       const jobs = new DeliveryJobs(db(), transports, clock, log, new DeliveryMetrics(new Registry()), { nonceWindowMs: 60_000, maxAttempts: 4, retryBaseMs: 10, leaseMs: 30_000 }, { resolveDestination: async () => undefined, isRegistered: async () => false, registeredOn: async () => null });
       jobs.declare(chatSendKind(transports));
-      worker = new OutboxWorker(deliveryQueue(db(), undefined, undefined, [transport.name]), clock, log, { leaseMs: 30_000, pollMs: 20, concurrency, shutdownGraceMs: 2_000 });
+      worker = new OutboxWorker(deliveryQueue(db(), undefined, undefined, { pacedBySender: [transport.name], byIdentity: false }), clock, log, { leaseMs: 30_000, pollMs: 20, concurrency, shutdownGraceMs: 2_000 });
       for (const k of jobs.kinds()) worker.register(k);
       const deliveries = new DeliveryService(db(), clock, { post: true, dm: true, edit: true }, { announce: () => worker?.wake() });
       return new ChatService(deliveries, transports, transport.name, clock);

@@ -62,7 +62,7 @@ describe('poison rows in the deliveries table', () => {
     const registry = new Registry();
     const jobs = new DeliveryJobs(db(), transports, clock, log, new DeliveryMetrics(registry), { nonceWindowMs: 60_000, maxAttempts: 3, retryBaseMs: 10, leaseMs: 30_000 }, { resolveDestination: async () => undefined, isRegistered: async () => false, registeredOn: async () => null });
     jobs.declare(chatSendKind(transports));
-    worker = new OutboxWorker(deliveryQueue(db(), undefined, undefined, ['memory']), clock, log, { leaseMs: 30_000, pollMs: 20, concurrency: 4, shutdownGraceMs: 2_000, metrics: new WorkerMetrics(registry) });
+    worker = new OutboxWorker(deliveryQueue(db(), undefined, undefined, { pacedBySender: ['memory'], byIdentity: false }), clock, log, { leaseMs: 30_000, pollMs: 20, concurrency: 4, shutdownGraceMs: 2_000, metrics: new WorkerMetrics(registry) });
     for (const k of jobs.kinds()) worker.register(k);
     const deliveries = new DeliveryService(db(), clock, { post: true, dm: true, edit: true }, { announce: () => worker?.wake() });
     const chat = new ChatService(deliveries, transports, 'memory', clock);

@@ -313,6 +313,8 @@ export interface Platforms {
    * is ever sent as another. Undefined when no platform has it.
    */
   as(identity: string): Platforms | undefined;
+  /** The identities some platform has besides `default`, by name (none: one bot each). */
+  readonly identities: readonly string[];
 }
 
 /** Several platforms; the first is home. */
@@ -325,9 +327,11 @@ export function speakingAs(home: Platform, others: readonly Platform[], identiti
   const all = [home, ...others];
   const byName = new Map(all.map((t) => [t.name, t]));
   const views = new Map<string, Platforms>();
+  const names = [...new Set([...identities.values()].flatMap((m) => [...m.keys()]))];
   const self: Platforms = {
     home,
     all,
+    identities: names,
     get: (name) => byName.get(name),
     as(identity) {
       if (identity === DEFAULT_IDENTITY) return self;
@@ -339,7 +343,7 @@ export function speakingAs(home: Platform, others: readonly Platform[], identiti
       // Home stays the platform people's DMs go to (its name); where the identity lacks it, a
       // platform of that name with no facet at all: nothing can be sent through it as another bot.
       const bare: Platform = { name: home.name, ...(home.title !== undefined ? { title: home.title } : {}), idempotentSend: false, messageUrl: (scope, channelId, messageId) => home.messageUrl(scope, channelId, messageId) };
-      const view: Platforms = { home: mine.get(home.name) ?? bare, all: spoken, get: (name) => mine.get(name), as: (other) => (other === identity ? view : self.as(other)) };
+      const view: Platforms = { home: mine.get(home.name) ?? bare, all: spoken, get: (name) => mine.get(name), as: (other) => (other === identity ? view : self.as(other)), identities: names };
       views.set(identity, view);
       return view;
     },

@@ -34,9 +34,11 @@
  * - vacuum: the outbox's claims/s while a long transaction holds back vacuum vs with nothing held,
  *   the dead tuples and the claim's plan (vacuum.ts; PostgreSQL only);
  * - twins: 100 identical alerts to one channel drained (they take turns) vs 100 distinct ones, the
- *   ratio, duplicates (twins.ts).
+ *   ratio, duplicates (twins.ts);
+ * - identities: one bot's drain of 100 posts alone vs beside another bot's 429 storm in the same
+ *   Herald (identities.ts), the ratio, duplicates.
  *
- * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,irc,vacuum,twins,
+ * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,irc,vacuum,twins,identities,
  * --steady=SECONDS, --out=FILE, --heap, --tsx. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
@@ -62,13 +64,14 @@ import { slackDrain } from './slack-drain.js';
 import { hearLatency } from './hear-latency.js';
 import { vacuumPhase } from './vacuum.js';
 import { twinsDrain } from './twins.js';
+import { identitiesIsolation } from './identities.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
 import { announceEstimate, formatDuration, intFlag, refuse, scriptArgs } from '../support/script-args.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const argv = process.argv.slice(2);
 /** Every phase, in the order a full run measures them; `--only=a,b` runs those. */
-const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'scrape', 'hear', 'irc', 'vacuum', 'twins'];
+const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'scrape', 'hear', 'irc', 'vacuum', 'twins', 'identities'];
 /**
  * Each phase's rough duration in seconds, full and --quick, both stores and their set-up included
  * (a full run of all but twins took 32 minutes on 2 cores; twins drains 100 alerts into one
@@ -89,6 +92,7 @@ const PHASE_ESTIMATE_S: Readonly<Record<string, { full: number; quick: number }>
   irc: { full: 120, quick: 50 },
   vacuum: { full: 120, quick: 40 },
   twins: { full: 240, quick: 240 },
+  identities: { full: 90, quick: 80 },
 };
 const USAGE = `usage: npm run bench -- [--quick] [--only=PHASE,…] [--steady=SECONDS] [--out=FILE] [--heap] [--tsx]
   --quick            short phases (fewer rows, shorter rounds)
@@ -927,6 +931,7 @@ async function main(): Promise<void> {
       if (only.has('hear') && !(quick && kind === 'pglite')) Object.assign(row, await hearLatency({ store: () => (kind === 'postgres' ? postgresStore() : pgliteStore()), start: async (s, sb, env) => { const h = await startHerald(s, sb, 1, env); return { url: h.url, bridge: h.bridge, admin: h.admin, stop: () => stopHerald(h) }; } }, quick ? 30 : 200));
       if (only.has('scrape') && kind === 'postgres') Object.assign(row, await scrapePhase({ start: async (sb, env) => { const h = await startHerald(store, sb, 1, env); return { url: h.url, admin: h.admin, output: () => h.procs[0]?.output() ?? '', stop: () => stopHerald(h) }; }, databaseUrl: store.databaseUrl }, quick ? 2_000 : 20_000, quick ? 200 : 600));
       if (only.has('vacuum') && store.databaseUrl !== undefined) Object.assign(row, await vacuumPhase(store.databaseUrl, quick));
+      if (only.has('identities')) Object.assign(row, await identitiesIsolation({ truncate: async () => void (await store.sql('truncate deliveries')), start: async (sb, env) => { const h = await startHerald(store, sb, kind === 'postgres' ? 2 : 1, env); return { url: h.url, bridge: h.bridge, admin: h.admin, stop: () => stopHerald(h) }; } }, 100, quick ? 200 : 400));
       if (only.has('twins')) Object.assign(row, await twinsDrain({ processes: kind === 'postgres' ? 2 : 1, truncate: async () => void (await store.sql('truncate deliveries')), start: async (sb, processes) => { const h = await startHerald(store, sb, processes); return { url: h.url, bridge: h.bridge, admin: h.admin, stop: () => stopHerald(h) }; } }, 100));
     } finally {
       await store.close();

@@ -57,7 +57,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
     maxInFlight: store.kind === 'postgres' ? Math.max(1, Math.floor(config.dbPoolSize / 4)) : 1,
   });
   // Chat sends on a platform that paces each sender on its own connection share the pool fairly by sender.
-  const queue = deliveryQueue(db, metrics, config.claimSweepMs, transports.all.filter((t) => t.chat?.pacedBySender === true).map((t) => t.name), store.kind === 'postgres');
+  const queue = deliveryQueue(db, metrics, config.claimSweepMs, { pacedBySender: transports.all.filter((t) => t.chat?.pacedBySender === true).map((t) => t.name), byIdentity: transports.identities.length > 0 }, store.kind === 'postgres');
   // What the engine asks other modules: each answers its own question when it starts (see `answer`).
   const answers: Partial<DeliveryPorts> = {};
   const asked = <K extends keyof DeliveryPorts>(port: K): DeliveryPorts[K] => {

@@ -3,7 +3,7 @@ import { ClaimCursor } from '../../outbox/leased-table.js';
 import type { Job, JobQueue } from '../../outbox/worker.js';
 import type { DeliveriesDb, DeliveryRow } from './delivery.table.js';
 import { RETENTION_MS, type StoredKind } from './delivery.js';
-import { claimDue, finishAttempt, oldestDueDelivery, outboxDepth, pruneDeliveries, releaseLeases } from './delivery.repository.js';
+import { claimDue, finishAttempt, oldestDueDelivery, outboxDepth, pruneDeliveries, releaseLeases, type DeliveryLanes } from './delivery.repository.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
 
 // The deliveries table as the outbox's queue: what is due, how a claim and a release are written,
@@ -22,14 +22,14 @@ export interface DeliveryJob extends Job {
 }
 
 /** The outbox's view of the deliveries table. */
-export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetrics, claimSweepMs = ClaimCursor.SWEEP_MS, pacedBySender: readonly string[] = [], claimsOverlap = true): JobQueue<DeliveryJob> {
+export function deliveryQueue(db: Kysely<DeliveriesDb>, metrics?: DeliveryMetrics, claimSweepMs = ClaimCursor.SWEEP_MS, lanes: DeliveryLanes = { pacedBySender: [], byIdentity: false }, claimsOverlap = true): JobQueue<DeliveryJob> {
   // Under a backlog, claims start past the rows already claimed (src/outbox/leased-table.ts).
   const cursor = new ClaimCursor(claimSweepMs);
   return {
-    // `pacedBySender`: the platforms whose chat sends have a lane per sender (src/outbox/lanes.ts);
+    // `lanes`: what gives a row a lane (DeliveryLanes, src/outbox/lanes.ts);
     // `claimsOverlap`: false on a store of one session (claimDue's ClaimOptions).
-    claim: async (owner, now, leaseMs, kinds, limit, lanes) =>
-      (await claimDue(db, owner, now, leaseMs, kinds as StoredKind[], limit, { cursor, claimsOverlap, ...(lanes !== undefined && pacedBySender.length > 0 ? { lanes: { room: lanes, pacedBySender } } : {}) })).map(({ claimed_from, lane, ...row }) => {
+    claim: async (owner, now, leaseMs, kinds, limit, room) =>
+      (await claimDue(db, owner, now, leaseMs, kinds as StoredKind[], limit, { cursor, claimsOverlap, ...(room !== undefined && (lanes.pacedBySender.length > 0 || lanes.byIdentity) ? { lanes: { room, rule: lanes } } : {}) })).map(({ claimed_from, lane, ...row }) => {
         if (claimed_from === 'in_flight') metrics?.leaseExpired(row.kind);
         return { id: row.request_id, kind: row.kind, attempts: row.attempts, leaseToken: row.lease_token, row, ...(typeof lane === 'string' ? { lane } : {}) };
       }),

@@ -1,6 +1,7 @@
 import { sql, type CompiledQuery, type Kysely } from 'kysely';
 import { ClaimCursor, jsonText, LeasedTable } from '../../outbox/leased-table.js';
 import type { LaneRoom } from '../../outbox/lanes.js';
+import { DEFAULT_IDENTITY } from '../../infra/policy/identity.js';
 import type { Lease } from '../../outbox/worker.js';
 import type { DeliveriesDb } from './delivery.table.js';
 import { twinLane, yieldTwins } from './delivery.twins.js';
@@ -134,13 +135,27 @@ export async function resetToPending(db: Db, requestId: string, now: Date): Prom
  * lease expired (their dispatcher died: they read as `unknown` until re-driven). A claim records
  * when the attempt started and widens the doubt of an abandoned attempt; so does a release.
  */
-function deliveriesTable(db: Db, pacedBySender: readonly string[] = []): LeasedTable<DeliveryRow> {
+/**
+ * What gives a delivery a lane (src/outbox/lanes.ts): what paces its sends together.
+ * - A chat send on a platform that paces each sender's lines on a connection of its own (IRC)
+ *   waits for that sender's other sends: its lane is the platform and the sender (as the
+ *   connection is keyed: a nick in lower case).
+ * - With several identities (`byIdentity`), every other row is its identity's: each bot has its own
+ *   rate limits and budget, so one bot's backlog (a 429 storm, a slow channel) holds at most its
+ *   lane's share of the pool, never another bot's slots (`npm run bench -- --only=identities`).
+ * Otherwise a row has none.
+ */
+export interface DeliveryLanes {
+  readonly pacedBySender: readonly string[];
+  readonly byIdentity: boolean;
+}
+
+function deliveriesTable(db: Db, lanes: DeliveryLanes = { pacedBySender: [], byIdentity: false }): LeasedTable<DeliveryRow> {
+  // Read with jsonText: a claim must not fail on one row's json (src/outbox/leased-table.ts).
+  const bySender = lanes.pacedBySender.length > 0 ? sql`when kind = 'chat' and ${jsonText('target', 'transport')} in (${sql.join(lanes.pacedBySender)}) then ${jsonText('target', 'transport')} || ' ' || lower(${jsonText('target', 'sender')})` : undefined;
+  const byIdentity = lanes.byIdentity ? sql`else 'as ' || coalesce(identity, ${DEFAULT_IDENTITY})` : sql``;
   return new LeasedTable<DeliveryRow>(db as unknown as Kysely<unknown>, {
-    // A chat send on a platform that paces each sender's lines on a connection of its own (IRC)
-    // waits for that sender's other sends: its lane is the platform and the sender (as the
-    // connection is keyed: a nick in lower case). Every other row has none (src/outbox/lanes.ts).
-    // Read with jsonText: a claim must not fail on one row's json (src/outbox/leased-table.ts).
-    ...(pacedBySender.length > 0 ? { lane: sql`case when kind = 'chat' and ${jsonText('target', 'transport')} in (${sql.join(pacedBySender)}) then ${jsonText('target', 'transport')} || ' ' || lower(${jsonText('target', 'sender')}) end` } : {}),
+    ...(bySender !== undefined || lanes.byIdentity ? { lane: sql`case ${bySender ?? sql`when false then null`} ${byIdentity} end` } : {}),
     table: 'deliveries',
     key: 'request_id',
     orderBy: 'next_attempt_at',
@@ -158,7 +173,7 @@ function deliveriesTable(db: Db, pacedBySender: readonly string[] = []): LeasedT
 
 export interface ClaimOptions {
   cursor?: ClaimCursor;
-  lanes?: { room: LaneRoom; pacedBySender: readonly string[] };
+  lanes?: { room: LaneRoom; rule: DeliveryLanes };
   /**
    * False on a store of one session (PGlite): its statements run one at a time, each claim on a
    * snapshot holding every earlier commit, so no twin can become due during a claim and the claims
@@ -176,7 +191,7 @@ export async function claimDue(db: Db, owner: string, now: Date, leaseMs: number
   if (kinds.length === 0) return [];
   const { cursor, lanes } = options;
   const where = sql`kind in (${sql.join(kinds)}) and ${twinLane(now)}`;
-  const rows = await deliveriesTable(db, lanes?.pacedBySender).claim(owner, now, leaseMs, limit, where, cursor !== undefined ? { at: cursor, scope: kinds.join(',') } : undefined, lanes?.room);
+  const rows = await deliveriesTable(db, lanes?.rule).claim(owner, now, leaseMs, limit, where, cursor !== undefined ? { at: cursor, scope: kinds.join(',') } : undefined, lanes?.room);
   const claimed = rows.map((r) => ({ ...r, claimed_from: r.claimed_from as DeliveryStatus }));
   if (options.claimsOverlap === false) return claimed;
   const yielded = await yieldTwins(db, owner, now, claimed);
