@@ -31,6 +31,11 @@ describe("every operation declares its policy intent (x-herald-policy), and the 
     expect(tools.length).toBeGreaterThan(30);
   });
 
+  it('takes speaks_as: caller and nothing else for it', () => {
+    expect(declarationOf({ 'x-herald-policy': { access: 'read', speaks_as: 'caller' } }).problems).toEqual([]);
+    expect(declarationOf({ 'x-herald-policy': { access: 'read', speaks_as: 'anyone' } }).problems).toEqual(['speaks_as must be caller']);
+  });
+
   it.each(operations.map((o) => [o.id, o] as const))('%s declares a well-formed intent naming only tools that exist', (_id, { op }) => {
     const { problems } = declarationOf(op, toolNames);
     expect(problems).toEqual([]);

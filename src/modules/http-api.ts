@@ -22,30 +22,6 @@ import type { StartedModules } from './runner.js';
 
 /** The contract the modules serve: the bundle (generated/openapi.json) with each one's own `contract` file merged in. */
 
-/**
- * The operations a caller bound to an identity other than `default` (the policy's `identity:`)
- * may call: those that act as the caller's identity (deliveries are sent as it and found only by
- * it) or keep to the caller's own records (its agent records and files), and the probes. Every
- * other one (pairing, the inbox, chat, handoffs, commands, the archive) still acts as the default
- * bot, so it is refused such a caller rather than letting it act as another identity.
- */
-export const SPEAKS_AS_CALLER: ReadonlySet<string> = new Set([
-  'createDelivery',
-  'getDelivery',
-  'getCapabilities',
-  'getHealth',
-  'getReadiness',
-  'claimAgentRequest',
-  'releaseAgentRequest',
-  'rememberAgentMessage',
-  'getAgentMessage',
-  'getAgentOwnership',
-  'nextAgentEditSeq',
-  'importAgentRecords',
-  'uploadFile',
-  'getFile',
-]);
-
 export function contractOf(modules: readonly HeraldModule[]): Contract {
   return contractWith(modules.flatMap((m) => (m.contract === undefined ? [] : [{ owner: m.name, document: readContract(m.contract) }])));
 }
@@ -86,7 +62,6 @@ export async function serveApi(o: {
       confirmKey: confirmKey(config.bridgeToken ?? ''),
       defaults: { chat: config.chatTransport },
       originalOf: originalDelivery(modules.use(deliveriesModule).deliveries),
-      speaksAsCaller: SPEAKS_AS_CALLER,
     }),
     operations: [...parts.flatMap((p) => p.operations ?? []), probeOperations(...o.probes)],
   });

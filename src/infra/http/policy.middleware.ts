@@ -90,11 +90,6 @@ export interface PolicyCheckOptions {
   defaults?: Readonly<Record<string, string>>;
   /** Where an earlier send went (by its request_id), for a declaration's `message_ref`: given by the wiring. */
   originalOf?: OriginalOf;
-  /**
-   * The operations a caller bound to an identity other than `default` may call (given by the
-   * wiring); every other one is refused it (`refused by policy: identity`), so a new operation fails closed.
-   */
-  speaksAsCaller?: ReadonlySet<string>;
   now?: () => number;
 }
 
@@ -168,8 +163,9 @@ export function policyCheck(options: PolicyCheckOptions): PolicyCheck {
     // Not declared (a contract the walk would have failed): held as the strictest, refused.
     if (d === undefined) return refuse('tools');
     const client = ctx.get(POLICY_CLIENT_HEADER) || undefined;
-    // A caller speaking as an identity of its own reaches only what keeps to it (fails closed: a new operation is refused it).
-    if (identityFor(options.policy, client) !== DEFAULT_IDENTITY && (operationId === undefined || options.speaksAsCaller?.has(operationId) !== true)) return refuse('identity');
+    // A caller speaking as an identity of its own reaches only what declares it keeps to it
+    // (`speaks_as: caller`): an operation that does not say so is refused it.
+    if (identityFor(options.policy, client) !== DEFAULT_IDENTITY && d.speaks_as !== 'caller') return refuse('identity');
     const subjects = rulesFor(options.policy, client).map((rules, i) => ({ rules, subject: i === 0 ? 'connector' : principalName(client) }));
     // An OAuth client the policy names no rules for: the connector's alone, plus the defaults a client gets.
     if (client !== undefined && subjects.length === 1) subjects.push({ rules: NO_RULES, subject: principalName(client) });

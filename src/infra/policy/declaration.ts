@@ -23,6 +23,12 @@ export interface PolicyDeclaration {
   readonly message_ref?: string;
   /** The call's own retry key: a retry is counted once against a rate cap. */
   readonly key?: string;
+  /**
+   * `caller`: the operation keeps to the identity its caller speaks as (it sends as it, or finds only
+   * what is that identity's). A caller bound to an identity other than `default` may call only such
+   * operations: any other is refused it, so an operation added later fails closed.
+   */
+  readonly speaks_as?: 'caller';
 }
 
 /** The extension's name in the contract. */
@@ -35,7 +41,7 @@ export interface PolicyInput {
   readonly path?: Readonly<Record<string, unknown>>;
 }
 
-const KEYS = new Set(['access', 'tool', 'also_for', 'destination', 'channel', 'platform', 'platform_default', 'message_ref', 'key']);
+const KEYS = new Set(['access', 'tool', 'also_for', 'destination', 'channel', 'platform', 'platform_default', 'message_ref', 'key', 'speaks_as']);
 const POINTERS = ['destination', 'channel', 'platform', 'message_ref', 'key'] as const;
 const POINTER = /^\/(body|query|path)(\/[^/]+)*$/;
 
@@ -69,6 +75,7 @@ export function declarationOf(operation: unknown, tools?: ReadonlySet<string>): 
     if (v !== undefined && (typeof v !== 'string' || !POINTER.test(v))) problems.push(`${key} must be a pointer into /body, /query or /path`);
   }
   if (d['platform_default'] !== undefined && (typeof d['platform_default'] !== 'string' || d['platform'] === undefined)) problems.push('platform_default needs platform, and names a default');
+  if (d['speaks_as'] !== undefined && d['speaks_as'] !== 'caller') problems.push('speaks_as must be caller');
   if (tools !== undefined) for (const t of named) if (!tools.has(t)) problems.push(`no tool is called ${t}`);
   return problems.length > 0 ? { problems } : { declaration: d as unknown as PolicyDeclaration, problems };
 }
