@@ -1,5 +1,7 @@
 import pino from 'pino';
 import { sql } from 'kysely';
+import { ClaimCursor } from '../src/outbox/leased-table.js';
+import { claimDue } from '../src/modules/deliveries/delivery.repository.js';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { chatSendKind } from '../src/modules/chat/chat.kind.js';
@@ -110,6 +112,24 @@ describe('outbox lanes', () => {
         ['o1', 'as ops'],
         ['a0', 'irc ada'],
       ]);
+    });
+
+    it('moves the claim cursor when every row has a lane and none was left behind, and keeps it when one was', async () => {
+      const post = (id: string, ms: number, identity: string | null) => ({ request_id: id, kind: 'post' as const, target: JSON.stringify({ guild_id: '1', destination: 'alerts' }), body: JSON.stringify({ content: `x ${id}` }), payload_hash: 'h', status: 'pending' as const, failure_code: null, created_at: at(ms), next_attempt_at: at(ms), identity });
+      await db().insertInto('deliveries').values(Array.from({ length: 40 }, (_, i) => post(`p${String(i).padStart(2, '0')}`, i, i % 2 === 0 ? null : 'ops'))).execute();
+      const rule = { pacedBySender: [], byIdentity: true };
+      const cursor = new ClaimCursor(60_000);
+      // Two lanes with room: the oldest rows go, whatever their lane; the cursor follows the batch.
+      const first = await claimDue(db(), 'w', at(1_000), 60_000, ['post'], 4, { cursor, claimsOverlap: false, lanes: { room: { busy: new Map(), perLane: 100 }, rule } });
+      expect(first.map((r) => r.request_id)).toEqual(['p00', 'p01', 'p02', 'p03']);
+      expect(cursor.from('post', at(1_001))).toEqual(at(0));
+      const second = await claimDue(db(), 'w', at(1_002), 60_000, ['post'], 4, { cursor, claimsOverlap: false, lanes: { room: { busy: new Map(), perLane: 100 }, rule } });
+      expect(second.map((r) => r.request_id)).toEqual(['p04', 'p05', 'p06', 'p07']);
+      expect(cursor.from('post', at(1_003))).toEqual(at(4));
+      // The default bot's lane full: its oldest row is left behind, so the cursor stays where it was.
+      const third = await claimDue(db(), 'w', at(1_004), 60_000, ['post'], 4, { cursor, claimsOverlap: false, lanes: { room: { busy: new Map([['as default', 4]]), perLane: 4 }, rule } });
+      expect(third.map((r) => r.request_id)).toEqual(['p09', 'p11', 'p13', 'p15']);
+      expect(cursor.from('post', at(1_005))).toEqual(at(4));
     });
   });
 

@@ -113,4 +113,18 @@ describe('a sandbox with several bots, rate limited', () => {
     // And past its own limit, 429 for it too.
     expect((await get(peer.token, '/gateway/bot')).status).toBe(429);
   });
+
+  it("counts no interaction callback against a bot's limits: made with no bot token, anyone could spend them", async () => {
+    const sandbox2 = await new DiscordSandbox({ globalLimit: { limit: 2, windowMs: 60_000 } }).start();
+    try {
+      for (let i = 0; i < 4; i++) {
+        const r = await fetch(`${sandbox2.apiUrl}/v10/interactions/100${i}/bogus/callback`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"type":4}' });
+        expect(r.status).not.toBe(429);
+      }
+      const mine = await fetch(`${sandbox2.apiUrl}/v10/users/@me`, { headers: { authorization: `Bot ${sandbox2.botToken}` } });
+      expect(mine.status).toBe(200);
+    } finally {
+      await sandbox2.close();
+    }
+  });
 });

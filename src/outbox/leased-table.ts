@@ -111,9 +111,13 @@ export class LeasedTable<Row> {
       )
       update ${t} set lease_owner = ${owner}, lease_token = gen_random_uuid()::text, lease_expires_at = ${new Date(now.getTime() + leaseMs)}, attempts = ${sql.ref(`${table}.attempts`)} + 1${sql.join(extra, sql``)}
       from due where ${sql.ref(`${table}.${key}`)} = ${sql.ref(`due.${key}`)}
-      returning ${t}.*${claimedFrom !== undefined ? sql`, due.claimed_from` : sql``}${lane !== undefined ? sql`, (${lane}) as lane` : sql``}`.execute(this.db);
-    // A due row may have been left for its lane when one was busy or a lane took a row (the cursor must not pass it).
-    const skipped = fair !== undefined && ((lanes?.busy.size ?? 0) > 0 || rows.rows.some((r) => typeof r.lane === 'string'));
+      returning ${t}.*${claimedFrom !== undefined ? sql`, due.claimed_from` : sql``}${lane !== undefined ? sql`, (${lane}) as lane` : sql``}${fair !== undefined ? sql`, (select key from cand order by at, key limit 1) as first_due` : sql``}`.execute(this.db);
+    // A due row was left for its lane (its lane full, or a younger row of a lane running fewer went
+    // first) when the oldest candidate is not among the rows taken: the cursor must not pass it. When
+    // it is, nothing older than the batch was left, whatever lanes the rows have.
+    const first = rows.rows[0] as Record<string, unknown> | undefined;
+    const skipped = fair !== undefined && first !== undefined && !rows.rows.some((r) => (r as Record<string, unknown>)[key] === first['first_due']);
+    for (const r of rows.rows) delete (r as Record<string, unknown>)['first_due'];
     // Oldest first, as they were chosen (an UPDATE returns its rows in no set order): launched in that order.
     return { rows: rows.rows.sort((a, b) => compareBy(a, b, orderBy, key)), skipped };
   }

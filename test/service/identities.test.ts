@@ -3,6 +3,7 @@ import type { Delivery } from '../../src/modules/deliveries/delivery.js';
 import { MemoryPlatform } from '../../src/platforms/memory/memory-platform.js';
 import { newRequestId } from '../support/herald.js';
 import { CHANNEL, GUILD, startServices, USER, type Services } from '../support/services.js';
+import { waitFor } from '../support/wait.js';
 
 const post = (content: string): Delivery => ({ request_id: newRequestId(), kind: 'post', target: { guild_id: GUILD, destination: 'alerts' }, body: { content } });
 
@@ -50,6 +51,23 @@ describe('deliveries as identities (service level, memory transport)', () => {
     expect(on(ops, 'ops original')).toHaveLength(1);
     expect(await s.deliver(edit('ops edits its own'), undefined, 'ops')).toMatchObject({ state: 'delivered' });
     expect(on(ops, 'ops edits its own')).toHaveLength(1);
+  });
+
+  it("one bot's twin never holds back another's: the same post from two identities, the first retrying after a 429", async () => {
+    // The default bot is rate limited for a minute (its own limit): its post waits, pending.
+    s.memory.inject({ op: 'send', failure: { kind: 'transient', retryAfterMs: 60_000, detail: '429' }, times: 1 });
+    const first = post('deploy done');
+    await s.deliveries.accept(first);
+    s.worker.wake();
+    await waitFor(async () => {
+      const row = await s.store.db.selectFrom('deliveries').select(['status', 'attempts']).where('request_id', '=', first.request_id).executeTakeFirst();
+      return row?.status === 'pending' && row.attempts === 1;
+    }, 'the default bot’s refused first attempt');
+    // The ops bot's identical post is its own message, by its own author: it goes now (the
+    // default bot's twin would have held it back for the minute).
+    expect(await s.deliver(post('deploy done'), undefined, 'ops')).toMatchObject({ state: 'delivered' });
+    expect(on(ops, 'deploy done')).toHaveLength(1);
+    expect((await s.deliveries.get(first.request_id))['state']).toBe('pending');
   });
 
   it('refuses a delivery for an identity this Herald is not configured with: nothing is sent', async () => {

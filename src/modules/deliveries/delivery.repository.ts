@@ -268,8 +268,9 @@ export async function findUnresolvedTwins(db: Db, requestId: string, from: Date,
         eb.and([eb('d.doubt_from', 'is not', null), eb('d.doubt_from', '<=', until), eb('d.doubt_until', '>=', from)]),
       ]),
     )
-    // The same body to the same target (so the same channel).
+    // The same body to the same target (so the same channel), as the same identity (the same author).
     .where(sql<boolean>`(d.body::text, d.target::text) = (select o.body::text, o.target::text from deliveries o where o.request_id = ${requestId})`)
+    .where(sql<boolean>`d.identity is not distinct from (select o.identity from deliveries o where o.request_id = ${requestId})`)
     .limit(20)
     .execute();
 }

@@ -4,7 +4,9 @@ import { RECONCILE_SKEW_MS } from './delivery.doubt.js';
 
 /**
  * Twins take turns. Twins are deliveries with the same target and the same body (`target::text`,
- * `body::text`: the same content to the same target, so the same channel), of any kind. Two twins in
+ * `body::text`: the same content to the same target, so the same channel), of any kind, sent as the
+ * same identity (another bot's message has another author, which the proof tells apart: one bot's
+ * twin never holds back another's). Two twins in
  * doubt together cannot be told apart by the channel's history (same author, same content, windows
  * that overlap): reconciliation had to answer `unknown` for them (delivery.reconcile.ts). So a twin
  * is never attempted while another could still be confused with it, and every proof stays decidable.
@@ -26,7 +28,8 @@ export const TWIN_DOUBT_CLEAR_MS = 2 * RECONCILE_SKEW_MS + 1_000;
 function twinOf(t: string, d: string): RawBuilder<boolean> {
   const [tt, dd] = [sql.table(t), sql.table(d)];
   return sql<boolean>`md5(${tt}.target::text || ${tt}.body::text) = md5(${dd}.target::text || ${dd}.body::text)
-    and ${tt}.request_id <> ${dd}.request_id and ${tt}.target::text = ${dd}.target::text and ${tt}.body::text = ${dd}.body::text`;
+    and ${tt}.request_id <> ${dd}.request_id and ${tt}.target::text = ${dd}.target::text and ${tt}.body::text = ${dd}.body::text
+    and ${tt}.identity is not distinct from ${dd}.identity`;
 }
 
 /**

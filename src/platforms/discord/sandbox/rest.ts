@@ -78,8 +78,9 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
         ctx.respond = false;
         return undefined;
       }
-      // An interaction callback counts against Herald's own bot (botOf), as its token names it.
-      if (!rateLimits.admit(ctx, path, botOf(ctx).id)) return undefined;
+      // Interaction callbacks are not bound to a bot's limits (Discord's rate limits page), and are
+      // made with no bot token: counting them against Herald's bot would let anyone use its budget.
+      if (!byInteractionToken && !rateLimits.admit(ctx, path, botOf(ctx).id)) return undefined;
       ctx.state['fault'] = fault;
       return await next();
     } finally {
