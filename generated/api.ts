@@ -1366,6 +1366,12 @@ export interface components {
             checks?: {
                 [key: string]: string;
             };
+            /** @description Each other identity's own checks (its gateway: `gateway`), by identity (the bots of `HERALD_DISCORD_IDENTITIES`). They do not change `status`: one bot's trouble (a token Discord revoked) takes no replica out of service for the others. */
+            identities?: {
+                [key: string]: {
+                    [key: string]: string;
+                };
+            };
             /** @description Connections only one replica holds at a time (`discord:gateway`, `irc:observer`), by name, `held` when this replica holds it, else `standby (held by <holder>)`. */
             singletons?: {
                 [key: string]: string;

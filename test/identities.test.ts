@@ -121,8 +121,8 @@ describe('two Discord bots, two agents, each speaking only as its own', { timeou
   it("holds each bot's gateway session under its own lease, says so in /readyz, and never logs a token", async () => {
     const ready = await waitFor(async () => {
       const r = await fetch(`${h.url}/readyz`);
-      const body = (await r.json()) as { checks?: Record<string, string>; singletons?: Record<string, string> };
-      return body.checks?.['gateway:ops'] === 'ok' && body.checks['gateway'] === 'ok' ? body : undefined;
+      const body = (await r.json()) as { checks?: Record<string, string>; identities?: Record<string, Record<string, string>>; singletons?: Record<string, string> };
+      return body.identities?.['ops']?.['gateway'] === 'ok' && body.checks?.['gateway'] === 'ok' ? body : undefined;
     }, 'both gateway sessions');
     expect(ready.singletons).toEqual({ 'discord:gateway': 'held', 'discord:gateway:ops': 'held' });
     expect(sandbox.gatewaySessions).toBe(2);
@@ -130,6 +130,28 @@ describe('two Discord bots, two agents, each speaking only as its own', { timeou
     expect(all).toContain('"identity":"ops"');
     expect(all).not.toContain(ops.token);
     expect(all).not.toContain(h.env['DISCORD_TOKEN'] ?? 'unset');
+  });
+
+  // Last: it revokes the ops bot's token for good.
+  it("stops only its own identity when a bot's token is revoked: the other bot delivers, and the replica stays ready", async () => {
+    sandbox.revokeBot(ops.token);
+    const readyz = await waitFor(async () => {
+      const r = await fetch(`${h.url}/readyz`);
+      const body = (await r.json()) as { status: string; identities?: Record<string, Record<string, string>> };
+      return body.identities?.['ops']?.['gateway'] !== 'ok' ? { status: r.status, body } : undefined;
+    }, "the ops bot's gateway to go");
+    expect(readyz.status).toBe(200);
+    expect(readyz.body.status).toBe('ok');
+    // The ops agent's post fails, and says why; nothing is sent as another bot.
+    const refused = newRequestId();
+    await h.bridge.post('/mcp/deliveries', post(refused, 'ops after revocation'), as('agent-ops'));
+    expect(await settled(refused, 'agent-ops')).toMatchObject({ state: 'failed', code: 'UPSTREAM_UNAVAILABLE' });
+    expect(sentBy('ops after revocation')).toEqual([]);
+    // The main agent's bot is untouched.
+    const fine = newRequestId();
+    await h.bridge.post('/mcp/deliveries', post(fine, 'main after revocation'), as('agent-main'));
+    expect(await settled(fine, 'agent-main')).toMatchObject({ state: 'delivered' });
+    expect(sentBy('main after revocation')).toEqual([sandbox.bot.id]);
   });
 });
 

@@ -70,6 +70,8 @@ export interface RunningPlatform {
   readonly identities?: ReadonlyMap<string, Platform>;
   /** Named checks of `/readyz`: 'ok' or what is wrong. */
   readiness(): Record<string, string>;
+  /** Each other identity's named checks, by identity: reported by `/readyz`, never its status. */
+  identityReadiness?(): Record<string, Record<string, string>>;
   /** Connect the platform's own surfaces (a gateway with slash commands), once the modules are up. */
   serve?(surfaces: Partial<Surfaces>): Promise<void>;
   close(): Promise<void>;

@@ -14,6 +14,7 @@ export function storableRunning(started: RunningPlatform): RunningPlatform {
     // Each identity's facets pass the same gate as the default's.
     ...(started.identities !== undefined ? { identities: new Map([...started.identities].map(([name, facets]) => [name, storableFacets(facets)])) } : {}),
     readiness: () => started.readiness(),
+    ...(started.identityReadiness !== undefined ? { identityReadiness: () => started.identityReadiness?.() ?? {} } : {}),
     ...(serve !== undefined ? { serve: (surfaces: Partial<Surfaces>) => serve(storableSurfaces(surfaces)) } : {}),
     close: () => started.close(),
   };

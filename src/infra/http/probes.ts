@@ -21,7 +21,7 @@ export type Readiness = () => Promise<Record<string, string>>;
  * connections only one replica holds: `held` here, or `standby (held by <holder>)`; `queues` names
  * each queue whose oldest due job has waited LATE_QUEUE_SECONDS or more, with its age.
  */
-export function probeOperations(readiness: Readiness, singletons: () => Record<string, string> = () => ({}), queueAges: QueueAges = async () => undefined): OperationHandlers {
+export function probeOperations(readiness: Readiness, singletons: () => Record<string, string> = () => ({}), queueAges: QueueAges = async () => undefined, identities: () => Record<string, Record<string, string>> = () => ({})): OperationHandlers {
   return () => ({
     getHealth: () => reply('getHealth', 200, { status: 'ok' }),
     getReadiness: async () => {
@@ -29,8 +29,11 @@ export function probeOperations(readiness: Readiness, singletons: () => Record<s
       const ok = Object.values(checks).every((v) => v === 'ok' || v.startsWith('standby'));
       const held = singletons();
       const late = Object.entries(ages ?? {}).filter(([, age]) => age >= LATE_QUEUE_SECONDS);
+      // Other identities' checks are said, and leave the status to this replica's own.
+      const others = identities();
       const body = {
         checks,
+        ...(Object.keys(others).length > 0 ? { identities: others } : {}),
         ...(Object.keys(held).length > 0 ? { singletons: held } : {}),
         ...(late.length > 0 ? { queues: Object.fromEntries(late.map(([queue, age]) => [queue, { oldest_due_age_seconds: Math.floor(age) }])) } : {}),
       };

@@ -68,7 +68,10 @@ export async function startDiscord(config: DiscordConfig, services: PlatformServ
   return {
     facets: main.facets,
     identities: new Map(others.map((o) => [o.name, o.bot.facets])),
-    readiness: () => Object.assign(main.readiness(), ...others.map((o) => o.bot.readiness())),
+    readiness: () => main.readiness(),
+    // Each other bot's gateway, under its own name: a bot whose token Discord revoked is reported,
+    // and leaves the replica ready for the others.
+    identityReadiness: () => Object.fromEntries(others.map((o) => [o.name, Object.fromEntries(Object.entries(o.bot.readiness()).map(([check, state]) => [check.replace(`:${o.name}`, ''), state]))])),
     async serve(surfaces) {
       await main.serve?.(surfaces);
       for (const o of others) await o.bot.serve?.({});

@@ -77,6 +77,15 @@ export class SandboxGateway {
     }
   }
 
+  /** Close every session of one bot with this close code (4004: its token is no longer valid). */
+  closeSessionsOf(botId: string, code: number, reason: string): void {
+    for (const session of this.sessions) {
+      if (session.botId !== botId) continue;
+      this.sessions.delete(session);
+      session.socket.close(code, reason);
+    }
+  }
+
   close(): void {
     for (const client of this.wss.clients) client.terminate();
     this.sessions.clear();

@@ -117,6 +117,17 @@ export class DiscordSandbox {
    * to hand off to the first). The same username returns the same bot. Ids are 111111111111111112,
    * …13, … in the order bots are added (Herald's own is 111111111111111111).
    */
+  /**
+   * Revoke a bot's token, as resetting it in Discord's developer portal does: its requests are
+   * answered 401 from now on, and its gateway sessions closed with 4004 (Authentication failed).
+   */
+  revokeBot(token: string): void {
+    const bot = this.botTokens.get(token);
+    if (bot === undefined) return;
+    this.botTokens.delete(token);
+    this.gateway?.closeSessionsOf(bot.id, 4004, 'Authentication failed.');
+  }
+
   addBot(username: string): { user: SandboxUser; token: string } {
     for (const [token, user] of this.botTokens) if (user.username === username) return { user, token };
     // A bot the saved world already has (an earlier start) keeps its id; a new one takes the next free id.
