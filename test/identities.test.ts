@@ -147,6 +147,15 @@ describe('two Discord bots, two agents, each speaking only as its own', { timeou
     await h.bridge.post('/mcp/deliveries', post(refused, 'ops after revocation'), as('agent-ops'));
     expect(await settled(refused, 'agent-ops')).toMatchObject({ state: 'failed', code: 'UPSTREAM_UNAVAILABLE' });
     expect(sentBy('ops after revocation')).toEqual([]);
+    // discord.js forgets a token Discord refused: the next posts fail at once too, not retried as
+    // if Discord were unreachable; /readyz says why.
+    const next = [newRequestId(), newRequestId()];
+    const started = Date.now();
+    for (const id of next) await h.bridge.post('/mcp/deliveries', post(id, `ops again ${id}`), as('agent-ops'));
+    for (const id of next) expect(await settled(id, 'agent-ops')).toMatchObject({ state: 'failed', code: 'UPSTREAM_UNAVAILABLE' });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    const after = (await (await fetch(`${h.url}/readyz`)).json()) as { status: string; identities?: Record<string, Record<string, string>> };
+    expect(after).toMatchObject({ status: 'ok', identities: { ops: { token: 'rejected by Discord (401)' } } });
     // The main agent's bot is untouched.
     const fine = newRequestId();
     await h.bridge.post('/mcp/deliveries', post(fine, 'main after revocation'), as('agent-main'));

@@ -33,6 +33,9 @@ export async function call<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** What discord.js throws for a request of a REST client whose token it wiped after a 401. */
+export const TOKEN_FORGOTTEN = /^Expected token to be set for this request, but none was present/;
+
 export function toTransportError(err: unknown): TransportError {
   if (err instanceof TransportError) return err;
   if (err instanceof RateLimitError) {
@@ -45,6 +48,10 @@ export function toTransportError(err: unknown): TransportError {
     if (err.code === CANNOT_MESSAGE_USER) return new TransportError({ kind: 'recipient_unreachable', detail });
     if (err.status === 404) return new TransportError({ kind: 'not_found', detail });
     return new TransportError({ kind: 'rejected', detail });
+  }
+  // discord.js forgot the token after Discord refused it (a 401 on an earlier request): nothing leaves.
+  if (err instanceof Error && TOKEN_FORGOTTEN.test(err.message)) {
+    return new TransportError({ kind: 'rejected', detail: 'discord rejected this bot token (401): nothing is sent as it until Herald restarts with a valid token' });
   }
   if (err instanceof HTTPError) {
     return new TransportError({ kind: 'transient', detail: `discord http ${err.status} on ${err.method.toUpperCase()} ${new URL(err.url).pathname}` });

@@ -89,6 +89,18 @@ export class DiscordPlatform implements Platform {
    */
   private readonly creates = new Map<string, { tries: number; deadline: SendDeadline | undefined }>();
 
+  /**
+   * Discord answered 401: the token is revoked or reset. discord.js forgets a token it saw refused,
+   * so this bot sends nothing more until Herald restarts with a valid one (each send then fails at
+   * once, TOKEN_FORGOTTEN); /readyz says so.
+   */
+  tokenRejected = false;
+
+  private seen<R extends { status: number }>(res: R): R {
+    if (res.status === 401) this.tokenRejected = true;
+    return res;
+  }
+
   constructor(options: DiscordTransportOptions) {
     this.files = { maxFileBytes: options.maxFileBytes ?? DISCORD_MAX_FILE_BYTES, maxFiles: DISCORD_MAX_FILES, maxRequestBytes: DISCORD_MAX_REQUEST_BYTES };
     this.rest = new REST({
@@ -109,9 +121,9 @@ export class DiscordPlatform implements Platform {
         }
         // Every request of a job leaves only while the job's lease (and an edit's lease) holds.
         beforeLeaving();
-        if (create === undefined) return measured(options.metrics, init.method ?? 'GET', () => DefaultRestOptions.makeRequest(url, init));
+        if (create === undefined) return this.seen(await measured(options.metrics, init.method ?? 'GET', () => DefaultRestOptions.makeRequest(url, init)));
         create.tries += 1;
-        const res = await measured(options.metrics, 'POST', () => DefaultRestOptions.makeRequest(url, init));
+        const res = this.seen(await measured(options.metrics, 'POST', () => DefaultRestOptions.makeRequest(url, init)));
         // Refused outright (a 4xx, a 429 included): Discord created nothing, and may be asked again.
         if (res.status >= 400 && res.status < 500) create.tries -= 1;
         return res;

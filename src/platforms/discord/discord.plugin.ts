@@ -192,9 +192,11 @@ function startBot(config: DiscordConfig, token: string, services: PlatformServic
   return {
     facets,
     readiness: (): Record<string, string> => {
-      if (!watchGateway) return {};
-      if (lease !== undefined && !lease.held()) return { [scoped('gateway')]: stateOf(lease) };
-      return { [scoped('gateway')]: gateway?.ready === true ? 'ok' : 'unavailable' };
+      // Only once Discord refused the token: the bot sends nothing until restarted with a valid one.
+      const token = rest.tokenRejected ? { [scoped('token')]: 'rejected by Discord (401)' } : {};
+      if (!watchGateway) return token;
+      if (lease !== undefined && !lease.held()) return { [scoped('gateway')]: stateOf(lease), ...token };
+      return { [scoped('gateway')]: gateway?.ready === true ? 'ok' : 'unavailable', ...token };
     },
     async serve(surfaces) {
       if (!watchGateway) return;
