@@ -71,7 +71,14 @@ export async function startDiscord(config: DiscordConfig, services: PlatformServ
     readiness: () => main.readiness(),
     // Each other bot's gateway, under its own name: a bot whose token Discord revoked is reported,
     // and leaves the replica ready for the others.
-    identityReadiness: () => Object.fromEntries(others.map((o) => [o.name, Object.fromEntries(Object.entries(o.bot.readiness()).map(([check, state]) => [check.replace(`:${o.name}`, ''), state]))])),
+    // (A bot with nothing to check, no gateway here and its token not refused, is left out.)
+    identityReadiness: () =>
+      Object.fromEntries(
+        others.flatMap((o) => {
+          const checks = Object.entries(o.bot.readiness()).map(([check, state]) => [check.replace(`:${o.name}`, ''), state] as const);
+          return checks.length > 0 ? [[o.name, Object.fromEntries(checks)]] : [];
+        }),
+      ),
     async serve(surfaces) {
       await main.serve?.(surfaces);
       for (const o of others) await o.bot.serve?.({});
