@@ -22,10 +22,10 @@ export interface WireStats {
   serverErrors: number;
 }
 
-export async function request(base: string, method: string, path: string, token: string, body?: unknown, timeoutMs = HTTP_TIMEOUT_MS): Promise<Reply> {
+export async function request(base: string, method: string, path: string, token: string, body?: unknown, timeoutMs = HTTP_TIMEOUT_MS, headers: Record<string, string> = {}): Promise<Reply> {
   const res = await fetch(`${base}${path}`, {
     method,
-    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    headers: { authorization: `Bearer ${token}`, ...headers, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     signal: AbortSignal.timeout(timeoutMs),
   });
@@ -60,12 +60,13 @@ export async function postWithFailover(
   note: (line: string) => void,
   why: string,
   rounds = 3,
+  headers: Record<string, string> = {},
 ): Promise<Reply | undefined> {
   for (let round = 0; round < rounds; round++) {
     for (const server of servers()) {
       let reply: Reply;
       try {
-        reply = await request(server, 'POST', path, token, body);
+        reply = await request(server, 'POST', path, token, body, HTTP_TIMEOUT_MS, headers);
       } catch (err) {
         stats.networkErrors += 1;
         note(`${why}: no answer (${errorName(err)})`);
@@ -84,12 +85,12 @@ export async function postWithFailover(
 }
 
 /** GET from the first of `servers` that answers other than a network error or a 5xx (each counted); undefined if none did. */
-export async function getFromAny(servers: readonly string[], path: string, token: string, stats: WireStats): Promise<Reply | undefined> {
+export async function getFromAny(servers: readonly string[], path: string, token: string, stats: WireStats, headers: Record<string, string> = {}): Promise<Reply | undefined> {
   for (const server of servers) {
     let reply: Reply;
     try {
       stats.gets += 1;
-      reply = await request(server, 'GET', path, token);
+      reply = await request(server, 'GET', path, token, undefined, HTTP_TIMEOUT_MS, headers);
     } catch {
       stats.networkErrors += 1;
       continue;

@@ -1,8 +1,9 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { DiscordSandbox, SANDBOX_IDS, type Fault, type SandboxMessage } from '../../src/platforms/discord/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_IDS, SANDBOX_MEMBER_IDS, type Fault, type SandboxMessage } from '../../src/platforms/discord/sandbox/sandbox.js';
+import { POLICY_CLIENT_HEADER } from '../../src/infra/http/policy.middleware.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { startPgCluster, type PgCluster } from '../support/pg-cluster.js';
 import { waitFor } from '../support/wait.js';
@@ -191,9 +192,12 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
     const { databaseUrl, dataDir } = await preparePhaseDatabase(c, phase);
     const bridgeToken = newToken();
     const adminToken = newToken();
+    // The default window's Herald is two Discord bots (docs/guides/identities.md): the odd-numbered
+    // connectors' agent is bound to the bot `ops`, so every message of theirs must come from it.
+    const ops = phase === 'default-window' ? await twoBots(sandbox, path.join(c.workDir, `${phase}-agents.yaml`)) : undefined;
     const env = heraldEnv(
       { sandbox, db: { databaseUrl, dataDir, drop: async () => undefined }, bridgeToken, adminToken },
-      { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...HERALD_TIMINGS, ...(heraldNonceWindowMs !== undefined ? { HERALD_NONCE_WINDOW_MS: String(heraldNonceWindowMs) } : {}) },
+      { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...HERALD_TIMINGS, ...(heraldNonceWindowMs !== undefined ? { HERALD_NONCE_WINDOW_MS: String(heraldNonceWindowMs) } : {}), ...ops?.env },
     );
 
     const specs = memberSpecs(c.processes, env);
@@ -215,7 +219,7 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
     // The chaos.
     const ledger = new Map<string, Tracked>();
     const stats = newStats();
-    const ctx = { phase, t0, bridgeToken, servers: () => f.serveUrls(), ledger, stats, log, maxFailedReposts: 2, ...(phase === 'default-window' ? { actions: REACTING_ACTIONS } : {}) };
+    const ctx = { phase, t0, bridgeToken, servers: () => f.serveUrls(), ledger, stats, log, maxFailedReposts: 2, ...(phase === 'default-window' ? { actions: REACTING_ACTIONS } : {}), ...(ops !== undefined ? { agentOf: ops.agentOf } : {}) };
     const connectors = Array.from({ length: c.connectors }, (_, i) => new Connector(i, rng.fork('connectors'), ctx));
     let acting = true;
     let following = true;
@@ -258,7 +262,8 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
       await f.stopAll();
       const messages: SandboxMessage[] = sandbox.allMessages().map((m) => ({ ...m }));
       const dmChannels = [...sandbox.channels.values()].filter((ch) => ch.type === 1 && ch.recipients?.some((u) => u.id === SANDBOX_IDS.user)).map((ch) => ch.id);
-      const finals = await readFromApiOnly(env, (url) => finalStates(url, bridgeToken, [...ledger.keys()]));
+      const agentOfId = (id: string) => ops?.agentOf(ledger.get(id)?.connector ?? 0) ?? {};
+      const finals = await readFromApiOnly(env, (url) => finalStates(url, bridgeToken, [...ledger.keys()], agentOfId));
       const rows = await deliveryRows(databaseUrl);
       const { counts, violations, undecided } = verify({
         tracked: [...ledger.values()],
@@ -271,6 +276,7 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
         staleRows,
         logsFor: (ids) => logLines(f, ids),
         gatewayLog: (fromMs, untilMs) => gatewayLines(f, t0, fromMs, untilMs),
+        ...(ops !== undefined ? { authorOf: (t: Tracked) => (t.connector % 2 === 1 ? ops.botId : sandbox.bot.id) } : {}),
       });
       const verifyMs = Date.now() - verifyStart;
       const sandboxRequests = countSandboxRequests(sandbox.requests);
@@ -286,7 +292,7 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
         timings: { setupMs, chaosMs, settleMs, verifyMs },
         config: { sandboxNonceWindowMs, heraldNonceWindowMs, env: { ...HERALD_TIMINGS, ...(heraldNonceWindowMs !== undefined ? { HERALD_NONCE_WINDOW_MS: String(heraldNonceWindowMs) } : {}) } },
         // Posts and DMs with files get their own lines (post-files, dm-files) beside reactions and deletes.
-        notes: [...kindLines([...ledger.values()].map((t) => ({ ...t, kind: t.attachments !== undefined ? `${t.kind}-files` : t.kind })), violations), ...takeoverNotes(handovers), ...(extras?.notes(handovers) ?? [])],
+        notes: [...kindLines([...ledger.values()].map((t) => ({ ...t, kind: t.attachments !== undefined ? `${t.kind}-files` : t.kind })), violations), ...takeoverNotes(handovers), ...(extras?.notes(handovers) ?? []), ...(ops !== undefined ? [identitiesNote([...ledger.values()], messages, ops.botId)] : [])],
       };
       log(`verdict: ${result.violationCount === 0 ? 'no violations' : `${result.violationCount} VIOLATIONS`}`);
       return result;
@@ -452,8 +458,31 @@ async function mapDestination(fleet: Fleet, adminToken: string, destination: str
 }
 
 /** GET every delivery from an API-only Herald (no dispatcher: nothing changes while we look). */
-export async function finalStates(url: string, token: string, ids: string[]): Promise<Map<string, FinalState>> {
-  return readFinals(url, token, ids, (id) => `/mcp/deliveries/${id}`, (body) => ({ status: 200, state: body as StateJson }));
+/** How many deliveries each agent made, and how many of the messages came from the ops bot: the line the report shows. */
+function identitiesNote(tracked: readonly Tracked[], messages: readonly SandboxMessage[], opsBotId: string): string {
+  const byOps = tracked.filter((t) => t.connector % 2 === 1).length;
+  const fromOps = messages.filter((m) => m.author.id === opsBotId).length;
+  return `identities: ${byOps} deliveries by the agent bound to ops (odd connectors), ${tracked.length - byOps} by the others; ${fromOps} of ${messages.length} messages from the ops bot; each checked against its agent's bot (misattributed otherwise)`;
+}
+
+/**
+ * A second bot for the phase's Herald (`ops`, HERALD_DISCORD_IDENTITIES, a member of the guild as
+ * Herald's bot is) and the policy binding the odd-numbered connectors' agent to it: its settings, the
+ * bot's user id, and the headers each connector's requests name its agent with.
+ */
+async function twoBots(sandbox: DiscordSandbox, policyFile: string): Promise<{ env: Record<string, string>; botId: string; agentOf: (connector: number) => Record<string, string> }> {
+  const bot = sandbox.addBot('herald-ops');
+  sandbox.people.setMember(SANDBOX_IDS.guild, bot.user.id, [SANDBOX_MEMBER_IDS.heraldRole]);
+  await writeFile(policyFile, 'clients:\n  agent-ops: { identity: ops }\n');
+  return {
+    env: { HERALD_DISCORD_IDENTITIES: 'ops=env:CHAOS_OPS_BOT_TOKEN', CHAOS_OPS_BOT_TOKEN: bot.token, HERALD_POLICY: policyFile },
+    botId: bot.user.id,
+    agentOf: (connector) => (connector % 2 === 1 ? { [POLICY_CLIENT_HEADER]: 'agent-ops' } : {}),
+  };
+}
+
+export async function finalStates(url: string, token: string, ids: string[], headersOf?: (id: string) => Record<string, string>): Promise<Map<string, FinalState>> {
+  return readFinals(url, token, ids, (id) => `/mcp/deliveries/${id}`, (body) => ({ status: 200, state: body as StateJson }), headersOf);
 }
 
 export async function deliveryRows(databaseUrl: string): Promise<Map<string, Record<string, unknown>>> {

@@ -108,6 +108,8 @@ export interface ConnectorContext {
   actions?: readonly (readonly [Action, number])[];
   /** The pause between two actions, ms (default 150..700). */
   pauseMs?: readonly [number, number];
+  /** The headers naming who a connector's agent is (the policy binds it to an identity); none: the connector itself. */
+  agentOf?: (connector: number) => Record<string, string>;
 }
 
 export type Action = 'post' | 'group' | 'dm' | 'edit' | 'blind-repost' | 'unmapped' | 'react' | 'file-post' | 'file-dm' | 'delete';
@@ -334,6 +336,10 @@ export class Connector {
     return { kind: 'post', target: { guild_id: SANDBOX_IDS.guild, destination }, body };
   }
 
+  private agent(): Record<string, string> {
+    return this.ctx.agentOf?.(this.id) ?? {};
+  }
+
   private track(kind: Kind, payload: Record<string, unknown>, extra: Partial<Tracked>): Tracked {
     const requestId = this.plan.hex(64);
     const body = (payload['body'] ?? {}) as { content?: string; emoji?: string };
@@ -383,7 +389,7 @@ export class Connector {
         try {
           res = await fetch(`${server}/mcp/files?filename=${encodeURIComponent(filename)}`, {
             method: 'POST',
-            headers: { authorization: `Bearer ${this.ctx.bridgeToken}`, 'content-type': 'application/octet-stream' },
+            headers: { authorization: `Bearer ${this.ctx.bridgeToken}`, ...this.agent(), 'content-type': 'application/octet-stream' },
             body: bytes,
             signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
           });
@@ -426,7 +432,7 @@ export class Connector {
     t.posts += 1;
     this.ctx.stats.posts += 1;
     if (t.accepted) this.ctx.stats.reposts += 1;
-    const reply = await postWithFailover(() => this.servers(), '/mcp/deliveries', this.ctx.bridgeToken, t.payload, this.ctx.stats, (line) => this.note(t, line), why);
+    const reply = await postWithFailover(() => this.servers(), '/mcp/deliveries', this.ctx.bridgeToken, t.payload, this.ctx.stats, (line) => this.note(t, line), why, 3, this.agent());
     if (reply === undefined) return false;
     if (reply.status === 202) {
       const answer = reply.json as { state: StateJson; existing: boolean };
@@ -467,7 +473,7 @@ export class Connector {
   private async check(t: Tracked): Promise<void> {
     // Only a 202 seen before this GET was sent makes a 404 mean the bridge forgot it.
     const acceptedBefore = t.accepted;
-    const reply = await getFromAny(this.servers(), `/mcp/deliveries/${t.requestId}`, this.ctx.bridgeToken, this.ctx.stats);
+    const reply = await getFromAny(this.servers(), `/mcp/deliveries/${t.requestId}`, this.ctx.bridgeToken, this.ctx.stats, this.agent());
     if (reply === undefined) return;
     if (reply.status === 404) {
       if (acceptedBefore && t.vanished === undefined) t.vanished = 'GET answered 404 unknown request_id after a 202';

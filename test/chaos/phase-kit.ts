@@ -135,13 +135,13 @@ export async function readFromApiOnly<T>(env: Env, read: (url: string) => Promis
 export type FinalRead<T> = T | { status: 404 } | { status: 'error'; detail: string };
 
 /** GETs `pathOf(id)` for every id, 16 at a time; `found` makes the entry of a 200 from its body. */
-export async function readFinals<T>(url: string, token: string, ids: readonly string[], pathOf: (id: string) => string, found: (body: unknown) => T): Promise<Map<string, FinalRead<T>>> {
+export async function readFinals<T>(url: string, token: string, ids: readonly string[], pathOf: (id: string) => string, found: (body: unknown) => T, headersOf: (id: string) => Record<string, string> = () => ({})): Promise<Map<string, FinalRead<T>>> {
   const out = new Map<string, FinalRead<T>>();
   for (let i = 0; i < ids.length; i += 16) {
     await Promise.all(
       ids.slice(i, i + 16).map(async (id) => {
         try {
-          const res = await fetch(`${url}${pathOf(id)}`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) });
+          const res = await fetch(`${url}${pathOf(id)}`, { headers: { authorization: `Bearer ${token}`, ...headersOf(id) }, signal: AbortSignal.timeout(10_000) });
           const text = await res.text();
           if (res.status === 200) out.set(id, found(JSON.parse(text)));
           else if (res.status === 404) out.set(id, { status: 404 });

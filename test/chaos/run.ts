@@ -20,7 +20,8 @@ const USAGE = `usage: npm run chaos -- [--seed N] [--duration S] [--processes N]
   --settle S      at most this long to settle after the chaos, per phase (default 40)
   --phase NAME    run only this phase (repeatable; default all). default-window and
                   short-window: posts, DMs and edits on Discord under two nonce windows
-                  (default-window also files, reactions and deletes);
+                  (default-window also files, reactions and deletes, and two bots:
+                  each message from its agent's);
                   slack: posts to channels of a Slack sandbox, with Slack's faults;
                   discord-chat: chat lines and command replies on Discord;
                   irc-chat: chat lines on a throwaway InspIRCd, itself killed too;

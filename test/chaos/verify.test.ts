@@ -114,3 +114,22 @@ describe('chaos verdict: stale writes, out-of-order edits, unknown twins', () =>
     expect(r.violations.find((v) => v.kind === 'unknown-twin')?.requestIds).toEqual([twinB.requestId]);
   });
 });
+
+/** The default window's two bots: a message must come from the bot its agent is bound to. */
+describe('chaos verdict: identities', () => {
+  const opsPost: Tracked = { ...base, connector: 1, requestId: '9'.repeat(64), kind: 'post', content: 'from ops', destination: 'alerts' };
+  const finalsOps = new Map<string, FinalState>([[opsPost.requestId, { status: 200, state: { state: 'delivered', kind: 'post', url: url('900') } }]]);
+  const from = (author: string): SandboxMessage => ({ ...message('900', opsPost), author: { id: author } }) as unknown as SandboxMessage;
+  const judge = (m: SandboxMessage) =>
+    verify({ tracked: [opsPost], finals: finalsOps, messages: [m], channels: { alerts: channel }, dmChannels: [], rows: new Map(), logsFor: () => [], authorOf: (t) => (t.connector % 2 === 1 ? 'ops-bot' : 'bot') });
+
+  it('passes a message from its agent’s bot', () => {
+    expect(judge(from('ops-bot')).violations).toEqual([]);
+  });
+
+  it('flags a message sent as another bot than its agent’s', () => {
+    const { violations, counts } = judge(from('bot'));
+    expect(counts.misattributed).toBe(1);
+    expect(violations.some((v) => v.kind === 'misattributed' && /sent as bot bot, not as its agent's ops-bot/.test(v.detail))).toBe(true);
+  });
+});

@@ -142,6 +142,8 @@ export interface VerifyInput {
    * can be told apart, so every violation shows it.
    */
   gatewayLog?(fromMs: number, untilMs: number): string[];
+  /** The bot a delivery must be sent as (its agent's identity's), by user id; undefined: not checked. */
+  authorOf?(t: Tracked): string | undefined;
 }
 
 export function violationTotal(c: PhaseCounts): number {
@@ -281,6 +283,8 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
     for (const m of own) {
       const wrongPlace = t.kind === 'post' ? m.channel_id !== expectedChannel : !dmChannels.has(m.channel_id);
       if (wrongPlace) flag('misattributed', [t.requestId], `its message ${m.id} is in channel ${m.channel_id}, not the target's`, [m]);
+      const author = input.authorOf?.(t);
+      if (author !== undefined && m.author.id !== author) flag('misattributed', [t.requestId], `its message ${m.id} was sent as bot ${m.author.id}, not as its agent's ${author}`, [m]);
     }
     if (state?.state === 'failed' && own.length > 0) flag('failed-but-sent', [t.requestId], `reported failed ${state.code ?? ''} but ${own.length} message(s) carry its nonce`.replace('  ', ' '), own);
     if (state?.state !== 'delivered') continue;
