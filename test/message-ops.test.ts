@@ -112,6 +112,18 @@ describe('deletes and reactions', () => {
     expect(h.sandbox.findMessage(channelId, messageId)?.reactions).toEqual([{ emoji: 'party:123456789012345678', users: [h.sandbox.bot.id] }]);
   });
 
+  it('a reaction in doubt on a message since gone fails NOT_FOUND, not unknown for ever', async () => {
+    // The chaos campaign met it: a reaction whose answer was lost, then its message deleted; the
+    // retry's 404 came after a call that may have acted, and every re-drive and re-POST ended unknown.
+    const { ref } = await posted();
+    // Every try of the first attempt answered 500 (it may have acted: in doubt), then the message is gone.
+    h.sandbox.inject({ method: 'PUT', path: '/reactions/', action: 'error', status: 500, times: 3 });
+    h.sandbox.inject({ method: 'PUT', path: '/reactions/', action: 'error', status: 404, code: 10008, times: 1 });
+    const id = newRequestId();
+    await h.bridge.post('/mcp/deliveries', react(id, { message_ref: ref }, '🎉'));
+    expect(await h.waitForState(id, 'failed')).toMatchObject({ code: 'NOT_FOUND' });
+  });
+
   it('reacts in the DM with a registered user by user_id and message_id', async () => {
     const dm = newRequestId();
     await h.bridge.post('/mcp/deliveries', { request_id: dm, kind: 'dm', target: { user_id: IDS.user }, body: { content: `dm ${dm}` } });

@@ -301,6 +301,9 @@ export class DeliveryJobs {
     const outcome = await (at.row.kind === 'delete' ? deliverDelete(context, at.row.target as DeleteTarget) : deliverReaction(context, at.row.target as ReactionTarget, at.row.body));
     // Refused before the platform call (the message is not Herald's, or not here): it acted nowhere.
     if (outcome.status === 'failed' && at.creatingIn === undefined) at.nowhere = true;
+    // A reaction on a message that is gone: a reaction an earlier attempt may have added went with
+    // it, so nothing is in doubt (kept, every re-drive and re-POST would end `unknown`, for ever).
+    if (at.row.kind === 'reaction' && outcome.status === 'failed' && outcome.failure_code === 'NOT_FOUND') at.doubt = undefined;
     return outcome;
   }
 
