@@ -131,11 +131,6 @@ export async function resetToPending(db: Db, requestId: string, now: Date): Prom
 }
 
 /**
- * The deliveries queue: due are pending deliveries whose time has come, and in-flight ones whose
- * lease expired (their dispatcher died: they read as `unknown` until re-driven). A claim records
- * when the attempt started and widens the doubt of an abandoned attempt; so does a release.
- */
-/**
  * What gives a delivery a lane (src/outbox/lanes.ts): what paces its sends together.
  * - A chat send on a platform that paces each sender's lines on a connection of its own (IRC)
  *   waits for that sender's other sends: its lane is the platform and the sender (as the
@@ -150,6 +145,11 @@ export interface DeliveryLanes {
   readonly byIdentity: boolean;
 }
 
+/**
+ * The deliveries queue: due are pending deliveries whose time has come, and in-flight ones whose
+ * lease expired (their dispatcher died: they read as `unknown` until re-driven). A claim records
+ * when the attempt started and widens the doubt of an abandoned attempt; so does a release.
+ */
 function deliveriesTable(db: Db, lanes: DeliveryLanes = { pacedBySender: [], byIdentity: false }): LeasedTable<DeliveryRow> {
   // Read with jsonText: a claim must not fail on one row's json (src/outbox/leased-table.ts).
   const bySender = lanes.pacedBySender.length > 0 ? sql`when kind = 'chat' and ${jsonText('target', 'transport')} in (${sql.join(lanes.pacedBySender)}) then ${jsonText('target', 'transport')} || ' ' || lower(${jsonText('target', 'sender')})` : undefined;
