@@ -96,8 +96,9 @@ export class DiscordPlatform implements Platform {
    */
   tokenRejected = false;
 
-  private seen<R extends { status: number }>(res: R): R {
-    if (res.status === 401) this.tokenRejected = true;
+  /** A 401 to a request made with the bot token (an interaction callback carries none: its 401 says nothing of the token). */
+  private seen<R extends { status: number }>(init: { headers?: unknown }, res: R): R {
+    if (res.status === 401 && new Headers(init.headers as ConstructorParameters<typeof Headers>[0]).has('authorization')) this.tokenRejected = true;
     return res;
   }
 
@@ -121,9 +122,9 @@ export class DiscordPlatform implements Platform {
         }
         // Every request of a job leaves only while the job's lease (and an edit's lease) holds.
         beforeLeaving();
-        if (create === undefined) return this.seen(await measured(options.metrics, init.method ?? 'GET', () => DefaultRestOptions.makeRequest(url, init)));
+        if (create === undefined) return this.seen(init, await measured(options.metrics, init.method ?? 'GET', () => DefaultRestOptions.makeRequest(url, init)));
         create.tries += 1;
-        const res = this.seen(await measured(options.metrics, 'POST', () => DefaultRestOptions.makeRequest(url, init)));
+        const res = this.seen(init, await measured(options.metrics, 'POST', () => DefaultRestOptions.makeRequest(url, init)));
         // Refused outright (a 4xx, a 429 included): Discord created nothing, and may be asked again.
         if (res.status >= 400 && res.status < 500) create.tries -= 1;
         return res;
