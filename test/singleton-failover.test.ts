@@ -65,6 +65,9 @@ describe.skipIf(!onPostgres)('the Discord gateway session across two replicas', 
     // A command after the takeover: one session, one answer.
     expect(sandbox.gatewaySessions).toBe(1);
     expect(await list()).toBe('No destinations are mapped in this server yet. Use `/destinations set`.');
+    // Ready once the session's connection finished (its slash commands registered again): the
+    // sandbox still lists the first replica's commands, and a command can be answered a moment before.
+    await waitFor(async () => (await readyz(second)).body.checks?.['gateway'] === 'ok', 'the second replica ready', 10_000);
     expect((await readyz(second)).body).toMatchObject({ status: 'ok', checks: { gateway: 'ok' } });
 
     // The nonce ledger follows the session: the new holder records what its sends created.
