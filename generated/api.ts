@@ -68,7 +68,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Registered users a DM may go to, oldest registration first (at most 100). */
+        /**
+         * Registered users a DM may go to, oldest registration first (at most 100).
+         * @description The people registered with the bot the caller speaks as (`/agent register` on that bot; the
+         *     operator's policy binds each agent to its bot): a person registered with another bot only is
+         *     not listed, and a DM to them fails `RECIPIENT_UNREACHABLE`.
+         */
         get: operations["listRecipients"];
         put?: never;
         post?: never;
@@ -92,6 +97,8 @@ export interface paths {
          * @description The pairing is kept in Herald's store for the caller (the connector, or the OAuth client
          *     `herald mcp` names in `x-herald-policy-client`), replacing its earlier one: `GET /mcp/pairing`
          *     answers it, and `herald mcp`'s `send_dm` DMs that user, whichever way the code was redeemed.
+         *     Only a code `/agent pair` gave on the bot the caller speaks as: another bot's code answers
+         *     404, and stays unused.
          */
         post: operations["redeemPairingCode"];
         delete?: never;
@@ -130,7 +137,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The user's current generation; it changes only across unregister-then-register. */
+        /**
+         * The user's current generation; it changes only across unregister-then-register.
+         * @description Their registration with the bot the caller speaks as: a person registered with another bot
+         *     only is `404`.
+         */
         get: operations["getRegistration"];
         put?: never;
         post?: never;

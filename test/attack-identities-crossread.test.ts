@@ -110,6 +110,9 @@ describe('attack: identities across bots', { timeout: 180_000 }, () => {
   it('held: an ops-bound DM goes out from the ops bot, a default-bound one from Herald’s own; neither may delete the other’s', async () => {
     await waitFor(async () => ((await (await fetch(`${h.url}/readyz`)).json()) as { checks?: Record<string, string> }).checks?.['gateway'] === 'ok' || undefined, 'the default gateway');
     await sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register' });
+    // Registered with each bot, on that bot: a registration with one reaches only that bot's agents.
+    await waitFor(() => sandbox.commandsOf(ops.id).length > 0 || undefined, 'the ops bot’s /agent');
+    await sandbox.invoke({ userId: IDS.user, guildId: IDS.guild, command: 'agent', subcommand: 'register', botId: ops.id });
     const dm = (id: string, content: string) => ({ request_id: id, kind: 'dm', target: { user_id: IDS.user }, body: { content } });
     const fromOps = newRequestId();
     const fromMain = newRequestId();

@@ -50,6 +50,11 @@ export interface Command<Deps> {
   readonly aliases?: readonly string[];
   /** Never listed or run over MCP (still a slash command). */
   readonly hidden?: boolean;
+  /**
+   * Registered on every bot of a platform where Herald is several (src/infra/policy/identity.ts),
+   * not only on the default one; its invocations say which bot (`CommandInvocation.identity`).
+   */
+  readonly everyBot?: boolean;
   readonly preconditions: readonly Precondition[];
   /** By subcommand name; a command without subcommands uses the key ''. */
   readonly subcommands: Readonly<Record<string, SubcommandEntry>>;

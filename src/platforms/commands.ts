@@ -21,6 +21,11 @@ export interface CommandInvocation {
   readonly canManageGuild: boolean;
   /** The platform it came through (a person registered there gets their DMs there); absent: the home one. */
   readonly platform?: string;
+  /**
+   * The bot it was invoked on (src/infra/policy/identity.ts), where Herald is several bots: a person
+   * registers with, pairs with and unregisters from that bot. Absent: the default bot.
+   */
+  readonly identity?: string;
 }
 
 /** Someone invoking a command in a channel, as the platform knows them (never a caller's word). */

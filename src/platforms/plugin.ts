@@ -55,6 +55,12 @@ export interface PlatformServices {
 export interface CommandSurface {
   readonly definitions: readonly CommandDefinition[];
   readonly run: CommandHandler;
+  /**
+   * The commands each of a platform's other bots (identities) registers too, where Herald is several
+   * bots: `/agent`, since a person registers with each bot that may reach them. The platform gives
+   * each invocation the bot's identity. The rest are the default bot's. Absent: none.
+   */
+  readonly everyBot?: Omit<CommandSurface, 'everyBot'>;
 }
 
 /** What the modules offer a platform's own surfaces once they are all up. */

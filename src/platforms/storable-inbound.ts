@@ -23,7 +23,15 @@ export function storableRunning(started: RunningPlatform): RunningPlatform {
 function storableSurfaces(surfaces: Partial<Surfaces>): Partial<Surfaces> {
   const commands = surfaces.commands;
   if (commands === undefined) return surfaces;
-  return { ...surfaces, commands: { definitions: commands.definitions, run: (invocation) => commands.run(storableInvocation(invocation)) } };
+  const everyBot = commands.everyBot;
+  return {
+    ...surfaces,
+    commands: {
+      definitions: commands.definitions,
+      run: (invocation) => commands.run(storableInvocation(invocation)),
+      ...(everyBot !== undefined ? { everyBot: { definitions: everyBot.definitions, run: (invocation: CommandInvocation) => everyBot.run(storableInvocation(invocation)) } } : {}),
+    },
+  };
 }
 
 /** A command invocation with every text a person chose (their names, the options) made storable. */
@@ -40,6 +48,7 @@ export function storableInvocation(invocation: CommandInvocation): CommandInvoca
     },
     canManageGuild: invocation.canManageGuild,
     ...(invocation.platform !== undefined ? { platform: invocation.platform } : {}),
+    ...(invocation.identity !== undefined ? { identity: invocation.identity } : {}),
   };
 }
 

@@ -212,6 +212,13 @@ async function runPhase(c: PhaseContext, phase: 'default-window' | 'short-window
     await waitFor(() => sandbox.commands.length > 0 && sandbox.gatewaySessions > 0, 'the gateway session and slash commands', 60_000);
     const registered = await sandbox.invoke({ userId: SANDBOX_IDS.user, guildId: SANDBOX_IDS.guild, command: 'agent', subcommand: 'register' });
     if (!/Registered|Already registered/.test(registered.data?.content ?? '')) throw new Error(`/agent register answered ${JSON.stringify(registered)}`);
+    // With two bots, the user registers with the ops bot too (on it): its agent's DMs reach only people registered with it.
+    if (ops !== undefined) {
+      const opsId = ops.botId;
+      await waitFor(() => sandbox.commandsOf(opsId).length > 0, 'the ops bot’s /agent (its gateway session up)', 60_000);
+      const withOps = await sandbox.invoke({ userId: SANDBOX_IDS.user, guildId: SANDBOX_IDS.guild, command: 'agent', subcommand: 'register', botId: opsId });
+      if (!/Registered|Already registered/.test(withOps.data?.content ?? '')) throw new Error(`/agent register on the ops bot answered ${JSON.stringify(withOps)}`);
+    }
     for (const [destination, channelId] of Object.entries(POSTABLE_CHANNELS)) await mapDestination(f, adminToken, destination, channelId);
     const setupMs = Date.now() - t0;
     log(`ready in ${(setupMs / 1000).toFixed(1)}s: user registered, alerts/deals/digest mapped (ops left unmapped on purpose)`);

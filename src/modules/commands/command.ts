@@ -26,7 +26,8 @@ export function subcommandOptions(definition: RESTPostAPIChatInputApplicationCom
 
 /** How the router learns facts a precondition needs that the invocation does not carry. */
 export interface PreconditionFacts {
-  isRegistered(userId: string): Promise<boolean>;
+  /** Whether the user is registered with `identity`'s bot (absent: the default one), the bot invoked. */
+  isRegistered(userId: string, identity?: string): Promise<boolean>;
   /**
    * Whether Herald can view, send and embed in a guild channel, from its own roles and the
    * channel's overwrites; undefined when the guild has no such channel (the command says why).
@@ -68,7 +69,7 @@ export class CommandRouter<Deps> {
       else if (p === 'bot_can_post') {
         const channelId = invocation.option('channel') ?? invocation.channelId;
         holds = invocation.guildId !== null && channelId !== null && (await this.facts.botCanPost(invocation.guildId, channelId)) !== false;
-      } else holds = await this.facts.isRegistered(invocation.user.id);
+      } else holds = await this.facts.isRegistered(invocation.user.id, invocation.identity);
       if (!holds) return { precondition: p, reason: command.refusals?.[p] ?? REFUSALS[p] };
     }
     return undefined;

@@ -23,10 +23,21 @@ export async function startCommands({ settings, db: tables, clock, log, transpor
   const postReply: ReplyPoster = async (requestId, guildId, channelId, content) =>
     void (await deliveries.enqueueReply({ request_id: requestId, kind: 'reply', target: { guild_id: guildId, channel_id: channelId }, body: { content } }));
   const commands = new CommandService(router, invokers, db, clock, settings, log, postReply);
+  const everyBot = router.commands.filter((c) => c.everyBot === true);
   return {
     gives: { commands, router },
     operations: [commandOperations(commands as CommandService<unknown>, log)],
     prune: [{ what: 'command runs', run: (now) => pruneCommandRuns(db, now) }],
-    surfaces: { commands: { definitions: router.commands.map((c) => c.definition), run: (invocation) => router.run(invocation) } },
+    surfaces: {
+      commands: {
+        definitions: router.commands.map((c) => c.definition),
+        run: (invocation) => router.run(invocation),
+        // The other bots answer only their own commands: anything else is unknown there.
+        everyBot: {
+          definitions: everyBot.map((c) => c.definition),
+          run: (invocation) => (everyBot.some((c) => c.definition.name === invocation.name) ? router.run(invocation) : Promise.resolve(`Unknown command /${invocation.name}.`)),
+        },
+      },
+    },
   };
 }

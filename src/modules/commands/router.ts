@@ -15,8 +15,8 @@ export function commandRouter(
 ): CommandRouter<undefined> {
   return new CommandRouter(commands, undefined, {
     botCanPost,
-    isRegistered: (userId) =>
-      identity.registration(userId).then(
+    isRegistered: (userId, speaksAs) =>
+      identity.registration(userId, speaksAs).then(
         () => true,
         (err: unknown) => {
           if (err instanceof NotFoundError) return false;

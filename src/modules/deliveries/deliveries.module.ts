@@ -67,8 +67,8 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
   };
   const ports: DeliveryPorts = {
     resolveDestination: (guildId, destination) => asked('resolveDestination')(guildId, destination),
-    isRegistered: (userId) => asked('isRegistered')(userId),
-    registeredOn: (userId) => asked('registeredOn')(userId),
+    isRegistered: (userId, identity) => asked('isRegistered')(userId, identity),
+    registeredOn: (userId, identity) => asked('registeredOn')(userId, identity),
     // Files out: present only once the files module answers (otherwise attachments are refused).
     checkAttachments: (attachments, limits) => (answers.checkAttachments ?? refuseAttachments)(attachments, limits),
     attachmentBytes: async (attachments) => answers.attachmentBytes?.(attachments),
@@ -87,7 +87,7 @@ export async function startDeliveries({ config, store, db: tables, clock, log, t
       answer: (given) => void Object.assign(answers, given),
       sentByHerald: (messageIds) => heraldMessages(db, messageIds),
     },
-    operations: [deliveryOperations(deliveries, capabilities, metrics, platforms, (delivery) => checkDeliveryAttachments(delivery, transports, ports), (koa) => identityOf(koa, policy)), deliveryAdminOperations(deliveries, transports.all, { ...(site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {}), speaker: (koa) => identityOf(koa, policy) }), agentRecordOperations(new AgentRecordsStore(db, clock))],
+    operations: [deliveryOperations(deliveries, capabilities, metrics, platforms, (delivery, identity) => checkDeliveryAttachments(delivery, identity, transports, ports), (koa) => identityOf(koa, policy)), deliveryAdminOperations(deliveries, transports.all, { ...(site.messageLinkBase !== undefined ? { messageLinkBase: site.messageLinkBase } : {}), speaker: (koa) => identityOf(koa, policy) }), agentRecordOperations(new AgentRecordsStore(db, clock))],
     jobs: [{ queue, kinds: jobs.kinds(), prune: true, report: true, listen: true }],
   };
 }

@@ -9,9 +9,10 @@ export const FILES_UNSUPPORTED = 'body.attachments cannot be sent on this platfo
 /**
  * Check a post's or DM's attachments before anything is queued, against the limits of the
  * platform it will go to (a post: the one its destination maps to now; a DM: the one its
- * recipient registered on; else home). A request without attachments is not looked at.
+ * recipient registered on with the caller's bot, `identity`; else home). A request without
+ * attachments is not looked at.
  */
-export async function checkDeliveryAttachments(delivery: Delivery, transports: Platforms, ports: Partial<DeliveryPorts & AttachmentPorts>): Promise<void> {
+export async function checkDeliveryAttachments(delivery: Delivery, identity: string, transports: Platforms, ports: Partial<DeliveryPorts & AttachmentPorts>): Promise<void> {
   const attachments = delivery.body.attachments;
   if (attachments === undefined || attachments.length === 0) return;
   const check = ports.checkAttachments;
@@ -21,7 +22,7 @@ export async function checkDeliveryAttachments(delivery: Delivery, transports: P
     const address = await ports.resolveDestination(delivery.target.guild_id, delivery.target.destination);
     if (address !== undefined) transport = transports.get(address.transport);
   } else if (delivery.kind === 'dm' && ports.registeredOn !== undefined) {
-    const name = await ports.registeredOn(delivery.target.user_id);
+    const name = await ports.registeredOn(delivery.target.user_id, identity);
     if (name !== null) transport = transports.get(name);
   }
   await check(attachments, transport?.files);

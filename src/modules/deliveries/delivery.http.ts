@@ -21,7 +21,7 @@ export function deliveryOperations(
   capabilities: KindSupport,
   metrics?: DeliveryMetrics,
   platforms: readonly PlatformCapabilities[] = [],
-  checkAttachments?: (delivery: Delivery) => Promise<void>,
+  checkAttachments?: (delivery: Delivery, identity: string) => Promise<void>,
   speaker: (koa: KoaContext | undefined) => string = () => DEFAULT_IDENTITY,
 ): OperationHandlers {
   return (kit) => {
@@ -40,7 +40,7 @@ export function deliveryOperations(
       createDelivery: async (_c, body, koa) => {
         const delivery = validator.validate(body);
         // Files out: every attached file stored and within the platform's limits, before anything is queued.
-        if (delivery.body.attachments !== undefined) await checkAttachments?.(delivery);
+        if (delivery.body.attachments !== undefined) await checkAttachments?.(delivery, speaker(koa));
         const accepted = await deliveries.accept(delivery, speaker(koa));
         if (!accepted.existing) {
           metrics?.accept(delivery.kind);

@@ -13,7 +13,8 @@ import type { DeliveriesDb } from './delivery.table.js';
 import { deliveryNonce, type DeleteTarget, type DmTarget, type EditTarget, type ReactionTarget } from './delivery.js';
 import { deletedByHerald, findDelivery, findRecentOfKind, finishAttempt, POSTING_KINDS, recordAppliedSeq, recordSentMessage } from './delivery.repository.js';
 import { reconcile, RECONCILE_SETTLE_MS, TWIN_WAIT_MS, type Doubt } from './delivery.reconcile.js';
-import { DESTINATION_UNMAPPED, dmKind, postKind } from './delivery.kinds.js';
+import { DESTINATION_UNMAPPED, dmKind, notRegisteredWith, postKind } from './delivery.kinds.js';
+import { DEFAULT_IDENTITY } from '../../infra/policy/identity.js';
 import { facet, type DeliveryPorts, type SelfSendingKind, type SendKind } from './send-kind.js';
 import { deliverDelete, deliverReaction, isOwnMessage, type MessageOpContext } from './delivery.message-ops.js';
 import type { DeliveryMetrics } from './delivery.metrics.js';
@@ -229,7 +230,7 @@ export class DeliveryJobs {
     const kind = this.sendKinds.get(row.kind);
     if (kind === undefined) return { status: 'failed', failure_code: 'UPSTREAM_UNAVAILABLE', reason: `no send kind ${row.kind} is declared in this process` };
     if ('send' in kind) return this.selfSend(at, kind);
-    const resolved = await kind.resolve(row.target, { transports: at.platforms, ports: this.ports, signal: at.signal, log: at.log });
+    const resolved = await kind.resolve(row.target, { transports: at.platforms, identity: row.identity ?? DEFAULT_IDENTITY, ports: this.ports, signal: at.signal, log: at.log });
     if ('refused' in resolved) {
       if (row.kind === 'post' && resolved.refused.reason === DESTINATION_UNMAPPED) this.metrics.postUnmapped();
       at.nowhere = true;
@@ -245,7 +246,7 @@ export class DeliveryJobs {
    */
   private async selfSend(at: Attempt, kind: SelfSendingKind<unknown>): Promise<Outcome> {
     const { row, log } = at;
-    const context = { transports: at.platforms, ports: this.ports, signal: at.signal, log, row, siblings: (since: Date) => findRecentOfKind(this.db, row.kind, row.request_id, since) };
+    const context = { transports: at.platforms, identity: row.identity ?? DEFAULT_IDENTITY, ports: this.ports, signal: at.signal, log, row, siblings: (since: Date) => findRecentOfKind(this.db, row.kind, row.request_id, since) };
     const target = row.target as { transport?: TransportName; channel?: string };
     const where = { ...(target.transport !== undefined ? { transport: target.transport } : {}), ...(target.channel !== undefined ? { channel_id: target.channel } : {}) };
     if (target.transport !== undefined) at.sendingWith = target.transport;
@@ -318,8 +319,9 @@ export class DeliveryJobs {
     // Only Herald's own post or DM: never a reaction, a delete, an edit, a handoff, a reply or a chat send's row.
     // Another identity's message is not found: an agent edits only what it sent as itself.
     if (original === undefined || !isOwnMessage(original) || original.identity !== row.identity) return { status: 'failed', failure_code: 'NOT_FOUND', reason: 'original not found or not delivered' };
-    if (original.kind === 'dm' && !(await this.ports.isRegistered((original.target as DmTarget).user_id))) {
-      return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' };
+    const identity = row.identity ?? DEFAULT_IDENTITY;
+    if (original.kind === 'dm' && !(await this.ports.isRegistered((original.target as DmTarget).user_id, identity))) {
+      return { status: 'failed', failure_code: 'RECIPIENT_UNREACHABLE', reason: notRegisteredWith(identity) };
     }
     const holder = `${at.owner}:${row.request_id}`;
     const lease = await takeEditLease(this.db, this.clock, original.request_id, holder, this.options.leaseMs);

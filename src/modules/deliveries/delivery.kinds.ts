@@ -1,6 +1,7 @@
 import type { Address, Platforms } from '../../platforms/platform.js';
 import type { DmTarget, PostTarget } from './delivery.js';
 import { facet, type SendKind, type SendResolution } from './send-kind.js';
+import { DEFAULT_IDENTITY } from '../../infra/policy/identity.js';
 
 /** The reason a post to an unmapped destination fails with (counted by the engine's metrics). */
 export const DESTINATION_UNMAPPED = 'destination not mapped';
@@ -38,16 +39,22 @@ async function threaded(address: Address, scope: string, target: { reply_to?: st
   return { address, scope, ...(replyTo !== undefined ? { replyTo } : {}) };
 }
 
+/** The refusal's reason for a DM to a person not registered with the bot it is sent as. */
+export function notRegisteredWith(identity: string): string {
+  return identity === DEFAULT_IDENTITY ? 'recipient not registered' : `recipient not registered with the bot ${identity}`;
+}
+
 /** A DM: to a registered user only, checked now (at send time), through their DM channel. */
 export const dmKind: SendKind<DmTarget> = {
   kind: 'dm',
-  async resolve(target, { ports, transports, signal, log }) {
-    if (!(await ports.isRegistered(target.user_id))) {
+  async resolve(target, { ports, transports, signal, log, identity }) {
+    // Registered with the bot it is sent as: a person registered with another bot only is not reachable by this one.
+    if (!(await ports.isRegistered(target.user_id, identity))) {
       log.info({ reason: 'recipient_unregistered' }, 'dm recipient is not registered');
-      return { refused: { code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' } };
+      return { refused: { code: 'RECIPIENT_UNREACHABLE', reason: notRegisteredWith(identity) } };
     }
     // A user's DM channel is on the platform they registered on (the home platform by default).
-    const name = (await ports.registeredOn(target.user_id)) ?? transports.home.name;
+    const name = (await ports.registeredOn(target.user_id, identity)) ?? transports.home.name;
     const platform = transports.get(name);
     if (platform === undefined) return { refused: { code: 'RECIPIENT_UNREACHABLE', reason: `recipient registered on ${name}, which this Herald does not run` } };
     const channelId = await facet(platform.dms, 'direct messages').openDm(target.user_id, signal);

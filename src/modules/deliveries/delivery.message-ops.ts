@@ -5,6 +5,8 @@ import type { DeleteTarget, FailureCode, MessageBody, ReactionTarget } from './d
 import { findDelivery } from './delivery.repository.js';
 import type { DeliveriesDb, DeliveryRow, DeliveryUpdate } from './delivery.table.js';
 import type { DeliveryPorts } from './send-kind.js';
+import { DEFAULT_IDENTITY } from '../../infra/policy/identity.js';
+import { notRegisteredWith } from './delivery.kinds.js';
 
 /**
  * The kinds that act on a message already there (issue 25): `delete` (Herald's own post or DM)
@@ -73,8 +75,9 @@ async function reactionMessage(ctx: MessageOpContext, target: ReactionTarget): P
     const url = transport.messageUrl(target.guild_id, address.channelId, target.message_id);
     return { transport, channelId: address.channelId, messageId: target.message_id, url };
   }
-  if (!(await ctx.ports.isRegistered(target.user_id))) return { refused: { code: 'RECIPIENT_UNREACHABLE', reason: 'recipient not registered' } };
-  const name = (await ctx.ports.registeredOn(target.user_id)) ?? ctx.transports.home.name;
+  const identity = ctx.identity ?? DEFAULT_IDENTITY;
+  if (!(await ctx.ports.isRegistered(target.user_id, identity))) return { refused: { code: 'RECIPIENT_UNREACHABLE', reason: notRegisteredWith(identity) } };
+  const name = (await ctx.ports.registeredOn(target.user_id, identity)) ?? ctx.transports.home.name;
   const transport = ctx.transports.get(name);
   if (transport?.dms === undefined) return { refused: { code: 'RECIPIENT_UNREACHABLE', reason: `recipient registered on ${name}, where this Herald has no DMs` } };
   const channelId = await transport.dms.openDm(target.user_id, ctx.signal);

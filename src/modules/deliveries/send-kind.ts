@@ -24,10 +24,13 @@ export interface AttachmentPorts {
 export interface DeliveryPorts {
   /** The channel a guild's named destination maps to; undefined: not mapped. */
   resolveDestination(guildId: string, destination: Destination): Promise<Address | undefined>;
-  /** Whether a user is registered now (DMs and edits of DMs go only to registered users). */
-  isRegistered(userId: string): Promise<boolean>;
-  /** The platform a registered user registered on (their DMs go there); null: the home platform. */
-  registeredOn(userId: string): Promise<string | null>;
+  /**
+   * Whether a user is registered now with `identity`'s bot (DMs and edits of DMs go only to users
+   * registered with the bot they are sent as).
+   */
+  isRegistered(userId: string, identity: string): Promise<boolean>;
+  /** The platform a user registered with `identity`'s bot registered on (their DMs go there); null: the home platform. */
+  registeredOn(userId: string, identity: string): Promise<string | null>;
   /** Files out, answered by the files module (absent: attachments are refused). */
   checkAttachments?: AttachmentPorts['checkAttachments'];
   attachmentBytes?: AttachmentPorts['attachmentBytes'];
@@ -49,6 +52,8 @@ export type SendResolution =
 /** What a kind's resolver may use. */
 export interface SendKindContext {
   readonly transports: Platforms;
+  /** The identity the delivery is sent as (`default` for the platforms' own variables'). */
+  readonly identity: string;
   readonly ports: DeliveryPorts;
   readonly signal: AbortSignal;
   readonly log: Logger;

@@ -12,6 +12,8 @@ export const agentCommand: Command<{ identity: IdentityService }> = {
     .addSubcommand((s) => s.setName('unregister').setDescription("Revoke your agents' tokens and DMs"))
     .toJSON(),
   aliases: ['agents'],
+  // A person registers with, pairs with and unregisters from each bot that may reach them, on that bot.
+  everyBot: true,
   preconditions: [],
   // Pairing is the user's consent to a connector, so only the user gives it: no connector may run
   // these on their behalf (run_command refuses them), and their replies are for the user alone.
@@ -25,11 +27,11 @@ export const agentCommand: Command<{ identity: IdentityService }> = {
     const cmd = `/${i.name}`;
     switch (i.subcommand) {
       case 'register': {
-        const result = await identity.register({ id: i.user.id, username: i.user.username, globalName: i.user.globalName, platform: i.platform });
+        const result = await identity.register({ id: i.user.id, username: i.user.username, globalName: i.user.globalName, platform: i.platform, identity: i.identity });
         return result === 'registered' ? `Registered. Run \`${cmd} pair\` to generate a pairing code for your agent.` : 'Already registered — nothing changed.';
       }
       case 'pair': {
-        const result = await identity.pair(i.user.id);
+        const result = await identity.pair(i.user.id, i.identity);
         if (result === 'not registered') return `Run \`${cmd} register\` first.`;
         return {
           content:
@@ -41,7 +43,7 @@ export const agentCommand: Command<{ identity: IdentityService }> = {
         };
       }
       case 'unregister':
-        return (await identity.unregister(i.user.id)) ? "Unregistered: your agents' tokens and DMs are revoked." : "You weren't registered.";
+        return (await identity.unregister(i.user.id, i.identity)) ? "Unregistered: your agents' tokens and DMs are revoked." : "You weren't registered.";
       default:
         return `Unknown subcommand. Use \`${cmd} register\`, \`${cmd} pair\` or \`${cmd} unregister\`.`;
     }

@@ -1,6 +1,8 @@
 import type { Selectable } from 'kysely';
 
 export interface RegistrationTable {
+  /** The bot it is with (src/infra/policy/identity.ts): a person registers with each bot that may reach them. */
+  identity: string;
   user_id: string;
   /** 16 random bytes, base64url; changes only across unregister-then-register. */
   generation: string;
@@ -13,6 +15,8 @@ export interface RegistrationTable {
 export interface PairingCodeTable {
   /** SHA-256 of the code (hex); the code itself is never stored. */
   code_hash: string;
+  /** The bot whose registration it pairs with. */
+  identity: string;
   user_id: string;
   generation: string;
   issued_at: Date;
@@ -23,6 +27,8 @@ export interface PairingCodeTable {
 export interface AgentPairingTable {
   /** `connector` (the bridge token), or an OAuth client's name (principalName in src/infra/policy/principal.ts). */
   principal: string;
+  /** The bot of the registration it paired with. */
+  identity: string;
   user_id: string;
   generation: string;
   paired_at: Date;

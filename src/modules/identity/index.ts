@@ -1,4 +1,5 @@
 import { defineModule, ownTables } from '../contract.js';
+import { identityOf } from '../../infra/http/policy.middleware.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import type { IdentityService } from './identity.service.js';
 import { identityTools } from './identity.tools.js';
@@ -23,7 +24,7 @@ export const identityModule = defineModule<Identity, undefined, undefined, Ident
   tables: ownTables<IdentityDb>(),
   tools: identityTools,
   commands: async () => [(await import('./agent.command.js')).agentCommand],
-  async start({ db: tables, clock, registry, transports, use, events }) {
+  async start({ db: tables, clock, registry, transports, use, events, policy }) {
     const db = tablesOf<IdentityDb>(tables);
     const [{ IdentityService }, { identityOperations }, { IdentityMetrics }, { findRegistration }] = await Promise.all([
       import('./identity.service.js'),
@@ -35,9 +36,9 @@ export const identityModule = defineModule<Identity, undefined, undefined, Ident
     const identity = new IdentityService(db, clock, transports.home.name, (userId) => events.publish(UNREGISTERED, userId));
     // DMs (and edits of DMs) go only to people registered at send time, on the platform they registered on.
     use(deliveriesModule).answer({
-      isRegistered: async (userId) => (await findRegistration(db, userId)) !== undefined,
-      registeredOn: async (userId) => (await findRegistration(db, userId))?.transport ?? null,
+      isRegistered: async (userId, speaksAs) => (await findRegistration(db, speaksAs, userId)) !== undefined,
+      registeredOn: async (userId, speaksAs) => (await findRegistration(db, speaksAs, userId))?.transport ?? null,
     });
-    return { gives: { identity }, operations: [identityOperations(identity, new IdentityMetrics(registry))] };
+    return { gives: { identity }, operations: [identityOperations(identity, new IdentityMetrics(registry), (koa) => identityOf(koa, policy))] };
   },
 });

@@ -5,7 +5,7 @@ import { errorSummary } from '../../infra/errors.js';
 import { StartupError } from '../../infra/startup.js';
 import { discordTokenRejected } from './discord-token.js';
 import type { Singleton } from '../../infra/db/singleton.js';
-import type { RunningPlatform, Surfaces, PlatformServices } from '../plugin.js';
+import type { CommandSurface, RunningPlatform, Surfaces, PlatformServices } from '../plugin.js';
 import { stateOf } from '../singleton-state.js';
 import type { Channels, Inbound, Platform } from '../platform.js';
 import { DiscordTokenRejectedError, DiscordPlatform } from './discord-platform.js';
@@ -59,7 +59,8 @@ function identityToken(identity: DiscordIdentity): string {
 /**
  * Start Discord: DISCORD_TOKEN's bot (the identity `default`) and each of HERALD_DISCORD_IDENTITIES,
  * each with REST facets paced by its own shared budget and its own gateway session under its own
- * lease. Slash commands and messages others write come through the default bot's session.
+ * lease. Messages others write come through the default bot's session, and its slash commands; each
+ * other bot registers and answers `/agent` (a person registers with each bot that may reach them).
  */
 export async function startDiscord(config: DiscordConfig, services: PlatformServices): Promise<RunningPlatform> {
   const metrics = new PlatformMetrics(services.registry);
@@ -81,7 +82,8 @@ export async function startDiscord(config: DiscordConfig, services: PlatformServ
       ),
     async serve(surfaces) {
       await main.serve?.(surfaces);
-      for (const o of others) await o.bot.serve?.({});
+      // The other bots answer only the commands every bot has (`/agent`), each as itself.
+      for (const o of others) await o.bot.serve?.(surfaces.commands?.everyBot !== undefined ? { commands: surfaces.commands } : {});
     },
     async close() {
       for (const o of others) await o.bot.close();
@@ -93,7 +95,8 @@ export async function startDiscord(config: DiscordConfig, services: PlatformServ
 /**
  * One bot: its REST facets and its gateway session, held by one serving replica at a time under
  * `discord:gateway` (the default bot) or `discord:gateway:<identity>`. Only the default bot's
- * session answers slash commands and hands on messages others write.
+ * session hands on messages others write and answers every slash command; another's answers the
+ * commands every bot has.
  */
 function startBot(config: DiscordConfig, token: string, services: PlatformServices, metrics: PlatformMetrics, identity: string | undefined): RunningPlatform {
   const { store } = services;
@@ -174,8 +177,9 @@ function startBot(config: DiscordConfig, token: string, services: PlatformServic
         ...(listened ? { inbound: gatewayInbound, messageContent: config.messageContent } : {}),
         token,
         apiUrl: config.apiUrl,
-        // Another identity's bot registers no commands: what it has is left as it is.
-        ...(identity === undefined ? { commands: surfacesGiven.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` } } : {}),
+        // Another identity's bot registers only the commands every bot has (`/agent`: people register
+        // with each bot), each invocation saying which bot; with none, what it has is left as it is.
+        ...(identity === undefined ? { commands: surfacesGiven.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` } } : otherBotCommands(surfacesGiven.commands?.everyBot, identity)),
         log,
         onOwnMessage: (m) => services.ownMessage(m.nonce, m.channelId, m.messageId, m.createdAt),
       });
@@ -235,6 +239,12 @@ function startBot(config: DiscordConfig, token: string, services: PlatformServic
       await invokers.destroy();
     },
   };
+}
+
+/** The commands another identity's bot registers, if any: every invocation carries the bot's identity. */
+function otherBotCommands(everyBot: Omit<CommandSurface, 'everyBot'> | undefined, identity: string): { commands?: Omit<CommandSurface, 'everyBot'> } {
+  if (everyBot === undefined || everyBot.definitions.length === 0) return {};
+  return { commands: { definitions: everyBot.definitions, run: (invocation) => everyBot.run({ ...invocation, identity }) } };
 }
 
 function tokenOf(config: DiscordConfig): string {

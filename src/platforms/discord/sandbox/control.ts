@@ -24,6 +24,8 @@ export interface Invocation {
   options?: Record<string, string | number | boolean> | undefined;
   /** The member's permissions in the guild (a bit-set as a decimal string). Default: none. */
   permissions?: string | undefined;
+  /** The bot whose command it is (its application; the sandbox's other bots, addBot). Default: Herald's own. */
+  botId?: string | undefined;
 }
 
 /** What the bot answered an interaction with. */
@@ -36,10 +38,10 @@ export class SandboxError extends Error {}
 
 export interface InteractionsOptions {
   state: SandboxState;
-  /** Gateway sessions identified right now. */
-  sessions: () => number;
-  /** Send a dispatch event to the bot's gateway sessions. */
-  dispatch: (type: string, data: unknown) => void;
+  /** Gateway sessions one bot has identified right now. */
+  sessions: (botId: string) => number;
+  /** Send a dispatch event to one bot's gateway sessions. */
+  dispatch: (botId: string, type: string, data: unknown) => void;
 }
 
 /** Interactions sent to the bot and not answered yet. */
@@ -56,10 +58,11 @@ export class Interactions {
     const { state } = this.options;
     const user = state.users.get(invocation.userId);
     if (user === undefined) throw new SandboxError(`unknown user ${invocation.userId}`);
-    const command = state.commands.find((c) => c.name === invocation.command);
+    const botId = invocation.botId ?? state.applicationId;
+    const command = commandsOf(state, botId).find((c) => c.name === invocation.command);
     if (command === undefined) throw new SandboxError(`/${invocation.command} is not registered with this application`);
-    if (this.options.sessions() === 0) throw new SandboxError('the bot is not connected to the gateway');
-    const interaction = this.payload(invocation, user, command);
+    if (this.options.sessions(botId) === 0) throw new SandboxError('the bot is not connected to the gateway');
+    const interaction = this.payload(invocation, user, command, botId);
     const reply = new Promise<InteractionReply>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pendingReplies.delete(String(interaction['id']));
@@ -70,7 +73,7 @@ export class Interactions {
         resolve(r);
       });
     });
-    this.options.dispatch('INTERACTION_CREATE', interaction);
+    this.options.dispatch(botId, 'INTERACTION_CREATE', interaction);
     return reply;
   }
 
@@ -81,7 +84,7 @@ export class Interactions {
     return resolve;
   }
 
-  private payload(inv: Invocation, user: SandboxUser, command: RegisteredCommand): Record<string, unknown> {
+  private payload(inv: Invocation, user: SandboxUser, command: RegisteredCommand, botId: string): Record<string, unknown> {
     const { state } = this.options;
     const sub = command.options?.find((o) => o.type === 1 && o.name === inv.subcommand);
     const resolvedChannels: Record<string, unknown> = {};
@@ -98,7 +101,7 @@ export class Interactions {
     const channelId = inv.channelId ?? (guildId !== undefined ? [...state.channels.values()].find((c) => c.guild_id === guildId && c.type === 0)?.id : undefined) ?? state.nextSnowflake();
     const base = {
       id: state.nextSnowflake(),
-      application_id: state.applicationId,
+      application_id: botId,
       type: 2,
       token: randomBytes(24).toString('base64url'),
       version: 1,
@@ -207,7 +210,7 @@ export function controlRoutes({ state, faults, interactions, destinations }: Con
       if (body.problem === 'too_large') ctx.set('Connection', 'close');
       return body.problem === 'too_large' ? controlError(ctx, 413, 'request body too large') : controlError(ctx, 400, 'request body must be valid JSON');
     }
-    const inv = parseInvocation(body.value, state.commands);
+    const inv = parseInvocation(body.value, state);
     if (typeof inv === 'string') return controlError(ctx, 400, inv);
     try {
       ctx.body = await interactions.invoke(inv);
@@ -227,15 +230,23 @@ export function controlRoutes({ state, faults, interactions, destinations }: Con
 const SNOWFLAKE = /^[0-9]{1,25}$/;
 /** Discord's rule for command, subcommand and option names. */
 const NAME = /^[-_a-z0-9]{1,32}$/;
-const INVOCATION_SHAPE = 'a JSON object {"userId","command","subcommand"?,"options"?,"guildId"?,"channelId"?,"permissions"?}';
+const INVOCATION_SHAPE = 'a JSON object {"userId","command","subcommand"?,"options"?,"guildId"?,"channelId"?,"permissions"?,"botId"?}';
+
+/** The commands registered with a bot's application (Herald's own bot's, or another bot's). */
+function commandsOf(state: SandboxState, botId: string): readonly RegisteredCommand[] {
+  return botId === state.applicationId ? state.commands : (state.otherCommands.get(botId) ?? []);
+}
 
 /**
  * The control route's input as an Invocation, or what is wrong with it. Everything that ends up
  * in the INTERACTION_CREATE payload is checked: the bot's Discord library trusts the gateway.
  */
-function parseInvocation(value: unknown, commands: readonly RegisteredCommand[]): Invocation | string {
+function parseInvocation(value: unknown, state: SandboxState): Invocation | string {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return `expected ${INVOCATION_SHAPE}`;
   const v = value as Record<string, unknown>;
+  const botId = v['botId'];
+  if (botId !== undefined && botId !== null && (typeof botId !== 'string' || !SNOWFLAKE.test(botId) || state.users.get(botId)?.bot !== true)) return 'botId must be the id of a bot in this sandbox';
+  const commands = commandsOf(state, typeof botId === 'string' ? botId : state.applicationId);
   if (typeof v['userId'] !== 'string' || !SNOWFLAKE.test(v['userId'])) return 'userId must be a snowflake (a string of digits)';
   if (typeof v['command'] !== 'string' || !NAME.test(v['command'])) return 'command must be a command name';
   for (const key of ['guildId', 'channelId'] as const) {
@@ -272,6 +283,7 @@ function parseInvocation(value: unknown, commands: readonly RegisteredCommand[])
     channelId: text(v['channelId']),
     options: checked,
     permissions: text(permissions),
+    botId: text(botId),
   };
 }
 

@@ -57,6 +57,16 @@ export class SandboxGateway {
     for (const session of this.sessions) if (session.botId === this.options.primaryBotId) this.send(session, type, data);
   }
 
+  /** A dispatch event to every identified session of one bot (an interaction with its application's command). */
+  dispatchTo(botId: string, type: string, data: unknown): void {
+    for (const session of this.sessions) if (session.botId === botId) this.send(session, type, data);
+  }
+
+  /** How many sessions one bot has open. */
+  sessionsOf(botId: string): number {
+    return [...this.sessions].filter((s) => s.botId === botId).length;
+  }
+
   /** A guild-wide event (a thread created) to every connected bot. */
   dispatchAll(type: string, data: unknown): void {
     for (const session of this.sessions) this.send(session, type, data);

@@ -108,20 +108,21 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
     if (ctx.params['appId'] !== botOf(ctx).id) return discordError(ctx, 403, 50001, 'Missing Access');
     const body = await readJsonBody(ctx.req);
     if (!body.ok || !Array.isArray(body.value)) return discordError(ctx, 400, 50035, 'Invalid Form Body');
-    if (botOf(ctx).id !== state.applicationId) {
-      // Another bot's commands: acknowledged, not kept (the sandbox sends interactions to Herald's bot only).
-      ctx.body = (body.value as Record<string, unknown>[]).map((c) => ({ ...c, id: state.nextSnowflake(), application_id: botOf(ctx).id, version: state.nextSnowflake(), type: 1 }));
-      return undefined;
-    }
-    state.commands.length = 0;
+    // A bulk overwrite of this bot's application's commands (another bot's are kept apart: each bot gets its own interactions).
+    const appId = botOf(ctx).id;
+    const kept = appId === state.applicationId ? state.commands : (state.otherCommands.get(appId) ?? []);
+    kept.length = 0;
     for (const c of body.value as Record<string, unknown>[]) {
-      state.commands.push({ ...c, id: state.nextSnowflake(), application_id: state.applicationId, version: state.nextSnowflake(), type: 1 } as unknown as RegisteredCommand);
+      kept.push({ ...c, id: state.nextSnowflake(), application_id: appId, version: state.nextSnowflake(), type: 1 } as unknown as RegisteredCommand);
     }
-    ctx.body = state.commands;
+    if (appId !== state.applicationId) state.otherCommands.set(appId, kept);
+    ctx.body = kept;
     return undefined;
   });
   api.get('/applications/:appId/commands', (ctx) => {
-    ctx.body = state.commands;
+    if (ctx.params['appId'] !== botOf(ctx).id) return discordError(ctx, 403, 50001, 'Missing Access');
+    ctx.body = ctx.params['appId'] === state.applicationId ? state.commands : (state.otherCommands.get(ctx.params['appId'] ?? '') ?? []);
+    return undefined;
   });
   api.post('/interactions/:id/:token/callback', async (ctx) => {
     const resolve = takeInteraction(ctx.params['id'] ?? '');

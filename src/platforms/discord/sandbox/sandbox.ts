@@ -94,8 +94,8 @@ export class DiscordSandbox {
     this.rateLimits = new RateLimits(options.routeLimit ?? { limit: 50, windowMs: 1_000 }, options.globalLimit);
     this.interactions = new Interactions({
       state: this.state,
-      sessions: () => this.gatewaySessions,
-      dispatch: (type, data) => this.gateway?.dispatch(type, data),
+      sessions: (botId) => this.gateway?.sessionsOf(botId) ?? 0,
+      dispatch: (botId, type, data) => this.gateway?.dispatchTo(botId, type, data),
     });
     this.people = new GuildMembers(this.state);
     this.attachmentStore = new AttachmentStore(options.stateFile !== undefined ? `${options.stateFile}.attachments` : undefined);
@@ -141,6 +141,11 @@ export class DiscordSandbox {
     const token = `sandbox.${randomBytes(18).toString('base64url')}`;
     this.botTokens.set(token, user);
     return { user, token };
+  }
+
+  /** The commands a bot's application has registered (Herald's own bot's: `commands`). */
+  commandsOf(botId: string): readonly RegisteredCommand[] {
+    return botId === this.state.applicationId ? this.state.commands : (this.state.otherCommands.get(botId) ?? []);
   }
 
   /** The bots the sandbox hosts, Herald's own first. */

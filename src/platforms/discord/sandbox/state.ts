@@ -118,6 +118,8 @@ export class SandboxState {
   readonly channels = new Map<string, SandboxChannel>();
   readonly messages = new Map<string, SandboxMessage[]>();
   readonly commands: RegisteredCommand[] = [];
+  /** Other bots' registered commands, by application id (a bot's application id is its user id). */
+  readonly otherCommands = new Map<string, RegisteredCommand[]>();
   /** Deleted messages, oldest deletion first. */
   readonly deleted: DeletedMessage[] = [];
   private readonly nonces = new Map<string, { messageId: string; at: number }>();

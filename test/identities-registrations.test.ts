@@ -1,0 +1,108 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { POLICY_CLIENT_HEADER } from '../src/infra/http/policy.middleware.js';
+import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
+import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
+import { waitFor } from './support/wait.js';
+
+/**
+ * Registrations, pairing codes and pairings are per bot (docs/guides/identities.md): a person
+ * registers with each bot that may reach them, through that bot's own `/agent`, and an agent
+ * speaking as a bot lists, pairs with and DMs only the people registered with it. Black-box over
+ * HTTP, two bots in the Discord sandbox, two agents bound to them by the operator's policy.
+ */
+const POLICY = `
+clients:
+  agent-ops: { identity: ops }
+  agent-main: { identity: default }
+`;
+
+describe('registrations per bot', { timeout: 120_000 }, () => {
+  let h: TestHerald;
+  let dir: string;
+  let sandbox: DiscordSandbox;
+  let ops: { id: string; token: string };
+  const as = (client: string) => ({ headers: { [POLICY_CLIENT_HEADER]: client } });
+  const dmsFrom = (botId: string, content: string) => [...sandbox.messages.values()].flat().filter((m) => m.content === content && m.author.id === botId);
+  const agent = (subcommand: string, botId?: string) => sandbox.invoke({ userId: IDS.user, command: 'agent', subcommand, ...(botId !== undefined ? { botId } : {}) });
+  const dm = async (client: string, content: string): Promise<Record<string, unknown>> => {
+    const id = newRequestId();
+    expect((await h.bridge.post('/mcp/deliveries', { request_id: id, kind: 'dm', target: { user_id: IDS.user }, body: { content } }, as(client))).status).toBe(202);
+    return waitFor(
+      async () => {
+        const s = (await h.bridge.get(`/mcp/deliveries/${id}`, as(client))).json as Record<string, unknown>;
+        return ['delivered', 'failed', 'unknown'].includes(String(s['state'])) ? s : undefined;
+      },
+      `the DM from ${client} to settle`,
+    );
+  };
+  const recipients = async (client: string) => ((await h.bridge.get('/mcp/recipients', as(client))).json as { items: { user_id: string }[] }).items.map((r) => r.user_id);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'herald-registrations-'));
+    const file = path.join(dir, 'policy.yaml');
+    await writeFile(file, POLICY);
+    sandbox = await new DiscordSandbox().start();
+    const bot = sandbox.addBot('herald-ops');
+    ops = { id: bot.user.id, token: bot.token };
+    h = await startTestHerald({ useSandbox: sandbox, env: { HERALD_POLICY: file, HERALD_DISCORD_IDENTITIES: 'ops=env:OPS_BOT_TOKEN', OPS_BOT_TOKEN: ops.token } });
+    // Both bots on the gateway, each with its commands: the ops bot with /agent only.
+    await waitFor(() => sandbox.commands.length > 0 && sandbox.commandsOf(ops.id).length > 0 || undefined, 'both bots’ commands');
+  });
+  afterAll(async () => {
+    await h?.close();
+    await sandbox?.close();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('gives another bot /agent only: the rest of Herald’s commands are the default bot’s', () => {
+    expect(sandbox.commandsOf(ops.id).map((c) => c.name)).toEqual(['agent']);
+    expect(sandbox.commands.map((c) => c.name)).toContain('destinations');
+  });
+
+  it('a person registered with the default bot only is not reachable by the ops agent; registering with the ops bot makes them so', async () => {
+    expect((await agent('register')).data?.content).toMatch(/^Registered\./);
+    expect(await recipients('agent-main')).toEqual([IDS.user]);
+    expect(await recipients('agent-ops')).toEqual([]);
+    expect((await h.bridge.get(`/mcp/registration/${IDS.user}`, as('agent-ops'))).status).toBe(404);
+    expect(await dm('agent-ops', 'ops, before registering')).toMatchObject({ state: 'failed', code: 'RECIPIENT_UNREACHABLE' });
+    expect(dmsFrom(ops.id, 'ops, before registering')).toHaveLength(0);
+
+    // The person registers with the ops bot, on the ops bot.
+    expect((await agent('register', ops.id)).data?.content).toMatch(/^Registered\./);
+    expect((await agent('register', ops.id)).data?.content).toBe('Already registered — nothing changed.');
+    expect(await recipients('agent-ops')).toEqual([IDS.user]);
+    expect(await dm('agent-ops', 'ops, after registering')).toMatchObject({ state: 'delivered' });
+    expect(dmsFrom(ops.id, 'ops, after registering')).toHaveLength(1);
+    expect(await dm('agent-main', 'main, as before')).toMatchObject({ state: 'delivered' });
+    expect(dmsFrom(sandbox.bot.id, 'main, as before')).toHaveLength(1);
+  });
+
+  it('a pairing code is its bot’s: the other bot’s agent cannot redeem it (404, and the code stays usable)', async () => {
+    await agent('register', ops.id);
+    const code = /\*\*([A-Z2-9]{27})\*\*/.exec((await agent('pair', ops.id)).data?.content ?? '')?.[1];
+    expect(code).toBeDefined();
+    expect((await h.bridge.post('/mcp/pair/redeem', { code }, as('agent-main'))).status).toBe(404);
+    expect((await h.bridge.get('/mcp/pairing', as('agent-main'))).status).toBe(404);
+    const redeemed = await h.bridge.post('/mcp/pair/redeem', { code }, as('agent-ops'));
+    expect(redeemed.status).toBe(200);
+    expect(redeemed.json).toMatchObject({ user_id: IDS.user });
+    expect((await h.bridge.get('/mcp/pairing', as('agent-ops'))).json).toMatchObject({ user_id: IDS.user });
+    // Used once.
+    expect((await h.bridge.post('/mcp/pair/redeem', { code }, as('agent-ops'))).status).toBe(404);
+  });
+
+  it('unregistering from the ops bot cuts only the ops agent off', async () => {
+    await agent('register');
+    await agent('register', ops.id);
+    expect((await agent('unregister', ops.id)).data?.content).toBe("Unregistered: your agents' tokens and DMs are revoked.");
+    expect(await dm('agent-ops', 'ops, after unregistering')).toMatchObject({ state: 'failed', code: 'RECIPIENT_UNREACHABLE' });
+    expect(dmsFrom(ops.id, 'ops, after unregistering')).toHaveLength(0);
+    expect(await recipients('agent-ops')).toEqual([]);
+    expect((await h.bridge.get('/mcp/pairing', as('agent-ops'))).status).toBe(200);
+    expect(await dm('agent-main', 'main, still')).toMatchObject({ state: 'delivered' });
+    expect(await recipients('agent-main')).toEqual([IDS.user]);
+  });
+});
