@@ -105,4 +105,22 @@ describe('registrations per bot', { timeout: 120_000 }, () => {
     expect(await dm('agent-main', 'main, still')).toMatchObject({ state: 'delivered' });
     expect(await recipients('agent-main')).toEqual([IDS.user]);
   });
+
+  it('counts each bot apart in the metrics and shows it on the status page', async () => {
+    await agent('register', ops.id);
+    expect(await dm('agent-ops', 'ops, counted')).toMatchObject({ state: 'delivered' });
+    const scrape = await (await fetch(`${h.herald.metricsUrl ?? ''}/metrics`)).text();
+    const sum = (name: string, ...labels: string[]) =>
+      scrape
+        .split('\n')
+        .filter((l) => l.startsWith(`${name}{`) && labels.every((x) => l.includes(x)))
+        .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+    expect(sum('herald_deliveries_finished_total', 'kind="dm"', 'outcome="delivered"', 'identity="ops"')).toBeGreaterThanOrEqual(1);
+    expect(sum('herald_deliveries_finished_total', 'kind="dm"', 'outcome="failed"', 'identity="ops"')).toBeGreaterThanOrEqual(1);
+    // Discord's answers to each bot's requests, apart: the ops bot's own, and Herald's bot's.
+    expect(sum('herald_platform_responses_total', 'transport="discord"', 'identity="ops"')).toBeGreaterThan(0);
+    expect(sum('herald_platform_responses_total', 'transport="discord"', 'identity="default"')).toBeGreaterThan(0);
+    const page = await (await fetch(`${h.herald.metricsUrl ?? ''}/`)).text();
+    expect(page).toContain('As ops: delivered per minute');
+  });
 });

@@ -191,8 +191,8 @@ describe('metrics', () => {
     expect((await h.bridge.post('/mcp/deliveries', post(id, 'after a 429'))).status).toBe(202);
     await h.waitForState(id, 'delivered');
     const families = new Map(parsePrometheusTextFormat(await scrape()).map((f) => [f.name, f]));
-    expect(families.get('herald_platform_rate_limited_total')?.metrics).toContainEqual({ value: '1', labels: { transport: 'discord', scope: 'unknown' } });
-    expect(families.get('herald_platform_responses_total')?.metrics).toContainEqual({ value: '1', labels: { transport: 'discord', method: 'POST', status: '429' } });
+    expect(families.get('herald_platform_rate_limited_total')?.metrics).toContainEqual({ value: '1', labels: { transport: 'discord', scope: 'unknown', identity: 'default' } });
+    expect(families.get('herald_platform_responses_total')?.metrics).toContainEqual({ value: '1', labels: { transport: 'discord', method: 'POST', status: '429', identity: 'default' } });
   });
 
   it('shows the same numbers on a status page with inline SVG charts and no outside resources', async () => {

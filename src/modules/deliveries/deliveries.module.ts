@@ -34,8 +34,10 @@ export interface Deliveries {
 }
 
 /** Start the deliveries module (its declaration is index.ts). */
-export async function startDeliveries({ config, store, db: tables, clock, log, transports, doorbell, site, policy }: ModuleServices, metrics: DeliveryMetrics): Promise<ModuleParts<Deliveries>> {
+export async function startDeliveries({ config, store, db: tables, clock, log, transports, doorbell, site, policy, registry }: ModuleServices, metrics: DeliveryMetrics): Promise<ModuleParts<Deliveries>> {
   const db = tablesOf<DeliveriesDb>(tables);
+  // Each bot's deliveries on the status page, where Herald is several.
+  metrics.showIdentities(registry, transports.identities);
   // The protocol's capabilities (and the MCP tools, through them) come from what the home platform can do.
   const can = capabilitiesOf(transports.home);
   const capabilities: KindSupport = {

@@ -45,7 +45,7 @@ export function deliveryOperations(
         if (!accepted.existing) {
           metrics?.accept(delivery.kind);
           // A kind this bridge cannot deliver fails at once, without a dispatcher.
-          if (accepted.state.state === 'failed') metrics?.finish(delivery.kind, 'failed', accepted.state.code);
+          if (accepted.state.state === 'failed') metrics?.finish(delivery.kind, 'failed', accepted.state.code, speaker(koa));
         }
         if (accepted.redriven) metrics?.redrive(delivery.kind);
         return reply('createDelivery', 202, { state: accepted.state, existing: accepted.existing });

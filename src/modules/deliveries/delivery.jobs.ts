@@ -199,7 +199,7 @@ export class DeliveryJobs {
       return;
     }
     if (outcome.status === 'delivered' || outcome.status === 'failed' || outcome.status === 'unknown' || outcome.status === 'unconfirmed') {
-      this.metrics.finish(row.kind, outcome.status, outcome.failure_code);
+      this.metrics.finish(row.kind, outcome.status, outcome.failure_code, row.identity ?? DEFAULT_IDENTITY);
       if (outcome.status === 'delivered') this.metrics.sent(row.kind, row.created_at, started, this.clock.now());
       // The reason holds the platform's status and code or Herald's own words, never content.
       log.info({ state: outcome.status, code: outcome.failure_code ?? undefined, reason: outcome.reason ?? undefined }, 'delivery finished');

@@ -7,11 +7,12 @@ export type ReconcileVerdict = 'found' | 'absent' | 'wait' | 'undecided';
 
 /**
  * The deliveries module's metrics. Labels are the protocol's fixed words (kind, outcome, failure
- * code, verdict): never a request_id, a destination name (callers choose those) or content.
+ * code, verdict) and the operator's identity names: never a request_id, a destination name
+ * (callers choose those) or content.
  */
 export class DeliveryMetrics {
   private readonly accepted: Counter<'kind'>;
-  private readonly finished: Counter<'kind' | 'outcome' | 'code'>;
+  private readonly finished: Counter<'kind' | 'outcome' | 'code' | 'identity'>;
   private readonly retries: Counter<'kind'>;
   private readonly redrives: Counter<'kind'>;
   private readonly leaseExpiries: Counter<'kind'>;
@@ -26,8 +27,8 @@ export class DeliveryMetrics {
     this.accepted = new Counter({ name: 'herald_deliveries_accepted_total', help: 'New deliveries accepted (202, not a replay), by kind', labelNames: ['kind'], registers });
     this.finished = new Counter({
       name: 'herald_deliveries_finished_total',
-      help: 'Deliveries that reached delivered, failed or unknown, by kind, outcome and failure code (none when delivered)',
-      labelNames: ['kind', 'outcome', 'code'],
+      help: 'Deliveries that reached delivered, failed or unknown, by kind, outcome, failure code (none when delivered) and the identity sent as',
+      labelNames: ['kind', 'outcome', 'code', 'identity'],
       registers,
     });
     this.retries = new Counter({ name: 'herald_delivery_retries_total', help: 'Attempts that failed transiently and will be retried, by kind', labelNames: ['kind'], registers });
@@ -82,8 +83,19 @@ export class DeliveryMetrics {
     this.accepted.inc({ kind });
   }
 
-  finish(kind: DeliveryKind, outcome: 'delivered' | 'failed' | 'unknown' | 'unconfirmed', code: FailureCode | null | undefined): void {
-    this.finished.inc({ kind, outcome, code: code ?? 'none' });
+  finish(kind: DeliveryKind, outcome: 'delivered' | 'failed' | 'unknown' | 'unconfirmed', code: FailureCode | null | undefined, identity: string): void {
+    this.finished.inc({ kind, outcome, code: code ?? 'none', identity });
+  }
+
+  /** The status page's figures for each identity besides the default (where Herald is several bots). */
+  showIdentities(registry: Registry, names: readonly string[]): void {
+    for (const name of names) {
+      addStatusPanels(
+        registry,
+        { section: 'deliveries', title: `As ${name}: delivered per minute`, metric: 'herald_deliveries_finished_total', show: 'perMinute', where: (l) => l['identity'] === name && l['outcome'] === 'delivered', unit: '/min' },
+        { section: 'deliveries', title: `As ${name}: failed or unknown per minute`, metric: 'herald_deliveries_finished_total', show: 'perMinute', where: (l) => l['identity'] === name && l['outcome'] !== 'delivered', unit: '/min' },
+      );
+    }
   }
 
   /** A delivery confirmed by the platform: accepted at `createdAt`, claimed at `claimedAt`. */

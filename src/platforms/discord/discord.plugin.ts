@@ -63,9 +63,9 @@ function identityToken(identity: DiscordIdentity): string {
  * other bot registers and answers `/agent` (a person registers with each bot that may reach them).
  */
 export async function startDiscord(config: DiscordConfig, services: PlatformServices): Promise<RunningPlatform> {
-  const metrics = new PlatformMetrics(services.registry);
+  const metrics = PlatformMetrics.create(services.registry);
   const main = startBot(config, tokenOf(config), services, metrics, undefined);
-  const others = config.identities.map((identity) => ({ name: identity.name, bot: startBot(config, identityToken(identity), services, metrics, identity.name) }));
+  const others = config.identities.map((identity) => ({ name: identity.name, bot: startBot(config, identityToken(identity), services, metrics.as(identity.name), identity.name) }));
   return {
     facets: main.facets,
     identities: new Map(others.map((o) => [o.name, o.bot.facets])),
