@@ -33,9 +33,10 @@ async function scripts(): Promise<Script[]> {
     const tsx = /^tsx (test\/\S+\.ts)$/.exec(command);
     if (tsx?.[1] !== undefined) found.push({ name: `npm run ${name}`, argv: ['--import', 'tsx', tsx[1]], long: true });
   }
-  // The herald CLI (npm start, npm run herald, npm run mcp, bin/herald.js) and each command of it.
+  // The herald CLI and each command of it, as npm start, npm run herald and npm run mcp run it:
+  // bin/herald.js, the compiled CLI in dist/ (built by npm ci).
   for (const command of COMMANDS) {
-    found.push({ name: `herald ${command}`, argv: ['--import', 'tsx', 'src/cli.ts', ...(command === 'commands' ? ['commands', 'register'] : [command])], long: false });
+    found.push({ name: `herald ${command}`, argv: ['bin/herald.js', ...(command === 'commands' ? ['commands', 'register'] : [command])], long: false });
   }
   return found;
 }

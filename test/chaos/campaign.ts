@@ -22,6 +22,7 @@ import { runHandoffPhase } from './handoff-phase.js';
 import { runDiscordChatPhase } from './discord-chat-phase.js';
 import { runIrcChatPhase } from './irc-phase.js';
 import { Rng } from './prng.js';
+import { PHASES, type PhaseName } from './phases.js';
 import { verify, violationTotal, type FinalState, type PhaseCounts, type Undecided, type Violation } from './verify.js';
 
 /**
@@ -49,10 +50,9 @@ const RUNNERS = {
   'irc-pauses': (c: PhaseContext) => runIrcChatPhase(c, 'irc-pauses'),
   handoffs: (c: PhaseContext) => runHandoffPhase(c),
   archive: (c: PhaseContext) => runArchivePhase(c),
-} satisfies Record<string, (c: PhaseContext) => Promise<PhaseResult>>;
+} satisfies Record<PhaseName, (c: PhaseContext) => Promise<PhaseResult>>;
 
-export type PhaseName = keyof typeof RUNNERS;
-export const PHASES = Object.keys(RUNNERS) as readonly PhaseName[];
+export { PHASES, type PhaseName };
 
 export interface CampaignOptions {
   seed: number;

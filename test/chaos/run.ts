@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PHASES, runCampaign, type PhaseName } from './campaign.js';
+import { PHASES, type PhaseName } from './phases.js';
 import { randomSeed } from './prng.js';
 import { announceEstimate, formatDuration, intFlag, refuse, scriptArgs } from '../support/script-args.js';
 import { formatDetails, formatKinds, formatTable, formatTakeovers, formatUndecided, formatViolations } from './report.js';
@@ -96,6 +96,8 @@ async function main(): Promise<number> {
   process.on('SIGTERM', onSignal);
 
   try {
+    // Loaded only now: --help, --dry-run and a refused flag answer without the campaign's code.
+    const { runCampaign } = await import('./campaign.js');
     const result = await runCampaign({ seed, durationS, processes, connectors, settleS, phases, shortWindow, signal: abort.signal });
     console.log('');
     console.log(`seed ${seed}: ${result.violations === 0 ? 'no violations' : `${result.violations} VIOLATIONS`} in ${(result.elapsedMs / 1000).toFixed(0)}s`);

@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { CATEGORY_GROUPS, type CategoryGroup } from './groups.js';
 import { loadSpec } from '../../src/infra/contract/spec.js';
 import { SANDBOX_IDS } from '../../src/platforms/discord/sandbox/ids.js';
 
@@ -381,9 +382,7 @@ const gatewayRequest: fc.Arbitrary<FuzzRequest> = fc
   )
   .map((frames) => ({ category: 'gateway', server: 'gateway' as const, method: 'WS', path: '/gateway', auth: 'none' as const, headers: {}, frames }));
 
-/** herald: Herald's API; control: the sandbox's control route; sandbox: its other routes; gateway: its WebSocket. */
-export const CATEGORY_GROUPS = ['herald', 'control', 'sandbox', 'gateway'] as const;
-export type CategoryGroup = (typeof CATEGORY_GROUPS)[number];
+export { CATEGORY_GROUPS, type CategoryGroup };
 
 /** Every kind of request, weighted toward Herald's own API. */
 export function fuzzRequest(groups: readonly CategoryGroup[] = CATEGORY_GROUPS): fc.Arbitrary<FuzzRequest> {

@@ -1,6 +1,4 @@
-import { CATEGORY_GROUPS, type CategoryGroup } from './arbitraries.js';
-import { formatBoundary, runBoundary } from './boundary-mcp.js';
-import { formatReport, runFuzz } from './campaign.js';
+import { CATEGORY_GROUPS, type CategoryGroup } from './groups.js';
 import { announceEstimate, formatDuration, intFlag, refuse, scriptArgs } from '../support/script-args.js';
 
 /**
@@ -55,6 +53,8 @@ async function main(): Promise<number> {
   announceEstimate(`about ${formatDuration(campaignS + boundaryS)} (${[...(campaignS > 0 ? [`${runs} seeded requests ~${formatDuration(campaignS)}`] : []), ...(boundaryS > 0 ? [`boundary pass ~${formatDuration(boundaryS)}`] : [])].join(', ')})`);
   const databaseUrl = values['database-url'] ?? (process.env['TEST_DATABASE_URL'] || undefined);
   let violations = 0;
+  // Loaded only now: --help, --dry-run and a refused flag answer without the fuzzer's code.
+  const [{ formatReport, runFuzz }, { formatBoundary, runBoundary }] = await Promise.all([import('./campaign.js'), import('./boundary-mcp.js')]);
   if (boundary !== 'only') {
     console.log(`fuzz: seed ${seed}, ${runs} requests, groups ${groups.join(', ')} (replay: npm run fuzz -- --seed ${seed} --runs ${runs})`);
     const report = await runFuzz({ seed, runs, groups: groups as CategoryGroup[], databaseUrl, log: (line) => console.log(line) });
