@@ -27,17 +27,18 @@ describe('registrations per bot', { timeout: 120_000 }, () => {
   const as = (client: string) => ({ headers: { [POLICY_CLIENT_HEADER]: client } });
   const dmsFrom = (botId: string, content: string) => [...sandbox.messages.values()].flat().filter((m) => m.content === content && m.author.id === botId);
   const agent = (subcommand: string, botId?: string) => sandbox.invoke({ userId: IDS.user, command: 'agent', subcommand, ...(botId !== undefined ? { botId } : {}) });
-  const dm = async (client: string, content: string): Promise<Record<string, unknown>> => {
-    const id = newRequestId();
+  const dm = async (client: string, content: string, id = newRequestId()): Promise<Record<string, unknown>> => {
     expect((await h.bridge.post('/mcp/deliveries', { request_id: id, kind: 'dm', target: { user_id: IDS.user }, body: { content } }, as(client))).status).toBe(202);
-    return waitFor(
+    return settled(client, id);
+  };
+  const settled = async (client: string, id: string): Promise<Record<string, unknown>> =>
+    waitFor(
       async () => {
         const s = (await h.bridge.get(`/mcp/deliveries/${id}`, as(client))).json as Record<string, unknown>;
         return ['delivered', 'failed', 'unknown'].includes(String(s['state'])) ? s : undefined;
       },
-      `the DM from ${client} to settle`,
+      `${id.slice(0, 8)} from ${client} to settle`,
     );
-  };
   const recipients = async (client: string) => ((await h.bridge.get('/mcp/recipients', as(client))).json as { items: { user_id: string }[] }).items.map((r) => r.user_id);
 
   beforeAll(async () => {
@@ -78,6 +79,8 @@ describe('registrations per bot', { timeout: 120_000 }, () => {
     expect(dmsFrom(ops.id, 'ops, after registering')).toHaveLength(1);
     expect(await dm('agent-main', 'main, as before')).toMatchObject({ state: 'delivered' });
     expect(dmsFrom(sandbox.bot.id, 'main, as before')).toHaveLength(1);
+    // Each bot has its own DM channel with the person, as on Discord.
+    expect(dmsFrom(ops.id, 'ops, after registering')[0]?.channel_id).not.toBe(dmsFrom(sandbox.bot.id, 'main, as before')[0]?.channel_id);
   });
 
   it('a pairing code is its bot’s: the other bot’s agent cannot redeem it (404, and the code stays usable)', async () => {
@@ -97,7 +100,20 @@ describe('registrations per bot', { timeout: 120_000 }, () => {
   it('unregistering from the ops bot cuts only the ops agent off', async () => {
     await agent('register');
     await agent('register', ops.id);
+    const earlier = newRequestId();
+    expect(await dm('agent-ops', 'ops, before unregistering', earlier)).toMatchObject({ state: 'delivered' });
     expect((await agent('unregister', ops.id)).data?.content).toBe("Unregistered: your agents' tokens and DMs are revoked.");
+    // Nothing more goes into the conversation: no reaction on the earlier DM; taking it away stays allowed.
+    const act = async (kind: 'reaction' | 'delete') => {
+      const id = newRequestId();
+      const body = kind === 'reaction' ? { emoji: '👍' } : {};
+      expect((await h.bridge.post('/mcp/deliveries', { request_id: id, kind, target: { message_ref: earlier }, body }, as('agent-ops'))).status).toBe(202);
+      return settled('agent-ops', id);
+    };
+    expect(await act('reaction')).toMatchObject({ state: 'failed', code: 'RECIPIENT_UNREACHABLE' });
+    expect(dmsFrom(ops.id, 'ops, before unregistering')[0]?.reactions ?? []).toEqual([]);
+    expect(await act('delete')).toMatchObject({ state: 'delivered' });
+    expect(dmsFrom(ops.id, 'ops, before unregistering')).toHaveLength(0);
     expect(await dm('agent-ops', 'ops, after unregistering')).toMatchObject({ state: 'failed', code: 'RECIPIENT_UNREACHABLE' });
     expect(dmsFrom(ops.id, 'ops, after unregistering')).toHaveLength(0);
     expect(await recipients('agent-ops')).toEqual([]);

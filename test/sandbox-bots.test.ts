@@ -127,4 +127,43 @@ describe('a sandbox with several bots, rate limited', () => {
       await sandbox2.close();
     }
   });
+
+  it('gives each bot its own DM channel with a person: another bot can neither read nor write there; a DM to a bot reaches that bot', async () => {
+    // A sandbox of its own: the flood above spent the peer bot's budget here.
+    const own = await new DiscordSandbox().start();
+    const other = own.addBot('peer');
+    const heard = new Map<string, Message[]>([['herald', []], ['peer', []]]);
+    const listening: Client[] = [];
+    try {
+      for (const [name, token] of [['herald', own.botToken], ['peer', other.token]] as const) {
+        const client = new Client({ intents: [GatewayIntentBits.DirectMessages], partials: [Partials.Channel], rest: { api: own.apiUrl } });
+        client.on(Events.MessageCreate, (m) => heard.get(name)?.push(m));
+        const ready = once(client, Events.ClientReady);
+        await client.login(token);
+        await ready;
+        listening.push(client);
+      }
+      const as = (token: string) => new REST({ version: '10', api: own.apiUrl }).setToken(token);
+      const user = SANDBOX_IDS.user;
+      const open = async (token: string) => (await as(token).post(Routes.userChannels(), { body: { recipient_id: user } })) as { id: string };
+      const heraldDm = await open(own.botToken);
+      const peerDm = await open(other.token);
+      expect(peerDm.id).not.toBe(heraldDm.id);
+      expect((await open(other.token)).id).toBe(peerDm.id);
+      for (const call of [() => as(other.token).get(Routes.channelMessages(heraldDm.id)), () => as(other.token).post(Routes.channelMessages(heraldDm.id), { body: { content: 'not mine' } }), () => as(own.botToken).get(Routes.channel(peerDm.id))]) {
+        await expect(call()).rejects.toMatchObject({ status: 403, code: 50001 });
+      }
+      // The person writes to the peer bot: the peer hears it, Herald's bot does not.
+      const res = await fetch(`${own.url}/sandbox/api/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: user, dm: true, botId: other.user.id, content: 'to the peer bot' }) });
+      expect(await res.json()).toMatchObject({ channel_id: peerDm.id });
+      await waitFor(() => heard.get('peer')?.some((m) => m.content === 'to the peer bot') || undefined, 'the peer bot to hear its DM');
+      await fetch(`${own.url}/sandbox/api/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: user, dm: true, content: 'to herald' }) });
+      await waitFor(() => heard.get('herald')?.some((m) => m.content === 'to herald') || undefined, 'Herald to hear its DM');
+      expect(heard.get('herald')?.some((m) => m.channelId === peerDm.id)).toBe(false);
+      expect(heard.get('peer')?.some((m) => m.channelId === heraldDm.id)).toBe(false);
+    } finally {
+      for (const c of listening) await c.destroy();
+      await own.close();
+    }
+  });
 });

@@ -54,11 +54,19 @@ export function isOwnMessage(row: DeliveryRow): row is DeliveryRow & { channel_i
   return (row.kind === 'post' || row.kind === 'dm') && row.status === 'delivered' && row.channel_id !== null && row.message_id !== null;
 }
 
-/** Herald's own delivered post or DM, by the request_id that sent it. */
-async function ownMessage(ctx: MessageOpContext, messageRef: string): Promise<Located | Refusal> {
+/**
+ * Herald's own delivered post or DM, by the request_id that sent it. `adds`: the act puts something
+ * into the conversation (a reaction), so a DM's recipient must still be registered with the bot, as
+ * for an edit; a delete only takes Herald's own message away, which stays allowed after they leave.
+ */
+async function ownMessage(ctx: MessageOpContext, messageRef: string, adds: boolean): Promise<Located | Refusal> {
   const original = await findDelivery(ctx.db, messageRef);
   // Another identity's message is not found: an agent acts only on what it sent as itself.
   if (original === undefined || !isOwnMessage(original) || original.identity !== ctx.identity) return { refused: { code: 'NOT_FOUND', reason: NOT_HERALDS_MESSAGE } };
+  if (adds && original.kind === 'dm') {
+    const identity = ctx.identity ?? DEFAULT_IDENTITY;
+    if (!(await ctx.ports.isRegistered((original.target as { user_id: string }).user_id, identity))) return { refused: { code: 'RECIPIENT_UNREACHABLE', reason: notRegisteredWith(identity) } };
+  }
   const transport = ctx.transports.get(original.transport ?? ctx.transports.home.name);
   if (transport === undefined) return { refused: { code: 'UPSTREAM_UNAVAILABLE', reason: `the message is on ${original.transport ?? 'its platform'}, which this Herald does not run` } };
   return { transport, channelId: original.channel_id, messageId: original.message_id, url: original.url ?? '' };
@@ -66,7 +74,7 @@ async function ownMessage(ctx: MessageOpContext, messageRef: string): Promise<Lo
 
 /** A reaction's message, in whichever of its three forms the target gives. */
 async function reactionMessage(ctx: MessageOpContext, target: ReactionTarget): Promise<Located | Refusal> {
-  if ('message_ref' in target) return ownMessage(ctx, target.message_ref);
+  if ('message_ref' in target) return ownMessage(ctx, target.message_ref, true);
   if ('guild_id' in target) {
     const address = await ctx.ports.resolveDestination(target.guild_id, target.destination);
     if (address === undefined) return { refused: { code: 'UPSTREAM_UNAVAILABLE', reason: 'destination not mapped' } };
@@ -106,7 +114,7 @@ async function act(ctx: MessageOpContext, at: Located, call: () => Promise<void>
 
 /** Delete Herald's own post or DM; a message already gone (a lost answer's retry) is delivered. */
 export async function deliverDelete(ctx: MessageOpContext, target: DeleteTarget): Promise<MessageOpOutcome> {
-  const at = await ownMessage(ctx, target.message_ref);
+  const at = await ownMessage(ctx, target.message_ref, false);
   if ('refused' in at) return { status: 'failed', failure_code: at.refused.code, reason: at.refused.reason };
   const deleter = at.transport.deleter;
   if (deleter === undefined) return { status: 'failed', failure_code: 'CAPABILITY_UNAVAILABLE', reason: `${at.transport.name} cannot delete messages` };

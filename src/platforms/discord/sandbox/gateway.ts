@@ -22,6 +22,8 @@ export interface GatewayOptions {
   botFor: (token: string) => { id: string; user: Record<string, unknown> } | undefined;
   /** Herald's own bot (the application whose interactions the sandbox sends). */
   primaryBotId: string;
+  /** The bot a DM channel is with (undefined: not a DM channel). */
+  dmBotOf: (channelId: string) => string | undefined;
   guilds: () => GatewayGuild[];
 }
 
@@ -79,8 +81,8 @@ export class SandboxGateway {
    */
   dispatchMessage(data: { author: { id: string }; mentions: { id: string }[] } & Record<string, unknown>): void {
     for (const session of this.sessions) {
-      // A DM (no guild) is the primary bot's: the sandbox opens DM channels with it only.
-      if (data['guild_id'] === undefined && session.botId !== this.options.primaryBotId && data.author.id !== session.botId) continue;
+      // A DM (no guild) reaches the bot the DM channel is with (and its author).
+      if (data['guild_id'] === undefined && session.botId !== this.options.dmBotOf(String(data['channel_id'])) && data.author.id !== session.botId) continue;
       const sees =
         data.author.id === session.botId || data.mentions.some((u) => u.id === session.botId) || data['guild_id'] === undefined || (session.intents & MESSAGE_CONTENT) !== 0;
       this.send(session, 'MESSAGE_CREATE', sees ? data : { ...data, content: '', embeds: [], components: [] });

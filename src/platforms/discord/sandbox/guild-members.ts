@@ -146,8 +146,14 @@ export function userMessageRoute(router: Router, state: SandboxState, dispatch: 
     const body = await readJsonBody(ctx.req);
     const input = (body.ok ? body.value : {}) as Record<string, unknown>;
     const author = state.users.get(String(input['userId']));
-    // `dm: true` writes to the bot in the person's DM channel with it (opened if needed).
-    const channel = input['dm'] === true && author !== undefined ? state.dmChannel(author) : state.channels.get(String(input['channelId']));
+    // `dm: true` writes to the bot (Herald's own, or `botId`'s) in the person's DM channel with it (opened if needed).
+    const botId = typeof input['botId'] === 'string' && state.users.get(input['botId'])?.bot === true ? input['botId'] : undefined;
+    if (input['botId'] !== undefined && botId === undefined) {
+      ctx.status = 400;
+      ctx.body = { error: 'botId must be the id of a bot in this sandbox' };
+      return;
+    }
+    const channel = input['dm'] === true && author !== undefined ? state.dmChannel(author, botId) : state.channels.get(String(input['channelId']));
     const content = input['content'];
     if (author === undefined || channel === undefined || typeof content !== 'string' || content.length === 0 || content.length > 2000) {
       ctx.status = 400;

@@ -88,6 +88,14 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
       if (ctx.status === 429) seen.scope = ctx.response.get('X-RateLimit-Scope');
     }
   });
+  // Another bot's DM channel is not this bot's to read or write, as on Discord.
+  api.use(async (ctx, next) => {
+    const id = /^\/api\/v10\/channels\/([0-9]+)/.exec(ctx.path)?.[1];
+    const channel = id !== undefined ? state.channels.get(id) : undefined;
+    const dmBot = channel !== undefined ? state.dmBotOf(channel) : undefined;
+    if (dmBot !== undefined && dmBot !== botOf(ctx).id) return discordError(ctx, 403, 50001, 'Missing Access');
+    return next();
+  });
   api.get('/users/@me', (ctx) => {
     ctx.body = publicUser(botOf(ctx));
   });
@@ -151,7 +159,7 @@ export function restRoutes({ state, botFor, faults, rateLimits, requests, url, d
     const body = await readJsonBody(ctx.req);
     const recipient = body.ok ? state.users.get(String((body.value as { recipient_id?: unknown }).recipient_id)) : undefined;
     if (recipient === undefined) return discordError(ctx, 400, 50035, 'Invalid Form Body');
-    const channel = state.dmChannel(recipient);
+    const channel = state.dmChannel(recipient, botOf(ctx).id);
     ctx.body = { id: channel.id, type: 1, recipients: [publicUser(recipient)] };
     return undefined;
   });

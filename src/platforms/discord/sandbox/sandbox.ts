@@ -292,6 +292,10 @@ export class DiscordSandbox {
         return bot === undefined ? undefined : { id: bot.id, user: publicUser(bot) };
       },
       primaryBotId: this.bot.id,
+      dmBotOf: (channelId) => {
+        const channel = this.state.channels.get(channelId);
+        return channel !== undefined ? this.state.dmBotOf(channel) : undefined;
+      },
       guilds: () => this.state.gatewayGuilds(),
     });
     const address = server.address() as AddressInfo;

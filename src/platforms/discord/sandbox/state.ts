@@ -38,6 +38,12 @@ export interface SandboxChannel {
   permission_overwrites?: SandboxOverwrite[];
   /** A thread's channel (type 11, a public thread). */
   parent_id?: string;
+  /**
+   * A DM channel's bot, where it is not Herald's own (the sandbox's record: Discord's channel object
+   * does not carry it, and no route sends it). As on Discord, each bot has its own DM channel with a
+   * person, and no other bot may read or write there.
+   */
+  dm_bot?: string;
 }
 export interface SandboxMessage {
   id: string;
@@ -213,14 +219,20 @@ export class SandboxState {
   }
 
   /** The bot's DM channel with a user, opened if it is not yet. */
-  dmChannel(recipient: SandboxUser): SandboxChannel {
-    let channel = [...this.channels.values()].find((c) => c.type === 1 && c.recipients?.[0]?.id === recipient.id);
+  /** A person's DM channel with a bot (Herald's own by default), opened if needed. */
+  dmChannel(recipient: SandboxUser, botId = this.bot.id): SandboxChannel {
+    let channel = [...this.channels.values()].find((c) => c.type === 1 && c.recipients?.[0]?.id === recipient.id && this.dmBotOf(c) === botId);
     if (channel === undefined) {
-      channel = { id: this.nextSnowflake(), type: 1, recipients: [recipient] };
+      channel = { id: this.nextSnowflake(), type: 1, recipients: [recipient], ...(botId !== this.bot.id ? { dm_bot: botId } : {}) };
       this.addChannel(channel);
       this.save();
     }
     return channel;
+  }
+
+  /** The bot a DM channel is with (undefined: not a DM channel). */
+  dmBotOf(channel: SandboxChannel): string | undefined {
+    return channel.type === 1 ? (channel.dm_bot ?? this.bot.id) : undefined;
   }
 
   /** The guilds with their channels and threads, as the gateway announces them. */
