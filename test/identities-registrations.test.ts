@@ -84,17 +84,40 @@ describe('registrations per bot', { timeout: 120_000 }, () => {
   });
 
   it('a pairing code is its bot’s: the other bot’s agent cannot redeem it (404, and the code stays usable)', async () => {
+    const codeOf = async (botId?: string) => /\*\*([A-Z2-9]{27})\*\*/.exec((await agent('pair', botId)).data?.content ?? '')?.[1];
+    // The main agent pairs with the person through Herald's own bot first.
+    await agent('register');
+    const mainPairing = await h.bridge.post('/mcp/pair/redeem', { code: await codeOf() }, as('agent-main'));
+    expect(mainPairing.status).toBe(200);
     await agent('register', ops.id);
-    const code = /\*\*([A-Z2-9]{27})\*\*/.exec((await agent('pair', ops.id)).data?.content ?? '')?.[1];
+    const code = await codeOf(ops.id);
     expect(code).toBeDefined();
     expect((await h.bridge.post('/mcp/pair/redeem', { code }, as('agent-main'))).status).toBe(404);
-    expect((await h.bridge.get('/mcp/pairing', as('agent-main'))).status).toBe(404);
+    // Its pairing is the one it made, untouched by the refused code.
+    expect((await h.bridge.get('/mcp/pairing', as('agent-main'))).json).toMatchObject({ user_id: IDS.user, generation: (mainPairing.json as { generation: string }).generation });
     const redeemed = await h.bridge.post('/mcp/pair/redeem', { code }, as('agent-ops'));
     expect(redeemed.status).toBe(200);
     expect(redeemed.json).toMatchObject({ user_id: IDS.user });
     expect((await h.bridge.get('/mcp/pairing', as('agent-ops'))).json).toMatchObject({ user_id: IDS.user });
     // Used once.
     expect((await h.bridge.post('/mcp/pair/redeem', { code }, as('agent-ops'))).status).toBe(404);
+  });
+
+  it('answers /agent pair on the ops bot by its own registration: registered with the default bot only is not enough', async () => {
+    await agent('register');
+    await agent('unregister', ops.id);
+    expect((await agent('pair', ops.id)).data?.content).toBe('Run `/agent register` first.');
+    expect((await agent('pair')).data?.content).toMatch(/^Your pairing code: \*\*[A-Z2-9]{27}\*\*/);
+  });
+
+  it('unregistering from the default bot leaves the registration with the ops bot', async () => {
+    await agent('register');
+    await agent('register', ops.id);
+    expect((await agent('unregister')).data?.content).toBe("Unregistered: your agents' tokens and DMs are revoked.");
+    expect(await recipients('agent-main')).toEqual([]);
+    expect(await recipients('agent-ops')).toEqual([IDS.user]);
+    expect(await dm('agent-ops', 'ops, after the default unregister')).toMatchObject({ state: 'delivered' });
+    expect(await dm('agent-main', 'main, after the default unregister')).toMatchObject({ state: 'failed', code: 'RECIPIENT_UNREACHABLE' });
   });
 
   it('unregistering from the ops bot cuts only the ops agent off', async () => {
@@ -125,6 +148,9 @@ describe('registrations per bot', { timeout: 120_000 }, () => {
   it('counts each bot apart in the metrics and shows it on the status page', async () => {
     await agent('register', ops.id);
     expect(await dm('agent-ops', 'ops, counted')).toMatchObject({ state: 'delivered' });
+    const stranger = newRequestId();
+    await h.bridge.post('/mcp/deliveries', { request_id: stranger, kind: 'dm', target: { user_id: '999999999999999999' }, body: { content: 'to no one' } }, as('agent-ops'));
+    expect(await settled('agent-ops', stranger)).toMatchObject({ state: 'failed', code: 'RECIPIENT_UNREACHABLE' });
     const scrape = await (await fetch(`${h.herald.metricsUrl ?? ''}/metrics`)).text();
     const sum = (name: string, ...labels: string[]) =>
       scrape

@@ -133,11 +133,13 @@ describe('a sandbox with several bots, rate limited', () => {
     const own = await new DiscordSandbox().start();
     const other = own.addBot('peer');
     const heard = new Map<string, Message[]>([['herald', []], ['peer', []]]);
+    const reacted = new Map<string, string[]>([['herald', []], ['peer', []]]);
     const listening: Client[] = [];
     try {
       for (const [name, token] of [['herald', own.botToken], ['peer', other.token]] as const) {
-        const client = new Client({ intents: [GatewayIntentBits.DirectMessages], partials: [Partials.Channel], rest: { api: own.apiUrl } });
+        const client = new Client({ intents: [GatewayIntentBits.DirectMessages, GatewayIntentBits.DirectMessageReactions], partials: [Partials.Channel, Partials.Message, Partials.Reaction], rest: { api: own.apiUrl } });
         client.on(Events.MessageCreate, (m) => heard.get(name)?.push(m));
+        client.on(Events.MessageReactionAdd, (r) => void reacted.get(name)?.push(r.message.channelId));
         const ready = once(client, Events.ClientReady);
         await client.login(token);
         await ready;
@@ -161,6 +163,12 @@ describe('a sandbox with several bots, rate limited', () => {
       await waitFor(() => heard.get('herald')?.some((m) => m.content === 'to herald') || undefined, 'Herald to hear its DM');
       expect(heard.get('herald')?.some((m) => m.channelId === peerDm.id)).toBe(false);
       expect(heard.get('peer')?.some((m) => m.channelId === heraldDm.id)).toBe(false);
+      // The person reacts in the peer's DM: only the peer is told.
+      const peerMessage = heard.get('peer')?.find((m) => m.content === 'to the peer bot');
+      const react = await fetch(`${own.url}/sandbox/api/reactions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: user, channelId: peerDm.id, messageId: peerMessage?.id, emoji: '👍' }) });
+      expect(react.status).toBe(204);
+      await waitFor(() => reacted.get('peer')?.includes(peerDm.id) || undefined, 'the peer bot to hear the reaction');
+      expect(reacted.get('herald')).toEqual([]);
     } finally {
       for (const c of listening) await c.destroy();
       await own.close();

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { COMMANDS } from '../src/cli-help.js';
-import { runCommand } from './support/process.js';
+import { distIsFresh, runCommand } from './support/process.js';
 
 /**
  * Every script a person runs from package.json answers `--help` at once and starts nothing,
@@ -34,9 +34,11 @@ async function scripts(): Promise<Script[]> {
     if (tsx?.[1] !== undefined) found.push({ name: `npm run ${name}`, argv: ['--import', 'tsx', tsx[1]], long: true });
   }
   // The herald CLI and each command of it, as npm start, npm run herald and npm run mcp run it:
-  // bin/herald.js, the compiled CLI in dist/ (built by npm ci).
+  // bin/herald.js, the compiled CLI in dist/ (built by npm ci); through tsx when dist/ is older
+  // than the sources, so a checkout with an edit not yet built tests the edit.
+  const cli = distIsFresh() ? ['bin/herald.js'] : ['--import', 'tsx', 'src/cli.ts'];
   for (const command of COMMANDS) {
-    found.push({ name: `herald ${command}`, argv: ['bin/herald.js', ...(command === 'commands' ? ['commands', 'register'] : [command])], long: false });
+    found.push({ name: `herald ${command}`, argv: [...cli, ...(command === 'commands' ? ['commands', 'register'] : [command])], long: false });
   }
   return found;
 }

@@ -40,7 +40,7 @@ export const FAILURE_ADVICE: Readonly<Record<string, string>> = {
   CAPABILITY_UNAVAILABLE: 'this bridge does not send that kind of message (DMs or edits are turned off). Do not retry.',
   UPSTREAM_UNAVAILABLE:
     'Discord refused it, or that destination has no channel mapped in that server. Sending it again will fail the same way until the server operator fixes the mapping or permissions.',
-  RECIPIENT_UNREACHABLE: 'the user is not registered with the bot or does not accept DMs. Do not retry; ask them to run `/agent register` (and `/agent pair`).',
+  RECIPIENT_UNREACHABLE: 'the user is not registered with the bot or does not accept DMs. Do not retry; ask them to run `/agent register` (and `/agent pair`) on the bot this agent speaks as.',
   NOT_FOUND: 'the message to edit, delete or react to is unknown, not delivered (yet), older than 8 days, deleted, or not one this agent sent. Do not retry.',
 };
 

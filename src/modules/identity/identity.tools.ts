@@ -23,7 +23,7 @@ export function identityTools(): McpTool<IdentityToolDeps>[] {
       async handler(args, { bridge }) {
         // Redeeming keeps the pairing in Herald for this caller: send_dm (and the API) read it from there.
         const r = await bridge.call('redeemPairingCode', { body: { code: String(args['code']) } });
-        if (!r.ok) return r.status === 404 ? text('That code is invalid, expired or already used. Ask the user to run `/agent pair` again and give you the new code.', true) : bridgeError(r);
+        if (!r.ok) return r.status === 404 ? text('That code is invalid, expired or already used. Ask the user to run `/agent pair` again and give you the new code (where Herald is several bots, on the bot this agent speaks as: each bot has its own `/agent`).', true) : bridgeError(r);
         return result(`Paired with Discord user ${r.data.discord_user_id}. send_dm now reaches them.`, r.data);
       },
     },
@@ -38,7 +38,7 @@ export function identityTools(): McpTool<IdentityToolDeps>[] {
       async handler(_args, { bridge }) {
         const r = await bridge.call('listRecipients');
         if (!r.ok) return bridgeError(r);
-        if (r.data.items.length === 0) return result('No one is registered yet; a user runs `/agent register` in Discord.', r.data);
+        if (r.data.items.length === 0) return result('No one is registered yet; a user runs `/agent register` in Discord (where Herald is several bots, on the bot this agent speaks as).', r.data);
         return result(r.data.items.map((i) => `- ${i.display_name} (${i.user_id})`).join('\n'), r.data);
       },
     },

@@ -179,7 +179,7 @@ function startBot(config: DiscordConfig, token: string, services: PlatformServic
         apiUrl: config.apiUrl,
         // Another identity's bot registers only the commands every bot has (`/agent`: people register
         // with each bot), each invocation saying which bot; with none, what it has is left as it is.
-        ...(identity === undefined ? { commands: surfacesGiven.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` } } : otherBotCommands(surfacesGiven.commands?.everyBot, identity)),
+        ...(identity === undefined ? { commands: surfacesGiven.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` } } : { ...otherBotCommands(surfacesGiven.commands?.everyBot, identity), commandsOptional: true }),
         log,
         onOwnMessage: (m) => services.ownMessage(m.nonce, m.channelId, m.messageId, m.createdAt),
       });

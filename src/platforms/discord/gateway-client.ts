@@ -129,6 +129,12 @@ export async function connectGateway(options: {
   apiUrl: string | undefined;
   /** The slash commands to register, and what answers them; none: the bot's commands are left as they are, and not answered. */
   commands?: { definitions: readonly CommandDefinition[]; run: CommandHandler };
+  /**
+   * Whether the session stands without its commands registered: a failed registration is then said
+   * in the log, and the session stays (another identity's bot, whose gateway serves its sends too).
+   * Default: a failed registration fails the connection.
+   */
+  commandsOptional?: boolean;
   log: Logger;
   /** A message the bot itself created, with the nonce it was sent with (the gateway reports it). */
   onOwnMessage?: (message: OwnMessage) => Promise<void>;
@@ -225,8 +231,15 @@ export async function connectGateway(options: {
       aborted,
     ]);
     if (commands !== undefined) {
-      const names = await Promise.race([registerCommands(options.token, options.apiUrl, commands.definitions), aborted]);
-      log.info({ commands: names }, 'gateway connected; slash commands registered');
+      const registering = registerCommands(options.token, options.apiUrl, commands.definitions);
+      if (options.commandsOptional === true) {
+        const names = await Promise.race([registering.catch((err: unknown) => err), aborted]);
+        if (Array.isArray(names)) log.info({ commands: names }, 'gateway connected; slash commands registered');
+        else log.warn({ err: errorSummary(names) }, 'gateway connected; its slash commands could not be registered (they answer once registered at a later connection)');
+      } else {
+        const names = await Promise.race([registering, aborted]);
+        log.info({ commands: names }, 'gateway connected; slash commands registered');
+      }
     } else log.info('gateway connected');
   } catch (err) {
     // Whatever failed, the client (and a session it may have opened) goes with it: nothing else can

@@ -169,7 +169,7 @@ export function controlRoutes({ state, faults, interactions, destinations }: Con
         ...g,
         channels: [...state.channels.values()].filter((c) => c.guild_id === g.id).map((c) => ({ id: c.id, name: c.name, type: c.type, ...(c.parent_id !== undefined ? { parent_id: c.parent_id } : {}) })),
       })),
-      dm_channels: [...state.channels.values()].filter((c) => c.type === 1).map((c) => ({ id: c.id, recipients: c.recipients?.map((u) => u.id), bot: state.dmBotOf(c) })),
+      dm_channels: [...state.channels.values()].filter((c) => c.type === 1).map((c) => ({ id: c.id, recipients: c.recipients?.map((u) => u.id), ...(c.dm_bot !== undefined ? { bot: c.dm_bot } : {}) })),
       users: [...state.users.values()],
       messages: state.allMessages(),
       deleted: state.deleted,

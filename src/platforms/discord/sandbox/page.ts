@@ -147,7 +147,7 @@ function render(state) {
   root.replaceChildren();
   const channels = [];
   for (const g of state.guilds) for (const c of g.channels) if (c.type === 0 || c.type === 11) channels.push({ id: c.id, scope: g.id, title: g.name + ' #' + c.name + (c.type === 11 ? ' (thread)' : ''), name: c.name, thread: c.type === 11, parent: c.type === 11 ? ((g.channels.find((p) => p.id === c.parent_id) || {}).name || c.parent_id) : undefined });
-  for (const d of state.dm_channels) channels.push({ id: d.id, scope: '@me', title: 'DM with ' + (d.recipients || []).join(', ') });
+  for (const d of state.dm_channels) channels.push({ id: d.id, scope: '@me', title: 'DM with ' + (d.recipients || []).join(', ') + (d.bot ? ' (with the bot ' + d.bot + ')' : '') });
   for (const ch of channels) {
     const s = el('section');
     const h = el('h2', '', ch.title + ' ');

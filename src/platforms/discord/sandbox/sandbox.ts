@@ -271,7 +271,13 @@ export class DiscordSandbox {
       const mentioned = new Set([...mentionsOf({ content: d.content }).users, ...(repliedTo !== undefined ? [repliedTo] : [])]);
       this.gateway?.dispatchMessage({ ...d, mentions: [...mentioned].map((id) => ({ id })) });
     });
-    userReactionRoute(control, this.state, (type, data) => this.gateway?.dispatch(type, data));
+    // A reaction in a DM reaches the bot the DM channel is with; elsewhere, Herald's own bot.
+    userReactionRoute(control, this.state, (type, data) => {
+      const channel = this.state.channels.get(String((data as { channel_id?: unknown }).channel_id));
+      const dmBot = channel !== undefined ? this.state.dmBotOf(channel) : undefined;
+      if (dmBot !== undefined) this.gateway?.dispatchTo(dmBot, type, data);
+      else this.gateway?.dispatch(type, data);
+    });
     botRoutes(control, this);
     const attachmentOf = (channelId: string, id: string) => this.state.channelMessages(channelId).flatMap((m) => m.attachments ?? []).find((a) => a.id === id);
     app.use(control.routes()).use(rest.routes()).use(mediaRoutes(this.mediaRequests).routes()).use(attachmentRoutes(this.attachmentStore, attachmentOf, this.attachmentRequests).routes());
