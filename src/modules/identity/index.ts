@@ -1,5 +1,4 @@
 import { defineModule, ownTables } from '../contract.js';
-import { identityOf } from '../../infra/http/policy.middleware.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import type { IdentityService } from './identity.service.js';
 import { identityTools } from './identity.tools.js';
@@ -26,11 +25,12 @@ export const identityModule = defineModule<Identity, undefined, undefined, Ident
   commands: async () => [(await import('./agent.command.js')).agentCommand],
   async start({ db: tables, clock, registry, transports, use, events, policy }) {
     const db = tablesOf<IdentityDb>(tables);
-    const [{ IdentityService }, { identityOperations }, { IdentityMetrics }, { findRegistration }] = await Promise.all([
+    const [{ IdentityService }, { identityOperations }, { IdentityMetrics }, { findRegistration }, { identityOf }] = await Promise.all([
       import('./identity.service.js'),
       import('./identity.http.js'),
       import('./identity.metrics.js'),
       import('./identity.repository.js'),
+      import('../../infra/http/policy.middleware.js'),
     ]);
     // Others forget what they keep of a person who unregisters (the inbox, their DMs): told after the commit, on every replica.
     const identity = new IdentityService(db, clock, transports.home.name, (userId) => events.publish(UNREGISTERED, userId));
