@@ -31,6 +31,8 @@ async function main(argv: string[]): Promise<number> {
       break;
   }
   const { command } = invocation;
+  // `ps` and process accounting show which Herald this is (`herald serve`, `herald dispatch`).
+  process.title = `herald ${command}`;
   // A misspelled variable would otherwise be silently ignored (and its default used).
   for (const { name, suggestion } of unknownVariables()) {
     console.error(`herald: warning: ${name} is not a Herald variable and is ignored${suggestion !== undefined ? `: did you mean ${suggestion}?` : ' (docs/guides/configuration.md lists them all)'}`);
