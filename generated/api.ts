@@ -442,6 +442,9 @@ export interface paths {
          *     last moved it to). Each event is stored once (unique by platform and message id); its `id`
          *     only grows, so `next_cursor` pages on. Events are kept until the retention drops them
          *     (`HERALD_INBOX_RETENTION_DAYS`, `HERALD_INBOX_MAX_PER_CHANNEL`), acknowledged or not.
+         *     A caller reads the DMs written to the bot it speaks as (the operator's policy binds it to an
+         *     identity), and none written to another bot; what is heard in channels is the same for every
+         *     caller its rules let read it.
          */
         get: operations["listInbox"];
         put?: never;

@@ -19,7 +19,7 @@ import { TestClock } from './support/herald.js';
 
 const SELF = '111111111111111111';
 const PERSON = '123456789012345678';
-const CONNECTOR_SCOPE = { cursor: CONNECTOR, visible: undefined };
+const CONNECTOR_SCOPE = { cursor: CONNECTOR, identity: 'default', visible: undefined };
 let fixture: MigratedStore | undefined;
 afterEach(async () => {
   await fixture?.close();
@@ -44,7 +44,7 @@ function service(registered: Set<string>) {
       parentOf: async () => undefined,
     },
     clock,
-    { platform: 'discord', push: false, publish: () => undefined, ring: () => undefined, log, metrics: new InboxMetrics(registry), waitPollMs: 50 },
+    { platform: 'discord', push: false, pushIdentity: 'default', publish: () => undefined, ring: () => undefined, log, metrics: new InboxMetrics(registry), waitPollMs: 50 },
   );
   return { inbox, clock, registry, lines };
 }

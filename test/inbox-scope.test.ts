@@ -40,7 +40,7 @@ beforeAll(async () => {
     tablesOf<InboxDb>(fixture.store.db),
     { ...ports, selfId: async () => SELF, isRegistered: async (id) => registered.has(id), sentByHerald: async (ids) => new Set(ids.filter((id) => id === HERALDS)), listened: async () => new Set(), handoffClaims: () => false },
     new TestClock(),
-    { platform: 'discord', push: false, publish: () => undefined, ring: () => undefined, log: pino({ level: 'silent' }), metrics: new InboxMetrics(new Registry()), waitPollMs: 50 },
+    { platform: 'discord', push: false, pushIdentity: 'default', publish: () => undefined, ring: () => undefined, log: pino({ level: 'silent' }), metrics: new InboxMetrics(new Registry()), waitPollMs: 50 },
   );
 }, 90_000);
 afterAll(() => fixture?.close());

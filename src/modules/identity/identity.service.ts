@@ -40,8 +40,8 @@ export class IdentityService {
     private readonly clock: Clock,
     /** The home platform's name: a registration from an invocation that names none is there. */
     private readonly home: string,
-    /** Told after an unregister from the default bot was committed (the module publishes it to every replica). */
-    private readonly unregistered?: (userId: string) => void,
+    /** Told after an unregister from a bot was committed (the module publishes it to every replica). */
+    private readonly unregistered?: (userId: string, identity: string) => void,
   ) {}
 
   /** Whether the user is registered with `identity`'s bot now. */
@@ -86,8 +86,8 @@ export class IdentityService {
   /** Delete the registration with `identity`'s bot and every outstanding code of it in one statement. */
   async unregister(userId: string, identity = DEFAULT_IDENTITY): Promise<boolean> {
     const removed = await deleteRegistration(this.db, identity, userId);
-    // What others keep of a person (the inbox: the default bot's DMs) is the default bot's.
-    if (removed && identity === DEFAULT_IDENTITY) this.unregistered?.(userId);
+    // What others keep of a person with this bot (the inbox: their DMs with it) goes too.
+    if (removed) this.unregistered?.(userId, identity);
     return removed;
   }
 

@@ -7,7 +7,9 @@ import type { InboxSettings } from './settings.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import { destinationsModule, LISTEN_CHANGED } from '../destinations/index.js';
 import { HANDOFF_ARRIVED, handoffsModule } from '../handoffs/index.js';
-import { identityModule, UNREGISTERED } from '../identity/index.js';
+import { identityModule, unregisteredOf, UNREGISTERED } from '../identity/index.js';
+import { DEFAULT_IDENTITY } from '../../infra/policy/identity.js';
+import { identityFor } from '../../infra/policy/policy.js';
 import { inboxOperations } from './inbox.http.js';
 import { InboxMetrics } from './inbox.metrics.js';
 import { catchupCursors, saveCatchupCursor } from './inbox.repository.js';
@@ -82,7 +84,7 @@ export async function startInbox({ config, settings, db: tables, clock, log, reg
       ...scopePorts,
       guildOf: async (channelId) => (await infoOf(channelId))?.guildId,
       selfId: () => (home.history !== undefined ? home.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot is`))),
-      isRegistered: (userId) => identity.isRegistered(userId),
+      isRegistered: (userId, speaksAs) => identity.isRegistered(userId, speaksAs),
       sentByHerald,
       listened: async () => new Set((await listenedNow()).keys()),
       handoffClaims: (message) => handoffs.claims(message),
@@ -92,6 +94,7 @@ export async function startInbox({ config, settings, db: tables, clock, log, reg
     {
       platform: home.name,
       push: webhook !== undefined,
+      pushIdentity: policy === undefined ? DEFAULT_IDENTITY : identityFor(policy, undefined),
       publish: (id) => events.publish(HEARD, id),
       ring: () => doorbell.ring(),
       log,
@@ -101,14 +104,31 @@ export async function startInbox({ config, settings, db: tables, clock, log, reg
     },
   );
   const unsubscribeHeard = await events.subscribe(HEARD, () => inbox.heardElsewhere());
-  // A person who unregisters: their stored DMs go (on every replica that hears of it; the hourly prune checks too).
-  const unsubscribeUnregistered = await events.subscribe(UNREGISTERED, (ids) => {
-    for (const userId of ids ?? []) inbox.forget(userId).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not delete an unregistered user\'s DMs; the prune will'));
+  // A person who unregisters from a bot: their stored DMs with it go (on every replica that hears of it; the hourly prune checks too).
+  const unsubscribeUnregistered = await events.subscribe(UNREGISTERED, (payloads) => {
+    for (const payload of payloads ?? []) {
+      const { userId, identity: bot } = unregisteredOf(payload);
+      inbox.forget(userId, bot).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'could not delete an unregistered user\'s DMs; the prune will'));
+    }
   });
 
   // The live stream: every message others write where the bot can see them, and reactions.
   const unlisten = home.inbound?.onMessage((m) => void inbox.admit(m, 'live'));
   const unreact = home.inbound?.onReaction?.((r) => inbox.react(r).catch((err: unknown) => log.warn({ err: errorSummary(err), message_id: r.messageId }, 'could not store a reaction')));
+  // Each other bot's session: the DMs people registered with it write to it, and their reactions
+  // there, heard as that bot's (only an agent speaking as it reads them).
+  const otherBots = transports.identities.flatMap((name) => {
+    const heard = transports.as(name)?.home.inbound;
+    if (heard === undefined) return [];
+    return [
+      heard.onMessage((m) => {
+        if (m.guildId === undefined) void inbox.admit(m, 'live', name);
+      }),
+      heard.onReaction?.((r) => {
+        if (r.guildId === undefined) inbox.react(r, name).catch((err: unknown) => log.warn({ err: errorSummary(err), message_id: r.messageId, identity: name }, 'could not store a reaction'));
+      }),
+    ];
+  });
 
   // Handoffs become events of the inbox, one at a time, in the order the handoff inbox took them in.
   let taking: Promise<void> = Promise.resolve();
@@ -167,6 +187,7 @@ export async function startInbox({ config, settings, db: tables, clock, log, reg
     close: async () => {
       unlisten?.();
       unreact?.();
+      for (const off of otherBots) off?.();
       unsubscribeHeard();
       unsubscribeUnregistered();
       unsubscribeListen();

@@ -27,6 +27,7 @@ const columns = [
   'source_ref',
   'created_at',
   'received_at',
+  'identity',
 ] as const;
 
 /**
@@ -50,9 +51,20 @@ export async function insertEvent(db: Db, event: NewInboxEventRow, push: boolean
   });
 }
 
-export async function listEvents(db: Db, after: string, limit: number): Promise<InboxEventRow[]> {
+/**
+ * Events after `after`, oldest first, as a reader speaking as `identity` may see them: every event
+ * but the DMs (and reactions in DMs) another bot heard.
+ */
+export async function listEvents(db: Db, after: string, limit: number, identity: string): Promise<InboxEventRow[]> {
   // By the column, not the text alias `id` (which would sort "10" before "9").
-  return db.selectFrom('inbox_events').select(columns).where(sql<boolean>`id > ${after}::bigint`).orderBy('inbox_events.id').limit(limit).execute();
+  return db
+    .selectFrom('inbox_events')
+    .select(columns)
+    .where(sql<boolean>`id > ${after}::bigint`)
+    .where((eb) => eb.or([eb('identity', '=', identity), eb('guild_id', 'is not', null), eb('kind', '=', 'handoff')]))
+    .orderBy('inbox_events.id')
+    .limit(limit)
+    .execute();
 }
 
 export async function findEvent(db: Db, id: string): Promise<InboxEventRow | undefined> {
@@ -85,15 +97,19 @@ export async function lastHandoffRef(db: Db): Promise<string> {
   return row.ref;
 }
 
-/** Delete what a person did in their DM with the bot (they unregistered): their messages and reactions there; how many. */
-export async function deleteDmsOf(db: Db, userId: string): Promise<number> {
-  const r = await db.deleteFrom('inbox_events').where('guild_id', 'is', null).where('kind', 'in', ['dm', 'reaction']).where('author_id', '=', userId).executeTakeFirst();
+/**
+ * Delete what a person did in their DM with `identity`'s bot (they unregistered from it): their
+ * messages and reactions there; how many. Their DMs with another bot stay.
+ */
+export async function deleteDmsOf(db: Db, userId: string, identity: string): Promise<number> {
+  const r = await db.deleteFrom('inbox_events').where('guild_id', 'is', null).where('kind', 'in', ['dm', 'reaction']).where('author_id', '=', userId).where('identity', '=', identity).executeTakeFirst();
   return Number(r.numDeletedRows);
 }
 
-/** Who has events stored from a DM (for the check that each is still registered). */
-export async function dmAuthors(db: Db): Promise<string[]> {
-  return (await db.selectFrom('inbox_events').select('author_id').distinct().where('guild_id', 'is', null).where('kind', 'in', ['dm', 'reaction']).execute()).map((r) => r.author_id);
+/** Who has events stored from a DM, and with which bot (for the check that each is still registered with it). */
+export async function dmAuthors(db: Db): Promise<{ userId: string; identity: string }[]> {
+  const rows = await db.selectFrom('inbox_events').select(['author_id', 'identity']).distinct().where('guild_id', 'is', null).where('kind', 'in', ['dm', 'reaction']).execute();
+  return rows.map((r) => ({ userId: r.author_id, identity: r.identity }));
 }
 
 /** Drop events heard before `cutoff`; how many. */

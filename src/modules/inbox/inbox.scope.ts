@@ -1,4 +1,5 @@
-import { channelKey, rulesFor, type Policy, type Rules } from '../../infra/policy/policy.js';
+import { DEFAULT_IDENTITY } from '../../infra/policy/identity.js';
+import { channelKey, identityFor, rulesFor, type Policy, type Rules } from '../../infra/policy/policy.js';
 import { principalName } from '../../infra/policy/principal.js';
 import type { InboxEventRow } from './inbox.table.js';
 
@@ -17,6 +18,8 @@ export const CONNECTOR = 'connector';
 export interface InboxScope {
   /** Its cursor's row in inbox_cursors. */
   readonly cursor: string;
+  /** The identity it speaks as: of the DMs, it sees only those written to that bot. */
+  readonly identity: string;
   /** Which of these events it may see, in order; undefined: every one (the connector without rules). */
   readonly visible: ((rows: readonly InboxEventRow[]) => Promise<InboxEventRow[]>) | undefined;
 }
@@ -43,9 +46,11 @@ export function inboxScope(policy: Policy | undefined, client: string | undefine
   const dms = client === undefined || (own?.tools !== undefined && DM_TOOLS.some((t) => own.tools?.has(t) === true && (policy?.connector.tools?.has(t) ?? true)));
   const limited = rules.some((r) => r.platforms !== undefined || r.channels !== undefined || r.destinations !== undefined);
   const cursor = client === undefined ? CONNECTOR : principalName(client);
-  if (dms && !limited) return { cursor, visible: undefined };
+  const identity = policy === undefined ? DEFAULT_IDENTITY : identityFor(policy, client);
+  if (dms && !limited) return { cursor, identity, visible: undefined };
   return {
     cursor,
+    identity,
     visible: async (rows) => {
       const needDestinations = rules.some((r) => r.destinations !== undefined);
       const byChannel = needDestinations ? await ports.destinationsByChannel() : new Map<string, ReadonlySet<string>>();

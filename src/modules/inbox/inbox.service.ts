@@ -4,10 +4,11 @@ import type { Logger } from 'pino';
 import type { components } from '../../../generated/api.js';
 import type { Clock } from '../../infra/clock.js';
 import { errorSummary, InvalidRequestError } from '../../infra/errors.js';
+import { DEFAULT_IDENTITY } from '../../infra/policy/identity.js';
 import type { InboundMessage, InboundReaction } from '../../platforms/platform.js';
 import type { HandoffInboxRow } from '../handoffs/index.js';
 import type { InboxMetrics } from './inbox.metrics.js';
-import type { InboxScope, ScopePorts } from './inbox.scope.js';
+import { inDm, type InboxScope, type ScopePorts } from './inbox.scope.js';
 import {
   advanceCursor,
   cursorOf,
@@ -41,7 +42,8 @@ const SCAN = 200;
 export interface InboxPorts extends ScopePorts {
   /** Herald's own user on the home platform. */
   selfId(): Promise<string>;
-  isRegistered(userId: string): Promise<boolean>;
+  /** Whether the user is registered with `identity`'s bot now. */
+  isRegistered(userId: string, identity: string): Promise<boolean>;
   /** Which of these message ids Herald sent (deliveries). */
   sentByHerald(messageIds: readonly string[]): Promise<Set<string>>;
   /** The channel ids the operator opted in to listen (destinations), cached by the caller. */
@@ -58,6 +60,11 @@ export interface InboxServiceOptions {
   platform: string;
   /** Whether each new event gets a webhook push (HERALD_INBOX_WEBHOOK_URL is set). */
   push: boolean;
+  /**
+   * The identity the connector speaks as (the operator's policy): the webhook is the connector's,
+   * so it is pushed what the connector may read, never another bot's DMs.
+   */
+  pushIdentity: string;
   /** Tell every process an event was stored (after the commit); `heardElsewhere` is their side. */
   publish: (id: string) => void;
   /** Wake the job runner (a push is due). */
@@ -88,12 +95,17 @@ export class InboxService {
     this.news.setMaxListeners(0);
   }
 
-  /** Why this message is heard, or undefined: it is not stored at all. */
-  async classify(message: InboundMessage, path: HeardPath): Promise<InboxEventRow['kind'] | undefined> {
+  /**
+   * Why this message is heard, or undefined: it is not stored at all. `identity` is the bot whose
+   * session heard it: another bot than the default hears only DMs written to it (by people
+   * registered with it); what is said in channels is the default bot's to hear.
+   */
+  async classify(message: InboundMessage, path: HeardPath, identity: string = DEFAULT_IDENTITY): Promise<InboxEventRow['kind'] | undefined> {
+    if (identity !== DEFAULT_IDENTITY) return path === 'live' && message.guildId === undefined && (await this.ports.isRegistered(message.authorId, identity)) ? 'dm' : undefined;
     const self = await this.ports.selfId();
     if (message.authorId === self || this.ports.handoffClaims(message)) return undefined;
     // A DM has no guild; a message read back from history is always from a listened guild channel.
-    if (path === 'live' && message.guildId === undefined) return (await this.ports.isRegistered(message.authorId)) ? 'dm' : undefined;
+    if (path === 'live' && message.guildId === undefined) return (await this.ports.isRegistered(message.authorId, DEFAULT_IDENTITY)) ? 'dm' : undefined;
     const replyTo = message.heard?.replyTo ?? null;
     if (replyTo !== null && (await this.ports.sentByHerald([replyTo])).has(replyTo)) return 'reply';
     const mentions = message.heard?.mentions ?? [];
@@ -114,9 +126,9 @@ export class InboxService {
     return parent !== undefined && byChannel.has(parent);
   }
 
-  /** Hear a message: classified, then stored once. True when it is settled (stored, known, or not heard). */
-  async hear(message: InboundMessage, path: HeardPath): Promise<boolean> {
-    const kind = await this.classify(message, path);
+  /** Hear a message (by `identity`'s bot): classified, then stored once. True when it is settled (stored, known, or not heard). */
+  async hear(message: InboundMessage, path: HeardPath, identity: string = DEFAULT_IDENTITY): Promise<boolean> {
+    const kind = await this.classify(message, path, identity);
     if (kind === undefined) return true;
     const h = message.heard;
     await this.store({
@@ -139,14 +151,19 @@ export class InboxService {
       source_ref: null,
       created_at: message.createdAt,
       received_at: this.clock.now(),
+      identity,
     }, path);
     return true;
   }
 
-  /** A reaction: heard only on a message Herald posted, and in a DM only from a registered user. */
-  async react(reaction: InboundReaction): Promise<void> {
+  /**
+   * A reaction (heard by `identity`'s bot): only on a message Herald posted, and in a DM only from
+   * someone registered with that bot. Another bot than the default hears only those in its DMs.
+   */
+  async react(reaction: InboundReaction, identity: string = DEFAULT_IDENTITY): Promise<void> {
+    if (identity !== DEFAULT_IDENTITY && reaction.guildId !== undefined) return;
     if (!(await this.ports.sentByHerald([reaction.messageId])).has(reaction.messageId)) return;
-    if (reaction.guildId === undefined && !(await this.ports.isRegistered(reaction.userId))) return;
+    if (reaction.guildId === undefined && !(await this.ports.isRegistered(reaction.userId, identity))) return;
     const now = this.clock.now();
     await this.store({
       event_id: `${this.o.platform}:${reaction.messageId}:reaction:${reaction.userId}:${reaction.emoji}`,
@@ -167,6 +184,7 @@ export class InboxService {
       source_ref: null,
       created_at: now,
       received_at: now,
+      identity,
     }, 'live');
   }
 
@@ -200,6 +218,7 @@ export class InboxService {
           source_ref: h.id,
           created_at: h.received_at,
           received_at: this.clock.now(),
+          identity: DEFAULT_IDENTITY,
         }, 'live');
         taken += 1;
       }
@@ -213,11 +232,11 @@ export class InboxService {
    * The live stream's receipt: tried at once, and retried in the background while the store is
    * unreachable (up to a minute; a listened channel's catch-up reads it back after that).
    */
-  admit(message: InboundMessage, path: HeardPath): { done: boolean; firstTry: Promise<void>; settled: Promise<boolean> } {
+  admit(message: InboundMessage, path: HeardPath, identity: string = DEFAULT_IDENTITY): { done: boolean; firstTry: Promise<void>; settled: Promise<boolean> } {
     let tried: () => void = () => undefined;
     const firstTry = new Promise<void>((resolve) => (tried = resolve));
     const receipt = { done: false, firstTry, settled: Promise.resolve(false) };
-    receipt.settled = this.hearRetrying(message, path, () => tried()).then((ok) => {
+    receipt.settled = this.hearRetrying(message, path, identity, () => tried()).then((ok) => {
       receipt.done = ok;
       tried();
       return ok;
@@ -229,12 +248,12 @@ export class InboxService {
     this.closing.abort();
   }
 
-  private async hearRetrying(message: InboundMessage, path: HeardPath, tried: () => void): Promise<boolean> {
+  private async hearRetrying(message: InboundMessage, path: HeardPath, identity: string, tried: () => void): Promise<boolean> {
     const deadline = Date.now() + RETRY_FOR_MS;
     let wait = RETRY_FIRST_MS;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.hear(message, path);
+        return await this.hear(message, path, identity);
       } catch (err) {
         tried();
         // Ids only: never the content.
@@ -251,11 +270,13 @@ export class InboxService {
   }
 
   private async store(event: NewInboxEventRow, path: HeardPath): Promise<void> {
-    const id = await insertEvent(this.db, event, this.o.push, this.clock.now());
+    // The webhook is the connector's: pushed what the connector may read (another bot's DMs are not).
+    const push = this.o.push && (event.identity === this.o.pushIdentity || !inDm({ guild_id: event.guild_id ?? null, kind: event.kind }));
+    const id = await insertEvent(this.db, event, push, this.clock.now());
     if (id === undefined) return;
     this.o.metrics.heard(event.kind);
     this.o.log.info({ inbox_id: id, kind: event.kind, channel_id: event.channel_id, message_id: event.message_id, path }, 'inbound event stored');
-    if (this.o.push) this.o.ring();
+    if (push) this.o.ring();
     this.o.publish(id);
   }
 
@@ -306,10 +327,10 @@ export class InboxService {
 
   /** Up to `limit` events after `after` that `scope` may see, in order. */
   private async visible(scope: InboxScope, after: string, limit: number): Promise<InboxEventRow[]> {
-    if (scope.visible === undefined) return listEvents(this.db, after, limit);
+    if (scope.visible === undefined) return listEvents(this.db, after, limit, scope.identity);
     const out: InboxEventRow[] = [];
     for (let from = after; ; ) {
-      const batch = await listEvents(this.db, from, SCAN);
+      const batch = await listEvents(this.db, from, SCAN, scope.identity);
       out.push(...(await scope.visible(batch)));
       const last = batch.at(-1);
       if (out.length >= limit || last === undefined || batch.length < SCAN) return out.slice(0, limit);
@@ -317,11 +338,11 @@ export class InboxService {
     }
   }
 
-  /** A person unregistered: their stored DMs go. */
-  async forget(userId: string): Promise<number> {
-    const n = await deleteDmsOf(this.db, userId);
+  /** A person unregistered from `identity`'s bot: their stored DMs with it go (those with another bot stay). */
+  async forget(userId: string, identity: string = DEFAULT_IDENTITY): Promise<number> {
+    const n = await deleteDmsOf(this.db, userId, identity);
     if (n > 0) this.o.metrics.dropped('unregistered', n);
-    this.o.log.info({ user_id: userId, deleted: n }, 'stored DMs of an unregistered user deleted');
+    this.o.log.info({ user_id: userId, identity, deleted: n }, 'stored DMs of an unregistered user deleted');
     return n;
   }
 
@@ -333,7 +354,7 @@ export class InboxService {
     const counted = await pruneBeyondCount(this.db, maxPerChannel);
     if (counted > 0) this.o.metrics.dropped('count', counted);
     let forgotten = 0;
-    for (const userId of await dmAuthors(this.db)) if (!(await this.ports.isRegistered(userId))) forgotten += await this.forget(userId);
+    for (const { userId, identity } of await dmAuthors(this.db)) if (!(await this.ports.isRegistered(userId, identity))) forgotten += await this.forget(userId, identity);
     return aged + counted + forgotten;
   }
 }

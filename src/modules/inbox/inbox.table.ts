@@ -26,6 +26,11 @@ export interface InboxEventTable {
   source_ref: string | null;
   created_at: Date;
   received_at: Date;
+  /**
+   * The bot that heard it (src/infra/policy/identity.ts): a DM is the bot's it was written to, and
+   * only an agent speaking as that bot reads it; every other event is the default bot's.
+   */
+  identity: string;
 }
 
 /** The connector's acknowledged cursor. */

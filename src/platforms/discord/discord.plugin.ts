@@ -59,8 +59,9 @@ function identityToken(identity: DiscordIdentity): string {
 /**
  * Start Discord: DISCORD_TOKEN's bot (the identity `default`) and each of HERALD_DISCORD_IDENTITIES,
  * each with REST facets paced by its own shared budget and its own gateway session under its own
- * lease. Messages others write come through the default bot's session, and its slash commands; each
- * other bot registers and answers `/agent` (a person registers with each bot that may reach them).
+ * lease. Messages others write in channels come through the default bot's session, and its slash
+ * commands; each other bot registers and answers `/agent` (a person registers with each bot that
+ * may reach them), and hears the DMs written to it.
  */
 export async function startDiscord(config: DiscordConfig, services: PlatformServices): Promise<RunningPlatform> {
   const metrics = PlatformMetrics.create(services.registry);
@@ -150,7 +151,9 @@ function startBot(config: DiscordConfig, token: string, services: PlatformServic
     pages: rest.pages,
     channels: loggedChannels(rest.channels, log),
     chat: rest.chat,
-    ...(identity === undefined ? { invokers, inbound } : {}),
+    // Another bot hears what its own session hears (the inbox keeps the DMs written to it and the
+    // reactions there); it has no catch-up: channels are read back by the default bot's.
+    ...(identity === undefined ? { invokers, inbound } : { inbound: { onMessage: inbound.onMessage, onReaction: (listener) => gatewayInbound.onReaction(listener) } }),
   };
   const watchGateway = services.serving && config.gateway;
   let gateway: GatewayConnection | undefined;
@@ -174,7 +177,8 @@ function startBot(config: DiscordConfig, token: string, services: PlatformServic
       log.info('connecting to the Discord gateway');
       gateway = await connectGateway({
         signal: connecting.signal,
-        ...(listened ? { inbound: gatewayInbound, messageContent: config.messageContent } : {}),
+        // Message Content is asked for by the default bot only: DMs carry their text without it.
+        ...(listened ? { inbound: gatewayInbound, messageContent: identity === undefined && config.messageContent } : {}),
         token,
         apiUrl: config.apiUrl,
         // Another identity's bot registers only the commands every bot has (`/agent`: people register

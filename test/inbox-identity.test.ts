@@ -1,0 +1,97 @@
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InboxMetrics } from '../src/modules/inbox/inbox.metrics.js';
+import { inboxScope, type ScopePorts } from '../src/modules/inbox/inbox.scope.js';
+import { InboxService } from '../src/modules/inbox/inbox.service.js';
+import type { InboxDb } from '../src/modules/inbox/inbox.table.js';
+import { tablesOf } from '../src/infra/db/tables.js';
+import { parsePolicy } from '../src/infra/policy/policy.js';
+import type { InboundMessage } from '../src/platforms/platform.js';
+import { migratedStore, type MigratedStore } from './support/db.js';
+import { TestClock } from './support/herald.js';
+
+/**
+ * The inbox per bot, on the service: what another bot's session hears (the DMs written to it by
+ * people registered with it, their reactions there; nothing said in channels), which reader sees
+ * it, what the connector's webhook is pushed, and what an unregister and the prune forget.
+ */
+
+const SELF = '111111111111111111';
+const PERSON = '123456789012345678';
+const TOOLS = ['send_dm', 'list_inbox', 'wait_for_messages', 'ack_inbox'];
+
+const ports: ScopePorts = { destinationsByChannel: async () => new Map([['alerts-ch', new Set(['alerts'])]]), parentOf: async () => undefined };
+
+let fixture: MigratedStore;
+let inbox: InboxService;
+/** Who is registered with which bot: `<identity>:<user id>`. */
+const registered = new Set([`default:${PERSON}`, `ops:${PERSON}`]);
+
+beforeAll(async () => {
+  fixture = await migratedStore();
+  inbox = new InboxService(
+    tablesOf<InboxDb>(fixture.store.db),
+    {
+      ...ports,
+      selfId: async () => SELF,
+      isRegistered: async (id, identity) => registered.has(`${identity}:${id}`),
+      sentByHerald: async (ids) => new Set(ids.filter((id) => id.startsWith('9'))),
+      listened: async () => new Set(['alerts-ch']),
+      handoffClaims: () => false,
+    },
+    new TestClock(),
+    { platform: 'discord', push: true, pushIdentity: 'default', publish: () => undefined, ring: () => undefined, log: pino({ level: 'silent' }), metrics: new InboxMetrics(new Registry()), waitPollMs: 50 },
+  );
+}, 90_000);
+afterAll(() => fixture?.close());
+
+let next = 5000;
+const message = (channelId: string, content: string, dm: boolean): InboundMessage => ({
+  channelId,
+  messageId: String(next++),
+  authorId: PERSON,
+  authorIsBot: false,
+  guildId: dm ? undefined : 'g1',
+  content,
+  createdAt: new Date(),
+  heard: { authorName: null, mentions: [], threadId: null, replyTo: null, attachments: [] },
+});
+const policy = parsePolicy(`clients:\n  agent-ops: { identity: ops, tools: [${TOOLS.join(', ')}] }\n  agent-main: { tools: [${TOOLS.join(', ')}] }\n`, 'policy.yaml', { tools: TOOLS, platforms: ['discord'], identities: ['ops'] });
+const scopeOf = (client: string | undefined) => inboxScope(policy, client, ports);
+const contents = async (client: string | undefined) => (await inbox.list(scopeOf(client), '0', 100)).items.map((e) => e.content || `${e.kind}:${e.reaction ?? ''}`);
+const pushed = async () => (await fixture.store.db.selectFrom('inbox_pushes' as never).select('id' as never).execute()).length;
+
+describe('the inbox per bot, on the service', () => {
+  it("stores another bot's DMs as its own, and none of what it hears in channels", async () => {
+    expect(await inbox.hear(message('ops-dm', 'to ops', true), 'live', 'ops')).toBe(true);
+    // A listened channel's message heard by the ops bot's session: the default bot's to hear.
+    expect(await inbox.hear(message('alerts-ch', 'in a listened channel, via ops', false), 'live', 'ops')).toBe(true);
+    await inbox.hear(message('main-dm', 'to main', true), 'live');
+    await inbox.hear(message('alerts-ch', 'in a listened channel', false), 'live');
+    await inbox.react({ channelId: 'ops-dm', guildId: undefined, messageId: '9001', userId: PERSON, emoji: '👍' }, 'ops');
+    // A reaction in a guild channel heard by the ops bot's session: not its to keep.
+    await inbox.react({ channelId: 'alerts-ch', guildId: 'g1', messageId: '9002', userId: PERSON, emoji: '🎉' }, 'ops');
+
+    expect(await contents('agent-ops')).toEqual(['to ops', 'in a listened channel', 'reaction:👍']);
+    expect(await contents('agent-main')).toEqual(['to main', 'in a listened channel']);
+    expect(await contents(undefined)).toEqual(['to main', 'in a listened channel']);
+  });
+
+  it("pushes the connector's webhook what the connector reads: never another bot's DMs", async () => {
+    // to main, the listened channel's message; not "to ops" nor its reaction.
+    expect(await pushed()).toBe(2);
+  });
+
+  it("does not store a DM to another bot from someone not registered with it", async () => {
+    registered.delete(`ops:${PERSON}`);
+    await inbox.hear(message('ops-dm', 'after unregistering from ops', true), 'live', 'ops');
+    expect(await contents('agent-ops')).not.toContain('after unregistering from ops');
+  });
+
+  it('the prune forgets the DMs with a bot the person is no longer registered with, and keeps those with the others', async () => {
+    await inbox.prune(new Date(), 24 * 60 * 60 * 1000, 10_000);
+    expect(await contents('agent-ops')).toEqual(['in a listened channel']);
+    expect(await contents('agent-main')).toEqual(['to main', 'in a listened channel']);
+  });
+});
