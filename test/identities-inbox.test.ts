@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,15 +9,18 @@ import { waitFor } from './support/wait.js';
 
 /**
  * The inbox is per bot for DMs (docs/guides/identities.md): a DM a person writes to a bot, and
- * their reactions there, are heard by that bot's session and read only by agents speaking as it
- * (an OAuth client reads DMs only where the policy grants it a DM tool: both agents here have one).
- * Black-box over HTTP, two bots in the Discord sandbox, two agents bound to them by the policy.
+ * their reactions there, are heard by that bot's session and read only by agents speaking as it.
+ * Black-box over HTTP, two bots in the Discord sandbox, two agents bound to them by the guide's own
+ * policy (an OAuth client reads DMs only where the policy grants it a DM tool: the guide's do).
  */
-const POLICY = `
-clients:
-  agent-ops: { identity: ops, tools: [send_dm, get_delivery, list_inbox, wait_for_messages] }
-  agent-main: { identity: default, tools: [send_dm, get_delivery, list_inbox, wait_for_messages] }
-`;
+
+/** The guide's own policy (its `agents.yaml`), so the walkthrough's agents are the ones proven here. */
+async function guidePolicy(): Promise<string> {
+  const guide = await readFile('docs/guides/identities.md', 'utf8');
+  const policy = /cat > agents\.yaml <<'YAML'\n([\s\S]*?)\nYAML\n/.exec(guide)?.[1];
+  if (policy === undefined) throw new Error('docs/guides/identities.md has no agents.yaml block');
+  return policy;
+}
 
 interface Event {
   id: string;
@@ -67,7 +70,7 @@ describe('the inbox per bot', { timeout: 120_000 }, () => {
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'herald-identities-inbox-'));
     const file = path.join(dir, 'policy.yaml');
-    await writeFile(file, POLICY);
+    await writeFile(file, await guidePolicy());
     sandbox = await new DiscordSandbox().start();
     const bot = sandbox.addBot('herald-ops');
     ops = { id: bot.user.id, token: bot.token };
