@@ -27,6 +27,8 @@ let fixture: MigratedStore;
 let inbox: InboxService;
 /** Who is registered with which bot: `<identity>:<user id>`. */
 const registered = new Set([`default:${PERSON}`, `ops:${PERSON}`]);
+/** While set, the next registration check's answer waits on it (an unregister commits meanwhile). */
+let gate: Promise<void> | undefined;
 
 beforeAll(async () => {
   fixture = await migratedStore();
@@ -35,7 +37,14 @@ beforeAll(async () => {
     {
       ...ports,
       selfId: async () => SELF,
-      isRegistered: async (id, identity) => registered.has(`${identity}:${id}`),
+      isRegistered: async (id, identity) => {
+        // Read now; answered once the gate opens (the answer travelling back while things change).
+        const now = registered.has(`${identity}:${id}`);
+        const held = gate;
+        gate = undefined;
+        if (held !== undefined) await held;
+        return now;
+      },
       sentByHerald: async (ids) => new Set(ids.filter((id) => id.startsWith('9'))),
       listened: async () => new Set(['alerts-ch']),
       handoffClaims: () => false,
@@ -87,6 +96,22 @@ describe('the inbox per bot, on the service', () => {
     registered.delete(`ops:${PERSON}`);
     await inbox.hear(message('ops-dm', 'after unregistering from ops', true), 'live', 'ops');
     expect(await contents('agent-ops')).not.toContain('after unregistering from ops');
+  });
+
+  it('keeps no DM that was being heard while its author unregistered: the unregister forgot first, the DM is forgotten once stored', async () => {
+    const OTHER = '123456789012345679';
+    registered.add(`ops:${OTHER}`);
+    let open: () => void = () => undefined;
+    gate = new Promise((r) => (open = r));
+    // The check sees the registration, and waits...
+    const hearing = inbox.hear({ ...message('ops-dm-2', 'in flight while unregistering', true), authorId: OTHER }, 'live', 'ops');
+    await new Promise((r) => setImmediate(r));
+    // ... while the unregister commits and its news forgets the person's DMs with the ops bot.
+    registered.delete(`ops:${OTHER}`);
+    await inbox.forget(OTHER, 'ops');
+    open();
+    await hearing;
+    expect(await contents('agent-ops')).not.toContain('in flight while unregistering');
   });
 
   it('the prune forgets the DMs with a bot the person is no longer registered with, and keeps those with the others', async () => {

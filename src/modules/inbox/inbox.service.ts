@@ -153,7 +153,17 @@ export class InboxService {
       received_at: this.clock.now(),
       identity,
     }, path);
+    if (kind === 'dm') await this.forgetIfUnregistered(message.authorId, identity);
     return true;
+  }
+
+  /**
+   * Asked again once a DM event is stored: an unregister that committed while it was classified
+   * has already forgotten the person's DMs (its news comes after its commit), and would leave this
+   * one behind until the prune.
+   */
+  private async forgetIfUnregistered(userId: string, identity: string): Promise<void> {
+    if (!(await this.ports.isRegistered(userId, identity))) await this.forget(userId, identity);
   }
 
   /**
@@ -186,6 +196,7 @@ export class InboxService {
       received_at: now,
       identity,
     }, 'live');
+    if (reaction.guildId === undefined) await this.forgetIfUnregistered(reaction.userId, identity);
   }
 
   /** Take in the handoffs accepted since the last one taken in (each once, as kind handoff). */
