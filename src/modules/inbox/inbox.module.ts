@@ -116,17 +116,14 @@ export async function startInbox({ config, settings, db: tables, clock, log, reg
   const unlisten = home.inbound?.onMessage((m) => void inbox.admit(m, 'live'));
   const unreact = home.inbound?.onReaction?.((r) => inbox.react(r).catch((err: unknown) => log.warn({ err: errorSummary(err), message_id: r.messageId }, 'could not store a reaction')));
   // Each other bot's session: the DMs people registered with it write to it, and their reactions
-  // there, heard as that bot's (only an agent speaking as it reads them).
+  // there, heard as that bot's (only an agent speaking as it reads them; the service keeps nothing
+  // else another bot hears).
   const otherBots = transports.identities.flatMap((name) => {
     const heard = transports.as(name)?.home.inbound;
     if (heard === undefined) return [];
     return [
-      heard.onMessage((m) => {
-        if (m.guildId === undefined) void inbox.admit(m, 'live', name);
-      }),
-      heard.onReaction?.((r) => {
-        if (r.guildId === undefined) inbox.react(r, name).catch((err: unknown) => log.warn({ err: errorSummary(err), message_id: r.messageId, identity: name }, 'could not store a reaction'));
-      }),
+      heard.onMessage((m) => void inbox.admit(m, 'live', name)),
+      heard.onReaction?.((r) => inbox.react(r, name).catch((err: unknown) => log.warn({ err: errorSummary(err), message_id: r.messageId, identity: name }, 'could not store a reaction'))),
     ];
   });
 
