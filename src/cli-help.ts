@@ -110,15 +110,18 @@ environment (docs/guides/configuration.md lists every variable; each one herald 
 
   commands: `usage: herald commands register
 
-Register Herald's slash commands (/agent, /destinations, …) with Discord, then exit. serve also
-does this when it connects to the gateway; sandbox mode registers them itself at start-up.
+Register Herald's slash commands (/agent, /destinations, …) with Discord, then exit; and, for each
+other bot of HERALD_DISCORD_IDENTITIES, the commands every bot has (/agent) with its own token.
+serve also does this when it connects to the gateway; sandbox mode registers them itself at start-up.
 
 options:
 ${HELP_OPTION}
 
 environment (docs/guides/configuration.md lists every variable):
   DISCORD_TOKEN     the bot token (required)
-  DISCORD_API_URL   Discord's REST API (Discord's own)`,
+  DISCORD_API_URL   Discord's REST API (Discord's own)
+  HERALD_DISCORD_IDENTITIES
+                    Herald's other bots, each name=env:VARIABLE or name=file:/path (its token)`,
 };
 
 /** What the command line asks for (a usage error's message is printed as it is). */

@@ -105,11 +105,22 @@ async function main(argv: string[]): Promise<number> {
       }
       const { registerCommands } = await import('./platforms/discord/gateway-client.js');
       const { allCommands } = await import('./modules/modules.js');
-      const names = await registerCommands(discord.token, discord.apiUrl, (await allCommands()).map((c) => c.definition)).catch((err: unknown) => {
-        const status = typeof err === 'object' && err !== null ? (err as { status?: unknown }).status : undefined;
-        throw status === 401 ? discordTokenRejected(status, err) : err;
-      });
+      const commands = await allCommands();
+      const register = (token: string, definitions: typeof commands[number]['definition'][], what?: string) =>
+        registerCommands(token, discord.apiUrl, definitions).catch((err: unknown) => {
+          const status = typeof err === 'object' && err !== null ? (err as { status?: unknown }).status : undefined;
+          throw status === 401 ? discordTokenRejected(status, err, what) : err;
+        });
+      const names = await register(discord.token, commands.map((c) => c.definition));
       console.log(`registered: ${names.map((n) => `/${n}`).join(', ')}`);
+      // Each other bot (HERALD_DISCORD_IDENTITIES) gets the commands every bot has (`/agent`), as its
+      // session registers them at each connection.
+      const everyBot = commands.filter((c) => c.everyBot === true).map((c) => c.definition);
+      for (const identity of discord.identities) {
+        if (identity.token === undefined || everyBot.length === 0) continue;
+        const theirs = await register(identity.token, everyBot, `the token of identity ${identity.name} (HERALD_DISCORD_IDENTITIES)`);
+        console.log(`registered as ${identity.name}: ${theirs.map((n) => `/${n}`).join(', ')}`);
+      }
       return 0;
     }
     case 'serve':

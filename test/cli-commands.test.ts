@@ -110,4 +110,22 @@ describe('herald commands register', { timeout: 120_000 }, () => {
     // It opened no store: the data folder is as it was.
     expect(await readdir(dataDir)).toEqual([]);
   });
+
+  it('registers, for each other bot of HERALD_DISCORD_IDENTITIES, the commands every bot has (/agent) with its own token', async () => {
+    const ops = sandbox.addBot('herald-ops');
+    const run = runHerald(['commands', 'register'], { DISCORD_TOKEN: sandbox.botToken, DISCORD_API_URL: sandbox.apiUrl, HERALD_DATA_DIR: dataDir, HERALD_DISCORD_IDENTITIES: 'ops=env:OPS_BOT_TOKEN', OPS_BOT_TOKEN: ops.token });
+    expect((await run.exited).code, run.output()).toBe(0);
+    expect(run.output().split('\n'), run.output()).toEqual(expect.arrayContaining(['registered: /agent, /destinations, /media', 'registered as ops: /agent']));
+    expect(sandbox.commandsOf(ops.user.id).map((c) => c.name)).toEqual(['agent']);
+    expect(sandbox.commands.map((c) => c.name).sort()).toEqual(['agent', 'destinations', 'media']);
+    expect(run.output()).not.toContain(ops.token);
+
+    // A bot whose token Discord refuses is named, and the command fails.
+    sandbox.revokeBot(ops.token);
+    const refused = runHerald(['commands', 'register'], { DISCORD_TOKEN: sandbox.botToken, DISCORD_API_URL: sandbox.apiUrl, HERALD_DATA_DIR: dataDir, HERALD_DISCORD_IDENTITIES: 'ops=env:OPS_BOT_TOKEN', OPS_BOT_TOKEN: ops.token });
+    expect((await refused.exited).code, refused.output()).not.toBe(0);
+    expect(refused.output()).toContain('Discord rejected the token of identity ops (HERALD_DISCORD_IDENTITIES) (401)');
+    expect(refused.output()).not.toMatch(STACK_LINE);
+    expect(refused.output()).not.toContain(ops.token);
+  });
 });
