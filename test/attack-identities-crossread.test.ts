@@ -1,10 +1,7 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { POLICY_CLIENT_HEADER } from '../src/infra/http/policy.middleware.js';
 import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
-import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
+import { IDS, newRequestId, post, type TestHerald } from './support/herald.js';
+import { startTwoBots, type TwoBots } from './support/two-bots.js';
 import { waitFor } from './support/wait.js';
 
 // Attacks on identities (HERALD_DISCORD_IDENTITIES + the policy's identity rule), black-box over
@@ -16,39 +13,20 @@ clients:
 `;
 
 describe('attack: identities across bots', { timeout: 180_000 }, () => {
+  let bots: TwoBots;
   let h: TestHerald;
-  let dir: string;
   let sandbox: DiscordSandbox;
   let ops: { id: string; token: string };
-  const as = (client: string) => ({ headers: { [POLICY_CLIENT_HEADER]: client } });
+  const as = (client: string) => bots.as(client);
   const messages = (content: string) => [...sandbox.messages.values()].flat().filter((m) => m.content === content);
-  const settled = async (requestId: string, client: string, timeoutMs = 20_000): Promise<Record<string, unknown>> =>
-    waitFor(
-      async () => {
-        const r = await h.bridge.get(`/mcp/deliveries/${requestId}`, as(client));
-        const s = r.json as Record<string, unknown>;
-        return r.status === 200 && ['delivered', 'failed', 'unknown'].includes(String(s['state'])) ? s : undefined;
-      },
-      `${requestId.slice(0, 8)} to settle`,
-      timeoutMs,
-    );
+  const settled = (requestId: string, client: string, timeoutMs?: number): Promise<Record<string, unknown>> => bots.settled(requestId, client, timeoutMs);
 
   beforeAll(async () => {
-    dir = await mkdtemp(path.join(tmpdir(), 'herald-attack-identities-'));
-    const file = path.join(dir, 'policy.yaml');
-    await writeFile(file, POLICY);
-    sandbox = await new DiscordSandbox().start();
-    const bot = sandbox.addBot('herald-ops');
-    ops = { id: bot.user.id, token: bot.token };
     // HERALD_NONCE_WINDOW_MS=0: a delivery in doubt is settled by reading channel history (delivery.reconcile.ts).
-    h = await startTestHerald({ useSandbox: sandbox, env: { HERALD_POLICY: file, HERALD_DISCORD_IDENTITIES: 'ops=env:OPS_BOT_TOKEN', OPS_BOT_TOKEN: ops.token, HERALD_NONCE_WINDOW_MS: '0' } });
-    await h.mapDestination('alerts', IDS.channels.alerts);
+    bots = await startTwoBots(POLICY, { env: { HERALD_NONCE_WINDOW_MS: '0' } });
+    ({ h, sandbox, ops } = bots);
   });
-  afterAll(async () => {
-    await h?.close();
-    await sandbox?.close();
-    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => bots?.close());
 
   it("shows a delivery's detail (GET /admin/deliveries/{id}) to a bridge caller of its own identity only", async () => {
     const mine = newRequestId();

@@ -1,10 +1,8 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { POLICY_CLIENT_HEADER } from '../src/infra/http/policy.middleware.js';
 import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
-import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
+import { IDS, newRequestId, type TestHerald } from './support/herald.js';
+import { startTwoBots, type TwoBots } from './support/two-bots.js';
 import { waitFor } from './support/wait.js';
 
 /**
@@ -33,13 +31,13 @@ interface Event {
 }
 
 describe('the inbox per bot', { timeout: 120_000 }, () => {
+  let bots: TwoBots;
   let h: TestHerald;
-  let dir: string;
   let sandbox: DiscordSandbox;
   let ops: { id: string; token: string };
   /** Each bot's DM channel with the person, and a message each bot sent there. */
   const dmWith: Record<'ops' | 'main', { channelId: string; messageId: string }> = { ops: { channelId: '', messageId: '' }, main: { channelId: '', messageId: '' } };
-  const as = (client: string) => ({ headers: { [POLICY_CLIENT_HEADER]: client } });
+  const as = (client: string) => bots.as(client);
   const agent = (subcommand: string, botId?: string) => sandbox.invoke({ userId: IDS.user, command: 'agent', subcommand, ...(botId !== undefined ? { botId } : {}) });
   const inbox = async (client: string | undefined): Promise<Event[]> => {
     const r = await h.bridge.get('/mcp/inbox?after=0&limit=100', client === undefined ? {} : as(client));
@@ -50,10 +48,8 @@ describe('the inbox per bot', { timeout: 120_000 }, () => {
   const sendDm = async (client: string, content: string): Promise<{ channelId: string; messageId: string }> => {
     const id = newRequestId();
     expect((await h.bridge.post('/mcp/deliveries', { request_id: id, kind: 'dm', target: { user_id: IDS.user }, body: { content } }, as(client))).status).toBe(202);
-    const done = await waitFor(async () => {
-      const s = (await h.bridge.get(`/mcp/deliveries/${id}`, as(client))).json as { state: string; url?: string };
-      return s.state === 'delivered' ? s : undefined;
-    }, `the DM from ${client}`);
+    const done = (await bots.settled(id, client)) as { state: string; url?: string };
+    expect(done.state).toBe('delivered');
     // The message's link ends with its id.
     const message = sandbox.allMessages().find((m) => m.id === done.url?.split('/').at(-1));
     if (message === undefined) throw new Error('the DM is not in the sandbox');
@@ -68,14 +64,8 @@ describe('the inbox per bot', { timeout: 120_000 }, () => {
     (await fetch(`${sandbox.url}/sandbox/api/reactions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: IDS.user, channelId, messageId, emoji }) })).status;
 
   beforeAll(async () => {
-    dir = await mkdtemp(path.join(tmpdir(), 'herald-identities-inbox-'));
-    const file = path.join(dir, 'policy.yaml');
-    await writeFile(file, await guidePolicy());
-    sandbox = await new DiscordSandbox().start();
-    const bot = sandbox.addBot('herald-ops');
-    ops = { id: bot.user.id, token: bot.token };
-    h = await startTestHerald({ useSandbox: sandbox, env: { HERALD_POLICY: file, HERALD_DISCORD_IDENTITIES: 'ops=env:OPS_BOT_TOKEN', OPS_BOT_TOKEN: ops.token } });
-    await waitFor(() => (sandbox.commands.length > 0 && sandbox.commandsOf(ops.id).length > 0) || undefined, 'both bots’ commands');
+    bots = await startTwoBots(await guidePolicy());
+    ({ h, sandbox, ops } = bots);
     // The person registers with both bots, each bot DMs them once: each its own DM channel.
     expect((await agent('register')).data?.content).toMatch(/^Registered\./);
     expect((await agent('register', ops.id)).data?.content).toMatch(/^Registered\./);
@@ -83,11 +73,7 @@ describe('the inbox per bot', { timeout: 120_000 }, () => {
     dmWith.ops = await sendDm('agent-ops', 'hello from ops');
     expect(dmWith.ops.channelId).not.toBe(dmWith.main.channelId);
   });
-  afterAll(async () => {
-    await h?.close();
-    await sandbox?.close();
-    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => bots?.close());
 
   it("hears a DM written to each bot as that bot's: each agent reads its own bot's, never the other's", async () => {
     await write('ops', 'a word for ops');

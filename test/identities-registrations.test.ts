@@ -1,11 +1,7 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { POLICY_CLIENT_HEADER } from '../src/infra/http/policy.middleware.js';
 import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
-import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
-import { waitFor } from './support/wait.js';
+import { IDS, newRequestId, type TestHerald } from './support/herald.js';
+import { startTwoBots, type TwoBots } from './support/two-bots.js';
 
 /**
  * Registrations, pairing codes and pairings are per bot (docs/guides/identities.md): a person
@@ -20,43 +16,26 @@ clients:
 `;
 
 describe('registrations per bot', { timeout: 120_000 }, () => {
+  let bots: TwoBots;
   let h: TestHerald;
-  let dir: string;
   let sandbox: DiscordSandbox;
   let ops: { id: string; token: string };
-  const as = (client: string) => ({ headers: { [POLICY_CLIENT_HEADER]: client } });
+  const as = (client: string) => bots.as(client);
   const dmsFrom = (botId: string, content: string) => [...sandbox.messages.values()].flat().filter((m) => m.content === content && m.author.id === botId);
   const agent = (subcommand: string, botId?: string) => sandbox.invoke({ userId: IDS.user, command: 'agent', subcommand, ...(botId !== undefined ? { botId } : {}) });
   const dm = async (client: string, content: string, id = newRequestId()): Promise<Record<string, unknown>> => {
     expect((await h.bridge.post('/mcp/deliveries', { request_id: id, kind: 'dm', target: { user_id: IDS.user }, body: { content } }, as(client))).status).toBe(202);
     return settled(client, id);
   };
-  const settled = async (client: string, id: string): Promise<Record<string, unknown>> =>
-    waitFor(
-      async () => {
-        const s = (await h.bridge.get(`/mcp/deliveries/${id}`, as(client))).json as Record<string, unknown>;
-        return ['delivered', 'failed', 'unknown'].includes(String(s['state'])) ? s : undefined;
-      },
-      `${id.slice(0, 8)} from ${client} to settle`,
-    );
+  const settled = (client: string, id: string): Promise<Record<string, unknown>> => bots.settled(id, client);
   const recipients = async (client: string) => ((await h.bridge.get('/mcp/recipients', as(client))).json as { items: { user_id: string }[] }).items.map((r) => r.user_id);
 
   beforeAll(async () => {
-    dir = await mkdtemp(path.join(tmpdir(), 'herald-registrations-'));
-    const file = path.join(dir, 'policy.yaml');
-    await writeFile(file, POLICY);
-    sandbox = await new DiscordSandbox().start();
-    const bot = sandbox.addBot('herald-ops');
-    ops = { id: bot.user.id, token: bot.token };
-    h = await startTestHerald({ useSandbox: sandbox, env: { HERALD_POLICY: file, HERALD_DISCORD_IDENTITIES: 'ops=env:OPS_BOT_TOKEN', OPS_BOT_TOKEN: ops.token } });
     // Both bots on the gateway, each with its commands: the ops bot with /agent only.
-    await waitFor(() => sandbox.commands.length > 0 && sandbox.commandsOf(ops.id).length > 0 || undefined, 'both bots’ commands');
+    bots = await startTwoBots(POLICY);
+    ({ h, sandbox, ops } = bots);
   });
-  afterAll(async () => {
-    await h?.close();
-    await sandbox?.close();
-    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => bots?.close());
 
   it('gives another bot /agent only: the rest of Herald’s commands are the default bot’s', () => {
     expect(sandbox.commandsOf(ops.id).map((c) => c.name)).toEqual(['agent']);

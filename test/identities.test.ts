@@ -1,6 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
@@ -9,7 +7,8 @@ import { parsePolicy } from '../src/infra/policy/policy.js';
 import { McpPolicy } from '../src/mcp/policy.js';
 import { DiscordSandbox } from '../src/platforms/discord/sandbox/sandbox.js';
 import { speakingAs, type Platform } from '../src/platforms/platform.js';
-import { IDS, newRequestId, post, startTestHerald, type TestHerald } from './support/herald.js';
+import { newRequestId, post, type TestHerald } from './support/herald.js';
+import { startTwoBots, type TwoBots } from './support/two-bots.js';
 import { waitFor } from './support/wait.js';
 
 // Several Discord bots in one Herald (HERALD_DISCORD_IDENTITIES), each agent bound by the operator's
@@ -21,41 +20,26 @@ clients:
 `;
 
 describe('two Discord bots, two agents, each speaking only as its own', { timeout: 120_000 }, () => {
+  let bots: TwoBots;
   let h: TestHerald;
-  let dir: string;
   let sandbox: DiscordSandbox;
   let ops: { id: string; token: string };
   const logged: string[] = [];
-  const as = (client: string) => ({ headers: { [POLICY_CLIENT_HEADER]: client } });
+  const as = (client: string) => bots.as(client);
   const sentBy = (content: string) => [...sandbox.messages.values()].flat().filter((m) => m.content === content).map((m) => m.author.id);
-  const settled = async (requestId: string, client: string): Promise<Record<string, unknown>> =>
-    waitFor(async () => {
-      const r = await h.bridge.get(`/mcp/deliveries/${requestId}`, as(client));
-      const s = r.json as Record<string, unknown>;
-      return r.status === 200 && ['delivered', 'failed', 'unknown'].includes(String(s['state'])) ? s : undefined;
-    }, `${requestId.slice(0, 8)} to settle`);
+  const settled = (requestId: string, client: string): Promise<Record<string, unknown>> => bots.settled(requestId, client);
 
   beforeAll(async () => {
-    dir = await mkdtemp(path.join(tmpdir(), 'herald-identities-'));
-    const file = path.join(dir, 'policy.yaml');
-    await writeFile(file, POLICY);
-    sandbox = await new DiscordSandbox().start();
-    const bot = sandbox.addBot('herald-ops');
-    ops = { id: bot.user.id, token: bot.token };
     const logTo = new Writable({
       write(chunk: Buffer, _enc, done) {
         logged.push(chunk.toString('utf8'));
         done();
       },
     });
-    h = await startTestHerald({ useSandbox: sandbox, logTo, env: { LOG_LEVEL: 'info', HERALD_POLICY: file, HERALD_DISCORD_IDENTITIES: 'ops=env:OPS_BOT_TOKEN', OPS_BOT_TOKEN: ops.token } });
-    await h.mapDestination('alerts', IDS.channels.alerts);
+    bots = await startTwoBots(POLICY, { logTo, env: { LOG_LEVEL: 'info' } });
+    ({ h, sandbox, ops } = bots);
   });
-  afterAll(async () => {
-    await h?.close();
-    await sandbox?.close();
-    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => bots?.close());
 
   it('posts as the bot the agent is bound to, and shows each agent its own deliveries only', async () => {
     const mine = newRequestId();
