@@ -443,8 +443,8 @@ export interface paths {
          *     only grows, so `next_cursor` pages on. Events are kept until the retention drops them
          *     (`HERALD_INBOX_RETENTION_DAYS`, `HERALD_INBOX_MAX_PER_CHANNEL`), acknowledged or not.
          *     A caller reads the DMs written to the bot it speaks as (the operator's policy binds it to an
-         *     identity), and none written to another bot; what is heard in channels is the same for every
-         *     caller its rules let read it.
+         *     identity) and the mentions of that bot, and none of another bot's; the rest of what is heard
+         *     in channels is the same for every caller its rules let read it.
          */
         get: operations["listInbox"];
         put?: never;
@@ -1579,7 +1579,8 @@ export interface components {
             id: components["schemas"]["InboxCursor"];
             /**
              * @description Stable across replicas and retries (`<platform>:<message id>`, a reaction adds its user and
-             *     emoji). A webhook push is signed over the body, which holds it: a receiver dedups on it. The
+             *     emoji; a mention of another of Herald's bots than the default adds `:mention:<identity>`).
+             *     A webhook push is signed over the body, which holds it: a receiver dedups on it. The
              *     push's `Idempotency-Key` header is derived from it (every character outside printable ASCII,
              *     and `%`, percent-encoded as UTF-8), so a receiver can check the header against the signed body.
              */

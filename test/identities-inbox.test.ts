@@ -24,6 +24,7 @@ interface Event {
   id: string;
   kind: string;
   channel_id: string;
+  guild_id: string | null;
   message_id: string;
   content: string;
   reaction?: string;
@@ -116,9 +117,25 @@ describe('the inbox per bot', { timeout: 120_000 }, () => {
     expect(await contents('agent-main')).not.toContain('not registered with ops');
   });
 
+  it('hears a mention of each bot in a mapped channel as that bot’s: the ops agent reads the ops bot’s with its text, the main agent Herald’s', async () => {
+    const say = async (content: string) => {
+      const r = await fetch(`${sandbox.url}/sandbox/api/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: IDS.user, channelId: IDS.channels.alerts, content }) });
+      expect(r.status, await r.text()).toBe(200);
+    };
+    await say(`<@${ops.id}> what broke last night?`);
+    await say(`<@${sandbox.bot.id}> and you?`);
+    const mentions = async (client: string) => (await inbox(client)).filter((e) => e.kind === 'mention').map((e) => e.content);
+    await waitFor(async () => ((await mentions('agent-ops')).length > 0 && (await mentions('agent-main')).length > 0) || undefined, 'both mentions');
+    // Discord gives a message's text to the bots it mentions (Herald asks no Message Content here): the ops bot's session has it.
+    expect(await mentions('agent-ops')).toEqual([`<@${ops.id}> what broke last night?`]);
+    expect(await mentions('agent-main')).toEqual([`<@${sandbox.bot.id}> and you?`]);
+  });
+
   it('an unregister from one bot forgets the DMs with that bot only', async () => {
     expect((await agent('unregister', ops.id)).data?.content).toMatch(/nregistered/);
-    await waitFor(async () => ((await inbox('agent-ops')).length === 0 ? true : undefined), 'the ops DMs forgotten');
+    // Its DMs and reactions there go; the mention in #alerts was said in a channel, and stays.
+    await waitFor(async () => ((await inbox('agent-ops')).every((e) => e.guild_id !== null) ? true : undefined), 'the ops DMs forgotten');
+    expect((await inbox('agent-ops')).map((e) => e.kind)).toEqual(['mention']);
     expect(await contents('agent-main')).toEqual(expect.arrayContaining(['a word for main', 'main again']));
     expect((await inbox('agent-main')).some((e) => e.kind === 'reaction')).toBe(true);
   });

@@ -18,6 +18,7 @@ import { TestClock } from './support/herald.js';
  */
 
 const SELF = '111111111111111111';
+const OPS_SELF = '111111111111111112';
 const PERSON = '123456789012345678';
 const TOOLS = ['send_dm', 'list_inbox', 'wait_for_messages', 'ack_inbox'];
 
@@ -36,7 +37,7 @@ beforeAll(async () => {
     tablesOf<InboxDb>(fixture.store.db),
     {
       ...ports,
-      selfId: async () => SELF,
+      selfId: async (identity) => (identity === 'ops' ? OPS_SELF : SELF),
       isRegistered: async (id, identity) => {
         // Read now; answered once the gate opens (the answer travelling back while things change).
         const now = registered.has(`${identity}:${id}`);
@@ -56,7 +57,7 @@ beforeAll(async () => {
 afterAll(() => fixture?.close());
 
 let next = 5000;
-const message = (channelId: string, content: string, dm: boolean): InboundMessage => ({
+const message = (channelId: string, content: string, dm: boolean, mentions: string[] = []): InboundMessage => ({
   channelId,
   messageId: String(next++),
   authorId: PERSON,
@@ -64,7 +65,7 @@ const message = (channelId: string, content: string, dm: boolean): InboundMessag
   guildId: dm ? undefined : 'g1',
   content,
   createdAt: new Date(),
-  heard: { authorName: null, mentions: [], threadId: null, replyTo: null, attachments: [] },
+  heard: { authorName: null, mentions, threadId: null, replyTo: null, attachments: [] },
 });
 const policy = parsePolicy(`clients:\n  agent-ops: { identity: ops, tools: [${TOOLS.join(', ')}] }\n  agent-main: { tools: [${TOOLS.join(', ')}] }\n`, 'policy.yaml', { tools: TOOLS, platforms: ['discord'], identities: ['ops'] });
 const scopeOf = (client: string | undefined) => inboxScope(policy, client, ports);
@@ -92,6 +93,25 @@ describe('the inbox per bot, on the service', () => {
     expect(await pushed()).toBe(2);
   });
 
+  it("hears a mention of each bot as that bot's, where a destination maps the channel: only its agents read it, and the connector's webhook gets the default bot's", async () => {
+    const before = await pushed();
+    // One message mentioning the ops bot, in a mapped (and listened) channel: both sessions hear it.
+    const toOps = message('alerts-ch', 'ops, what broke?', false, [OPS_SELF]);
+    await inbox.hear(toOps, 'live', 'ops');
+    await inbox.hear(toOps, 'live');
+    // Mentions of the ops bot where no destination maps the channel, and of Herald's own bot.
+    await inbox.hear(message('stray-ch', 'ops, over here', false, [OPS_SELF]), 'live', 'ops');
+    await inbox.hear(message('alerts-ch', 'main, what broke?', false, [SELF]), 'live');
+    const seen = async (client: string | undefined) => (await inbox.list(scopeOf(client), '0', 100)).items.filter((e) => e.created_at !== '' && e.content.endsWith('?')).map((e) => `${e.kind}:${e.content}`);
+    expect(await seen('agent-ops')).toEqual(['mention:ops, what broke?', 'message:ops, what broke?']);
+    expect(await seen('agent-main')).toEqual(['message:ops, what broke?', 'mention:main, what broke?']);
+    expect(await seen(undefined)).toEqual(['message:ops, what broke?', 'mention:main, what broke?']);
+    const opsMention = (await inbox.list(scopeOf('agent-ops'), '0', 100)).items.find((e) => e.kind === 'mention');
+    expect(opsMention?.event_id).toBe(`discord:${toOps.messageId}:mention:ops`);
+    // The listened channel's copy and the default bot's mention are pushed; the ops bot's mention is not.
+    expect((await pushed()) - before).toBe(2);
+  });
+
   it("does not store a DM to another bot from someone not registered with it", async () => {
     registered.delete(`ops:${PERSON}`);
     await inbox.hear(message('ops-dm', 'after unregistering from ops', true), 'live', 'ops');
@@ -116,7 +136,10 @@ describe('the inbox per bot, on the service', () => {
 
   it('the prune forgets the DMs with a bot the person is no longer registered with, and keeps those with the others', async () => {
     await inbox.prune(new Date(), 24 * 60 * 60 * 1000, 10_000);
-    expect(await contents('agent-ops')).toEqual(['in a listened channel']);
-    expect(await contents('agent-main')).toEqual(['to main', 'in a listened channel']);
+    // The DMs only: what was said in channels stays.
+    const dms = async (client: string) => (await inbox.list(scopeOf(client), '0', 100)).items.filter((e) => e.guild_id === null).map((e) => e.content || e.kind);
+    expect(await dms('agent-ops')).toEqual([]);
+    expect(await dms('agent-main')).toEqual(['to main']);
+    expect(await contents('agent-ops')).toContain('in a listened channel');
   });
 });

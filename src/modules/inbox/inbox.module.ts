@@ -83,7 +83,10 @@ export async function startInbox({ config, settings, db: tables, clock, log, reg
     {
       ...scopePorts,
       guildOf: async (channelId) => (await infoOf(channelId))?.guildId,
-      selfId: () => (home.history !== undefined ? home.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot is`))),
+      selfId: (speaksAs) => {
+        const bot = speaksAs === undefined ? home : transports.as(speaksAs)?.home;
+        return bot?.history !== undefined ? bot.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot ${speaksAs ?? DEFAULT_IDENTITY} is`));
+      },
       isRegistered: (userId, speaksAs) => identity.isRegistered(userId, speaksAs),
       sentByHerald,
       listened: async () => new Set((await listenedNow()).keys()),

@@ -37,6 +37,16 @@ export function inDm(row: Pick<InboxEventRow, 'guild_id' | 'kind'>): boolean {
   return row.guild_id === null && row.kind !== 'handoff';
 }
 
+/**
+ * Whether a reader speaking as `identity` may see an event at all (its policy's rules decide on
+ * top): the DMs written to its bot and the mentions of its bot, never another bot's; everything
+ * else heard (in channels, handoffs) is every reader's. inbox.repository.ts listEvents asks the
+ * same in SQL.
+ */
+export function addressedTo(row: Pick<InboxEventRow, 'guild_id' | 'kind' | 'identity'>, identity: string): boolean {
+  return row.identity === identity || row.kind === 'handoff' || (row.guild_id !== null && row.kind !== 'mention');
+}
+
 /** The inbox scope of a caller with the bridge token: `client` is the OAuth client's id, if any. */
 export function inboxScope(policy: Policy | undefined, client: string | undefined, ports: ScopePorts): InboxScope {
   const rules = policy === undefined ? [] : rulesFor(policy, client);

@@ -8,7 +8,7 @@ import { DEFAULT_IDENTITY } from '../../infra/policy/identity.js';
 import type { InboundMessage, InboundReaction } from '../../platforms/platform.js';
 import type { HandoffInboxRow } from '../handoffs/index.js';
 import type { InboxMetrics } from './inbox.metrics.js';
-import { inDm, type InboxScope, type ScopePorts } from './inbox.scope.js';
+import { addressedTo, type InboxScope, type ScopePorts } from './inbox.scope.js';
 import {
   advanceCursor,
   cursorOf,
@@ -40,8 +40,8 @@ const SCAN = 200;
 
 /** What the inbox asks of other modules and the platform (ports, never their tables). */
 export interface InboxPorts extends ScopePorts {
-  /** Herald's own user on the home platform. */
-  selfId(): Promise<string>;
+  /** Herald's own user on the home platform: its default bot's, or `identity`'s bot's. */
+  selfId(identity?: string): Promise<string>;
   /** Whether the user is registered with `identity`'s bot now. */
   isRegistered(userId: string, identity: string): Promise<boolean>;
   /** Which of these message ids Herald sent (deliveries). */
@@ -97,23 +97,32 @@ export class InboxService {
 
   /**
    * Why this message is heard, or undefined: it is not stored at all. `identity` is the bot whose
-   * session heard it: another bot than the default hears only DMs written to it (by people
-   * registered with it); what is said in channels is the default bot's to hear.
+   * session heard it: another bot than the default hears only the DMs written to it (by people
+   * registered with it) and mentions of it; the rest said in channels is the default bot's to hear.
    */
   async classify(message: InboundMessage, path: HeardPath, identity: string = DEFAULT_IDENTITY): Promise<InboxEventRow['kind'] | undefined> {
-    if (identity !== DEFAULT_IDENTITY) return path === 'live' && message.guildId === undefined && (await this.ports.isRegistered(message.authorId, identity)) ? 'dm' : undefined;
+    if (identity !== DEFAULT_IDENTITY) {
+      if (path !== 'live') return undefined;
+      if (message.guildId === undefined) return (await this.ports.isRegistered(message.authorId, identity)) ? 'dm' : undefined;
+      const self = await this.ports.selfId(identity);
+      return message.authorId !== self && this.mentions(message, self) && (await this.mapped(message)) ? 'mention' : undefined;
+    }
     const self = await this.ports.selfId();
     if (message.authorId === self || this.ports.handoffClaims(message)) return undefined;
     // A DM has no guild; a message read back from history is always from a listened guild channel.
     if (path === 'live' && message.guildId === undefined) return (await this.ports.isRegistered(message.authorId, DEFAULT_IDENTITY)) ? 'dm' : undefined;
     const replyTo = message.heard?.replyTo ?? null;
     if (replyTo !== null && (await this.ports.sentByHerald([replyTo])).has(replyTo)) return 'reply';
-    const mentions = message.heard?.mentions ?? [];
     // A mention is heard only where a destination maps the channel (or the thread's channel): the
     // bot is in channels the operator never gave it, and what is said there is not for the agent.
-    if ((mentions.includes(self) || message.content.includes(`<@${self}>`) || message.content.includes(`<@!${self}>`)) && (await this.mapped(message))) return 'mention';
+    if (this.mentions(message, self) && (await this.mapped(message))) return 'mention';
     if ((await this.ports.listened()).has(message.channelId)) return 'message';
     return undefined;
+  }
+
+  /** Whether the message mentions the bot `self`. */
+  private mentions(message: InboundMessage, self: string): boolean {
+    return (message.heard?.mentions ?? []).includes(self) || message.content.includes(`<@${self}>`) || message.content.includes(`<@!${self}>`);
   }
 
   /** Whether a destination maps the message's channel, or the channel of the thread it is in. */
@@ -132,7 +141,8 @@ export class InboxService {
     if (kind === undefined) return true;
     const h = message.heard;
     await this.store({
-      event_id: `${this.o.platform}:${message.messageId}`,
+      // A mention of another bot is its own event: the default bot may keep the same message too.
+      event_id: kind === 'mention' && identity !== DEFAULT_IDENTITY ? `${this.o.platform}:${message.messageId}:mention:${identity}` : `${this.o.platform}:${message.messageId}`,
       kind,
       platform: this.o.platform,
       channel_id: message.channelId,
@@ -281,8 +291,8 @@ export class InboxService {
   }
 
   private async store(event: NewInboxEventRow, path: HeardPath): Promise<void> {
-    // The webhook is the connector's: pushed what the connector may read (another bot's DMs are not).
-    const push = this.o.push && (event.identity === this.o.pushIdentity || !inDm({ guild_id: event.guild_id ?? null, kind: event.kind }));
+    // The webhook is the connector's: pushed what the connector may read (another bot's DMs and mentions are not).
+    const push = this.o.push && addressedTo({ guild_id: event.guild_id ?? null, kind: event.kind, identity: event.identity }, this.o.pushIdentity);
     const id = await insertEvent(this.db, event, push, this.clock.now());
     if (id === undefined) return;
     this.o.metrics.heard(event.kind);
