@@ -443,8 +443,10 @@ export interface paths {
          *     only grows, so `next_cursor` pages on. Events are kept until the retention drops them
          *     (`HERALD_INBOX_RETENTION_DAYS`, `HERALD_INBOX_MAX_PER_CHANNEL`), acknowledged or not.
          *     A caller reads the DMs written to the bot it speaks as (the operator's policy binds it to an
-         *     identity) and the mentions of that bot, and none of another bot's; the rest of what is heard
-         *     in channels is the same for every caller its rules let read it.
+         *     identity), and, where that is another bot than the default, the mentions of it; never another
+         *     bot's DMs or mentions. What Herald's default bot hears in channels (mentions of it, replies to
+         *     Herald's messages, listened channels) and handoffs are the same for every caller its rules
+         *     let read them.
          */
         get: operations["listInbox"];
         put?: never;

@@ -117,7 +117,7 @@ describe('the inbox per bot', { timeout: 120_000 }, () => {
     expect(await contents('agent-main')).not.toContain('not registered with ops');
   });
 
-  it('hears a mention of each bot in a mapped channel as that bot’s: the ops agent reads the ops bot’s with its text, the main agent Herald’s', async () => {
+  it('hears a mention of the ops bot in a mapped channel as the ops bot’s, with its text: only the ops agent reads it; Herald’s own bot’s mentions are everyone’s', async () => {
     const say = async (content: string) => {
       const r = await fetch(`${sandbox.url}/sandbox/api/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: IDS.user, channelId: IDS.channels.alerts, content }) });
       expect(r.status, await r.text()).toBe(200);
@@ -127,7 +127,7 @@ describe('the inbox per bot', { timeout: 120_000 }, () => {
     const mentions = async (client: string) => (await inbox(client)).filter((e) => e.kind === 'mention').map((e) => e.content);
     await waitFor(async () => ((await mentions('agent-ops')).length > 0 && (await mentions('agent-main')).length > 0) || undefined, 'both mentions');
     // Discord gives a message's text to the bots it mentions (Herald asks no Message Content here): the ops bot's session has it.
-    expect(await mentions('agent-ops')).toEqual([`<@${ops.id}> what broke last night?`]);
+    expect(await mentions('agent-ops')).toEqual([`<@${ops.id}> what broke last night?`, `<@${sandbox.bot.id}> and you?`]);
     expect(await mentions('agent-main')).toEqual([`<@${sandbox.bot.id}> and you?`]);
   });
 
@@ -135,7 +135,7 @@ describe('the inbox per bot', { timeout: 120_000 }, () => {
     expect((await agent('unregister', ops.id)).data?.content).toMatch(/nregistered/);
     // Its DMs and reactions there go; the mention in #alerts was said in a channel, and stays.
     await waitFor(async () => ((await inbox('agent-ops')).every((e) => e.guild_id !== null) ? true : undefined), 'the ops DMs forgotten');
-    expect((await inbox('agent-ops')).map((e) => e.kind)).toEqual(['mention']);
+    expect((await inbox('agent-ops')).map((e) => e.kind)).toEqual(['mention', 'mention']);
     expect(await contents('agent-main')).toEqual(expect.arrayContaining(['a word for main', 'main again']));
     expect((await inbox('agent-main')).some((e) => e.kind === 'reaction')).toBe(true);
   });

@@ -38,6 +38,7 @@ beforeAll(async () => {
     {
       ...ports,
       selfId: async (identity) => (identity === 'ops' ? OPS_SELF : SELF),
+      ownBots: async () => new Set([SELF, OPS_SELF]),
       isRegistered: async (id, identity) => {
         // Read now; answered once the gate opens (the answer travelling back while things change).
         const now = registered.has(`${identity}:${id}`);
@@ -93,7 +94,7 @@ describe('the inbox per bot, on the service', () => {
     expect(await pushed()).toBe(2);
   });
 
-  it("hears a mention of each bot as that bot's, where a destination maps the channel: only its agents read it, and the connector's webhook gets the default bot's", async () => {
+  it("hears a mention of another bot as that bot's, where a destination maps the channel: only its agents read it, and the webhook is not pushed it; the default bot's mentions are everyone's", async () => {
     const before = await pushed();
     // One message mentioning the ops bot, in a mapped (and listened) channel: both sessions hear it.
     const toOps = message('alerts-ch', 'ops, what broke?', false, [OPS_SELF]);
@@ -103,13 +104,30 @@ describe('the inbox per bot, on the service', () => {
     await inbox.hear(message('stray-ch', 'ops, over here', false, [OPS_SELF]), 'live', 'ops');
     await inbox.hear(message('alerts-ch', 'main, what broke?', false, [SELF]), 'live');
     const seen = async (client: string | undefined) => (await inbox.list(scopeOf(client), '0', 100)).items.filter((e) => e.created_at !== '' && e.content.endsWith('?')).map((e) => `${e.kind}:${e.content}`);
-    expect(await seen('agent-ops')).toEqual(['mention:ops, what broke?', 'message:ops, what broke?']);
+    expect(await seen('agent-ops')).toEqual(['mention:ops, what broke?', 'message:ops, what broke?', 'mention:main, what broke?']);
     expect(await seen('agent-main')).toEqual(['message:ops, what broke?', 'mention:main, what broke?']);
     expect(await seen(undefined)).toEqual(['message:ops, what broke?', 'mention:main, what broke?']);
     const opsMention = (await inbox.list(scopeOf('agent-ops'), '0', 100)).items.find((e) => e.kind === 'mention');
     expect(opsMention?.event_id).toBe(`discord:${toOps.messageId}:mention:ops`);
     // The listened channel's copy and the default bot's mention are pushed; the ops bot's mention is not.
     expect((await pushed()) - before).toBe(2);
+  });
+
+  it("hears nothing Herald's own bots write, and leaves a handoff and a reply to Herald's message to the default bot", async () => {
+    const before = (await inbox.list(scopeOf('agent-main'), '0', 100)).items.length;
+    // The ops agent's post, mentioning Herald's bot, in a mapped and listened channel: heard by neither session.
+    const fromOps = { ...message('alerts-ch', `<@${SELF}> restart the workers`, false, [SELF]), authorId: OPS_SELF };
+    await inbox.hear(fromOps, 'live');
+    await inbox.hear(fromOps, 'live', 'ops');
+    // Herald's own bot mentioning the ops bot.
+    await inbox.hear({ ...message('alerts-ch', `<@${OPS_SELF}> hello`, false, [OPS_SELF]), authorId: SELF }, 'live', 'ops');
+    // A person's reply to Herald's message that pings the ops bot: the default bot's (kind reply), not an ops mention too.
+    const reply = { ...message('alerts-ch', 'replying', false, [OPS_SELF]), heard: { authorName: null, mentions: [OPS_SELF], threadId: null, replyTo: '9003', attachments: [] } };
+    await inbox.hear(reply, 'live', 'ops');
+    await inbox.hear(reply, 'live');
+    const added = (await inbox.list(scopeOf('agent-main'), '0', 100)).items.slice(before);
+    expect(added.map((e) => `${e.kind}:${e.content}`)).toEqual(['reply:replying']);
+    expect((await inbox.list(scopeOf('agent-ops'), '0', 100)).items.filter((e) => e.content === 'replying').map((e) => e.kind)).toEqual(['reply']);
   });
 
   it("does not store a DM to another bot from someone not registered with it", async () => {

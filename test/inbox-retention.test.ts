@@ -36,6 +36,7 @@ function service(registered: Set<string>) {
     db,
     {
       selfId: async () => SELF,
+      ownBots: async () => new Set([SELF]),
       isRegistered: async (id) => registered.has(id),
       sentByHerald: async () => new Set(),
       listened: async () => new Set(['c1', 'c2']),

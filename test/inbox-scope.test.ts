@@ -38,7 +38,7 @@ beforeAll(async () => {
   fixture = await migratedStore();
   inbox = new InboxService(
     tablesOf<InboxDb>(fixture.store.db),
-    { ...ports, selfId: async () => SELF, isRegistered: async (id) => registered.has(id), sentByHerald: async (ids) => new Set(ids.filter((id) => id === HERALDS)), listened: async () => new Set(), handoffClaims: () => false },
+    { ...ports, selfId: async () => SELF, ownBots: async () => new Set([SELF]), isRegistered: async (id) => registered.has(id), sentByHerald: async (ids) => new Set(ids.filter((id) => id === HERALDS)), listened: async () => new Set(), handoffClaims: () => false },
     new TestClock(),
     { platform: 'discord', push: false, pushIdentity: 'default', publish: () => undefined, ring: () => undefined, log: pino({ level: 'silent' }), metrics: new InboxMetrics(new Registry()), waitPollMs: 50 },
   );

@@ -78,15 +78,24 @@ export async function startInbox({ config, settings, db: tables, clock, log, reg
     parentOf: async (channelId) => (await infoOf(channelId))?.parentId,
   };
 
+  const selfId = (speaksAs?: string): Promise<string> => {
+    const bot = speaksAs === undefined ? home : transports.as(speaksAs)?.home;
+    return bot?.history !== undefined ? bot.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot ${speaksAs ?? DEFAULT_IDENTITY} is`));
+  };
+  // Every bot of this Herald, once each has said who it is (a bot not reachable yet is asked again next time).
+  let bots: Promise<ReadonlySet<string>> | undefined;
+  const ownBots = (): Promise<ReadonlySet<string>> => {
+    bots ??= Promise.all([selfId(), ...transports.identities.map((name) => selfId(name))]).then((ids) => new Set(ids));
+    bots.catch(() => (bots = undefined));
+    return bots;
+  };
   const inbox = new InboxService(
     db,
     {
       ...scopePorts,
       guildOf: async (channelId) => (await infoOf(channelId))?.guildId,
-      selfId: (speaksAs) => {
-        const bot = speaksAs === undefined ? home : transports.as(speaksAs)?.home;
-        return bot?.history !== undefined ? bot.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot ${speaksAs ?? DEFAULT_IDENTITY} is`));
-      },
+      selfId,
+      ownBots,
       isRegistered: (userId, speaksAs) => identity.isRegistered(userId, speaksAs),
       sentByHerald,
       listened: async () => new Set((await listenedNow()).keys()),

@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { DEFAULT_IDENTITY } from '../../infra/policy/identity.js';
 import { LeasedTable } from '../../outbox/leased-table.js';
 import type { InboxDb, InboxEventRow, InboxPushRow, NewInboxEventRow } from './inbox.table.js';
 
@@ -53,7 +54,7 @@ export async function insertEvent(db: Db, event: NewInboxEventRow, push: boolean
 
 /**
  * Events after `after`, oldest first, as a reader speaking as `identity` may see them: every event
- * but the DMs (and reactions in DMs) and mentions another bot heard (inbox.scope.ts addressedTo).
+ * but those another bot heard said to it, and the default bot's DMs (inbox.scope.ts addressedTo).
  */
 export async function listEvents(db: Db, after: string, limit: number, identity: string): Promise<InboxEventRow[]> {
   // By the column, not the text alias `id` (which would sort "10" before "9").
@@ -61,7 +62,7 @@ export async function listEvents(db: Db, after: string, limit: number, identity:
     .selectFrom('inbox_events')
     .select(columns)
     .where(sql<boolean>`id > ${after}::bigint`)
-    .where((eb) => eb.or([eb('identity', '=', identity), eb('kind', '=', 'handoff'), eb.and([eb('guild_id', 'is not', null), eb('kind', '<>', 'mention')])]))
+    .where((eb) => eb.or([eb('identity', '=', identity), eb('kind', '=', 'handoff'), eb.and([eb('guild_id', 'is not', null), eb('identity', '=', DEFAULT_IDENTITY)])]))
     .orderBy('inbox_events.id')
     .limit(limit)
     .execute();

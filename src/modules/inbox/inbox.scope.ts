@@ -39,12 +39,12 @@ export function inDm(row: Pick<InboxEventRow, 'guild_id' | 'kind'>): boolean {
 
 /**
  * Whether a reader speaking as `identity` may see an event at all (its policy's rules decide on
- * top): the DMs written to its bot and the mentions of its bot, never another bot's; everything
- * else heard (in channels, handoffs) is every reader's. inbox.repository.ts listEvents asks the
- * same in SQL.
+ * top): what its own bot heard said to it (DMs; another bot's mentions), never what another bot
+ * heard; what the default bot heard in channels (mentions of it, replies, listened channels) and
+ * handoffs are every reader's. inbox.repository.ts listEvents asks the same in SQL.
  */
 export function addressedTo(row: Pick<InboxEventRow, 'guild_id' | 'kind' | 'identity'>, identity: string): boolean {
-  return row.identity === identity || row.kind === 'handoff' || (row.guild_id !== null && row.kind !== 'mention');
+  return row.identity === identity || row.kind === 'handoff' || (row.guild_id !== null && row.identity === DEFAULT_IDENTITY);
 }
 
 /** The inbox scope of a caller with the bridge token: `client` is the OAuth client's id, if any. */

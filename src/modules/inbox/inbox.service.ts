@@ -42,6 +42,8 @@ const SCAN = 200;
 export interface InboxPorts extends ScopePorts {
   /** Herald's own user on the home platform: its default bot's, or `identity`'s bot's. */
   selfId(identity?: string): Promise<string>;
+  /** The users of all of Herald's bots on the home platform (what they write is never heard). */
+  ownBots(): Promise<ReadonlySet<string>>;
   /** Whether the user is registered with `identity`'s bot now. */
   isRegistered(userId: string, identity: string): Promise<boolean>;
   /** Which of these message ids Herald sent (deliveries). */
@@ -101,14 +103,17 @@ export class InboxService {
    * registered with it) and mentions of it; the rest said in channels is the default bot's to hear.
    */
   async classify(message: InboundMessage, path: HeardPath, identity: string = DEFAULT_IDENTITY): Promise<InboxEventRow['kind'] | undefined> {
+    // What Herald's own bots write (each agent's sends) is never heard, by any of them.
+    if ((await this.ports.ownBots()).has(message.authorId) || this.ports.handoffClaims(message)) return undefined;
     if (identity !== DEFAULT_IDENTITY) {
       if (path !== 'live') return undefined;
       if (message.guildId === undefined) return (await this.ports.isRegistered(message.authorId, identity)) ? 'dm' : undefined;
-      const self = await this.ports.selfId(identity);
-      return message.authorId !== self && this.mentions(message, self) && (await this.mapped(message)) ? 'mention' : undefined;
+      // A reply to Herald's message is the default bot's to hear (kind reply), whichever bot it pings.
+      const replyTo = message.heard?.replyTo ?? null;
+      if (replyTo !== null && (await this.ports.sentByHerald([replyTo])).has(replyTo)) return undefined;
+      return this.mentions(message, await this.ports.selfId(identity)) && (await this.mapped(message)) ? 'mention' : undefined;
     }
     const self = await this.ports.selfId();
-    if (message.authorId === self || this.ports.handoffClaims(message)) return undefined;
     // A DM has no guild; a message read back from history is always from a listened guild channel.
     if (path === 'live' && message.guildId === undefined) return (await this.ports.isRegistered(message.authorId, DEFAULT_IDENTITY)) ? 'dm' : undefined;
     const replyTo = message.heard?.replyTo ?? null;
