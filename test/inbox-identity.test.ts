@@ -2,6 +2,7 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InboxMetrics } from '../src/modules/inbox/inbox.metrics.js';
+import { ownBotIds } from '../src/modules/inbox/inbox.module.js';
 import { inboxScope, type ScopePorts } from '../src/modules/inbox/inbox.scope.js';
 import { InboxService } from '../src/modules/inbox/inbox.service.js';
 import type { InboxDb } from '../src/modules/inbox/inbox.table.js';
@@ -159,5 +160,25 @@ describe('the inbox per bot, on the service', () => {
     expect(await dms('agent-ops')).toEqual([]);
     expect(await dms('agent-main')).toEqual(['to main']);
     expect(await contents('agent-ops')).toContain('in a listened channel');
+  });
+});
+
+describe("Herald's own bots, as the inbox knows them", () => {
+  it('leaves out another bot that cannot say who it is (its token revoked), asks it again later, and fails only with the default bot', async () => {
+    let opsUp = false;
+    let mainUp = true;
+    const ownBots = ownBotIds(async (identity) => {
+      if (identity === undefined) return mainUp ? SELF : Promise.reject(new Error('Discord unreachable'));
+      return opsUp ? OPS_SELF : Promise.reject(new Error('401'));
+    }, ['ops']);
+    expect([...(await ownBots())]).toEqual([SELF]);
+    opsUp = true;
+    expect([...(await ownBots())].sort()).toEqual([SELF, OPS_SELF]);
+    // Known once all have said: kept.
+    mainUp = false;
+    opsUp = false;
+    expect([...(await ownBots())].sort()).toEqual([SELF, OPS_SELF]);
+    const fresh = ownBotIds(async () => Promise.reject(new Error('Discord unreachable')), []);
+    await expect(fresh()).rejects.toThrow('Discord unreachable');
   });
 });

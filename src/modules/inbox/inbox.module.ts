@@ -82,13 +82,7 @@ export async function startInbox({ config, settings, db: tables, clock, log, reg
     const bot = speaksAs === undefined ? home : transports.as(speaksAs)?.home;
     return bot?.history !== undefined ? bot.history.selfId() : Promise.reject(new Error(`the ${home.name} transport does not say who the bot ${speaksAs ?? DEFAULT_IDENTITY} is`));
   };
-  // Every bot of this Herald, once each has said who it is (a bot not reachable yet is asked again next time).
-  let bots: Promise<ReadonlySet<string>> | undefined;
-  const ownBots = (): Promise<ReadonlySet<string>> => {
-    bots ??= Promise.all([selfId(), ...transports.identities.map((name) => selfId(name))]).then((ids) => new Set(ids));
-    bots.catch(() => (bots = undefined));
-    return bots;
-  };
+  const ownBots = ownBotIds(selfId, transports.identities);
   const inbox = new InboxService(
     db,
     {
@@ -207,5 +201,22 @@ export async function startInbox({ config, settings, db: tables, clock, log, reg
       await taking;
       inbox.close();
     },
+  };
+}
+
+/**
+ * The users of every bot of this Herald (`selfId` of the default bot, and of each of `others`),
+ * kept once each has said who it is. Another bot that cannot say (its token revoked, Discord
+ * unreachable) is left out and asked again next time: it must not stop the default bot's inbox;
+ * the default bot's own failure fails the hearing, as it always did.
+ */
+export function ownBotIds(selfId: (identity?: string) => Promise<string>, others: readonly string[]): () => Promise<ReadonlySet<string>> {
+  let bots: ReadonlySet<string> | undefined;
+  return async () => {
+    if (bots !== undefined) return bots;
+    const theirs = await Promise.all(others.map((name) => selfId(name).catch(() => undefined)));
+    const known = new Set([await selfId(), ...theirs.filter((id) => id !== undefined)]);
+    if (theirs.every((id) => id !== undefined)) bots = known;
+    return known;
   };
 }
