@@ -18,6 +18,7 @@ import type { Logger } from 'pino';
 import { errorSummary } from '../../infra/errors.js';
 import type { CommandDefinition, CommandHandler, CommandInvocation, HeardDetails, Inbound, InboundMessage, InboundReaction } from '../platform.js';
 import { discordCommand } from './discord-commands.js';
+import { AbortableIdentifyThrottler } from './identify-throttler.js';
 
 /** How long a failed or aborted connect waits for its client to be destroyed. */
 const DESTROY_WAIT_MS = 2_000;
@@ -162,6 +163,8 @@ export async function connectGateway(options: {
     // Herald reads messages only as they arrive: keep none of the guilds' traffic in memory.
     makeCache: Options.cacheWithLimits({ ...Options.DefaultMakeCacheSettings, MessageManager: 0 }),
     ...(options.apiUrl !== undefined ? { rest: { api: options.apiUrl } } : {}),
+    // Identify waits that end when the shard closes (identify-throttler.ts).
+    ws: { buildIdentifyThrottler: async (manager) => new AbortableIdentifyThrottler((await manager.fetchGatewayInformation()).session_start_limit.max_concurrency) },
   });
   if (onOwnMessage !== undefined) {
     client.on(Events.MessageCreate, (message) => {
