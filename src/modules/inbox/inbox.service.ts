@@ -23,8 +23,9 @@ import {
   prunePushes,
 } from './inbox.repository.js';
 import type { InboxDb, InboxEventRow, NewInboxEventRow } from './inbox.table.js';
+import { toWire, type InboxEvent } from './inbox.wire.js';
 
-export type InboxEvent = components['schemas']['InboxEvent'];
+export type { InboxEvent } from './inbox.wire.js';
 export type InboxPage = components['schemas']['InboxPage'];
 
 /** The longest a wait for the next event may last (the contract's bound). */
@@ -383,27 +384,4 @@ export class InboxService {
     for (const { userId, identity } of await dmAuthors(this.db)) if (!(await this.ports.isRegistered(userId, identity))) forgotten += await this.forget(userId, identity);
     return aged + counted + forgotten;
   }
-}
-
-/** An event as the contract shows it. */
-export function toWire(row: InboxEventRow): InboxEvent {
-  const event: InboxEvent = {
-    id: row.id,
-    event_id: row.event_id,
-    kind: row.kind,
-    platform: row.platform,
-    channel_id: row.channel_id,
-    guild_id: row.guild_id,
-    thread_id: row.thread_id,
-    message_id: row.message_id,
-    author: { id: row.author_id, name: row.author_name, bot: row.author_bot },
-    reply_to: row.reply_to,
-    content: row.content,
-    attachments: JSON.parse(row.attachments) as InboxEvent['attachments'],
-    created_at: row.created_at.toISOString(),
-    received_at: row.received_at.toISOString(),
-  };
-  if (row.reaction !== null) event.reaction = row.reaction;
-  if (row.handoff !== null) event.handoff = JSON.parse(row.handoff) as NonNullable<InboxEvent['handoff']>;
-  return event;
 }

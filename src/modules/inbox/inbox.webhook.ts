@@ -6,7 +6,7 @@ import type { Clock } from '../../infra/clock.js';
 import { errorSummary } from '../../infra/errors.js';
 import type { InboxMetrics } from './inbox.metrics.js';
 import { findEvent, PUSH_KIND, pushesTable } from './inbox.repository.js';
-import { toWire } from './inbox.service.js';
+import { toWire } from './inbox.wire.js';
 import type { InboxDb, InboxPushRow } from './inbox.table.js';
 
 /** One push of one event. */
