@@ -1,5 +1,6 @@
 import { defineConfig } from 'vitest/config';
 import { classifyTestFiles } from './.ci/test-files.js';
+import { TEST_NODE_FLAGS } from './test/support/node-flags.js';
 import LongestFirstSequencer from './test/support/sequencer.js';
 
 // HERALD_TEST_STORE_ONLY=1 (CI's PostgreSQL pass): only the files that test what the PostgreSQL
@@ -22,6 +23,8 @@ export default defineConfig({
     // are the chaos and crash files, which mostly wait on leases and process starts (the CPUs were
     // about half idle for the first five minutes of a pass with two workers); a third worker fills that.
     maxWorkers: 3,
+    // The workers' V8 flags (test/support/node-flags.ts: embedded PGlite's WebAssembly stays on the baseline compiler).
+    execArgv: [...TEST_NODE_FLAGS],
     // A spy a test made is undone after it, so no file sees another's (the shared workers below).
     restoreMocks: true,
     unstubEnvs: true,

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { TEST_NODE_FLAGS } from './node-flags.js';
 import { trackProcessGroup } from './run-dir.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -60,9 +61,9 @@ export async function killRunningProcesses(): Promise<void> {
   await Promise.all(left.map((p) => p.closed));
 }
 
-/** Run the real CLI (`herald serve|dispatch|…`) in a child process, as an operator would. */
+/** Run the real CLI (`herald serve|dispatch|…`) in a child process, as an operator would (with the tests' V8 flags, node-flags.ts). */
 export function runHerald(args: string[], env: Record<string, string>, options: RunOptions = {}): HeraldProcess {
-  const argv = (options.built ?? distIsFresh()) ? ['bin/herald.js', ...args] : ['--import', 'tsx', 'src/cli.ts', ...args];
+  const argv = (options.built ?? distIsFresh()) ? [...TEST_NODE_FLAGS, 'bin/herald.js', ...args] : [...TEST_NODE_FLAGS, '--import', 'tsx', 'src/cli.ts', ...args];
   return runCommand(process.execPath, argv, env);
 }
 
