@@ -47,7 +47,8 @@ function validRequest(op: Operation): { path: string; query: string; body: unkno
     if (p.in === 'path') path = path.replace(`{${p.name}}`, encodeURIComponent(String(exampleOf(p))));
     if (p.in === 'query' && p.required === true) query.set(p.name, String(exampleOf(p)));
   }
-  if (op.operationId === 'waitForHandoff') query.set('timeout_ms', '0');
+  // A long poll (waitForInbox, waitForHandoff, …) answers at once with nothing to wait for, not after its default 30 s.
+  if (parameters.some((p) => p.in === 'query' && p.name === 'timeout_ms')) query.set('timeout_ms', '0');
   if (path.includes('{')) throw new Error(`${op.operationId}: no example for a parameter of ${path}`);
   const content = (op.requestBody as { content?: Record<string, Example> } | undefined)?.content?.['application/json'];
   return { path, query: query.size > 0 ? `?${query}` : '', body: content === undefined ? undefined : exampleOf(content) };
