@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs';
 import type { EnvReader } from '../../infra/env.js';
-import { parseIdentityEntry } from '../../infra/policy/identity.js';
+import { tokenIdentities } from '../identity-tokens.js';
 import { definePlatform } from '../plugin.js';
 import type { DiscordConfig, DiscordIdentity } from './settings.js';
 
@@ -46,42 +45,13 @@ export const discord = definePlatform<DiscordConfig>({
   },
 });
 
-/**
- * HERALD_DISCORD_IDENTITIES, each bot's token read from where it says (settings.ts). With a real
- * Discord (DISCORD_TOKEN set) every one needs its token; in sandbox mode none may name one (the
- * sandbox makes the bots). A token is never logged nor stored: only where it is read from is said.
- */
+/** HERALD_DISCORD_IDENTITIES, each bot's token read from where it says (settings.ts, src/platforms/identity-tokens.ts). */
 function identitiesOf(env: EnvReader, main: string | undefined): DiscordIdentity[] {
-  const real = main !== undefined;
-  const out: DiscordIdentity[] = [];
-  for (const entry of env.list('HERALD_DISCORD_IDENTITIES')) {
-    const parsed = parseIdentityEntry(entry);
-    if ('problem' in parsed) {
-      env.problem(`HERALD_DISCORD_IDENTITIES: ${parsed.problem}`);
-      continue;
-    }
-    const { name, source } = parsed;
-    if (out.some((i) => i.name === name)) env.problem(`HERALD_DISCORD_IDENTITIES names ${name} twice`);
-    if (source === undefined) {
-      if (real) env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name} needs its bot token (${name}=env:VARIABLE or ${name}=file:/path)`);
-      out.push({ name, token: undefined });
-      continue;
-    }
-    if (!real) env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name} names a token, but DISCORD_TOKEN is unset (sandbox mode makes its bots: give bare names)`);
-    let token: string | undefined;
-    if ('env' in source) token = env.text(source.env)?.trim();
-    else {
-      try {
-        token = readFileSync(source.file, 'utf8').trim();
-      } catch (err) {
-        env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name}: cannot read ${source.file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
-        continue;
-      }
-    }
-    if (token === undefined || token === '') env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name}: ${'env' in source ? `${source.env} is unset or empty` : `${source.file} is empty`}`);
-    else if (token === main?.trim() || out.some((i) => i.token === token)) env.problem(`HERALD_DISCORD_IDENTITIES: identity ${name} has the token of ${token === main?.trim() ? 'DISCORD_TOKEN' : `identity ${out.find((i) => i.token === token)?.name ?? ''}`}: each identity is a bot of its own (start-up also asks Discord whose each token is)`);
-    else out.push({ name, token });
-  }
-  return out;
+  return tokenIdentities(env, {
+    variable: 'HERALD_DISCORD_IDENTITIES',
+    main: { variable: 'DISCORD_TOKEN', value: main },
+    what: 'bot token',
+    sandboxMakes: 'bots',
+    ownNote: 'a bot of its own (start-up also asks Discord whose each token is)',
+  });
 }
-

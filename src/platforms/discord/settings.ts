@@ -1,10 +1,7 @@
-/** One more Discord bot Herald speaks as (an identity): its name, and its token once read. */
-export interface DiscordIdentity {
-  /** The name the operator's policy binds agents to (`identity:` in HERALD_POLICY). */
-  readonly name: string;
-  /** Its bot token, read from where HERALD_DISCORD_IDENTITIES says; undefined in sandbox mode, where the sandbox makes the bot. */
-  readonly token: string | undefined;
-}
+import type { TokenIdentity } from '../identity-tokens.js';
+
+/** One more Discord bot Herald speaks as (an identity): its name, and its bot token once read (undefined in sandbox mode, where the sandbox makes the bot). */
+export type DiscordIdentity = TokenIdentity;
 
 /** Discord's settings. */
 export interface DiscordConfig {
