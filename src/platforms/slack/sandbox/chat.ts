@@ -1,5 +1,5 @@
 import type { FaultQueue } from './limits.js';
-import { SLACK_SANDBOX_IDS, type SlackConversation, type SlackMessage, type SlackMetadata, type SlackWorkspace } from './state.js';
+import type { SlackConversation, SlackMessage, SlackMetadata, SlackWorkspace } from './state.js';
 import { messageObject, SlackApiError, type ApiCall, type Handler, type Params } from './web-api.js';
 
 /**
@@ -22,7 +22,7 @@ export interface ChatOptions {
 }
 
 export function chatMethods({ workspace, faults, workspaceUrl, posted }: ChatOptions): Record<string, Handler> {
-  const team = SLACK_SANDBOX_IDS.team;
+  const team = workspace.ids.team;
   return {
     'chat.postMessage': ({ params, caller, ctx }: ApiCall) => {
       const channel = params.need('channel', 'channel_not_found');

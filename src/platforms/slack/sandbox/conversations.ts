@@ -1,4 +1,4 @@
-import { SLACK_SANDBOX_IDS, parseTs, type SlackConversation, type SlackMessage, type SlackWorkspace } from './state.js';
+import { parseTs, type SlackConversation, type SlackMessage, type SlackWorkspace } from './state.js';
 import { conversationObject, messageObject, SlackApiError, userObject, type ApiCall, type Handler, type Params } from './web-api.js';
 
 /**
@@ -17,7 +17,7 @@ export interface WorkspaceMethodOptions {
 const CHANNEL_NAME = /^[a-z0-9_-]+$/;
 
 export function workspaceMethods({ workspace, workspaceUrl }: WorkspaceMethodOptions): Record<string, Handler> {
-  const team = SLACK_SANDBOX_IDS.team;
+  const team = workspace.ids.team;
   /** A conversation the caller can see: public channels, and the others it is a member of. */
   const visible = (params: Params, caller: string): SlackConversation => {
     const conversation = workspace.find(params.need('channel', 'channel_not_found'));

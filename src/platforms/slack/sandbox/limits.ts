@@ -122,11 +122,11 @@ export class RateLimits {
   ) {}
 
   /** Count a call; undefined when admitted, else the seconds to wait (Retry-After). */
-  admit(method: string, channel: string | undefined): number | undefined {
+  admit(method: string, channel: string | undefined, team = ''): number | undefined {
     if (method === 'chat.postMessage') return channel === undefined ? undefined : this.post(channel);
     const tier = METHOD_TIERS[method];
     if (tier === undefined) return undefined;
-    return this.count(method, Math.max(1, Math.round(TIERS[tier] * this.tierScale)), 60_000);
+    return this.count(team === '' ? method : `${team}:${method}`, Math.max(1, Math.round(TIERS[tier] * this.tierScale)), 60_000);
   }
 
   private post(channel: string): number | undefined {

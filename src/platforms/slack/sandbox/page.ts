@@ -36,14 +36,24 @@ const STYLE = `
 
 const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
+/**
+ * Where a workspace's page is served: at the root for the sandbox's first workspace (whose page
+ * also has the forms people write with), under `/<team id>` for another's (read-only).
+ */
+export function pageBase(workspace: SlackWorkspace): string {
+  return workspace.ids.team === SLACK_SANDBOX_IDS.team ? '' : `/${workspace.ids.team}`;
+}
+
 export function pageRoutes(workspace: SlackWorkspace): Router {
-  const router = new Router();
+  const base = pageBase(workspace);
+  const router = base === '' ? new Router() : new Router({ prefix: base });
   router.get('/', (ctx) => {
     const conversations = [...workspace.conversations.values()].sort((a, b) => order(a) - order(b) || label(workspace, a).localeCompare(label(workspace, b)));
     const sections = conversations.map((c) => conversationSection(workspace, c)).join('\n');
     const watching = ctx.query['refresh'] !== undefined;
-    const refresh = watching ? '<a href="/">stop refreshing</a>' : '<a href="/?refresh">refresh every 5 seconds</a>';
-    html(ctx, 'Herald — Slack sandbox', `<header><h1>Herald — Slack sandbox</h1><div>Workspace ${escape(SLACK_SANDBOX_IDS.domain)} (${SLACK_SANDBOX_IDS.team}): channels and DMs, newest message last · ${refresh}</div></header>\n${watching ? '' : forms(workspace)}\n<main>\n${sections}\n</main>`, watching);
+    const refresh = watching ? `<a href="${base}/">stop refreshing</a>` : `<a href="${base}/?refresh">refresh every 5 seconds</a>`;
+    const { domain, team } = workspace.ids;
+    html(ctx, 'Herald — Slack sandbox', `<header><h1>Herald — Slack sandbox</h1><div>Workspace ${escape(domain)} (${team}): channels and DMs, newest message last · ${refresh}</div></header>\n${watching || base !== '' ? '' : forms(workspace)}\n<main>\n${sections}\n</main>`, watching);
   });
   router.get('/archives/:channel/:p', (ctx) => {
     const conversation = workspace.conversations.get(ctx.params['channel'] ?? '');
@@ -51,11 +61,11 @@ export function pageRoutes(workspace: SlackWorkspace): Router {
     const message = conversation === undefined || ts === undefined ? undefined : workspace.message(conversation.id, `${ts.slice(0, -6)}.${ts.slice(-6)}`);
     if (conversation === undefined || message === undefined) {
       ctx.status = 404;
-      html(ctx, 'No such message', '<header><h1>No such message in this Slack sandbox</h1><div><a href="/">The workspace</a></div></header>');
+      html(ctx, 'No such message', `<header><h1>No such message in this Slack sandbox</h1><div><a href="${base}/">The workspace</a></div></header>`);
       return;
     }
     const where = label(workspace, conversation);
-    html(ctx, `${where} — Slack sandbox`, `<header><h1>${escape(where)}</h1><div><a href="/#${anchor(conversation, message)}">See it in the workspace</a></div></header>\n<main><section>${messageBlock(workspace, conversation, message, true)}</section></main>`);
+    html(ctx, `${where} — Slack sandbox`, `<header><h1>${escape(where)}</h1><div><a href="${base}/#${anchor(conversation, message)}">See it in the workspace</a></div></header>\n<main><section>${messageBlock(workspace, conversation, message, true)}</section></main>`);
   });
   return router;
 }
@@ -74,7 +84,7 @@ function forms(workspace: SlackWorkspace): string {
   const people = [...workspace.users.values()].filter((u) => !u.is_bot);
   const who = `<select name="user" aria-label="as">${people.map((u) => `<option value="${escape(u.id)}">${escape(u.real_name)}</option>`).join('')}</select>`;
   const channels = [...workspace.conversations.values()].filter((c) => c.kind === 'public' || c.kind === 'private');
-  const where = `<select name="channel" aria-label="in">${channels.map((c) => `<option value="${escape(c.id)}">${escape(label(workspace, c))}</option>`).join('')}<option value="${SLACK_SANDBOX_IDS.bot.user}">DM with Herald</option></select>`;
+  const where = `<select name="channel" aria-label="in">${channels.map((c) => `<option value="${escape(c.id)}">${escape(label(workspace, c))}</option>`).join('')}<option value="${workspace.ids.bot.user}">DM with Herald</option></select>`;
   return [
     `<form method="post" action="/sandbox/say"><label>as ${who}</label><label>in ${where}</label><input type="text" name="text" aria-label="message" required placeholder="a message"><button type="submit">Send</button></form>`,
     `<form method="post" action="/sandbox/slash"><label>as ${who}</label><label>in ${where}</label><input type="text" name="command" aria-label="command" required value="/agent pair "><button type="submit">Run command</button></form>`,
@@ -120,7 +130,7 @@ function messageBlock(workspace: SlackWorkspace, c: SlackConversation, m: SlackM
     ...(m.edited === undefined ? [] : ['edited']),
     ...(m.reactions === undefined || m.reactions.length === 0 ? [] : [`reactions ${m.reactions.map((r) => `:${escape(r.name)}: ${r.count}`).join(' ')}`]),
     ...(m.metadata === undefined ? [] : [`metadata ${escape(m.metadata.event_type)} ${escape(JSON.stringify(m.metadata.event_payload))}`]),
-    `<a href="/archives/${escape(c.id)}/p${escape(m.ts.replace('.', ''))}">link</a>`,
+    `<a href="${pageBase(workspace)}/archives/${escape(c.id)}/p${escape(m.ts.replace('.', ''))}">link</a>`,
   ].join(' · ');
   const classes = ['msg', ...(reply ? ['reply'] : []), ...(one ? ['one'] : [])].join(' ');
   return `<div class="${classes}" id="${escape(anchor(c, m))}"><div><span class="who">${escape(nameOf(workspace, m.user))}</span>${as} <span class="meta">${meta}</span></div><div class="text">${slackText(workspace, m.text)}</div></div>`;

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type Router from '@koa/router';
 import Koa from 'koa';
 import { clientCaused, errorSummary } from '../../../infra/errors.js';
 import { chatMethods } from './chat.js';
@@ -9,11 +10,19 @@ import { FaultQueue, RateLimits, type SlackFaults } from './limits.js';
 import { pageRoutes } from './page.js';
 import { People, type CommandReply } from './people.js';
 import { SocketMode } from './socket-mode.js';
-import { SLACK_SANDBOX_IDS, SlackWorkspace, type SlackConversation, type SlackMessage, type SlackMetadata } from './state.js';
-import { messageObject, webApiRoutes } from './web-api.js';
+import { SLACK_SANDBOX_IDS, SlackWorkspace, workspaceIds, type SlackConversation, type SlackIds, type SlackMessage, type SlackMetadata } from './state.js';
+import { messageObject, webApiRoutes, type Installed } from './web-api.js';
 
-export { SLACK_SANDBOX_IDS };
-export type { CommandReply, SlackFaults, SlackMessage, SlackMetadata };
+export { SLACK_SANDBOX_IDS, workspaceIds };
+export type { CommandReply, SlackFaults, SlackIds, SlackMessage, SlackMetadata };
+
+/** Another workspace the sandbox's app is installed in (SlackSandbox.addWorkspace). */
+export interface OtherWorkspace {
+  readonly name: string;
+  readonly ids: SlackIds;
+  /** Its bot's token (xoxb-…): the Web API answers it as that workspace's bot. */
+  readonly botToken: string;
+}
 
 /**
  * A local Slack workspace for Herald's Slack transport, reached by Slack's own clients
@@ -50,13 +59,18 @@ export class SlackSandbox {
   private server: Server | undefined;
   private socketMode: SocketMode | undefined;
   private readonly people: People;
+  /** The other workspaces, by bot token. */
+  private readonly others = new Map<string, OtherWorkspace & { workspace: SlackWorkspace }>();
+  private readonly installs = new Map<SlackWorkspace, Installed>();
+  private readonly revoked = new Set<string>();
+  private readonly pages = new Map<SlackWorkspace, ReturnType<Router['routes']>>();
 
-  constructor(options: SlackSandboxOptions = {}) {
+  constructor(private readonly options: SlackSandboxOptions = {}) {
     this.workspace = new SlackWorkspace(options.now ?? Date.now, options.stateFile);
     // Rate windows run on the real clock, whatever clock messages use.
     this.limits = new RateLimits(Date.now, options.postsPerSecondPerChannel ?? 1, options.tierScale ?? 1);
     this.faults = this.faultQueue;
-    this.people = new People({ workspace: this.workspace, socketMode: () => this.mode(), url: () => this.url, posted: (c, m) => this.sendMessageEvent(c, m) });
+    this.people = new People({ workspace: this.workspace, socketMode: () => this.mode(), url: () => this.url, posted: (c, m) => this.sendMessageEvent(this.workspace, c, m) });
   }
 
   /** The base URL for @slack/web-api's `slackApiUrl`. */
@@ -89,9 +103,34 @@ export class SlackSandbox {
     return this.socketMode?.connections() ?? 0;
   }
 
-  /** The channel's messages, oldest first, as stored (thread replies and metadata included). */
+  /**
+   * Install the app in one more workspace, `name` (its ids: state.ts workspaceIds), with a bot of
+   * its own: its token reaches that workspace's channels and people only, as a second
+   * workspace's installation does on Slack. Its page is at `/<team id>/`. Names are unique.
+   */
+  addWorkspace(name: string): OtherWorkspace {
+    if ([...this.others.values()].some((o) => o.name === name)) throw new Error(`the Slack sandbox already has a workspace named ${name}`);
+    const n = this.others.size + 2;
+    if (n > 99) throw new Error('the Slack sandbox holds at most 98 other workspaces');
+    const ids = workspaceIds(n, name);
+    const stateFile = this.options.stateFile === undefined ? undefined : `${this.options.stateFile.replace(/\.json$/, '')}-${name}.json`;
+    const workspace = new SlackWorkspace(this.options.now ?? Date.now, stateFile, ids, String(n % 10));
+    const other = { name, ids, botToken: `xoxb-sandbox-${randomBytes(12).toString('hex')}`, workspace };
+    this.others.set(other.botToken, other);
+    return { name, ids, botToken: other.botToken };
+  }
+
+  /** The workspace `name` uninstalls the app: its bot token is answered token_revoked from now on. */
+  uninstall(name: string): void {
+    const other = [...this.others.values()].find((o) => o.name === name);
+    if (other === undefined) throw new Error(`the Slack sandbox has no workspace named ${name}`);
+    this.revoked.add(other.botToken);
+  }
+
+  /** The channel's messages, oldest first, as stored (thread replies and metadata included), in whichever workspace holds it. */
   messages(channel: string): SlackMessage[] {
-    return structuredClone(this.workspace.messages.get(channel) ?? []);
+    const holder = [this.workspace, ...[...this.others.values()].map((o) => o.workspace)].find((w) => w.messages.has(channel));
+    return structuredClone(holder?.messages.get(channel) ?? []);
   }
   /** Messages deleted with chat.delete, oldest first. */
   deleted(): { channel: string; ts: string; at: string }[] {
@@ -132,22 +171,27 @@ export class SlackSandbox {
     app.on('error', (err: unknown) => {
       if (!clientCaused(err)) process.stderr.write(`sandbox request failed: ${errorSummary(err)}\n`);
     });
-    const workspaceUrl = (): string => this.workspaceUrl;
-    const methods = {
-      ...workspaceMethods({ workspace: this.workspace, workspaceUrl }),
-      ...chatMethods({ workspace: this.workspace, faults: this.faultQueue, workspaceUrl, posted: (c, m) => this.sendMessageEvent(c, m) }),
-    };
     const api = webApiRoutes({
-      workspace: this.workspace,
-      botToken: this.botToken,
+      installed: (token) => {
+        const workspace = token === this.botToken ? this.workspace : this.others.get(token)?.workspace;
+        return workspace === undefined ? undefined : this.install(workspace);
+      },
+      revoked: (token) => this.revoked.has(token),
       appToken: this.appToken,
       faults: this.faultQueue,
       limits: this.limits,
       counts: this.counts,
-      methods,
       openConnection: (origin) => this.mode().open(origin),
     });
     app.use(api.routes()).use(pageRoutes(this.workspace).routes()).use(this.people.routes().routes());
+    // Each other workspace's page, read-only (people write in the first workspace), under its team id.
+    app.use(async (ctx, next) => {
+      const other = [...this.others.values()].find((o) => ctx.path === `/${o.ids.team}` || ctx.path.startsWith(`/${o.ids.team}/`));
+      if (other === undefined) return next();
+      let page = this.pages.get(other.workspace);
+      if (page === undefined) this.pages.set(other.workspace, (page = pageRoutes(other.workspace).routes()));
+      return page(ctx as Parameters<typeof page>[0], next);
+    });
     const server = createServer(app.callback());
     // Idle keep-alive connections are left for the client to close (no idle timeout here, and so no
     // "Keep-Alive: timeout" hint: undici then closes its idle connections after 4 s), as servers
@@ -182,16 +226,31 @@ export class SlackSandbox {
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
+  /** A workspace's Web API methods (made on its first call). */
+  private install(workspace: SlackWorkspace): Installed {
+    let found = this.installs.get(workspace);
+    if (found === undefined) {
+      const workspaceUrl = (): string => (workspace === this.workspace ? this.workspaceUrl : `${this.url}/${workspace.ids.team}/`);
+      const methods = {
+        ...workspaceMethods({ workspace, workspaceUrl }),
+        ...chatMethods({ workspace, faults: this.faultQueue, workspaceUrl, posted: (c, m) => this.sendMessageEvent(workspace, c, m) }),
+      };
+      this.installs.set(workspace, (found = { workspace, methods }));
+    }
+    return found;
+  }
+
   private mode(): SocketMode {
     if (this.socketMode === undefined) throw new Error('the Slack sandbox is not started');
     return this.socketMode;
   }
 
   /** The app hears the messages of the conversations its bot is in (its own too), as a message event. */
-  private sendMessageEvent(conversation: SlackConversation, message: SlackMessage): void {
+  private sendMessageEvent(workspace: SlackWorkspace, conversation: SlackConversation, message: SlackMessage): void {
     const socketMode = this.socketMode;
-    if (socketMode === undefined || !socketMode.connected() || !conversation.members.includes(SLACK_SANDBOX_IDS.bot.user)) return;
-    const { team, appId, bot } = SLACK_SANDBOX_IDS;
+    if (socketMode === undefined || !socketMode.connected() || !conversation.members.includes(workspace.ids.bot.user)) return;
+    // One app: its Socket Mode connection hears every workspace it is installed in, each event naming its team.
+    const { team, appId, bot } = workspace.ids;
     const channelType = { public: 'channel', private: 'group', im: 'im', mpim: 'mpim' }[conversation.kind];
     const event = { ...messageObject(message, team, false), channel: conversation.id, channel_type: channelType, event_ts: message.ts };
     // An app that does not acknowledge is not retried here; Slack would retry up to three times.

@@ -16,6 +16,35 @@ export const SLACK_SANDBOX_IDS = {
   users: { ada: 'U0ADA000001' /* workspace admin */, bob: 'U0BOB000001' },
 } as const;
 
+/** A sandbox workspace's ids: its team, its people, its channels and the bot installed in it. */
+export interface SlackIds {
+  readonly team: string;
+  readonly domain: string;
+  readonly appId: string;
+  readonly bot: { readonly user: string; readonly id: string };
+  readonly channels: { readonly general: string; readonly alerts: string };
+  readonly users: { readonly ada: string; readonly bob: string };
+}
+
+/**
+ * The ids of the sandbox's `n`-th workspace (1: SLACK_SANDBOX_IDS), where the same app is installed
+ * with a bot of its own, as when a Slack app is installed in a second workspace. `name` names its
+ * domain (herald-sandbox-<name>).
+ */
+export function workspaceIds(n: number, name: string): SlackIds {
+  if (n === 1) return SLACK_SANDBOX_IDS;
+  const two = String(n).padStart(2, '0');
+  const three = String(n).padStart(3, '0');
+  return {
+    team: `T0SANDBOX${two}`,
+    domain: `herald-sandbox-${name}`,
+    appId: SLACK_SANDBOX_IDS.appId,
+    bot: { user: `U0HERALDB${two}`, id: `B0HERALD${three}` },
+    channels: { general: `C0GENERAL${two}`, alerts: `C0ALERTS${three}` },
+    users: { ada: `U0ADA${String(n).padStart(6, '0')}`, bob: `U0BOB${String(n).padStart(6, '0')}` },
+  };
+}
+
 export interface SlackUser {
   id: string;
   name: string;
@@ -68,11 +97,13 @@ interface SavedWorkspace {
   messages: Record<string, SlackMessage[]>;
 }
 
-const SEED_USERS: SlackUser[] = [
-  { id: SLACK_SANDBOX_IDS.bot.user, name: 'herald', real_name: 'Herald', is_admin: false, is_bot: true, bot_id: SLACK_SANDBOX_IDS.bot.id },
-  { id: SLACK_SANDBOX_IDS.users.ada, name: 'ada', real_name: 'Ada Lovelace', is_admin: true, is_bot: false },
-  { id: SLACK_SANDBOX_IDS.users.bob, name: 'bob', real_name: 'Bob Builder', is_admin: false, is_bot: false },
-];
+function seedUsers(ids: SlackIds): SlackUser[] {
+  return [
+    { id: ids.bot.user, name: 'herald', real_name: 'Herald', is_admin: false, is_bot: true, bot_id: ids.bot.id },
+    { id: ids.users.ada, name: 'ada', real_name: 'Ada Lovelace', is_admin: true, is_bot: false },
+    { id: ids.users.bob, name: 'bob', real_name: 'Bob Builder', is_admin: false, is_bot: false },
+  ];
+}
 
 export class SlackWorkspace {
   readonly users = new Map<string, SlackUser>();
@@ -86,13 +117,17 @@ export class SlackWorkspace {
   constructor(
     private readonly now: () => number,
     private readonly file: string | undefined,
+    /** Its ids (SLACK_SANDBOX_IDS unless it is one of the sandbox's other workspaces). */
+    readonly ids: SlackIds = SLACK_SANDBOX_IDS,
+    /** The digit after the prefix of the conversation ids it makes: each workspace's are its own, as Slack's are unique. */
+    private readonly idDigit = '0',
   ) {
-    for (const u of SEED_USERS) this.users.set(u.id, u);
+    for (const u of seedUsers(ids)) this.users.set(u.id, u);
     if (!this.load()) this.seed();
   }
 
   private seed(): void {
-    const { bot, users, channels } = SLACK_SANDBOX_IDS;
+    const { bot, users, channels } = this.ids;
     const created = this.seconds();
     // The bot is in #general from the start; it joins #alerts itself (conversations.join).
     this.add({ id: channels.general, name: 'general', kind: 'public', created, creator: users.ada, members: [users.ada, users.bob, bot.user] });
@@ -107,7 +142,7 @@ export class SlackWorkspace {
 
   /** A new conversation id: C… for channels, G… for group DMs, D… for DMs (11 characters, as Slack's). */
   newId(prefix: 'C' | 'D' | 'G'): string {
-    const id = `${prefix}0${String(this.nextId).padStart(9, '0')}`;
+    const id = `${prefix}${this.idDigit}${String(this.nextId).padStart(9, '0')}`;
     this.nextId += 1;
     return id;
   }
@@ -123,7 +158,7 @@ export class SlackWorkspace {
 
   /** The DM between the bot and these people (one person: a D… DM; more: a G… group DM), opened if new. */
   openDm(people: string[]): SlackConversation {
-    const bot = SLACK_SANDBOX_IDS.bot.user;
+    const bot = this.ids.bot.user;
     const members = [...new Set([...people, bot])].sort();
     const kind = members.length === 2 ? 'im' : 'mpim';
     for (const c of this.conversations.values()) if (c.kind === kind && c.members.join() === members.join()) return c;

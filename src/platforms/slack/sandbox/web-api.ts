@@ -74,16 +74,22 @@ export interface ApiCall {
 /** A method's answer (merged into `{"ok":true}`); undefined when it answered itself (a dropped connection). */
 export type Handler = (call: ApiCall) => Record<string, unknown> | undefined | Promise<Record<string, unknown> | undefined>;
 
-export interface WebApiOptions {
+/** A workspace the app is installed in: its state and the methods its bot token is answered with. */
+export interface Installed {
   workspace: SlackWorkspace;
-  botToken: string;
+  methods: Record<string, Handler>;
+}
+
+export interface WebApiOptions {
+  /** The workspace a bot token was issued for (each installation's bot has its own); undefined: no such token. */
+  installed: (botToken: string) => Installed | undefined;
+  /** Whether a token was revoked (its workspace uninstalled the app): answered token_revoked. */
+  revoked: (token: string) => boolean;
   appToken: string;
   faults: FaultQueue;
   limits: RateLimits;
   /** Calls received per method, and the 429s answered. */
   counts: { calls: Map<string, number>; ratelimited: number };
-  /** Methods answered with the bot token. */
-  methods: Record<string, Handler>;
   /** apps.connections.open: the WebSocket URL of a new Socket Mode connection, at `origin` (where the app reached the API). */
   openConnection: (origin: string | undefined) => string;
 }
@@ -91,7 +97,7 @@ export interface WebApiOptions {
 const MAX_BODY_BYTES = 1_048_576;
 
 export function webApiRoutes(options: WebApiOptions): Router {
-  const { workspace, botToken, appToken, faults, limits, counts, methods } = options;
+  const { installed, appToken, faults, limits, counts } = options;
   const api = new Router({ prefix: '/api' });
   const handle = async (ctx: Context): Promise<void> => {
     const method = ctx.params['method'] ?? '';
@@ -110,15 +116,23 @@ export function webApiRoutes(options: WebApiOptions): Router {
     const authorization = ctx.get('authorization');
     const token = authorization.startsWith('Bearer ') ? authorization.slice('Bearer '.length) : params.str('token');
     if (token === undefined || token === '') return answer(ctx, { ok: false, error: 'not_authed' });
-    if (token !== botToken && token !== appToken) return answer(ctx, { ok: false, error: 'invalid_auth' });
+    if (options.revoked(token)) return answer(ctx, { ok: false, error: 'token_revoked' });
+    const install = token === appToken ? undefined : installed(token);
+    if (token !== appToken && install === undefined) return answer(ctx, { ok: false, error: 'invalid_auth' });
     // An app-level token opens Socket Mode connections and nothing else; a bot token cannot open them.
     if ((token === appToken) !== (method === 'apps.connections.open')) return answer(ctx, { ok: false, error: 'not_allowed_token_type' });
-    const handler = method === 'apps.connections.open' ? () => ({ url: options.openConnection(ctx.host !== '' ? `${ctx.protocol}://${ctx.host}` : undefined) }) : methods[method];
+    if (install === undefined) {
+      answer(ctx, { ok: true, url: options.openConnection(ctx.host !== '' ? `${ctx.protocol}://${ctx.host}` : undefined) });
+      return;
+    }
+    const { workspace, methods } = install;
+    const handler = methods[method];
     if (handler === undefined) return answer(ctx, { ok: false, error: 'unknown_method' });
-    const wait = limits.admit(method, method === 'chat.postMessage' ? workspace.find(params.str('channel') ?? '')?.id : undefined);
+    // Rate limits are per workspace, as Slack's: chat.postMessage per channel (ids are unique), the tiers per team.
+    const wait = limits.admit(method, method === 'chat.postMessage' ? workspace.find(params.str('channel') ?? '')?.id : undefined, workspace.ids.team);
     if (wait !== undefined) return rateLimited(ctx, counts, wait);
-    const caller = workspace.users.get(SLACK_SANDBOX_IDS.bot.user);
-    if (caller === undefined) throw new Error('the sandbox has no bot user');
+    const caller = workspace.users.get(workspace.ids.bot.user);
+    if (caller === undefined) throw new Error('the sandbox workspace has no bot user');
     try {
       const result = await handler({ params, caller, ctx });
       if (result !== undefined) answer(ctx, { ok: true, ...result });
@@ -221,7 +235,7 @@ export function messageObject(m: SlackMessage, team: string, withMetadata: boole
     type: 'message',
     // The bot's messages carry its app; under a custom username Slack marks them bot_message.
     ...(m.bot_id !== undefined && m.username !== undefined ? { subtype: 'bot_message' } : {}),
-    ...(m.bot_id === undefined ? {} : { app_id: SLACK_SANDBOX_IDS.appId }),
+    ...(m.bot_id === undefined ? {} : { app_id: SLACK_SANDBOX_IDS.appId /* one app, installed in each workspace */ }),
     ...rest,
     team,
     ...(withMetadata && metadata !== undefined ? { metadata } : {}),
