@@ -18,7 +18,7 @@ import { serveMetrics } from './infra/http/metrics-server.js';
 import { createLogger } from './infra/log.js';
 import { createRegistry, type Registry } from './infra/metrics.js';
 import type { Database } from './schema.js';
-import type { PlatformPlugin, Surfaces } from './platforms/plugin.js';
+import { identityChecks, type PlatformPlugin, type Surfaces } from './platforms/plugin.js';
 import { PLATFORMS } from './platforms/platforms.js';
 import { configuredPlatforms, startPlatforms } from './platforms/start.js';
 import { speakingAs, type Platform, type Platforms } from './platforms/platform.js';
@@ -130,7 +130,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       const stopPruning = schedulePrune(parts.flatMap((p) => p.prune ?? []), clock, log, registry);
       cleanups.push(async () => stopPruning());
       const readiness = readinessOf(store, worker, [...running.map((r) => () => r.readiness()), ...parts.map((p) => p.readiness ?? {})]);
-      serving = await serveApi({ config, log, registry, store: store as Store, policy, contract, modules, probes: [readiness, () => singletons.states(), queueAges, () => Object.assign({}, ...running.map((r) => r.identityReadiness?.() ?? {})) as Record<string, Record<string, string>>] });
+      serving = await serveApi({ config, log, registry, store: store as Store, policy, contract, modules, probes: [readiness, () => singletons.states(), queueAges, () => identityChecks(running)] });
       cleanups.push(() => (serving as { close(): Promise<void> }).close());
     }
     let metricsUrl: string | undefined;

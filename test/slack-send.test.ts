@@ -12,6 +12,7 @@ import { IDS, newRequestId, newToken } from './support/herald.js';
 import { killRunningProcesses, runHerald } from './support/process.js';
 import { slackRig } from './support/rigs.js';
 import { waitForStateAt } from './support/wait.js';
+import { configProblems } from './support/config-problems.js';
 
 const SLACK = SLACK_SANDBOX_IDS;
 /** The destination these tests post to: mapped to the Slack sandbox workspace's #general (the bot is a member). */
@@ -228,7 +229,7 @@ describe("Slack's sandbox for sandbox mode", () => {
     try {
       expect(started.config).toMatchObject({ apiUrl: `${started.url}api/`, timeoutMs: 5_000 });
       expect((await fetch(started.url)).status).toBe(200);
-      const transport = new SlackPlatform({ token: started.config.botToken, apiUrl: started.config.apiUrl, timeoutMs: started.config.timeoutMs });
+      const transport = new SlackPlatform({ token: started.config.botToken ?? '', apiUrl: started.config.apiUrl, timeoutMs: started.config.timeoutMs });
       const sent = await transport.sender.send(SLACK.channels.general, { content: 'kept' }, 'k'.repeat(32), AbortSignal.timeout(5_000));
       expect(transport.messageUrl('', sent.channelId, sent.messageId)).toBe(`${started.url}archives/${SLACK.channels.general}/p${sent.messageId.replace('.', '')}`);
     } finally {
@@ -237,7 +238,7 @@ describe("Slack's sandbox for sandbox mode", () => {
     // The workspace is still there after a restart.
     const again = await startSlackSandbox({ dataDir, host: '127.0.0.1', port: 0, core: { leaseMs: 10_000, home: 'discord' } });
     try {
-      const transport = new SlackPlatform({ token: again.config.botToken, apiUrl: again.config.apiUrl, timeoutMs: again.config.timeoutMs });
+      const transport = new SlackPlatform({ token: again.config.botToken ?? '', apiUrl: again.config.apiUrl, timeoutMs: again.config.timeoutMs });
       const found = await transport.keyed.findByKey(SLACK.channels.general, 'k'.repeat(32), new Date(Date.now() - 60_000), new Date(Date.now() + 60_000), AbortSignal.timeout(5_000));
       expect(found).toHaveProperty('found');
     } finally {
@@ -249,19 +250,12 @@ describe("Slack's sandbox for sandbox mode", () => {
 
 describe("Slack's settings", () => {
   it('refuses a token of the wrong kind, an API URL without its slash, and an app token alone, naming each', () => {
-    const problems = (env: Record<string, string>): string[] => {
-      try {
-        loadConfig({ DISCORD_TOKEN: 'x', ...env });
-        return [];
-      } catch (err) {
-        return String(err).split('\n').filter((l) => l.includes('SLACK_')).map((l) => l.replace(/^\s*- /, ''));
-      }
-    };
+    const problems = (env: Record<string, string>): string[] => configProblems(env, 'SLACK_');
     expect(problems({ SLACK_BOT_TOKEN: 'xoxp-user-token' })).toEqual(['SLACK_BOT_TOKEN must be a Slack bot token (xoxb-…)']);
     expect(problems({ SLACK_BOT_TOKEN: 'xoxb-1', SLACK_APP_TOKEN: 'xoxb-2' })).toEqual(['SLACK_APP_TOKEN must be a Slack app-level token (xapp-…)']);
     expect(problems({ SLACK_BOT_TOKEN: 'xoxb-1', SLACK_API_URL: 'https://slack.com/api' })).toEqual(['SLACK_API_URL must be an http(s) URL ending with /']);
     expect(problems({ SLACK_APP_TOKEN: 'xapp-1' })).toEqual(['SLACK_APP_TOKEN is set but SLACK_BOT_TOKEN is not: Slack needs the bot token too']);
-    expect(loadConfig({ DISCORD_TOKEN: 'x', SLACK_BOT_TOKEN: 'xoxb-1' }).platforms['slack']).toEqual({ botToken: 'xoxb-1', appToken: undefined, apiUrl: 'https://slack.com/api/', postsPerSecond: 1, timeoutMs: 15_000 });
+    expect(loadConfig({ DISCORD_TOKEN: 'x', SLACK_BOT_TOKEN: 'xoxb-1' }).platforms['slack']).toEqual({ botToken: 'xoxb-1', appToken: undefined, apiUrl: 'https://slack.com/api/', postsPerSecond: 1, timeoutMs: 15_000, identities: [] });
   });
 });
 

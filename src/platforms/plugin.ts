@@ -83,6 +83,13 @@ export interface RunningPlatform {
   close(): Promise<void>;
 }
 
+/** Every platform's checks of its other identities, by identity: one identity's checks from each platform it is on, side by side. */
+export function identityChecks(running: readonly RunningPlatform[]): Record<string, Record<string, string>> {
+  const out: Record<string, Record<string, string>> = {};
+  for (const r of running) for (const [identity, checks] of Object.entries(r.identityReadiness?.() ?? {})) out[identity] = { ...out[identity], ...checks };
+  return out;
+}
+
 /** A platform, as its folder's `index.ts` exports it. `C` is its own settings. */
 export interface PlatformPlugin<C = unknown> {
   readonly name: string;

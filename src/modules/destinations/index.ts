@@ -1,4 +1,4 @@
-import type { Channels, TransportName } from '../../platforms/platform.js';
+import { TransportError, type Channels, type TransportName } from '../../platforms/platform.js';
 import { defineModule, ownTables } from '../contract.js';
 import { deliveriesModule } from '../deliveries/index.js';
 import type { DestinationService } from './destination.service.js';
@@ -34,9 +34,34 @@ export const destinationsModule = defineModule<Destinations, undefined, undefine
     const home = transports.home;
     if (home.channels === undefined) throw new Error(`the ${home.name} transport cannot look up channels, which destinations need`);
     // Every platform that can look channels up can hold a destination; each checks its own names.
-    const platform = (name: TransportName, channels: Channels) => ({ name, channels, ...(channels.check !== undefined ? { checkChannel: channels.check } : {}) });
+    // A channel any of the platform's bots sees may be mapped (another identity's Slack workspace,
+    // HERALD_SLACK_IDENTITIES): a post there is sent by the agent's own bot, which must see it too.
+    const platform = (name: TransportName, channels: Channels) => {
+      const theirs = transports.identities.flatMap((identity) => transports.as(identity)?.get(name)?.channels ?? []);
+      return { name, channels: seenByAny([channels, ...theirs]), ...(channels.check !== undefined ? { checkChannel: channels.check } : {}) };
+    };
     const others = transports.all.filter((t) => t !== home && t.channels !== undefined).map((t) => platform(t.name, t.channels as Channels));
     const destinations = new DestinationService(db, { home: platform(home.name, home.channels), others }, clock, () => events.publish(LISTEN_CHANGED));
     return { gives: { destinations }, operations: [destinationOperations(destinations)] };
   },
 });
+
+/** The first bot's view of a channel, asked in turn: one that cannot see it (or refuses) hands on to the next; one that cannot be reached now says so. */
+function seenByAny(lookups: readonly Channels[]): Channels {
+  const [first] = lookups;
+  if (first === undefined || lookups.length === 1) return first as Channels;
+  return {
+    ...first,
+    async getChannel(channelId) {
+      for (const lookup of lookups) {
+        try {
+          const found = await lookup.getChannel(channelId);
+          if (found !== undefined) return found;
+        } catch (err) {
+          if (!(err instanceof TransportError) || err.failure.kind === 'transient') throw err;
+        }
+      }
+      return undefined;
+    },
+  };
+}

@@ -1,7 +1,11 @@
+import { tokenIdentities } from '../identity-tokens.js';
 import { definePlatform } from '../plugin.js';
 import type { SlackConfig } from './settings.js';
 
 export type { SlackConfig } from './settings.js';
+
+/** A Slack bot token's shape. */
+const BOT_TOKEN = /^xoxb-[A-Za-z0-9-]+$/;
 
 /**
  * Slack, when SLACK_BOT_TOKEN is set: the Web API for every facet (paced by budgets shared through
@@ -12,7 +16,7 @@ export const slack = definePlatform<SlackConfig>({
   off: 'SLACK_BOT_TOKEN is unset',
   config(env, core) {
     const botToken = env.text('SLACK_BOT_TOKEN');
-    if (botToken !== undefined && !/^xoxb-[A-Za-z0-9-]+$/.test(botToken)) env.problem('SLACK_BOT_TOKEN must be a Slack bot token (xoxb-…)');
+    if (botToken !== undefined && !BOT_TOKEN.test(botToken)) env.problem('SLACK_BOT_TOKEN must be a Slack bot token (xoxb-…)');
     const appToken = env.text('SLACK_APP_TOKEN');
     if (appToken !== undefined && !/^xapp-[A-Za-z0-9-]+$/.test(appToken)) env.problem('SLACK_APP_TOKEN must be a Slack app-level token (xapp-…)');
     const apiUrl = env.text('SLACK_API_URL') ?? 'https://slack.com/api/';
@@ -24,18 +28,33 @@ export const slack = definePlatform<SlackConfig>({
       postsPerSecond: env.int('HERALD_SLACK_POSTS_PER_SECOND', 1, 1, 50),
       timeoutMs: env.int('HERALD_SLACK_TIMEOUT_MS', 15_000, 100, 600_000),
     };
+    const identities = tokenIdentities(env, {
+      variable: 'HERALD_SLACK_IDENTITIES',
+      main: { variable: 'SLACK_BOT_TOKEN', value: botToken },
+      what: 'bot token (xoxb-…)',
+      sandboxMakes: 'workspaces',
+      shape: (token) => (BOT_TOKEN.test(token) ? undefined : 'not a Slack bot token (xoxb-…)'),
+      ownNote: 'a workspace of its own (start-up also asks Slack which workspace each token is for)',
+    });
     if (botToken === undefined) {
       // Socket Mode alone cannot answer anything: commands reply and messages are read with the bot token.
       if (appToken !== undefined) env.problem('SLACK_APP_TOKEN is set but SLACK_BOT_TOKEN is not: Slack needs the bot token too');
-      return undefined;
+      // Bare names are for sandbox mode's workspaces (the sandbox hook makes them); anywhere else start-up refuses them.
+      return identities.length > 0 ? Object.freeze({ botToken, ...settings, identities }) : undefined;
     }
     if (core.leaseMs <= settings.timeoutMs) env.problem('HERALD_LEASE_MS must be longer than HERALD_SLACK_TIMEOUT_MS, or a slow attempt could outlive its lease');
-    return Object.freeze({ botToken, ...settings });
+    return Object.freeze({ botToken, ...settings, identities });
   },
+
+  identities: (config) => config.identities.map((i) => i.name),
 
   // The Slack client is loaded only when Slack is spoken: `herald --help` and `herald mcp` stay light.
   check: async (config, log) => (await import('./slack.plugin.js')).checkToken(config, log),
   start: async (config, services) => (await import('./slack.plugin.js')).startSlack(config, services),
   // Sandbox mode (no DISCORD_TOKEN and no SLACK_BOT_TOKEN): a local Slack workspace beside the Discord one.
-  sandbox: { start: async (options) => (await import('./slack-sandbox-mode.js')).startSlackSandbox(options) },
+  sandbox: {
+    // Also when the settings only name the sandbox's other workspaces (HERALD_SLACK_IDENTITIES, no SLACK_BOT_TOKEN).
+    needed: (config) => config === undefined || config.botToken === undefined,
+    start: async (options) => (await import('./slack-sandbox-mode.js')).startSlackSandbox(options),
+  },
 });

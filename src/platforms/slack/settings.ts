@@ -1,7 +1,13 @@
+import type { TokenIdentity } from '../identity-tokens.js';
+
 /** Slack's settings. */
 export interface SlackConfig {
-  /** `SLACK_BOT_TOKEN`: the bot token (xoxb-…). Unset → Slack is off. */
-  readonly botToken: string;
+  /**
+   * `SLACK_BOT_TOKEN`: the bot token (xoxb-…) of the workspace the identity `default` speaks in.
+   * Unset → Slack is off, or in sandbox mode the sandbox's workspace (then the settings exist
+   * only to carry HERALD_SLACK_IDENTITIES' names to the sandbox).
+   */
+  readonly botToken: string | undefined;
   /** `SLACK_APP_TOKEN`: the app-level token (xapp-…) for Socket Mode: slash commands and messages others write. Unset: none. */
   readonly appToken: string | undefined;
   /** `SLACK_API_URL`: base of Slack's Web API, ending with `/`. Default https://slack.com/api/. */
@@ -13,4 +19,14 @@ export interface SlackConfig {
   readonly postsPerSecond: number;
   /** `HERALD_SLACK_TIMEOUT_MS`: timeout of one Slack Web API request. Default 15 s. */
   readonly timeoutMs: number;
+  /**
+   * `HERALD_SLACK_IDENTITIES`: more workspaces this Herald speaks in, each as the bot the app has
+   * there, besides SLACK_BOT_TOKEN's (the identity `default`): a comma-separated list of
+   * `name=env:VARIABLE` or `name=file:/path` (the workspace's bot token, xoxb-…); in sandbox mode
+   * a bare `name`, and the sandbox makes the workspace. Each has its own rate budgets; the
+   * operator's policy binds an agent to one (`identity: name`), the same name as its Discord bot's
+   * if it has one. Socket Mode (slash commands, messages others write) serves the default's
+   * workspace only.
+   */
+  readonly identities: readonly TokenIdentity[];
 }

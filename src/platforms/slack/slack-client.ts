@@ -34,6 +34,9 @@ interface Departure {
  * has no idempotency key), and a rate limit reschedules the job rather than holding its lease.
  */
 export class SlackApi {
+  /** Slack's refusal of the token itself (invalid_auth, token_revoked, …), once a call got one. */
+  tokenRefused: string | undefined;
+
   constructor(private readonly options: SlackApiOptions) {}
 
   /** Call `method`; Slack's refusals, HTTP errors and network errors become TransportErrors. */
@@ -64,7 +67,10 @@ export class SlackApi {
     } catch (err) {
       // Held back by its fence: nothing left, and the job stops as it is (the client wraps the error).
       if (departure.fenced !== undefined) throw departure.fenced;
-      throw slackError(err, method, departure.departed);
+      const failed = slackError(err, method, departure.departed);
+      const code = slackErrorCode(failed);
+      if (code !== undefined && TOKEN_REFUSED.has(code)) this.tokenRefused = code;
+      throw failed;
     }
   }
 
@@ -105,6 +111,8 @@ class NotSentError extends Error {
   }
 }
 
+/** Slack's answers that mean the token itself is refused. */
+export const TOKEN_REFUSED: ReadonlySet<string> = new Set(['invalid_auth', 'not_authed', 'token_revoked', 'token_expired', 'account_inactive', 'not_allowed_token_type']);
 /** Slack's answers that say nothing was done, only that it could not be now (retry later). */
 const TRANSIENT = new Set(['ratelimited', 'rate_limited', 'service_unavailable', 'team_added_to_org', 'internal_error', 'fatal_error', 'request_timeout']);
 /** Of those, the ones where Slack says part of the operation may have happened. */

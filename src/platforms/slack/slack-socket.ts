@@ -17,6 +17,8 @@ const ANSWER_IN_ACK_MS = 2_500;
 const HOLDING_TEXT = 'Working on it…';
 const FAILED_TEXT = 'Something went wrong; try again in a moment.';
 const STARTING_TEXT = 'Herald is starting; try again in a moment.';
+/** The answer to a command from another workspace the app is installed in (HERALD_SLACK_IDENTITIES): its bot answers none. */
+const OTHER_WORKSPACE_TEXT = 'Herald answers commands in its own workspace only.';
 /** Messages of people and apps; edits, deletions, joins and the like are not new messages. */
 const MESSAGE_SUBTYPES = new Set([undefined, 'bot_message', 'me_message', 'thread_broadcast', 'file_share']);
 
@@ -66,7 +68,7 @@ export class SlackSocket implements Inbound {
   /** Whether this process wants the connection now (between start and stop). */
   private wanted = false;
   private starting: Promise<void> | undefined;
-  private self: Promise<{ user?: string | undefined; bot?: string | undefined }> | undefined;
+  private self: Promise<{ user?: string | undefined; bot?: string | undefined; team?: string | undefined }> | undefined;
   private readonly call: SlackCall | undefined;
 
   constructor(private readonly o: SlackSocketOptions) {
@@ -135,11 +137,12 @@ export class SlackSocket implements Inbound {
   private async onEnvelope(envelope: Envelope): Promise<void> {
     switch (envelope.type) {
       case 'slash_commands':
+        if (!(await this.ownWorkspace(envelope.body?.team_id))) return envelope.ack({ response_type: 'ephemeral', text: OTHER_WORKSPACE_TEXT });
         return this.answer(envelope);
       case 'events_api':
         // Acked first: Slack resends an envelope not acked in time, and a listener may be slow.
         await envelope.ack();
-        if (envelope.body?.event?.type === 'message') await this.emit(envelope.body.event, envelope.body.team_id);
+        if (envelope.body?.event?.type === 'message' && (await this.ownWorkspace(envelope.body.team_id))) await this.emit(envelope.body.event, envelope.body.team_id);
         return;
       default:
         // Anything else the app is subscribed to (interactivity, options) is not Herald's: acked so Slack does not resend it.
@@ -164,11 +167,23 @@ export class SlackSocket implements Inbound {
     for (const l of this.listeners) l(message);
   }
 
-  /** Herald's own bot user and bot id (auth.test), to leave its own messages out. */
-  private selfIds(): Promise<{ user?: string | undefined; bot?: string | undefined }> {
+  /**
+   * Whether an envelope comes from the bot token's workspace. The app's one connection hears every
+   * workspace it is installed in; what another workspace's people write or run is not this bot's
+   * to hear or answer (it is another identity's, HERALD_SLACK_IDENTITIES). Unknown (no team said,
+   * or auth.test not answered): heard, as before there were other workspaces.
+   */
+  private async ownWorkspace(teamId: string | undefined): Promise<boolean> {
+    if (teamId === undefined) return true;
+    const own = await this.selfIds().then((s) => s.team, () => undefined);
+    return own === undefined || own === teamId;
+  }
+
+  /** Herald's own bot user, bot id and workspace (auth.test), to leave its own messages out. */
+  private selfIds(): Promise<{ user?: string | undefined; bot?: string | undefined; team?: string | undefined }> {
     const call = this.call;
     if (call === undefined) return Promise.resolve({});
-    this.self ??= call<AuthTestResponse>('auth.test', {}).then((r) => ({ user: r.user_id, bot: r.bot_id }));
+    this.self ??= call<AuthTestResponse>('auth.test', {}).then((r) => ({ user: r.user_id, bot: r.bot_id, team: r.team_id }));
     this.self.catch(() => (this.self = undefined));
     return this.self;
   }

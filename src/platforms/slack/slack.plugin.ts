@@ -7,8 +7,9 @@ import type { Singleton } from '../../infra/db/singleton.js';
 import { stateOf } from '../singleton-state.js';
 import type { RunningPlatform, PlatformServices } from '../plugin.js';
 import { TransportError, type Platform } from '../platform.js';
+import type { TokenIdentity } from '../identity-tokens.js';
 import type { SlackConfig } from './settings.js';
-import { slackErrorCode } from './slack-client.js';
+import { slackErrorCode, TOKEN_REFUSED } from './slack-client.js';
 import { burstPacerFor, tierOf } from './slack-pacer.js';
 import { SlackChat } from './slack-chat.js';
 import { SlackSocket } from './slack-socket.js';
@@ -18,94 +19,86 @@ import { SlackPlatform } from './slack-platform.js';
 const TOKEN_CHECK_MS = 10_000;
 /** How long start-up waits for Socket Mode to connect before serving without it. */
 const SOCKET_START_MS = 15_000;
-/** Slack's answers to auth.test that mean the token itself is refused. */
-const TOKEN_REFUSED = new Set(['invalid_auth', 'not_authed', 'token_revoked', 'token_expired', 'account_inactive', 'not_allowed_token_type']);
 
 /**
  * A token Slack refuses stops start-up, before the store opens, with a sentence for the operator
- * (exit 2); Slack not answering does not (deliveries wait for it), so that is only logged.
+ * (exit 2); Slack not answering does not (deliveries wait for it), so that is only logged. Each
+ * identity's token must be for a workspace of its own: two tokens for one workspace would send as
+ * its bot under two names.
  */
 export async function checkToken(config: SlackConfig, log: Logger): Promise<void> {
-  const transport = new SlackPlatform({ token: config.botToken, apiUrl: config.apiUrl, timeoutMs: config.timeoutMs });
+  const teams = new Map<string, string>();
+  const own = (teamId: string | undefined, what: string): void => {
+    if (teamId === undefined) return;
+    const other = teams.get(teamId);
+    if (other !== undefined) throw new StartupError(`${what} and ${other} are for the same Slack workspace (team ${teamId}): each identity of HERALD_SLACK_IDENTITIES is a workspace of its own`);
+    teams.set(teamId, what);
+  };
+  own(await checkOne(config, defaultToken(config), undefined, log), 'SLACK_BOT_TOKEN');
+  for (const identity of config.identities) own(await checkOne(config, identityToken(identity), identity.name, log), `identity ${identity.name}`);
+}
+
+/** Slack's word on one token: its workspace's team id, or undefined when Slack could not be asked. */
+async function checkOne(config: SlackConfig, token: string, identity: string | undefined, log: Logger): Promise<string | undefined> {
+  const transport = new SlackPlatform({ token, apiUrl: config.apiUrl, timeoutMs: config.timeoutMs });
+  const what = identity === undefined ? 'SLACK_BOT_TOKEN' : `identity ${identity}'s token (HERALD_SLACK_IDENTITIES)`;
+  const named = identity !== undefined ? { identity } : {};
   try {
     const me = await transport.identity(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS)));
-    log.info({ team: me.teamId, bot_user: me.userId }, 'Slack accepted SLACK_BOT_TOKEN');
+    log.info({ team: me.teamId, bot_user: me.userId, ...named }, `Slack accepted ${what}`);
+    return me.teamId;
   } catch (err) {
     const code = slackErrorCode(err);
     if (err instanceof TransportError && code !== undefined && TOKEN_REFUSED.has(code)) {
-      log.error({ code }, 'Slack rejected SLACK_BOT_TOKEN');
-      throw new StartupError(`Slack rejected SLACK_BOT_TOKEN (${code}): check the bot token (api.slack.com/apps → your app → OAuth & Permissions → Bot User OAuth Token, xoxb-…)`, { cause: err });
+      log.error({ code, ...named }, `Slack rejected ${what}`);
+      throw new StartupError(`Slack rejected ${what} (${code}): check the bot token (api.slack.com/apps → your app → OAuth & Permissions → Bot User OAuth Token, xoxb-…)`, { cause: err });
     }
-    log.warn({ err: errorSummary(err) }, 'could not check SLACK_BOT_TOKEN with Slack; starting anyway');
+    log.warn({ err: errorSummary(err), ...named }, `could not check ${what} with Slack; starting anyway`);
+    return undefined;
   }
 }
 
-/** Start Slack: Web API facets paced by budgets shared by every process sending as this bot. */
+/** SLACK_BOT_TOKEN; unset only where sandbox mode was to make the workspaces (the settings then only name them). */
+function defaultToken(config: SlackConfig): string {
+  if (config.botToken === undefined) throw new StartupError('HERALD_SLACK_IDENTITIES names workspaces for sandbox mode (bare names), but Herald is not in sandbox mode: set SLACK_BOT_TOKEN and give each identity its bot token (name=env:VARIABLE or name=file:/path)');
+  return config.botToken;
+}
+
+function identityToken(identity: TokenIdentity): string {
+  if (identity.token === undefined) throw new StartupError(`identity ${identity.name} has no Slack bot token (HERALD_SLACK_IDENTITIES)`);
+  return identity.token;
+}
+
+/**
+ * Start Slack: SLACK_BOT_TOKEN's workspace (the identity `default`) and each of
+ * HERALD_SLACK_IDENTITIES', each bot with Web API facets paced by budgets of its own, shared by
+ * every process sending as it. Socket Mode (slash commands, messages others write) is the default's.
+ */
 export async function startSlack(config: SlackConfig, services: PlatformServices): Promise<RunningPlatform> {
-  const { store } = services;
-  const bot = createHash('sha256').update(config.botToken).digest('hex').slice(0, 16);
-  const pacers = new Map<string, Pacer>();
-  const pacer = (key: string, make: () => Pacer): Pacer => {
-    let p = pacers.get(key);
-    if (p === undefined) pacers.set(key, (p = make()));
-    return p;
-  };
-  const transport = new SlackPlatform({
-    token: config.botToken,
-    apiUrl: config.apiUrl,
-    timeoutMs: config.timeoutMs,
-    // chat.postMessage: about one message per second per channel; every other method: its tier's
-    // budget per workspace. Both are shared through the database by every process using this bot.
-    pace: async (method, args, signal) => {
-      const channel = typeof args['channel'] === 'string' ? args['channel'] : undefined;
-      if (method === 'chat.postMessage' && channel !== undefined) {
-        const key = `slack:${bot}:post:${channel}`;
-        // A twentieth under the rate: posts spaced exactly one second apart would land in one of
-        // Slack's one-second windows whenever the network delays the first more than the second.
-        return pacer(key, () => burstPacerFor({ kind: store.kind, db: services.db }, key, { perSecond: config.postsPerSecond * 0.95, burst: 1 })).acquire(signal);
-      }
-      const { budget } = tierOf(method);
-      const key = `slack:${bot}:${method}`;
-      return pacer(key, () => burstPacerFor({ kind: store.kind, db: services.db }, key, budget)).acquire(signal);
-    },
-  });
-  // Learn the workspace url (for permalinks) now; a send asks again if Slack did not answer.
-  transport.identity(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS))).catch((err: unknown) => services.log.warn({ err: errorSummary(err) }, 'Slack auth.test failed at start; retried on first send'));
   const log = services.log.child({ transport: 'slack' });
-  // The chat tools call Slack through the same paced, never-retrying caller as the sends.
-  const chat = new SlackChat({ client: transport.api, log, selfId: () => transport.selfId() });
+  const main = speaker(config, defaultToken(config), services, log);
+  const others = config.identities.map((identity) => ({ name: identity.name, bot: speaker(config, identityToken(identity), services, log.child({ identity: identity.name })) }));
   // Socket Mode (slash commands, messages others write) needs the app-level token; only a serving
-  // process connects, once the modules are up.
-  const socket = config.appToken !== undefined ? new SlackSocket({ appToken: config.appToken, apiUrl: config.apiUrl, log, client: transport.api }) : undefined;
+  // process connects, once the modules are up. It hears the default's workspace.
+  const socket = config.appToken !== undefined ? new SlackSocket({ appToken: config.appToken, apiUrl: config.apiUrl, log, client: main.transport.api }) : undefined;
   const watchSocket = socket !== undefined && services.serving;
   // One Socket Mode connection across the serving replicas, held under the lease `slack:socket`
   // (as Discord's gateway): the holder answers slash commands and reads messages others write.
   let lease: Singleton | undefined;
   if (watchSocket) services.link('socket', () => (lease !== undefined && !lease.held() ? undefined : socket.up));
-  const facets: Platform = {
-    name: transport.name,
-    title: transport.title,
-    idempotentSend: transport.idempotentSend,
-    sender: transport.sender,
-    dms: transport.dms,
-    editor: transport.editor,
-    reactions: transport.reactions,
-    deleter: transport.deleter,
-    threading: transport.threading,
-    keyed: transport.keyed,
-    channels: transport.channels,
-    members: transport.members,
-    chat,
-    ...(socket !== undefined ? { inbound: socket } : {}),
-    messageUrl: (scope, channelId, ts) => transport.messageUrl(scope, channelId, ts),
-  };
+  const facets: Platform = { ...main.facets, ...(socket !== undefined ? { inbound: socket } : {}) };
   return {
     facets,
+    identities: new Map(others.map((o) => [o.name, o.bot.facets])),
     readiness: (): Record<string, string> => {
-      if (!watchSocket) return {};
-      if (lease !== undefined && !lease.held()) return { slack_socket: stateOf(lease) };
-      return { slack_socket: socket.up ? 'ok' : 'unavailable' };
+      const token = main.readiness();
+      if (!watchSocket) return token;
+      if (lease !== undefined && !lease.held()) return { slack_socket: stateOf(lease), ...token };
+      return { slack_socket: socket.up ? 'ok' : 'unavailable', ...token };
     },
+    // Each other workspace's bot, under its identity's name, once Slack refused its token: it
+    // sends nothing until restarted with a valid one, and leaves the replica ready for the others.
+    identityReadiness: () => Object.fromEntries(others.flatMap((o) => (Object.keys(o.bot.readiness()).length > 0 ? [[o.name, o.bot.readiness()]] : []))),
     async serve(surfaces) {
       if (!watchSocket) return;
       const commands = surfaces.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` };
@@ -138,6 +131,66 @@ export async function startSlack(config: SlackConfig, services: PlatformServices
       // It is closed before the lease is given up, so another replica's never overlaps it.
       await socket?.close();
       await lease?.close();
+    },
+  };
+}
+
+/** One workspace's bot: its Web API facets (Socket Mode aside), and whether Slack refused its token. */
+function speaker(config: SlackConfig, token: string, services: PlatformServices, log: Logger): { transport: SlackPlatform; facets: Platform; readiness(): Record<string, string> } {
+  const { store } = services;
+  const bot = createHash('sha256').update(token).digest('hex').slice(0, 16);
+  const pacers = new Map<string, Pacer>();
+  const pacer = (key: string, make: () => Pacer): Pacer => {
+    let p = pacers.get(key);
+    if (p === undefined) pacers.set(key, (p = make()));
+    return p;
+  };
+  const transport = new SlackPlatform({
+    token,
+    apiUrl: config.apiUrl,
+    timeoutMs: config.timeoutMs,
+    // chat.postMessage: about one message per second per channel; every other method: its tier's
+    // budget per workspace. Both are shared through the database by every process using this bot.
+    pace: async (method, args, signal) => {
+      const channel = typeof args['channel'] === 'string' ? args['channel'] : undefined;
+      if (method === 'chat.postMessage' && channel !== undefined) {
+        const key = `slack:${bot}:post:${channel}`;
+        // A twentieth under the rate: posts spaced exactly one second apart would land in one of
+        // Slack's one-second windows whenever the network delays the first more than the second.
+        return pacer(key, () => burstPacerFor({ kind: store.kind, db: services.db }, key, { perSecond: config.postsPerSecond * 0.95, burst: 1 })).acquire(signal);
+      }
+      const { budget } = tierOf(method);
+      const key = `slack:${bot}:${method}`;
+      return pacer(key, () => burstPacerFor({ kind: store.kind, db: services.db }, key, budget)).acquire(signal);
+    },
+  });
+  // Learn the workspace url (for permalinks) now; a send asks again if Slack did not answer.
+  transport.identity(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS))).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'Slack auth.test failed at start; retried on first send'));
+  // The chat tools call Slack through the same paced, never-retrying caller as the sends.
+  const chat = new SlackChat({ client: transport.api, log, selfId: () => transport.selfId() });
+  const facets: Platform = {
+    name: transport.name,
+    title: transport.title,
+    idempotentSend: transport.idempotentSend,
+    sender: transport.sender,
+    dms: transport.dms,
+    editor: transport.editor,
+    reactions: transport.reactions,
+    deleter: transport.deleter,
+    threading: transport.threading,
+    keyed: transport.keyed,
+    channels: transport.channels,
+    members: transport.members,
+    chat,
+    messageUrl: (scope, channelId, ts) => transport.messageUrl(scope, channelId, ts),
+  };
+  return {
+    transport,
+    facets,
+    // Only once Slack refused the token: this bot sends nothing until restarted with a valid one.
+    readiness: () => {
+      const refused = transport.api.tokenRefused;
+      return refused !== undefined ? { slack_token: `rejected by Slack (${refused})` } : {};
     },
   };
 }
