@@ -2,7 +2,7 @@ import { WebClient } from '@slack/web-api';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CommandSurface } from '../src/platforms/plugin.js';
-import { SLACK_SANDBOX_IDS, SlackSandbox } from '../src/platforms/slack/sandbox/sandbox.js';
+import { SLACK_SANDBOX_IDS, SlackSandbox, workspaceIds } from '../src/platforms/slack/sandbox/sandbox.js';
 import { invocationOf } from '../src/platforms/slack/slack-socket-commands.js';
 import { SlackSocket } from '../src/platforms/slack/slack-socket.js';
 import type { CommandInvocation, InboundMessage } from '../src/platforms/platform.js';
@@ -43,6 +43,8 @@ describe('SlackSocket against the Slack sandbox', () => {
 
   beforeAll(async () => {
     sandbox = new SlackSandbox({ postsPerSecondPerChannel: 1000, tierScale: 100 });
+    // The app is in a second workspace too (another identity's, HERALD_SLACK_IDENTITIES): its one connection hears both.
+    sandbox.addWorkspace('ops');
     await sandbox.start();
     client = new WebClient(sandbox.botToken, { slackApiUrl: sandbox.apiUrl, retryConfig: { retries: 0 } });
     socket = new SlackSocket({ appToken: sandbox.appToken, apiUrl: sandbox.apiUrl, log: pino({ level: 'silent' }), client });
@@ -125,6 +127,27 @@ describe('SlackSocket against the Slack sandbox', () => {
       expect(got).toMatchObject({ channelId: channels.general, authorId: users.bob, authorIsBot: false, guildId: team, content: 'hello <@U0HERALDBOT>' });
       expect(got.createdAt.getTime()).toBe(Math.floor(Number(ts) * 1000));
       expect(seen.filter((m) => m.authorId === bot.user || m.content === 'from herald itself')).toEqual([]);
+    } finally {
+      off();
+    }
+  });
+
+  it("hears and answers the bot token's workspace only: another workspace's messages are not heard, its commands not run", async () => {
+    const seen: InboundMessage[] = [];
+    const off = socket.onMessage((m) => seen.push(m));
+    try {
+      const ops = sandbox.peopleOf('ops');
+      const two = workspaceIds(2, 'ops');
+      const before = invocations.length;
+      expect(await ops.slash(two.users.ada, two.channels.general, '/agent', 'pair 777777')).toEqual({ response_type: 'ephemeral', text: 'Herald answers commands in its own workspace only.' });
+      expect(invocations.length).toBe(before);
+      const there = ops.say(two.users.bob, two.channels.general, 'hello <@U0HERALDB02> from ops');
+      const inDm = ops.say(two.users.bob, two.bot.user, 'a DM in the ops workspace');
+      // What is written in the default workspace afterwards arrives; what came before it from the other never does.
+      const here = sandbox.say(users.bob, channels.general, 'after the ops workspace');
+      await waitFor(() => seen.find((m) => m.messageId === here), 'the default workspace message');
+      expect(seen.filter((m) => m.messageId === there || m.messageId === inDm || m.guildId === two.team)).toEqual([]);
+      expect(await sandbox.slash(users.bob, channels.general, '/agent', 'pair 42')).toEqual({ response_type: 'ephemeral', text: 'pair: 42' });
     } finally {
       off();
     }

@@ -4,7 +4,7 @@ import type { Context } from 'koa';
 import getRawBody from 'raw-body';
 import { escape, html } from './page.js';
 import type { SocketMode } from './socket-mode.js';
-import { SLACK_SANDBOX_IDS, type SlackConversation, type SlackMessage, type SlackWorkspace } from './state.js';
+import { type SlackConversation, type SlackMessage, type SlackWorkspace } from './state.js';
 
 /**
  * What the people of the workspace do: write messages (sent to the app as message events) and
@@ -45,7 +45,7 @@ export class People {
   conversationFor(user: string, channel: string): SlackConversation | undefined {
     const { workspace } = this.options;
     if (!workspace.users.has(user)) return undefined;
-    return channel === SLACK_SANDBOX_IDS.bot.user ? workspace.openDm([user]) : workspace.find(channel);
+    return channel === workspace.ids.bot.user ? workspace.openDm([user]) : workspace.find(channel);
   }
 
   say(user: string, channel: string, text: string): string {
@@ -61,7 +61,7 @@ export class People {
     const conversation = this.conversationFor(user, channel);
     const person = this.options.workspace.users.get(user);
     if (conversation === undefined || person === undefined) throw new Error('slash: unknown user or channel');
-    const { team, domain, appId } = SLACK_SANDBOX_IDS;
+    const { team, domain, appId } = this.options.workspace.ids;
     const id = randomBytes(12).toString('hex');
     for (const [key, entry] of this.responseUrls) if (entry.until < Date.now() || entry.uses <= 0) this.responseUrls.delete(key);
     this.responseUrls.set(id, { user, channel: conversation.id, command, uses: RESPONSE_URL_USES, until: Date.now() + RESPONSE_URL_MS });
@@ -141,7 +141,7 @@ export class People {
     const { workspace } = this.options;
     const conversation = workspace.conversations.get(reply.channel);
     if (conversation === undefined) return;
-    const bot = SLACK_SANDBOX_IDS.bot;
+    const bot = workspace.ids.bot;
     const message = workspace.append(conversation.id, { ts: workspace.nextTs(), user: bot.user, bot_id: bot.id, text: reply.text });
     this.options.posted(conversation, message);
   }

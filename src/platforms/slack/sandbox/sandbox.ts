@@ -60,7 +60,7 @@ export class SlackSandbox {
   private socketMode: SocketMode | undefined;
   private readonly people: People;
   /** The other workspaces, by bot token. */
-  private readonly others = new Map<string, OtherWorkspace & { workspace: SlackWorkspace }>();
+  private readonly others = new Map<string, OtherWorkspace & { workspace: SlackWorkspace; people: People }>();
   private readonly installs = new Map<SlackWorkspace, Installed>();
   private readonly revoked = new Set<string>();
   private readonly pages = new Map<SlackWorkspace, ReturnType<Router['routes']>>();
@@ -115,16 +115,31 @@ export class SlackSandbox {
     const ids = workspaceIds(n, name);
     const stateFile = this.options.stateFile === undefined ? undefined : `${this.options.stateFile.replace(/\.json$/, '')}-${name}.json`;
     const workspace = new SlackWorkspace(this.options.now ?? Date.now, stateFile, ids, String(n % 10));
-    const other = { name, ids, botToken: `xoxb-sandbox-${randomBytes(12).toString('hex')}`, workspace };
+    const people = new People({ workspace, socketMode: () => this.mode(), url: () => this.url, posted: (c, m) => this.sendMessageEvent(workspace, c, m) });
+    const other = { name, ids, botToken: `xoxb-sandbox-${randomBytes(12).toString('hex')}`, workspace, people };
     this.others.set(other.botToken, other);
     return { name, ids, botToken: other.botToken };
   }
 
-  /** The workspace `name` uninstalls the app: its bot token is answered token_revoked from now on. */
-  uninstall(name: string): void {
+  /**
+   * The people of workspace `name`: they write in its conversations (`say`, its bot's user id as
+   * the channel: their DM with its bot) and run slash commands there (`slash`), which reach the app
+   * over its one Socket Mode connection naming that workspace, as Slack's do. Their page is read-only.
+   */
+  peopleOf(name: string): Pick<People, 'say' | 'slash'> {
+    const other = this.other(name);
+    return { say: (user, channel, text) => other.people.say(user, channel, text), slash: (user, channel, command, text) => other.people.slash(user, channel, command, text) };
+  }
+
+  private other(name: string): OtherWorkspace & { workspace: SlackWorkspace; people: People } {
     const other = [...this.others.values()].find((o) => o.name === name);
     if (other === undefined) throw new Error(`the Slack sandbox has no workspace named ${name}`);
-    this.revoked.add(other.botToken);
+    return other;
+  }
+
+  /** The workspace `name` uninstalls the app: its bot token is answered token_revoked from now on. */
+  uninstall(name: string): void {
+    this.revoked.add(this.other(name).botToken);
   }
 
   /** The channel's messages, oldest first, as stored (thread replies and metadata included), in whichever workspace holds it. */
