@@ -45,7 +45,7 @@ describe('the Slack sandbox with the app in a second workspace', () => {
     // A DM the second bot opens is in its workspace, with an id no other workspace gives.
     const dm = await call(sandbox, two.botToken, 'chat.postMessage', { channel: two.ids.users.bob, text: 'hello bob' });
     expect(dm).toMatchObject({ ok: true });
-    expect(String(dm['channel'])).toMatch(/^D2/);
+    expect(String(dm['channel'])).toMatch(/^DW02[0-9]{7}$/);
     expect(sandbox.messages(String(dm['channel'])).map((m) => m.text)).toEqual(['hello bob']);
     expect(sandbox.messages(two.ids.channels.general).map((m) => m.text)).toEqual(['in two']);
     expect(sandbox.messages(ONE.channels.general)).toEqual([]);

@@ -136,13 +136,17 @@ export class SlackSocket implements Inbound {
 
   private async onEnvelope(envelope: Envelope): Promise<void> {
     switch (envelope.type) {
-      case 'slash_commands':
-        if (!(await this.ownWorkspace(envelope.body?.team_id))) return envelope.ack({ response_type: 'ephemeral', text: OTHER_WORKSPACE_TEXT });
+      case 'slash_commands': {
+        const own = await this.ownWorkspace(envelope.body?.team_id);
+        // Whose workspace it is not known yet (auth.test unanswered): not run, as while starting.
+        if (own === undefined) return envelope.ack({ response_type: 'ephemeral', text: STARTING_TEXT });
+        if (!own) return envelope.ack({ response_type: 'ephemeral', text: OTHER_WORKSPACE_TEXT });
         return this.answer(envelope);
+      }
       case 'events_api':
         // Acked first: Slack resends an envelope not acked in time, and a listener may be slow.
         await envelope.ack();
-        if (envelope.body?.event?.type === 'message' && (await this.ownWorkspace(envelope.body.team_id))) await this.emit(envelope.body.event, envelope.body.team_id);
+        if (envelope.body?.event?.type === 'message' && (await this.ownWorkspace(envelope.body.team_id)) === true) await this.emit(envelope.body.event, envelope.body.team_id);
         return;
       default:
         // Anything else the app is subscribed to (interactivity, options) is not Herald's: acked so Slack does not resend it.
@@ -170,13 +174,20 @@ export class SlackSocket implements Inbound {
   /**
    * Whether an envelope comes from the bot token's workspace. The app's one connection hears every
    * workspace it is installed in; what another workspace's people write or run is not this bot's
-   * to hear or answer (it is another identity's, HERALD_SLACK_IDENTITIES). Unknown (no team said,
-   * or auth.test not answered): heard, as before there were other workspaces.
+   * to hear or answer (it is another identity's, HERALD_SLACK_IDENTITIES): an envelope naming no
+   * workspace is not this one's. Undefined while that is not known (auth.test not answered: Slack's
+   * Web API failing while the socket is up): then nothing is heard or run, as a message whose author
+   * Herald cannot tell apart from itself is not. Without a Web API client (one workspace, nothing to
+   * compare): every envelope.
    */
-  private async ownWorkspace(teamId: string | undefined): Promise<boolean> {
-    if (teamId === undefined) return true;
-    const own = await this.selfIds().then((s) => s.team, () => undefined);
-    return own === undefined || own === teamId;
+  private async ownWorkspace(teamId: string | undefined): Promise<boolean | undefined> {
+    if (this.call === undefined) return true;
+    const own = await this.selfIds().then(
+      (s) => s.team,
+      () => undefined,
+    );
+    if (own === undefined) return undefined;
+    return teamId === own;
   }
 
   /** Herald's own bot user, bot id and workspace (auth.test), to leave its own messages out. */

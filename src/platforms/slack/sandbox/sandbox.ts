@@ -114,7 +114,7 @@ export class SlackSandbox {
     if (n > 99) throw new Error('the Slack sandbox holds at most 98 other workspaces');
     const ids = workspaceIds(n, name);
     const stateFile = this.options.stateFile === undefined ? undefined : `${this.options.stateFile.replace(/\.json$/, '')}-${name}.json`;
-    const workspace = new SlackWorkspace(this.options.now ?? Date.now, stateFile, ids, String(n % 10));
+    const workspace = new SlackWorkspace(this.options.now ?? Date.now, stateFile, ids, `W${String(n).padStart(2, '0')}`);
     const people = new People({ workspace, socketMode: () => this.mode(), url: () => this.url, posted: (c, m) => this.sendMessageEvent(workspace, c, m) });
     const other = { name, ids, botToken: `xoxb-sandbox-${randomBytes(12).toString('hex')}`, workspace, people };
     this.others.set(other.botToken, other);

@@ -119,8 +119,8 @@ export class SlackWorkspace {
     private readonly file: string | undefined,
     /** Its ids (SLACK_SANDBOX_IDS unless it is one of the sandbox's other workspaces). */
     readonly ids: SlackIds = SLACK_SANDBOX_IDS,
-    /** The digit after the prefix of the conversation ids it makes: each workspace's are its own, as Slack's are unique. */
-    private readonly idDigit = '0',
+    /** What follows the type letter of the conversation ids it makes (`0`; `W02` in the second workspace): each workspace's are its own, as Slack's are unique. */
+    private readonly idInfix = '0',
   ) {
     for (const u of seedUsers(ids)) this.users.set(u.id, u);
     if (!this.load()) this.seed();
@@ -142,7 +142,7 @@ export class SlackWorkspace {
 
   /** A new conversation id: C… for channels, G… for group DMs, D… for DMs (11 characters, as Slack's). */
   newId(prefix: 'C' | 'D' | 'G'): string {
-    const id = `${prefix}${this.idDigit}${String(this.nextId).padStart(9, '0')}`;
+    const id = `${prefix}${this.idInfix}${String(this.nextId).padStart(10 - this.idInfix.length, '0')}`;
     this.nextId += 1;
     return id;
   }
