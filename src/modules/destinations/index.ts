@@ -38,7 +38,7 @@ export const destinationsModule = defineModule<Destinations, undefined, undefine
     // HERALD_SLACK_IDENTITIES): a post there is sent by the agent's own bot, which must see it too.
     const platform = (name: TransportName, channels: Channels) => {
       const theirs = transports.identities.flatMap((identity) => transports.as(identity)?.get(name)?.channels ?? []);
-      return { name, channels: seenByAny([channels, ...theirs]), ...(channels.check !== undefined ? { checkChannel: channels.check } : {}) };
+      return { name, channels: seenByAny(channels, theirs), ...(channels.check !== undefined ? { checkChannel: channels.check } : {}) };
     };
     const others = transports.all.filter((t) => t !== home && t.channels !== undefined).map((t) => platform(t.name, t.channels as Channels));
     const destinations = new DestinationService(db, { home: platform(home.name, home.channels), others }, clock, () => events.publish(LISTEN_CHANGED));
@@ -46,14 +46,13 @@ export const destinationsModule = defineModule<Destinations, undefined, undefine
   },
 });
 
-/** The first bot's view of a channel, asked in turn: one that cannot see it (or refuses) hands on to the next; one that cannot be reached now says so. */
-function seenByAny(lookups: readonly Channels[]): Channels {
-  const [first] = lookups;
-  if (first === undefined || lookups.length === 1) return first as Channels;
+/** The default bot's view of a channel, then each other bot's in turn: one that cannot see it (or refuses) hands on to the next; one that cannot be reached now says so. */
+function seenByAny(first: Channels, others: readonly Channels[]): Channels {
+  if (others.length === 0) return first;
   return {
     ...first,
     async getChannel(channelId) {
-      for (const lookup of lookups) {
+      for (const lookup of [first, ...others]) {
         try {
           const found = await lookup.getChannel(channelId);
           if (found !== undefined) return found;

@@ -90,11 +90,12 @@ export async function startSlack(config: SlackConfig, services: PlatformServices
   return {
     facets,
     identities: new Map(others.map((o) => [o.name, o.bot.facets])),
+    // The default bot's token is not among them: a replica whose Slack token was revoked still
+    // serves every other platform, so it stays ready (its Slack deliveries fail, saying why).
     readiness: (): Record<string, string> => {
-      const token = main.readiness();
-      if (!watchSocket) return token;
-      if (lease !== undefined && !lease.held()) return { slack_socket: stateOf(lease), ...token };
-      return { slack_socket: socket.up ? 'ok' : 'unavailable', ...token };
+      if (!watchSocket) return {};
+      if (lease !== undefined && !lease.held()) return { slack_socket: stateOf(lease) };
+      return { slack_socket: socket.up ? 'ok' : 'unavailable' };
     },
     // Each other workspace's bot, under its identity's name, once Slack refused its token: it
     // sends nothing until restarted with a valid one, and leaves the replica ready for the others.
