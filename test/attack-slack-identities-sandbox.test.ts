@@ -1,14 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SlackSandbox, SLACK_SANDBOX_IDS as ONE, type OtherWorkspace } from '../src/platforms/slack/sandbox/sandbox.js';
+import { apiCall } from './support/slack-sandbox.js';
 
 // From the attacking helper: each workspace's conversation ids are its own, as Slack's are unique
 // (state.ts idInfix). They were told apart by one digit, String(n % 10): the tenth workspace made
 // the default one's ids (D0000000001 in both), and sandbox.messages(id) answered the wrong one.
 
-async function call(sandbox: SlackSandbox, token: string, method: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
-  const res = await fetch(`${sandbox.apiUrl}${method}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return (await res.json()) as Record<string, unknown>;
-}
 
 describe('attack: conversation ids across ten sandbox workspaces', () => {
   const sandbox = new SlackSandbox({ postsPerSecondPerChannel: 100 });
@@ -20,8 +17,8 @@ describe('attack: conversation ids across ten sandbox workspaces', () => {
   afterAll(() => sandbox.close());
 
   it('gives every workspace conversation ids no other workspace gives', async () => {
-    const one = await call(sandbox, sandbox.botToken, 'chat.postMessage', { channel: ONE.users.bob, text: 'dm in the default workspace' });
-    const ten = await call(sandbox, tenth.botToken, 'chat.postMessage', { channel: tenth.ids.users.bob, text: 'dm in the tenth workspace' });
+    const one = await apiCall(sandbox, sandbox.botToken, 'chat.postMessage', { channel: ONE.users.bob, text: 'dm in the default workspace' });
+    const ten = await apiCall(sandbox, tenth.botToken, 'chat.postMessage', { channel: tenth.ids.users.bob, text: 'dm in the tenth workspace' });
     expect(one).toMatchObject({ ok: true });
     expect(ten).toMatchObject({ ok: true });
     expect(ten['channel']).not.toBe(one['channel']);

@@ -12,16 +12,12 @@ import { SlackPlatform } from '../src/platforms/slack/slack-platform.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 import { configProblems } from './support/config-problems.js';
+import { apiCall } from './support/slack-sandbox.js';
 
 // Several Slack workspaces in one Herald (HERALD_SLACK_IDENTITIES): the app installed in each, its
 // bot there speaking for the agents the operator's policy binds to that identity. Black-box over
 // HTTP against the Slack sandbox, through @slack/web-api.
 
-/** Slack's answer to one Web API call with `token`, as @slack/web-api's callers see it. */
-async function call(sandbox: SlackSandbox, token: string, method: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
-  const res = await fetch(`${sandbox.apiUrl}${method}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return (await res.json()) as Record<string, unknown>;
-}
 
 describe('the Slack sandbox with the app in a second workspace', () => {
   const sandbox = new SlackSandbox({ postsPerSecondPerChannel: 100 });
@@ -34,16 +30,16 @@ describe('the Slack sandbox with the app in a second workspace', () => {
 
   it('answers each bot token as its own workspace: its team, its bot, its channels and people only', async () => {
     expect(two.ids.team).not.toBe(ONE.team);
-    expect(await call(sandbox, two.botToken, 'auth.test', {})).toMatchObject({ ok: true, team_id: two.ids.team, user_id: two.ids.bot.user, bot_id: two.ids.bot.id, url: `${sandbox.url}/${two.ids.team}/` });
-    expect(await call(sandbox, sandbox.botToken, 'auth.test', {})).toMatchObject({ ok: true, team_id: ONE.team, user_id: ONE.bot.user });
+    expect(await apiCall(sandbox, two.botToken, 'auth.test', {})).toMatchObject({ ok: true, team_id: two.ids.team, user_id: two.ids.bot.user, bot_id: two.ids.bot.id, url: `${sandbox.url}/${two.ids.team}/` });
+    expect(await apiCall(sandbox, sandbox.botToken, 'auth.test', {})).toMatchObject({ ok: true, team_id: ONE.team, user_id: ONE.bot.user });
     // Each bot reaches its own workspace's channels and people, never the other's.
-    expect(await call(sandbox, two.botToken, 'chat.postMessage', { channel: two.ids.channels.general, text: 'in two' })).toMatchObject({ ok: true, channel: two.ids.channels.general });
-    expect(await call(sandbox, two.botToken, 'chat.postMessage', { channel: ONE.channels.general, text: 'across' })).toEqual({ ok: false, error: 'channel_not_found' });
-    expect(await call(sandbox, sandbox.botToken, 'chat.postMessage', { channel: two.ids.channels.general, text: 'across' })).toEqual({ ok: false, error: 'channel_not_found' });
-    expect(await call(sandbox, two.botToken, 'users.info', { user: ONE.users.ada })).toEqual({ ok: false, error: 'user_not_found' });
-    expect(await call(sandbox, two.botToken, 'users.info', { user: two.ids.users.ada })).toMatchObject({ ok: true, user: { id: two.ids.users.ada, team_id: two.ids.team } });
+    expect(await apiCall(sandbox, two.botToken, 'chat.postMessage', { channel: two.ids.channels.general, text: 'in two' })).toMatchObject({ ok: true, channel: two.ids.channels.general });
+    expect(await apiCall(sandbox, two.botToken, 'chat.postMessage', { channel: ONE.channels.general, text: 'across' })).toEqual({ ok: false, error: 'channel_not_found' });
+    expect(await apiCall(sandbox, sandbox.botToken, 'chat.postMessage', { channel: two.ids.channels.general, text: 'across' })).toEqual({ ok: false, error: 'channel_not_found' });
+    expect(await apiCall(sandbox, two.botToken, 'users.info', { user: ONE.users.ada })).toEqual({ ok: false, error: 'user_not_found' });
+    expect(await apiCall(sandbox, two.botToken, 'users.info', { user: two.ids.users.ada })).toMatchObject({ ok: true, user: { id: two.ids.users.ada, team_id: two.ids.team } });
     // A DM the second bot opens is in its workspace, with an id no other workspace gives.
-    const dm = await call(sandbox, two.botToken, 'chat.postMessage', { channel: two.ids.users.bob, text: 'hello bob' });
+    const dm = await apiCall(sandbox, two.botToken, 'chat.postMessage', { channel: two.ids.users.bob, text: 'hello bob' });
     expect(dm).toMatchObject({ ok: true });
     expect(String(dm['channel'])).toMatch(/^DW02[0-9]{7}$/);
     expect(sandbox.messages(String(dm['channel'])).map((m) => m.text)).toEqual(['hello bob']);
@@ -60,8 +56,8 @@ describe('the Slack sandbox with the app in a second workspace', () => {
   });
 
   it('refuses a token it never issued, whichever workspace it pretends to be', async () => {
-    expect(await call(sandbox, `${two.botToken}x`, 'auth.test', {})).toEqual({ ok: false, error: 'invalid_auth' });
-    expect(await call(sandbox, sandbox.appToken, 'chat.postMessage', { channel: two.ids.channels.general, text: 'x' })).toEqual({ ok: false, error: 'not_allowed_token_type' });
+    expect(await apiCall(sandbox, `${two.botToken}x`, 'auth.test', {})).toEqual({ ok: false, error: 'invalid_auth' });
+    expect(await apiCall(sandbox, sandbox.appToken, 'chat.postMessage', { channel: two.ids.channels.general, text: 'x' })).toEqual({ ok: false, error: 'not_allowed_token_type' });
   });
 
   it('gives a permalink in the second workspace that its page serves', async () => {

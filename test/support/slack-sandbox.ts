@@ -20,3 +20,9 @@ export async function failure(call: Promise<WebAPICallResult>): Promise<{ code: 
 /** Herald's message metadata for a send key. */
 export const herald = (key: string) => ({ event_type: 'herald_delivery', event_payload: { id: key } });
 
+
+/** The sandbox's answer to one Web API call with `token`, as JSON over HTTP (`{"ok":…}`, whatever it says). */
+export async function apiCall(sandbox: SlackSandbox, token: string, method: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const res = await fetch(`${sandbox.apiUrl}${method}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return (await res.json()) as Record<string, unknown>;
+}
