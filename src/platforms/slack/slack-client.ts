@@ -1,6 +1,7 @@
 import { LogLevel, WebAPIHTTPError, WebAPIPlatformError, WebAPIRateLimitedError, WebAPIRequestError, WebClient, type FetchFunction, type Logger as SlackLogger, type WebAPICallResult } from '@slack/web-api';
 import { TransportError, type SendDeadline, type TransportFailure } from '../platform.js';
 import { beforeLeaving } from '../../infra/faults/fence.js';
+import { oneWrite } from './one-write.js';
 
 /** What waits for a request's turn in Slack's budgets (called before each request leaves). */
 export type Pace = (method: string, args: Readonly<Record<string, unknown>>, signal: AbortSignal | undefined) => Promise<void>;
@@ -80,19 +81,40 @@ export class SlackApi {
       const signals = [init?.signal, signal].filter((s): s is AbortSignal => s !== undefined);
       // Aborted (or timed out) before it left: nothing was sent.
       if (signals.some((s) => s.aborted)) throw new NotSentError('aborted before it left');
-      // The last moment before the request leaves (after the rate budget): past the deadline it stays home.
-      if (deadline !== undefined && Date.now() > deadline.notAfter.getTime()) throw new DepartedLateError();
-      // Every request of a job leaves only while its lease holds (src/infra/faults/fence.ts).
-      try {
-        beforeLeaving();
-      } catch (err) {
-        departure.fenced = err;
-        throw err;
+      const combined = signals.length > 0 ? AbortSignal.any(signals) : undefined;
+      // The last moment before the request leaves (after the rate budget, on a connected socket).
+      const lastCheck = (): void => {
+        // Every request of a job leaves only while its lease holds (src/infra/faults/fence.ts).
+        try {
+          beforeLeaving();
+        } catch (err) {
+          departure.fenced = err;
+          throw err;
+        }
+        // Past its deadline a create stays home.
+        if (deadline !== undefined && Date.now() > deadline.notAfter.getTime()) throw new DepartedLateError();
+        if (combined?.aborted === true) throw new NotSentError('aborted before it left');
+      };
+      const leaving = (): void => {
+        departure.departed = true;
+      };
+      // Every Web API call's body is a form-encoded string: it leaves in one write (./one-write.ts).
+      // Anything else (a file's bytes) goes through fetch, after the same checks.
+      const body = init?.body;
+      if (typeof body === 'string') {
+        return oneWrite(new URL(String(url)), { method: init?.method ?? 'POST', headers: headersOf(init?.headers), body, signal: combined }, lastCheck, leaving);
       }
-      departure.departed = true;
-      return fetch(url, { ...(init ?? {}), ...(signals.length > 0 ? { signal: AbortSignal.any(signals) } : {}) } as RequestInit);
+      lastCheck();
+      leaving();
+      return fetch(url, { ...(init ?? {}), ...(combined !== undefined ? { signal: combined } : {}) } as RequestInit);
     };
   }
+}
+
+/** A fetch call's headers as a plain record. */
+function headersOf(headers: unknown): Record<string, string> {
+  if (headers === undefined || headers === null) return {};
+  return Object.fromEntries(new Headers(headers as ConstructorParameters<typeof Headers>[0]).entries());
 }
 
 /** A request held back past its deadline, before it left. */
