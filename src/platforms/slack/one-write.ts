@@ -35,7 +35,8 @@ export function oneWrite(url: URL, request: OneWriteRequest, lastCheck: () => vo
     const headers: OutgoingHttpHeaders = { ...request.headers, 'content-length': Buffer.byteLength(request.body) };
     const options = { method: request.method, headers, agent: https ? agents.https : agents.http, ...(request.signal !== undefined ? { signal: request.signal } : {}) };
     const req = https ? httpsRequest(url, options) : httpRequest(url, options);
-    req.once('error', reject);
+    // `on`, not `once`: a destroyed request may report more than one error, and an unheard one would throw.
+    req.on('error', reject);
     req.once('response', (res) => {
       collect(res).then(resolve, reject);
     });
