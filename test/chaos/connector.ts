@@ -110,6 +110,8 @@ export interface ConnectorContext {
   pauseMs?: readonly [number, number];
   /** The headers naming who a connector's agent is (the policy binds it to an identity); none: the connector itself. */
   agentOf?: (connector: number) => Record<string, string>;
+  /** The guild a connector posts to (default: the sandbox's), e.g. one whose destinations are its identity's channels. */
+  guildOf?: (connector: number) => string;
 }
 
 export type Action = 'post' | 'group' | 'dm' | 'edit' | 'blind-repost' | 'unmapped' | 'react' | 'file-post' | 'file-dm' | 'delete';
@@ -333,7 +335,7 @@ export class Connector {
       body['card'] = { title: content.slice(0, 60), color: this.plan.int(0, 0xffffff), fields: [{ name: 'n', value: String(this.count) }] };
       body['links'] = [{ label: 'runbook', url: 'https://example.com/runbook' }];
     }
-    return { kind: 'post', target: { guild_id: SANDBOX_IDS.guild, destination }, body };
+    return { kind: 'post', target: { guild_id: this.ctx.guildOf?.(this.id) ?? SANDBOX_IDS.guild, destination }, body };
   }
 
   private agent(): Record<string, string> {

@@ -1,5 +1,8 @@
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { POLICY_CLIENT_HEADER } from '../../src/infra/http/policy.middleware.js';
 import { DiscordSandbox, SANDBOX_IDS } from '../../src/platforms/discord/sandbox/sandbox.js';
-import { SlackSandbox, type SlackFaults } from '../../src/platforms/slack/sandbox/sandbox.js';
+import { SLACK_SANDBOX_IDS, SlackSandbox, type SlackFaults } from '../../src/platforms/slack/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { webClient } from '../support/slack-sandbox.js';
 import { waitFor } from '../support/wait.js';
@@ -33,10 +36,18 @@ import { StaleWatch } from './stale-watch.js';
  * schedule: a message created and its answer lost, 503s, 429s with Retry-After. Slack has no
  * idempotency key, so every create in doubt must be settled by finding the delivery's key in the
  * channel's history. The verdict: exactly one message carrying each delivered post's key.
+ *
+ * Herald speaks in two Slack workspaces (HERALD_SLACK_IDENTITIES, docs/guides/identities.md): the
+ * default one and `ops`, where the app has a bot of its own. The odd-numbered connectors' agent is
+ * bound to the identity `ops` and posts to a guild of its own, whose destinations are mapped to
+ * channels of the ops workspace: each of their messages must be there, from the ops bot, and every
+ * other message in the default workspace from the default bot (misattributed otherwise).
  */
 
 /** The destinations posted to, each mapped to its own Slack channel (ops stays unmapped). */
 const DESTINATIONS = ['alerts', 'deals', 'digest'] as const;
+/** The guild the ops agent posts to: its destinations are the ops workspace's channels. */
+const OPS_GUILD = '234567890123456781';
 
 /**
  * Posts only (unique, identical-content groups, blind re-POSTs, a few to the unmapped destination),
@@ -104,6 +115,8 @@ export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pau
   const discord = await new DiscordSandbox().start();
   const slack = new SlackSandbox();
   await slack.start(0, '127.0.0.1');
+  const ops = slack.addWorkspace('ops');
+  discord.addGuild(OPS_GUILD, 'ops');
   const plan = phase === 'slack-pauses' ? new PausePlan(new Rng(c.seed, `${phase}-plan`), Number(SLACK_LEASE_MS)) : undefined;
   const tap = plan !== undefined ? new InFlightTap(plan, /^POST \/api\/chat\.postMessage[ ?]/) : undefined;
   let fleet: Fleet | undefined;
@@ -119,17 +132,26 @@ export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pau
     // seconds, and an attempt gives up waiting when its lease ends. (Read here, not at load:
     // campaign.ts and this module import each other.)
     const extra = { ...HERALD_TIMINGS, HERALD_LEASE_MS: SLACK_LEASE_MS, HERALD_SLACK_TIMEOUT_MS: SLACK_TIMEOUT_MS };
+    const policyFile = path.join(c.workDir, `${phase}-agents.yaml`);
+    await writeFile(policyFile, 'clients:\n  agent-ops: { identity: ops }\n');
+    const identities = { HERALD_SLACK_IDENTITIES: 'ops=env:CHAOS_OPS_SLACK_TOKEN', CHAOS_OPS_SLACK_TOKEN: ops.botToken, HERALD_POLICY: policyFile };
     const env = heraldEnv(
       { sandbox: discord, db: { databaseUrl, dataDir, drop: async () => undefined }, bridgeToken, adminToken },
-      { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...extra, SLACK_BOT_TOKEN: slack.botToken, SLACK_API_URL: slack.apiUrl },
+      { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...extra, SLACK_BOT_TOKEN: slack.botToken, SLACK_API_URL: slack.apiUrl, ...identities },
     );
 
-    // One channel per destination, created by the bot (so it is a member), empty at the start.
-    const client = webClient(slack);
+    // One channel per guild and destination, created by its workspace's bot (so it is a member), empty at the start.
+    const byOps = (connector: number): boolean => connector % 2 === 1;
+    const workspaces = [
+      { guild: SANDBOX_IDS.guild, client: webClient(slack), prefix: 'chaos', bot: SLACK_SANDBOX_IDS.bot.user },
+      { guild: OPS_GUILD, client: webClient(slack, ops.botToken), prefix: 'chaos-ops', bot: ops.ids.bot.user },
+    ];
     const channels: Record<string, string> = {};
-    for (const destination of DESTINATIONS) {
-      const created = (await client.conversations.create({ name: `chaos-${destination}` })) as { channel?: { id?: string } };
-      channels[destination] = created.channel?.id ?? '';
+    for (const w of workspaces) {
+      for (const destination of DESTINATIONS) {
+        const created = (await w.client.conversations.create({ name: `${w.prefix}-${destination}` })) as { channel?: { id?: string } };
+        channels[`${w.guild}/${destination}`] = created.channel?.id ?? '';
+      }
     }
 
     const specs = memberSpecs(c.processes, env);
@@ -143,13 +165,26 @@ export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pau
     log(`starting ${specs.map((s) => s.name).join(', ')}`);
     await fleet.startAll();
     c.signal?.throwIfAborted();
-    for (const [destination, channel] of Object.entries(channels)) await mapToSlack(f, adminToken, destination, channel);
+    for (const [at, channel] of Object.entries(channels)) await mapToSlack(f, adminToken, at, channel);
     const setupMs = Date.now() - t0;
-    log(`ready in ${(setupMs / 1000).toFixed(1)}s: ${DESTINATIONS.map((d) => `${d} → ${channels[d]}`).join(', ')} (ops left unmapped on purpose)`);
+    log(`ready in ${(setupMs / 1000).toFixed(1)}s: ${Object.entries(channels).map(([at, channel]) => `${at} → ${channel}`).join(', ')} (ops left unmapped on purpose); odd connectors speak as the ops workspace's bot`);
 
     const ledger = new Map<string, Tracked>();
     const stats = newStats();
-    const ctx = { phase, t0, bridgeToken, servers: () => f.serveUrls(), ledger, stats, log, maxFailedReposts: 2, actions: ACTIONS, pauseMs: PAUSE_MS };
+    const ctx = {
+      phase,
+      t0,
+      bridgeToken,
+      servers: () => f.serveUrls(),
+      ledger,
+      stats,
+      log,
+      maxFailedReposts: 2,
+      actions: ACTIONS,
+      pauseMs: PAUSE_MS,
+      agentOf: (connector: number) => (byOps(connector) ? { [POLICY_CLIENT_HEADER]: 'agent-ops' } : {}),
+      guildOf: (connector: number) => (byOps(connector) ? OPS_GUILD : SANDBOX_IDS.guild),
+    };
     const connectors = Array.from({ length: c.connectors }, (_, i) => new Connector(i, rng.fork('connectors'), ctx));
     let acting = true;
     let following = true;
@@ -194,9 +229,20 @@ export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pau
       const staleRows = await stale.stop();
       await f.stopAll();
       const messages = allMessages();
-      const finals = await readFromApiOnly(env, (url) => finalStates(url, bridgeToken, [...ledger.keys()]));
+      // Each delivery is read back by its own agent (another agent's deliveries are not its to see).
+      const agentOfId = (id: string): Record<string, string> => ctx.agentOf(ledger.get(id)?.connector ?? 0);
+      const finals = await readFromApiOnly(env, (url) => finalStates(url, bridgeToken, [...ledger.keys()], agentOfId));
       const rows = await deliveryRows(databaseUrl);
-      const { counts, violations, unknownNotes, failedNotes } = verifySlack({ tracked: [...ledger.values()], finals, messages, channels, workspaceUrl: slack.workspaceUrl, rows, logsFor: (ids) => logLines(f, ids) });
+      const { counts, violations, unknownNotes, failedNotes } = verifySlack({
+        tracked: [...ledger.values()],
+        finals,
+        messages,
+        channelOf: (t) => channels[`${String((t.payload['target'] as { guild_id?: unknown } | undefined)?.guild_id)}/${t.destination ?? ''}`],
+        botOf: (t) => (workspaces[byOps(t.connector) ? 1 : 0] ?? workspaces[0])?.bot,
+        workspaceUrlOf: (channel) => (Object.entries(channels).some(([at, id]) => id === channel && at.startsWith(`${OPS_GUILD}/`)) ? `${slack.workspaceUrl}${ops.ids.team}/` : slack.workspaceUrl),
+        rows,
+        logsFor: (ids) => logLines(f, ids),
+      });
       const verifyMs = Date.now() - verifyStart;
       const sandboxRequests: Record<string, number> = {};
       for (const method of ['auth.test', 'chat.postMessage', 'conversations.history', 'conversations.info', 'conversations.join']) sandboxRequests[method] = slack.calls(method);
@@ -221,6 +267,7 @@ export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pau
           ...(plan?.note() ?? []),
           ...(tap !== undefined ? [tap.note('chat.postMessage')] : []),
           ...takeoverNotes(handovers),
+          workspacesNote([...ledger.values()], messages, byOps, ops.ids.bot.user),
           `Slack calls: ${Object.entries(sandboxRequests)
             .map(([k, v]) => `${k} ${v}`)
             .join(', ')} (the injected 429s included)`,
@@ -252,13 +299,21 @@ export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pau
   }
 }
 
-/** PUT /admin/destinations/{guild}/{destination} with a Slack channel (Herald checks it with Slack). */
-async function mapToSlack(fleet: Fleet, adminToken: string, destination: string, channel: string): Promise<void> {
+/** How many deliveries each agent made, and how many messages the ops workspace's bot sent: the line the report shows. */
+function workspacesNote(tracked: readonly Tracked[], messages: readonly SlackChannelMessage[], byOps: (connector: number) => boolean, opsBot: string): string {
+  const fromOps = tracked.filter((t) => byOps(t.connector)).length;
+  const opsMessages = messages.filter((m) => m.user === opsBot).length;
+  return `workspaces: ${fromOps} deliveries by the agent bound to ops (odd connectors), ${tracked.length - fromOps} by the others; ${opsMessages} of ${messages.length} messages from the ops workspace's bot; each checked against its agent's workspace and bot (misattributed otherwise)`;
+}
+
+/** PUT /admin/destinations/{guild}/{destination} with a Slack channel (Herald checks it with Slack); `at` is `guild/destination`. */
+async function mapToSlack(fleet: Fleet, adminToken: string, at: string, channel: string): Promise<void> {
+  const [guild, destination] = at.split('/');
   await waitFor(
     async () => {
       const url = fleet.serveUrls()[0];
       if (url === undefined) return false;
-      const res = await fetch(`${url}/admin/destinations/${SANDBOX_IDS.guild}/${destination}`, {
+      const res = await fetch(`${url}/admin/destinations/${guild ?? ''}/${destination ?? ''}`, {
         method: 'PUT',
         headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
         body: JSON.stringify({ transport: 'slack', channel }),
@@ -267,7 +322,7 @@ async function mapToSlack(fleet: Fleet, adminToken: string, destination: string,
       if (res.status !== 200) throw new Error(`PUT destination ${destination} → Slack ${channel}: ${res.status} ${await res.text()}`);
       return true;
     },
-    `mapping ${destination} to Slack`,
+    `mapping ${at} to Slack`,
     30_000,
   );
 }

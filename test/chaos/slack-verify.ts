@@ -18,10 +18,12 @@ export interface SlackVerifyInput {
   tracked: Tracked[];
   finals: Map<string, FinalState>;
   messages: SlackChannelMessage[];
-  /** destination → Slack channel id, as mapped for the phase. */
-  channels: Record<string, string>;
-  /** The sandbox's workspace url (permalinks start with it), with a trailing slash. */
-  workspaceUrl: string;
+  /** The Slack channel a post's destination is mapped to, for the guild it names. */
+  channelOf(t: Tracked): string | undefined;
+  /** The bot user a delivery's messages must come from (its agent's identity's, in its workspace). */
+  botOf(t: Tracked): string | undefined;
+  /** The workspace url of a message's channel (permalinks start with it), with a trailing slash. */
+  workspaceUrlOf(channel: string): string;
   rows: Map<string, Record<string, unknown>>;
   logsFor(requestIds: string[]): string[];
 }
@@ -40,14 +42,14 @@ export function verifySlack(input: SlackVerifyInput): { counts: PhaseCounts; vio
   const byKey = new Map<string, SlackChannelMessage[]>();
   const byPermalink = new Map<string, SlackChannelMessage>();
   for (const m of messages) {
-    byPermalink.set(permalink(input.workspaceUrl, m.channel, m.ts), m);
+    byPermalink.set(permalink(input.workspaceUrlOf(m.channel), m.channel, m.ts), m);
     const key = keyOf(m);
     if (key !== undefined) byKey.set(key, [...(byKey.get(key) ?? []), m]);
   }
 
   const violations: Violation[] = [];
   const flagged = new Map<ViolationKind, Set<string>>();
-  const describe = (m: SlackChannelMessage) => ({ channel: m.channel, ts: m.ts, key: keyOf(m), key_of: keyOwner.get(keyOf(m) ?? '') ?? 'no delivery', text: m.text.slice(0, 200) });
+  const describe = (m: SlackChannelMessage) => ({ channel: m.channel, ts: m.ts, user: m.user, key: keyOf(m), key_of: keyOwner.get(keyOf(m) ?? '') ?? 'no delivery', text: m.text.slice(0, 200) });
   const flag = (kind: ViolationKind, requestIds: string[], detail: string, shown: SlackChannelMessage[] = []) => {
     const set = flagged.get(kind) ?? new Set<string>();
     flagged.set(kind, set);
@@ -116,8 +118,11 @@ export function verifySlack(input: SlackVerifyInput): { counts: PhaseCounts; vio
       counts.extraMessages += own.length - 1;
       flag('duplicate', [t.requestId], `${own.length} messages carry this delivery's key`, own);
     }
-    const expectedChannel = input.channels[t.destination ?? ''];
+    const expectedChannel = input.channelOf(t);
     for (const m of own) if (m.channel !== expectedChannel) flag('misattributed', [t.requestId], `its message ${m.ts} is in ${m.channel}, not ${expectedChannel ?? 'a mapped channel'}`, [m]);
+    // Sent as its agent's identity: by that workspace's bot, never another's.
+    const expectedBot = input.botOf(t);
+    for (const m of own) if (m.user !== expectedBot) flag('misattributed', [t.requestId], `its message ${m.ts} is from ${m.user}, not its identity's bot ${expectedBot ?? '(none)'}`, [m]);
     if (state?.state === 'failed' && own.length > 0) flag('failed-but-sent', [t.requestId], `reported failed ${state.code ?? ''} but ${own.length} message(s) carry its key`, own);
     if (state?.state !== 'delivered') continue;
     const url = state.url ?? '';

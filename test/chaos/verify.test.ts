@@ -3,6 +3,7 @@ import { deliveryNonce } from '../../src/modules/deliveries/delivery.js';
 import type { SandboxMessage } from '../../src/platforms/discord/sandbox/sandbox.js';
 import type { DeletedMessage } from '../../src/platforms/discord/sandbox/state.js';
 import type { Tracked } from './connector.js';
+import { permalink as slackPermalink, verifySlack, type SlackChannelMessage } from './slack-verify.js';
 import { verify, type FinalState } from './verify.js';
 
 /**
@@ -131,5 +132,40 @@ describe('chaos verdict: identities', () => {
     const { violations, counts } = judge(from('bot'));
     expect(counts.misattributed).toBe(1);
     expect(violations.some((v) => v.kind === 'misattributed' && /sent as bot bot, not as its agent's ops-bot/.test(v.detail))).toBe(true);
+  });
+});
+
+/** The Slack phases' two workspaces: a message must be in its agent's workspace's channel, from that workspace's bot. */
+describe('chaos verdict: Slack workspaces', () => {
+  const opsPost: Tracked = { ...base, connector: 1, requestId: '8'.repeat(64), kind: 'post', content: 'from ops', destination: 'alerts', payload: { target: { guild_id: '2', destination: 'alerts' } } };
+  const workspaceUrl = 'http://127.0.0.1:1/T0SANDBOX02/';
+  const finalsOps = new Map<string, FinalState>([[opsPost.requestId, { status: 200, state: { state: 'delivered', kind: 'post', url: slackPermalink(workspaceUrl, 'C0OPS', '1700000000.000100') } }]]);
+  const from = (user: string, channel = 'C0OPS'): SlackChannelMessage => ({ ts: '1700000000.000100', user, text: 'from ops', channel, metadata: { event_type: 'herald_delivery', event_payload: { id: deliveryNonce(opsPost.requestId) } } });
+  const judge = (m: SlackChannelMessage) =>
+    verifySlack({
+      tracked: [opsPost],
+      finals: finalsOps,
+      messages: [m],
+      channelOf: (t) => (({ '1/alerts': 'C0DEFAULT', '2/alerts': 'C0OPS' }) as Record<string, string>)[`${String((t.payload['target'] as { guild_id: string }).guild_id)}/${t.destination ?? ''}`],
+      botOf: (t) => (t.connector % 2 === 1 ? 'U0OPSBOT' : 'U0BOT'),
+      workspaceUrlOf: () => workspaceUrl,
+      rows: new Map(),
+      logsFor: () => [],
+    });
+
+  it("passes a message in its guild's channel from its workspace's bot", () => {
+    expect(judge(from('U0OPSBOT')).violations).toEqual([]);
+  });
+
+  it("flags a message sent by another workspace's bot", () => {
+    const { violations, counts } = judge(from('U0BOT'));
+    expect(counts.misattributed).toBe(1);
+    expect(violations.some((v) => v.kind === 'misattributed' && /is from U0BOT, not its identity's bot U0OPSBOT/.test(v.detail))).toBe(true);
+  });
+
+  it("flags a message in the other workspace's channel", () => {
+    const { counts, violations } = judge(from('U0OPSBOT', 'C0DEFAULT'));
+    expect(counts.misattributed).toBe(1);
+    expect(violations.some((v) => /is in C0DEFAULT, not C0OPS/.test(v.detail))).toBe(true);
   });
 });
