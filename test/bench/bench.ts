@@ -36,9 +36,12 @@
  * - twins: 100 identical alerts to one channel drained (they take turns) vs 100 distinct ones, the
  *   ratio, duplicates (twins.ts);
  * - identities: one bot's drain of 100 posts alone vs beside another bot's 429 storm in the same
- *   Herald (identities.ts), the ratio, duplicates.
+ *   Herald (identities.ts), the ratio, duplicates;
+ * - slack-identities: one Slack workspace's drain of 200 posts alone vs beside another workspace's
+ *   backlog of 400 posts to one channel, in the same Herald (slack-identities.ts; PostgreSQL only),
+ *   the ratio, 429s, duplicates, messages from another bot.
  *
- * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,irc,vacuum,twins,identities,
+ * Options: --quick (short phases), --only=reads,ingest,latency,drain,slack,idle,steady,memory,archive,scrape,hear,irc,vacuum,twins,identities,slack-identities,
  * --steady=SECONDS, --out=FILE, --heap, --tsx. The JSON holds the command, the commit, the machine and each floor.
  * Every process and database it starts is ended and dropped, also on Ctrl-C.
  */
@@ -65,6 +68,7 @@ import { hearLatency } from './hear-latency.js';
 import { vacuumPhase } from './vacuum.js';
 import { twinsDrain } from './twins.js';
 import { identitiesIsolation } from './identities.js';
+import { slackIdentitiesIsolation } from './slack-identities.js';
 import { deliveryRequest, INSERT_SQL, insertParams } from './rows.js';
 import { formatDuration } from '../support/script-args.js';
 import { args, argv, only, quick, STEADY_S } from './options.js';
@@ -867,6 +871,18 @@ async function main(): Promise<void> {
       if (only.has('scrape') && kind === 'postgres') Object.assign(row, await scrapePhase({ start: async (sb, env) => { const h = await startHerald(store, sb, 1, env); return { url: h.url, admin: h.admin, output: () => h.procs[0]?.output() ?? '', stop: () => stopHerald(h) }; }, databaseUrl: store.databaseUrl }, quick ? 2_000 : 20_000, quick ? 200 : 600));
       if (only.has('vacuum') && store.databaseUrl !== undefined) Object.assign(row, await vacuumPhase(store.databaseUrl, quick));
       if (only.has('identities')) Object.assign(row, await identitiesIsolation({ truncate: async () => void (await store.sql('truncate deliveries')), start: async (sb, env) => { const h = await startHerald(store, sb, kind === 'postgres' ? 2 : 1, env); return { url: h.url, bridge: h.bridge, admin: h.admin, stop: () => stopHerald(h) }; } }, 100, quick ? 200 : 400));
+      if (only.has('slack-identities') && kind === 'postgres') {
+        const harness = {
+          discord: sandbox,
+          connections: CONNECTIONS,
+          truncate: async () => void (await store.sql('truncate deliveries')),
+          start: async (env: Record<string, string>, processes: number) => {
+            const h = await startHerald(store, sandbox, processes, env);
+            return { url: h.url, bridge: h.bridge, admin: h.admin, stop: () => stopHerald(h) };
+          },
+        };
+        Object.assign(row, await slackIdentitiesIsolation(harness, quick ? 100 : 200, quick ? 200 : 400));
+      }
       if (only.has('twins')) Object.assign(row, await twinsDrain({ processes: kind === 'postgres' ? 2 : 1, truncate: async () => void (await store.sql('truncate deliveries')), start: async (sb, processes) => { const h = await startHerald(store, sb, processes); return { url: h.url, bridge: h.bridge, admin: h.admin, stop: () => stopHerald(h) }; } }, 100));
     } finally {
       await store.close();

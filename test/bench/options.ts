@@ -8,7 +8,7 @@ import { announceEstimate, formatDuration, intFlag, refuse, scriptArgs } from '.
 
 export const argv = process.argv.slice(2);
 /** Every phase, in the order a full run measures them; `--only=a,b` runs those. */
-export const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'scrape', 'hear', 'irc', 'vacuum', 'twins', 'identities'];
+export const ALL_PHASES = ['reads', 'ingest', 'latency', 'drain', 'slack', 'idle', 'steady', 'memory', 'archive', 'scrape', 'hear', 'irc', 'vacuum', 'twins', 'identities', 'slack-identities'];
 /**
  * Each phase's rough duration in seconds, full and --quick, both stores and their set-up included
  * (a full run of all but twins took 32 minutes on 2 cores; twins drains 100 alerts into one
@@ -30,6 +30,7 @@ const PHASE_ESTIMATE_S: Readonly<Record<string, { full: number; quick: number }>
   vacuum: { full: 120, quick: 40 },
   twins: { full: 240, quick: 240 },
   identities: { full: 90, quick: 80 },
+  'slack-identities': { full: 90, quick: 60 },
 };
 const USAGE = `usage: npm run bench -- [--quick] [--only=PHASE,…] [--steady=SECONDS] [--out=FILE] [--heap] [--tsx]
   --quick            short phases (fewer rows, shorter rounds)
