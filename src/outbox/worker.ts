@@ -5,7 +5,7 @@ import { errorSummary } from '../infra/errors.js';
 import { fenceUntil, LeaseLostError, withFence, type Fence } from '../infra/faults/fence.js';
 import { isStoreUnavailable } from '../infra/db/database.js';
 import { faultName, isRowsOwnFault } from './failure-rule.js';
-import { LANE_DEEP_SCAN_MS, type LaneRoom } from './lanes.js';
+import { LANE_DEEP_PAYING_HOLD_MS, LANE_DEEP_SCAN_MS, LANE_DEEP_SCAN_PAYING_MS, type DeepScans, type LaneRoom } from './lanes.js';
 import type { QueueDepth, WorkerMetrics } from './outbox.metrics.js';
 
 /** What the worker needs of a job; the job's own table holds the rest. */
@@ -146,8 +146,9 @@ export class OutboxWorker<J extends Job> {
   private woken = false;
   private lastPrune = 0;
   private turn = 0;
-  /** When each queue's claim last chose among every due row (performance.now()): see src/outbox/lanes.ts. */
-  private readonly deepScanAt = new Map<JobQueue<J>, number>();
+  /** Each queue's deep claims (src/outbox/lanes.ts): when the last was, and whether they find what shallow ones miss. */
+  private readonly scans = new Map<JobQueue<J>, DeepScans>();
+  private deepWake: NodeJS.Timeout | undefined;
 
   /** `queue`: where kinds registered without a queue of their own wait (absent: every kind brings one). */
   constructor(
@@ -201,6 +202,7 @@ export class OutboxWorker<J extends Job> {
   async stop(): Promise<void> {
     if (this.loopDone === undefined || this.stopping) return;
     this.stopping = true;
+    clearTimeout(this.deepWake);
     this.wake();
     await this.loopDone;
     const all = Promise.all([...this.inFlight.values()].map((a) => a.done));
@@ -295,12 +297,17 @@ export class OutboxWorker<J extends Job> {
     for (const q of [...all.slice(first), ...all.slice(0, first)]) {
       const mine = kinds.filter((k) => this.queueOf.get(k) === q);
       if (mine.length === 0 || room <= 0) continue;
-      // The lease runs from before the claim: on the monotonic clock as on the one it is written with.
-      const claimedAt = performance.now();
-      const jobs = await q.claim(this.owner, this.clock.now(), this.options.leaseMs, mine, room, this.lanes(q));
-      room -= jobs.length;
-      // A full batch may leave more due: each finished job wakes the loop, so it looks again.
-      for (const job of jobs) this.launch(job, claimedAt);
+      for (let again = true; again && room > 0; ) {
+        // The lease runs from before the claim: on the monotonic clock as on the one it is written with.
+        const claimedAt = performance.now();
+        const lanes = this.lanes(q);
+        const jobs = await q.claim(this.owner, this.clock.now(), this.options.leaseMs, mine, room, lanes);
+        room -= jobs.length;
+        // A full batch may leave more due: each finished job wakes the loop, so it looks again.
+        for (const job of jobs) this.launch(job, claimedAt);
+        // A shallow claim that found nothing, while deep ones find work behind other lanes' backlogs: look deep now.
+        again = this.claimed(q, lanes, jobs.length);
+      }
     }
   }
 
@@ -308,11 +315,57 @@ export class OutboxWorker<J extends Job> {
   private lanes(q: JobQueue<J>): LaneRoom {
     const busy = new Map<string, number>();
     for (const a of this.inFlight.values()) if (a.lane !== undefined) busy.set(a.lane, (busy.get(a.lane) ?? 0) + 1);
-    const now = performance.now();
     // Per queue: a claim of another queue (which has no lanes) must not use up this one's turn.
-    const deep = now - (this.deepScanAt.get(q) ?? -Infinity) >= LANE_DEEP_SCAN_MS;
-    if (deep) this.deepScanAt.set(q, now);
+    const deep = this.deepDue(q);
+    if (deep) this.scansOf(q).deepAt = performance.now();
     return { busy, perLane: this.options.perLane ?? Math.max(1, Math.ceil(this.options.concurrency / 2)), deep };
+  }
+
+  private scansOf(q: JobQueue<J>): DeepScans {
+    let scans = this.scans.get(q);
+    if (scans === undefined) this.scans.set(q, (scans = { deepAt: -Infinity, missed: false, payingUntil: -Infinity }));
+    return scans;
+  }
+
+  /** Whether the next claim of `q` reads deep: LANE_DEEP_SCAN_MS apart, or LANE_DEEP_SCAN_PAYING_MS while deep claims pay. */
+  private deepDue(q: JobQueue<J>): boolean {
+    const scans = this.scansOf(q);
+    const now = performance.now();
+    return now - scans.deepAt >= (now < scans.payingUntil ? LANE_DEEP_SCAN_PAYING_MS : LANE_DEEP_SCAN_MS);
+  }
+
+  /**
+   * What a claim of `q` found. A deep claim that took rows after shallow ones found nothing has
+   * found work behind other lanes' backlogs: for LANE_DEEP_PAYING_HOLD_MS, deep claims come
+   * LANE_DEEP_SCAN_PAYING_MS apart. A shallow claim that found nothing while a lane is full (its
+   * backlog may hide others' rows) is followed by a deep one as soon as one is due: at once (the
+   * answer: claim again), or when the loop is woken for it.
+   */
+  private claimed(q: JobQueue<J>, lanes: LaneRoom, taken: number): boolean {
+    const scans = this.scansOf(q);
+    if (lanes.deep === true) {
+      if (scans.missed && taken > 0) scans.payingUntil = performance.now() + LANE_DEEP_PAYING_HOLD_MS;
+      scans.missed = false;
+      return false;
+    }
+    if (taken > 0) return false;
+    // Nothing found and no lane full: nothing is hidden behind a backlog (an idle queue costs one claim a poll).
+    if (![...lanes.busy.values()].some((n) => n >= lanes.perLane)) return false;
+    scans.missed = true;
+    if (this.deepDue(q)) return true;
+    const every = performance.now() < scans.payingUntil ? LANE_DEEP_SCAN_PAYING_MS : LANE_DEEP_SCAN_MS;
+    this.wakeIn(scans.deepAt + every - performance.now());
+    return false;
+  }
+
+  /** Wake the loop in `ms` (one such timer at a time; it holds no process open). */
+  private wakeIn(ms: number): void {
+    if (this.deepWake !== undefined || this.stopping) return;
+    this.deepWake = setTimeout(() => {
+      this.deepWake = undefined;
+      this.wake();
+    }, Math.max(1, Math.ceil(ms)));
+    this.deepWake.unref();
   }
 
   private launch(job: J, claimedAt: number): void {
