@@ -60,4 +60,50 @@ describe('outbox lanes: work behind a full lane', () => {
     await waitFor(() => done.length === 40, "b's 40 jobs", 10_000);
     expect(left()).toBe(0);
   });
+
+  // From the attacking helper: a row of the lane that was full, freed while a shallow claim was
+  // finding nothing, made the next deep claim count as paying; one agent's flood then multiplied
+  // the deep claims' cost (8,192 rows each, 20 ms apart). Fails on that code (payingUntil set).
+  it("a lone lane's flood never makes deep claims pay", async () => {
+    let next = 0;
+    let slowShallow = false;
+    const finish = new Map<string, () => void>();
+    const q: JobQueue<Job> = {
+      name: 'flood',
+      claim: async (_owner, _now, _leaseMs, _kinds, limit, lanes?: LaneRoom) => {
+        const room = Math.max(0, (lanes?.perLane ?? limit) - (lanes?.busy.get('a') ?? 0));
+        if (lanes?.deep !== true && slowShallow) {
+          slowShallow = false;
+          await new Promise((resolve) => setTimeout(resolve, 60));
+        }
+        return Array.from({ length: Math.min(limit, room) }, () => ({ id: `a${next++}`, kind: 'work', attempts: 1, lane: 'a' }));
+      },
+      release: async () => 0,
+      quarantine: async () => true,
+      oldestDue: async () => null,
+    };
+    worker = new OutboxWorker<Job>(q, { now: () => new Date() }, pino({ level: 'silent' }), { leaseMs: 60_000, pollMs: 1_000, concurrency: 2, shutdownGraceMs: 10 });
+    worker.register({
+      kind: 'work',
+      retry: { maxAttempts: 1, baseMs: 1 },
+      handle: (job, context) =>
+        new Promise<void>((resolve) => {
+          finish.set(job.id, resolve);
+          context.signal.addEventListener('abort', () => resolve(), { once: true });
+        }),
+    });
+    worker.start();
+    await waitFor(() => finish.has('a0'), 'the first job', 5_000);
+    // Within the first deep claim's period (200 ms), a wake (a notification) starts a slow shallow
+    // claim, and a0 finishes meanwhile: the next claim is deep, and takes the lane's next row.
+    await new Promise((resolve) => setTimeout(resolve, 130));
+    slowShallow = true;
+    worker.wake();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    finish.get('a0')?.();
+    await waitFor(() => finish.has('a1'), 'the next job of the lane', 5_000);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const scans = (worker as unknown as { scans: Map<unknown, { payingUntil: number }> }).scans.get(q);
+    expect(scans?.payingUntil ?? -Infinity).toBe(-Infinity);
+  });
 });

@@ -1,5 +1,6 @@
 import { createServer, Socket, type Server } from 'node:net';
 import { stringify } from 'node:querystring';
+import { gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { fenceWhile, withFence } from '../src/infra/faults/fence.js';
 import { TransportError } from '../src/platforms/platform.js';
@@ -121,5 +122,42 @@ describe('a Slack request leaves in one write, after its last check', () => {
     const err = await api.call('chat.postMessage', { channel: 'C0GENERAL01', text: 'nowhere' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TransportError);
     expect((err as TransportError).failure).not.toHaveProperty('mayHaveCreated');
+  });
+
+  /** A raw server answering each request's first bytes with `answer` (as it is). */
+  async function answering(answer: (socket: Socket) => void): Promise<string> {
+    const s = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.once('data', () => answer(socket));
+    });
+    server = s;
+    await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(s.address() as { port: number }).port}/api/`;
+  }
+
+  // From the attacking helper: node:http emits neither 'response' nor 'error' for a 101 with an
+  // Upgrade header, and the call hung for good, its job's slot with it.
+  it('an answer switching protocols ends the call, in doubt (the request left)', async () => {
+    const url = await answering((socket) => socket.write('HTTP/1.1 101 Switching Protocols\r\nupgrade: h2c\r\nconnection: upgrade\r\n\r\n'));
+    const api = new SlackApi({ token: 'xoxb-test', apiUrl: url, timeoutMs: 5_000 });
+    const err = await api.call('chat.postMessage', { channel: 'C1', text: 'hello' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TransportError);
+    expect((err as TransportError).failure).toMatchObject({ kind: 'transient', mayHaveCreated: true });
+  });
+
+  it('a connection closed without an answer ends the call, in doubt', async () => {
+    const url = await answering((socket) => socket.destroy());
+    const api = new SlackApi({ token: 'xoxb-test', apiUrl: url, timeoutMs: 5_000 });
+    const err = await api.call('chat.postMessage', { channel: 'C1', text: 'hello' }).catch((e: unknown) => e);
+    expect((err as TransportError).failure).toMatchObject({ kind: 'transient', mayHaveCreated: true });
+  });
+
+  it('a compressed answer is read (as fetch read it)', async () => {
+    const body = gzipSync('{"ok":true,"channel":"C1","ts":"1700000000.000200"}');
+    const url = await answering((socket) => socket.write(Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ncontent-length: ${body.length}\r\n\r\n`), body])));
+    const api = new SlackApi({ token: 'xoxb-test', apiUrl: url, timeoutMs: 5_000 });
+    const sent = await api.call<{ ok: boolean; ts?: string }>('chat.postMessage', { channel: 'C1', text: 'hello' });
+    expect(sent.ts).toBe('1700000000.000200');
   });
 });

@@ -28,8 +28,8 @@
  * backlog in every claim, or a statement per level, cost most of Herald's ceiling under a flood (the
  * irc bench's allowance round).
  *
- * While deep claims pay (one took rows after shallow ones found nothing: another lane's work lies
- * behind a full lane's backlog), they come LANE_DEEP_SCAN_PAYING_MS apart instead, and a shallow
+ * While deep claims pay (one took rows of a lane that was not full when shallow ones found nothing:
+ * its work lies behind a full lane's backlog), they come LANE_DEEP_SCAN_PAYING_MS apart instead, and a shallow
  * claim that finds nothing is followed at once by a deep one, for LANE_DEEP_PAYING_HOLD_MS after the
  * last that paid. Found only every LANE_DEEP_SCAN_MS, such a lane ran at a fraction of its pace: a
  * Slack workspace's 200 posts over 20 channels took 2.74× as long beside another workspace's
@@ -37,10 +37,14 @@
  * flood never pays (its deep claims find nothing its shallow ones did not), so it costs no more.
  */
 
-/** A worker's deep claims of one queue: when the last was, whether a shallow one found nothing since, and until when they pay. */
+/**
+ * A worker's deep claims of one queue: when the last was, whether a shallow one found nothing since
+ * (and which lanes were full then), and until when they pay.
+ */
 export interface DeepScans {
   deepAt: number;
   missed: boolean;
+  fullAtMiss: ReadonlySet<string>;
   payingUntil: number;
 }
 

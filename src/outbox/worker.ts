@@ -306,7 +306,7 @@ export class OutboxWorker<J extends Job> {
         // A full batch may leave more due: each finished job wakes the loop, so it looks again.
         for (const job of jobs) this.launch(job, claimedAt);
         // A shallow claim that found nothing, while deep ones find work behind other lanes' backlogs: look deep now.
-        again = this.claimed(q, lanes, jobs.length);
+        again = this.claimed(q, lanes, jobs);
       }
     }
   }
@@ -323,7 +323,7 @@ export class OutboxWorker<J extends Job> {
 
   private scansOf(q: JobQueue<J>): DeepScans {
     let scans = this.scans.get(q);
-    if (scans === undefined) this.scans.set(q, (scans = { deepAt: -Infinity, missed: false, payingUntil: -Infinity }));
+    if (scans === undefined) this.scans.set(q, (scans = { deepAt: -Infinity, missed: false, fullAtMiss: new Set(), payingUntil: -Infinity }));
     return scans;
   }
 
@@ -335,23 +335,31 @@ export class OutboxWorker<J extends Job> {
   }
 
   /**
-   * What a claim of `q` found. A deep claim that took rows after shallow ones found nothing has
-   * found work behind other lanes' backlogs: for LANE_DEEP_PAYING_HOLD_MS, deep claims come
-   * LANE_DEEP_SCAN_PAYING_MS apart. A shallow claim that found nothing while a lane is full (its
-   * backlog may hide others' rows) is followed by a deep one as soon as one is due: at once (the
-   * answer: claim again), or when the loop is woken for it.
+   * What a claim of `q` found. A deep claim that took a row of a lane that was not full when
+   * shallow ones found nothing (or of no lane) has found work behind other lanes' backlogs: for
+   * LANE_DEEP_PAYING_HOLD_MS, deep claims come LANE_DEEP_SCAN_PAYING_MS apart. (A row of a lane
+   * that was full then is its own backlog moving on: a lone lane's flood never pays.) A shallow
+   * claim that found nothing while a lane is full (its backlog may hide others' rows) is followed
+   * by a deep one as soon as one is due: at once (the answer: claim again), or when the loop is
+   * woken for it.
    */
-  private claimed(q: JobQueue<J>, lanes: LaneRoom, taken: number): boolean {
+  private claimed(q: JobQueue<J>, lanes: LaneRoom, jobs: readonly J[]): boolean {
     const scans = this.scansOf(q);
     if (lanes.deep === true) {
-      if (scans.missed && taken > 0) scans.payingUntil = performance.now() + LANE_DEEP_PAYING_HOLD_MS;
+      const hidden = (job: J): boolean => job.lane === undefined || !scans.fullAtMiss.has(job.lane);
+      if (scans.missed && jobs.some(hidden)) scans.payingUntil = performance.now() + LANE_DEEP_PAYING_HOLD_MS;
       scans.missed = false;
       return false;
     }
-    if (taken > 0) return false;
+    if (jobs.length > 0) {
+      scans.missed = false;
+      return false;
+    }
     // Nothing found and no lane full: nothing is hidden behind a backlog (an idle queue costs one claim a poll).
-    if (![...lanes.busy.values()].some((n) => n >= lanes.perLane)) return false;
+    const full = [...lanes.busy].filter(([, n]) => n >= lanes.perLane).map(([lane]) => lane);
+    if (full.length === 0) return false;
     scans.missed = true;
+    scans.fullAtMiss = new Set(full);
     if (this.deepDue(q)) return true;
     const every = performance.now() < scans.payingUntil ? LANE_DEEP_SCAN_PAYING_MS : LANE_DEEP_SCAN_MS;
     this.wakeIn(scans.deepAt + every - performance.now());

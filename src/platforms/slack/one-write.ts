@@ -1,5 +1,6 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
 
 /**
  * One request whose bytes leave in one write, only after a last check passes on a connected socket.
@@ -37,8 +38,19 @@ export function oneWrite(url: URL, request: OneWriteRequest, lastCheck: () => vo
     const req = https ? httpsRequest(url, options) : httpRequest(url, options);
     // `on`, not `once`: a destroyed request may report more than one error, and an unheard one would throw.
     req.on('error', reject);
+    let answered = false;
     req.once('response', (res) => {
+      answered = true;
       collect(res).then(resolve, reject);
+    });
+    // An answer that switches protocols is no answer (node:http then emits neither 'response' nor
+    // 'error'), nor is a connection that closes without one: the call must end all the same.
+    req.once('upgrade', (_res, socket) => {
+      socket.destroy();
+      reject(new Error('answered with a protocol upgrade, not a Web API answer'));
+    });
+    req.once('close', () => {
+      if (!answered) reject(new Error('connection closed without an answer'));
     });
     req.once('socket', (socket) => {
       const send = (): void => {
@@ -60,16 +72,38 @@ export function oneWrite(url: URL, request: OneWriteRequest, lastCheck: () => vo
   });
 }
 
-/** The whole answer, as a fetch Response (the Web API client reads it so). */
+/** The most of an answer read (a history page is well under it); past it the call fails. */
+const MAX_ANSWER_BYTES = 32 * 1024 * 1024;
+
+/** The whole answer, as a fetch Response (the Web API client reads it so), decoded if it came compressed. */
 async function collect(res: IncomingMessage): Promise<Response> {
   const chunks: Buffer[] = [];
-  for await (const chunk of res) chunks.push(chunk as Buffer);
+  let size = 0;
+  for await (const chunk of res) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_ANSWER_BYTES) {
+      res.destroy();
+      throw new Error(`answer larger than ${MAX_ANSWER_BYTES} bytes`);
+    }
+    chunks.push(chunk as Buffer);
+  }
   const headers = new Headers();
+  // No Accept-Encoding is sent, so none is expected; one that comes anyway is decoded (as fetch would).
+  const encoding = String(res.headers['content-encoding'] ?? '').trim().toLowerCase();
+  const decode = Object.hasOwn(DECODERS, encoding) ? DECODERS[encoding] : undefined;
   for (const [name, value] of Object.entries(res.headers)) {
-    if (value === undefined) continue;
+    if (value === undefined || (decode !== undefined && (name === 'content-encoding' || name === 'content-length'))) continue;
     for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
   }
   const status = res.statusCode ?? 502;
   const bodyless = status === 204 || status === 304 || status < 200;
-  return new Response(bodyless ? null : Buffer.concat(chunks), { status, statusText: res.statusMessage ?? '', headers });
+  const body = Buffer.concat(chunks);
+  return new Response(bodyless ? null : decode !== undefined ? decode(body) : body, { status, statusText: res.statusMessage ?? '', headers });
 }
+
+const DECODERS: Readonly<Record<string, (body: Buffer) => Buffer>> = {
+  gzip: (b) => gunzipSync(b, { maxOutputLength: MAX_ANSWER_BYTES }),
+  'x-gzip': (b) => gunzipSync(b, { maxOutputLength: MAX_ANSWER_BYTES }),
+  deflate: (b) => inflateSync(b, { maxOutputLength: MAX_ANSWER_BYTES }),
+  br: (b) => brotliDecompressSync(b, { maxOutputLength: MAX_ANSWER_BYTES }),
+};
