@@ -7,6 +7,8 @@
  * test process is short-lived: it stops before the faster code pays that back. Measured with
  * per-file CPU (utime + stime + reaped children's, from /proc/self/stat): four crash files took
  * 111 CPU-s without them, 82 with; twelve in-process files 119, 96. What runs is the same either
- * way; only how V8 compiles it differs. A deployed Herald keeps V8's defaults.
+ * way; only how V8 compiles it differs. A deployed Herald keeps V8's defaults, and so do the
+ * Heralds `npm run bench` and `npm run chaos` start (runHerald gives these flags under vitest only):
+ * a benchmark measures Herald as it is run.
  */
 export const TEST_NODE_FLAGS: readonly string[] = ['--no-wasm-tier-up', '--no-wasm-dynamic-tiering'];

@@ -26,6 +26,12 @@ export interface RunOptions {
    * with about 1.5 s less CPU than tsx compiling the sources, and the suite starts some hundreds.
    */
   built?: boolean;
+  /**
+   * Node's flags for the child. By default the tests' (node-flags.ts: less CPU to start) under
+   * vitest, and none elsewhere: `npm run bench` and `npm run chaos` measure Herald as operators
+   * run it (with the tests' flags, PGlite's queries run on V8's baseline WebAssembly compiler only).
+   */
+  nodeFlags?: readonly string[];
 }
 
 /** The newest modification time (ms) of any file under `dir`. */
@@ -63,7 +69,8 @@ export async function killRunningProcesses(): Promise<void> {
 
 /** Run the real CLI (`herald serve|dispatch|…`) in a child process, as an operator would (with the tests' V8 flags, node-flags.ts). */
 export function runHerald(args: string[], env: Record<string, string>, options: RunOptions = {}): HeraldProcess {
-  const argv = (options.built ?? distIsFresh()) ? [...TEST_NODE_FLAGS, 'bin/herald.js', ...args] : [...TEST_NODE_FLAGS, '--import', 'tsx', 'src/cli.ts', ...args];
+  const flags = options.nodeFlags ?? (process.env['VITEST'] !== undefined ? TEST_NODE_FLAGS : []);
+  const argv = (options.built ?? distIsFresh()) ? [...flags, 'bin/herald.js', ...args] : [...flags, '--import', 'tsx', 'src/cli.ts', ...args];
   return runCommand(process.execPath, argv, env);
 }
 
