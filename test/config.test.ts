@@ -102,7 +102,7 @@ describe('variables Herald does not know', () => {
       }
     }
     expect(quoted.length).toBeGreaterThan(50);
-    const elsewhere = ['TEST_DATABASE_URL', 'TEST_LOG_LEVEL', 'PG_BIN', 'CHROMIUM_PATH', 'BENCH_MODE', 'BENCH_POOL', 'BENCH_DATA_DIR', 'BENCH_MEDIA_ORIGIN', 'BENCH_HEAR_ENV', 'BENCH_IRC_DEBUG', 'CHAOS_MEDIA_ORIGINS', 'LOCK_DIR', 'PATH', 'HOME', 'TMPDIR'];
+    const elsewhere = ['TEST_DATABASE_URL', 'TEST_LOG_LEVEL', 'PG_BIN', 'CHROMIUM_PATH', 'BENCH_MODE', 'BENCH_POOL', 'BENCH_DATA_DIR', 'BENCH_MEDIA_ORIGIN', 'BENCH_HEAR_ENV', 'BENCH_IRC_DEBUG', 'CHAOS_MEDIA_ORIGINS', 'LOCK_DIR', 'PATH', 'HOME', 'TMPDIR', 'VITEST'];
     expect(quoted.filter((q) => { const name = q.split(': ')[1] ?? ''; return !known.includes(name) && !elsewhere.includes(name); })).toEqual([]);
     expect([...documented, ...listed, ...inHelp].filter((name) => name === undefined || !known.includes(name))).toEqual([]);
     // And the other way round: every variable Herald reads is documented in both places (but the test harness's own).
