@@ -41,11 +41,57 @@
  * A worker's deep claims of one queue: when the last was, whether a shallow one found nothing since
  * (and which lanes were full then), and until when they pay.
  */
-export interface DeepScans {
-  deepAt: number;
-  missed: boolean;
-  fullAtMiss: ReadonlySet<string>;
-  payingUntil: number;
+export class DeepScans {
+  private deepAt = -Infinity;
+  private missed = false;
+  private fullAtMiss: ReadonlySet<string> = new Set();
+  /** Until when (performance.now()) deep claims count as paying. */
+  payingUntil = -Infinity;
+
+  /** Whether the next claim reads deep: LANE_DEEP_SCAN_MS apart, or LANE_DEEP_SCAN_PAYING_MS while deep claims pay. */
+  private due(now = performance.now()): boolean {
+    return now - this.deepAt >= this.every(now);
+  }
+
+  private every(now: number): number {
+    return now < this.payingUntil ? LANE_DEEP_SCAN_PAYING_MS : LANE_DEEP_SCAN_MS;
+  }
+
+  /** For the next claim: whether it reads deep (then counted as made now). */
+  take(): boolean {
+    const now = performance.now();
+    if (!this.due(now)) return false;
+    this.deepAt = now;
+    return true;
+  }
+
+  /**
+   * What a claim found. A deep claim that took a row of a lane that was not full when shallow ones
+   * found nothing (or of no lane) has found work behind other lanes' backlogs: for
+   * LANE_DEEP_PAYING_HOLD_MS, deep claims come LANE_DEEP_SCAN_PAYING_MS apart. (A row of a lane
+   * that was full then is its own backlog moving on: a lone lane's flood never pays.) A shallow
+   * claim that found nothing while a lane is full (its backlog may hide others' rows) is followed
+   * by a deep one as soon as one is due. Answers `again` (claim deep now), or `wakeInMs` (when the
+   * next deep claim is due: nothing may wake the worker before then), or neither.
+   */
+  claimed(room: LaneRoom, lanes: readonly (string | undefined)[]): { again?: true; wakeInMs?: number } {
+    const now = performance.now();
+    if (room.deep === true) {
+      if (this.missed && lanes.some((lane) => lane === undefined || !this.fullAtMiss.has(lane))) this.payingUntil = now + LANE_DEEP_PAYING_HOLD_MS;
+      this.missed = false;
+      return {};
+    }
+    if (lanes.length > 0) {
+      this.missed = false;
+      return {};
+    }
+    // Nothing found and no lane full: nothing is hidden behind a backlog (an idle queue costs one claim a poll).
+    const full = [...room.busy].filter(([, n]) => n >= room.perLane).map(([lane]) => lane);
+    if (full.length === 0) return {};
+    this.missed = true;
+    this.fullAtMiss = new Set(full);
+    return this.due(now) ? { again: true } : { wakeInMs: this.deepAt + this.every(now) - now };
+  }
 }
 
 /** The worker's lanes for a claim: how many jobs each runs now, and how many a lane may run. */

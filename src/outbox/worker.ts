@@ -5,7 +5,7 @@ import { errorSummary } from '../infra/errors.js';
 import { fenceUntil, LeaseLostError, withFence, type Fence } from '../infra/faults/fence.js';
 import { isStoreUnavailable } from '../infra/db/database.js';
 import { faultName, isRowsOwnFault } from './failure-rule.js';
-import { LANE_DEEP_PAYING_HOLD_MS, LANE_DEEP_SCAN_MS, LANE_DEEP_SCAN_PAYING_MS, type DeepScans, type LaneRoom } from './lanes.js';
+import { DeepScans, type LaneRoom } from './lanes.js';
 import type { QueueDepth, WorkerMetrics } from './outbox.metrics.js';
 
 /** What the worker needs of a job; the job's own table holds the rest. */
@@ -305,8 +305,10 @@ export class OutboxWorker<J extends Job> {
         room -= jobs.length;
         // A full batch may leave more due: each finished job wakes the loop, so it looks again.
         for (const job of jobs) this.launch(job, claimedAt);
-        // A shallow claim that found nothing, while deep ones find work behind other lanes' backlogs: look deep now.
-        again = this.claimed(q, lanes, jobs);
+        // A shallow claim that found nothing while a lane is full: look deep now, or when a deep claim is due.
+        const next = this.scansOf(q).claimed(lanes, jobs.map((j) => j.lane));
+        again = next.again === true;
+        if (next.wakeInMs !== undefined) this.wakeIn(next.wakeInMs);
       }
     }
   }
@@ -316,54 +318,13 @@ export class OutboxWorker<J extends Job> {
     const busy = new Map<string, number>();
     for (const a of this.inFlight.values()) if (a.lane !== undefined) busy.set(a.lane, (busy.get(a.lane) ?? 0) + 1);
     // Per queue: a claim of another queue (which has no lanes) must not use up this one's turn.
-    const deep = this.deepDue(q);
-    if (deep) this.scansOf(q).deepAt = performance.now();
-    return { busy, perLane: this.options.perLane ?? Math.max(1, Math.ceil(this.options.concurrency / 2)), deep };
+    return { busy, perLane: this.options.perLane ?? Math.max(1, Math.ceil(this.options.concurrency / 2)), deep: this.scansOf(q).take() };
   }
 
   private scansOf(q: JobQueue<J>): DeepScans {
     let scans = this.scans.get(q);
-    if (scans === undefined) this.scans.set(q, (scans = { deepAt: -Infinity, missed: false, fullAtMiss: new Set(), payingUntil: -Infinity }));
+    if (scans === undefined) this.scans.set(q, (scans = new DeepScans()));
     return scans;
-  }
-
-  /** Whether the next claim of `q` reads deep: LANE_DEEP_SCAN_MS apart, or LANE_DEEP_SCAN_PAYING_MS while deep claims pay. */
-  private deepDue(q: JobQueue<J>): boolean {
-    const scans = this.scansOf(q);
-    const now = performance.now();
-    return now - scans.deepAt >= (now < scans.payingUntil ? LANE_DEEP_SCAN_PAYING_MS : LANE_DEEP_SCAN_MS);
-  }
-
-  /**
-   * What a claim of `q` found. A deep claim that took a row of a lane that was not full when
-   * shallow ones found nothing (or of no lane) has found work behind other lanes' backlogs: for
-   * LANE_DEEP_PAYING_HOLD_MS, deep claims come LANE_DEEP_SCAN_PAYING_MS apart. (A row of a lane
-   * that was full then is its own backlog moving on: a lone lane's flood never pays.) A shallow
-   * claim that found nothing while a lane is full (its backlog may hide others' rows) is followed
-   * by a deep one as soon as one is due: at once (the answer: claim again), or when the loop is
-   * woken for it.
-   */
-  private claimed(q: JobQueue<J>, lanes: LaneRoom, jobs: readonly J[]): boolean {
-    const scans = this.scansOf(q);
-    if (lanes.deep === true) {
-      const hidden = (job: J): boolean => job.lane === undefined || !scans.fullAtMiss.has(job.lane);
-      if (scans.missed && jobs.some(hidden)) scans.payingUntil = performance.now() + LANE_DEEP_PAYING_HOLD_MS;
-      scans.missed = false;
-      return false;
-    }
-    if (jobs.length > 0) {
-      scans.missed = false;
-      return false;
-    }
-    // Nothing found and no lane full: nothing is hidden behind a backlog (an idle queue costs one claim a poll).
-    const full = [...lanes.busy].filter(([, n]) => n >= lanes.perLane).map(([lane]) => lane);
-    if (full.length === 0) return false;
-    scans.missed = true;
-    scans.fullAtMiss = new Set(full);
-    if (this.deepDue(q)) return true;
-    const every = performance.now() < scans.payingUntil ? LANE_DEEP_SCAN_PAYING_MS : LANE_DEEP_SCAN_MS;
-    this.wakeIn(scans.deepAt + every - performance.now());
-    return false;
   }
 
   /** Wake the loop in `ms` (one such timer at a time; it holds no process open). */
