@@ -101,8 +101,8 @@ describe('outbox lanes: work behind a full lane', () => {
     worker.wake();
     await new Promise((resolve) => setTimeout(resolve, 20));
     finish.get('a0')?.();
+    // The worker judges a claim in the same turn as it launches its jobs: once a1 runs, it has.
     await waitFor(() => finish.has('a1'), 'the next job of the lane', 5_000);
-    await new Promise((resolve) => setTimeout(resolve, 100));
     const scans = (worker as unknown as { scans: Map<unknown, { payingUntil: number }> }).scans.get(q);
     expect(scans?.payingUntil ?? -Infinity).toBe(-Infinity);
   });
