@@ -29,15 +29,29 @@ describe('recording an edit’s applied seq', () => {
       .values({ request_id: 'orig', kind: 'post', target: '{"guild_id":"1","destination":"alerts"}', body: '{"content":"v1"}', payload_hash: 'h', status: 'delivered', created_at: t0, next_attempt_at: t0, last_applied_seq: 2 } as never)
       .execute();
     // p1 applies seq 5 under its edit lease, then stalls before recording it.
-    expect(await acquireEditLock(db(), 'orig', 'p1', at(0), 5_000, 5_000)).toEqual({ last_applied_seq: 2 });
+    expect(await acquireEditLock(db(), 'orig', 'p1', at(0), 5_000, 5_000)).toEqual({ last_applied_seq: 2, last_applied_by: null });
     // Its lease expired and settled; p2 takes it over and applies seq 3 (the message now shows seq 3).
-    expect(await acquireEditLock(db(), 'orig', 'p2', at(11_000), 5_000, 5_000)).toEqual({ last_applied_seq: 2 });
-    expect(await recordAppliedSeq(db(), 'orig', 3, 'p2')).toBe(true);
+    expect(await acquireEditLock(db(), 'orig', 'p2', at(11_000), 5_000, 5_000)).toEqual({ last_applied_seq: 2, last_applied_by: null });
+    expect(await recordAppliedSeq(db(), 'orig', 3, 'e3', 'p2')).toBe(true);
     await releaseEditLock(db(), 'orig', 'p2');
     // p1 carries on: its seq is not recorded.
-    const stale = await recordAppliedSeq(db(), 'orig', 5, 'p1');
-    const row = await db().selectFrom('deliveries').select('last_applied_seq').where('request_id', '=', 'orig').executeTakeFirstOrThrow();
-    expect(row.last_applied_seq).toBe(3);
+    const stale = await recordAppliedSeq(db(), 'orig', 5, 'e5', 'p1');
+    const row = await db().selectFrom('deliveries').select(['last_applied_seq', 'last_applied_by']).where('request_id', '=', 'orig').executeTakeFirstOrThrow();
+    expect(row).toEqual({ last_applied_seq: 3, last_applied_by: 'e3' });
     expect(stale).toBe(false);
+  });
+
+  it('names the edit that recorded the highest seq: a lower seq applied later records nothing new, an equal one names itself', async () => {
+    await db().updateTable('deliveries').set({ last_applied_seq: null, last_applied_by: null }).where('request_id', '=', 'orig').execute();
+    const applied = async (seq: number, edit: string) => {
+      expect(await acquireEditLock(db(), 'orig', edit, at(20_000), 5_000, 5_000)).toBeDefined();
+      expect(await recordAppliedSeq(db(), 'orig', seq, edit, edit)).toBe(true);
+      await releaseEditLock(db(), 'orig', edit);
+      return db().selectFrom('deliveries').select(['last_applied_seq', 'last_applied_by']).where('request_id', '=', 'orig').executeTakeFirstOrThrow();
+    };
+    expect(await applied(4, 'e4')).toEqual({ last_applied_seq: 4, last_applied_by: 'e4' });
+    expect(await applied(2, 'e2')).toEqual({ last_applied_seq: 4, last_applied_by: 'e4' });
+    expect(await applied(4, 'f4')).toEqual({ last_applied_seq: 4, last_applied_by: 'f4' });
+    expect(await applied(6, 'e6')).toEqual({ last_applied_seq: 6, last_applied_by: 'e6' });
   });
 });

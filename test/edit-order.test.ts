@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
 import { startHerald, type Herald } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
@@ -35,8 +36,8 @@ describe('edit ordering', () => {
 
   const env = (extra: Record<string, string> = {}): Record<string, string> =>
     heraldEnv({ sandbox, db, bridgeToken, adminToken }, { HERALD_GATEWAY: 'off', LOG_LEVEL: 'silent', ...extra });
-  const inProcess = async (roles: { http: boolean; dispatcher: boolean }) => {
-    const config = loadConfig(env());
+  const inProcess = async (roles: { http: boolean; dispatcher: boolean }, extra: Record<string, string> = {}) => {
+    const config = loadConfig(env(extra));
     const herald = await startHerald({ config, log: createLogger('silent'), roles });
     running.push(herald);
     return herald;
@@ -63,6 +64,31 @@ describe('edit ordering', () => {
     expect(await waitDelivered(herald.url ?? '', e4)).toMatchObject({ applied: false });
     const [m] = sandbox.allMessages().filter((x) => x.content === `restart v5 ${original}`);
     expect(m?.edits).toBe(1);
+  });
+
+  it('an edit whose earlier attempt applied it and recorded its seq ends applied, with no second PATCH (old code: re-applied, and failed when Discord refused)', async () => {
+    db = await testDatabase();
+    const herald = await inProcess({ http: true, dispatcher: true }, { HERALD_MAX_ATTEMPTS: '2', HERALD_RETRY_BASE_MS: '20' });
+    await client(herald.url ?? '', adminToken).put(`/admin/destinations/${IDS.guild}/alerts`, { channel_id: IDS.channels.alerts });
+    const api = client(herald.url ?? '', bridgeToken);
+    const original = newRequestId();
+    await api.post('/mcp/deliveries', post(original, `again v1 ${original}`));
+    const { url } = await waitDelivered(herald.url ?? '', original, 'the original');
+    const patches = () => sandbox.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith(`/${String(url).split('/').at(-1)}`));
+    // What an attempt of e3 left when it stalled after recording seq 3 and its outcome write was
+    // refused (another process had taken the delivery over): the seq recorded, by e3.
+    const e3 = newRequestId();
+    await sql`update deliveries set last_applied_seq = 3, last_applied_by = ${e3} where request_id = ${original}`.execute(herald.store.db);
+    // Discord refuses every edit from now on: a second PATCH could only fail.
+    sandbox.inject({ method: 'PATCH', action: 'error', status: 500, times: 100 });
+    await api.post('/mcp/deliveries', edit(e3, original, 3, `again v3 ${original}`));
+    expect(await waitDelivered(herald.url ?? '', e3)).toMatchObject({ applied: true });
+    expect(patches()).toHaveLength(0);
+    // Another edit with the same seq is not e3: it applies (and here fails, as Discord refuses it).
+    const other = newRequestId();
+    await api.post('/mcp/deliveries', edit(other, original, 3, `again v3' ${original}`));
+    await waitForDelivery(api, other, 'failed', 'the other seq-3 edit');
+    expect(patches().length).toBeGreaterThan(0);
   });
 
   // Within one process discord.js already queues requests to one message's route, so only

@@ -121,10 +121,10 @@ describe('lease tokens and the edit lease, on the store', () => {
   it('an expired edit lease is taken over only once the settle time has passed after it ended; one given back, at once', async () => {
     const db = tablesOf<DeliveriesDb>(fixture.store.db);
     await insert('orig');
-    expect(await acquireEditLock(db, 'orig', 'a', at(0), 5_000, 5_000)).toEqual({ last_applied_seq: null });
+    expect(await acquireEditLock(db, 'orig', 'a', at(0), 5_000, 5_000)).toEqual({ last_applied_seq: null, last_applied_by: null });
     // Expired at 5 s: not before 10 s.
     expect(await acquireEditLock(db, 'orig', 'b', at(6_000), 5_000, 5_000)).toBeUndefined();
     expect(await acquireEditLock(db, 'orig', 'b', at(9_999), 5_000, 5_000)).toBeUndefined();
-    expect(await acquireEditLock(db, 'orig', 'b', at(10_000), 5_000, 5_000)).toEqual({ last_applied_seq: null });
+    expect(await acquireEditLock(db, 'orig', 'b', at(10_000), 5_000, 5_000)).toEqual({ last_applied_seq: null, last_applied_by: null });
   });
 });

@@ -21,6 +21,8 @@ export const EDIT_TAKEOVER_SETTLE_MS = 5_000;
 export interface EditLease {
   /** The original's last applied seq when the lease was taken. */
   readonly lastAppliedSeq: number | null;
+  /** The edit (its request id) that recorded it. */
+  readonly lastAppliedBy: string | null;
   /** Aborted when the lease is lost (a renewal refused, or none answered within half the lease). */
   readonly lost: AbortSignal;
   /** Holds while the lease does, less a margin, on the monotonic clock: the edit leaves only under it. */
@@ -58,6 +60,7 @@ export async function takeEditLease(db: Kysely<DeliveriesDb>, clock: Clock, orig
   }, ttl / 5);
   return {
     lastAppliedSeq: lock.last_applied_seq,
+    lastAppliedBy: lock.last_applied_by,
     lost: lost.signal,
     fence: fenceWhile(() => !lost.signal.aborted && performance.now() < heldUntil - margin, 'the edit lease'),
     release: async () => {

@@ -338,6 +338,12 @@ export class DeliveryJobs {
         log.info({ seq: target.seq, last_applied_seq: lease.lastAppliedSeq }, 'edit superseded by a higher seq');
         return { ...delivered, applied: false };
       }
+      if (lease.lastAppliedSeq === target.seq && lease.lastAppliedBy === row.request_id) {
+        // An earlier attempt of this edit applied it and recorded its seq, then stalled or died before
+        // its outcome was written. Nothing newer has been applied since: the message shows this edit.
+        log.info({ seq: target.seq }, 'edit already applied by an earlier attempt');
+        return { ...delivered, applied: true };
+      }
       const transport = this.transport(at, original.transport ?? at.platforms.home.name);
       try {
         await withFence(lease.fence, () => facet(transport.editor, 'edits').edit(original.channel_id, original.message_id, row.body, applying));
@@ -351,7 +357,7 @@ export class DeliveryJobs {
       }
       // Recorded before the lock is released, so the next edit compares against it. A crash before
       // this line re-drives the edit: equal seq applies again, which is harmless.
-      if (!(await recordAppliedSeq(this.db, original.request_id, target.seq, holder))) {
+      if (!(await recordAppliedSeq(this.db, original.request_id, target.seq, row.request_id, holder))) {
         // The edit lease was taken over meanwhile (this process stalled past it): another edit may
         // have landed after this one, so it is applied again, under a new edit lease.
         log.warn({ original: original.request_id }, 'edit lease lost before its seq was recorded; the edit is applied again');

@@ -281,13 +281,13 @@ export async function findUnresolvedTwins(db: Db, requestId: string, from: Date,
  * holder gave back is free at once; one that expired only `settleMs` after it ended (an edit its
  * holder sent may still be landing).
  */
-export async function acquireEditLock(db: Db, originalId: string, holder: string, now: Date, leaseMs: number, settleMs = 0): Promise<{ last_applied_seq: number | null } | undefined> {
+export async function acquireEditLock(db: Db, originalId: string, holder: string, now: Date, leaseMs: number, settleMs = 0): Promise<{ last_applied_seq: number | null; last_applied_by: string | null } | undefined> {
   return db
     .updateTable('deliveries')
     .set({ edit_lock_owner: holder, edit_lock_expires_at: new Date(now.getTime() + leaseMs) })
     .where('request_id', '=', originalId)
     .where((eb) => eb.or([eb('edit_lock_owner', 'is', null), eb('edit_lock_expires_at', '<=', new Date(now.getTime() - settleMs))]))
-    .returning('last_applied_seq')
+    .returning(['last_applied_seq', 'last_applied_by'])
     .executeTakeFirst();
 }
 
@@ -312,13 +312,17 @@ export async function releaseEditLock(db: Db, originalId: string, holder: string
 }
 
 /**
- * Remember durably that an edit with this seq was applied to the original, only while `holder` still
- * holds the original's edit lease (false: another edit took it over meanwhile, nothing recorded).
+ * Remember durably that the edit `editId`, with this seq, was applied to the original, only while
+ * `holder` still holds the original's edit lease (false: another edit took it over meanwhile,
+ * nothing recorded). The edit is named only when its seq is the highest applied.
  */
-export async function recordAppliedSeq(db: Db, originalId: string, seq: number, holder: string): Promise<boolean> {
+export async function recordAppliedSeq(db: Db, originalId: string, seq: number, editId: string, holder: string): Promise<boolean> {
   const result = await db
     .updateTable('deliveries')
-    .set((eb) => ({ last_applied_seq: sql<number>`greatest(${eb.ref('last_applied_seq')}, ${seq})` }))
+    .set((eb) => ({
+      last_applied_seq: sql<number>`greatest(${eb.ref('last_applied_seq')}, ${seq})`,
+      last_applied_by: sql<string>`case when ${eb.ref('last_applied_seq')} > ${seq} then ${eb.ref('last_applied_by')} else ${editId} end`,
+    }))
     .where('request_id', '=', originalId)
     .where('edit_lock_owner', '=', holder)
     .executeTakeFirst();

@@ -47,6 +47,8 @@ export interface DeliveryTable {
   url: string | null;
   applied: boolean | null;
   last_applied_seq: number | null;
+  /** On an original: the edit (its request id) whose seq `last_applied_seq` records. */
+  last_applied_by: string | null;
   /** On an original: which dispatcher is applying an edit to it, until when. */
   edit_lock_owner: string | null;
   edit_lock_expires_at: Date | null;
