@@ -18,7 +18,7 @@ import { serveMetrics } from './infra/http/metrics-server.js';
 import { createLogger } from './infra/log.js';
 import { createRegistry, type Registry } from './infra/metrics.js';
 import type { Database } from './schema.js';
-import { identityChecks, type PlatformPlugin, type Surfaces } from './platforms/plugin.js';
+import { identityChecks, tokenTroubles, type PlatformPlugin, type Surfaces } from './platforms/plugin.js';
 import { PLATFORMS } from './platforms/platforms.js';
 import { configuredPlatforms, startPlatforms } from './platforms/start.js';
 import { speakingAs, type Platform, type Platforms } from './platforms/platform.js';
@@ -139,7 +139,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
         api: serving?.api,
         startedAt,
         capabilities: capabilities(config),
-        platforms: platformIdentities(transports, config),
+        platforms: platformIdentities(transports, config, (platform, as) => tokenTroubles(running, platform, as)),
       });
       cleanups.push(() => metricsServer.close());
       metricsUrl = metricsServer.url;

@@ -2,7 +2,8 @@ import type { Config } from './config-types.js';
 import type { CommandLimits } from './modules/commands/settings.js';
 import type { HandoffLimits } from './modules/handoffs/settings.js';
 import type { InboxSettings } from './modules/inbox/settings.js';
-import type { Platforms } from './platforms/platform.js';
+import type { Platform, Platforms } from './platforms/platform.js';
+import { DEFAULT_IDENTITY } from './infra/policy/identity.js';
 
 // What is on: the capabilities an operator turns on with a variable and a restart, as the start
 // banner (src/cli.ts) and the status page (src/infra/http/status-page.ts) list them.
@@ -56,20 +57,26 @@ export function capabilityLines(list: readonly Capability[]): string[] {
   return list.map((c) => `  ${(c.on ? 'on' : 'off').padEnd(4)} ${c.name.padEnd(width)}  ${c.detail}`);
 }
 
-/** A platform Herald speaks, for the status page: its name and who Herald is there. */
+/** A platform Herald speaks as one of its identities, for the status page: who Herald is there, and what is wrong with its bot. */
 export interface PlatformIdentity {
   readonly platform: string;
+  /** The identity's name (src/infra/policy/identity.ts): `default`, or an operator's (`ops`). */
+  readonly as: string;
   /** The bot's user id (or nick) there, once known; undefined until then. */
   identity(): string | undefined;
+  /** What keeps this bot from speaking now (its token refused), as short sentences; none: nothing known. */
+  troubles(): readonly string[];
 }
 
 /**
- * Who Herald is on each platform: asked once (in the background, bounded), then kept. A platform
- * that cannot say (no history facet) shows its configured name when it has one (an IRC nick).
+ * Who Herald is on each platform, as each of its identities (the default first, then each other
+ * identity on the platforms it has a bot on): asked once (in the background, bounded), then kept.
+ * A platform that cannot say (no history facet) shows its configured name when it has one (an IRC
+ * nick). `troubles` says what is wrong with one identity's bot on one platform.
  */
-export function platformIdentities(transports: Platforms, config: Config): PlatformIdentity[] {
-  return transports.all.map((p) => {
-    const configured = (config.platforms[p.name] as { nick?: unknown } | undefined)?.nick;
+export function platformIdentities(transports: Platforms, config: Config, troubles: (platform: string, as: string) => readonly string[] = () => []): PlatformIdentity[] {
+  const row = (p: Platform, as: string): PlatformIdentity => {
+    const configured = as === DEFAULT_IDENTITY ? (config.platforms[p.name] as { nick?: unknown } | undefined)?.nick : undefined;
     let known: string | undefined = typeof configured === 'string' ? configured : undefined;
     if (known === undefined && p.history !== undefined) {
       // Not awaited: the page shows "–" until the platform answers.
@@ -78,6 +85,10 @@ export function platformIdentities(transports: Platforms, config: Config): Platf
         () => undefined,
       );
     }
-    return { platform: p.name, identity: () => known };
-  });
+    return { platform: p.name, as, identity: () => known, troubles: () => troubles(p.name, as) };
+  };
+  return [
+    ...transports.all.map((p) => row(p, DEFAULT_IDENTITY)),
+    ...transports.identities.flatMap((name) => (transports.as(name)?.all ?? []).map((p) => row(p, name))),
+  ];
 }

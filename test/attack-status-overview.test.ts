@@ -4,7 +4,7 @@ import { capabilities, capabilityLines } from '../src/capabilities.js';
 import { loadConfig } from '../src/config.js';
 import { serveMetrics } from '../src/infra/http/metrics-server.js';
 import { createLogger } from '../src/infra/log.js';
-import { overview } from '../src/infra/http/status-overview.js';
+import { linkKey, overview } from '../src/infra/http/status-overview.js';
 import { newToken } from './support/herald.js';
 
 // The status page is served without a token (on the metrics port) and the banner is printed to a
@@ -12,8 +12,14 @@ import { newToken } from './support/herald.js';
 describe('what is on, and who Herald is, as a hostile platform or a careless environment fills them', () => {
   it('shows a platform identity and link state as text, never markup', () => {
     const hostile = '<img src=x onerror=alert(1)>"\'&';
-    const html = overview([{ name: '<b>x</b>', on: true, detail: '<script>alert(1)</script>' }], [{ platform: 'slack<svg>', identity: () => hostile }], new Map([['slack<svg>', '<i>gateway</i> up']]));
-    expect(html).not.toMatch(/<img|<script|<svg|<b>|<i>/);
+    const html = overview(
+      [{ name: '<b>x</b>', on: true, detail: '<script>alert(1)</script>' }],
+      [{ platform: 'slack<svg>', as: '<u>ops</u>', identity: () => hostile, troubles: () => ['token: <s>rejected</s>'] }],
+      new Map([[linkKey('slack<svg>', '<u>ops</u>'), '<i>gateway</i> up']]),
+    );
+    expect(html).not.toMatch(/<img|<script|<svg|<b>|<i>|<u>|<s>/);
+    expect(html).toContain('&lt;u&gt;ops&lt;/u&gt;');
+    expect(html).toContain('token: &lt;s&gt;rejected&lt;/s&gt;');
     expect(html).toContain('&lt;img src=x onerror=alert(1)&gt;&quot;&#39;&amp;');
     expect(html).toContain('&lt;i&gt;gateway&lt;/i&gt; up');
   });

@@ -116,6 +116,24 @@ describe('two Discord bots, two agents, each speaking only as its own', { timeou
     expect(all).not.toContain(h.env['DISCORD_TOKEN'] ?? 'unset');
   });
 
+  /** The status page's platforms table: platform, speaking as, bot, link. */
+  const platformRows = async (): Promise<string[][]> => {
+    const html = await (await fetch(`${h.herald.metricsUrl ?? ''}/`)).text();
+    const body = /<h2>platforms<\/h2>\n[\s\S]*?<tbody>\n([\s\S]*?)\n<\/tbody>/.exec(html)?.[1] ?? '';
+    return [...body.matchAll(/<tr>(.*?)<\/tr>/g)].map((m) => [...(m[1] ?? '').matchAll(/<td[^>]*>(.*?)<\/td>/g)].map((c) => c[1] ?? ''));
+  };
+
+  it('shows each bot on the status page: who it is, under the identity it speaks for, and its own gateway', async () => {
+    const rows = await waitFor(async () => {
+      const r = await platformRows();
+      return r.length === 2 && r.every((x) => /^\d+$/.test(x[2] ?? '') && x[3] === 'gateway up') ? r : undefined;
+    }, 'both bots and their gateways on the status page');
+    expect(rows).toEqual([
+      ['discord', 'default', sandbox.bot.id, 'gateway up'],
+      ['discord', 'ops', ops.id, 'gateway up'],
+    ]);
+  });
+
   // Last: it revokes the ops bot's token for good.
   it("stops only its own identity when a bot's token is revoked: the other bot delivers, and the replica stays ready", async () => {
     sandbox.revokeBot(ops.token);
@@ -140,6 +158,14 @@ describe('two Discord bots, two agents, each speaking only as its own', { timeou
     expect(Date.now() - started).toBeLessThan(5_000);
     const after = (await (await fetch(`${h.url}/readyz`)).json()) as { status: string; identities?: Record<string, Record<string, string>> };
     expect(after).toMatchObject({ status: 'ok', identities: { ops: { token: 'rejected by Discord (401)' } } });
+    // The status page says so on the ops bot's row, and only there.
+    const rows = await waitFor(async () => {
+      const r = await platformRows();
+      return r[1]?.[3]?.includes('token') === true ? r : undefined;
+    }, "the ops bot's token trouble on the status page");
+    expect(rows[1]?.slice(0, 2)).toEqual(['discord', 'ops']);
+    expect(rows[1]?.[3]).toContain('token: rejected by Discord (401)');
+    expect(rows[0]).toEqual(['discord', 'default', sandbox.bot.id, 'gateway up']);
     // The main agent's bot is untouched.
     const fine = newRequestId();
     await h.bridge.post('/mcp/deliveries', post(fine, 'main after revocation'), as('agent-main'));

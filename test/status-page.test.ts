@@ -154,17 +154,20 @@ describe('the status page', { timeout: 120_000 }, () => {
     const html = await waitFor(async () => {
       const text = await page();
       // Discord's bot id comes from Discord (asked once, in the background).
-      return /<td>discord<\/td><td>\d+<\/td>/.test(text) ? text : undefined;
+      return /<td>discord<\/td><td>default<\/td><td>\d+<\/td>/.test(text) ? text : undefined;
     }, 'the Discord identity on the status page', 30_000);
     // Before the charts: the first two sections.
     expect([...html.matchAll(/<h2>([^<]+)<\/h2>/g)].map((m) => m[1]).slice(0, 2)).toEqual(['platforms', 'what is on']);
     const platforms = rows('platforms');
-    expect(platforms.map((r) => r[0])).toEqual(['discord', 'irc']);
-    expect(platforms[0]?.[1]).toMatch(/^\d{17,20}$/);
-    expect(platforms[0]?.[2]).toBe('gateway up');
+    expect(platforms.map((r) => r.slice(0, 2))).toEqual([
+      ['discord', 'default'],
+      ['irc', 'default'],
+    ]);
+    expect(platforms[0]?.[2]).toMatch(/^\d{17,20}$/);
+    expect(platforms[0]?.[3]).toBe('gateway up');
     // IRC's identity is its nick; its server does not answer.
-    expect(platforms[1]?.[1]).toMatch(/^\S+$/);
-    expect(platforms[1]?.[2]).toContain('observer down');
+    expect(platforms[1]?.[2]).toMatch(/^\S+$/);
+    expect(platforms[1]?.[3]).toContain('observer down');
     expect(html).toMatch(/<td class="down">[^<]*observer down/);
     const on = Object.fromEntries(rows('what is on').map((r) => [r[0], { state: r[1], how: r[2] }]));
     expect(Object.keys(on)).toEqual(['command execution', 'trusted bots (handoffs)', 'IRC', 'Slack', 'inbox webhook']);

@@ -7,6 +7,7 @@ import type { Registry } from '../infra/metrics.js';
 import type { Singleton } from '../infra/db/singleton.js';
 import type { SingletonRequest } from './singletons.js';
 import type { CommandDefinition, CommandHandler, NonceLedger, Platform } from './platform.js';
+import { DEFAULT_IDENTITY } from '../infra/policy/identity.js';
 
 // What a platform folder (src/platforms/<name>/index.ts) exports, and what it is given. The one
 // list of platforms is src/platforms/platforms.ts; the wiring (src/app.ts) starts the configured ones.
@@ -88,6 +89,18 @@ export function identityChecks(running: readonly RunningPlatform[]): Record<stri
   const out: Record<string, Record<string, string>> = {};
   for (const r of running) for (const [identity, checks] of Object.entries(r.identityReadiness?.() ?? {})) out[identity] = { ...out[identity], ...checks };
   return out;
+}
+
+/**
+ * What keeps one identity's bot on one platform from speaking, for the status page: its token
+ * refused (the platform's checks named `…token…`), as `token: rejected by Discord (401)`.
+ */
+export function tokenTroubles(running: readonly RunningPlatform[], platform: string, as: string): string[] {
+  const r = running.find((x) => x.facets.name === platform);
+  const checks = r === undefined ? {} : as === DEFAULT_IDENTITY ? r.readiness() : (r.identityReadiness?.()[as] ?? {});
+  return Object.entries(checks)
+    .filter(([name]) => name.split(':')[0]?.endsWith('token'))
+    .map(([, state]) => `token: ${state}`);
 }
 
 /** A platform, as its folder's `index.ts` exports it. `C` is its own settings. */

@@ -10,16 +10,27 @@ export interface CapabilityRow {
   readonly detail: string;
 }
 
-/** A platform Herald speaks and who it is there (undefined until known). */
+/** A platform Herald speaks as one identity, who it is there (undefined until known), and what keeps it from speaking. */
 export interface PlatformRow {
   readonly platform: string;
+  /** The identity's name; `default` when not given. */
+  readonly as?: string;
   identity(): string | undefined;
+  troubles?(): readonly string[];
+}
+
+/** The key of one platform's links as one identity (linkStates). */
+export function linkKey(platform: string, as = 'default'): string {
+  return `${platform}\u0000${as}`;
 }
 
 export const OVERVIEW_STYLE = `table{border-collapse:collapse;margin:.3rem 0}th,td{text-align:left;padding:.2rem .8rem .2rem 0;border-bottom:1px solid #eee}
 .off{color:#666}`;
 
-/** Each platform's links now: `gateway up`, `observer down`, or why there is none here. */
+/**
+ * Each platform's links now, by platform and identity (linkKey): `gateway up`, `observer down`, or
+ * why there is none here. Another identity's link is named `link:identity` (Discord's `gateway:ops`).
+ */
 export async function linkStates(registry: Registry): Promise<Map<string, string>> {
   const read = async (name: string): Promise<{ labels: Record<string, string | number>; value: number }[]> => {
     try {
@@ -29,16 +40,16 @@ export async function linkStates(registry: Registry): Promise<Map<string, string
     }
   };
   const states = new Map<string, string[]>();
+  const add = (key: string, state: string): void => void states.set(key, [...(states.get(key) ?? []), state]);
   for (const v of await read('herald_transport_link_up')) {
-    const transport = String(v.labels['transport'] ?? '');
-    states.set(transport, [...(states.get(transport) ?? []), `${String(v.labels['link'] ?? '')} ${v.value === 1 ? 'up' : 'down'}`]);
+    const [link = '', as] = String(v.labels['link'] ?? '').split(':');
+    add(linkKey(String(v.labels['transport'] ?? ''), as), `${link} ${v.value === 1 ? 'up' : 'down'}`);
   }
   // A link another replica holds has no series here: this process is on standby for it.
   for (const v of await read('herald_singleton_held')) {
-    const [transport = '', link = ''] = String(v.labels['name'] ?? '').split(':');
-    if (v.value === 0 && !(states.get(transport) ?? []).some((s) => s.startsWith(`${link} `))) {
-      states.set(transport, [...(states.get(transport) ?? []), `${link} held by another replica`]);
-    }
+    const [transport = '', link = '', as] = String(v.labels['name'] ?? '').split(':');
+    const key = linkKey(transport, as);
+    if (v.value === 0 && !(states.get(key) ?? []).some((s) => s.startsWith(`${link} `))) add(key, `${link} held by another replica`);
   }
   return new Map([...states].map(([k, v]) => [k, v.join(', ')]));
 }
@@ -48,11 +59,12 @@ export function overview(capabilities: readonly CapabilityRow[], platforms: read
   const parts: string[] = [];
   if (platforms.length > 0) {
     const rows = platforms.map((p) => {
-      const state = links.get(p.platform) ?? 'no connection of its own (requests only)';
-      const cls = /\bdown\b/.test(state) ? 'down' : /\bup\b/.test(state) ? 'up' : 'off';
-      return `<tr><td>${escape(p.platform)}</td><td>${escape(p.identity() ?? '–')}</td><td class="${cls}">${escape(state)}</td></tr>`;
+      const troubles = p.troubles?.() ?? [];
+      const state = [links.get(linkKey(p.platform, p.as)) ?? 'no connection of its own (requests only)', ...troubles].join('; ');
+      const cls = troubles.length > 0 || /\bdown\b/.test(state) ? 'down' : /\bup\b/.test(state) ? 'up' : 'off';
+      return `<tr><td>${escape(p.platform)}</td><td>${escape(p.as ?? 'default')}</td><td>${escape(p.identity() ?? '–')}</td><td class="${cls}">${escape(state)}</td></tr>`;
     });
-    parts.push(`<section>\n<h2>platforms</h2>\n<table>\n<thead><tr><th>platform</th><th>identity</th><th>link</th></tr></thead>\n<tbody>\n${rows.join('\n')}\n</tbody>\n</table>\n</section>`);
+    parts.push(`<section>\n<h2>platforms</h2>\n<table>\n<thead><tr><th>platform</th><th>speaking as</th><th>bot</th><th>link</th></tr></thead>\n<tbody>\n${rows.join('\n')}\n</tbody>\n</table>\n</section>`);
   }
   if (capabilities.length > 0) {
     const rows = capabilities.map((c) => `<tr><td>${escape(c.name)}</td><td class="${c.on ? 'up' : 'off'}">${c.on ? 'on' : 'off'}</td><td>${escape(c.detail)}</td></tr>`);
