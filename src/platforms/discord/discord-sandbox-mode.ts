@@ -19,15 +19,17 @@ export async function startDiscordSandbox(options: SandboxOptions<DiscordConfig>
   const identities = settings.identities.map(({ name }) => {
     const { user, token } = sandbox.addBot(`herald-${name}`);
     sandbox.people.setMember(SANDBOX_IDS.guild, user.id, [SANDBOX_MEMBER_IDS.heraldRole]);
-    return { name, token };
+    return { name, token, user: user.id };
   });
-  const config: DiscordConfig = Object.freeze({ ...settings, token: sandbox.botToken, apiUrl: sandbox.apiUrl, chatGuild: settings.chatGuild ?? SANDBOX_IDS.guild, identities });
+  const config: DiscordConfig = Object.freeze({ ...settings, token: sandbox.botToken, apiUrl: sandbox.apiUrl, chatGuild: settings.chatGuild ?? SANDBOX_IDS.guild, identities: identities.map(({ name, token }) => ({ name, token })) });
   return {
     url: sandbox.url,
     page: `${sandbox.url}/sandbox`,
     remark: 'no DISCORD_TOKEN: messages go to this local Discord',
     config,
     tryIt: { guildId: SANDBOX_IDS.guild, channelId: SANDBOX_IDS.channels.alerts },
+    // Each other bot, so the operator can tell who posted what on the page.
+    notes: identities.map((i) => `identity ${i.name}: bot herald-${i.name} (${i.user}), in the guild as Herald's own bot is`),
     // Links to delivered messages open them on the sandbox's page; its CDN's media may be fetched.
     site: { messageLinkBase: sandbox.url, mediaOrigins: [sandbox.url] },
     // The sandbox page shows which destinations Herald has mapped, beside the channels.
