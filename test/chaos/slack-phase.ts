@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { POLICY_CLIENT_HEADER } from '../../src/infra/http/policy.middleware.js';
-import { DiscordSandbox, SANDBOX_IDS } from '../../src/platforms/discord/sandbox/sandbox.js';
+import { DiscordSandbox, SANDBOX_IDS, type SandboxMessage } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { SLACK_SANDBOX_IDS, SlackSandbox, type SlackFaults } from '../../src/platforms/slack/sandbox/sandbox.js';
 import { heraldEnv, newToken } from '../support/herald.js';
 import { webClient } from '../support/slack-sandbox.js';
@@ -25,6 +25,7 @@ import { kindLines } from './report.js';
 import { TakeoverWatch, takeoverNotes } from './takeover.js';
 import { Rng } from './prng.js';
 import { verifySlack, type SlackChannelMessage } from './slack-verify.js';
+import { verify, violationTotal, zeroCounts, type PhaseCounts, type Violation } from './verify.js';
 import { PausePlan } from './pauses.js';
 import { InFlightTap } from './in-flight.js';
 import { StaleWatch } from './stale-watch.js';
@@ -38,14 +39,21 @@ import { StaleWatch } from './stale-watch.js';
  * channel's history. The verdict: exactly one message carrying each delivered post's key.
  *
  * Herald speaks in two Slack workspaces (HERALD_SLACK_IDENTITIES, docs/guides/identities.md): the
- * default one and `ops`, where the app has a bot of its own. The odd-numbered connectors' agent is
- * bound to the identity `ops` and posts to a guild of its own, whose destinations are mapped to
+ * default one and `ops`, where the app has a bot of its own; and as two Discord bots
+ * (HERALD_DISCORD_IDENTITIES): Herald's own and `ops`. The odd-numbered connectors' agent is bound
+ * to the identity `ops` and posts to a guild of its own, whose Slack destinations are mapped to
  * channels of the ops workspace: each of their messages must be there, from the ops bot, and every
- * other message in the default workspace from the default bot (misattributed otherwise).
+ * other message in the default workspace from the default bot (misattributed otherwise). Both
+ * guilds' `digest` goes to one Discord channel, where each message must come from its agent's
+ * Discord bot: one phase, two identities on each of two platforms.
  */
 
-/** The destinations posted to, each mapped to its own Slack channel (ops stays unmapped). */
-const DESTINATIONS = ['alerts', 'deals', 'digest'] as const;
+/** The destinations mapped to Slack channels, each its own (ops stays unmapped). */
+const DESTINATIONS = ['alerts', 'deals'] as const;
+/** The destination each guild maps to a Discord channel: the sandbox's #digest, and the ops guild's own. */
+const ON_DISCORD = 'digest';
+/** The ops guild's Discord channel (only the ops bot is a member of that guild). */
+const OPS_DISCORD_CHANNEL = '345678901234567881';
 /** The guild the ops agent posts to: its destinations are the ops workspace's channels. */
 const OPS_GUILD = '234567890123456781';
 
@@ -117,6 +125,10 @@ export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pau
   await slack.start(0, '127.0.0.1');
   const ops = slack.addWorkspace('ops');
   discord.addGuild(OPS_GUILD, 'ops');
+  // The ops identity's Discord bot, a member of the ops guild, which has a channel of its own.
+  const opsBot = discord.addBot('herald-ops');
+  discord.addChannel({ id: OPS_DISCORD_CHANNEL, type: 0, name: 'ops-digest', guild_id: OPS_GUILD });
+  discord.people.setMember(OPS_GUILD, opsBot.user.id, []);
   const plan = phase === 'slack-pauses' ? new PausePlan(new Rng(c.seed, `${phase}-plan`), Number(SLACK_LEASE_MS)) : undefined;
   const tap = plan !== undefined ? new InFlightTap(plan, /^POST \/api\/chat\.postMessage[ ?]/) : undefined;
   let fleet: Fleet | undefined;
@@ -134,7 +146,13 @@ export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pau
     const extra = { ...HERALD_TIMINGS, HERALD_LEASE_MS: SLACK_LEASE_MS, HERALD_SLACK_TIMEOUT_MS: SLACK_TIMEOUT_MS };
     const policyFile = path.join(c.workDir, `${phase}-agents.yaml`);
     await writeFile(policyFile, 'clients:\n  agent-ops: { identity: ops }\n');
-    const identities = { HERALD_SLACK_IDENTITIES: 'ops=env:CHAOS_OPS_SLACK_TOKEN', CHAOS_OPS_SLACK_TOKEN: ops.botToken, HERALD_POLICY: policyFile };
+    const identities = {
+      HERALD_SLACK_IDENTITIES: 'ops=env:CHAOS_OPS_SLACK_TOKEN',
+      CHAOS_OPS_SLACK_TOKEN: ops.botToken,
+      HERALD_DISCORD_IDENTITIES: 'ops=env:CHAOS_OPS_BOT_TOKEN',
+      CHAOS_OPS_BOT_TOKEN: opsBot.token,
+      HERALD_POLICY: policyFile,
+    };
     const env = heraldEnv(
       { sandbox: discord, db: { databaseUrl, dataDir, drop: async () => undefined }, bridgeToken, adminToken },
       { HOST: '127.0.0.1', LOG_LEVEL: 'info', ...extra, SLACK_BOT_TOKEN: slack.botToken, SLACK_API_URL: slack.apiUrl, ...identities },
@@ -165,9 +183,14 @@ export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pau
     log(`starting ${specs.map((s) => s.name).join(', ')}`);
     await fleet.startAll();
     c.signal?.throwIfAborted();
-    for (const [at, channel] of Object.entries(channels)) await mapToSlack(f, adminToken, at, channel);
+    for (const [at, channel] of Object.entries(channels)) await mapTo(f, adminToken, at, { transport: 'slack', channel });
+    const onDiscord = [
+      { guild: SANDBOX_IDS.guild, channel: SANDBOX_IDS.channels.digest, bot: discord.bot.id },
+      { guild: OPS_GUILD, channel: OPS_DISCORD_CHANNEL, bot: opsBot.user.id },
+    ];
+    for (const d of onDiscord) await mapTo(f, adminToken, `${d.guild}/${ON_DISCORD}`, { channel_id: d.channel });
     const setupMs = Date.now() - t0;
-    log(`ready in ${(setupMs / 1000).toFixed(1)}s: ${Object.entries(channels).map(([at, channel]) => `${at} → ${channel}`).join(', ')} (ops left unmapped on purpose); odd connectors speak as the ops workspace's bot`);
+    log(`ready in ${(setupMs / 1000).toFixed(1)}s: ${Object.entries(channels).map(([at, channel]) => `${at} → ${channel}`).join(', ')}, ${onDiscord.map((d) => `${d.guild}/${ON_DISCORD} → Discord ${d.channel}`).join(', ')} (ops left unmapped on purpose); odd connectors speak as the ops identity (its Slack workspace's bot, its Discord bot)`);
 
     const ledger = new Map<string, Tracked>();
     const stats = newStats();
@@ -233,11 +256,33 @@ export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pau
       const agentOfId = (id: string): Record<string, string> => ctx.agentOf(ledger.get(id)?.connector ?? 0);
       const finals = await readFromApiOnly(env, (url) => finalStates(url, bridgeToken, [...ledger.keys()], agentOfId));
       const rows = await deliveryRows(databaseUrl);
+      // What went to Discord is judged by Discord's verdict (nonces, authors), one guild's channel
+      // at a time, each from its agent's bot; the rest by Slack's. Every Discord message is in one of them.
+      const toDiscord = [...ledger.values()].filter((t) => t.destination === ON_DISCORD);
+      const discordMessages: SandboxMessage[] = discord.allMessages().map((m) => ({ ...m }));
+      const discordVerdict = { counts: zeroCounts({ deliveries: 0, posts: 0, dms: 0, edits: 0, messages: 0 }), violations: [] as Violation[] };
+      for (const d of onDiscord) {
+        const verdict = verify({
+          tracked: toDiscord.filter((t) => guildOfTracked(t) === d.guild),
+          finals,
+          messages: discordMessages.filter((m) => m.channel_id === d.channel),
+          channels: { [ON_DISCORD]: d.channel },
+          dmChannels: [],
+          rows,
+          logsFor: (ids) => logLines(f, ids),
+          authorOf: () => d.bot,
+        });
+        addCounts(discordVerdict.counts, verdict.counts);
+        discordVerdict.violations.push(...verdict.violations);
+      }
+      const elsewhere = discordMessages.filter((m) => !onDiscord.some((d) => d.channel === m.channel_id));
+      for (const m of elsewhere) discordVerdict.violations.push({ kind: 'orphan', requestIds: [], detail: `a Discord message in ${m.channel_id}, where no destination goes`, evidence: { message: { id: m.id, author: m.author.id, nonce: m.nonce } } });
+      discordVerdict.counts.orphans += elsewhere.length;
       const { counts, violations, unknownNotes, failedNotes } = verifySlack({
-        tracked: [...ledger.values()],
+        tracked: [...ledger.values()].filter((t) => t.destination !== ON_DISCORD),
         finals,
         messages,
-        channelOf: (t) => channels[`${String((t.payload['target'] as { guild_id?: unknown } | undefined)?.guild_id)}/${t.destination ?? ''}`],
+        channelOf: (t) => channels[`${guildOfTracked(t) ?? ''}/${t.destination ?? ''}`],
         botOf: (t) => (workspaces[byOps(t.connector) ? 1 : 0] ?? workspaces[0])?.bot,
         workspaceUrlOf: (channel) => (Object.entries(channels).some(([at, id]) => id === channel && at.startsWith(`${OPS_GUILD}/`)) ? `${slack.workspaceUrl}${ops.ids.team}/` : slack.workspaceUrl),
         rows,
@@ -250,7 +295,9 @@ export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pau
       // Stale writes, as in Discord's phases: a row changed after it was first seen delivered.
       for (const [id, what] of staleRows) violations.push({ kind: 'stale-write', requestIds: [id], detail: `changed after delivery in the store: ${what}` });
       counts.staleWrites = staleRows.size;
-      const total = counts.duplicates + counts.lost + counts.stuck + counts.misattributed + counts.failedButSent + counts.orphans + staleRows.size;
+      violations.push(...discordVerdict.violations);
+      const total = counts.duplicates + counts.lost + counts.stuck + counts.misattributed + counts.failedButSent + counts.orphans + staleRows.size + violationTotal(discordVerdict.counts);
+      addCounts(counts, discordVerdict.counts);
       const result: PhaseResult = {
         phase,
         counts,
@@ -268,6 +315,7 @@ export async function runSlackPhase(c: PhaseContext, phase: 'slack' | 'slack-pau
           ...(tap !== undefined ? [tap.note('chat.postMessage')] : []),
           ...takeoverNotes(handovers),
           workspacesNote([...ledger.values()], messages, byOps, ops.ids.bot.user),
+          discordNote(toDiscord, discordMessages, byOps, opsBot.user.id, discordVerdict.counts),
           `Slack calls: ${Object.entries(sandboxRequests)
             .map(([k, v]) => `${k} ${v}`)
             .join(', ')} (the injected 429s included)`,
@@ -306,8 +354,28 @@ function workspacesNote(tracked: readonly Tracked[], messages: readonly SlackCha
   return `workspaces: ${fromOps} deliveries by the agent bound to ops (odd connectors), ${tracked.length - fromOps} by the others; ${opsMessages} of ${messages.length} messages from the ops workspace's bot; each checked against its agent's workspace and bot (misattributed otherwise)`;
 }
 
-/** PUT /admin/destinations/{guild}/{destination} with a Slack channel (Herald checks it with Slack); `at` is `guild/destination`. */
-async function mapToSlack(fleet: Fleet, adminToken: string, at: string, channel: string): Promise<void> {
+/** The guild a delivery's target names. */
+function guildOfTracked(t: Tracked): string | undefined {
+  const guild = (t.payload['target'] as { guild_id?: unknown } | undefined)?.guild_id;
+  return typeof guild === 'string' ? guild : undefined;
+}
+
+/** The Discord side of the phase, for the report: who posted there, and what the verdict saw. */
+function discordNote(tracked: readonly Tracked[], messages: readonly SandboxMessage[], byOps: (connector: number) => boolean, opsBot: string, counts: PhaseCounts): string {
+  const fromOps = tracked.filter((t) => byOps(t.connector)).length;
+  return `discord: ${tracked.length} posts to ${ON_DISCORD} (${fromOps} by the agent bound to ops, from its Discord bot), ${messages.length} messages (${messages.filter((m) => m.author.id === opsBot).length} from the ops bot), ${counts.states.delivered} delivered, ${counts.duplicates} duplicates, ${counts.lost} lost, ${counts.misattributed} misattributed`;
+}
+
+/** Add a second verdict's counts to the first's (the states too). */
+function addCounts(into: PhaseCounts, more: PhaseCounts): void {
+  for (const [key, value] of Object.entries(more) as [keyof PhaseCounts, unknown][]) {
+    if (typeof value === 'number') (into as unknown as Record<string, number>)[key] = ((into[key] as number | undefined) ?? 0) + value;
+  }
+  for (const [state, n] of Object.entries(more.states) as [keyof PhaseCounts['states'], number][]) into.states[state] += n;
+}
+
+/** PUT /admin/destinations/{guild}/{destination} with a channel (Herald checks it with its platform); `at` is `guild/destination`. */
+async function mapTo(fleet: Fleet, adminToken: string, at: string, body: Record<string, string>): Promise<void> {
   const [guild, destination] = at.split('/');
   await waitFor(
     async () => {
@@ -316,13 +384,13 @@ async function mapToSlack(fleet: Fleet, adminToken: string, at: string, channel:
       const res = await fetch(`${url}/admin/destinations/${guild ?? ''}/${destination ?? ''}`, {
         method: 'PUT',
         headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ transport: 'slack', channel }),
+        body: JSON.stringify(body),
         signal: AbortSignal.timeout(5_000),
       });
-      if (res.status !== 200) throw new Error(`PUT destination ${destination} → Slack ${channel}: ${res.status} ${await res.text()}`);
+      if (res.status !== 200) throw new Error(`PUT destination ${at} → ${JSON.stringify(body)}: ${res.status} ${await res.text()}`);
       return true;
     },
-    `mapping ${at} to Slack`,
+    `mapping ${at}`,
     30_000,
   );
 }

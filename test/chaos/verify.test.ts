@@ -169,3 +169,23 @@ describe('chaos verdict: Slack workspaces', () => {
     expect(violations.some((v) => /is in C0DEFAULT, not C0OPS/.test(v.detail))).toBe(true);
   });
 });
+
+/**
+ * A post to another identity's guild (the slack phases' ops guild on Discord): its url must name the
+ * guild its target names, and its message must come from that guild's bot.
+ */
+describe('chaos verdict: a post to another guild', () => {
+  const opsGuild = '234567890123456781';
+  const opsPost: Tracked = { ...base, requestId: '3'.repeat(64), kind: 'post', content: 'ops', destination: 'digest', payload: { target: { guild_id: opsGuild, destination: 'digest' } } };
+  const at = (guild: string) => new Map<string, FinalState>([[opsPost.requestId, { status: 200, state: { state: 'delivered', kind: 'post', url: `https://discord.com/channels/${guild}/${channel}/300` } }]]);
+  const shown = (author: string) => ({ ...message('300', opsPost), author: { id: author } }) as unknown as SandboxMessage;
+  const judge = (finals: Map<string, FinalState>, author: string) => verify({ tracked: [opsPost], finals, messages: [shown(author)], channels: { digest: channel }, dmChannels: [], rows: new Map(), logsFor: () => [], authorOf: () => 'ops-bot' }).violations;
+
+  it('passes its message at its own guild, from its bot', () => {
+    expect(judge(at(opsGuild), 'ops-bot')).toEqual([]);
+  });
+  it('flags a url naming another guild, and a message from another bot', () => {
+    expect(judge(at('234567890123456789'), 'ops-bot').map((v) => v.detail)).toEqual(['url scope 234567890123456789 does not fit a post']);
+    expect(judge(at(opsGuild), 'default-bot').map((v) => v.kind)).toEqual(['misattributed']);
+  });
+});

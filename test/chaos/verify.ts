@@ -294,7 +294,9 @@ export function verify(input: VerifyInput): { counts: PhaseCounts; violations: V
       continue;
     }
     urlOwners.set(state.url ?? '', [...(urlOwners.get(state.url ?? '') ?? []), t.requestId]);
-    const scopeOk = t.kind === 'post' ? url.scope === SANDBOX_IDS.guild : url.scope === '@me';
+    // A post's url names the guild its target names (the sandbox's, or a guild of another identity's).
+    const targetGuild = (t.payload['target'] as { guild_id?: unknown } | undefined)?.guild_id;
+    const scopeOk = t.kind === 'post' ? url.scope === (typeof targetGuild === 'string' ? targetGuild : SANDBOX_IDS.guild) : url.scope === '@me';
     if (!scopeOk) flag('misattributed', [t.requestId], `url scope ${url.scope} does not fit a ${t.kind}`);
     const m = byMessage.get(`${url.channel}/${url.message}`);
     if (m === undefined && deletedIds.has(`${url.channel}/${url.message}`)) {
