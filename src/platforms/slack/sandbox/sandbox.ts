@@ -12,6 +12,7 @@ import { People, type CommandReply } from './people.js';
 import { SocketMode } from './socket-mode.js';
 import { SLACK_SANDBOX_IDS, SlackWorkspace, workspaceIds, type SlackConversation, type SlackIds, type SlackMessage, type SlackMetadata } from './state.js';
 import { messageObject, webApiRoutes, type Installed } from './web-api.js';
+import { SandboxOAuth } from './oauth.js';
 
 export { SLACK_SANDBOX_IDS, workspaceIds };
 export type { CommandReply, SlackFaults, SlackIds, SlackMessage, SlackMetadata };
@@ -20,7 +21,10 @@ export type { CommandReply, SlackFaults, SlackIds, SlackMessage, SlackMetadata }
 export interface OtherWorkspace {
   readonly name: string;
   readonly ids: SlackIds;
-  /** Its bot's token (xoxb-…): the Web API answers it as that workspace's bot. */
+  /**
+   * Its bot's token (xoxb-…): the Web API answers it as that workspace's bot. A workspace added
+   * `byOAuth` is answered only once the app's OAuth install handed the token over (oauth.v2.access).
+   */
   readonly botToken: string;
 }
 
@@ -50,6 +54,9 @@ export interface SlackSandboxOptions {
 export class SlackSandbox {
   readonly botToken = `xoxb-sandbox-${randomBytes(12).toString('hex')}`;
   readonly appToken = `xapp-1-sandbox-${randomBytes(12).toString('hex')}`;
+  /** The app's OAuth client id and secret (oauth.v2.access checks them). */
+  readonly clientId = `${Date.now()}.${randomBytes(6).readUIntBE(0, 6)}`;
+  readonly clientSecret = randomBytes(16).toString('hex');
   url = '';
   readonly faults: SlackFaults;
   private readonly faultQueue = new FaultQueue();
@@ -64,6 +71,16 @@ export class SlackSandbox {
   private readonly installs = new Map<SlackWorkspace, Installed>();
   private readonly revoked = new Set<string>();
   private readonly pages = new Map<SlackWorkspace, ReturnType<Router['routes']>>();
+  /** Bot tokens of workspaces added `byOAuth` that no install has handed over yet: answered invalid_auth. */
+  private readonly notIssued = new Set<string>();
+  private readonly oauth = new SandboxOAuth({
+    clientId: this.clientId,
+    clientSecret: this.clientSecret,
+    workspaces: () => [
+      { ids: SLACK_SANDBOX_IDS, botToken: this.botToken, issue: () => undefined },
+      ...[...this.others.values()].map((o) => ({ ids: o.ids, botToken: o.botToken, issue: () => void this.notIssued.delete(o.botToken) })),
+    ],
+  });
 
   constructor(private readonly options: SlackSandboxOptions = {}) {
     this.workspace = new SlackWorkspace(options.now ?? Date.now, options.stateFile);
@@ -76,6 +93,11 @@ export class SlackSandbox {
   /** The base URL for @slack/web-api's `slackApiUrl`. */
   get apiUrl(): string {
     return `${this.url}/api/`;
+  }
+
+  /** Slack's authorize page for the app's OAuth install (`/oauth/v2/authorize`), on the sandbox's page origin. */
+  get authorizeUrl(): string {
+    return `${this.url}/oauth/v2/authorize`;
   }
 
   /** The workspace URL auth.test answers, and permalinks start with. */
@@ -107,8 +129,10 @@ export class SlackSandbox {
    * Install the app in one more workspace, `name` (its ids: state.ts workspaceIds), with a bot of
    * its own: its token reaches that workspace's channels and people only, as a second
    * workspace's installation does on Slack. Its page is at `/<team id>/`. Names are unique.
+   * `byOAuth`: the app is not installed there yet; its token works once an OAuth install
+   * (`/oauth/v2/authorize`, then oauth.v2.access) handed it to the app.
    */
-  addWorkspace(name: string): OtherWorkspace {
+  addWorkspace(name: string, options: { byOAuth?: boolean } = {}): OtherWorkspace {
     if ([...this.others.values()].some((o) => o.name === name)) throw new Error(`the Slack sandbox already has a workspace named ${name}`);
     const n = this.others.size + 2;
     if (n > 99) throw new Error('the Slack sandbox holds at most 98 other workspaces');
@@ -118,6 +142,7 @@ export class SlackSandbox {
     const people = new People({ workspace, socketMode: () => this.mode(), url: () => this.url, posted: (c, m) => this.sendMessageEvent(workspace, c, m) });
     const other = { name, ids, botToken: `xoxb-sandbox-${randomBytes(12).toString('hex')}`, workspace, people };
     this.others.set(other.botToken, other);
+    if (options.byOAuth === true) this.notIssued.add(other.botToken);
     return { name, ids, botToken: other.botToken };
   }
 
@@ -188,6 +213,7 @@ export class SlackSandbox {
     });
     const api = webApiRoutes({
       installed: (token) => {
+        if (this.notIssued.has(token)) return undefined;
         const workspace = token === this.botToken ? this.workspace : this.others.get(token)?.workspace;
         return workspace === undefined ? undefined : this.install(workspace);
       },
@@ -197,8 +223,9 @@ export class SlackSandbox {
       limits: this.limits,
       counts: this.counts,
       openConnection: (origin) => this.mode().open(origin),
+      unauthenticated: { 'oauth.v2.access': (params, ctx) => this.oauth.access(params, ctx.get('authorization')) },
     });
-    app.use(api.routes()).use(pageRoutes(this.workspace).routes()).use(this.people.routes().routes());
+    app.use(api.routes()).use(this.oauth.routes().routes()).use(pageRoutes(this.workspace).routes()).use(this.people.routes().routes());
     // Each other workspace's page, read-only (people write in the first workspace), under its team id.
     app.use(async (ctx, next) => {
       const other = [...this.others.values()].find((o) => ctx.path === `/${o.ids.team}` || ctx.path.startsWith(`/${o.ids.team}/`));

@@ -92,6 +92,8 @@ export interface WebApiOptions {
   counts: { calls: Map<string, number>; ratelimited: number };
   /** apps.connections.open: the WebSocket URL of a new Socket Mode connection, at `origin` (where the app reached the API). */
   openConnection: (origin: string | undefined) => string;
+  /** Methods called with no token, which check credentials of their own (oauth.v2.access: the app's client id and secret). */
+  unauthenticated?: Readonly<Record<string, (params: Params, ctx: Context) => Record<string, unknown>>>;
 }
 
 const MAX_BODY_BYTES = 1_048_576;
@@ -113,6 +115,15 @@ export function webApiRoutes(options: WebApiOptions): Router {
       return;
     }
     if (fault?.kind === 'ratelimit') return rateLimited(ctx, counts, fault.retryAfter);
+    const open = options.unauthenticated?.[method];
+    if (open !== undefined) {
+      try {
+        return answer(ctx, { ok: true, ...open(params, ctx) });
+      } catch (err) {
+        if (!(err instanceof SlackApiError)) throw err;
+        return answer(ctx, { ok: false, error: err.code });
+      }
+    }
     const authorization = ctx.get('authorization');
     const token = authorization.startsWith('Bearer ') ? authorization.slice('Bearer '.length) : params.str('token');
     if (token === undefined || token === '') return answer(ctx, { ok: false, error: 'not_authed' });
