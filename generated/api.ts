@@ -705,6 +705,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/slack/install": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Start installing the Slack app in a workspace for an identity declared `name=install`.
+         * @description Sets the install's state cookie (`slack-app-oauth-state`, ten minutes) and redirects to
+         *     Slack's authorize page, where the person installing picks the workspace. Slack then sends
+         *     them to `GET /slack/oauth_redirect` with a code. Admin token only (the bridge token is
+         *     refused). Follow the redirect in the same browser (or keep the cookie, e.g. curl's `-c`/`-b`).
+         */
+        get: operations["startSlackInstall"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/slack/oauth_redirect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Slack's redirect back from its authorize page; finishes the install.
+         * @description Checks the state (it must be this browser's cookie, known to Herald, unexpired and unused:
+         *     each is good once) and trades the code for the workspace's bot token (Slack's
+         *     `oauth.v2.access`). Refused when the workspace is already another identity's. The token is
+         *     kept sealed (AES-256-GCM under `HERALD_CREDENTIALS_KEY`); every replica speaks with it from
+         *     its next send. Answers a plain-text page for the person installing; when refused, nothing
+         *     is stored.
+         */
+        get: operations["finishSlackInstall"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/archive/scrapes": {
         parameters: {
             query?: never;
@@ -4105,6 +4153,102 @@ export interface operations {
             };
             429: components["responses"]["TooManyFailedAttempts"];
             503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    startSlackInstall: {
+        parameters: {
+            query: {
+                /**
+                 * @description An identity of HERALD_SLACK_IDENTITIES declared `name=install`.
+                 * @example ops
+                 */
+                identity: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description To Slack's authorize page (`Location`), with the state cookie set. */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The identity is missing, or not declared `name=install`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyFailedAttempts"];
+            503: components["responses"]["AdminNotConfigured"];
+        };
+    };
+    finishSlackInstall: {
+        parameters: {
+            query?: {
+                code?: string;
+                state?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Installed; the page names the identity, the workspace and its bot. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example Installed: identity ops now speaks in the Slack workspace herald-sandbox-ops (T0SANDBOX02) as its bot U0HERALDB02. */
+                    "text/plain": string;
+                };
+            };
+            /** @description The state is missing, unknown, expired, already used or not this browser's; the code is missing or refused by Slack; the identity is no longer declared `name=install`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description The install was cancelled on Slack. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description The workspace is already another identity's. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Slack refused Herald's client credentials, or could not be reached. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
         };
     };
     listMediaScrapes: {

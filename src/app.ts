@@ -130,7 +130,7 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
       const stopPruning = schedulePrune(parts.flatMap((p) => p.prune ?? []), clock, log, registry);
       cleanups.push(async () => stopPruning());
       const readiness = readinessOf(store, worker, [...running.map((r) => () => r.readiness()), ...parts.map((p) => p.readiness ?? {})]);
-      serving = await serveApi({ config, log, registry, store: store as Store, policy, contract, modules, probes: [readiness, () => singletons.states(), queueAges, () => identityChecks(running)] });
+      serving = await serveApi({ config, log, registry, store: store as Store, policy, contract, modules, probes: [readiness, () => singletons.states(), queueAges, () => identityChecks(running)], platformRoutes: running.flatMap((r) => r.routes ?? []) });
       cleanups.push(() => (serving as { close(): Promise<void> }).close());
     }
     let metricsUrl: string | undefined;

@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import type Router from '@koa/router';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from '../config-types.js';
@@ -44,6 +45,8 @@ export async function serveApi(o: {
   contract: Contract;
   modules: StartedModules;
   probes: Parameters<typeof probeOperations>;
+  /** The started platforms' own routes (src/platforms/plugin.ts `routes`). */
+  platformRoutes?: readonly Router[];
 }): Promise<ApiServing> {
   const { config, log, registry, modules } = o;
   const parts: readonly ModuleParts<unknown>[] = modules.parts;
@@ -66,7 +69,7 @@ export async function serveApi(o: {
     operations: [...parts.flatMap((p) => p.operations ?? []), probeOperations(...o.probes)],
   });
   const routes = parts.flatMap((p) => p.routes ?? []);
-  const server = await serveHttp(config, middleware, log, httpMetrics, routes.map((r) => r.router));
+  const server = await serveHttp(config, middleware, log, httpMetrics, [...routes.map((r) => r.router), ...(o.platformRoutes ?? [])]);
   const address = server.address() as AddressInfo;
   return {
     url: `http://${config.host}:${address.port}`,

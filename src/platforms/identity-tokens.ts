@@ -8,6 +8,8 @@ export interface TokenIdentity {
   readonly name: string;
   /** Its token, read from where the list says; undefined in sandbox mode, where the sandbox makes the account. */
   readonly token: string | undefined;
+  /** `name=install`: its token comes later, from installing the app there from Herald (the platform's own install flow). */
+  readonly install?: true;
 }
 
 /** What a platform's identities list is checked against. */
@@ -24,6 +26,8 @@ export interface TokenListRules {
   readonly shape?: (token: string) => string | undefined;
   /** Said after "each identity is … of its own" when two share a token, e.g. how start-up checks it. */
   readonly ownNote?: string;
+  /** Whether `name=install` is allowed: the token comes from installing the app from Herald (Slack's OAuth install). */
+  readonly installs?: boolean;
 }
 
 /**
@@ -37,6 +41,13 @@ export function tokenIdentities(env: EnvReader, rules: TokenListRules): TokenIde
   const real = main.value !== undefined;
   const out: TokenIdentity[] = [];
   for (const entry of env.list(variable)) {
+    if (rules.installs === true && entry.endsWith('=install')) {
+      const parsed = parseIdentityEntry(entry.slice(0, -'=install'.length));
+      if ('problem' in parsed) env.problem(`${variable}: ${parsed.problem}`);
+      else if (out.some((i) => i.name === parsed.name)) env.problem(`${variable} names ${parsed.name} twice`);
+      else out.push({ name: parsed.name, token: undefined, install: true });
+      continue;
+    }
     const parsed = parseIdentityEntry(entry);
     if ('problem' in parsed) {
       env.problem(`${variable}: ${parsed.problem}`);

@@ -1,3 +1,4 @@
+import type Router from '@koa/router';
 import type { Kysely, Migration } from 'kysely';
 import type { Logger } from 'pino';
 import type { Clock } from '../infra/clock.js';
@@ -79,6 +80,12 @@ export interface RunningPlatform {
   readiness(): Record<string, string>;
   /** Each other identity's named checks, by identity: reported by `/readyz`, never its status. */
   identityReadiness?(): Record<string, Record<string, string>>;
+  /**
+   * HTTP routes of the platform's own, outside the contract's binding (Slack's OAuth install:
+   * `/admin/slack/install`, `/slack/oauth_redirect`), served where this process serves HTTP. An
+   * `/admin/` one must be in the contract, marked `x-herald-outside-api`, so it is authenticated there.
+   */
+  readonly routes?: readonly Router[];
   /** Connect the platform's own surfaces (a gateway with slash commands), once the modules are up. */
   serve?(surfaces: Partial<Surfaces>): Promise<void>;
   close(): Promise<void>;

@@ -16,6 +16,7 @@ export function storableRunning(started: RunningPlatform): RunningPlatform {
     readiness: () => started.readiness(),
     ...(started.identityReadiness !== undefined ? { identityReadiness: () => started.identityReadiness?.() ?? {} } : {}),
     ...(serve !== undefined ? { serve: (surfaces: Partial<Surfaces>) => serve(storableSurfaces(surfaces)) } : {}),
+    ...(started.routes !== undefined ? { routes: started.routes } : {}),
     close: () => started.close(),
   };
 }

@@ -1,4 +1,5 @@
 import { tokenIdentities } from '../identity-tokens.js';
+import { parseCredentialsKey } from './credentials.js';
 import { definePlatform } from '../plugin.js';
 import type { SlackConfig } from './settings.js';
 
@@ -35,15 +36,33 @@ export const slack = definePlatform<SlackConfig>({
       sandboxMakes: 'workspaces',
       shape: (token) => (BOT_TOKEN.test(token) ? undefined : 'not a Slack bot token (xoxb-…)'),
       ownNote: 'a workspace of its own (start-up also asks Slack which workspace each token is for)',
+      installs: true,
     });
+    // The OAuth install's settings: read (and checked) always; required only by an identity `name=install`.
+    const clientId = env.text('SLACK_CLIENT_ID');
+    const clientSecret = env.text('SLACK_CLIENT_SECRET');
+    const keyText = env.text('HERALD_CREDENTIALS_KEY');
+    const parsedKey = keyText === undefined ? undefined : parseCredentialsKey(keyText);
+    if (parsedKey !== undefined && !Buffer.isBuffer(parsedKey)) env.problem(parsedKey.problem);
+    const credentialsKey = Buffer.isBuffer(parsedKey) ? parsedKey : undefined;
+    if (clientId !== undefined && !/^[0-9]+\.[0-9]+$/.test(clientId)) env.problem('SLACK_CLIENT_ID must be a Slack app\'s client id (digits.digits, from api.slack.com/apps → your app → Basic Information)');
+    const installs = identities.filter((i) => i.install === true).map((i) => i.name);
+    // In sandbox mode (no SLACK_BOT_TOKEN) the sandbox's app supplies its client, and Herald its own key.
+    if (installs.length > 0 && botToken !== undefined) {
+      const what = `HERALD_SLACK_IDENTITIES installs ${installs.join(', ')} from Herald (name=install)`;
+      if (clientId === undefined) env.problem(`${what}: set SLACK_CLIENT_ID (api.slack.com/apps → your app → Basic Information)`);
+      if (clientSecret === undefined) env.problem(`${what}: set SLACK_CLIENT_SECRET (api.slack.com/apps → your app → Basic Information)`);
+      if (keyText === undefined) env.problem(`${what}: set HERALD_CREDENTIALS_KEY (32 random bytes, base64 or hex: it seals the bot tokens Herald keeps)`);
+    }
+    const install = { clientId, clientSecret, credentialsKey };
     if (botToken === undefined) {
       // Socket Mode alone cannot answer anything: commands reply and messages are read with the bot token.
       if (appToken !== undefined) env.problem('SLACK_APP_TOKEN is set but SLACK_BOT_TOKEN is not: Slack needs the bot token too');
       // Bare names are for sandbox mode's workspaces (the sandbox hook makes them); anywhere else start-up refuses them.
-      return identities.length > 0 ? Object.freeze({ botToken, ...settings, identities }) : undefined;
+      return identities.length > 0 ? Object.freeze({ botToken, ...settings, identities, ...install }) : undefined;
     }
     if (core.leaseMs <= settings.timeoutMs) env.problem('HERALD_LEASE_MS must be longer than HERALD_SLACK_TIMEOUT_MS, or a slow attempt could outlive its lease');
-    return Object.freeze({ botToken, ...settings, identities });
+    return Object.freeze({ botToken, ...settings, identities, ...install });
   },
 
   identities: (config) => config.identities.map((i) => i.name),

@@ -22,11 +22,29 @@ export interface SlackConfig {
   /**
    * `HERALD_SLACK_IDENTITIES`: more workspaces this Herald speaks in, each as the bot the app has
    * there, besides SLACK_BOT_TOKEN's (the identity `default`): a comma-separated list of
-   * `name=env:VARIABLE` or `name=file:/path` (the workspace's bot token, xoxb-…); in sandbox mode
-   * a bare `name`, and the sandbox makes the workspace. Each has its own rate budgets; the
+   * `name=env:VARIABLE` or `name=file:/path` (the workspace's bot token, xoxb-…), or
+   * `name=install` (the token comes from installing the app there from Herald, Slack's OAuth
+   * install: docs/guides/identities.md); in sandbox mode a bare `name`, and the sandbox makes the
+   * workspace (for `name=install` too, where the operator then installs the app through Herald). Each has its own rate budgets; the
    * operator's policy binds an agent to one (`identity: name`), the same name as its Discord bot's
    * if it has one. Socket Mode (slash commands, messages others write) serves the default's
    * workspace only.
    */
   readonly identities: readonly TokenIdentity[];
+  /**
+   * `SLACK_CLIENT_ID`: the app's OAuth client id (api.slack.com/apps → your app → Basic
+   * Information), for identities `name=install` of HERALD_SLACK_IDENTITIES, whose workspace's bot
+   * token comes from installing the app there from Herald. Required with one; in sandbox mode the
+   * sandbox's app supplies it.
+   */
+  readonly clientId: string | undefined;
+  /** `SLACK_CLIENT_SECRET`: the app's OAuth client secret, with SLACK_CLIENT_ID. Never logged. */
+  readonly clientSecret: string | undefined;
+  /**
+   * `HERALD_CREDENTIALS_KEY`: 32 random bytes (64 hex digits, or base64) sealing the bot tokens
+   * Herald keeps from Slack installs (AES-256-GCM): required with an identity `name=install`, the
+   * same on every replica. In sandbox mode, unset: Herald makes one and keeps it in its data
+   * folder (slack-credentials.key). Never logged.
+   */
+  readonly credentialsKey: Buffer | undefined;
 }

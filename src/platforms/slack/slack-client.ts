@@ -197,7 +197,7 @@ function networkCode(err: unknown): string | undefined {
   return undefined;
 }
 
-const SILENT: SlackLogger = {
+export const SILENT: SlackLogger = {
   debug: () => undefined,
   info: () => undefined,
   warn: () => undefined,

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { Logger } from 'pino';
+import { pino, type Logger } from 'pino';
+import type Router from '@koa/router';
 import type { Pacer } from '../../infra/db/shared-pacer.js';
 import { errorSummary } from '../../infra/errors.js';
 import { StartupError } from '../../infra/startup.js';
@@ -14,6 +15,8 @@ import { burstPacerFor, tierOf } from './slack-pacer.js';
 import { SlackChat } from './slack-chat.js';
 import { SlackSocket } from './slack-socket.js';
 import { SlackPlatform } from './slack-platform.js';
+import type { Kysely } from 'kysely';
+import { installRoutes, SlackInstallations, INSTALL_PATH, type SlackInstallDb } from './slack-install.js';
 
 /** At most this long to ask Slack whether it accepts the token before starting anyway. */
 const TOKEN_CHECK_MS = 10_000;
@@ -35,7 +38,7 @@ export async function checkToken(config: SlackConfig, log: Logger): Promise<void
     teams.set(teamId, what);
   };
   own(await checkOne(config, defaultToken(config), undefined, log), 'SLACK_BOT_TOKEN');
-  for (const identity of config.identities) own(await checkOne(config, identityToken(identity), identity.name, log), `identity ${identity.name}`);
+  for (const identity of config.identities.filter((i) => i.install !== true)) own(await checkOne(config, identityToken(identity), identity.name, log), `identity ${identity.name}`);
 }
 
 /** Slack's word on one token: its workspace's team id, or undefined when Slack could not be asked. */
@@ -77,7 +80,39 @@ function identityToken(identity: TokenIdentity): string {
 export async function startSlack(config: SlackConfig, services: PlatformServices): Promise<RunningPlatform> {
   const log = services.log.child({ transport: 'slack' });
   const main = speaker(config, defaultToken(config), services, log);
-  const others = config.identities.map((identity) => ({ name: identity.name, bot: speaker(config, identityToken(identity), services, log.child({ identity: identity.name })) }));
+  const tokened = config.identities.filter((i) => i.install !== true);
+  const others: { name: string; bot: Speaker }[] = tokened.map((identity) => ({ name: identity.name, bot: speaker(config, identityToken(identity), services, log.child({ identity: identity.name })) }));
+  // Identities `name=install`: their bot speaks once the app is installed in their workspace from
+  // Herald (slack-install.ts), with the token read from the store, on whichever replica installed it.
+  const installs = config.identities.filter((i) => i.install === true).map((i) => i.name);
+  let routes: Router[] = [];
+  if (installs.length > 0) {
+    const { clientId, clientSecret, credentialsKey } = config;
+    if (clientId === undefined || clientSecret === undefined || credentialsKey === undefined) throw new StartupError(`HERALD_SLACK_IDENTITIES installs ${installs.join(', ')} from Herald: set SLACK_CLIENT_ID, SLACK_CLIENT_SECRET and HERALD_CREDENTIALS_KEY`);
+    const installations = new SlackInstallations(services.db as Kysely<SlackInstallDb>, credentialsKey);
+    const pending = installs.map((name) => ({ name, bot: new InstalledBot(name, installations, (token) => speaker(config, token, services, log.child({ identity: name }))) }));
+    others.push(...pending);
+    const teamOf = async (bot: Speaker): Promise<string | undefined> => bot.transport.identity(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS))).then((me) => me.teamId, () => undefined);
+    routes = [
+      installRoutes({
+        clientId,
+        clientSecret,
+        apiUrl: config.apiUrl,
+        timeoutMs: config.timeoutMs,
+        installations,
+        installable: installs,
+        // The workspaces of the tokens Herald was given (SLACK_BOT_TOKEN's, env/file ones'): an install there would be a second identity for one workspace.
+        tokenOwnerOf: async (team) => {
+          if ((await teamOf(main)) === team) return 'SLACK_BOT_TOKEN';
+          for (const o of others) if (!(o.bot instanceof InstalledBot) && (await teamOf(o.bot)) === team) return o.name;
+          return undefined;
+        },
+        installed: (identity) => void pending.find((p) => p.name === identity)?.bot.current().catch(() => undefined),
+        log,
+        now: () => services.clock.now(),
+      }),
+    ];
+  }
   // Socket Mode (slash commands, messages others write) needs the app-level token; only a serving
   // process connects, once the modules are up. It hears the default's workspace.
   const socket = config.appToken !== undefined ? new SlackSocket({ appToken: config.appToken, apiUrl: config.apiUrl, log, client: main.transport.api }) : undefined;
@@ -99,6 +134,7 @@ export async function startSlack(config: SlackConfig, services: PlatformServices
     },
     // Each other workspace's bot, under its identity's name, once Slack refused its token: it
     // sends nothing until restarted with a valid one, and leaves the replica ready for the others.
+    routes,
     identityReadiness: () => Object.fromEntries(others.flatMap((o) => (Object.keys(o.bot.readiness()).length > 0 ? [[o.name, o.bot.readiness()]] : []))),
     async serve(surfaces) {
       if (!watchSocket) return;
@@ -137,7 +173,86 @@ export async function startSlack(config: SlackConfig, services: PlatformServices
 }
 
 /** One workspace's bot: its Web API facets (Socket Mode aside), and whether Slack refused its token. */
-function speaker(config: SlackConfig, token: string, services: PlatformServices, log: Logger): { transport: SlackPlatform; facets: Platform; readiness(): Record<string, string> } {
+interface Speaker {
+  readonly transport: SlackPlatform;
+  readonly facets: Platform;
+  readiness(): Record<string, string>;
+}
+
+/** Facet methods answered at once, from the facet's own code (checks of an argument's shape): no bot needed. */
+const SYNC_METHODS = new Set(['check', 'checkSender', 'checkChannel', 'checkText']);
+
+/**
+ * The bot of an identity `name=install`: until the app is installed in its workspace, every send
+ * fails (`rejected`: UPSTREAM_UNAVAILABLE, saying so) and /readyz says `slack_install: not
+ * installed` under its name; the first use after any replica installed it reads the token from the
+ * store and speaks with it from then on, without a restart.
+ */
+class InstalledBot implements Speaker {
+  readonly transport: SlackPlatform;
+  readonly facets: Platform;
+  private bot: Speaker | undefined;
+  private reading: Promise<Speaker> | undefined;
+
+  constructor(
+    private readonly name: string,
+    private readonly installations: SlackInstallations,
+    private readonly make: (token: string) => Speaker,
+  ) {
+    // A stand-in for the shapes of the facets (never called: its token is no token).
+    const template = facetsOf(new SlackPlatform({ token: 'xoxb-not-installed', apiUrl: 'http://127.0.0.1:9/', timeoutMs: 1 }), undefined);
+    this.transport = template.transport;
+    const deferred = <T extends object>(facet: T, pick: (p: Platform) => T | undefined): T =>
+      new Proxy(facet, {
+        get: (target, prop, receiver) => {
+          const value: unknown = Reflect.get(target, prop, receiver);
+          if (typeof value !== 'function' || SYNC_METHODS.has(String(prop))) return value;
+          return async (...args: unknown[]) => {
+            const real = pick((await this.current()).facets) as Record<PropertyKey, unknown> | undefined;
+            const method = real?.[prop];
+            if (typeof method !== 'function') throw new TransportError({ kind: 'rejected', detail: `slack ${String(prop)} is not available to identity ${this.name}` });
+            return (method as (...a: unknown[]) => unknown).apply(real, args);
+          };
+        },
+      });
+    const t = template.facets;
+    this.facets = {
+      ...t,
+      ...Object.fromEntries((['sender', 'dms', 'editor', 'reactions', 'deleter', 'threading', 'keyed', 'channels', 'members', 'chat'] as const).flatMap((k) => {
+        const facet = t[k];
+        return facet === undefined ? [] : [[k, deferred(facet as object, (p) => p[k] as object | undefined)]];
+      })),
+      messageUrl: (scope, channelId, ts) => (this.bot ?? template).facets.messageUrl(scope, channelId, ts),
+    };
+  }
+
+  /** The installed bot; read from the store until it is there. */
+  current(): Promise<Speaker> {
+    if (this.bot !== undefined) return Promise.resolve(this.bot);
+    this.reading ??= this.installations.find(this.name).then(
+      (found) => {
+        this.reading = undefined;
+        if (found === undefined) throw new TransportError({ kind: 'rejected', detail: `the Slack workspace of identity ${this.name} is not installed yet: install the app there from Herald (GET ${INSTALL_PATH}?identity=${this.name}, admin token)` });
+        return (this.bot ??= this.make(found.token));
+      },
+      (err: unknown) => {
+        this.reading = undefined;
+        if (err instanceof TransportError) throw err;
+        throw new TransportError({ kind: 'transient', detail: `could not read identity ${this.name}'s Slack installation (${errorSummary(err)})` });
+      },
+    );
+    return this.reading;
+  }
+
+  readiness(): Record<string, string> {
+    if (this.bot !== undefined) return this.bot.readiness();
+    // Looked up again (another replica may have installed it): the next probe says what it found.
+    this.current().catch(() => undefined);
+    return { slack_install: 'not installed' };
+  }
+}
+
+function speaker(config: SlackConfig, token: string, services: PlatformServices, log: Logger): Speaker {
   const { store } = services;
   const bot = createHash('sha256').update(token).digest('hex').slice(0, 16);
   const pacers = new Map<string, Pacer>();
@@ -167,8 +282,13 @@ function speaker(config: SlackConfig, token: string, services: PlatformServices,
   });
   // Learn the workspace url (for permalinks) now; a send asks again if Slack did not answer.
   transport.identity(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS))).catch((err: unknown) => log.warn({ err: errorSummary(err) }, 'Slack auth.test failed at start; retried on first send'));
+  return facetsOf(transport, log);
+}
+
+/** A bot's facets over its Web API caller (`log` undefined: a stand-in that never speaks). */
+function facetsOf(transport: SlackPlatform, log: Logger | undefined): Speaker {
   // The chat tools call Slack through the same paced, never-retrying caller as the sends.
-  const chat = new SlackChat({ client: transport.api, log, selfId: () => transport.selfId() });
+  const chat = new SlackChat({ client: transport.api, log: log ?? pino({ level: 'silent' }), selfId: () => transport.selfId() });
   const facets: Platform = {
     name: transport.name,
     title: transport.title,

@@ -1,0 +1,284 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import Router from '@koa/router';
+import { InstallProvider, InvalidStateError, type CodedError, type Installation, type InstallURLOptions, type StateStore } from '@slack/oauth';
+import { LogLevel } from '@slack/web-api';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import { errorSummary } from '../../infra/errors.js';
+import { seal, unseal } from './credentials.js';
+import { SILENT } from './slack-client.js';
+
+// Slack's OAuth v2 install, for the identities `name=install` of HERALD_SLACK_IDENTITIES: an
+// operator starts it (admin token), the person installing picks the workspace on Slack, and Slack
+// sends them back with a code that @slack/oauth's InstallProvider checks (state and cookie) and
+// trades for the workspace's bot token (oauth.v2.access). Herald keeps the token sealed in its
+// database (migrations/2026-12-08T09-00-00_slack-installations.ts), where every replica reads it.
+
+/** The scopes Herald's bot asks for: what its sends, reads and Socket Mode commands use. */
+export const BOT_SCOPES = ['chat:write', 'channels:read', 'channels:history', 'channels:join', 'groups:read', 'groups:history', 'im:write', 'im:history', 'reactions:write', 'users:read', 'commands'];
+/** How long an install may take between its start and Slack's redirect back (as the state cookie). */
+const STATE_MS = 10 * 60_000;
+/** Where Slack sends the person back. */
+export const REDIRECT_PATH = '/slack/oauth_redirect';
+export const INSTALL_PATH = '/admin/slack/install';
+
+export interface SlackInstallationTable {
+  identity: string;
+  team_id: string;
+  enterprise_id: string | null;
+  bot_user_id: string;
+  /** Sealed (credentials.ts), bound to the identity. */
+  bot_token: string;
+  refresh_token: string | null;
+  token_expires_at: Date | null;
+  installed_at: Date;
+  revoked_at: Date | null;
+}
+
+export interface SlackInstallStateTable {
+  /** SHA-256 of the state: the state itself is only in the installer's cookie and Slack's redirect. */
+  state_hash: string;
+  identity: string;
+  redirect_uri: string;
+  expires_at: Date;
+}
+
+export interface SlackInstallDb {
+  slack_installations: SlackInstallationTable;
+  slack_install_states: SlackInstallStateTable;
+}
+
+/** A workspace the install would give to a second identity. */
+export class WorkspaceTakenError extends Error {
+  constructor(readonly team: string, readonly owner: string) {
+    super(`workspace ${team} is already ${owner === 'SLACK_BOT_TOKEN' ? "SLACK_BOT_TOKEN's (the identity default)" : `identity ${owner}'s`}: each identity of HERALD_SLACK_IDENTITIES is a workspace of its own`);
+    this.name = 'WorkspaceTakenError';
+  }
+}
+
+/** An install for an identity that is not declared `name=install` (any more). */
+export class NotInstallableError extends Error {
+  constructor(identity: string) {
+    super(`identity ${identity} is not declared ${identity}=install in HERALD_SLACK_IDENTITIES`);
+    this.name = 'NotInstallableError';
+  }
+}
+
+/** An installed workspace, its token opened. */
+export interface InstalledWorkspace {
+  readonly teamId: string;
+  readonly botUserId: string;
+  readonly token: string;
+}
+
+/** The installations table and the states of installs under way: one query each. */
+export class SlackInstallations {
+  constructor(
+    private readonly db: Kysely<SlackInstallDb>,
+    private readonly key: Buffer,
+  ) {}
+
+  /** The identity's workspace, when the app is installed there (and not revoked). */
+  async find(identity: string): Promise<InstalledWorkspace | undefined> {
+    const row = await this.db.selectFrom('slack_installations').select(['team_id', 'bot_user_id', 'bot_token']).where('identity', '=', identity).where('revoked_at', 'is', null).executeTakeFirst();
+    if (row === undefined) return undefined;
+    return { teamId: row.team_id, botUserId: row.bot_user_id, token: unseal(this.key, row.bot_token, identity) };
+  }
+
+  /**
+   * Keep the identity's installation (a new install of it replaces the last), in one transaction
+   * that first refuses a workspace another identity holds; the partial unique index on team_id
+   * refuses the same when two replicas race.
+   */
+  async store(identity: string, i: { teamId: string; enterpriseId: string | undefined; botUserId: string; botToken: string; refreshToken: string | undefined; expiresAt: Date | undefined }, now: Date): Promise<void> {
+    const row = {
+      identity,
+      team_id: i.teamId,
+      enterprise_id: i.enterpriseId ?? null,
+      bot_user_id: i.botUserId,
+      bot_token: seal(this.key, i.botToken, identity),
+      refresh_token: i.refreshToken === undefined ? null : seal(this.key, i.refreshToken, `${identity}:refresh`),
+      token_expires_at: i.expiresAt ?? null,
+      installed_at: now,
+      revoked_at: null,
+    };
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        const other = await trx.selectFrom('slack_installations').select('identity').where('team_id', '=', i.teamId).where('revoked_at', 'is', null).where('identity', '<>', identity).executeTakeFirst();
+        if (other !== undefined) throw new WorkspaceTakenError(i.teamId, other.identity);
+        const { identity: _key, ...update } = row;
+        await trx.insertInto('slack_installations').values(row).onConflict((oc) => oc.column('identity').doUpdateSet(update)).execute();
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new WorkspaceTakenError(i.teamId, 'another identity');
+      throw err;
+    }
+  }
+
+  /**
+   * The OAuth states, kept in the store so that any replica finishes an install another began;
+   * each is good once (deleted as it is read) and for ten minutes. Only its hash is stored.
+   */
+  stateStore(now: () => Date): StateStore {
+    return {
+      generateStateParam: async (options: InstallURLOptions) => {
+        const state = randomBytes(32).toString('base64url');
+        const at = now();
+        await this.db.deleteFrom('slack_install_states').where('expires_at', '<', at).execute();
+        await this.db
+          .insertInto('slack_install_states')
+          .values({ state_hash: hashOf(state), identity: String(options.metadata ?? ''), redirect_uri: options.redirectUri ?? '', expires_at: new Date(at.getTime() + STATE_MS) })
+          .execute();
+        return state;
+      },
+      verifyStateParam: async (_now: Date, state: string) => {
+        const row = await this.db.deleteFrom('slack_install_states').where('state_hash', '=', hashOf(state)).returning(['identity', 'redirect_uri', 'expires_at']).executeTakeFirst();
+        if (row === undefined || row.expires_at.getTime() < now().getTime()) throw new InvalidStateError('The state is unknown, expired or already used.');
+        return { scopes: BOT_SCOPES, redirectUri: row.redirect_uri, metadata: row.identity };
+      },
+    };
+  }
+}
+
+function hashOf(state: string): string {
+  return createHash('sha256').update(state).digest('hex');
+}
+
+function isUniqueViolation(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '23505';
+}
+
+export interface InstallRoutesOptions {
+  readonly clientId: string;
+  readonly clientSecret: string;
+  /** Base of Slack's Web API (oauth.v2.access, auth.test), ending with `/`. */
+  readonly apiUrl: string;
+  readonly timeoutMs: number;
+  readonly installations: SlackInstallations;
+  /** The identities declared `name=install`. */
+  readonly installable: readonly string[];
+  /** Which identity's token (SLACK_BOT_TOKEN's, or one of HERALD_SLACK_IDENTITIES' env/file) is for `team`, if any. */
+  tokenOwnerOf(team: string): Promise<string | undefined>;
+  /** Told once an identity's workspace is installed (this replica then speaks with it at once). */
+  installed(identity: string): void;
+  readonly log: Logger;
+  readonly now: () => Date;
+}
+
+/**
+ * Slack's authorize page, derived from the Web API's base: https://slack.com/api/ →
+ * https://slack.com/oauth/v2/authorize (the sandbox serves the same path beside its `/api/`).
+ */
+export function authorizeUrlOf(apiUrl: string): string {
+  return new URL('../oauth/v2/authorize', apiUrl).toString();
+}
+
+/**
+ * `GET /admin/slack/install?identity=<name>` (admin token; the contract's `startSlackInstall`):
+ * sets the state cookie and redirects to Slack's authorize page. `GET /slack/oauth_redirect`:
+ * Slack's redirect back, finished by InstallProvider (state, cookie, oauth.v2.access), answered
+ * with a plain page saying which identity now speaks in which workspace, or why nothing was stored.
+ */
+export function installRoutes(o: InstallRoutesOptions): Router {
+  const provider = new InstallProvider({
+    clientId: o.clientId,
+    clientSecret: o.clientSecret,
+    stateStore: o.installations.stateStore(o.now),
+    installationStore: {
+      storeInstallation: async (installation) => store(o, installation),
+      // Herald reads its installations itself (SlackInstallations.find), never through the provider.
+      fetchInstallation: () => Promise.reject(new Error('not used: Herald reads installations from its own table')),
+    },
+    directInstall: true,
+    authorizationUrl: authorizeUrlOf(o.apiUrl),
+    // Slack's libraries log requests and answers at debug: tokens and secrets never reach Herald's log.
+    logger: SILENT,
+    logLevel: LogLevel.ERROR,
+    clientOptions: { slackApiUrl: o.apiUrl, timeout: o.timeoutMs, retryConfig: { retries: 0 } },
+  });
+  const router = new Router();
+  router.get(INSTALL_PATH, async (ctx) => {
+    // The API's middleware let the admin tier's path through (x-herald-outside-api); the bridge
+    // token, which read-only admin operations take, does not start an install.
+    if (ctx.state['authenticated'] !== 'admin') {
+      ctx.status = 401;
+      ctx.body = { error: 'unauthorized' };
+      return;
+    }
+    const identity = typeof ctx.query['identity'] === 'string' ? ctx.query['identity'] : undefined;
+    if (identity === undefined || !o.installable.includes(identity)) {
+      ctx.status = 400;
+      ctx.body = { error: `identity must name an identity declared name=install in HERALD_SLACK_IDENTITIES (${o.installable.join(', ') || 'none is'})` };
+      return;
+    }
+    const redirectUri = `${ctx.protocol}://${ctx.host}${REDIRECT_PATH}`;
+    ctx.respond = false;
+    try {
+      await provider.handleInstallPath(ctx.req, ctx.res, undefined, { scopes: BOT_SCOPES, redirectUri, metadata: identity });
+    } catch (err) {
+      o.log.error({ err: errorSummary(err), identity }, 'could not start a Slack install');
+      plain(ctx.res, 503, 'Herald could not start the install (its store did not answer); try again.');
+    }
+  });
+  router.get(REDIRECT_PATH, async (ctx) => {
+    ctx.respond = false;
+    await provider.handleCallback(ctx.req, ctx.res, {
+      success: (installation) => {
+        const identity = String(installation.metadata ?? '');
+        o.log.info({ identity, team: installation.team?.id }, 'Slack app installed');
+        plain(ctx.res, 200, `Installed: identity ${identity} now speaks in the Slack workspace ${installation.team?.name ?? ''} (${installation.team?.id ?? ''}) as its bot ${installation.bot?.userId ?? ''}.`);
+      },
+      failure: (error) => {
+        const { status, text } = refusal(error);
+        o.log.warn({ err: errorSummary(error), code: error.code, status }, 'Slack install refused');
+        plain(ctx.res, status, text);
+      },
+    });
+  });
+  return router;
+}
+
+/** The provider's installation, kept as the identity's (the state's metadata names it). */
+async function store(o: InstallRoutesOptions, installation: Installation<'v1' | 'v2', boolean>): Promise<void> {
+  const identity = String(installation.metadata ?? '');
+  if (!o.installable.includes(identity)) throw new NotInstallableError(identity);
+  const team = installation.team?.id;
+  const bot = installation.bot;
+  if (team === undefined || bot === undefined) throw new Error('Slack answered oauth.v2.access without a workspace or a bot token');
+  const owner = await o.tokenOwnerOf(team);
+  if (owner !== undefined) throw new WorkspaceTakenError(team, owner);
+  await o.installations.store(identity, { teamId: team, enterpriseId: installation.enterprise?.id, botUserId: bot.userId, botToken: bot.token, refreshToken: bot.refreshToken, expiresAt: bot.expiresAt === undefined ? undefined : new Date(bot.expiresAt * 1000) }, o.now());
+  o.installed(identity);
+}
+
+/** What the person sees when an install stops: nothing was stored. */
+function refusal(error: CodedError): { status: number; text: string } {
+  const again = 'Nothing was stored; start the install again from Herald.';
+  if (error instanceof WorkspaceTakenError) return { status: 409, text: `Refused: ${error.message}. ${again}` };
+  if (error instanceof NotInstallableError) return { status: 400, text: `Refused: ${error.message}. ${again}` };
+  switch (error.code) {
+    case 'slack_oauth_invalid_state':
+    case 'slack_oauth_missing_state':
+      return { status: 400, text: `Refused: this install's state is missing, unknown, expired or already used, or not this browser's. ${again}` };
+    case 'slack_oauth_missing_code':
+      return { status: 400, text: `Refused: Slack's redirect carries no code. ${again}` };
+    case 'slack_oauth_installer_authorization_error':
+      return { status: 403, text: `The install was cancelled on Slack. ${again}` };
+    case 'slack_webapi_platform_error': {
+      const code = String((error as CodedError & { data?: { error?: unknown } }).data?.error ?? '');
+      if (code === 'invalid_code' || code === 'code_already_used' || code === 'bad_redirect_uri') return { status: 400, text: `Refused: Slack did not accept the code (${code}). ${again}` };
+      return { status: 502, text: `Slack refused the exchange (${code}): check SLACK_CLIENT_ID and SLACK_CLIENT_SECRET. ${again}` };
+    }
+    default:
+      return { status: 502, text: `Slack could not be asked to finish the install. ${again}` };
+  }
+}
+
+function plain(res: ServerResponse, status: number, text: string): void {
+  if (res.headersSent) return;
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+  res.setHeader('Cache-Control', 'no-store');
+  res.end(`${text}\n`);
+}
