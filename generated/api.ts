@@ -1430,7 +1430,7 @@ export interface components {
             checks?: {
                 [key: string]: string;
             };
-            /** @description Each other identity's own checks (its gateway: `gateway`), by identity (the bots of `HERALD_DISCORD_IDENTITIES`). They do not change `status`: one bot's trouble (a token Discord revoked) takes no replica out of service for the others. */
+            /** @description Each other identity's own checks (its gateway: `gateway`; a Slack token refused: `slack_token`; a Slack workspace not installed yet: `slack_install`), by identity (the bots of `HERALD_DISCORD_IDENTITIES`, the workspaces of `HERALD_SLACK_IDENTITIES`), and `default` when Slack refused `SLACK_BOT_TOKEN`. They do not change `status`: one bot's trouble (a token the platform revoked) takes no replica out of service for the others. */
             identities?: {
                 [key: string]: {
                     [key: string]: string;

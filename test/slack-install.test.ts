@@ -52,8 +52,9 @@ describe('installing the Slack app in a workspace from Herald', { timeout: 120_0
     const authorize = new URL(start.headers.get('location') ?? '');
     expect(`${authorize.origin}${authorize.pathname}`).toBe(slack.authorizeUrl);
     expect(authorize.searchParams.get('client_id')).toBe(slack.clientId);
-    const cookie = (start.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
-    expect(cookie).toMatch(/^slack-app-oauth-state=.+/);
+    const cookie = start.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+    // The installer's binder (no URL carries it) and @slack/oauth's state cookie.
+    expect(cookie).toMatch(/^herald-slack-install=[^;]+; slack-app-oauth-state=.+/);
     authorize.searchParams.set('team', team);
     const picked = await fetch(authorize, { redirect: 'manual' });
     expect(picked.status).toBe(302);
@@ -82,6 +83,8 @@ describe('installing the Slack app in a workspace from Herald', { timeout: 120_0
         HERALD_POLICY: policy,
         SLACK_BOT_TOKEN: slack.botToken,
         SLACK_API_URL: slack.apiUrl,
+        // Socket Mode: the app hears Slack say it was uninstalled from a workspace.
+        SLACK_APP_TOKEN: slack.appToken,
         HERALD_SLACK_TIMEOUT_MS: '3000',
         HERALD_SLACK_IDENTITIES: 'ops=install,eng=install',
         SLACK_CLIENT_ID: slack.clientId,
@@ -186,6 +189,28 @@ describe('installing the Slack app in a workspace from Herald', { timeout: 120_0
     // Its own workspace is fine.
     expect((await dance('eng', eng.ids.team)).status).toBe(200);
     expect((await rows()).map((r) => [r['identity'], r['team_id']])).toEqual([['eng', eng.ids.team], ['ops', ops.ids.team]]);
+  });
+
+  it('hears Slack say the app was uninstalled: the identity stops, /readyz says so, and it speaks again once installed again', async () => {
+    await waitFor(async () => ((await h.bridge.get('/readyz')).json as { checks?: Record<string, string> }).checks?.['slack_socket'] === 'ok', 'Socket Mode up');
+    slack.uninstall('ops');
+    await waitFor(async () => (await rows()).find((r) => r['identity'] === 'ops')?.['revoked_at'] !== null, 'the uninstall recorded');
+    const ready = await waitFor(async () => {
+      const r = await h.bridge.get('/readyz');
+      const ops = (r.json as { identities?: Record<string, Record<string, string>> }).identities?.['ops'];
+      return ops?.['slack_install']?.startsWith('uninstalled') === true ? r : undefined;
+    }, '/readyz to say ops was uninstalled');
+    expect(ready.status).toBe(200);
+    const refused = newRequestId();
+    expect((await h.bridge.post('/mcp/deliveries', post(refused, 'after the uninstall'), as('agent-ops'))).status).toBe(202);
+    expect(await settled(refused, 'agent-ops')).toMatchObject({ state: 'failed', code: 'UPSTREAM_UNAVAILABLE' });
+    expect((await h.admin.get(`/admin/deliveries/${refused}`)).text).toContain('the Slack workspace of identity ops was uninstalled');
+    // Installed again: it speaks at once (this replica read the new install).
+    expect((await dance('ops', ops.ids.team)).status).toBe(200);
+    const again = newRequestId();
+    expect((await h.bridge.post('/mcp/deliveries', post(again, 'installed again'), as('agent-ops'))).status).toBe(202);
+    expect(await settled(again, 'agent-ops')).toMatchObject({ state: 'delivered' });
+    expect(slack.messages(ops.ids.channels.general).filter((m) => m.text === 'installed again').map((m) => m.user)).toEqual([ops.ids.bot.user]);
   });
 
   it('stores nothing when Slack refuses Herald\'s client secret', async () => {

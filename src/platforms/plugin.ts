@@ -78,7 +78,7 @@ export interface RunningPlatform {
   readonly identities?: ReadonlyMap<string, Platform>;
   /** Named checks of `/readyz`: 'ok' or what is wrong. */
   readiness(): Record<string, string>;
-  /** Each other identity's named checks, by identity: reported by `/readyz`, never its status. */
+  /** Each identity's named checks, by identity (the default bot's too where they leave the replica ready): reported by `/readyz`, never its status. */
   identityReadiness?(): Record<string, Record<string, string>>;
   /**
    * HTTP routes of the platform's own, outside the contract's binding (Slack's OAuth install:
@@ -104,7 +104,8 @@ export function identityChecks(running: readonly RunningPlatform[]): Record<stri
  */
 export function tokenTroubles(running: readonly RunningPlatform[], platform: string, as: string): string[] {
   const r = running.find((x) => x.facets.name === platform);
-  const checks = r === undefined ? {} : as === DEFAULT_IDENTITY ? r.readiness() : (r.identityReadiness?.()[as] ?? {});
+  // The default bot's checks are the platform's own, and (where its refused token leaves the replica ready) its identity checks under `default`.
+  const checks = r === undefined ? {} : { ...(as === DEFAULT_IDENTITY ? r.readiness() : {}), ...(r.identityReadiness?.()[as] ?? {}) };
   return Object.entries(checks)
     .filter(([name]) => name.split(':')[0]?.endsWith('token'))
     .map(([, state]) => `token: ${state}`);

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import Router from '@koa/router';
 import { InstallProvider, InvalidStateError, type CodedError, type Installation, type InstallURLOptions, type StateStore } from '@slack/oauth';
@@ -13,7 +13,7 @@ import { SILENT } from './slack-client.js';
 // operator starts it (admin token), the person installing picks the workspace on Slack, and Slack
 // sends them back with a code that @slack/oauth's InstallProvider checks (state and cookie) and
 // trades for the workspace's bot token (oauth.v2.access). Herald keeps the token sealed in its
-// database (migrations/2026-12-08T09-00-00_slack-installations.ts), where every replica reads it.
+// database (migrations/2026-12-08T00-10-00_slack-installations.ts), where every replica reads it.
 
 /** The scopes Herald's bot asks for: what its sends, reads and Socket Mode commands use. */
 export const BOT_SCOPES = ['chat:write', 'channels:read', 'channels:history', 'channels:join', 'groups:read', 'groups:history', 'im:write', 'im:history', 'reactions:write', 'users:read', 'commands'];
@@ -22,6 +22,8 @@ const STATE_MS = 10 * 60_000;
 /** Where Slack sends the person back. */
 export const REDIRECT_PATH = '/slack/oauth_redirect';
 export const INSTALL_PATH = '/admin/slack/install';
+/** The installer's binder cookie: set when an install starts, required when it finishes. */
+const BINDER_COOKIE = 'herald-slack-install';
 
 export interface SlackInstallationTable {
   identity: string;
@@ -39,6 +41,8 @@ export interface SlackInstallationTable {
 export interface SlackInstallStateTable {
   /** SHA-256 of the state: the state itself is only in the installer's cookie and Slack's redirect. */
   state_hash: string;
+  /** SHA-256 of the installer's own cookie (BINDER_COOKIE), which no URL carries: the install is finished only by the browser that started it. */
+  binder_hash: string;
   identity: string;
   redirect_uri: string;
   expires_at: Date;
@@ -57,6 +61,14 @@ export class WorkspaceTakenError extends Error {
   }
 }
 
+/** A token Herald holds whose workspace Slack could not be asked about: the install cannot tell whether it takes another identity's workspace. */
+export class WorkspaceUnknownError extends Error {
+  constructor(what: string, options?: ErrorOptions) {
+    super(`Slack could not say which workspace ${what}'s token is for, so Herald cannot tell whether this workspace is already another identity's`, options);
+    this.name = 'WorkspaceUnknownError';
+  }
+}
+
 /** An install for an identity that is not declared `name=install` (any more). */
 export class NotInstallableError extends Error {
   constructor(identity: string) {
@@ -70,6 +82,8 @@ export interface InstalledWorkspace {
   readonly teamId: string;
   readonly botUserId: string;
   readonly token: string;
+  /** When this install was made: a later one (another workspace, a new token) has another. */
+  readonly installedAt: Date;
 }
 
 /** The installations table and the states of installs under way: one query each. */
@@ -79,11 +93,26 @@ export class SlackInstallations {
     private readonly key: Buffer,
   ) {}
 
+  /**
+   * Slack said the app left workspace `team` (app_uninstalled, tokens_revoked): its installation,
+   * if an identity's, is revoked (kept, with when). The identities it was, none when it was none's.
+   */
+  async revokeTeam(team: string, now: Date): Promise<string[]> {
+    const rows = await this.db.updateTable('slack_installations').set({ revoked_at: now }).where('team_id', '=', team).where('revoked_at', 'is', null).returning('identity').execute();
+    return rows.map((r) => r.identity);
+  }
+
+  /** When the identity's installation was revoked (its workspace uninstalled the app); undefined: it is not. */
+  async revokedAt(identity: string): Promise<Date | undefined> {
+    const row = await this.db.selectFrom('slack_installations').select('revoked_at').where('identity', '=', identity).executeTakeFirst();
+    return row?.revoked_at === null || row?.revoked_at === undefined ? undefined : new Date(row.revoked_at);
+  }
+
   /** The identity's workspace, when the app is installed there (and not revoked). */
   async find(identity: string): Promise<InstalledWorkspace | undefined> {
-    const row = await this.db.selectFrom('slack_installations').select(['team_id', 'bot_user_id', 'bot_token']).where('identity', '=', identity).where('revoked_at', 'is', null).executeTakeFirst();
+    const row = await this.db.selectFrom('slack_installations').select(['team_id', 'bot_user_id', 'bot_token', 'installed_at']).where('identity', '=', identity).where('revoked_at', 'is', null).executeTakeFirst();
     if (row === undefined) return undefined;
-    return { teamId: row.team_id, botUserId: row.bot_user_id, token: unseal(this.key, row.bot_token, identity) };
+    return { teamId: row.team_id, botUserId: row.bot_user_id, token: unseal(this.key, row.bot_token, identity), installedAt: new Date(row.installed_at) };
   }
 
   /**
@@ -125,10 +154,13 @@ export class SlackInstallations {
       generateStateParam: async (options: InstallURLOptions) => {
         const state = randomBytes(32).toString('base64url');
         const at = now();
+        // The install route's metadata: the identity, and the hash of the installer's binder cookie.
+        const { identity, binderHash } = JSON.parse(options.metadata ?? '{}') as { identity?: string; binderHash?: string };
+        if (identity === undefined || binderHash === undefined) throw new Error('an install starts only from the install route');
         await this.db.deleteFrom('slack_install_states').where('expires_at', '<', at).execute();
         await this.db
           .insertInto('slack_install_states')
-          .values({ state_hash: hashOf(state), identity: String(options.metadata ?? ''), redirect_uri: options.redirectUri ?? '', expires_at: new Date(at.getTime() + STATE_MS) })
+          .values({ state_hash: hashOf(state), binder_hash: binderHash, identity, redirect_uri: options.redirectUri ?? '', expires_at: new Date(at.getTime() + STATE_MS) })
           .execute();
         return state;
       },
@@ -138,6 +170,18 @@ export class SlackInstallations {
         return { scopes: BOT_SCOPES, redirectUri: row.redirect_uri, metadata: row.identity };
       },
     };
+  }
+
+  /**
+   * Whether the browser finishing an install is the one that started it: its binder cookie's hash
+   * is the state's. True for a state Herald does not know (the provider then refuses it, as unknown).
+   */
+  async boundTo(state: string, binder: string | undefined): Promise<boolean> {
+    const row = await this.db.selectFrom('slack_install_states').select('binder_hash').where('state_hash', '=', hashOf(state)).executeTakeFirst();
+    if (row === undefined) return true;
+    const given = Buffer.from(hashOf(binder ?? ''), 'hex');
+    const kept = Buffer.from(row.binder_hash, 'hex');
+    return binder !== undefined && given.length === kept.length && timingSafeEqual(given, kept);
   }
 }
 
@@ -213,9 +257,13 @@ export function installRoutes(o: InstallRoutesOptions): Router {
       return;
     }
     const redirectUri = `${ctx.protocol}://${ctx.host}${REDIRECT_PATH}`;
+    // The binder: a secret of this browser's, in a cookie no URL carries (the state is in Slack's
+    // URLs, and @slack/oauth's own cookie holds the state itself). Only its hash is kept, with the state.
+    const binder = randomBytes(32).toString('base64url');
+    ctx.res.setHeader('Set-Cookie', `${BINDER_COOKIE}=${binder}; Path=${REDIRECT_PATH}; HttpOnly; SameSite=Lax; Max-Age=${STATE_MS / 1000}${ctx.protocol === 'https' ? '; Secure' : ''}`);
     ctx.respond = false;
     try {
-      await provider.handleInstallPath(ctx.req, ctx.res, undefined, { scopes: BOT_SCOPES, redirectUri, metadata: identity });
+      await provider.handleInstallPath(ctx.req, ctx.res, undefined, { scopes: BOT_SCOPES, redirectUri, metadata: JSON.stringify({ identity, binderHash: hashOf(binder) }) });
     } catch (err) {
       o.log.error({ err: errorSummary(err), identity }, 'could not start a Slack install');
       plain(ctx.res, 503, 'Herald could not start the install (its store did not answer); try again.');
@@ -223,6 +271,14 @@ export function installRoutes(o: InstallRoutesOptions): Router {
   });
   router.get(REDIRECT_PATH, async (ctx) => {
     ctx.respond = false;
+    // Finished only by the browser that started it: a state seen elsewhere (a shared link, a
+    // history) with a cookie written by hand does not carry the binder.
+    const state = typeof ctx.query['state'] === 'string' ? ctx.query['state'] : undefined;
+    if (state !== undefined && !(await o.installations.boundTo(state, ctx.cookies.get(BINDER_COOKIE)))) {
+      o.log.warn('Slack install refused: finished by another browser than the one that started it');
+      plain(ctx.res, 400, "Refused: this install was started in another browser (its binder cookie is missing or not this install's). Nothing was stored; start the install again from Herald.");
+      return;
+    }
     await provider.handleCallback(ctx.req, ctx.res, {
       success: (installation) => {
         const identity = String(installation.metadata ?? '');
@@ -256,6 +312,7 @@ async function store(o: InstallRoutesOptions, installation: Installation<'v1' | 
 function refusal(error: CodedError): { status: number; text: string } {
   const again = 'Nothing was stored; start the install again from Herald.';
   if (error instanceof WorkspaceTakenError) return { status: 409, text: `Refused: ${error.message}. ${again}` };
+  if (error instanceof WorkspaceUnknownError) return { status: 503, text: `Not now: ${error.message}. ${again}` };
   if (error instanceof NotInstallableError) return { status: 400, text: `Refused: ${error.message}. ${again}` };
   switch (error.code) {
     case 'slack_oauth_invalid_state':
@@ -280,5 +337,6 @@ function plain(res: ServerResponse, status: number, text: string): void {
   res.statusCode = status;
   res.setHeader('Content-Type', 'text/plain; charset=utf-8');
   res.setHeader('Cache-Control', 'no-store');
+  res.setHeader('X-Content-Type-Options', 'nosniff');
   res.end(`${text}\n`);
 }

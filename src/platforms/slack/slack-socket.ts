@@ -34,6 +34,11 @@ export interface SlackSocketOptions {
    * Without it no invoker manages the workspace, and Herald's own messages are told apart by nothing.
    */
   client?: SlackClient | undefined;
+  /**
+   * Slack says the app was uninstalled from a workspace, or its bot token there revoked
+   * (`app_uninstalled`, `tokens_revoked` naming a bot): heard from every workspace the app is in.
+   */
+  onUninstalled?: ((teamId: string, event: 'app_uninstalled' | 'tokens_revoked') => void) | undefined;
 }
 
 /** What @slack/socket-mode hands its `slack_event` listeners: one envelope and its ack. */
@@ -53,6 +58,8 @@ interface MessageEvent {
   text?: string;
   ts?: string;
   team?: string;
+  /** tokens_revoked: the users whose tokens went (`bot`: the bot's). */
+  tokens?: { oauth?: string[]; bot?: string[] };
 }
 
 /**
@@ -146,12 +153,22 @@ export class SlackSocket implements Inbound {
       case 'events_api':
         // Acked first: Slack resends an envelope not acked in time, and a listener may be slow.
         await envelope.ack();
+        if (this.uninstalled(envelope.body?.event, envelope.body?.team_id)) return;
         if (envelope.body?.event?.type === 'message' && (await this.ownWorkspace(envelope.body.team_id)) === true) await this.emit(envelope.body.event, envelope.body.team_id);
         return;
       default:
         // Anything else the app is subscribed to (interactivity, options) is not Herald's: acked so Slack does not resend it.
         if (envelope.envelope_id !== undefined) await envelope.ack();
     }
+  }
+
+  /** Whether the event says the app left a workspace (told to onUninstalled), from whichever workspace. */
+  private uninstalled(event: MessageEvent | undefined, teamId: string | undefined): boolean {
+    if (teamId === undefined || event === undefined) return false;
+    if (event.type === 'app_uninstalled') this.o.onUninstalled?.(teamId, 'app_uninstalled');
+    else if (event.type === 'tokens_revoked' && (event.tokens?.bot?.length ?? 0) > 0) this.o.onUninstalled?.(teamId, 'tokens_revoked');
+    else return false;
+    return true;
   }
 
   private async emit(event: MessageEvent, teamId: string | undefined): Promise<void> {

@@ -4,6 +4,7 @@ import type Router from '@koa/router';
 import type { Pacer } from '../../infra/db/shared-pacer.js';
 import { errorSummary } from '../../infra/errors.js';
 import { StartupError } from '../../infra/startup.js';
+import { DEFAULT_IDENTITY } from '../../infra/policy/identity.js';
 import type { Singleton } from '../../infra/db/singleton.js';
 import { stateOf } from '../singleton-state.js';
 import type { RunningPlatform, PlatformServices } from '../plugin.js';
@@ -16,7 +17,8 @@ import { SlackChat } from './slack-chat.js';
 import { SlackSocket } from './slack-socket.js';
 import { SlackPlatform } from './slack-platform.js';
 import type { Kysely } from 'kysely';
-import { installRoutes, SlackInstallations, INSTALL_PATH, type SlackInstallDb } from './slack-install.js';
+import { SealedSecretError } from './credentials.js';
+import { installRoutes, SlackInstallations, INSTALL_PATH, WorkspaceUnknownError, type SlackInstallDb } from './slack-install.js';
 
 /** At most this long to ask Slack whether it accepts the token before starting anyway. */
 const TOKEN_CHECK_MS = 10_000;
@@ -86,28 +88,40 @@ export async function startSlack(config: SlackConfig, services: PlatformServices
   // Herald (slack-install.ts), with the token read from the store, on whichever replica installed it.
   const installs = config.identities.filter((i) => i.install === true).map((i) => i.name);
   let routes: Router[] = [];
+  let installations: SlackInstallations | undefined;
+  let pending: { name: string; bot: InstalledBot }[] = [];
   if (installs.length > 0) {
     const { clientId, clientSecret, credentialsKey } = config;
     if (clientId === undefined || clientSecret === undefined || credentialsKey === undefined) throw new StartupError(`HERALD_SLACK_IDENTITIES installs ${installs.join(', ')} from Herald: set SLACK_CLIENT_ID, SLACK_CLIENT_SECRET and HERALD_CREDENTIALS_KEY`);
-    const installations = new SlackInstallations(services.db as Kysely<SlackInstallDb>, credentialsKey);
-    const pending = installs.map((name) => ({ name, bot: new InstalledBot(name, installations, (token) => speaker(config, token, services, log.child({ identity: name }))) }));
+    const store = new SlackInstallations(services.db as Kysely<SlackInstallDb>, credentialsKey);
+    installations = store;
+    pending = installs.map((name) => ({ name, bot: new InstalledBot(name, store, (token) => speaker(config, token, services, log.child({ identity: name }))) }));
     others.push(...pending);
-    const teamOf = async (bot: Speaker): Promise<string | undefined> => bot.transport.identity(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS))).then((me) => me.teamId, () => undefined);
+    // Which workspace a token is for, as Slack says; a token Slack cannot be asked about stops the
+    // install (WorkspaceUnknownError, "try again"): unknown is not free.
+    const teamOf = async (bot: Speaker, what: string): Promise<string | undefined> =>
+      bot.transport.identity(AbortSignal.timeout(Math.min(config.timeoutMs, TOKEN_CHECK_MS))).then(
+        (me) => me.teamId,
+        (err: unknown) => {
+          throw new WorkspaceUnknownError(what, { cause: err });
+        },
+      );
     routes = [
       installRoutes({
         clientId,
         clientSecret,
         apiUrl: config.apiUrl,
         timeoutMs: config.timeoutMs,
-        installations,
+        installations: store,
         installable: installs,
         // The workspaces of the tokens Herald was given (SLACK_BOT_TOKEN's, env/file ones'): an install there would be a second identity for one workspace.
         tokenOwnerOf: async (team) => {
-          if ((await teamOf(main)) === team) return 'SLACK_BOT_TOKEN';
-          for (const o of others) if (!(o.bot instanceof InstalledBot) && (await teamOf(o.bot)) === team) return o.name;
+          if ((await teamOf(main, 'SLACK_BOT_TOKEN')) === team) return 'SLACK_BOT_TOKEN';
+          for (const o of others) if (!(o.bot instanceof InstalledBot) && (await teamOf(o.bot, `identity ${o.name}`)) === team) return o.name;
           return undefined;
         },
-        installed: (identity) => void pending.find((p) => p.name === identity)?.bot.current().catch(() => undefined),
+        // This replica speaks with the new token at once; the others within INSTALL_REREAD_MS.
+        installed: (identity) => void pending.find((p) => p.name === identity)?.bot.reread().catch(() => undefined),
         log,
         now: () => services.clock.now(),
       }),
@@ -115,7 +129,21 @@ export async function startSlack(config: SlackConfig, services: PlatformServices
   }
   // Socket Mode (slash commands, messages others write) needs the app-level token; only a serving
   // process connects, once the modules are up. It hears the default's workspace.
-  const socket = config.appToken !== undefined ? new SlackSocket({ appToken: config.appToken, apiUrl: config.apiUrl, log, client: main.transport.api }) : undefined;
+  // It also hears Slack say the app left a workspace: an installed identity there is revoked (every
+  // replica's bot for it stops within INSTALL_REREAD_MS); a token Herald was given fails on its next use.
+  const onUninstalled = (team: string, event: string): void => {
+    log.warn({ team, event }, 'Slack says the app was uninstalled from a workspace (or its bot token revoked)');
+    installations?.revokeTeam(team, services.clock.now()).then(
+      (names) => {
+        for (const name of names) {
+          log.warn({ identity: name, team }, 'Slack install revoked: the identity speaks no more until installed again');
+          void pending.find((p) => p.name === name)?.bot.reread().catch(() => undefined);
+        }
+      },
+      (err: unknown) => log.error({ err: errorSummary(err), team }, 'could not record a Slack uninstall; the identity fails on its next send instead'),
+    );
+  };
+  const socket = config.appToken !== undefined ? new SlackSocket({ appToken: config.appToken, apiUrl: config.apiUrl, log, client: main.transport.api, onUninstalled }) : undefined;
   const watchSocket = socket !== undefined && services.serving;
   // One Socket Mode connection across the serving replicas, held under the lease `slack:socket`
   // (as Discord's gateway): the holder answers slash commands and reads messages others write.
@@ -135,7 +163,9 @@ export async function startSlack(config: SlackConfig, services: PlatformServices
     // Each other workspace's bot, under its identity's name, once Slack refused its token: it
     // sends nothing until restarted with a valid one, and leaves the replica ready for the others.
     routes,
-    identityReadiness: () => Object.fromEntries(others.flatMap((o) => (Object.keys(o.bot.readiness()).length > 0 ? [[o.name, o.bot.readiness()]] : []))),
+    // The default bot's own refused token is here too, under `default`: /readyz and the status
+    // page say it, and the replica stays ready for every other platform.
+    identityReadiness: () => Object.fromEntries([{ name: DEFAULT_IDENTITY, bot: main }, ...others].flatMap((o) => (Object.keys(o.bot.readiness()).length > 0 ? [[o.name, o.bot.readiness()]] : []))),
     async serve(surfaces) {
       if (!watchSocket) return;
       const commands = surfaces.commands ?? { definitions: [], run: async (invocation) => `Unknown command /${invocation.name}.` };
@@ -179,6 +209,12 @@ interface Speaker {
   readiness(): Record<string, string>;
 }
 
+/**
+ * An installed bot's token is read from the store again this often while it is used, so a
+ * re-install (another workspace, a new token) or an uninstall on any replica reaches every replica.
+ */
+const INSTALL_REREAD_MS = 5_000;
+
 /** Facet methods answered at once, from the facet's own code (checks of an argument's shape): no bot needed. */
 const SYNC_METHODS = new Set(['check', 'checkSender', 'checkChannel', 'checkText']);
 
@@ -191,7 +227,12 @@ const SYNC_METHODS = new Set(['check', 'checkSender', 'checkChannel', 'checkText
 class InstalledBot implements Speaker {
   readonly transport: SlackPlatform;
   readonly facets: Platform;
-  private bot: Speaker | undefined;
+  /** The installed bot, and the install it speaks for (its `installed_at`). */
+  private bot: { speaker: Speaker; installedAt: number } | undefined;
+  /** When the store was last read (performance.now()). */
+  private readAt = 0;
+  /** Why the last read gave no bot, when not "not installed": the row does not open. */
+  private problem: string | undefined;
   private reading: Promise<Speaker> | undefined;
 
   constructor(
@@ -222,33 +263,60 @@ class InstalledBot implements Speaker {
         const facet = t[k];
         return facet === undefined ? [] : [[k, deferred(facet as object, (p) => p[k] as object | undefined)]];
       })),
-      messageUrl: (scope, channelId, ts) => (this.bot ?? template).facets.messageUrl(scope, channelId, ts),
+      messageUrl: (scope, channelId, ts) => (this.bot?.speaker ?? template).facets.messageUrl(scope, channelId, ts),
     };
   }
 
-  /** The installed bot; read from the store until it is there. */
+  /**
+   * The installed bot: read from the store until it is there, and again every INSTALL_REREAD_MS.
+   * A new install of the identity (its `installed_at` moved: another workspace, a new token)
+   * replaces the bot; an uninstalled one (no row) stops it. A store that cannot be read keeps the
+   * bot it knows.
+   */
   current(): Promise<Speaker> {
-    if (this.bot !== undefined) return Promise.resolve(this.bot);
+    if (this.bot !== undefined && performance.now() - this.readAt < INSTALL_REREAD_MS) return Promise.resolve(this.bot.speaker);
     this.reading ??= this.installations.find(this.name).then(
-      (found) => {
+      async (found) => {
         this.reading = undefined;
-        if (found === undefined) throw new TransportError({ kind: 'rejected', detail: `the Slack workspace of identity ${this.name} is not installed yet: install the app there from Herald (GET ${INSTALL_PATH}?identity=${this.name}, admin token)` });
-        return (this.bot ??= this.make(found.token));
+        this.readAt = performance.now();
+        this.problem = undefined;
+        if (found === undefined) {
+          this.bot = undefined;
+          const revoked = await this.installations.revokedAt(this.name).catch(() => undefined);
+          if (revoked !== undefined) this.problem = `uninstalled (Slack said so at ${revoked.toISOString()}): install it again`;
+          const why = revoked !== undefined ? 'was uninstalled' : 'is not installed yet';
+          throw new TransportError({ kind: 'rejected', detail: `the Slack workspace of identity ${this.name} ${why}: install the app there from Herald (GET ${INSTALL_PATH}?identity=${this.name}, admin token)` });
+        }
+        const installedAt = found.installedAt.getTime();
+        if (this.bot?.installedAt !== installedAt) this.bot = { speaker: this.make(found.token), installedAt };
+        return this.bot.speaker;
       },
       (err: unknown) => {
         this.reading = undefined;
         if (err instanceof TransportError) throw err;
+        if (err instanceof SealedSecretError) {
+          this.bot = undefined;
+          this.problem = 'its sealed token does not open (HERALD_CREDENTIALS_KEY is not the one it was sealed with): install it again, or restore the key';
+          throw new TransportError({ kind: 'rejected', detail: `identity ${this.name}'s Slack installation: ${this.problem}` });
+        }
+        if (this.bot !== undefined) return this.bot.speaker;
         throw new TransportError({ kind: 'transient', detail: `could not read identity ${this.name}'s Slack installation (${errorSummary(err)})` });
       },
     );
     return this.reading;
   }
 
+  /** Read the store now (this replica installed it): the next use speaks with the new token. */
+  reread(): Promise<Speaker> {
+    this.readAt = 0;
+    return this.current();
+  }
+
   readiness(): Record<string, string> {
-    if (this.bot !== undefined) return this.bot.readiness();
+    if (this.bot !== undefined) return this.bot.speaker.readiness();
     // Looked up again (another replica may have installed it): the next probe says what it found.
     this.current().catch(() => undefined);
-    return { slack_install: 'not installed' };
+    return { slack_install: this.problem ?? 'not installed' };
   }
 }
 

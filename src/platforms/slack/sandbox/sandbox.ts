@@ -78,7 +78,8 @@ export class SlackSandbox {
     clientSecret: this.clientSecret,
     workspaces: () => [
       { ids: SLACK_SANDBOX_IDS, botToken: this.botToken, issue: () => undefined },
-      ...[...this.others.values()].map((o) => ({ ids: o.ids, botToken: o.botToken, issue: () => void this.notIssued.delete(o.botToken) })),
+      // Installed again after an uninstall: its token works again (Slack would hand a new one; the same serves the sandbox).
+      ...[...this.others.values()].map((o) => ({ ids: o.ids, botToken: o.botToken, issue: () => void (this.notIssued.delete(o.botToken), this.revoked.delete(o.botToken)) })),
     ],
   });
 
@@ -162,9 +163,17 @@ export class SlackSandbox {
     return other;
   }
 
-  /** The workspace `name` uninstalls the app: its bot token is answered token_revoked from now on. */
-  uninstall(name: string): void {
-    this.revoked.add(this.other(name).botToken);
+  /**
+   * The workspace `name` (none: the sandbox's own) uninstalls the app: its bot token is answered
+   * token_revoked from now on.
+   */
+  uninstall(name?: string): void {
+    const workspace = name === undefined ? this.workspace : this.other(name).workspace;
+    this.revoked.add(name === undefined ? this.botToken : this.other(name).botToken);
+    // As Slack does: the app hears it over Socket Mode, naming the workspace (both events; the bot's token among those revoked).
+    const { user } = workspace.ids.bot;
+    this.sendAppEvent(workspace, { type: 'tokens_revoked', tokens: { oauth: [], bot: [user] }, event_ts: `${Date.now() / 1000}` });
+    this.sendAppEvent(workspace, { type: 'app_uninstalled', event_ts: `${Date.now() / 1000}` });
   }
 
   /** The channel's messages, oldest first, as stored (thread replies and metadata included), in whichever workspace holds it. */
@@ -288,6 +297,16 @@ export class SlackSandbox {
   }
 
   /** The app hears the messages of the conversations its bot is in (its own too), as a message event. */
+  /** An event about the app in a workspace (uninstalled, tokens revoked), over Socket Mode when the app is connected. */
+  private sendAppEvent(workspace: SlackWorkspace, event: Record<string, unknown>): void {
+    const socketMode = this.socketMode;
+    if (socketMode === undefined || !socketMode.connected()) return;
+    const { team, appId } = workspace.ids;
+    socketMode
+      .deliver('events_api', { token: 'sandbox-verification-token', team_id: team, api_app_id: appId, event, type: 'event_callback', event_id: `Ev${randomBytes(5).toString('hex').toUpperCase()}`, event_time: Math.floor(Date.now() / 1000) })
+      .catch(() => undefined);
+  }
+
   private sendMessageEvent(workspace: SlackWorkspace, conversation: SlackConversation, message: SlackMessage): void {
     const socketMode = this.socketMode;
     if (socketMode === undefined || !socketMode.connected() || !conversation.members.includes(workspace.ids.bot.user)) return;

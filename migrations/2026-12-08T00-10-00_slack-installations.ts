@@ -6,7 +6,8 @@ import { type Kysely, sql } from 'kysely';
 // `name=install` of HERALD_SLACK_IDENTITIES), one row per identity, read by every replica. The
 // tokens are sealed (AES-256-GCM under HERALD_CREDENTIALS_KEY), never stored in clear. One
 // workspace is one identity's: a unique team among the rows not revoked. And the OAuth states
-// of installs under way, each good once, kept here so any replica can finish an install.
+// of installs under way, each good once, kept here so any replica can finish an install, each
+// with the hash of the installer's own cookie (only the browser that started it finishes it).
 export async function up(db: Kysely<any>): Promise<void> {
   await db.schema
     .createTable('slack_installations')
@@ -25,6 +26,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema
     .createTable('slack_install_states')
     .addColumn('state_hash', 'text', (c) => c.primaryKey())
+    .addColumn('binder_hash', 'text', (c) => c.notNull())
     .addColumn('identity', 'text', (c) => c.notNull())
     .addColumn('redirect_uri', 'text', (c) => c.notNull())
     .addColumn('expires_at', 'timestamptz', (c) => c.notNull())
