@@ -8,6 +8,8 @@ import { type Kysely, sql } from 'kysely';
 // workspace is one identity's: a unique team among the rows not revoked. And the OAuth states
 // of installs under way, each good once, kept here so any replica can finish an install, each
 // with the hash of the installer's own cookie (only the browser that started it finishes it).
+// With Slack's token rotation the bot token expires (12 h): when it was issued, and the short
+// lease of the one replica refreshing it (a refresh token is good once).
 export async function up(db: Kysely<any>): Promise<void> {
   await db.schema
     .createTable('slack_installations')
@@ -18,6 +20,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('bot_token', 'text', (c) => c.notNull())
     .addColumn('refresh_token', 'text')
     .addColumn('token_expires_at', 'timestamptz')
+    .addColumn('token_issued_at', 'timestamptz')
+    .addColumn('refreshing_until', 'timestamptz')
     .addColumn('installed_at', 'timestamptz', (c) => c.notNull())
     .addColumn('revoked_at', 'timestamptz')
     .execute();

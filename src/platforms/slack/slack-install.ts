@@ -34,6 +34,10 @@ export interface SlackInstallationTable {
   bot_token: string;
   refresh_token: string | null;
   token_expires_at: Date | null;
+  /** When the bot token was handed over (by the install, or the last refresh). */
+  token_issued_at: Date | null;
+  /** Until when one replica is refreshing the token (Slack's token rotation): a refresh token is good once. */
+  refreshing_until: Date | null;
   installed_at: Date;
   revoked_at: Date | null;
 }
@@ -84,6 +88,16 @@ export interface InstalledWorkspace {
   readonly token: string;
   /** When this install was made: a later one (another workspace, a new token) has another. */
   readonly installedAt: Date;
+  /** With Slack's token rotation: when the token was handed over, and when it expires. */
+  readonly issuedAt: Date | undefined;
+  readonly expiresAt: Date | undefined;
+}
+
+/** A rotated token pair, as oauth.v2.access (grant_type=refresh_token) answers it. */
+export interface RefreshedTokens {
+  readonly botToken: string;
+  readonly refreshToken: string;
+  readonly expiresAt: Date;
 }
 
 /** The installations table and the states of installs under way: one query each. */
@@ -110,10 +124,40 @@ export class SlackInstallations {
 
   /** The identity's workspace, when the app is installed there (and not revoked). */
   async find(identity: string): Promise<InstalledWorkspace | undefined> {
-    const row = await this.db.selectFrom('slack_installations').select(['team_id', 'bot_user_id', 'bot_token', 'installed_at']).where('identity', '=', identity).where('revoked_at', 'is', null).executeTakeFirst();
+    const row = await this.db.selectFrom('slack_installations').select(['team_id', 'bot_user_id', 'bot_token', 'installed_at', 'token_issued_at', 'token_expires_at']).where('identity', '=', identity).where('revoked_at', 'is', null).executeTakeFirst();
     if (row === undefined) return undefined;
-    return { teamId: row.team_id, botUserId: row.bot_user_id, token: unseal(this.key, row.bot_token, identity), installedAt: new Date(row.installed_at) };
+    const date = (d: Date | null): Date | undefined => (d === null ? undefined : new Date(d));
+    return { teamId: row.team_id, botUserId: row.bot_user_id, token: unseal(this.key, row.bot_token, identity), installedAt: new Date(row.installed_at), issuedAt: date(row.token_issued_at), expiresAt: date(row.token_expires_at) };
   }
+
+  /**
+   * Take the refresh of the identity's token (Slack's token rotation) for `leaseMs`: its refresh
+   * token, unless another replica is refreshing it now or it has none. One refresh at a time
+   * across every replica: Slack spends a refresh token as it is used.
+   */
+  async takeRefresh(identity: string, now: Date, leaseMs: number): Promise<string | undefined> {
+    const row = await this.db
+      .updateTable('slack_installations')
+      .set({ refreshing_until: new Date(now.getTime() + leaseMs) })
+      .where('identity', '=', identity)
+      .where('revoked_at', 'is', null)
+      .where('refresh_token', 'is not', null)
+      .where((eb) => eb.or([eb('refreshing_until', 'is', null), eb('refreshing_until', '<', now)]))
+      .returning('refresh_token')
+      .executeTakeFirst();
+    return row?.refresh_token == null ? undefined : unseal(this.key, row.refresh_token, `${identity}:refresh`);
+  }
+
+  /** Keep the tokens a refresh gave (and end the refresh); a revoked install keeps none. */
+  async refreshed(identity: string, tokens: RefreshedTokens, now: Date): Promise<void> {
+    await this.db
+      .updateTable('slack_installations')
+      .set({ bot_token: seal(this.key, tokens.botToken, identity), refresh_token: seal(this.key, tokens.refreshToken, `${identity}:refresh`), token_expires_at: tokens.expiresAt, token_issued_at: now, refreshing_until: null })
+      .where('identity', '=', identity)
+      .where('revoked_at', 'is', null)
+      .execute();
+  }
+
 
   /**
    * Keep the identity's installation (a new install of it replaces the last), in one transaction
@@ -129,6 +173,8 @@ export class SlackInstallations {
       bot_token: seal(this.key, i.botToken, identity),
       refresh_token: i.refreshToken === undefined ? null : seal(this.key, i.refreshToken, `${identity}:refresh`),
       token_expires_at: i.expiresAt ?? null,
+      token_issued_at: now,
+      refreshing_until: null,
       installed_at: now,
       revoked_at: null,
     };

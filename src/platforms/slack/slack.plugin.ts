@@ -11,14 +11,15 @@ import type { RunningPlatform, PlatformServices } from '../plugin.js';
 import { TransportError, type Platform } from '../platform.js';
 import type { TokenIdentity } from '../identity-tokens.js';
 import type { SlackConfig } from './settings.js';
-import { slackErrorCode, TOKEN_REFUSED } from './slack-client.js';
+import { SILENT, slackErrorCode, TOKEN_REFUSED } from './slack-client.js';
 import { burstPacerFor, tierOf } from './slack-pacer.js';
 import { SlackChat } from './slack-chat.js';
 import { SlackSocket } from './slack-socket.js';
 import { SlackPlatform } from './slack-platform.js';
 import type { Kysely } from 'kysely';
 import { SealedSecretError } from './credentials.js';
-import { installRoutes, SlackInstallations, INSTALL_PATH, WorkspaceUnknownError, type SlackInstallDb } from './slack-install.js';
+import { installRoutes, SlackInstallations, INSTALL_PATH, WorkspaceUnknownError, type InstalledWorkspace, type RefreshedTokens, type SlackInstallDb } from './slack-install.js';
+import { LogLevel, WebClient } from '@slack/web-api';
 
 /** At most this long to ask Slack whether it accepts the token before starting anyway. */
 const TOKEN_CHECK_MS = 10_000;
@@ -95,7 +96,15 @@ export async function startSlack(config: SlackConfig, services: PlatformServices
     if (clientId === undefined || clientSecret === undefined || credentialsKey === undefined) throw new StartupError(`HERALD_SLACK_IDENTITIES installs ${installs.join(', ')} from Herald: set SLACK_CLIENT_ID, SLACK_CLIENT_SECRET and HERALD_CREDENTIALS_KEY`);
     const store = new SlackInstallations(services.db as Kysely<SlackInstallDb>, credentialsKey);
     installations = store;
-    pending = installs.map((name) => ({ name, bot: new InstalledBot(name, store, (token) => speaker(config, token, services, log.child({ identity: name }))) }));
+    // Slack's token rotation, where the app has it on: a refresh token traded for new tokens.
+    const oauth = new WebClient(undefined, { slackApiUrl: config.apiUrl, timeout: config.timeoutMs, retryConfig: { retries: 0 }, logger: SILENT, logLevel: LogLevel.ERROR });
+    const refresh = async (refreshToken: string): Promise<RefreshedTokens> => {
+      const r = await oauth.oauth.v2.access({ client_id: clientId, client_secret: clientSecret, grant_type: 'refresh_token', refresh_token: refreshToken });
+      if (r.access_token === undefined || r.refresh_token === undefined || r.expires_in === undefined) throw new Error('Slack answered a token refresh without the tokens');
+      return { botToken: r.access_token, refreshToken: r.refresh_token, expiresAt: new Date(services.clock.now().getTime() + r.expires_in * 1000) };
+    };
+    const rotation = { refresh, now: () => services.clock.now(), log };
+    pending = installs.map((name) => ({ name, bot: new InstalledBot(name, store, (token) => speaker(config, token, services, log.child({ identity: name })), rotation) }));
     others.push(...pending);
     // Which workspace a token is for, as Slack says; a token Slack cannot be asked about stops the
     // install (WorkspaceUnknownError, "try again"): unknown is not free.
@@ -214,6 +223,12 @@ interface Speaker {
  * re-install (another workspace, a new token) or an uninstall on any replica reaches every replica.
  */
 const INSTALL_REREAD_MS = 5_000;
+/**
+ * With Slack's token rotation (access tokens expire, 12 h on Slack), a token is refreshed once half
+ * its life has passed, by one replica at a time: it holds the refresh this long (the next try, if
+ * it failed, comes after it).
+ */
+const REFRESH_LEASE_MS = 30_000;
 
 /** Facet methods answered at once, from the facet's own code (checks of an argument's shape): no bot needed. */
 const SYNC_METHODS = new Set(['check', 'checkSender', 'checkChannel', 'checkText']);
@@ -227,10 +242,12 @@ const SYNC_METHODS = new Set(['check', 'checkSender', 'checkChannel', 'checkText
 class InstalledBot implements Speaker {
   readonly transport: SlackPlatform;
   readonly facets: Platform;
-  /** The installed bot, and the install it speaks for (its `installed_at`). */
-  private bot: { speaker: Speaker; installedAt: number } | undefined;
+  /** The installed bot, and the token it speaks with (a new install, or a refresh, brings another). */
+  private bot: { speaker: Speaker; token: string } | undefined;
   /** When the store was last read (performance.now()). */
   private readAt = 0;
+  /** When the token it speaks with is due for a refresh (wall clock, ms; Infinity: it does not expire). */
+  private dueAt = Infinity;
   /** Why the last read gave no bot, when not "not installed": the row does not open. */
   private problem: string | undefined;
   private reading: Promise<Speaker> | undefined;
@@ -239,6 +256,8 @@ class InstalledBot implements Speaker {
     private readonly name: string,
     private readonly installations: SlackInstallations,
     private readonly make: (token: string) => Speaker,
+    /** Slack's token rotation: trade a refresh token for new tokens (oauth.v2.access, grant_type=refresh_token). */
+    private readonly rotation: { refresh(refreshToken: string): Promise<RefreshedTokens>; now(): Date; log: Logger },
   ) {
     // A stand-in for the shapes of the facets (never called: its token is no token).
     const template = facetsOf(new SlackPlatform({ token: 'xoxb-not-installed', apiUrl: 'http://127.0.0.1:9/', timeoutMs: 1 }), undefined);
@@ -274,36 +293,82 @@ class InstalledBot implements Speaker {
    * bot it knows.
    */
   current(): Promise<Speaker> {
-    if (this.bot !== undefined && performance.now() - this.readAt < INSTALL_REREAD_MS) return Promise.resolve(this.bot.speaker);
-    this.reading ??= this.installations.find(this.name).then(
-      async (found) => {
-        this.reading = undefined;
-        this.readAt = performance.now();
-        this.problem = undefined;
-        if (found === undefined) {
-          this.bot = undefined;
-          const revoked = await this.installations.revokedAt(this.name).catch(() => undefined);
-          if (revoked !== undefined) this.problem = `uninstalled (Slack said so at ${revoked.toISOString()}): install it again`;
-          const why = revoked !== undefined ? 'was uninstalled' : 'is not installed yet';
-          throw new TransportError({ kind: 'rejected', detail: `the Slack workspace of identity ${this.name} ${why}: install the app there from Herald (GET ${INSTALL_PATH}?identity=${this.name}, admin token)` });
-        }
-        const installedAt = found.installedAt.getTime();
-        if (this.bot?.installedAt !== installedAt) this.bot = { speaker: this.make(found.token), installedAt };
-        return this.bot.speaker;
-      },
-      (err: unknown) => {
-        this.reading = undefined;
-        if (err instanceof TransportError) throw err;
-        if (err instanceof SealedSecretError) {
-          this.bot = undefined;
-          this.problem = 'its sealed token does not open (HERALD_CREDENTIALS_KEY is not the one it was sealed with): install it again, or restore the key';
-          throw new TransportError({ kind: 'rejected', detail: `identity ${this.name}'s Slack installation: ${this.problem}` });
-        }
-        if (this.bot !== undefined) return this.bot.speaker;
-        throw new TransportError({ kind: 'transient', detail: `could not read identity ${this.name}'s Slack installation (${errorSummary(err)})` });
-      },
-    );
+    const fresh = performance.now() - this.readAt < INSTALL_REREAD_MS && this.rotation.now().getTime() < this.dueAt;
+    if (this.bot !== undefined && fresh) return Promise.resolve(this.bot.speaker);
+    this.reading ??= this.read().finally(() => (this.reading = undefined));
     return this.reading;
+  }
+
+  /** One read of the store (current() shares it among its callers). */
+  private async read(): Promise<Speaker> {
+    let found: InstalledWorkspace | undefined;
+    try {
+      found = await this.installations.find(this.name);
+      // Half its life gone (Slack's token rotation): refreshed first, by this replica or another.
+      if (found !== undefined && this.due(found) && (await this.rotate())) found = await this.installations.find(this.name);
+    } catch (err) {
+      if (err instanceof SealedSecretError) {
+        this.bot = undefined;
+        this.problem = 'its sealed token does not open (HERALD_CREDENTIALS_KEY is not the one it was sealed with): install it again, or restore the key';
+        throw new TransportError({ kind: 'rejected', detail: `identity ${this.name}'s Slack installation: ${this.problem}` });
+      }
+      // The store did not answer: the bot it knows speaks on meanwhile.
+      if (this.bot !== undefined) return this.bot.speaker;
+      throw new TransportError({ kind: 'transient', detail: `could not read identity ${this.name}'s Slack installation (${errorSummary(err)})` });
+    }
+    this.readAt = performance.now();
+    this.problem = undefined;
+    if (found === undefined) {
+      this.bot = undefined;
+      const revoked = await this.installations.revokedAt(this.name).catch(() => undefined);
+      if (revoked !== undefined) this.problem = `uninstalled (Slack said so at ${revoked.toISOString()}): install it again`;
+      const why = revoked !== undefined ? 'was uninstalled' : 'is not installed yet';
+      throw new TransportError({ kind: 'rejected', detail: `the Slack workspace of identity ${this.name} ${why}: install the app there from Herald (GET ${INSTALL_PATH}?identity=${this.name}, admin token)` });
+    }
+    if (this.bot?.token !== found.token) this.bot = { speaker: this.make(found.token), token: found.token };
+    this.dueAt = this.halfLife(found);
+    return this.bot.speaker;
+  }
+
+  /** Whether an expiring token (Slack's token rotation) has lived half its life. */
+  private due(found: InstalledWorkspace): boolean {
+    return this.rotation.now().getTime() >= this.halfLife(found);
+  }
+
+  /** When half an expiring token's life is over (ms); Infinity for a token that does not expire. */
+  private halfLife(found: InstalledWorkspace): number {
+    if (found.expiresAt === undefined || found.issuedAt === undefined) return Infinity;
+    return found.issuedAt.getTime() + (found.expiresAt.getTime() - found.issuedAt.getTime()) / 2;
+  }
+
+  /**
+   * Refresh the token, unless another replica is refreshing it now: true when this one did. A
+   * failed refresh is tried again once its lease is over (the token works until it expires). A
+   * refresh Slack answered but the store did not keep spent the refresh token: the identity must be
+   * installed again once its token expires, and the log says so.
+   */
+  private async rotate(): Promise<boolean> {
+    const { log } = this.rotation;
+    const refreshToken = await this.installations.takeRefresh(this.name, this.rotation.now(), REFRESH_LEASE_MS).catch((err: unknown) => {
+      log.warn({ identity: this.name, err: errorSummary(err) }, 'could not take the refresh of a Slack token; its bot speaks with the one it has');
+      return undefined;
+    });
+    if (refreshToken === undefined) return false;
+    let tokens: RefreshedTokens;
+    try {
+      tokens = await this.rotation.refresh(refreshToken);
+    } catch (err) {
+      log.warn({ identity: this.name, err: errorSummary(err) }, 'Slack did not refresh the token; tried again in 30 s');
+      return false;
+    }
+    try {
+      await this.installations.refreshed(this.name, tokens, this.rotation.now());
+    } catch (err) {
+      log.error({ identity: this.name, err: errorSummary(err) }, 'Slack refreshed the token but the store did not keep it: install the identity again before its token expires');
+      return false;
+    }
+    log.info({ identity: this.name, expires_at: tokens.expiresAt.toISOString() }, 'Slack token rotated');
+    return true;
   }
 
   /** Read the store now (this replica installed it): the next use speaks with the new token. */

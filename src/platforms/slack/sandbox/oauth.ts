@@ -22,6 +22,13 @@ export interface Installable {
   readonly botToken: string;
   /** Marks the token handed over. */
   issue(): void;
+  /**
+   * With token rotation on (the app's setting, per workspace here): a new expiring access token
+   * for the bot and a new refresh token, the last refresh token spent. Undefined: rotation off.
+   */
+  rotate?(): { accessToken: string; refreshToken: string; expiresInS: number };
+  /** The refresh token's workspace, spent as it is used (each is good once); undefined: unknown or spent. */
+  refreshes?(refreshToken: string): boolean;
 }
 
 export interface OAuthOptions {
@@ -93,6 +100,7 @@ export class SandboxOAuth {
     const clientSecret = params.str('client_secret') ?? basicSecret;
     if (clientId !== this.options.clientId) throw new SlackApiError('invalid_client_id');
     if (clientSecret !== this.options.clientSecret) throw new SlackApiError('bad_client_secret');
+    if (params.str('grant_type') === 'refresh_token') return this.refresh(params.str('refresh_token') ?? '');
     const code = params.str('code') ?? '';
     const grant = this.codes.get(code);
     // Good once: whatever the answer, the code is spent.
@@ -104,12 +112,34 @@ export class SandboxOAuth {
     if (workspace === undefined) throw new SlackApiError('invalid_code');
     workspace.issue();
     const { ids } = workspace;
+    const rotated = workspace.rotate?.();
     return {
       app_id: ids.appId,
       authed_user: { id: ids.users.ada },
-      scope: 'chat:write,channels:read,channels:history,channels:join,groups:read,im:write,reactions:write,users:read,commands',
+      scope: SCOPE,
       token_type: 'bot',
-      access_token: workspace.botToken,
+      access_token: rotated?.accessToken ?? workspace.botToken,
+      ...(rotated !== undefined ? { refresh_token: rotated.refreshToken, expires_in: rotated.expiresInS } : {}),
+      bot_user_id: ids.bot.user,
+      team: { id: ids.team, name: ids.domain },
+      enterprise: null,
+      is_enterprise_install: false,
+    };
+  }
+
+  /** grant_type=refresh_token: a refresh token, once, for a new access token and a new refresh token (Slack's token rotation). */
+  private refresh(refreshToken: string): Record<string, unknown> {
+    const workspace = this.options.workspaces().find((w) => w.refreshes?.(refreshToken) === true);
+    const rotated = workspace?.rotate?.();
+    if (workspace === undefined || rotated === undefined) throw new SlackApiError('invalid_refresh_token');
+    const { ids } = workspace;
+    return {
+      app_id: ids.appId,
+      scope: SCOPE,
+      token_type: 'bot',
+      access_token: rotated.accessToken,
+      refresh_token: rotated.refreshToken,
+      expires_in: rotated.expiresInS,
       bot_user_id: ids.bot.user,
       team: { id: ids.team, name: ids.domain },
       enterprise: null,
@@ -117,3 +147,5 @@ export class SandboxOAuth {
     };
   }
 }
+
+const SCOPE = 'chat:write,channels:read,channels:history,channels:join,groups:read,im:write,reactions:write,users:read,commands';

@@ -73,13 +73,24 @@ export class SlackSandbox {
   private readonly pages = new Map<SlackWorkspace, ReturnType<Router['routes']>>();
   /** Bot tokens of workspaces added `byOAuth` that no install has handed over yet: answered invalid_auth. */
   private readonly notIssued = new Set<string>();
+  /** Token rotation: each expiring access token handed over, the workspace's bot token it stands for, until when. */
+  private readonly rotated = new Map<string, { botToken: string; until: number }>();
+  /** Token rotation: each refresh token not spent yet, the workspace's bot token it refreshes. */
+  private readonly refreshTokens = new Map<string, string>();
+  /** Workspaces with token rotation on, by bot token: how long an access token lives. */
+  private readonly rotating = new Map<string, number>();
   private readonly oauth = new SandboxOAuth({
     clientId: this.clientId,
     clientSecret: this.clientSecret,
     workspaces: () => [
       { ids: SLACK_SANDBOX_IDS, botToken: this.botToken, issue: () => undefined },
       // Installed again after an uninstall: its token works again (Slack would hand a new one; the same serves the sandbox).
-      ...[...this.others.values()].map((o) => ({ ids: o.ids, botToken: o.botToken, issue: () => void (this.notIssued.delete(o.botToken), this.revoked.delete(o.botToken)) })),
+      ...[...this.others.values()].map((o) => ({
+        ids: o.ids,
+        botToken: o.botToken,
+        issue: () => void (this.notIssued.delete(o.botToken), this.revoked.delete(o.botToken)),
+        ...(this.rotating.has(o.botToken) ? { rotate: () => this.rotate(o.botToken), refreshes: (refreshToken: string) => this.refreshTokens.get(refreshToken) === o.botToken && this.refreshTokens.delete(refreshToken) } : {}),
+      })),
     ],
   });
 
@@ -133,7 +144,7 @@ export class SlackSandbox {
    * `byOAuth`: the app is not installed there yet; its token works once an OAuth install
    * (`/oauth/v2/authorize`, then oauth.v2.access) handed it to the app.
    */
-  addWorkspace(name: string, options: { byOAuth?: boolean } = {}): OtherWorkspace {
+  addWorkspace(name: string, options: { byOAuth?: boolean; rotatingMs?: number } = {}): OtherWorkspace {
     if ([...this.others.values()].some((o) => o.name === name)) throw new Error(`the Slack sandbox already has a workspace named ${name}`);
     const n = this.others.size + 2;
     if (n > 99) throw new Error('the Slack sandbox holds at most 98 other workspaces');
@@ -144,6 +155,8 @@ export class SlackSandbox {
     const other = { name, ids, botToken: `xoxb-sandbox-${randomBytes(12).toString('hex')}`, workspace, people };
     this.others.set(other.botToken, other);
     if (options.byOAuth === true) this.notIssued.add(other.botToken);
+    // Token rotation on: an install hands over expiring access tokens (xoxe.xoxb-…) and a refresh token, never the bot token itself.
+    if (options.byOAuth === true && options.rotatingMs !== undefined) this.rotating.set(other.botToken, options.rotatingMs);
     return { name, ids, botToken: other.botToken };
   }
 
@@ -174,6 +187,16 @@ export class SlackSandbox {
     const { user } = workspace.ids.bot;
     this.sendAppEvent(workspace, { type: 'tokens_revoked', tokens: { oauth: [], bot: [user] }, event_ts: `${Date.now() / 1000}` });
     this.sendAppEvent(workspace, { type: 'app_uninstalled', event_ts: `${Date.now() / 1000}` });
+  }
+
+  /** A new expiring access token for a rotating workspace's bot, and a new refresh token for the next. */
+  private rotate(botToken: string): { accessToken: string; refreshToken: string; expiresInS: number } {
+    const lifetimeMs = this.rotating.get(botToken) ?? 0;
+    const accessToken = `xoxe.xoxb-sandbox-${randomBytes(12).toString('hex')}`;
+    const refreshToken = `xoxe-1-sandbox-${randomBytes(12).toString('hex')}`;
+    this.rotated.set(accessToken, { botToken, until: Date.now() + lifetimeMs });
+    this.refreshTokens.set(refreshToken, botToken);
+    return { accessToken, refreshToken, expiresInS: Math.max(1, Math.round(lifetimeMs / 1000)) };
   }
 
   /** The channel's messages, oldest first, as stored (thread replies and metadata included), in whichever workspace holds it. */
@@ -222,11 +245,14 @@ export class SlackSandbox {
     });
     const api = webApiRoutes({
       installed: (token) => {
-        if (this.notIssued.has(token)) return undefined;
-        const workspace = token === this.botToken ? this.workspace : this.others.get(token)?.workspace;
+        // A rotating workspace answers only the access tokens it handed over, as its bot.
+        const bot = this.rotated.get(token)?.botToken ?? (this.rotating.has(token) ? undefined : token);
+        if (bot === undefined || this.notIssued.has(bot)) return undefined;
+        const workspace = bot === this.botToken ? this.workspace : this.others.get(bot)?.workspace;
         return workspace === undefined ? undefined : this.install(workspace);
       },
-      revoked: (token) => this.revoked.has(token),
+      revoked: (token) => this.revoked.has(this.rotated.get(token)?.botToken ?? token),
+      expired: (token) => (this.rotated.get(token)?.until ?? Infinity) <= Date.now(),
       appToken: this.appToken,
       faults: this.faultQueue,
       limits: this.limits,

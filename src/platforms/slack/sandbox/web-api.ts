@@ -85,6 +85,8 @@ export interface WebApiOptions {
   installed: (botToken: string) => Installed | undefined;
   /** Whether a token was revoked (its workspace uninstalled the app): answered token_revoked. */
   revoked: (token: string) => boolean;
+  /** Whether a rotating token's twelve hours (here: its lifetime) are over: answered token_expired. */
+  expired?: (token: string) => boolean;
   appToken: string;
   faults: FaultQueue;
   limits: RateLimits;
@@ -128,6 +130,7 @@ export function webApiRoutes(options: WebApiOptions): Router {
     const token = authorization.startsWith('Bearer ') ? authorization.slice('Bearer '.length) : params.str('token');
     if (token === undefined || token === '') return answer(ctx, { ok: false, error: 'not_authed' });
     if (options.revoked(token)) return answer(ctx, { ok: false, error: 'token_revoked' });
+    if (options.expired?.(token) === true) return answer(ctx, { ok: false, error: 'token_expired' });
     const install = token === appToken ? undefined : installed(token);
     if (token !== appToken && install === undefined) return answer(ctx, { ok: false, error: 'invalid_auth' });
     // An app-level token opens Socket Mode connections and nothing else; a bot token cannot open them.
