@@ -135,7 +135,7 @@ export class SlackInstallations {
    * token, unless another replica is refreshing it now or it has none. One refresh at a time
    * across every replica: Slack spends a refresh token as it is used.
    */
-  async takeRefresh(identity: string, now: Date, leaseMs: number): Promise<string | undefined> {
+  async takeRefresh(identity: string, now: Date, leaseMs: number): Promise<{ refreshToken: string; installedAt: Date } | undefined> {
     const row = await this.db
       .updateTable('slack_installations')
       .set({ refreshing_until: new Date(now.getTime() + leaseMs) })
@@ -143,19 +143,25 @@ export class SlackInstallations {
       .where('revoked_at', 'is', null)
       .where('refresh_token', 'is not', null)
       .where((eb) => eb.or([eb('refreshing_until', 'is', null), eb('refreshing_until', '<', now)]))
-      .returning('refresh_token')
+      .returning(['refresh_token', 'installed_at'])
       .executeTakeFirst();
-    return row?.refresh_token == null ? undefined : unseal(this.key, row.refresh_token, `${identity}:refresh`);
+    return row?.refresh_token == null ? undefined : { refreshToken: unseal(this.key, row.refresh_token, `${identity}:refresh`), installedAt: row.installed_at };
   }
 
-  /** Keep the tokens a refresh gave (and end the refresh); a revoked install keeps none. */
-  async refreshed(identity: string, tokens: RefreshedTokens, now: Date): Promise<void> {
-    await this.db
+  /**
+   * Keep the tokens a refresh gave (and end the refresh), only into the install they were refreshed
+   * for (`installedAt`): a revoked install keeps none, and one made again meanwhile (another
+   * workspace, a new token) is not overwritten by the old one's refreshed token. False: not kept.
+   */
+  async refreshed(identity: string, installedAt: Date, tokens: RefreshedTokens, now: Date): Promise<boolean> {
+    const result = await this.db
       .updateTable('slack_installations')
       .set({ bot_token: seal(this.key, tokens.botToken, identity), refresh_token: seal(this.key, tokens.refreshToken, `${identity}:refresh`), token_expires_at: tokens.expiresAt, token_issued_at: now, refreshing_until: null })
       .where('identity', '=', identity)
+      .where('installed_at', '=', installedAt)
       .where('revoked_at', 'is', null)
-      .execute();
+      .executeTakeFirst();
+    return result.numUpdatedRows > 0n;
   }
 
 

@@ -349,20 +349,23 @@ class InstalledBot implements Speaker {
    */
   private async rotate(): Promise<boolean> {
     const { log } = this.rotation;
-    const refreshToken = await this.installations.takeRefresh(this.name, this.rotation.now(), REFRESH_LEASE_MS).catch((err: unknown) => {
+    const taken = await this.installations.takeRefresh(this.name, this.rotation.now(), REFRESH_LEASE_MS).catch((err: unknown) => {
       log.warn({ identity: this.name, err: errorSummary(err) }, 'could not take the refresh of a Slack token; its bot speaks with the one it has');
       return undefined;
     });
-    if (refreshToken === undefined) return false;
+    if (taken === undefined) return false;
     let tokens: RefreshedTokens;
     try {
-      tokens = await this.rotation.refresh(refreshToken);
+      tokens = await this.rotation.refresh(taken.refreshToken);
     } catch (err) {
       log.warn({ identity: this.name, err: errorSummary(err) }, 'Slack did not refresh the token; tried again in 30 s');
       return false;
     }
     try {
-      await this.installations.refreshed(this.name, tokens, this.rotation.now());
+      if (!(await this.installations.refreshed(this.name, taken.installedAt, tokens, this.rotation.now()))) {
+        log.warn({ identity: this.name }, 'a Slack token refresh ended after the identity was installed again or uninstalled: its tokens are not kept');
+        return true;
+      }
     } catch (err) {
       log.error({ identity: this.name, err: errorSummary(err) }, 'Slack refreshed the token but the store did not keep it: install the identity again before its token expires');
       return false;
