@@ -2,10 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POLICY_CLIENT_HEADER } from '../src/infra/http/policy.middleware.js';
 import { unseal } from '../src/platforms/slack/credentials.js';
+import { SlackInstallations, type SlackInstallDb } from '../src/platforms/slack/slack-install.js';
 import { SlackSandbox, type OtherWorkspace } from '../src/platforms/slack/sandbox/sandbox.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
@@ -94,5 +95,15 @@ describe('an installed workspace whose tokens rotate', { timeout: 60_000 }, () =
     expect(texts).toContainEqual(['after the first token expired', rot.ids.bot.user]);
     // Refreshed about once per half-life, not on every read.
     expect(slack.calls('oauth.v2.access')).toBeLessThan(20);
+  });
+
+  it('keeps a refresh only into the install it was taken for: not over one made again meanwhile (old code: overwrote it)', async () => {
+    const installations = new SlackInstallations(h.herald.store.db as unknown as Kysely<SlackInstallDb>, key);
+    const taken = await waitFor(async () => installations.takeRefresh('rot', new Date(), 30_000), 'the refresh to be free');
+    // Installed again (a new token) while the refresh was on its way.
+    await installations.store('rot', { teamId: rot.ids.team, enterpriseId: undefined, botUserId: rot.ids.bot.user, botToken: 'xoxb-installed-again', refreshToken: undefined, expiresAt: undefined }, new Date(Date.now() + 1_000));
+    const kept = await installations.refreshed('rot', taken.installedAt, { botToken: 'xoxe.xoxb-the-old-install-refreshed', refreshToken: 'xoxe-1-old', expiresAt: new Date(Date.now() + 60_000) }, new Date());
+    expect(kept).toBe(false);
+    expect((await installations.find('rot'))?.token).toBe('xoxb-installed-again');
   });
 });
