@@ -99,10 +99,10 @@ describe('an installed workspace whose tokens rotate', { timeout: 60_000 }, () =
 
   it('keeps a refresh only into the install it was taken for: not over one made again meanwhile (old code: overwrote it)', async () => {
     const installations = new SlackInstallations(h.herald.store.db as unknown as Kysely<SlackInstallDb>, key);
-    const taken = await waitFor(async () => installations.takeRefresh('rot', new Date(), 30_000), 'the refresh to be free');
+    const taken = await waitFor(async () => installations.takeRefresh('rot', 30_000), 'the refresh to be free');
     // Installed again (a new token) while the refresh was on its way.
     await installations.store('rot', { teamId: rot.ids.team, enterpriseId: undefined, botUserId: rot.ids.bot.user, botToken: 'xoxb-installed-again', refreshToken: undefined, expiresAt: undefined }, new Date(Date.now() + 1_000));
-    const kept = await installations.refreshed('rot', taken.installedAt, { botToken: 'xoxe.xoxb-the-old-install-refreshed', refreshToken: 'xoxe-1-old', expiresAt: new Date(Date.now() + 60_000) }, new Date());
+    const kept = await installations.refreshed('rot', taken, { botToken: 'xoxe.xoxb-the-old-install-refreshed', refreshToken: 'xoxe-1-old', expiresAt: new Date(Date.now() + 60_000) }, new Date());
     expect(kept).toBe(false);
     expect((await installations.find('rot'))?.token).toBe('xoxb-installed-again');
   });

@@ -3,7 +3,7 @@ import type { ServerResponse } from 'node:http';
 import Router from '@koa/router';
 import { InstallProvider, InvalidStateError, type CodedError, type Installation, type InstallURLOptions, type StateStore } from '@slack/oauth';
 import { LogLevel } from '@slack/web-api';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { errorSummary } from '../../infra/errors.js';
 import { seal, unseal } from './credentials.js';
@@ -111,8 +111,9 @@ export class SlackInstallations {
    * Slack said the app left workspace `team` (app_uninstalled, tokens_revoked): its installation,
    * if an identity's, is revoked (kept, with when). The identities it was, none when it was none's.
    */
-  async revokeTeam(team: string, now: Date): Promise<string[]> {
-    const rows = await this.db.updateTable('slack_installations').set({ revoked_at: now }).where('team_id', '=', team).where('revoked_at', 'is', null).returning('identity').execute();
+  async revokeTeam(team: string, now: Date, eventAt: Date = now): Promise<string[]> {
+    // Only installs made before Slack's event: one made since (a late or repeated event) stays.
+    const rows = await this.db.updateTable('slack_installations').set({ revoked_at: now }).where('team_id', '=', team).where('revoked_at', 'is', null).where('installed_at', '<=', eventAt).returning('identity').execute();
     return rows.map((r) => r.identity);
   }
 
@@ -135,17 +136,19 @@ export class SlackInstallations {
    * token, unless another replica is refreshing it now or it has none. One refresh at a time
    * across every replica: Slack spends a refresh token as it is used.
    */
-  async takeRefresh(identity: string, now: Date, leaseMs: number): Promise<{ refreshToken: string; installedAt: Date } | undefined> {
+  async takeRefresh(identity: string, leaseMs: number): Promise<{ refreshToken: string; installedAt: Date; until: Date } | undefined> {
+    // On the database's clock, the same for every replica (a replica whose clock is ahead must not end another's lease early).
     const row = await this.db
       .updateTable('slack_installations')
-      .set({ refreshing_until: new Date(now.getTime() + leaseMs) })
+      .set({ refreshing_until: sql<Date>`now() + ${`${leaseMs} milliseconds`}::interval` })
       .where('identity', '=', identity)
       .where('revoked_at', 'is', null)
       .where('refresh_token', 'is not', null)
-      .where((eb) => eb.or([eb('refreshing_until', 'is', null), eb('refreshing_until', '<', now)]))
-      .returning(['refresh_token', 'installed_at'])
+      .where((eb) => eb.or([eb('refreshing_until', 'is', null), eb('refreshing_until', '<', sql<Date>`now()`)]))
+      .returning(['refresh_token', 'installed_at', 'refreshing_until'])
       .executeTakeFirst();
-    return row?.refresh_token == null ? undefined : { refreshToken: unseal(this.key, row.refresh_token, `${identity}:refresh`), installedAt: row.installed_at };
+    if (row?.refresh_token == null || row.refreshing_until === null) return undefined;
+    return { refreshToken: unseal(this.key, row.refresh_token, `${identity}:refresh`), installedAt: row.installed_at, until: row.refreshing_until };
   }
 
   /**
@@ -153,12 +156,14 @@ export class SlackInstallations {
    * for (`installedAt`): a revoked install keeps none, and one made again meanwhile (another
    * workspace, a new token) is not overwritten by the old one's refreshed token. False: not kept.
    */
-  async refreshed(identity: string, installedAt: Date, tokens: RefreshedTokens, now: Date): Promise<boolean> {
+  async refreshed(identity: string, taken: { installedAt: Date; until: Date }, tokens: RefreshedTokens, now: Date): Promise<boolean> {
     const result = await this.db
       .updateTable('slack_installations')
       .set({ bot_token: seal(this.key, tokens.botToken, identity), refresh_token: seal(this.key, tokens.refreshToken, `${identity}:refresh`), token_expires_at: tokens.expiresAt, token_issued_at: now, refreshing_until: null })
       .where('identity', '=', identity)
-      .where('installed_at', '=', installedAt)
+      .where('installed_at', '=', taken.installedAt)
+      // Still this refresh's lease: one that outlived it may have been taken by another replica.
+      .where('refreshing_until', '=', taken.until)
       .where('revoked_at', 'is', null)
       .executeTakeFirst();
     return result.numUpdatedRows > 0n;
@@ -325,7 +330,13 @@ export function installRoutes(o: InstallRoutesOptions): Router {
     ctx.respond = false;
     // Finished only by the browser that started it: a state seen elsewhere (a shared link, a
     // history) with a cookie written by hand does not carry the binder.
-    const state = typeof ctx.query['state'] === 'string' ? ctx.query['state'] : undefined;
+    // Read as @slack/oauth reads it (the first `state`); more than one is refused outright.
+    const states = new URL(ctx.url, 'http://herald.invalid').searchParams.getAll('state');
+    if (states.length > 1) {
+      plain(ctx.res, 400, 'Refused: the redirect names more than one state. Nothing was stored; start the install again from Herald.');
+      return;
+    }
+    const [state] = states;
     if (state !== undefined && !(await o.installations.boundTo(state, ctx.cookies.get(BINDER_COOKIE)))) {
       o.log.warn('Slack install refused: finished by another browser than the one that started it');
       plain(ctx.res, 400, "Refused: this install was started in another browser (its binder cookie is missing or not this install's). Nothing was stored; start the install again from Herald.");

@@ -38,7 +38,7 @@ export interface SlackSocketOptions {
    * Slack says the app was uninstalled from a workspace, or its bot token there revoked
    * (`app_uninstalled`, `tokens_revoked` naming a bot): heard from every workspace the app is in.
    */
-  onUninstalled?: ((teamId: string, event: 'app_uninstalled' | 'tokens_revoked') => void) | undefined;
+  onUninstalled?: ((teamId: string, event: 'app_uninstalled' | 'tokens_revoked', at: Date | undefined) => void) | undefined;
 }
 
 /** What @slack/socket-mode hands its `slack_event` listeners: one envelope and its ack. */
@@ -46,7 +46,7 @@ interface Envelope {
   ack(response?: Record<string, unknown>): Promise<void>;
   envelope_id?: string;
   type: string;
-  body?: { team_id?: string; event?: MessageEvent } & SlashPayload;
+  body?: { team_id?: string; event?: MessageEvent; event_time?: number } & SlashPayload;
 }
 
 interface MessageEvent {
@@ -153,7 +153,7 @@ export class SlackSocket implements Inbound {
       case 'events_api':
         // Acked first: Slack resends an envelope not acked in time, and a listener may be slow.
         await envelope.ack();
-        if (this.uninstalled(envelope.body?.event, envelope.body?.team_id)) return;
+        if (this.uninstalled(envelope.body?.event, envelope.body?.team_id, envelope.body?.event_time)) return;
         if (envelope.body?.event?.type === 'message' && (await this.ownWorkspace(envelope.body.team_id)) === true) await this.emit(envelope.body.event, envelope.body.team_id);
         return;
       default:
@@ -163,10 +163,13 @@ export class SlackSocket implements Inbound {
   }
 
   /** Whether the event says the app left a workspace (told to onUninstalled), from whichever workspace. */
-  private uninstalled(event: MessageEvent | undefined, teamId: string | undefined): boolean {
+  private uninstalled(event: MessageEvent | undefined, teamId: string | undefined, eventTime: number | undefined): boolean {
     if (teamId === undefined || event === undefined) return false;
-    if (event.type === 'app_uninstalled') this.o.onUninstalled?.(teamId, 'app_uninstalled');
-    else if (event.type === 'tokens_revoked' && (event.tokens?.bot?.length ?? 0) > 0) this.o.onUninstalled?.(teamId, 'tokens_revoked');
+    // When Slack says it happened (event_time, whole seconds: an install within that second counts
+    // as before it): an install made after it is not undone by it (a late or repeated event).
+    const at = typeof eventTime === 'number' && Number.isFinite(eventTime) ? new Date((eventTime + 1) * 1000) : undefined;
+    if (event.type === 'app_uninstalled') this.o.onUninstalled?.(teamId, 'app_uninstalled', at);
+    else if (event.type === 'tokens_revoked' && (event.tokens?.bot?.length ?? 0) > 0) this.o.onUninstalled?.(teamId, 'tokens_revoked', at);
     else return false;
     return true;
   }

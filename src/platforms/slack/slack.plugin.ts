@@ -101,9 +101,12 @@ export async function startSlack(config: SlackConfig, services: PlatformServices
     const refresh = async (refreshToken: string): Promise<RefreshedTokens> => {
       const r = await oauth.oauth.v2.access({ client_id: clientId, client_secret: clientSecret, grant_type: 'refresh_token', refresh_token: refreshToken });
       if (r.access_token === undefined || r.refresh_token === undefined || r.expires_in === undefined) throw new Error('Slack answered a token refresh without the tokens');
-      return { botToken: r.access_token, refreshToken: r.refresh_token, expiresAt: new Date(services.clock.now().getTime() + r.expires_in * 1000) };
+      // The tokens are good (and the refresh token spent) whatever it says of their life: held to a sane one.
+      const lifeS = Number.isFinite(r.expires_in) ? Math.min(MAX_TOKEN_LIFE_S, Math.max(1, r.expires_in)) : MAX_TOKEN_LIFE_S;
+      return { botToken: r.access_token, refreshToken: r.refresh_token, expiresAt: new Date(services.clock.now().getTime() + lifeS * 1000) };
     };
-    const rotation = { refresh, now: () => services.clock.now(), log };
+    // The refresh's lease outlives the slowest refresh Slack may take (HERALD_SLACK_TIMEOUT_MS).
+    const rotation = { refresh, now: () => services.clock.now(), log, leaseMs: Math.max(REFRESH_LEASE_MS, 2 * config.timeoutMs) };
     pending = installs.map((name) => ({ name, bot: new InstalledBot(name, store, (token) => speaker(config, token, services, log.child({ identity: name })), rotation) }));
     others.push(...pending);
     // Which workspace a token is for, as Slack says; a token Slack cannot be asked about stops the
@@ -140,9 +143,9 @@ export async function startSlack(config: SlackConfig, services: PlatformServices
   // process connects, once the modules are up. It hears the default's workspace.
   // It also hears Slack say the app left a workspace: an installed identity there is revoked (every
   // replica's bot for it stops within INSTALL_REREAD_MS); a token Herald was given fails on its next use.
-  const onUninstalled = (team: string, event: string): void => {
+  const onUninstalled = (team: string, event: string, at: Date | undefined): void => {
     log.warn({ team, event }, 'Slack says the app was uninstalled from a workspace (or its bot token revoked)');
-    installations?.revokeTeam(team, services.clock.now()).then(
+    installations?.revokeTeam(team, services.clock.now(), at).then(
       (names) => {
         for (const name of names) {
           log.warn({ identity: name, team }, 'Slack install revoked: the identity speaks no more until installed again');
@@ -229,6 +232,8 @@ const INSTALL_REREAD_MS = 5_000;
  * it failed, comes after it).
  */
 const REFRESH_LEASE_MS = 30_000;
+/** The longest expiry Herald believes of a refreshed token (Slack's: 12 h); a shorter or absurd one is held to 1 s..31 days. */
+const MAX_TOKEN_LIFE_S = 31 * 24 * 3600;
 
 /** Facet methods answered at once, from the facet's own code (checks of an argument's shape): no bot needed. */
 const SYNC_METHODS = new Set(['check', 'checkSender', 'checkChannel', 'checkText']);
@@ -257,7 +262,7 @@ class InstalledBot implements Speaker {
     private readonly installations: SlackInstallations,
     private readonly make: (token: string) => Speaker,
     /** Slack's token rotation: trade a refresh token for new tokens (oauth.v2.access, grant_type=refresh_token). */
-    private readonly rotation: { refresh(refreshToken: string): Promise<RefreshedTokens>; now(): Date; log: Logger },
+    private readonly rotation: { refresh(refreshToken: string): Promise<RefreshedTokens>; now(): Date; log: Logger; leaseMs: number },
   ) {
     // A stand-in for the shapes of the facets (never called: its token is no token).
     const template = facetsOf(new SlackPlatform({ token: 'xoxb-not-installed', apiUrl: 'http://127.0.0.1:9/', timeoutMs: 1 }), undefined);
@@ -326,7 +331,8 @@ class InstalledBot implements Speaker {
       throw new TransportError({ kind: 'rejected', detail: `the Slack workspace of identity ${this.name} ${why}: install the app there from Herald (GET ${INSTALL_PATH}?identity=${this.name}, admin token)` });
     }
     if (this.bot?.token !== found.token) this.bot = { speaker: this.make(found.token), token: found.token };
-    this.dueAt = this.halfLife(found);
+    // Still due (another replica is refreshing it, or Slack did not): read again in INSTALL_REREAD_MS, not on every send.
+    this.dueAt = this.due(found) ? this.rotation.now().getTime() + INSTALL_REREAD_MS : this.halfLife(found);
     return this.bot.speaker;
   }
 
@@ -349,7 +355,7 @@ class InstalledBot implements Speaker {
    */
   private async rotate(): Promise<boolean> {
     const { log } = this.rotation;
-    const taken = await this.installations.takeRefresh(this.name, this.rotation.now(), REFRESH_LEASE_MS).catch((err: unknown) => {
+    const taken = await this.installations.takeRefresh(this.name, this.rotation.leaseMs).catch((err: unknown) => {
       log.warn({ identity: this.name, err: errorSummary(err) }, 'could not take the refresh of a Slack token; its bot speaks with the one it has');
       return undefined;
     });
@@ -362,7 +368,7 @@ class InstalledBot implements Speaker {
       return false;
     }
     try {
-      if (!(await this.installations.refreshed(this.name, taken.installedAt, tokens, this.rotation.now()))) {
+      if (!(await this.installations.refreshed(this.name, taken, tokens, this.rotation.now()))) {
         log.warn({ identity: this.name }, 'a Slack token refresh ended after the identity was installed again or uninstalled: its tokens are not kept');
         return true;
       }
@@ -375,15 +381,17 @@ class InstalledBot implements Speaker {
   }
 
   /** Read the store now (this replica installed it): the next use speaks with the new token. */
-  reread(): Promise<Speaker> {
+  async reread(): Promise<Speaker> {
+    // A read under way began before the change: a new one after it.
+    await this.reading?.catch(() => undefined);
     this.readAt = 0;
     return this.current();
   }
 
   readiness(): Record<string, string> {
-    if (this.bot !== undefined) return this.bot.speaker.readiness();
-    // Looked up again (another replica may have installed it): the next probe says what it found.
+    // Read again when stale (another replica may have installed it, or heard it uninstalled): the next probe says what it found.
     this.current().catch(() => undefined);
+    if (this.bot !== undefined) return this.bot.speaker.readiness();
     return { slack_install: this.problem ?? 'not installed' };
   }
 }
