@@ -140,7 +140,8 @@ export class SlackInstallations {
     // On the database's clock, the same for every replica (a replica whose clock is ahead must not end another's lease early).
     const row = await this.db
       .updateTable('slack_installations')
-      .set({ refreshing_until: sql<Date>`now() + ${`${leaseMs} milliseconds`}::interval` })
+      // To the millisecond: refreshed() finds its lease again by this value, as JavaScript holds it.
+      .set({ refreshing_until: sql<Date>`date_trunc('milliseconds', now() + ${`${leaseMs} milliseconds`}::interval)` })
       .where('identity', '=', identity)
       .where('revoked_at', 'is', null)
       .where('refresh_token', 'is not', null)
