@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POLICY_CLIENT_HEADER } from '../src/infra/http/policy.middleware.js';
 import { SlackSandbox, type OtherWorkspace } from '../src/platforms/slack/sandbox/sandbox.js';
 import { SealedSecretError, seal, unseal } from '../src/platforms/slack/credentials.js';
-import { SlackInstallations } from '../src/platforms/slack/slack-install.js';
+import { SlackInstallations } from '../src/platforms/slack/slack-installations.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 

@@ -6,7 +6,7 @@ import { sql, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POLICY_CLIENT_HEADER } from '../src/infra/http/policy.middleware.js';
 import { unseal } from '../src/platforms/slack/credentials.js';
-import { SlackInstallations, type SlackInstallDb } from '../src/platforms/slack/slack-install.js';
+import { SlackInstallations, type SlackInstallDb } from '../src/platforms/slack/slack-installations.js';
 import { SlackSandbox, type OtherWorkspace } from '../src/platforms/slack/sandbox/sandbox.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
