@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PLATFORMS } from '../src/platforms/platforms.js';
 import { testDatabase, type TestDatabase } from './support/db.js';
 import { newToken } from './support/herald.js';
 import { waitFor } from './support/wait.js';
@@ -190,10 +191,14 @@ describe('every guide\'s commands (README.md and docs/**/*.md)', () => {
 
   it('call only routes the contract has, with its method, on a URL built from the variables', async () => {
     const spec = JSON.parse(await readFile(path.join(ROOT, 'generated/openapi.json'), 'utf8')) as { paths: Record<string, Record<string, unknown>> };
-    const routes = Object.entries(spec.paths).flatMap(([route, ops]) =>
-      // A parameter may be empty here: the dry run gives what a command prints (`ID=$(curl …)`) as nothing.
-      Object.keys(ops).map((method) => ({ method: method.toUpperCase(), route, pattern: new RegExp(`^${route.replace(/\{[^}]+\}/g, '[^/]*')}$`) })),
-    );
+    const routes = [
+      ...Object.entries(spec.paths).flatMap(([route, ops]) =>
+        // A parameter may be empty here: the dry run gives what a command prints (`ID=$(curl …)`) as nothing.
+        Object.keys(ops).map((method) => ({ method: method.toUpperCase(), route, pattern: new RegExp(`^${route.replace(/\{[^}]+\}/g, '[^/]*')}$`) })),
+      ),
+      // The pages a platform declares it serves outside the contract (its folder's index.ts).
+      ...PLATFORMS.flatMap((p) => p.pages ?? []).map((page) => ({ method: page.method, route: page.path, pattern: new RegExp(`^${page.path}$`) })),
+    ];
     const problems: string[] = [];
     let checked = 0;
     for (const g of await guides()) {

@@ -61,6 +61,7 @@ describe('IRC lease lost during a connect that hangs', () => {
       ledger: { find: async () => undefined, noncesOf: async () => new Map() },
       link: () => undefined,
       singleton: (_name, r) => ((request = r), lease),
+      isAdmin: () => false,
     });
     try {
       held = true;

@@ -35,7 +35,7 @@ describe('attacking the Slack install', { timeout: 120_000 }, () => {
   const rows = async (): Promise<Record<string, unknown>[]> => (await sql<Record<string, unknown>>`select * from slack_installations order by identity`.execute(h.herald.store.db)).rows;
   const states = async (): Promise<number> => Number((await sql<{ n: string }>`select count(*) as n from slack_install_states`.execute(h.herald.store.db)).rows[0]?.n);
   const start = async (identity: string): Promise<{ authorize: URL; cookie: string }> => {
-    const res = await fetch(`${h.url}/admin/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
+    const res = await fetch(`${h.url}/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
     expect(res.status, await res.clone().text()).toBe(302);
     return { authorize: new URL(res.headers.get('location') ?? ''), cookie: res.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ') };
   };
@@ -90,15 +90,15 @@ describe('attacking the Slack install', { timeout: 120_000 }, () => {
     const admin = { authorization: `Bearer ${h.adminToken}` };
     const got: Record<string, number> = {};
     for (const [label, url, init] of [
-      ['POST install', `${h.url}/admin/slack/install?identity=ops`, { method: 'POST', headers: admin }],
+      ['POST install', `${h.url}/slack/install?identity=ops`, { method: 'POST', headers: admin }],
       ['PUT redirect', `${h.url}/slack/oauth_redirect?code=x&state=y`, { method: 'PUT' }],
       ['DELETE redirect', `${h.url}/slack/oauth_redirect?code=x&state=y`, { method: 'DELETE' }],
-      ['identity twice', `${h.url}/admin/slack/install?identity=ops&identity=ops`, { headers: admin }],
-      ['identity odd', `${h.url}/admin/slack/install?identity=${encodeURIComponent('ops\r\nX: y')}`, { headers: admin }],
-      ['identity long', `${h.url}/admin/slack/install?identity=${'a'.repeat(5000)}`, { headers: admin }],
-      ['upper-case path, no token', `${h.url}/ADMIN/slack/install?identity=ops`, {}],
-      ['upper-case path, bridge token', `${h.url}/ADMIN/slack/install?identity=ops`, { headers: { authorization: `Bearer ${h.bridgeToken}` } }],
-      ['trailing slash, no token', `${h.url}/admin/slack/install/?identity=ops`, {}],
+      ['identity twice', `${h.url}/slack/install?identity=ops&identity=ops`, { headers: admin }],
+      ['identity odd', `${h.url}/slack/install?identity=${encodeURIComponent('ops\r\nX: y')}`, { headers: admin }],
+      ['identity long', `${h.url}/slack/install?identity=${'a'.repeat(5000)}`, { headers: admin }],
+      ['upper-case path, no token', `${h.url}/SLACK/install?identity=ops`, {}],
+      ['upper-case path, bridge token', `${h.url}/SLACK/install?identity=ops`, { headers: { authorization: `Bearer ${h.bridgeToken}` } }],
+      ['trailing slash, no token', `${h.url}/slack/install/?identity=ops`, {}],
       ['long state', `${h.url}/slack/oauth_redirect?code=c&state=${'s'.repeat(8000)}`, { headers: { cookie: `slack-app-oauth-state=${'s'.repeat(8000)}` } }],
       ['no query', `${h.url}/slack/oauth_redirect`, {}],
       ['state twice', `${h.url}/slack/oauth_redirect?code=c&state=a&state=b`, { headers: { cookie: 'slack-app-oauth-state=a' } }],
@@ -124,7 +124,7 @@ describe('attacking the Slack install', { timeout: 120_000 }, () => {
       'error=access_denied': 403,
     });
     // HEAD with the admin token: does it make a state (and set a cookie) like GET?
-    const head = await fetch(`${h.url}/admin/slack/install?identity=ops`, { method: 'HEAD', headers: admin, redirect: 'manual' });
+    const head = await fetch(`${h.url}/slack/install?identity=ops`, { method: 'HEAD', headers: admin, redirect: 'manual' });
     expect([302, 405]).toContain(head.status);
     expect(await rows()).toEqual([]);
   });
@@ -191,7 +191,7 @@ describe('re-installing an identity into another workspace', { timeout: 120_000 
     expect(mapped.status, mapped.text).toBe(200);
   };
   const dance = async (identity: string, team: string): Promise<{ status: number; text: string }> => {
-    const res = await fetch(`${h.url}/admin/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
+    const res = await fetch(`${h.url}/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
     const cookie = res.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
     const u = new URL(res.headers.get('location') ?? '');
     u.searchParams.set('team', team);

@@ -70,7 +70,7 @@ describe('a hostile or flaky Slack behind oauth.v2.access', { timeout: 120_000 }
   });
 
   const install = async (): Promise<{ status: number; text: string; headers: Headers }> => {
-    const start = await fetch(`${h.url}/admin/slack/install?identity=ops`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
+    const start = await fetch(`${h.url}/slack/install?identity=ops`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
     expect(start.status).toBe(302);
     const state = new URL(start.headers.get('location') ?? '').searchParams.get('state') ?? '';
     const cookie = start.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');

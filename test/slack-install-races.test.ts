@@ -24,7 +24,7 @@ describe('the Slack install under races: a repeated state, late refreshes, a ref
   const logs: string[] = [];
   const row = async (identity: string): Promise<Record<string, unknown> | undefined> => (await sql<Record<string, unknown>>`select * from slack_installations where identity = ${identity}`.execute(h.herald.store.db)).rows[0];
   const start = async (identity: string): Promise<{ authorize: URL; cookies: string[] }> => {
-    const res = await fetch(`${h.url}/admin/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
+    const res = await fetch(`${h.url}/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
     expect(res.status, await res.clone().text()).toBe(302);
     return { authorize: new URL(res.headers.get('location') ?? ''), cookies: res.headers.getSetCookie().map((c) => c.split(';')[0] ?? '') };
   };

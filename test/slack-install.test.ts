@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POLICY_CLIENT_HEADER } from '../src/infra/http/policy.middleware.js';
 import { SealedSecretError, parseCredentialsKey, unseal } from '../src/platforms/slack/credentials.js';
 import { SlackSandbox, SLACK_SANDBOX_IDS as ONE, type OtherWorkspace } from '../src/platforms/slack/sandbox/sandbox.js';
+import { slack as slackPlatform } from '../src/platforms/slack/index.js';
+import { INSTALL_PATH, REDIRECT_PATH } from '../src/platforms/slack/slack-install.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
 import { waitFor } from './support/wait.js';
 
@@ -47,7 +49,7 @@ describe('installing the Slack app in a workspace from Herald', { timeout: 120_0
 
   /** An operator starts the install; the person picks `team` on Slack's page; Slack sends them back. */
   const startAndAuthorize = async (identity: string, team: string, herald: TestHerald = h): Promise<Omit<Dance, 'status' | 'text'>> => {
-    const start = await fetch(`${herald.url}/admin/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${herald.adminToken}` }, redirect: 'manual' });
+    const start = await fetch(`${herald.url}/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${herald.adminToken}` }, redirect: 'manual' });
     expect(start.status, await start.clone().text()).toBe(302);
     const authorize = new URL(start.headers.get('location') ?? '');
     expect(`${authorize.origin}${authorize.pathname}`).toBe(slack.authorizeUrl);
@@ -119,13 +121,13 @@ describe('installing the Slack app in a workspace from Herald', { timeout: 120_0
   });
 
   it('refuses to start an install without the admin token, or for an identity not declared name=install', async () => {
-    const url = `${h.url}/admin/slack/install?identity=ops`;
+    const url = `${h.url}/slack/install?identity=ops`;
     expect((await fetch(url, { redirect: 'manual' })).status).toBe(401);
     const asBridge = await fetch(url, { headers: { authorization: `Bearer ${h.bridgeToken}` }, redirect: 'manual' });
     expect(asBridge.status).toBe(401);
     expect(asBridge.headers.get('location')).toBeNull();
     for (const identity of ['default', 'nobody', '']) {
-      const res = await fetch(`${h.url}/admin/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
+      const res = await fetch(`${h.url}/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
       expect(res.status, identity).toBe(400);
       expect(((await res.json()) as { error: string }).error).toMatch(/identity must name an identity declared name=install/);
     }
@@ -237,5 +239,11 @@ describe('HERALD_CREDENTIALS_KEY', () => {
     for (const bad of ['short', randomBytes(16).toString('hex'), randomBytes(31).toString('base64'), `${key.toString('hex')}00`]) {
       expect(parseCredentialsKey(bad), bad).toEqual({ problem: expect.stringMatching(/^HERALD_CREDENTIALS_KEY must be 32 random bytes/) });
     }
+  });
+});
+
+describe('the install pages', () => {
+  it('are the pages the Slack platform declares (guides and walks read the declaration, src/platforms/slack/index.ts)', () => {
+    expect((slackPlatform.pages ?? []).map((p) => `${p.method} ${p.path}`)).toEqual([`GET ${INSTALL_PATH}`, `GET ${REDIRECT_PATH}`]);
   });
 });

@@ -57,7 +57,7 @@ describe('an installed workspace whose tokens rotate', { timeout: 60_000 }, () =
       },
     });
     // Installed through the dance: start (admin), pick the workspace, back with both cookies.
-    const start = await fetch(`${h.url}/admin/slack/install?identity=rot`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
+    const start = await fetch(`${h.url}/slack/install?identity=rot`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
     expect(start.status).toBe(302);
     const authorize = new URL(start.headers.get('location') ?? '');
     authorize.searchParams.set('team', rot.ids.team);

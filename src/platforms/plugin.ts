@@ -51,6 +51,8 @@ export interface PlatformServices {
    * Another process takes it over within seconds after the holder dies. Close it on close.
    */
   singleton(name: string, request: SingletonRequest): Singleton;
+  /** Whether an `Authorization` header carries HERALD_ADMIN_TOKEN (false when it is unset): for a platform's own operator pages. */
+  isAdmin(authorization: string | undefined): boolean;
 }
 
 /** A platform's slash commands: what to register (Herald's definitions, which the platform converts), and who answers an invocation. */
@@ -81,9 +83,9 @@ export interface RunningPlatform {
   /** Each identity's named checks, by identity (the default bot's too where they leave the replica ready): reported by `/readyz`, never its status. */
   identityReadiness?(): Record<string, Record<string, string>>;
   /**
-   * HTTP routes of the platform's own, outside the contract's binding (Slack's OAuth install:
-   * `/admin/slack/install`, `/slack/oauth_redirect`), served where this process serves HTTP. An
-   * `/admin/` one must be in the contract, marked `x-herald-outside-api`, so it is authenticated there.
+   * Pages of the platform's own for a browser, outside the API's contract (Slack's OAuth install:
+   * `/slack/install`, `/slack/oauth_redirect`), served where this process serves HTTP. Never under
+   * `/mcp/` or `/admin/` (the API's): each checks its caller (services.isAdmin) and its input itself.
    */
   readonly routes?: readonly Router[];
   /** Connect the platform's own surfaces (a gateway with slash commands), once the modules are up. */
@@ -130,6 +132,11 @@ export interface PlatformPlugin<C = unknown> {
   start(config: C, services: PlatformServices): Promise<RunningPlatform>;
   /** A local double of the platform for sandbox mode (src/platforms/sandboxes.ts says when it runs). */
   readonly sandbox?: SandboxHook<C>;
+  /**
+   * The pages for a browser its running platform serves outside the API's contract
+   * (RunningPlatform.routes), declared here so guides and walks know them without starting it.
+   */
+  readonly pages?: readonly { readonly method: 'GET'; readonly path: string; readonly what: string }[];
 }
 
 /**

@@ -29,7 +29,7 @@ export const OVERVIEW_STYLE = `table{border-collapse:collapse;margin:.3rem 0}th,
 
 /**
  * Each platform's links now, by platform and identity (linkKey): `gateway up`, `observer down`, or
- * why there is none here. Another identity's link is named `link:identity` (Discord's `gateway:ops`).
+ * why there is none here. Another identity's link is named `link:identity` (`gateway:ops`).
  */
 export async function linkStates(registry: Registry): Promise<Map<string, string>> {
   const read = async (name: string): Promise<{ labels: Record<string, string | number>; value: number }[]> => {

@@ -67,6 +67,12 @@ export const slack = definePlatform<SlackConfig>({
 
   identities: (config) => config.identities.map((i) => i.name),
 
+  // Slack's OAuth install of an identity `name=install` (slack-install.ts), for the operator's browser.
+  pages: [
+    { method: 'GET', path: '/slack/install', what: 'start installing the app in a workspace for an identity (admin token)' },
+    { method: 'GET', path: '/slack/oauth_redirect', what: "Slack's redirect back: finishes the install (the browser that started it only)" },
+  ],
+
   // The Slack client is loaded only when Slack is spoken: `herald --help` and `herald mcp` stay light.
   check: async (config, log) => (await import('./slack.plugin.js')).checkToken(config, log),
   start: async (config, services) => (await import('./slack.plugin.js')).startSlack(config, services),

@@ -16,11 +16,17 @@ import { BOT_SCOPES, hashOf, NotInstallableError, STATE_MS, WorkspaceTakenError,
 
 /** Where Slack sends the person back. */
 export const REDIRECT_PATH = '/slack/oauth_redirect';
-export const INSTALL_PATH = '/admin/slack/install';
+export const INSTALL_PATH = '/slack/install';
+/** The longest code or state the redirect takes (Slack's are far shorter). */
+const MAX_PARAM = 512;
+/** What a Slack code or state (and Herald's state) is made of: printable ASCII. */
+const PRINTABLE = /^[\x21-\x7e]*$/;
 /** The installer's binder cookie: set when an install starts, required when it finishes. */
 const BINDER_COOKIE = 'herald-slack-install';
 
 export interface InstallRoutesOptions {
+  /** Whether an Authorization header carries the admin token. */
+  isAdmin(authorization: string | undefined): boolean;
   readonly clientId: string;
   readonly clientSecret: string;
   /** Base of Slack's Web API (oauth.v2.access, auth.test), ending with `/`. */
@@ -46,7 +52,7 @@ export function authorizeUrlOf(apiUrl: string): string {
 }
 
 /**
- * `GET /admin/slack/install?identity=<name>` (admin token; the contract's `startSlackInstall`):
+ * `GET /slack/install?identity=<name>` (admin token; a page outside the API's contract):
  * sets the state cookie and redirects to Slack's authorize page. `GET /slack/oauth_redirect`:
  * Slack's redirect back, finished by InstallProvider (state, cookie, oauth.v2.access), answered
  * with a plain page saying which identity now speaks in which workspace, or why nothing was stored.
@@ -69,18 +75,20 @@ export function installRoutes(o: InstallRoutesOptions): Router {
     clientOptions: { slackApiUrl: o.apiUrl, timeout: o.timeoutMs, retryConfig: { retries: 0 } },
   });
   const router = new Router();
+  // Pages for a browser (as the archive UI's), outside the API's contract: each checks its own
+  // caller and its own input, and refuses what it cannot take with a 4xx naming the field.
   router.get(INSTALL_PATH, async (ctx) => {
-    // The API's middleware let the admin tier's path through (x-herald-outside-api); the bridge
-    // token, which read-only admin operations take, does not start an install.
-    if (ctx.state['authenticated'] !== 'admin') {
+    // The admin token only (the bridge token starts nothing here).
+    if (!o.isAdmin(ctx.get('authorization') || undefined)) {
       ctx.status = 401;
-      ctx.body = { error: 'unauthorized' };
+      ctx.body = { error: 'unauthorized: an install is started with the admin token (HERALD_ADMIN_TOKEN)' };
       return;
     }
-    const identity = typeof ctx.query['identity'] === 'string' ? ctx.query['identity'] : undefined;
-    if (identity === undefined || !o.installable.includes(identity)) {
+    const given = new URL(ctx.url, 'http://herald.invalid').searchParams.getAll('identity');
+    const [identity] = given;
+    if (given.length !== 1 || identity === undefined || !o.installable.includes(identity)) {
       ctx.status = 400;
-      ctx.body = { error: `identity must name an identity declared name=install in HERALD_SLACK_IDENTITIES (${o.installable.join(', ') || 'none is'})` };
+      ctx.body = { error: `identity must name an identity declared name=install in HERALD_SLACK_IDENTITIES (${o.installable.join(', ') || 'none is'}), once` };
       return;
     }
     const redirectUri = `${ctx.protocol}://${ctx.host}${REDIRECT_PATH}`;
@@ -101,10 +109,15 @@ export function installRoutes(o: InstallRoutesOptions): Router {
     // Finished only by the browser that started it: a state seen elsewhere (a shared link, a
     // history) with a cookie written by hand does not carry the binder.
     // Read as @slack/oauth reads it (the first `state`); more than one is refused outright.
-    const states = new URL(ctx.url, 'http://herald.invalid').searchParams.getAll('state');
-    if (states.length > 1) {
-      plain(ctx.res, 400, 'Refused: the redirect names more than one state. Nothing was stored; start the install again from Herald.');
-      return;
+    const query = new URL(ctx.url, 'http://herald.invalid').searchParams;
+    const states = query.getAll('state');
+    for (const field of ['state', 'code']) {
+      const values = query.getAll(field);
+      const problem = values.length > 1 ? 'is given more than once' : values.some((v) => v.length > MAX_PARAM) ? `is longer than ${MAX_PARAM} characters` : values.some((v) => !PRINTABLE.test(v)) ? 'holds a character no Slack code or state has' : undefined;
+      if (problem !== undefined) {
+        plain(ctx.res, 400, `Refused: ${field} ${problem}. Nothing was stored; start the install again from Herald.`);
+        return;
+      }
     }
     const [state] = states;
     if (state !== undefined && !(await o.installations.boundTo(state, ctx.cookies.get(BINDER_COOKIE)))) {
@@ -125,6 +138,14 @@ export function installRoutes(o: InstallRoutesOptions): Router {
       },
     });
   });
+  // Any other method: refused, saying which it takes.
+  for (const path of [INSTALL_PATH, REDIRECT_PATH]) {
+    router.all(path, (ctx) => {
+      ctx.status = 405;
+      ctx.set('Allow', 'GET, HEAD');
+      ctx.body = { error: `${path} takes GET only` };
+    });
+  }
   return router;
 }
 

@@ -52,13 +52,15 @@ export class InstalledBot implements Speaker {
   readonly facets: Platform;
   /** The installed bot, and the token it speaks with (a new install, or a refresh, brings another). */
   private bot: { speaker: Speaker; token: string } | undefined;
-  /** When the store was last read (performance.now()). */
-  private readAt = 0;
+  /** When the store was last read (performance.now(), which starts near 0 with the process: never read is -Infinity). */
+  private readAt = -Infinity;
   /** When the token it speaks with is due for a refresh (wall clock, ms; Infinity: it does not expire). */
   private dueAt = Infinity;
   /** Why the last read gave no bot, when not "not installed": the row does not open. */
   private problem: string | undefined;
   private reading: Promise<Speaker> | undefined;
+  /** Moved on by reread(): a read begun before it keeps nothing it read. */
+  private generation = 0;
 
   constructor(
     private readonly name: string,
@@ -103,17 +105,25 @@ export class InstalledBot implements Speaker {
   current(): Promise<Speaker> {
     const fresh = performance.now() - this.readAt < INSTALL_REREAD_MS && this.rotation.now().getTime() < this.dueAt;
     if (this.bot !== undefined && fresh) return Promise.resolve(this.bot.speaker);
-    this.reading ??= this.read().finally(() => (this.reading = undefined));
+    if (this.reading === undefined) {
+      const reading: Promise<Speaker> = this.read().finally(() => {
+        if (this.reading === reading) this.reading = undefined;
+      });
+      this.reading = reading;
+    }
     return this.reading;
   }
 
   /** One read of the store (current() shares it among its callers). */
   private async read(): Promise<Speaker> {
+    const generation = this.generation;
     let found: InstalledWorkspace | undefined;
     try {
       found = await this.installations.find(this.name);
       // Half its life gone (Slack's token rotation): refreshed first, by this replica or another.
       if (found !== undefined && this.due(found) && (await this.rotate())) found = await this.installations.find(this.name);
+      // Begun before reread() was asked (an install or an uninstall since): what it read is not kept.
+      if (generation !== this.generation) return await this.current();
     } catch (err) {
       if (err instanceof SealedSecretError) {
         this.bot = undefined;
@@ -184,10 +194,12 @@ export class InstalledBot implements Speaker {
   }
 
   /** Read the store now (this replica installed it): the next use speaks with the new token. */
-  async reread(): Promise<Speaker> {
-    // A read under way began before the change: a new one after it.
-    await this.reading?.catch(() => undefined);
-    this.readAt = 0;
+  reread(): Promise<Speaker> {
+    // At once: no send from now on speaks with what was read before the change, nor joins a read
+    // begun before it (that read's result is dropped, generation).
+    this.generation += 1;
+    this.readAt = -Infinity;
+    this.reading = undefined;
     return this.current();
   }
 
@@ -250,6 +262,7 @@ export function startInstalls(o: InstallsOptions): { bots: { name: string; bot: 
     );
   const routes = [
     installRoutes({
+      isAdmin: (authorization) => services.isAdmin(authorization),
       clientId,
       clientSecret,
       apiUrl: config.apiUrl,

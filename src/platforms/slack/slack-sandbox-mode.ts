@@ -36,7 +36,7 @@ export async function startSlackSandbox(options: SandboxOptions<SlackConfig>): P
     notes: [
       `map a destination to it: {"transport": "slack", "channel": "${ids.channels.general}"} (#general; the bot joins #alerts, ${ids.channels.alerts}, on its first post)`,
       `people: ada ${ids.users.ada} (workspace admin), bob ${ids.users.bob}; they write and run /agent from the page`,
-      ...others.map((o) => `identity ${o.name}: workspace ${o.ids.domain} (${o.ids.team}, its page ${sandbox.url}/${o.ids.team}/), #general ${o.ids.channels.general}${o.install === true ? `; not installed yet: install it from Herald (GET /admin/slack/install?identity=${o.name}, admin token)` : ''}`),
+      ...others.map((o) => `identity ${o.name}: workspace ${o.ids.domain} (${o.ids.team}, its page ${sandbox.url}/${o.ids.team}/), #general ${o.ids.channels.general}${o.install === true ? `; not installed yet: install it from Herald (GET /slack/install?identity=${o.name}, admin token)` : ''}`),
     ],
     close: () => sandbox.close(),
   };
