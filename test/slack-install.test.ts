@@ -118,6 +118,9 @@ describe('installing the Slack app in a workspace from Herald', { timeout: 120_0
     const ready = await h.bridge.get('/readyz');
     expect(ready.status).toBe(200);
     expect(ready.json).toMatchObject({ status: 'ok', identities: { ops: { slack_install: 'not installed' }, eng: { slack_install: 'not installed' } } });
+    // The status page says so on each identity's Slack row.
+    const page = await (await fetch(`${h.herald.metricsUrl ?? ''}/`)).text();
+    expect(page).toMatch(/<tr><td>slack<\/td><td>ops<\/td><td>[^<]*<\/td><td class="down">[^<]*install: not installed<\/td><\/tr>/);
   });
 
   it('refuses to start an install without the admin token, or for an identity not declared name=install', async () => {

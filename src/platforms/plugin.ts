@@ -102,15 +102,18 @@ export function identityChecks(running: readonly RunningPlatform[]): Record<stri
 
 /**
  * What keeps one identity's bot on one platform from speaking, for the status page: its token
- * refused (the platform's checks named `…token…`), as `token: rejected by Discord (401)`.
+ * refused (the platform's checks named `…token`), as `token: rejected by Discord (401)`, or its
+ * workspace not installed (`…install`), as `install: not installed`.
  */
 export function tokenTroubles(running: readonly RunningPlatform[], platform: string, as: string): string[] {
   const r = running.find((x) => x.facets.name === platform);
   // The default bot's checks are the platform's own, and (where its refused token leaves the replica ready) its identity checks under `default`.
   const checks = r === undefined ? {} : { ...(as === DEFAULT_IDENTITY ? r.readiness() : {}), ...(r.identityReadiness?.()[as] ?? {}) };
-  return Object.entries(checks)
-    .filter(([name]) => name.split(':')[0]?.endsWith('token'))
-    .map(([, state]) => `token: ${state}`);
+  // `token` (`slack_token`, `token:ops`): refused; `install` (`slack_install`): not installed, or uninstalled.
+  return Object.entries(checks).flatMap(([name, state]) => {
+    const what = ['token', 'install'].find((w) => name.split(':')[0]?.endsWith(w));
+    return what === undefined ? [] : [`${what}: ${state}`];
+  });
 }
 
 /** A platform, as its folder's `index.ts` exports it. `C` is its own settings. */
