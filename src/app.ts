@@ -19,7 +19,7 @@ import { createLogger } from './infra/log.js';
 import { createRegistry, type Registry } from './infra/metrics.js';
 import type { Database } from './schema.js';
 import { identityChecks, tokenTroubles, type PlatformPlugin, type Surfaces } from './platforms/plugin.js';
-import { bearerCheck } from './infra/http/auth.js';
+import { platformAdminGate } from './infra/http/auth.js';
 import { PLATFORMS } from './platforms/platforms.js';
 import { configuredPlatforms, startPlatforms } from './platforms/start.js';
 import { speakingAs, type Platform, type Platforms } from './platforms/platform.js';
@@ -105,9 +105,11 @@ export async function startHerald(options: HeraldOptions): Promise<Herald> {
     log.info({ store: store.kind }, 'store ready');
 
     const ledger = ownMessageLedger(tablesOf(store.db));
-    const admin = config.adminToken === undefined ? undefined : bearerCheck(config.adminToken);
-    const isAdmin = (authorization: string | undefined): boolean => admin?.(authorization) === true;
-    const shared = { store: store as Store, clock, log, registry, serving: roles.http, dispatching: roles.dispatcher, ownMessage: ledger.record, ledger, isAdmin, singletonTtlMs: config.singletonTtlMs, singletonDownMs: config.singletonDownMs };
+    // Counted with the API's own failed logins (herald_http_auth_failures_total, area admin), once that counter is registered.
+    const adminGate = platformAdminGate(config.adminToken, (throttled) =>
+      (registry.getSingleMetric('herald_http_auth_failures_total') as { inc?(labels: Record<string, string>): void } | undefined)?.inc?.({ area: 'admin', reason: throttled ? 'throttled' : 'unauthorized' }),
+    );
+    const shared = { store: store as Store, clock, log, registry, serving: roles.http, dispatching: roles.dispatcher, ownMessage: ledger.record, ledger, adminGate, singletonTtlMs: config.singletonTtlMs, singletonDownMs: config.singletonDownMs };
     const { running, singletons } = await startPlatforms(platforms, config.platforms, shared, cleanups);
     const [home, ...others] = running.map((r) => r.facets);
     // config.ts made sure HERALD_TRANSPORT is configured; each platform as each of its identities beside.

@@ -61,7 +61,7 @@ describe('IRC lease lost during a connect that hangs', () => {
       ledger: { find: async () => undefined, noncesOf: async () => new Map() },
       link: () => undefined,
       singleton: (_name, r) => ((request = r), lease),
-      isAdmin: () => false,
+      adminGate: () => ({ ok: false, status: 503, error: 'admin not configured' }),
     });
     try {
       held = true;

@@ -21,6 +21,9 @@ export interface CoreSettings {
   readonly home: string;
 }
 
+/** What PlatformServices.adminGate answers. */
+export type AdminGate = { readonly ok: true } | { readonly ok: false; readonly status: 401 | 429 | 503; readonly error: string; readonly retryAfterSeconds?: number };
+
 /** What a started platform is given. */
 export interface PlatformServices {
   /** Which store holds Herald's tables (`db`): a budget shared between processes needs PostgreSQL. */
@@ -51,8 +54,12 @@ export interface PlatformServices {
    * Another process takes it over within seconds after the holder dies. Close it on close.
    */
   singleton(name: string, request: SingletonRequest): Singleton;
-  /** Whether an `Authorization` header carries HERALD_ADMIN_TOKEN (false when it is unset): for a platform's own operator pages. */
-  isAdmin(authorization: string | undefined): boolean;
+  /**
+   * Whether a request to one of the platform's own operator pages carries HERALD_ADMIN_TOKEN: `ok`,
+   * or the answer to give (401; 429 after too many failures from its address, as the API's
+   * `/admin/`; 503 when HERALD_ADMIN_TOKEN is unset).
+   */
+  adminGate(authorization: string | undefined, address: string): AdminGate;
 }
 
 /** A platform's slash commands: what to register (Herald's definitions, which the platform converts), and who answers an invocation. */

@@ -16,7 +16,7 @@ export function configuredPlatforms(settings: Readonly<Record<string, unknown>>,
 }
 
 /** What every platform of this process shares. */
-export interface PlatformsShared extends Pick<PlatformServices, 'clock' | 'log' | 'registry' | 'serving' | 'dispatching' | 'ownMessage' | 'ledger' | 'isAdmin'> {
+export interface PlatformsShared extends Pick<PlatformServices, 'clock' | 'log' | 'registry' | 'serving' | 'dispatching' | 'ownMessage' | 'ledger' | 'adminGate'> {
   readonly store: Store;
   /** HERALD_SINGLETON_TTL_MS: how long a held connection's lease lasts unrenewed. */
   readonly singletonTtlMs: number;

@@ -72,3 +72,20 @@ export class FailureThrottle {
     }
   }
 }
+
+/**
+ * The admin token's check for pages served outside the API (a platform's own operator pages): the
+ * same token, the same limit on failures per address as the API's `/admin/` (10 a minute), 503
+ * when no admin token is configured.
+ */
+export function platformAdminGate(adminToken: string | undefined, onFailure?: (throttled: boolean) => void): (authorization: string | undefined, address: string) => { ok: true } | { ok: false; status: 401 | 429 | 503; error: string; retryAfterSeconds?: number } {
+  const check = adminToken === undefined ? undefined : bearerCheck(adminToken);
+  const throttle = new FailureThrottle();
+  return (authorization, address) => {
+    if (check === undefined) return { ok: false, status: 503, error: 'admin not configured: set HERALD_ADMIN_TOKEN' };
+    if (check(authorization)) return { ok: true };
+    const verdict = throttle.fail(address);
+    onFailure?.(verdict.limited);
+    return verdict.limited ? { ok: false, status: 429, error: 'too many failed attempts', retryAfterSeconds: verdict.retryAfterSeconds } : { ok: false, status: 401, error: 'unauthorized: the admin token (HERALD_ADMIN_TOKEN)' };
+  };
+}

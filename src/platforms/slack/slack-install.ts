@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import Router from '@koa/router';
+import type { Context } from 'koa';
+import type { PlatformServices } from '../plugin.js';
 import { InstallProvider, type CodedError, type Installation } from '@slack/oauth';
 import { LogLevel } from '@slack/web-api';
 import type { Logger } from 'pino';
@@ -25,8 +27,8 @@ const PRINTABLE = /^[\x21-\x7e]*$/;
 const BINDER_COOKIE = 'herald-slack-install';
 
 export interface InstallRoutesOptions {
-  /** Whether an Authorization header carries the admin token. */
-  isAdmin(authorization: string | undefined): boolean;
+  /** Whether a request carries the admin token (PlatformServices.adminGate). */
+  adminGate: PlatformServices['adminGate'];
   readonly clientId: string;
   readonly clientSecret: string;
   /** Base of Slack's Web API (oauth.v2.access, auth.test), ending with `/`. */
@@ -78,10 +80,13 @@ export function installRoutes(o: InstallRoutesOptions): Router {
   // Pages for a browser (as the archive UI's), outside the API's contract: each checks its own
   // caller and its own input, and refuses what it cannot take with a 4xx naming the field.
   router.get(INSTALL_PATH, async (ctx) => {
-    // The admin token only (the bridge token starts nothing here).
-    if (!o.isAdmin(ctx.get('authorization') || undefined)) {
-      ctx.status = 401;
-      ctx.body = { error: 'unauthorized: an install is started with the admin token (HERALD_ADMIN_TOKEN)' };
+    // The admin token only (the bridge token starts nothing here); a HEAD starts nothing.
+    if (ctx.method !== 'GET') return notGet(ctx);
+    const gate = o.adminGate(ctx.get('authorization') || undefined, ctx.ip);
+    if (!gate.ok) {
+      ctx.status = gate.status;
+      if (gate.retryAfterSeconds !== undefined) ctx.set('Retry-After', String(gate.retryAfterSeconds));
+      ctx.body = { error: `${gate.error}: an install is started with the admin token` };
       return;
     }
     const given = new URL(ctx.url, 'http://herald.invalid').searchParams.getAll('identity');
@@ -105,6 +110,8 @@ export function installRoutes(o: InstallRoutesOptions): Router {
     }
   });
   router.get(REDIRECT_PATH, async (ctx) => {
+    // A HEAD finishes nothing (it would trade the code and keep the token).
+    if (ctx.method !== 'GET') return notGet(ctx);
     ctx.respond = false;
     // Finished only by the browser that started it: a state seen elsewhere (a shared link, a
     // history) with a cookie written by hand does not carry the binder.
@@ -139,14 +146,15 @@ export function installRoutes(o: InstallRoutesOptions): Router {
     });
   });
   // Any other method: refused, saying which it takes.
-  for (const path of [INSTALL_PATH, REDIRECT_PATH]) {
-    router.all(path, (ctx) => {
-      ctx.status = 405;
-      ctx.set('Allow', 'GET, HEAD');
-      ctx.body = { error: `${path} takes GET only` };
-    });
-  }
+  for (const path of [INSTALL_PATH, REDIRECT_PATH]) router.all(path, notGet);
   return router;
+}
+
+/** A method other than GET: 405, saying which it takes. */
+function notGet(ctx: Context): void {
+  ctx.status = 405;
+  ctx.set('Allow', 'GET');
+  ctx.body = { error: `${ctx.path} takes GET only` };
 }
 
 /** The provider's installation, kept as the identity's (the state's metadata names it). */

@@ -262,7 +262,7 @@ export function startInstalls(o: InstallsOptions): { bots: { name: string; bot: 
     );
   const routes = [
     installRoutes({
-      isAdmin: (authorization) => services.isAdmin(authorization),
+      adminGate: (authorization, address) => services.adminGate(authorization, address),
       clientId,
       clientSecret,
       apiUrl: config.apiUrl,
