@@ -10,6 +10,7 @@ import { SlackSandbox, type OtherWorkspace } from '../src/platforms/slack/sandbo
 import { SealedSecretError, seal, unseal } from '../src/platforms/slack/credentials.js';
 import { SlackInstallations } from '../src/platforms/slack/slack-installations.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
+import { finishInstall, installDance, installEnv, pickWorkspace, startInstall } from './support/slack-install.js';
 import { waitFor } from './support/wait.js';
 
 // Attacks on Slack's OAuth install from Herald (src/platforms/slack/slack-install.ts), each kept
@@ -34,27 +35,8 @@ describe('attacking the Slack install', { timeout: 120_000 }, () => {
   const logs: string[] = [];
   const rows = async (): Promise<Record<string, unknown>[]> => (await sql<Record<string, unknown>>`select * from slack_installations order by identity`.execute(h.herald.store.db)).rows;
   const states = async (): Promise<number> => Number((await sql<{ n: string }>`select count(*) as n from slack_install_states`.execute(h.herald.store.db)).rows[0]?.n);
-  const start = async (identity: string): Promise<{ authorize: URL; cookie: string }> => {
-    const res = await fetch(`${h.url}/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
-    expect(res.status, await res.clone().text()).toBe(302);
-    return { authorize: new URL(res.headers.get('location') ?? ''), cookie: res.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ') };
-  };
-  const authorize = async (url: URL, team: string): Promise<string> => {
-    const u = new URL(url);
-    u.searchParams.set('team', team);
-    const picked = await fetch(u, { redirect: 'manual' });
-    expect(picked.status).toBe(302);
-    return picked.headers.get('location') ?? '';
-  };
-  const finish = async (callback: string, cookie: string): Promise<{ status: number; text: string }> => {
-    const res = await fetch(callback, { headers: { cookie }, redirect: 'manual' });
-    return { status: res.status, text: await res.text() };
-  };
-  const dance = async (identity: string, team: string): Promise<{ status: number; text: string }> => {
-    const s = await start(identity);
-    return finish(await authorize(s.authorize, team), s.cookie);
-  };
-
+  const start = (identity: string) => startInstall(h, identity);
+  const dance = (identity: string, team: string) => installDance(h, identity, team);
   beforeAll(async () => {
     ops = slack.addWorkspace('ops', { byOAuth: true });
     eng = slack.addWorkspace('eng', { byOAuth: true });
@@ -67,17 +49,7 @@ describe('attacking the Slack install', { timeout: 120_000 }, () => {
     out.on('data', (chunk: Buffer) => logs.push(chunk.toString('utf8')));
     h = await startTestHerald({
       logTo: out,
-      env: {
-        LOG_LEVEL: 'debug',
-        HERALD_POLICY: policy,
-        SLACK_BOT_TOKEN: slack.botToken,
-        SLACK_API_URL: slack.apiUrl,
-        HERALD_SLACK_TIMEOUT_MS: '3000',
-        HERALD_SLACK_IDENTITIES: 'ops=install,eng=install',
-        SLACK_CLIENT_ID: slack.clientId,
-        SLACK_CLIENT_SECRET: slack.clientSecret,
-        HERALD_CREDENTIALS_KEY: key.toString('hex'),
-      },
+      env: installEnv(slack, 'ops=install,eng=install', key, { LOG_LEVEL: 'debug', HERALD_POLICY: policy }),
     });
   });
   afterAll(async () => {
@@ -131,10 +103,10 @@ describe('attacking the Slack install', { timeout: 120_000 }, () => {
 
   it('two callbacks racing for one state: exactly one is stored', async () => {
     const s = await start('ops');
-    const callback = await authorize(s.authorize, ops.ids.team);
+    const callback = await pickWorkspace(s.authorize, ops.ids.team);
     // The same code can be exchanged once only at Slack; give the racer its own code for the same state.
-    const other = await authorize(s.authorize, spare.ids.team);
-    const [a, b] = await Promise.all([finish(callback, s.cookie), finish(other, s.cookie)]);
+    const other = await pickWorkspace(s.authorize, spare.ids.team);
+    const [a, b] = await Promise.all([finishInstall(callback, s.cookie), finishInstall(other, s.cookie)]);
     expect([a.status, b.status].sort()).toEqual([200, 400]);
     expect((await rows()).map((r) => r['identity'])).toEqual(['ops']);
   });
@@ -153,9 +125,9 @@ describe('attacking the Slack install', { timeout: 120_000 }, () => {
     const state = leaked.searchParams.get('state') ?? '';
     // A stranger gets a code for a workspace of their own.
     const theirs = slack.addWorkspace(`stranger-${randomBytes(3).toString('hex')}`, { byOAuth: true });
-    const callback = await authorize(leaked, theirs.ids.team);
+    const callback = await pickWorkspace(leaked, theirs.ids.team);
     // …and sends Herald the state with a cookie they wrote themselves: the cookie is the state.
-    const res = await finish(callback, `slack-app-oauth-state=${state}`);
+    const res = await finishInstall(callback, `slack-app-oauth-state=${state}`);
     expect(res.status, res.text).toBe(400);
     expect((await rows()).map((r) => r['team_id'])).not.toContain(theirs.ids.team);
   });
@@ -190,15 +162,7 @@ describe('re-installing an identity into another workspace', { timeout: 120_000 
     const mapped = await h.admin.put(`/admin/destinations/${IDS.guild}/digest`, { transport: 'slack', channel });
     expect(mapped.status, mapped.text).toBe(200);
   };
-  const dance = async (identity: string, team: string): Promise<{ status: number; text: string }> => {
-    const res = await fetch(`${h.url}/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
-    const cookie = res.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
-    const u = new URL(res.headers.get('location') ?? '');
-    u.searchParams.set('team', team);
-    const picked = await fetch(u, { redirect: 'manual' });
-    const back = await fetch(picked.headers.get('location') ?? '', { headers: { cookie }, redirect: 'manual' });
-    return { status: back.status, text: await back.text() };
-  };
+  const dance = (identity: string, team: string) => installDance(h, identity, team);
 
   beforeAll(async () => {
     ops = slack.addWorkspace('ops', { byOAuth: true });
@@ -208,16 +172,7 @@ describe('re-installing an identity into another workspace', { timeout: 120_000 
     const policy = path.join(dir, 'policy.yaml');
     await writeFile(policy, POLICY);
     h = await startTestHerald({
-      env: {
-        HERALD_POLICY: policy,
-        SLACK_BOT_TOKEN: slack.botToken,
-        SLACK_API_URL: slack.apiUrl,
-        HERALD_SLACK_TIMEOUT_MS: '3000',
-        HERALD_SLACK_IDENTITIES: 'ops=install,eng=install',
-        SLACK_CLIENT_ID: slack.clientId,
-        SLACK_CLIENT_SECRET: slack.clientSecret,
-        HERALD_CREDENTIALS_KEY: key.toString('hex'),
-      },
+      env: installEnv(slack, 'ops=install,eng=install', key, { HERALD_POLICY: policy }),
     });
   });
   afterAll(async () => {

@@ -5,6 +5,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SlackSandbox, type OtherWorkspace } from '../src/platforms/slack/sandbox/sandbox.js';
 import { startTestHerald, type TestHerald } from './support/herald.js';
+import { installEnv } from './support/slack-install.js';
 
 // The Slack install pages (/slack/install, /slack/oauth_redirect: src/platforms/slack/slack-install.ts), outside the API's contract: each checks its caller and its input itself. The attacking helper's tests, kept; four failed on the code before (no throttle, no count, 401 for an unset admin token, a HEAD that finished an install).
 
@@ -39,16 +40,7 @@ describe('the Slack install pages, as a stranger, an agent and a hostile network
     out.on('data', (chunk: Buffer) => logs.push(chunk.toString('utf8')));
     h = await startTestHerald({
       logTo: out,
-      env: {
-        LOG_LEVEL: 'debug',
-        SLACK_BOT_TOKEN: slack.botToken,
-        SLACK_API_URL: slack.apiUrl,
-        HERALD_SLACK_TIMEOUT_MS: '3000',
-        HERALD_SLACK_IDENTITIES: 'ops=install',
-        SLACK_CLIENT_ID: slack.clientId,
-        SLACK_CLIENT_SECRET: slack.clientSecret,
-        HERALD_CREDENTIALS_KEY: key.toString('hex'),
-      },
+      env: installEnv(slack, 'ops=install', key, { LOG_LEVEL: 'debug' }),
     });
   });
   afterAll(async () => {

@@ -10,6 +10,7 @@ import { unseal } from '../src/platforms/slack/credentials.js';
 import { SlackSandbox, type OtherWorkspace } from '../src/platforms/slack/sandbox/sandbox.js';
 import { SlackInstallations } from '../src/platforms/slack/slack-installations.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
+import { installEnv, pickWorkspace, startInstall } from './support/slack-install.js';
 import { waitFor } from './support/wait.js';
 
 describe('the Slack install under races: a repeated state, late refreshes, a refresh lease held elsewhere, an uninstall heard elsewhere', { timeout: 120_000 }, () => {
@@ -23,19 +24,8 @@ describe('the Slack install under races: a repeated state, late refreshes, a ref
   let dir: string;
   const logs: string[] = [];
   const row = async (identity: string): Promise<Record<string, unknown> | undefined> => (await sql<Record<string, unknown>>`select * from slack_installations where identity = ${identity}`.execute(h.herald.store.db)).rows[0];
-  const start = async (identity: string): Promise<{ authorize: URL; cookies: string[] }> => {
-    const res = await fetch(`${h.url}/slack/install?identity=${identity}`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
-    expect(res.status, await res.clone().text()).toBe(302);
-    return { authorize: new URL(res.headers.get('location') ?? ''), cookies: res.headers.getSetCookie().map((c) => c.split(';')[0] ?? '') };
-  };
-  const authorize = async (url: URL, team: string): Promise<string> => {
-    const u = new URL(url);
-    u.searchParams.set('team', team);
-    const picked = await fetch(u, { redirect: 'manual' });
-    expect(picked.status).toBe(302);
-    return picked.headers.get('location') ?? '';
-  };
-
+  const start = (identity: string) => startInstall(h, identity);
+  const authorize = pickWorkspace;
   beforeAll(async () => {
     ops = slack.addWorkspace('ops', { byOAuth: true });
     eng = slack.addWorkspace('eng', { byOAuth: true });
@@ -49,17 +39,7 @@ describe('the Slack install under races: a repeated state, late refreshes, a ref
     out.on('data', (chunk: Buffer) => logs.push(chunk.toString('utf8')));
     h = await startTestHerald({
       logTo: out,
-      env: {
-        LOG_LEVEL: 'debug',
-        HERALD_POLICY: policy,
-        SLACK_BOT_TOKEN: slack.botToken,
-        SLACK_API_URL: slack.apiUrl,
-        HERALD_SLACK_TIMEOUT_MS: '3000',
-        HERALD_SLACK_IDENTITIES: 'ops=install,eng=install,rot=install',
-        SLACK_CLIENT_ID: slack.clientId,
-        SLACK_CLIENT_SECRET: slack.clientSecret,
-        HERALD_CREDENTIALS_KEY: key.toString('hex'),
-      },
+      env: installEnv(slack, 'ops=install,eng=install,rot=install', key, { LOG_LEVEL: 'debug', HERALD_POLICY: policy }),
     });
   });
   afterAll(async () => {
@@ -115,7 +95,7 @@ describe('the Slack install under races: a repeated state, late refreshes, a ref
   it('while another replica holds the refresh lease, sends do not read the store on every send', async () => {
     // Install rot (rotating tokens, 600 s life).
     const s = await start('rot');
-    const back = await fetch(await authorize(s.authorize, rot.ids.team), { headers: { cookie: s.cookies.join('; ') }, redirect: 'manual' });
+    const back = await fetch(await authorize(s.authorize, rot.ids.team), { headers: { cookie: s.cookie }, redirect: 'manual' });
     expect(back.status, await back.text()).toBe(200);
     const mapped = await h.admin.put(`/admin/destinations/${IDS.guild}/digest`, { transport: 'slack', channel: rot.ids.channels.general });
     expect(mapped.status, mapped.text).toBe(200);

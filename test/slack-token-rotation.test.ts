@@ -9,6 +9,7 @@ import { unseal } from '../src/platforms/slack/credentials.js';
 import { SlackInstallations, type SlackInstallDb } from '../src/platforms/slack/slack-installations.js';
 import { SlackSandbox, type OtherWorkspace } from '../src/platforms/slack/sandbox/sandbox.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
+import { installDance, installEnv } from './support/slack-install.js';
 import { waitFor } from './support/wait.js';
 
 // Slack's token rotation (an app setting): an install hands over an access token that expires
@@ -45,25 +46,11 @@ describe('an installed workspace whose tokens rotate', { timeout: 60_000 }, () =
     const policy = path.join(dir, 'policy.yaml');
     await writeFile(policy, 'clients:\n  agent-rot: { identity: rot }\n');
     h = await startTestHerald({
-      env: {
-        HERALD_POLICY: policy,
-        SLACK_BOT_TOKEN: slack.botToken,
-        SLACK_API_URL: slack.apiUrl,
-        HERALD_SLACK_TIMEOUT_MS: '3000',
-        HERALD_SLACK_IDENTITIES: 'rot=install',
-        SLACK_CLIENT_ID: slack.clientId,
-        SLACK_CLIENT_SECRET: slack.clientSecret,
-        HERALD_CREDENTIALS_KEY: key.toString('hex'),
-      },
+      env: installEnv(slack, 'rot=install', key, { HERALD_POLICY: policy }),
     });
     // Installed through the dance: start (admin), pick the workspace, back with both cookies.
-    const start = await fetch(`${h.url}/slack/install?identity=rot`, { headers: { authorization: `Bearer ${h.adminToken}` }, redirect: 'manual' });
-    expect(start.status).toBe(302);
-    const authorize = new URL(start.headers.get('location') ?? '');
-    authorize.searchParams.set('team', rot.ids.team);
-    const picked = await fetch(authorize, { redirect: 'manual' });
-    const back = await fetch(picked.headers.get('location') ?? '', { headers: { cookie: start.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ') }, redirect: 'manual' });
-    expect(back.status, await back.text()).toBe(200);
+    const installed = await installDance(h, 'rot', rot.ids.team);
+    expect(installed.status, installed.text).toBe(200);
     const mapped = await h.admin.put(`/admin/destinations/${IDS.guild}/digest`, { transport: 'slack', channel: rot.ids.channels.general });
     expect(mapped.status, mapped.text).toBe(200);
   });
