@@ -10,7 +10,7 @@ import { POLICY_CLIENT_HEADER } from '../src/infra/http/policy.middleware.js';
 import { SlackSandbox, SLACK_SANDBOX_IDS as ONE, type OtherWorkspace } from '../src/platforms/slack/sandbox/sandbox.js';
 import { SlackPlatform } from '../src/platforms/slack/slack-platform.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
-import { waitFor } from './support/wait.js';
+import { settledAs } from './support/wait.js';
 import { configProblems } from './support/config-problems.js';
 import { apiCall } from './support/slack-sandbox.js';
 
@@ -116,12 +116,7 @@ describe('two Slack workspaces, two agents, each speaking only in its own', { ti
   let h: TestHerald;
   let dir: string;
   const as = (client: string) => ({ headers: { [POLICY_CLIENT_HEADER]: client } });
-  const settled = (requestId: string, client: string): Promise<Record<string, unknown>> =>
-    waitFor(async () => {
-      const r = await h.bridge.get(`/mcp/deliveries/${requestId}`, as(client));
-      const state = r.json as Record<string, unknown>;
-      return r.status === 200 && ['delivered', 'failed', 'unknown'].includes(String(state['state'])) ? state : undefined;
-    }, `${requestId.slice(0, 8)} from ${client} to settle`);
+  const settled = (requestId: string, client: string) => settledAs(h.bridge, requestId, client);
   const slackPost = (requestId: string, destination: string, content: string) => ({ request_id: requestId, kind: 'post', target: { guild_id: IDS.guild, destination }, body: { content } });
   const textsIn = (channel: string) => slack.messages(channel).map((m) => m.text);
 

@@ -11,7 +11,7 @@ import { SealedSecretError, seal, unseal } from '../src/platforms/slack/credenti
 import { SlackInstallations } from '../src/platforms/slack/slack-installations.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
 import { finishInstall, installDance, installEnv, pickWorkspace, startInstall } from './support/slack-install.js';
-import { waitFor } from './support/wait.js';
+import { settledAs } from './support/wait.js';
 
 // Attacks on Slack's OAuth install from Herald (src/platforms/slack/slack-install.ts), each kept
 // as a test: odd inputs, races for a state or a workspace, a stranger who saw the state (old code:
@@ -150,12 +150,7 @@ describe('re-installing an identity into another workspace', { timeout: 120_000 
   let h: TestHerald;
   let dir: string;
   const as = (client: string) => ({ headers: { [POLICY_CLIENT_HEADER]: client } });
-  const settled = (requestId: string, client: string): Promise<Record<string, unknown>> =>
-    waitFor(async () => {
-      const r = await h.bridge.get(`/mcp/deliveries/${requestId}`, as(client));
-      const state = r.json as Record<string, unknown>;
-      return r.status === 200 && ['delivered', 'failed', 'unknown'].includes(String(state['state'])) ? state : undefined;
-    }, `${requestId.slice(0, 8)} from ${client} to settle`);
+  const settled = (requestId: string, client: string) => settledAs(h.bridge, requestId, client);
   const post = (requestId: string, content: string) => ({ request_id: requestId, kind: 'post', target: { guild_id: IDS.guild, destination: 'digest' }, body: { content } });
   const rows = async (): Promise<Record<string, unknown>[]> => (await sql<Record<string, unknown>>`select * from slack_installations order by identity`.execute(h.herald.store.db)).rows;
   const mapDigest = async (channel: string): Promise<void> => {

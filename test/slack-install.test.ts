@@ -10,7 +10,7 @@ import { SlackSandbox, SLACK_SANDBOX_IDS as ONE, type OtherWorkspace } from '../
 import { slack as slackPlatform } from '../src/platforms/slack/index.js';
 import { INSTALL_PATH, REDIRECT_PATH } from '../src/platforms/slack/slack-install.js';
 import { IDS, newRequestId, startTestHerald, type TestHerald } from './support/herald.js';
-import { waitFor } from './support/wait.js';
+import { settledAs, waitFor } from './support/wait.js';
 
 // Slack's OAuth install from Herald (HERALD_SLACK_IDENTITIES `name=install`): black-box over HTTP,
 // the whole dance against the Slack sandbox's authorize page and oauth.v2.access, through the real
@@ -38,12 +38,7 @@ describe('installing the Slack app in a workspace from Herald', { timeout: 120_0
   let h: TestHerald;
   let dir: string;
   const as = (client: string) => ({ headers: { [POLICY_CLIENT_HEADER]: client } });
-  const settled = (requestId: string, client: string): Promise<Record<string, unknown>> =>
-    waitFor(async () => {
-      const r = await h.bridge.get(`/mcp/deliveries/${requestId}`, as(client));
-      const state = r.json as Record<string, unknown>;
-      return r.status === 200 && ['delivered', 'failed', 'unknown'].includes(String(state['state'])) ? state : undefined;
-    }, `${requestId.slice(0, 8)} from ${client} to settle`);
+  const settled = (requestId: string, client: string) => settledAs(h.bridge, requestId, client);
   const post = (requestId: string, content: string) => ({ request_id: requestId, kind: 'post', target: { guild_id: IDS.guild, destination: 'digest' }, body: { content } });
   const rows = async (): Promise<Record<string, unknown>[]> => (await sql<Record<string, unknown>>`select * from slack_installations order by identity`.execute(h.herald.store.db)).rows;
 

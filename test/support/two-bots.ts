@@ -4,7 +4,7 @@ import path from 'node:path';
 import { POLICY_CLIENT_HEADER } from '../../src/infra/http/policy.middleware.js';
 import { DiscordSandbox } from '../../src/platforms/discord/sandbox/sandbox.js';
 import { IDS, startTestHerald, type TestHerald } from './herald.js';
-import { waitFor } from './wait.js';
+import { settledAs, waitFor } from './wait.js';
 
 /**
  * A Herald that is two Discord bots in one sandbox (docs/guides/identities.md): Herald's own
@@ -53,16 +53,7 @@ export async function startTwoBots(policy: string, options: { env?: Record<strin
       sandbox: s,
       ops,
       as,
-      settled: (requestId, client, timeoutMs) =>
-        waitFor(
-          async () => {
-            const r = await herald.bridge.get(`/mcp/deliveries/${requestId}`, as(client));
-            const state = r.json as Record<string, unknown>;
-            return r.status === 200 && ['delivered', 'failed', 'unknown'].includes(String(state['state'])) ? state : undefined;
-          },
-          `${requestId.slice(0, 8)} from ${client} to settle`,
-          timeoutMs,
-        ),
+      settled: (requestId, client, timeoutMs) => settledAs(herald.bridge, requestId, client, timeoutMs),
       close,
     };
   } catch (err) {

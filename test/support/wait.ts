@@ -1,3 +1,4 @@
+import { POLICY_CLIENT_HEADER } from '../../src/infra/http/policy.middleware.js';
 import type { Client } from './client.js';
 
 /** Poll until `probe` returns a value that is not undefined/false, or fail after `timeoutMs`. */
@@ -39,4 +40,20 @@ export async function waitForStateAt(api: Pick<Client, 'get'>, path: string, sta
 export function waitForDelivery(api: Pick<Client, 'get'>, requestId: string, state: string | readonly string[], what?: string, timeoutMs = 20_000): Promise<Record<string, unknown>> {
   const wanted = typeof state === 'string' ? state : state.join(' or ');
   return waitForStateAt(api, `/mcp/deliveries/${requestId}`, state, what ?? `${requestId.slice(0, 8)}… to be ${wanted}`, timeoutMs);
+}
+
+/**
+ * Wait for a delivery to settle (delivered, failed or unknown), read by the agent `client` names
+ * (the policy's x-herald-policy-client header: another agent's deliveries are not its to see).
+ */
+export function settledAs(bridge: Pick<Client, 'get'>, requestId: string, client: string, timeoutMs?: number): Promise<Record<string, unknown>> {
+  return waitFor(
+    async () => {
+      const r = await bridge.get(`/mcp/deliveries/${requestId}`, { headers: { [POLICY_CLIENT_HEADER]: client } });
+      const state = r.json as Record<string, unknown>;
+      return r.status === 200 && ['delivered', 'failed', 'unknown'].includes(String(state['state'])) ? state : undefined;
+    },
+    `${requestId.slice(0, 8)} from ${client} to settle`,
+    timeoutMs,
+  );
 }
